@@ -11,6 +11,7 @@ import sys
 
 LEAN_CONF = {
     "spark.ui.enabled": "false",
+    "spark.ui.showConsoleProgress": "false",
     "spark.sql.shuffle.partitions": "4",
     "spark.default.parallelism": "4",
     "spark.sql.session.timeZone": "UTC",

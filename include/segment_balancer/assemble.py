@@ -1,0 +1,133 @@
+"""``assemble``: the plan tables from the op log (docs/ARCHITECTURE.md "Plan directory").
+
+Writes ``WORK/plan/`` atomically: ``operations.parquet``, ``assignment.parquet``, ``groups.json``
+and ``summary.json`` (counts per stage/tier/action, replication status before and after, balance
+per tier, alerts, effective config, snapshot id, timings). Validation adds ``validation.json``.
+"""
+
+from __future__ import annotations
+
+import json
+import shutil
+from pathlib import Path
+
+from . import groups as G
+from .engine.state import split_group_name
+from .io import _aside, replace_path, write_json_atomic, write_parquet_atomic
+from .run import OPS_COLUMNS, Run
+from .status import current_replicas, replicated_status, tier_state
+
+PLAN_OPS_COLUMNS = [c for c in OPS_COLUMNS if c != "idx"]
+
+
+def end_assignment(run: Run):
+    """The projected end state: (``segment_id``, ``server``, ``tier``) once every op succeeded."""
+    from pyspark.sql import functions as F
+
+    ops = run.ops()
+    cur = current_replicas(run.table("replicas"), ops).filter("holds")
+    used = cur.join(run.table("segments").select("idx", "segment_id"), "idx").select("segment_id", "server", "tier")
+    unused = run.table("replicas").filter(F.col("idx").isNull() & ((F.col("served") & ~F.col("queued_drop")) | F.col("queued_load")))
+    if ops is not None:
+        unused = unused.join(ops.filter("action = 'DROP'").select("segment_id", "server"), ["segment_id", "server"], "left_anti")
+    return used.unionByName(unused.select("segment_id", "server", "tier"))
+
+
+def status_counts(run: Run, ops) -> dict:
+    """Replicated used segments per tier by status (``under``/``full``/``over``) and unreplicated."""
+    from pyspark.sql import functions as F
+
+    st = replicated_status(run.table("segments"), run.table("targets"), tier_state(current_replicas(run.table("replicas"), ops), run.servers_df()))
+    unrep = st.filter("total_target > 0 and total_count = 0").select("idx").distinct().count()
+    per = (st.filter("not (total_target > 0 and total_count = 0)")
+           .select("tier", F.when(F.col("count") < F.col("target"), "underreplicated")
+                   .when(F.col("count") == F.col("target"), "fully_replicated").otherwise("overreplicated").alias("status"))
+           .groupBy("tier", "status").count().collect())
+    out: dict = {"unreplicated": unrep, "tiers": {}}
+    for r in per:
+        out["tiers"].setdefault(r["tier"], {})[r["status"]] = r["count"]
+    return out
+
+
+def balance(run: Run, assignment) -> dict:
+    """Per tier: segments and bytes per candidate server, max − min of each (seed 004 measures)."""
+    from pyspark.sql import functions as F
+
+    sized = assignment.join(run.table("segments").select("segment_id", "size_bytes"), "segment_id")
+    per = {r["server"]: (r["n"], r["b"]) for r in sized.groupBy("server").agg(F.count("*").alias("n"), F.sum("size_bytes").alias("b")).collect()}
+    out = {}
+    for tier, part in run.servers_pdf.groupby("tier"):
+        cands = part[~part["decommissioning"]]["server"]
+        counts = [per.get(s, (0, 0))[0] for s in cands] or [0]
+        sizes = [int(per.get(s, (0, 0))[1] or 0) for s in cands] or [0]
+        out[tier] = {"servers": len(cands), "segments_max_minus_min": max(counts) - min(counts),
+                     "bytes_max_minus_min": max(sizes) - min(sizes)}
+    return out
+
+
+def assemble(run: Run, groups, snapshot: Path) -> Path:
+    """Write the plan to ``WORK/plan`` (replacing an earlier one) and return its path."""
+    from pyspark.sql import functions as F
+
+    plan = run.work / "plan"
+    tmp = _aside(plan)
+    tmp.mkdir(parents=True)
+    ops = run.ops()
+    spark = run.spark
+    if ops is None:
+        ops = spark.createDataFrame([], "op_id long, stage int, action string, queue_type string, idx long, segment_id string, datasource string, tier string, server string, size_bytes long, depends_on long, reason string")
+    ops_plan = ops.orderBy("op_id").select(*PLAN_OPS_COLUMNS)
+    write_parquet_atomic(ops_plan.coalesce(1), tmp / "operations.parquet")
+    _flatten(tmp / "operations.parquet")
+    assignment = end_assignment(run)
+    write_parquet_atomic(assignment.orderBy("segment_id", "server").coalesce(1), tmp / "assignment.parquet")
+    _flatten(tmp / "assignment.parquet")
+    by_stage = [r.asDict() for r in ops.groupBy("stage", "tier", "action").count().orderBy("stage", "tier", "action").collect()]
+    by_reason = {r["reason"]: r["count"] for r in ops.groupBy("reason").count().collect()}
+    final_groups = [{"name": name, "kind": split_group_name(name)[0], "tier": split_group_name(name)[1],
+                     "count": len(bm), "bitset": G.encode(bm)} for name, bm in sorted(groups.items())]
+    write_json_atomic(final_groups, tmp / "groups.json")
+    timings_path = run.work / "timings.json"
+    summary = {
+        "snapshot_id": run.meta["snapshot_id"],
+        "cluster": run.meta["cluster"],
+        "snapshot": str(snapshot),
+        "operations": int(ops.count()),
+        "loads": int(ops.filter("action = 'LOAD'").count()),
+        "drops": int(ops.filter("action = 'DROP'").count()),
+        "moves": int(ops.filter(F.col("depends_on").isNotNull()).count()),
+        "by_stage_tier_action": by_stage,
+        "by_reason": by_reason,
+        "status_before": status_counts(run, None),
+        "status_after": status_counts(run, ops),
+        "groups_before": run.meta.get("status_counts", {}),
+        "groups_after": {g["name"]: g["count"] for g in final_groups},
+        "balance_before": balance(run, end_assignment_start(run)),
+        "balance_after": balance(run, assignment),
+        "alerts": run.meta.get("alerts", []),
+        "config": run.meta["config"],
+        "ignored_config": run.meta.get("ignored_config", []),
+        "timings_seconds": json.loads(timings_path.read_text()) if timings_path.exists() else {},
+    }
+    write_json_atomic(summary, tmp / "summary.json")
+    replace_path(tmp, plan)
+    return plan
+
+
+def end_assignment_start(run: Run):
+    """The start state in the shape of :func:`end_assignment` (served without drop, or loading)."""
+    from pyspark.sql import functions as F
+
+    rep = run.table("replicas").filter((F.col("served") & ~F.col("queued_drop")) | F.col("queued_load"))
+    return rep.select("segment_id", "server", "tier")
+
+
+def _flatten(path: Path) -> None:
+    """Turn Spark's one-part parquet directory into a single parquet file at ``path``."""
+    parts = sorted(path.glob("part-*.parquet"))
+    if not path.is_dir() or len(parts) != 1:
+        return
+    tmp = _aside(path)
+    shutil.move(str(parts[0]), tmp)
+    shutil.rmtree(path)
+    tmp.rename(path)

@@ -1,0 +1,142 @@
+"""Command line: the same applications as the DAG, in one Spark session.
+
+``python -m segment_balancer plan --snapshot DIR --out DIR [--config FILE.json] [--work DIR]``
+``python -m segment_balancer explain --snapshot DIR --segment ID [--tier T] [--config FILE.json]``
+``python -m segment_balancer summary PLAN_DIR``
+``python -m segment_balancer generate OUT_DIR [--seed N] [--segments N]``
+``python -m segment_balancer import-sql SQL_FILE OUT_DIR``
+
+Exit codes: 0 success, 2 bad input (snapshot refused, plan failed validation), 1 anything else.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import logging
+import shutil
+import sys
+import tempfile
+from pathlib import Path
+
+from .apps import read_overrides
+
+
+def run_plan(spark, snapshot: Path, out: Path, overrides: dict | None = None, work: Path | None = None) -> dict:
+    """Run every application of ``APP_NAMES`` in order, validate, and publish to ``out``.
+
+    Returns the plan's ``summary.json``. Raises ``SnapshotError`` (bad input) or
+    ``PlanValidationError`` (nothing published, an earlier plan at ``out`` untouched).
+    """
+    from .publish import publish_plan
+    from .stages import APP_NAMES, run_app
+    from .validation import require_valid
+
+    own_work = work is None
+    work = Path(work or tempfile.mkdtemp(prefix="segment_balancer-work-"))
+    log = logging.getLogger("segment_balancer.plan")
+    try:
+        xcom = None
+        for name in APP_NAMES:
+            log.info("running %s", name)
+            xcom = run_app(spark, name, snapshot, work, xcom, overrides)
+        require_valid(work / "plan", work)
+        publish_plan(work / "plan", out)
+        return json.loads((Path(out) / "summary.json").read_text())
+    finally:
+        if own_work:
+            shutil.rmtree(work, ignore_errors=True)
+
+
+def explain(spark, snapshot: Path, segment_id: str, tier: str | None = None, overrides: dict | None = None) -> dict:
+    """Every candidate server's start-of-run placement cost, rank, top-``B`` membership and, when
+    ineligible, why; per tier where the segment has a target or a replica (or only ``tier``)."""
+    from .explain import explain_segment
+
+    work = Path(tempfile.mkdtemp(prefix="segment_balancer-explain-"))
+    try:
+        from .prepare import prepare
+
+        prepare(spark, snapshot, work, overrides)
+        return explain_segment(spark, work, segment_id, tier)
+    finally:
+        shutil.rmtree(work, ignore_errors=True)
+
+
+def print_summary(plan: Path) -> None:
+    """A short human summary of a published plan (rich table)."""
+    from rich.console import Console
+    from rich.table import Table
+
+    summary = json.loads((Path(plan) / "summary.json").read_text())
+    console = Console()
+    console.print(f"[bold]Plan[/bold] {plan}  snapshot {summary['snapshot_id']}")
+    console.print(f"{summary['operations']} operations: {summary['loads']} loads, {summary['drops']} drops, "
+                  f"{summary['moves']} of the drops wait for a load (moves and callbacks)")
+    table = Table("stage", "tier", "action", "count")
+    for row in summary["by_stage_tier_action"]:
+        table.add_row(str(row["stage"]), str(row["tier"]), row["action"], str(row["count"]))
+    console.print(table)
+    before, after = summary["status_before"], summary["status_after"]
+    console.print(f"unreplicated segments: {before['unreplicated']} before, {after['unreplicated']} once the plan succeeds")
+    for alert in summary["alerts"]:
+        console.print(f"[yellow]alert[/yellow] {alert['kind']}: {alert['message']}")
+
+
+def _parser() -> argparse.ArgumentParser:
+    p = argparse.ArgumentParser(prog="python -m segment_balancer", description=__doc__.splitlines()[0])
+    sub = p.add_subparsers(dest="command", required=True)
+    plan = sub.add_parser("plan", help="compute, validate and publish a plan")
+    plan.add_argument("--snapshot", required=True, type=Path)
+    plan.add_argument("--out", required=True, type=Path)
+    plan.add_argument("--config", type=Path, help="JSON object of dynamic config overrides")
+    plan.add_argument("--work", type=Path, help="keep the work directory here (default: a temporary one)")
+    ex = sub.add_parser("explain", help="why each server ranks where it does for one segment")
+    ex.add_argument("--snapshot", required=True, type=Path)
+    ex.add_argument("--segment", required=True)
+    ex.add_argument("--tier")
+    ex.add_argument("--config", type=Path)
+    sm = sub.add_parser("summary", help="print the summary of a plan directory")
+    sm.add_argument("plan", type=Path)
+    gen = sub.add_parser("generate", help="write the seeded realistic sample snapshot")
+    gen.add_argument("out", type=Path)
+    gen.add_argument("--seed", type=int, default=7458)
+    gen.add_argument("--segments", type=int, default=20000)
+    imp = sub.add_parser("import-sql", help="druid_segments SQL rows -> segments.jsonl.gz")
+    imp.add_argument("sql", type=Path)
+    imp.add_argument("out", type=Path)
+    return p
+
+
+def main(argv=None) -> int:
+    """Entry point of ``python -m segment_balancer``."""
+    from .snapshot.errors import SnapshotError
+    from .validation import PlanValidationError
+
+    logging.basicConfig(level=logging.INFO, format="%(asctime)s %(levelname)s %(name)s: %(message)s")
+    args = _parser().parse_args(argv)
+    try:
+        if args.command == "summary":
+            print_summary(args.plan)
+        elif args.command == "generate":
+            from .sample import generate_snapshot
+
+            print(json.dumps(generate_snapshot(args.out, seed=args.seed, n_segments=args.segments), indent=2))
+        elif args.command == "import-sql":
+            from .importer import import_druid_segments_sql
+
+            print(f"{import_druid_segments_sql(args.sql, args.out)} segments written to {args.out}")
+        else:
+            from .sparkutil import local_session
+
+            spark = local_session(f"segment_balancer.{args.command}")
+            overrides = read_overrides(args.config)
+            if args.command == "plan":
+                run_plan(spark, args.snapshot, args.out, overrides, args.work)
+                print_summary(args.out)
+            else:
+                print(json.dumps(explain(spark, args.snapshot, args.segment, args.tier, overrides), indent=2))
+    except (SnapshotError, PlanValidationError) as exc:
+        print(f"error: {exc}", file=sys.stderr)
+        return 2
+    return 0

@@ -1,0 +1,236 @@
+"""Druid's ``CostBalancerStrategy`` cost, vectorised with numpy, and the server ranking order.
+
+Source: ALGORITHM.md, section "Best servers (top B)"; Druid
+``org.apache.druid.server.coordinator.balancer.CostBalancerStrategy`` (``intervalCost``,
+``computeJointSegmentsCost``, ``computePlacementCost``, ``getCostComputeInterval``).
+
+Units: instants are epoch milliseconds (int64, UTC). Costs are Druid's unnormalised costs (float64):
+the integral of ``exp(-lambda * |x - y|)`` over the two intervals with time in hours and
+``lambda = ln 2 / 24 h`` (24-hour half-life), doubled for two segments of the same datasource.
+
+Determinism: sums are exactly rounded (``math.fsum``), so a placement cost does not depend on the
+order of the projected segments or on how identical intervals are grouped into counts; two servers
+with the same contents always tie exactly. Every cost is computed element-wise by the same numpy
+expressions, so the Spark job (``ranking.py``) and ``ranking.rank_one`` give bit-identical numbers.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Iterable, Mapping
+
+import numpy as np
+
+HALF_LIFE_HOURS = 24.0
+LAMBDA = math.log(2) / HALF_LIFE_HOURS  # per hour
+INV_LAMBDA_SQUARE = 1.0 / (LAMBDA * LAMBDA)
+MILLIS_IN_HOUR = 3_600_000.0
+MILLIS_FACTOR = MILLIS_IN_HOUR / LAMBDA  # ms per unit of lambda-scaled time (intervalCost's unit)
+
+DAY_MS = 86_400_000
+COST_WINDOW_MS = 45 * DAY_MS  # only segments overlapping [start - 45 d, end + 45 d) count
+
+# Druid's Intervals.ETERNITY = [Long.MIN_VALUE / 2, Long.MAX_VALUE / 2) (JodaUtils.MIN/MAX_INSTANT).
+ETERNITY_START_MS = -(2**62)
+ETERNITY_END_MS = 2**62 - 1
+
+_SPLITTER = 134_217_729.0  # 2**27 + 1, Veltkamp split of a float64 into two 26-bit halves
+
+
+def _exp(x: np.ndarray) -> np.ndarray:
+    # One place for exp, always on a fresh contiguous float64 array (same code path per element).
+    return np.exp(np.array(x, dtype=np.float64, order="C"))
+
+
+def _disjoint_cost(x1: np.ndarray, y0: np.ndarray, y1: np.ndarray) -> np.ndarray:
+    """Cost of X = [0, x1) and Y = [y0, y1) when ``x1 <= y0`` (no overlap), lambda = 1.
+
+    Druid's formula ``(e^-y1 - e^-y0) - (e^(x1-y1) - e^(x1-y0))``; 0 when ``x1 == 0`` or ``y0 == y1``
+    (Druid's early return, which the recursive calls of the overlapping case rely on).
+    """
+    value = (_exp(-y1) - _exp(-y0)) - (_exp(x1 - y1) - _exp(x1 - y0))
+    return np.where((x1 == 0) | (y1 == y0), 0.0, value)
+
+
+def interval_cost(x1, y0, y1):
+    """Druid's ``intervalCost(x1, y0, y1)``: joint cost of X = [0, x1) and Y = [y0, y1), lambda = 1.
+
+    ``cost(X, Y) = integral over x in X, y in Y of exp(-|x - y|)``. Arguments are in lambda-scaled
+    time (ms / ``MILLIS_FACTOR``, i.e. hours * ln2 / 24), relative to the start of X.
+
+    Args:
+        x1: end of X (>= 0), scalar or float64 array.
+        y0, y1: start and end of Y (``y1 >= y0``), scalars or float64 arrays; all three broadcast.
+
+    Returns:
+        float64 ndarray of the broadcast shape (a 0-d array for scalar inputs; ``float()`` it).
+        Same branches and operation order as Druid, so values agree with Druid to ~1 ulp of exp.
+    """
+    x1, y0, y1 = np.broadcast_arrays(*(np.asarray(v, dtype=np.float64) for v in (x1, y0, y1)))
+    with np.errstate(over="ignore", invalid="ignore"):
+        # cost(X, Y) = cost(Y, X): swap so that Y starts at or after X (y0 >= 0).
+        swap = y0 < 0
+        sx1 = np.where(swap, y1 - y0, x1)
+        sy1 = np.where(swap, x1 - y0, y1)
+        sy0 = np.where(swap, -y0, y0)
+        # Overlap: X = [A)[B)[C) or [A)[B) with Y over B (and C); cost = c(A,Y) + c(B,C) + c(B,B).
+        y1_inside = sy1 <= sx1
+        beta = np.where(y1_inside, sy1 - sy0, sx1 - sy0)
+        gamma = np.where(y1_inside, sx1 - sy0, sy1 - sy0)
+        overlapping = (
+            _disjoint_cost(sy0, sy0, sy1)
+            + _disjoint_cost(beta, beta, gamma)
+            + 2 * (beta + _exp(-beta) - 1)
+        )
+        result = np.where(sy0 < sx1, overlapping, _disjoint_cost(sx1, sy0, sy1))
+    return np.where((x1 == 0) | (y1 == y0), 0.0, result)
+
+
+def joint_cost(a_start_ms, a_end_ms, a_datasource, b_start_ms, b_end_ms, b_datasource) -> np.ndarray:
+    """Druid's ``computeJointSegmentsCost(a, b)``, vectorised (all six arguments broadcast).
+
+    Args:
+        a_start_ms, a_end_ms: int or int64 arrays, interval(s) of segment A (epoch ms, end >= start).
+        a_datasource: str or str array, datasource(s) of A.
+        b_start_ms, b_end_ms: int64 arrays (or ints), intervals of the B segments.
+        b_datasource: str array (or str), datasources of the B segments.
+
+    Returns:
+        float64 ndarray, ``INV_LAMBDA_SQUARE * intervalCost(...)``, times 2 where B's datasource
+        equals A's. No 45-day window is applied here (see ``placement_cost``). Each element is
+        computed by the same float64 operations as Druid (longs converted to double first).
+    """
+    t0 = np.asarray(a_start_ms, dtype=np.int64).astype(np.float64)
+    x1 = (np.asarray(a_end_ms, dtype=np.int64).astype(np.float64) - t0) / MILLIS_FACTOR
+    y0 = (np.asarray(b_start_ms, dtype=np.int64).astype(np.float64) - t0) / MILLIS_FACTOR
+    y1 = (np.asarray(b_end_ms, dtype=np.int64).astype(np.float64) - t0) / MILLIS_FACTOR
+    same = np.asarray(b_datasource, dtype=object) == np.asarray(a_datasource, dtype=object)
+    return INV_LAMBDA_SQUARE * interval_cost(x1, y0, y1) * np.where(same, 2.0, 1.0)
+
+
+def in_cost_window(seg_start_ms, seg_end_ms, proj_start_ms, proj_end_ms) -> np.ndarray:
+    """Bool array: which projected intervals overlap ``[seg_start - 45 d, seg_end + 45 d)``.
+
+    Overlap as Joda's ``Interval.overlaps``: ``proj_start < window_end and proj_end > window_start``.
+    Druid uses the segment interval itself as the window for an eternity segment; since no interval
+    reaches past eternity, the widened window selects the same segments.
+    """
+    lo = int(seg_start_ms) - COST_WINDOW_MS
+    hi = int(seg_end_ms) + COST_WINDOW_MS
+    return (np.asarray(proj_start_ms, dtype=np.int64) < hi) & (np.asarray(proj_end_ms, dtype=np.int64) > lo)
+
+
+def _split(a: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    c = _SPLITTER * a
+    hi = c - (c - a)
+    return hi, a - hi
+
+
+def exact_products(terms: np.ndarray, counts: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """Dekker's two-product: float64 arrays ``(p, e)`` with ``p + e == terms * counts`` exactly.
+
+    ``counts`` are integers below 2**53. Exact unless a product under/overflows (costs here lie
+    between ~1e-30 and ~1e15, far from both limits).
+    """
+    terms = np.ascontiguousarray(terms, dtype=np.float64)
+    counts = np.ascontiguousarray(counts, dtype=np.float64)
+    p = terms * counts
+    th, tl = _split(terms)
+    ch, cl = _split(counts)
+    e = ((th * ch - p) + th * cl + tl * ch) + tl * cl
+    return p, e
+
+
+def exact_sum(terms, counts=None, minus: Iterable[float] = ()) -> float:
+    """Exactly rounded ``sum(terms * counts) - sum(minus)`` (``math.fsum``), order independent.
+
+    Args:
+        terms: float64 array of costs. counts: optional int array (same length), multiplicities.
+        minus: floats to subtract exactly (used to leave one copy of a segment out).
+
+    Returns:
+        float; ``+0.0`` (never ``-0.0``) for an exact zero.
+    """
+    terms = np.asarray(terms, dtype=np.float64)
+    if counts is None:
+        parts = terms.tolist()
+    else:
+        p, e = exact_products(terms, counts)
+        parts = p.tolist() + e.tolist()
+    parts.extend(-float(m) for m in minus)
+    return math.fsum(parts) + 0.0
+
+
+def placement_cost(
+    seg_start_ms,
+    seg_end_ms,
+    seg_datasource,
+    proj_start_ms,
+    proj_end_ms,
+    proj_datasource,
+    proj_count=None,
+) -> float:
+    """Cost of placing a segment on one server: Druid's ``computePlacementCost``.
+
+    Sum of ``joint_cost`` of the segment with every projected segment of the server (served +
+    queued loads - queued drops) that overlaps ``[seg_start - 45 d, seg_end + 45 d)``.
+    The segment itself must already be left out by the caller (ALGORITHM.md: the self joint cost
+    is subtracted when the server serves or loads it, which equals leaving it out).
+
+    Args:
+        seg_start_ms, seg_end_ms: int epoch ms; seg_datasource: str.
+        proj_start_ms, proj_end_ms: int64 arrays (epoch ms); proj_datasource: str array; all length n.
+        proj_count: optional int64 array, length n: how many projected segments share that row's
+            interval and datasource (the sum counts each row that many times).
+
+    Returns:
+        float, exactly rounded sum (0.0 when nothing overlaps).
+    """
+    mask = in_cost_window(seg_start_ms, seg_end_ms, proj_start_ms, proj_end_ms)
+    if not mask.any():
+        return 0.0
+    terms = joint_cost(
+        seg_start_ms,
+        seg_end_ms,
+        seg_datasource,
+        np.asarray(proj_start_ms, dtype=np.int64)[mask],
+        np.asarray(proj_end_ms, dtype=np.int64)[mask],
+        np.asarray(proj_datasource, dtype=object)[mask],
+    )
+    counts = None if proj_count is None else np.asarray(proj_count, dtype=np.int64)[mask]
+    return exact_sum(terms, counts)
+
+
+def rank_key(cost: float, available_bytes: int, server: str) -> tuple[float, int, str]:
+    """Sort key of the best-servers order: cost ascending, more available bytes, smaller name.
+
+    Raises:
+        ValueError: if ``cost`` is NaN (NaN has no place in a total order).
+    """
+    if math.isnan(cost):
+        raise ValueError(f"placement cost of server {server!r} is NaN")
+    return (cost + 0.0, -int(available_bytes), server)
+
+
+def rank_servers(costs: Mapping[str, float], available: Mapping[str, int]) -> list[str]:
+    """Servers of ``costs`` best first (ALGORITHM.md "Best servers (top B)").
+
+    Args:
+        costs: server -> placement cost. available: server -> available bytes
+            (``max_size - (current_size + queued and scheduled loads)``).
+
+    Raises:
+        ValueError: a server of ``costs`` has no available bytes, or a cost is NaN.
+    """
+    missing = sorted(set(costs) - set(available))
+    if missing:
+        raise ValueError(f"no available bytes for servers {missing}")
+    return sorted(costs, key=lambda s: rank_key(costs[s], available[s], s))
+
+
+def drop_order(costs: Mapping[str, float], available: Mapping[str, int]) -> list[str]:
+    """Servers in the order to drop from: the exact reverse of ``rank_servers``.
+
+    Highest cost first, then fewer available bytes, then the larger name. Raises as ``rank_servers``.
+    """
+    return rank_servers(costs, available)[::-1]

@@ -1,0 +1,84 @@
+"""Segment groups as roaring bitmaps over the used-segment index, and their XCom form.
+
+A group is a ``pyroaring.BitMap`` of segment indexes (ALGORITHM.md "Terms": a segment's position in
+the newest-first order of used segments). XCom carries ``{name: base64(portable serialisation)}``.
+Source: seed 000 "Implementation notes" (bitsets over ``usedSegments``).
+"""
+
+from __future__ import annotations
+
+import base64
+from collections.abc import Iterable, Mapping
+
+from pyroaring import BitMap
+
+
+def encode(bitmap: BitMap) -> str:
+    """Base64 text of the portable roaring serialisation."""
+    return base64.b64encode(bitmap.serialize()).decode("ascii")
+
+
+def decode(text: str) -> BitMap:
+    """Inverse of :func:`encode`; raises ``ValueError`` on text that is not a roaring bitmap."""
+    try:
+        return BitMap.deserialize(base64.b64decode(text.encode("ascii"), validate=True))
+    except Exception as exc:  # pyroaring raises plain ValueError/TypeError
+        raise ValueError(f"not a base64 roaring bitmap: {exc}") from exc
+
+
+def encode_all(groups: Mapping[str, BitMap]) -> dict[str, str]:
+    """``{name: encode(bitmap)}`` sorted by name."""
+    return {name: encode(groups[name]) for name in sorted(groups)}
+
+
+def decode_all(encoded: Mapping[str, str]) -> dict[str, BitMap]:
+    """Inverse of :func:`encode_all`."""
+    return {name: decode(text) for name, text in encoded.items()}
+
+
+def bitmaps_from_members(members_df) -> dict[str, BitMap]:
+    """Collect a Spark DataFrame (``group`` str, ``idx`` long) into one bitmap per group.
+
+    Each partition builds its own bitmaps; only the serialised bitmaps travel to the driver, where
+    they are OR-ed together — never the member rows.
+    """
+
+    def per_partition(rows: Iterable) -> Iterable[tuple[str, bytes]]:
+        built: dict[str, BitMap] = {}
+        for row in rows:
+            built.setdefault(row["group"], BitMap()).add(int(row["idx"]))
+        return [(name, bm.serialize()) for name, bm in built.items()]
+
+    out: dict[str, BitMap] = {}
+    parts = members_df.select("group", "idx").rdd.mapPartitions(per_partition)
+    for name, data in parts.reduceByKey(lambda a, b: (BitMap.deserialize(a) | BitMap.deserialize(b)).serialize()).collect():
+        out[name] = BitMap.deserialize(data)
+    return out
+
+
+def members_frame(spark, groups: Mapping[str, BitMap], names: Iterable[str], chunk: int = 1 << 20):
+    """The members of the named groups as a Spark DataFrame (``group`` str, ``idx`` long).
+
+    Bitmaps are cut into index ranges of ``chunk`` so that executors expand them in parallel.
+    """
+    rows = []
+    for name in names:
+        bm = groups.get(name)
+        if bm is None or not len(bm):
+            continue
+        lo, hi = bm.min(), bm.max()
+        for start in range(lo - lo % chunk, hi + 1, chunk):
+            part = bm & BitMap(range(start, start + chunk))
+            if len(part):
+                rows.append((name, part.serialize()))
+    df = spark.createDataFrame(rows, "group string, data binary")
+
+    def expand(batches):
+        import pandas as pd
+
+        for pdf in batches:
+            for name, data in zip(pdf["group"], pdf["data"]):
+                idx = list(BitMap.deserialize(bytes(data)))
+                yield pd.DataFrame({"group": [name] * len(idx), "idx": idx}, columns=["group", "idx"]).astype({"idx": "int64"})
+
+    return df.mapInPandas(expand, "group string, idx long")

@@ -1,0 +1,46 @@
+"""Atomic writes: every file is written aside and renamed into place, so it appears whole or not at all."""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import uuid
+from pathlib import Path
+
+
+def _aside(path: Path) -> Path:
+    return path.with_name(f".{path.name}.tmp-{uuid.uuid4().hex[:8]}")
+
+
+def replace_path(tmp: Path, path: Path) -> None:
+    """Move ``tmp`` to ``path``, replacing a file or directory already there."""
+    if path.is_dir() and not path.is_symlink():
+        old = _aside(path)
+        os.replace(path, old)
+        os.replace(tmp, path)
+        shutil.rmtree(old, ignore_errors=True)
+    else:
+        os.replace(tmp, path)
+
+
+def write_json_atomic(obj, path: Path) -> None:
+    """Write ``obj`` as indented JSON to ``path`` atomically."""
+    path = Path(path)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    tmp = _aside(path)
+    tmp.write_text(json.dumps(obj, indent=2, sort_keys=False, default=str))
+    replace_path(tmp, path)
+
+
+def write_parquet_atomic(frame, path: Path) -> None:
+    """Write a Spark DataFrame (a directory of parts) or a pandas DataFrame (one file) to ``path``
+    atomically."""
+    path = Path(path)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    tmp = _aside(path)
+    if hasattr(frame, "sparkSession"):
+        frame.write.mode("overwrite").parquet(str(tmp))
+    else:
+        frame.to_parquet(tmp, index=False)
+    replace_path(tmp, path)

@@ -1,0 +1,244 @@
+"""Stage 0 ``prepare``: the snapshot as tables, the used-segment index, targets, replication status,
+the initial segment groups and the start-of-run placement-cost ranking.
+
+Everything over segments and replicas runs as Spark jobs; the driver holds only per-server,
+per-tier and per-rule data, and the group bitmaps.
+
+Source: ALGORITHM.md "Inputs", "Terms", "Best servers"; seed 000 "Terminology".
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+from pathlib import Path
+
+from . import groups as G
+from .io import write_json_atomic, write_parquet_atomic
+from .rules import rule_index_for
+from .snapshot import loader
+from .snapshot.errors import SnapshotError
+from .snapshot.segments import read_segments, read_server_segments
+
+log = logging.getLogger(__name__)
+STAGE_NUMBERS = range(1, 14)
+
+
+def load_small_inputs(snapshot: Path, overrides: dict | None):
+    """Servers, queue entries, rules, effective config and snapshot meta (small files)."""
+    servers = loader.load_servers(snapshot)
+    names = {s.server for s in servers}
+    all_names = _all_server_names(snapshot)
+    queues = loader.load_load_queues(snapshot, names)
+    rules = loader.load_rules(snapshot)
+    config = loader.load_config(snapshot, overrides)
+    meta = loader.load_snapshot_meta(snapshot)
+    return servers, all_names, queues, rules, config, meta
+
+
+def _all_server_names(snapshot: Path) -> set[str]:
+    rows = json.loads((snapshot / "servers.json").read_text())
+    return {r.get("server") for r in rows if isinstance(r, dict)}
+
+
+def stage_limits(config) -> dict[str, dict]:
+    """``{"1": {"queue_type", "limit", "total"}, …}`` for stages 1–13 (ALGORITHM.md table)."""
+    from .run import stage_limit_entry
+
+    return {str(stage): stage_limit_entry(config.limit(stage)) for stage in STAGE_NUMBERS}
+
+
+def _rules_table(spark, rules: dict, datasources: list[str], tiers: set[str]):
+    """Per datasource the flattened rule list (its own, then ``_default``) as rows
+    (``datasource``, ``rule_idx``, ``rule_kind``, ``tier``, ``target``, ``tier_pos``)."""
+    rows = []
+    for ds in datasources:
+        for i, rule in enumerate(rules.get(ds, []) + rules.get("_default", [])):
+            replicants = list((rule.tiered_replicants or {}).items()) if rule.kind == "load" else []
+            if not replicants:
+                rows.append((ds, i, rule.kind, None, 0, 0))
+            for pos, (tier, n) in enumerate(replicants):
+                rows.append((ds, i, rule.kind, tier if tier in tiers else None, int(n) if tier in tiers else 0, pos))
+    return spark.createDataFrame(rows, "datasource string, rule_idx int, rule_kind string, tier string, target int, tier_pos int")
+
+
+def _assign_rules(segments, rules: dict, now_ms: int):
+    """Adds ``rule_idx`` (int, −1 when no rule applies) with a vectorised pass per batch."""
+    flat = {ds: rules.get(ds, []) + rules.get("_default", []) for ds in rules}
+    default = rules.get("_default", [])
+
+    def assign(batches):
+        import numpy as np
+
+        for pdf in batches:
+            pdf = pdf.reset_index(drop=True)
+            out = np.full(len(pdf), -1, dtype=np.int32)
+            for ds, part in pdf.groupby("datasource", sort=False):
+                lst = flat.get(ds, default)
+                out[part.index.to_numpy()] = rule_index_for(
+                    lst, part["start_ms"].to_numpy(), part["end_ms"].to_numpy(), now_ms)
+            yield pdf.assign(rule_idx=out)
+
+    from pyspark.sql.types import IntegerType, StructField, StructType
+
+    schema = StructType(segments.schema.fields + [StructField("rule_idx", IntegerType())])
+    return segments.mapInPandas(assign, schema)
+
+
+def prepare(spark, snapshot: Path, work: Path, overrides: dict | None = None) -> dict:
+    """Run stage 0: write ``WORK/prepared/*`` (see docs/ARCHITECTURE.md) and return the initial
+    groups as the XCom dict ``{"stage": 0, "groups": {name: base64 roaring}}``.
+
+    Raises :class:`SnapshotError` for any invalid input, before anything is written.
+    """
+    from pyspark.sql import functions as F
+
+    snapshot, work = Path(snapshot), Path(work)
+    servers, all_names, queues, rules, config, smeta = load_small_inputs(snapshot, overrides)
+    now_ms = smeta.snapshot_time_ms
+    cfg = config.as_dict()
+    decommissioning = set(cfg.get("decommissioningNodes") or [])
+    historicals = {s.server for s in servers}
+    tiers = sorted({s.tier for s in servers})
+    log.info("snapshot %s: %d historical servers in %d tiers", smeta.snapshot_id, len(servers), len(tiers))
+
+    segs = read_segments(spark, snapshot)
+    served = read_server_segments(spark, snapshot, historicals, all_names, segs)
+    segs = _assign_rules(segs, rules, now_ms)
+    datasources = [r[0] for r in segs.select("datasource").distinct().collect()]
+    rules_df = _rules_table(spark, rules, datasources, set(tiers))
+    kinds = rules_df.select("datasource", "rule_idx", "rule_kind").distinct()
+    segs = segs.join(F.broadcast(kinds), ["datasource", "rule_idx"], "left")
+
+    # The used-segment index: newest first (end desc, start desc, id desc).
+    used = segs.filter(F.col("used") & ~F.col("overshadowed")).select("segment_id", "start_ms", "end_ms")
+    ordered = used.orderBy(F.desc("end_ms"), F.desc("start_ms"), F.desc("segment_id"))
+    index = spark.createDataFrame(ordered.rdd.zipWithIndex().map(lambda p: (p[0]["segment_id"], p[1])), "segment_id string, idx long")
+    segments = segs.join(index, "segment_id", "left").select(
+        "idx", "segment_id", "datasource", "start_ms", "end_ms", "version",
+        F.col("partition_num").cast("int").alias("partition_num"), "size_bytes", "used", "overshadowed",
+        "rule_kind", "rule_idx", "shard_type", "line")
+    prepared = work / "prepared"
+    write_parquet_atomic(segments, prepared / "segments.parquet")
+    segments = spark.read.parquet(str(prepared / "segments.parquet"))
+
+    servers_pdf = _servers_frame(servers, decommissioning)
+    server_df = spark.createDataFrame(servers_pdf[["server", "tier"]])
+    replicas = _replicas(spark, served, queues, segments, server_df)
+    write_parquet_atomic(replicas, prepared / "replicas.parquet")
+    replicas = spark.read.parquet(str(prepared / "replicas.parquet"))
+
+    servers_pdf = _mark_broadcast_only(servers_pdf, replicas, segments)
+    write_parquet_atomic(servers_pdf, prepared / "servers.parquet")
+
+    targets = (segments.filter("idx is not null and rule_kind = 'load'").select("idx", "datasource", "rule_idx")
+               .join(F.broadcast(rules_df.filter("tier is not null and target > 0")), ["datasource", "rule_idx"])
+               .select("idx", "tier", F.col("target").cast("int").alias("target"), "tier_pos"))
+    write_parquet_atomic(targets, prepared / "targets.parquet")
+    targets = spark.read.parquet(str(prepared / "targets.parquet"))
+
+    from .status import initial_groups, ranking_pairs, start_projection
+
+    groups, counts = initial_groups(spark, segments, replicas, targets, servers_pdf)
+    from .ranking import start_of_run_rankings
+
+    pairs = ranking_pairs(spark, groups, segments, targets, replicas)
+    projected = start_projection(replicas, segments)
+    avail = servers_pdf.assign(available_bytes=servers_pdf.max_size - servers_pdf.projected_size,
+                               decommissioning=False)[["server", "tier", "available_bytes", "decommissioning"]]
+    rankings = start_of_run_rankings(pairs, projected, spark.createDataFrame(avail))
+    write_parquet_atomic(rankings, prepared / "rankings.parquet")
+
+    meta = {
+        "snapshot_id": smeta.snapshot_id,
+        "cluster": smeta.cluster,
+        "now_ms": now_ms,
+        "config": cfg,
+        "ignored_config": list(getattr(config, "ignored", [])),
+        "stage_limits": stage_limits(config),
+        "tiers": _tiers_meta(servers_pdf),
+        "alerts": _alerts(rules, set(tiers), decommissioning, historicals, replicas, segments, cfg, now_ms),
+        "status_counts": counts,
+    }
+    write_json_atomic(meta, prepared / "meta.json")
+    return {"stage": 0, "groups": G.encode_all(groups)}
+
+
+def _servers_frame(servers, decommissioning: set[str]):
+    import pandas as pd
+
+    return pd.DataFrame([{
+        "server": s.server, "host": s.host, "tier": s.tier, "max_size": int(s.max_size),
+        "current_size": int(s.current_size), "priority": int(s.priority),
+        "decommissioning": s.server in decommissioning,
+    } for s in sorted(servers, key=lambda s: s.server)]).astype({"max_size": "int64", "current_size": "int64", "priority": "int32"})
+
+
+def _replicas(spark, served, queues, segments, server_df):
+    """One row per (segment, server) that is served or queued (docs/ARCHITECTURE.md)."""
+    from pyspark.sql import functions as F
+
+    qrows = [(q.server, q.segment_id, q.action == "LOAD", q.queue_type if q.action == "LOAD" else None,
+              q.requested_at_ms, q.action == "DROP") for q in queues]
+    qdf = spark.createDataFrame(qrows, "server string, segment_id string, queued_load boolean, queue_type string, requested_at_ms long, queued_drop boolean")
+    unknown = qdf.join(segments.select("segment_id"), "segment_id", "left_anti").limit(1).collect()
+    if unknown:
+        raise SnapshotError("load_queues.json", None, f"server {unknown[0]['server']}: unknown segment {unknown[0]['segment_id']} (not in segments.jsonl)")
+    s = served.withColumn("served", F.lit(True))
+    rep = s.join(qdf, ["server", "segment_id"], "full_outer")
+    rep = rep.select(
+        "segment_id", "server", F.coalesce("served", F.lit(False)).alias("served"),
+        F.coalesce("queued_load", F.lit(False)).alias("queued_load"),
+        F.when(F.col("queued_load"), F.coalesce("queue_type", F.lit("loading"))).alias("queue_type"),
+        "requested_at_ms", F.coalesce("queued_drop", F.lit(False)).alias("queued_drop"))
+    rep = rep.join(F.broadcast(server_df), "server").join(segments.select("segment_id", "idx"), "segment_id")
+    return rep.select("segment_id", "idx", "server", "tier", "served", "queued_load", "queue_type", "requested_at_ms", "queued_drop")
+
+
+def _mark_broadcast_only(servers_pdf, replicas, segments):
+    """Adds ``projected_size`` (current + queued loads, bytes) and ``broadcast_only``."""
+    from pyspark.sql import functions as F
+
+    j = replicas.join(segments.select("segment_id", "size_bytes", "rule_kind", "idx"), ["segment_id", "idx"])
+    per = j.groupBy("server").agg(
+        F.sum(F.when(F.col("queued_load"), F.col("size_bytes")).otherwise(0)).alias("queued_bytes"),
+        F.sum(F.when(F.col("served") & ~(F.col("idx").isNotNull() & (F.col("rule_kind") == "broadcast")), 1).otherwise(0)).alias("non_broadcast"),
+    ).toPandas()
+    out = servers_pdf.merge(per, on="server", how="left").fillna({"queued_bytes": 0, "non_broadcast": 0})
+    out["projected_size"] = (out["current_size"] + out["queued_bytes"]).astype("int64")
+    out["broadcast_only"] = out["decommissioning"] & (out["non_broadcast"] == 0)
+    return out.drop(columns=["queued_bytes", "non_broadcast"])
+
+
+def _tiers_meta(servers_pdf) -> dict:
+    out = {}
+    for tier, part in servers_pdf.groupby("tier"):
+        out[tier] = {"priority": int(part.priority.max()), "servers": int(len(part)),
+                     "candidates": int((~part.decommissioning).sum())}
+    return out
+
+
+def _alerts(rules, tiers, decommissioning, historicals, replicas, segments, cfg, now_ms) -> list[dict]:
+    """Unknown tiers, unknown decommissioning nodes, loads queued too long, segments no rule matches."""
+    from pyspark.sql import functions as F
+
+    alerts = []
+    named = {t for lst in rules.values() for r in lst for t in (r.tiered_replicants or {})}
+    for tier in sorted(named - tiers):
+        alerts.append({"kind": "unknown_tier", "message": f"tier {tier} is named by a rule but has no historical server; left out of every sum"})
+    for name in sorted(decommissioning - historicals):
+        alerts.append({"kind": "unknown_decommissioning_node", "message": f"decommissioningNodes names {name}, which is not a historical server"})
+    limit_ms = int(float(cfg.get("segmentLoadingMaxSecondsBeforeAlerting", 900)) * 1000)
+    stale = replicas.filter(F.col("queued_load") & (F.col("requested_at_ms") < now_ms - limit_ms))
+    n_stale = stale.count()
+    if n_stale:
+        ex = [f"{r['segment_id']} on {r['server']}" for r in stale.orderBy("requested_at_ms", "server").limit(5).collect()]
+        alerts.append({"kind": "load_queued_too_long", "count": n_stale,
+                       "message": f"{n_stale} loads queued longer than {limit_ms // 1000} s", "examples": ex})
+    norule = segments.filter("idx is not null and rule_kind is null")
+    n_norule = norule.count()
+    if n_norule:
+        ex = [r["segment_id"] for r in norule.orderBy("idx").limit(5).collect()]
+        alerts.append({"kind": "no_rule_matches", "count": n_norule,
+                       "message": f"{n_norule} used segments match no rule; left where they are", "examples": ex})
+    return alerts

@@ -1,0 +1,131 @@
+"""Reads ``segments.jsonl[.gz]`` and ``server_segments.json`` with Spark, and validates them.
+
+The files may hold millions of rows, so they are parsed and checked by Spark jobs; only the first
+few bad rows come back to the driver, to name them in a :class:`SnapshotError`.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from .errors import SnapshotError
+
+SEGMENT_JSON_SCHEMA = (
+    "dataSource string, interval string, version string, size long, "
+    "shardSpec struct<type: string, partitionNum: int>, used boolean, overshadowed boolean"
+)
+ID_TIME_FORMAT = "yyyy-MM-dd'T'HH:mm:ss.SSS'Z'"
+
+
+def segments_path(snapshot: Path) -> Path:
+    """``segments.jsonl`` or ``segments.jsonl.gz`` in ``snapshot``; raises SnapshotError if neither."""
+    for name in ("segments.jsonl", "segments.jsonl.gz"):
+        if (snapshot / name).exists():
+            return snapshot / name
+    raise SnapshotError("segments.jsonl", None, "file is missing (segments.jsonl or segments.jsonl.gz)")
+
+
+def _more(word: str, rows) -> str:
+    """`` (also line 7: …; line 9: …)`` for the further bad rows, or nothing."""
+    if not rows:
+        return ""
+    key = "line" if word == "line" else "row"
+    return " (also " + "; ".join(f"{word} {r[key]}: {r['problem']}" for r in rows) + ")"
+
+
+def _iso_to_ms(col):
+    from pyspark.sql import functions as F
+
+    return F.unix_millis(F.to_timestamp(col))
+
+
+def read_segments(spark, snapshot: Path):
+    """All segments of the snapshot as a DataFrame, validated.
+
+    Returns columns ``line`` (long, 1-based), ``segment_id``, ``datasource``, ``version`` (str),
+    ``start_ms``, ``end_ms`` (long, epoch ms UTC), ``partition_num`` (int), ``shard_type`` (str),
+    ``size_bytes`` (long), ``used``, ``overshadowed`` (bool). Raises :class:`SnapshotError`
+    naming the line of the first bad rows: malformed JSON, a missing field, a bad interval
+    (unparseable or end before start), a negative size, a duplicate segment id.
+    """
+    from pyspark.sql import functions as F
+
+    path = segments_path(snapshot)
+    lines = spark.read.text(str(path)).rdd.zipWithIndex().map(lambda p: (p[1] + 1, p[0][0]))
+    raw = spark.createDataFrame(lines, "line long, text string")
+    parsed = raw.filter(F.trim("text") != "").select(
+        "line", F.from_json("text", SEGMENT_JSON_SCHEMA, {"mode": "PERMISSIVE"}).alias("j"), "text"
+    )
+    interval = F.split("j.interval", "/")
+    df = parsed.select(
+        "line",
+        F.col("j.dataSource").alias("datasource"),
+        F.col("j.version").alias("version"),
+        _iso_to_ms(interval.getItem(0)).alias("start_ms"),
+        _iso_to_ms(interval.getItem(1)).alias("end_ms"),
+        F.coalesce("j.shardSpec.partitionNum", F.lit(0)).alias("partition_num"),
+        F.coalesce("j.shardSpec.type", F.lit("none")).alias("shard_type"),
+        F.col("j.size").alias("size_bytes"),
+        F.coalesce("j.used", F.lit(True)).alias("used"),
+        F.coalesce("j.overshadowed", F.lit(False)).alias("overshadowed"),
+        F.col("j.interval").alias("interval"),
+    )
+    problem = (
+        F.when(F.col("datasource").isNull(), F.lit("dataSource is missing or the line is not a JSON object"))
+        .when(F.col("version").isNull(), F.lit("version is missing"))
+        .when(F.col("interval").isNull(), F.lit("interval is missing"))
+        .when(F.col("start_ms").isNull() | F.col("end_ms").isNull(),
+              F.concat(F.lit("interval is not start/end ISO-8601: "), F.col("interval")))
+        .when(F.col("end_ms") < F.col("start_ms"), F.concat(F.lit("interval ends before it starts: "), F.col("interval")))
+        .when(F.col("size_bytes").isNull(), F.lit("size is missing"))
+        .when(F.col("size_bytes") < 0, F.concat(F.lit("size must be >= 0, got "), F.col("size_bytes").cast("string")))
+        .when(F.col("partition_num") < 0, F.lit("shardSpec.partitionNum must be >= 0"))
+    )
+    bad = df.select("line", problem.alias("problem")).filter(F.col("problem").isNotNull()).orderBy("line").limit(5).collect()
+    if bad:
+        raise SnapshotError(path.name, bad[0]["line"], bad[0]["problem"] + _more("line", bad[1:]), "line")
+    fmt = lambda c: F.date_format(F.timestamp_millis(c), ID_TIME_FORMAT)  # noqa: E731
+    seg_id = F.concat_ws("_", "datasource", fmt("start_ms"), fmt("end_ms"), "version")
+    seg_id = F.when(F.col("partition_num") > 0, F.concat_ws("_", seg_id, F.col("partition_num").cast("string"))).otherwise(seg_id)
+    df = df.drop("interval").withColumn("segment_id", seg_id)
+    dup = (df.groupBy("segment_id").agg(F.count("*").alias("n"), F.sort_array(F.collect_list("line")).alias("lines"))
+           .filter("n > 1").orderBy(F.col("lines")[1]).limit(1).collect())
+    if dup:
+        raise SnapshotError(path.name, dup[0]["lines"][1],
+                            f"duplicate segment {dup[0]['segment_id']} (first on line {dup[0]['lines'][0]})", "line")
+    return df
+
+
+def read_server_segments(spark, snapshot: Path, historicals: set[str], known_servers: set[str], segments):
+    """``server_segments.json`` rows on historical servers as DataFrame (``server``, ``segment_id``).
+
+    Rows on known non-historical servers (brokers, peons, realtime) are skipped. Raises
+    :class:`SnapshotError` (row = 0-based array position) for an unknown server, an unknown
+    segment, a missing field or a duplicate (server, segment) row.
+    """
+    from pyspark.sql import functions as F
+
+    path = snapshot / "server_segments.json"
+    if not path.exists():
+        raise SnapshotError(path.name, None, "file is missing")
+    raw = spark.read.option("multiLine", True).schema("server string, segment_id string, _corrupt_record string").json(str(path))
+    rows = spark.createDataFrame(raw.rdd.zipWithIndex().map(lambda p: (p[1], p[0]["server"], p[0]["segment_id"], p[0]["_corrupt_record"])),
+                                 "row long, server string, segment_id string, corrupt string")
+    known = spark.createDataFrame([(s, s in historicals) for s in sorted(known_servers)], "server string, historical boolean")
+    checked = rows.join(F.broadcast(known), "server", "left").join(
+        segments.select("segment_id", F.lit(True).alias("known_segment")), "segment_id", "left")
+    problem = (
+        F.when(F.col("corrupt").isNotNull(), F.lit("not valid JSON"))
+        .when(F.col("server").isNull() | F.col("segment_id").isNull(), F.lit("server and segment_id are required"))
+        .when(F.col("historical").isNull(), F.concat(F.lit("unknown server "), F.col("server"), F.lit(" (not in servers.json)")))
+        .when(F.col("historical") & F.col("known_segment").isNull(),
+              F.concat(F.lit("unknown segment "), F.col("segment_id"), F.lit(" (not in segments.jsonl)")))
+    )
+    bad = checked.select("row", problem.alias("problem")).filter(F.col("problem").isNotNull()).orderBy("row").limit(5).collect()
+    if bad:
+        raise SnapshotError(path.name, bad[0]["row"], bad[0]["problem"] + _more("row", bad[1:]))
+    served = checked.filter("historical").select("row", "server", "segment_id")
+    dup = served.groupBy("server", "segment_id").agg(F.min("row").alias("first"), F.max("row").alias("row"), F.count("*").alias("n")).filter("n > 1").orderBy("row").limit(1).collect()
+    if dup:
+        raise SnapshotError(path.name, dup[0]["row"], f"duplicate row: {dup[0]['server']} already serves {dup[0]['segment_id']} (row {dup[0]['first']})")
+    return served.select("server", "segment_id")

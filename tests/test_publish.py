@@ -1,0 +1,129 @@
+"""Atomic publish: refuses unvalidated plans, replaces idempotently, never half-publishes."""
+
+from __future__ import annotations
+
+import json
+import os
+
+import pytest
+
+from segment_balancer import publish
+from segment_balancer.publish import PublishError, plan_fingerprint, publish_plan
+
+
+def make_plan(path, content: bytes, success=True, fingerprint=True):
+    """A plan directory with stand-in plan files and a validation.json."""
+    path.mkdir(parents=True)
+    (path / "operations.parquet").write_bytes(b"ops:" + content)
+    (path / "assignment.parquet").write_bytes(b"assign:" + content)
+    (path / "summary.json").write_text(json.dumps({"content": content.decode()}))
+    report = {"success": success, "checks": [{"name": "capacity", "success": success}]}
+    if fingerprint:
+        report["plan_files"] = plan_fingerprint(path)
+    (path / "validation.json").write_text(json.dumps(report))
+    return path
+
+
+def snapshot(root):
+    """{relative path: bytes} of every file under root."""
+    return {str(p.relative_to(root)): p.read_bytes() for p in sorted(root.rglob("*"))
+            if p.is_file()}
+
+
+def test_publish_copies_and_writes_latest(tmp_path):
+    plan = make_plan(tmp_path / "plan", b"v1")
+    dest = tmp_path / "published" / "run-1"
+    assert publish_plan(plan, dest) == dest.resolve()
+    assert snapshot(dest) == snapshot(plan)
+    assert (dest.parent / "LATEST").read_text() == "run-1\n"
+    assert sorted(p.name for p in dest.parent.iterdir()) == ["LATEST", "run-1"]
+
+
+def test_republish_replaces(tmp_path):
+    dest = tmp_path / "pub" / "current"
+    publish_plan(make_plan(tmp_path / "a", b"old"), dest)
+    (dest / "stale.txt").write_text("only in the old one")
+    new = make_plan(tmp_path / "b", b"new")
+    publish_plan(new, dest)
+    assert snapshot(dest) == snapshot(new)
+    publish_plan(new, dest)  # idempotent
+    assert snapshot(dest) == snapshot(new)
+    assert sorted(p.name for p in dest.parent.iterdir()) == ["LATEST", "current"]
+
+
+@pytest.mark.parametrize("bad", ["failed", "missing", "changed", "garbled"])
+def test_refuses_unvalidated_plan_and_keeps_previous(tmp_path, bad):
+    dest = tmp_path / "pub" / "current"
+    publish_plan(make_plan(tmp_path / "good", b"good"), dest)
+    before, latest = snapshot(dest), (dest.parent / "LATEST").read_bytes()
+    plan = make_plan(tmp_path / "bad", b"bad", success=(bad != "failed"))
+    if bad == "missing":
+        (plan / "validation.json").unlink()
+    elif bad == "changed":
+        (plan / "operations.parquet").write_bytes(b"edited after validation")
+    elif bad == "garbled":
+        (plan / "validation.json").write_text("{not json")
+    with pytest.raises(PublishError):
+        publish_plan(plan, dest)
+    assert snapshot(dest) == before
+    assert (dest.parent / "LATEST").read_bytes() == latest
+    assert sorted(p.name for p in dest.parent.iterdir()) == ["LATEST", "current"]
+
+
+def test_failure_while_swapping_keeps_previous(tmp_path, monkeypatch):
+    dest = tmp_path / "pub" / "current"
+    publish_plan(make_plan(tmp_path / "good", b"good"), dest)
+    before = snapshot(dest)
+    real_rename = os.rename
+
+    def failing_rename(src, dst):
+        if str(src).find(".tmp-") >= 0:  # the rename of the new copy into place
+            raise OSError("disk on fire")
+        return real_rename(src, dst)
+
+    monkeypatch.setattr(publish.os, "rename", failing_rename)
+    with pytest.raises(PublishError, match="disk on fire"):
+        publish_plan(make_plan(tmp_path / "new", b"new"), dest)
+    assert snapshot(dest) == before
+    assert sorted(p.name for p in dest.parent.iterdir()) == ["LATEST", "current"]
+
+
+def test_failure_while_copying_keeps_previous(tmp_path, monkeypatch):
+    dest = tmp_path / "pub" / "current"
+    publish_plan(make_plan(tmp_path / "good", b"good"), dest)
+    before = snapshot(dest)
+
+    def failing_copy(src, dst, **kwargs):
+        os.makedirs(dst)
+        (dst / "operations.parquet").write_bytes(b"partial")
+        raise OSError("no space left")
+
+    monkeypatch.setattr(publish.shutil, "copytree", failing_copy)
+    with pytest.raises(PublishError, match="no space left"):
+        publish_plan(make_plan(tmp_path / "new", b"new"), dest)
+    assert snapshot(dest) == before
+    assert sorted(p.name for p in dest.parent.iterdir()) == ["LATEST", "current"]
+
+
+def test_refuses_to_publish_onto_itself(tmp_path):
+    plan = make_plan(tmp_path / "plan", b"x")
+    with pytest.raises(PublishError):
+        publish_plan(plan, plan)
+    with pytest.raises(PublishError):
+        publish_plan(plan, plan / "inside")
+
+
+def test_publishes_a_plan_validated_by_gx(tmp_path):
+    import importlib.util
+    from pathlib import Path
+
+    from segment_balancer.validation import validate_plan
+
+    spec = importlib.util.spec_from_file_location(
+        "_validation_fixtures", Path(__file__).with_name("test_validation.py"))
+    fixtures = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(fixtures)
+    plan, work = fixtures.write_plan(tmp_path)
+    assert validate_plan(plan, work)["success"]
+    dest = publish_plan(plan, tmp_path / "out" / "plan-1")
+    assert snapshot(dest) == snapshot(plan)
