@@ -11,13 +11,16 @@ How the Spark job scales (the driver collects only the per-server table of candi
 
 1. Work is grouped by *time chunk* = distinct (tier, datasource, start_ms, end_ms) of the pairs: all
    partitions of a chunk share their costs except for the self term.
-2. Projected segments are counted per (server, tier, datasource, start_ms, end_ms).
+2. Projected segments are counted per (tier, datasource, start_ms, end_ms) and server; one row per
+   projected interval carries the servers and their counts (the joint cost of a chunk with an
+   interval does not depend on the server, so it is computed once per (chunk, interval)).
 3. The 45-day-window overlap becomes an equi-join on time buckets (``bucket_days`` wide, clamped to
    years 1900-2200 so that eternity segments explode into a bounded number of rows). A matching
    (chunk, projected interval) pair shares a range of buckets; it is kept only in the first of
    them, so no deduplication shuffle is needed.
 4. ``mapInPandas`` over the matches partitioned and sorted by chunk (many chunks per Arrow batch,
-   vectorised): numpy joint costs, then per (chunk, server) an exactly rounded sum ``full``
+   vectorised): numpy joint costs, then per (chunk, server) an exactly rounded sum ``full`` of
+   term x count
    and, for servers that project a segment of the chunk, ``excl`` = that sum minus one copy of the
    chunk's own term (exact, since the sum is exact). A pair uses ``excl`` on the servers that
    project the pair's own segment (its *holders*) and ``full`` elsewhere.
@@ -67,19 +70,18 @@ def _bucket_range(start_col, end_col, width_ms: int):
 def _chunk_costs(pdf: pd.DataFrame) -> pd.DataFrame:
     """Per-chunk cost table of complete chunks: one output row per chunk.
 
-    Input: rows sorted by (chunk key, server) with columns tier, datasource, start_ms, end_ms (the
-    chunk), server, p_datasource, p_start_ms, p_end_ms, n (number of that server's projected
-    segments with that interval and datasource). Output (``_CHUNK_COSTS_SCHEMA``): per chunk the
-    servers, their exactly rounded sum ``full`` and ``excl`` = ``full`` without one copy of the
-    chunk's own term (null when the server projects no segment of the chunk).
+    Input: rows sorted by chunk key with columns tier, datasource, start_ms, end_ms (the chunk),
+    p_datasource, p_start_ms, p_end_ms (a projected interval in the chunk's window), p_servers
+    (array of servers projecting it) and p_counts (array, how many segments of it each projects).
+    Output (``_CHUNK_COSTS_SCHEMA``): per chunk the servers, their exactly rounded sum ``full``, and
+    ``excl`` = ``full`` without one copy of the chunk's own term (null when the server projects no
+    segment of the chunk).
     """
     pdf = pdf.reset_index(drop=True)
-    terms = joint_cost(
+    terms = joint_cost(  # one term per (chunk, projected interval): it does not depend on the server
         pdf["start_ms"], pdf["end_ms"], pdf["datasource"],
         pdf["p_start_ms"], pdf["p_end_ms"], pdf["p_datasource"],
     )
-    # term * n as an exact two-double sum (same real number the plain path sums term by term)
-    prod, err = exact_products(terms, pdf["n"].to_numpy(np.int64))
     own = (
         (pdf["p_datasource"] == pdf["datasource"])
         & (pdf["p_start_ms"] == pdf["start_ms"])
@@ -90,27 +92,39 @@ def _chunk_costs(pdf: pd.DataFrame) -> pd.DataFrame:
     for col in _CHUNK_KEY:
         values = pdf[col].to_numpy()
         new_chunk[1:] |= values[1:] != values[:-1]
-    servers = pdf["server"].to_numpy()
-    new_group = new_chunk.copy()
-    new_group[1:] |= servers[1:] != servers[:-1]
-    starts = np.flatnonzero(new_group).tolist()
-    ends = starts[1:] + [len(pdf)]
-    prod, err, terms_l, own_l, chunk_l = prod.tolist(), err.tolist(), terms.tolist(), own.tolist(), new_chunk.tolist()
+    chunk_of_row = np.cumsum(new_chunk) - 1
 
-    out = {c: [] for c in (*_CHUNK_KEY, "cost_servers", "full", "excl")}
+    # One entry per (row, server), sorted by (chunk, server).
+    lengths = np.fromiter((len(v) for v in pdf["p_servers"]), dtype=np.int64, count=len(pdf))
+    row = np.repeat(np.arange(len(pdf)), lengths)
+    server_codes, server_names = pd.factorize(np.concatenate(pdf["p_servers"].to_list()), sort=True)
+    counts = np.concatenate(pdf["p_counts"].to_list()).astype(np.int64)
+    order = np.lexsort((server_codes, chunk_of_row[row]))
+    row, server_codes, counts = row[order], server_codes[order], counts[order]
+    chunk = chunk_of_row[row]
+    prod, err = exact_products(terms[row], counts)  # term * n as an exact two-double sum
+
+    new_group = np.ones(len(row), dtype=bool)
+    new_group[1:] = (chunk[1:] != chunk[:-1]) | (server_codes[1:] != server_codes[:-1])
+    starts = np.flatnonzero(new_group).tolist()
+    ends = starts[1:] + [len(row)]
+    own_entry = own[row].tolist()
+    prod, err, entry_terms = prod.tolist(), err.tolist(), terms[row].tolist()
+    first_rows = np.flatnonzero(new_chunk)
+
+    out = {"cost_servers": [[] for _ in first_rows], "full": [[] for _ in first_rows],
+           "excl": [[] for _ in first_rows]}
+    for col in _CHUNK_KEY:
+        out[col] = pdf[col].to_numpy()[first_rows].tolist()
+    chunk_l, server_l = chunk.tolist(), server_codes.tolist()
     for a, b in zip(starts, ends):
-        if chunk_l[a]:
-            for col in _CHUNK_KEY:
-                out[col].append(pdf[col].iat[a])
-            out["cost_servers"].append([])
-            out["full"].append([])
-            out["excl"].append([])
+        c = chunk_l[a]
         parts = prod[a:b] + err[a:b]
-        own_rows = [i for i in range(a, b) if own_l[i]]  # at most one: rows are counted per interval
-        out["cost_servers"][-1].append(servers[a])
-        out["full"][-1].append(math.fsum(parts) + 0.0)
-        out["excl"][-1].append(math.fsum(parts + [-terms_l[own_rows[0]]]) + 0.0 if own_rows else None)
-    return pd.DataFrame(out)
+        own_at = [i for i in range(a, b) if own_entry[i]]  # at most one: counts are per interval
+        out["cost_servers"][c].append(server_names[server_l[a]])
+        out["full"][c].append(math.fsum(parts) + 0.0)
+        out["excl"][c].append(math.fsum(parts + [-entry_terms[own_at[0]]]) + 0.0 if own_at else None)
+    return pd.DataFrame(out)[[*_CHUNK_KEY, "cost_servers", "full", "excl"]]
 
 
 def _chunk_costs_batches(batches):
@@ -178,17 +192,19 @@ def start_of_run_rankings(pairs, projected, servers, bucket_days: int = BUCKET_D
         )
     )
 
-    counted = (
+    counted = (  # per projected interval: which candidate servers project it, how many times
         projected.join(F.broadcast(candidates.select("server", "tier")), ["server", "tier"])
-        .groupBy("server", "tier", "datasource", "start_ms", "end_ms")
+        .groupBy("tier", "datasource", "start_ms", "end_ms", "server")
         .agg(F.count(F.lit(1)).alias("n"))
+        .groupBy("tier", "datasource", "start_ms", "end_ms")
+        .agg(F.collect_list("server").alias("p_servers"), F.collect_list("n").alias("p_counts"))
         .select(
-            "server",
             "tier",
             F.col("datasource").alias("p_datasource"),
             F.col("start_ms").alias("p_start_ms"),
             F.col("end_ms").alias("p_end_ms"),
-            "n",
+            "p_servers",
+            "p_counts",
         )
     )
     p_first, p_last = _bucket_range(F.col("p_start_ms"), F.col("p_end_ms"), width)
@@ -213,11 +229,11 @@ def start_of_run_rankings(pairs, projected, servers, bucket_days: int = BUCKET_D
             & (F.col("p_end_ms") > F.col("w_start"))
             & (F.col("bucket") == F.greatest("c_first", "p_first"))  # first shared bucket only
         )
-        .select(*_CHUNK_KEY, "server", "p_datasource", "p_start_ms", "p_end_ms", "n")
+        .select(*_CHUNK_KEY, "p_datasource", "p_start_ms", "p_end_ms", "p_servers", "p_counts")
     )
     chunk_costs = (
         matched.repartition(*_CHUNK_KEY)
-        .sortWithinPartitions(*_CHUNK_KEY, "server")
+        .sortWithinPartitions(*_CHUNK_KEY)
         .mapInPandas(_chunk_costs_batches, schema=_CHUNK_COSTS_SCHEMA)
         .select(
             *_CHUNK_KEY,

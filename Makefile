@@ -1,0 +1,83 @@
+# segment_balancer: build, test and demo.
+#
+#   make venv    create/update the virtualenv ($(VENV)) from requirements.txt (pinned)
+#   make test    run the test suite (pytest -q)
+#   make demo    run the Airflow DAG once on every bundled snapshot, publish plans under var/plans/
+#   make clean   remove var/ (runs, plans, Airflow home); the venv is kept
+#
+# Variables you may override: PYTHON (interpreter that creates the venv), VENV, VAR, SNAPSHOTS.
+
+SHELL := /bin/bash
+.SHELLFLAGS := -euo pipefail -c
+.DEFAULT_GOAL := test
+
+ROOT      := $(abspath $(dir $(lastword $(MAKEFILE_LIST))))
+PYTHON    ?= python3.11
+VENV      ?= $(ROOT)/.venv
+VAR       ?= $(ROOT)/var
+SNAPSHOTS ?= $(ROOT)/include/segment_balancer/snapshots
+
+VENV_ABS  := $(abspath $(VENV))
+VAR_ABS   := $(abspath $(VAR))
+BIN       := $(VENV_ABS)/bin
+PY        := $(BIN)/python
+STAMP     := $(VENV_ABS)/.segment_balancer-installed
+PIP       := $(PY) -m pip --disable-pip-version-check
+
+# Everything below runs with the venv first on PATH (spark-submit, airflow), Spark's Python workers
+# on the venv interpreter, runs/plans under var/, and a local Spark connection (without it the
+# Spark provider falls back to --master yarn).
+export PATH                       := $(BIN):$(PATH)
+export PYSPARK_PYTHON             := $(PY)
+export PYSPARK_DRIVER_PYTHON      := $(PY)
+export SEGMENT_BALANCER_HOME      := $(VAR_ABS)
+export AIRFLOW_CONN_SPARK_DEFAULT := {"conn_type": "spark", "host": "local[*]"}
+
+.PHONY: venv test demo airflow-home clean
+
+venv: $(STAMP)
+
+# Safe install order (see requirements.txt): all pins except pyspark (pyspark-client comes with the
+# Spark provider), then pyspark itself without deps so its JVM jars and Python side own pyspark/,
+# then this package in editable mode.  Re-runs only when the pins or pyproject.toml change.
+$(STAMP): $(ROOT)/requirements.txt $(ROOT)/pyproject.toml
+	@test -x $(PY) || { echo "creating $(VENV_ABS) with $(PYTHON)"; $(PYTHON) -m venv $(VENV_ABS); }
+	@$(PY) -c 'import sys; assert sys.version_info[:2] == (3, 11), f"need Python 3.11, venv has {sys.version}"'
+	$(PIP) install -q -r <(grep -v -E '^pyspark==' $(ROOT)/requirements.txt)
+	$(PIP) install -q --no-deps "$$(grep -E '^pyspark==' $(ROOT)/requirements.txt)"
+	$(PIP) install -q --no-deps -e $(ROOT)
+	$(PIP) check
+	@touch $@
+
+test: venv
+	cd $(ROOT) && $(PY) -m pytest -q -p no:cacheprovider
+
+# --- demo: a throw-away Airflow home under var/ --------------------------------------------------
+AIRFLOW_HOME_DIR := $(VAR_ABS)/airflow_home
+demo airflow-home: export AIRFLOW_HOME := $(AIRFLOW_HOME_DIR)
+demo airflow-home: export REPO := $(ROOT)
+demo airflow-home: export VAR := $(VAR_ABS)
+
+airflow-home: venv
+	@mkdir -p $(AIRFLOW_HOME_DIR) $(VAR_ABS)/xcom
+	envsubst '$${REPO} $${VAR}' < $(ROOT)/airflow.cfg.template > $(AIRFLOW_HOME_DIR)/airflow.cfg
+	airflow db migrate > $(AIRFLOW_HOME_DIR)/db-migrate.log 2>&1 || { cat $(AIRFLOW_HOME_DIR)/db-migrate.log; exit 1; }
+
+# Each run publishes to var/plans/<run id>/ and names it in var/plans/LATEST.
+demo: airflow-home
+	@shopt -s nullglob; found=0; latest=$(VAR_ABS)/plans/LATEST; \
+	for meta in $(SNAPSHOTS)/*/snapshot.json; do \
+	  snap=$$(dirname $$meta); found=1; \
+	  echo "=== segment_balancing on $$snap"; \
+	  before=$$(cat $$latest 2>/dev/null || true); \
+	  airflow dags test segment_balancing --conf "{\"snapshot\": \"$$snap\"}"; \
+	  plan=$$(cat $$latest 2>/dev/null || true); \
+	  [[ -n "$$plan" && "$$plan" != "$$before" ]] || { echo "no plan was published for $$snap" >&2; exit 1; }; \
+	  echo "plan for $$snap published at $(VAR_ABS)/plans/$$plan"; \
+	  $(PY) -m segment_balancer summary $(VAR_ABS)/plans/$$plan \
+	    || echo "(no summary: see $(VAR_ABS)/plans/$$plan)"; \
+	done; \
+	test $$found = 1 || { echo "no snapshots under $(SNAPSHOTS)" >&2; exit 1; }
+
+clean:
+	rm -rf $(VAR_ABS)

@@ -1,0 +1,122 @@
+"""``StageSubmitOperator``: submit one stage application and hand segment groups through XCom.
+
+Every stage of a run is a PySpark application ``spark_apps/<stage_app>.py`` (see
+docs/ARCHITECTURE.md, "Spark applications"). The operator:
+
+1. pulls the XCom of ``groups_from`` (the previous stage) and writes it as JSON to
+   ``WORK/xcom/<task_id>.in.json`` (skipped when ``groups_from`` is None, i.e. for ``prepare``);
+2. runs ``spark-submit <apps_dir>/<stage_app>.py --snapshot S --work W [--groups-in IN]
+   --groups-out OUT [--config CFG]`` through the Spark provider (connection ``spark_default``);
+3. reads ``WORK/xcom/<task_id>.out.json`` and returns it, so it becomes this task's XCom.
+
+The Spark driver and workers run on the worker's own interpreter (``sys.executable``), so they
+see the same installed packages as Airflow.
+"""
+
+from __future__ import annotations
+
+import importlib.util
+import json
+import os
+import shutil
+import sys
+from collections.abc import Sequence
+from pathlib import Path
+from typing import Any
+
+from airflow.providers.apache.spark.operators.spark_submit import SparkSubmitOperator
+from segment_balancer.sparkutil import LEAN_CONF  # the one place for lean local Spark settings
+
+#: ``spark_apps/`` of this checkout; ``SEGMENT_BALANCER_APPS`` or ``apps_dir=`` override it.
+DEFAULT_APPS_DIR = Path(__file__).resolve().parents[2] / "spark_apps"
+
+def _unset(value: Any) -> bool:
+    """True for an absent templated value (None, "" or a Jinja-rendered "None")."""
+    return value is None or str(value).strip() in ("", "None")
+
+
+class StageSubmitOperator(SparkSubmitOperator):
+    """Run the Spark application of one stage; input and output groups travel through XCom.
+
+    :param stage_app: application name, e.g. ``stage03_underreplicated`` (file ``<apps_dir>/<name>.py``);
+        also the default ``task_id``.
+    :param groups_from: task id whose XCom holds the input groups, or None (no ``--groups-in``).
+    :param snapshot: snapshot directory (templated).
+    :param work: work directory of the run (templated).
+    :param config_file: JSON file of coordinator config overrides, or empty (templated).
+    :param apps_dir: where the applications live (default: ``$SEGMENT_BALANCER_APPS`` or the
+        checkout's ``spark_apps/``).
+    :param conf: extra Spark conf, merged over ``segment_balancer.sparkutil.LEAN_CONF`` (every submit
+        starts its own JVM: no UI, few shuffle partitions, small driver).
+    Other keyword arguments go to ``SparkSubmitOperator`` (``conn_id`` defaults to ``spark_default``).
+    """
+
+    template_fields: Sequence[str] = (*SparkSubmitOperator.template_fields, "snapshot", "work", "config_file")
+    ui_color = "#fcecd4"
+
+    def __init__(
+        self,
+        *,
+        stage_app: str,
+        groups_from: str | None = None,
+        snapshot: str,
+        work: str,
+        config_file: str | None = None,
+        apps_dir: str | os.PathLike | None = None,
+        conf: dict[str, Any] | None = None,
+        conn_id: str = "spark_default",
+        **kwargs: Any,
+    ) -> None:
+        apps = Path(apps_dir or os.environ.get("SEGMENT_BALANCER_APPS") or DEFAULT_APPS_DIR)
+        kwargs.setdefault("task_id", stage_app)
+        kwargs.setdefault("name", f"segment_balancer.{stage_app}")
+        super().__init__(
+            application=str(apps / f"{stage_app}.py"),
+            conf={**LEAN_CONF, **(conf or {})},
+            conn_id=conn_id,
+            **kwargs,
+        )
+        self.stage_app = stage_app
+        self.groups_from = groups_from
+        self.snapshot = snapshot
+        self.work = work
+        self.config_file = config_file
+
+    def execute(self, context: Any) -> dict:
+        xcom_dir = Path(self.work) / "xcom"
+        xcom_dir.mkdir(parents=True, exist_ok=True)
+        groups_out = xcom_dir / f"{self.task_id}.out.json"
+        groups_out.unlink(missing_ok=True)  # a retry must not return the previous try's output
+
+        args = ["--snapshot", str(self.snapshot), "--work", str(self.work)]
+        if self.groups_from:
+            groups = context["ti"].xcom_pull(task_ids=self.groups_from)
+            if groups is None:
+                raise ValueError(f"{self.task_id}: task {self.groups_from!r} left no groups in XCom")
+            groups_in = xcom_dir / f"{self.task_id}.in.json"
+            groups_in.write_text(json.dumps(groups))
+            args += ["--groups-in", str(groups_in)]
+        args += ["--groups-out", str(groups_out)]
+        if not _unset(self.config_file):
+            args += ["--config", str(self.config_file)]
+        self.application_args = args
+
+        # Driver and Python workers on this worker's interpreter, with the spark-submit and jars of
+        # the pyspark installed for it (spark-submit's own lookup would try `python3` on PATH).
+        python = sys.executable
+        self.conf = {"spark.pyspark.python": python, "spark.pyspark.driver.python": python, **(self.conf or {})}
+        os.environ.setdefault("PYSPARK_PYTHON", python)
+        spec = importlib.util.find_spec("pyspark")
+        if spec and spec.submodule_search_locations:
+            os.environ.setdefault("SPARK_HOME", spec.submodule_search_locations[0])
+        bin_dir = str(Path(python).parent)
+        ours = shutil.which("spark-submit", path=bin_dir)
+        if ours and shutil.which("spark-submit") != ours:
+            os.environ["PATH"] = os.pathsep.join([bin_dir, os.environ.get("PATH", "")])
+
+        self._hook = None  # built by execute() from application_args set above
+        super().execute(context)
+
+        if not groups_out.is_file():
+            raise FileNotFoundError(f"{self.stage_app} finished without writing {groups_out}")
+        return json.loads(groups_out.read_text())

@@ -1,0 +1,124 @@
+"""The DAG files import cleanly and follow the house rules (Astro-template style policy tests)."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+REPO = Path(__file__).resolve().parents[2]
+DAGS = REPO / "dags"
+EXPECTED = [
+    "resolve_snapshot",
+    "prepare",
+    "stage01_unreplicated",
+    "stage02_underbroadcast",
+    "stage03_underreplicated",
+    "stage04_to_become_underreplicated",
+    "stage05_decommissioning",
+    "stage06_first_revisit",
+    "stage07_balancing",
+    "stage08_second_revisit",
+    "stage09_still_loaded_on_decomm",
+    "stage10_to_be_balanced",
+    "stage11_repeat_balancing",
+    "stage12_unload",
+    "stage13_broadcast_on_decomm",
+    "assemble",
+    "validate_plan",
+    "publish_plan",
+]
+
+
+@pytest.fixture(scope="module")
+def dagbag():
+    # Airflow 3.3 moved DagBag and dropped ``include_examples`` (example DAGs are a separate bundle;
+    # AIRFLOW__CORE__LOAD_EXAMPLES=False is set by conftest_airflow anyway).
+    from airflow.dag_processing.dagbag import DagBag
+
+    return DagBag(dag_folder=str(DAGS))
+
+
+@pytest.fixture(scope="module")
+def dag(dagbag):
+    return dagbag.dags["segment_balancing"]  # (get_dag would query the metadata DB)
+
+
+def test_no_import_errors(dagbag):
+    assert dagbag.import_errors == {}
+    assert dagbag.dag_ids, "no DAG found"
+
+
+def test_every_dag_has_tags_and_retries(dagbag):
+    for dag_id, dag in dagbag.dags.items():
+        assert dag.tags, f"{dag_id} has no tags"
+        for t in dag.tasks:
+            assert t.retries >= 1, f"{dag_id}.{t.task_id} has no retries"
+
+
+def test_tasks_are_wired_in_order(dag):
+    from segment_balancer.stages import APP_NAMES
+
+    assert EXPECTED[1:-2] == APP_NAMES
+    assert sorted(dag.task_ids) == sorted(EXPECTED)
+    for upstream, downstream in zip(EXPECTED, EXPECTED[1:]):
+        assert upstream in dag.get_task(downstream).upstream_task_ids, f"{upstream} -> {downstream}"
+    assert dag.get_task("resolve_snapshot").upstream_task_ids == set()
+    assert dag.get_task("publish_plan").downstream_task_ids == set()
+
+
+def test_stage_operators_hand_groups_along(dag):
+    from segment_balancer_airflow.operators import StageSubmitOperator
+
+    stages = [dag.get_task(t) for t in EXPECTED[1:-2]]
+    assert all(isinstance(op, StageSubmitOperator) for op in stages)
+    assert stages[0].groups_from is None
+    for previous, op in zip(stages, stages[1:]):
+        assert op.groups_from == previous.task_id
+    for op in stages:
+        assert Path(op.application) == REPO / "spark_apps" / f"{op.task_id}.py"
+        assert Path(op.application).is_file()
+        assert "resolve_snapshot" in op.snapshot and "resolve_snapshot" in op.work
+
+
+def test_schedule_docs_and_params(dag):
+    assert dag.catchup is False
+    assert dag.doc_md and "segment_balancing" in dag.doc_md
+    params = dag.params
+    assert params.get_param("snapshot").schema["type"] == "string"
+    assert params.get_param("snapshots_root").schema["type"] == "string"
+    assert params.get_param("config_overrides").schema["type"] == "object"
+    assert params["config_overrides"] == {}
+    assert params["snapshot"] == ""
+
+
+def test_params_are_validated(dag):
+    import copy
+
+    from airflow.sdk.exceptions import ParamValidationError
+
+    good = copy.deepcopy(dag.params)
+    good.update({"snapshot": "druid_sample", "config_overrides": {"maxSegmentsInNodeLoadingQueue": 10}})
+    good.validate()
+    for key, bad in (("config_overrides", "not an object"), ("snapshots_root", "")):
+        params = copy.deepcopy(dag.params)
+        with pytest.raises(ParamValidationError):
+            params[key] = bad
+            params.validate()
+
+
+def test_parsing_imports_nothing_heavy():
+    code = (
+        "import sys, runpy; runpy.run_path(sys.argv[1]); "
+        "heavy = sorted(m for m in sys.modules if m.split('.')[0] in "
+        "('pyspark', 'pandas', 'great_expectations', 'pyroaring') or m.startswith('segment_balancer.engine')); "
+        "print(heavy); sys.exit(1 if heavy else 0)"
+    )
+    done = subprocess.run(
+        [sys.executable, "-c", code, str(DAGS / "segment_balancing.py")],
+        capture_output=True, text=True, cwd=REPO, timeout=120,
+        env={**__import__("os").environ, "PYTHONPATH": str(REPO / "plugins")},
+    )
+    assert done.returncode == 0, done.stdout + done.stderr

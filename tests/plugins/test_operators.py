@@ -1,0 +1,98 @@
+"""StageSubmitOperator: XCom in -> spark-submit of a real (tiny) PySpark app -> XCom out."""
+
+from __future__ import annotations
+
+import base64
+import json
+import sys
+from pathlib import Path
+
+import pytest
+from pyroaring import BitMap
+from segment_balancer_airflow.operators import StageSubmitOperator
+
+HERE = Path(__file__).resolve().parent
+pytestmark = pytest.mark.spark_submit
+
+
+class FakeTI:
+    """Just enough of a TaskInstance for the operator: xcom_pull of one upstream task."""
+
+    def __init__(self, xcoms: dict):
+        self.xcoms = xcoms
+        self.pulled = []
+
+    def xcom_pull(self, task_ids=None, **_):
+        self.pulled.append(task_ids)
+        return self.xcoms.get(task_ids)
+
+
+@pytest.fixture
+def local_spark(monkeypatch):
+    monkeypatch.setenv("AIRFLOW_CONN_SPARK_DEFAULT", '{"conn_type": "spark", "host": "local[1]"}')
+
+
+def _operator(tmp_path, **kwargs):
+    snapshot = tmp_path / "snap"
+    snapshot.mkdir(exist_ok=True)
+    return StageSubmitOperator(
+        task_id="tiny",
+        stage_app="tiny_groups_app",
+        apps_dir=HERE,
+        snapshot=str(snapshot),
+        work=str(tmp_path / "work"),
+        **kwargs,
+    )
+
+
+def test_builds_the_stage_application_and_lean_conf(tmp_path):
+    op = StageSubmitOperator(stage_app="stage03_underreplicated", groups_from="stage02_underbroadcast",
+                             snapshot="s", work="w")
+    assert op.task_id == "stage03_underreplicated"
+    assert op.application.endswith("spark_apps/stage03_underreplicated.py")
+    assert Path(op.application).is_file()
+    assert op._conn_id == "spark_default"
+    assert op.conf["spark.ui.enabled"] == "false"
+    assert {"snapshot", "work", "config_file"} <= set(op.template_fields)
+
+
+def test_groups_go_through_xcom(tmp_path, local_spark):
+    previous = {"groups": {"StillUnreplicated": base64.b64encode(BitMap([1, 5]).serialize()).decode()},
+                "stage": 1}
+    config = tmp_path / "config_overrides.json"
+    config.write_text("{}")
+    op = _operator(tmp_path, groups_from="stage01", config_file=str(config))
+    ti = FakeTI({"stage01": previous})
+
+    result = op.execute({"ti": ti})
+
+    assert ti.pulled == ["stage01"]
+    assert result["stage"] == 2
+    assert result["groups"]["StillUnreplicated"] == previous["groups"]["StillUnreplicated"]
+    assert BitMap.deserialize(base64.b64decode(result["groups"]["Stage2"])) == BitMap(range(0, 30_000, 3))
+    work = tmp_path / "work"
+    assert json.loads((work / "xcom" / "tiny.in.json").read_text()) == previous
+    argv = json.loads((work / "tiny_app_argv.json").read_text())
+    assert argv == [
+        "--snapshot", str(tmp_path / "snap"), "--work", str(work),
+        "--groups-in", str(work / "xcom" / "tiny.in.json"),
+        "--groups-out", str(work / "xcom" / "tiny.out.json"),
+        "--config", str(config),
+    ]
+    assert op.conf["spark.pyspark.python"] == sys.executable
+
+
+def test_first_stage_has_no_groups_in_and_a_missing_input_fails(tmp_path, local_spark, monkeypatch):
+    # a worker started outside the Makefile: no venv on PATH, no PYSPARK_PYTHON, no SPARK_HOME
+    monkeypatch.setenv("PATH", "/usr/bin:/bin")
+    monkeypatch.delenv("PYSPARK_PYTHON", raising=False)
+    monkeypatch.delenv("PYSPARK_DRIVER_PYTHON", raising=False)
+    monkeypatch.delenv("SPARK_HOME", raising=False)
+    op = _operator(tmp_path, config_file="None")  # a Jinja-rendered empty value
+    result = op.execute({"ti": FakeTI({})})
+    assert result["stage"] == 1 and list(result["groups"]) == ["Stage1"]
+    argv = json.loads((tmp_path / "work" / "tiny_app_argv.json").read_text())
+    assert "--groups-in" not in argv and "--config" not in argv
+
+    with pytest.raises(ValueError, match="left no groups"):
+        _operator(tmp_path, groups_from="nothing_here").execute({"ti": FakeTI({})})

@@ -1,0 +1,153 @@
+"""The whole pipeline (prepare, stages 1-13, assemble, validation, publish) on the bundled
+real-data snapshot ``druid_sample``, with the plan worked out by hand from ALGORITHM.md.
+
+The snapshot (5 real Druid segments of 2013, ``maxSegmentsInNodeLoadingQueue`` 100):
+
+* ``_default_tier``: d1 (decommissioning) serves tw01 and ed; d2 serves tw01, tw02 and wk;
+  d3 is empty with a queued load of wk. ``hot`` (priority 10): h1 serves tw01 and tw02; h2 empty.
+* rules: twitterstream January 2013 → hot 1 + _default_tier 1; everything else → _default_tier 2.
+  (tw = twitterstream day 01/02/03, ed = wikipedia_editstream 2012-12-29/2013-01-10,
+  wk = wikipedia 2013-08-01.)
+
+Worked by hand (costs: an empty server, or one with nothing within 45 days, costs 0; same
+datasource on adjacent days costs most):
+
+1. tw03 is unreplicated: primary tier hot (priority 10); h2 (cost 0) beats h1 (holds tw02,
+   adjacent) → LOAD tw03 on h2.
+3. ed has 1 of 2 in _default_tier (on d1). Candidates d2, d3; B(2, 2) = 2. d3 projects only wk
+   (August, outside the window) → cost 0 → LOAD ed on d3; now 2 of 2.
+4. tw03 (from stage 1) needs 1 in _default_tier; start-of-run ranking: d3 (0) before d2 (tw01,
+   tw02 adjacent) → LOAD tw03 on d3.
+5. d1 holds ed (index 1) and tw01 (index 4). ed: top 2 = [d3, d2], d3 is already loading it → move
+   to d2 (LOAD decommissioning + DROP d1). tw01: B(2, 1) = 1, top 1 = [d3] → move to d3.
+7. hot: tw01 and tw02 are eligible (both on h1). Whichever is drawn first moves from h1 to h2 (h2
+   is cheaper or ties with more free bytes); the other then costs 0 on h1 and stays. _default_tier:
+   tw02 prefers d2 where it is; wk costs 0 everywhere (B = 2 covers both servers): no move.
+12. tw01 ends with 1 in hot + 2 in _default_tier (d2 serving, d3 loading) > 1 + 1: drop the one
+    holder without a drop, d2.
+"""
+
+import json
+import shutil
+from pathlib import Path
+
+import pandas as pd
+import pytest
+
+from segment_balancer.cli import run_plan
+from segment_balancer.stages import APP_NAMES
+from segment_balancer.publish import PublishError, publish_plan
+from segment_balancer.validation import PlanValidationError, require_valid
+
+SNAPSHOT = Path(__file__).resolve().parents[1] / "include/segment_balancer/snapshots/druid_sample"
+TW = {d: f"twitterstream_2013-01-0{d}T00:00:00.000Z_2013-01-0{d + 1}T00:00:00.000Z" for d in (1, 2, 3)}
+
+
+def short(segment_id: str) -> str:
+    for key, prefix in (("tw01", TW[1]), ("tw02", TW[2]), ("tw03", TW[3])):
+        if segment_id.startswith(prefix):
+            return key
+    return "ed" if segment_id.startswith("wikipedia_editstream") else "wk"
+
+
+def server(name: str) -> str:
+    return name.replace("hist-default-0", "d").replace("hist-hot-0", "h").replace(":8083", "")
+
+
+@pytest.fixture(scope="module")
+def planned(spark, tmp_path_factory):
+    base = tmp_path_factory.mktemp("pipeline")
+    summary = run_plan(spark, SNAPSHOT, base / "plan", work=base / "work")
+    ops = pd.read_parquet(base / "plan" / "operations.parquet")
+    return base, summary, ops
+
+
+def rows(ops, stages):
+    part = ops[ops.stage.isin(stages)]
+    return [(int(r.stage), r.action, r.queue_type, short(r.segment_id), server(r.server)) for r in part.itertuples()]
+
+
+def test_loading_decommissioning_and_unload_stages_match_the_hand_worked_plan(planned):
+    _, _, ops = planned
+    assert rows(ops, [1, 2, 3, 4, 5, 6, 8, 9, 10, 11, 12, 13]) == [
+        (1, "LOAD", "loading", "tw03", "h2"),
+        (3, "LOAD", "loading", "ed", "d3"),
+        (4, "LOAD", "loading", "tw03", "d3"),
+        (5, "LOAD", "decommissioning", "ed", "d2"),
+        (5, "DROP", None, "ed", "d1"),
+        (5, "LOAD", "decommissioning", "tw01", "d3"),
+        (5, "DROP", None, "tw01", "d1"),
+        (12, "DROP", None, "tw01", "d2"),
+    ]
+
+
+def test_stage7_moves_exactly_one_of_tw01_tw02_from_h1_to_h2(planned):
+    _, _, ops = planned
+    moved = rows(ops, [7])
+    assert len(moved) == 2
+    (_, a1, q1, s1, to), (_, a2, q2, s2, frm) = moved
+    assert (a1, q1, to, a2, q2, frm) == ("LOAD", "balancing", "h2", "DROP", None, "h1")
+    assert s1 == s2 and s1 in ("tw01", "tw02")
+
+
+def test_dependent_drops_point_at_their_loads(planned):
+    _, _, ops = planned
+    by_id = ops.set_index("op_id")
+    deps = ops[ops.depends_on.notna()]
+    assert len(deps) == 3  # two decommissioning moves and one balancing move
+    for r in deps.itertuples():
+        load = by_id.loc[int(r.depends_on)]
+        assert load.action == "LOAD" and load.segment_id == r.segment_id and int(r.depends_on) < r.op_id
+    assert ops.op_id.tolist() == list(range(len(ops)))
+
+
+def test_assignment_is_the_projected_end_state(planned):
+    base, _, _ = planned
+    a = pd.read_parquet(base / "plan" / "assignment.parquet")
+    got = {}
+    for r in a.itertuples():
+        got.setdefault(short(r.segment_id), set()).add(server(r.server))
+    moved = "tw01" if "h2" in got["tw01"] else "tw02"
+    stayed = "tw02" if moved == "tw01" else "tw01"
+    assert got["tw03"] == {"h2", "d3"}
+    assert got["ed"] == {"d2", "d3"}
+    assert got["wk"] == {"d2", "d3"}
+    assert got[moved] >= {"h2"} and "h1" not in got[moved]
+    assert "h1" in got[stayed]
+    assert got["tw01"] - {"h1", "h2"} == {"d3"}
+    assert got["tw02"] - {"h1", "h2"} == {"d2"}
+
+
+def test_summary_reports_groups_status_and_validation(planned):
+    base, summary, _ = planned
+    assert summary["status_before"]["unreplicated"] == 1 and summary["status_after"]["unreplicated"] == 0
+    groups = {g["name"]: g["count"] for g in json.loads((base / "plan" / "groups.json").read_text())}
+    assert groups["StillUnreplicated"] == 0
+    assert groups["ToBecomeFullyReplicated[hot]"] == 1  # tw03 (target 1 in hot)
+    assert groups["ToBecomeNotLoadedOnDecommServers[_default_tier]"] == 2
+    assert json.loads((base / "plan" / "validation.json").read_text())["success"] is True
+    # assemble writes the summary, so the timings cover prepare and the thirteen stages.
+    assert list(summary["timings_seconds"]) == APP_NAMES[:-1]
+
+
+def test_same_snapshot_same_plan(spark, planned, tmp_path):
+    _, _, ops = planned
+    run_plan(spark, SNAPSHOT, tmp_path / "again")
+    again = pd.read_parquet(tmp_path / "again" / "operations.parquet")
+    pd.testing.assert_frame_equal(ops.reset_index(drop=True), again.reset_index(drop=True))
+
+
+def test_tampered_plan_fails_validation_and_publishes_nothing(planned, tmp_path):
+    base, _, _ = planned
+    published = base / "plan"
+    before = (published / "operations.parquet").read_bytes()
+    bad = tmp_path / "bad"
+    shutil.copytree(published, bad)
+    ops = pd.read_parquet(bad / "operations.parquet")
+    ops.loc[ops.action == "LOAD", "server"] = "hist-default-01:8083"  # loads to the decommissioning server
+    ops.to_parquet(bad / "operations.parquet", index=False)
+    with pytest.raises(PlanValidationError):
+        require_valid(bad, base / "work")
+    with pytest.raises(PublishError):
+        publish_plan(bad, published)
+    assert (published / "operations.parquet").read_bytes() == before

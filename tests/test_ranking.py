@@ -1,0 +1,188 @@
+"""Tests of segment_balancer.ranking: the Spark start-of-run ranking and its plain-Python twin."""
+
+from __future__ import annotations
+
+import math
+import random
+
+import pandas as pd
+import pytest
+
+from segment_balancer.cost import ETERNITY_END_MS, ETERNITY_START_MS
+from segment_balancer.ranking import RANKINGS_SCHEMA, rank_one, start_of_run_rankings
+
+HOUR = 3_600_000
+DAY = 24 * HOUR
+T = 1_640_995_200_000  # 2022-01-01T00:00:00Z
+LN2 = math.log(2)
+
+# Hand values (lambda = ln2 / 24 per hour, so a day is b = ln 2 in lambda units; costs scale 1/lambda^2
+# = 576 / ln2^2):
+# - a day with the same day, same datasource: 2 * 2 (b + e^-b - 1) / lambda^2 = 4 * 576 (ln2 - 1/2) / ln2^2
+C_SAME_DAY = 4 * 576 * (LN2 - 0.5) / LN2**2  # 926.2323...
+# - a day with the next day, other datasource: (1 - e^-b)^2 / lambda^2 = (1/2)^2 * 576 / ln2^2
+C_NEXT_DAY_OTHER_DS = 144 / LN2**2  # 299.7171...
+
+SEGMENTS = {  # idx: (datasource, start_ms, end_ms)
+    1: ("a", T, T + DAY),  # X
+    2: ("a", T, T + DAY),  # Y: another partition of X's time chunk
+    3: ("b", T, T + DAY),  # Z
+    4: ("b", T, T + DAY),  # Z2
+    5: ("a", T + 50 * DAY, T + 51 * DAY),  # W: 50 days after X, outside the 45-day window
+    6: ("b", T + DAY, T + 2 * DAY),  # V: the next day
+}
+PROJECTED = [  # (server, tier, idx)
+    ("s1", "hot", 1), ("s1", "hot", 2),  # s1: X itself + Y           -> C_SAME_DAY for X
+    ("s2", "hot", 2),                    # s2: Y                      -> C_SAME_DAY for X
+    ("s3", "hot", 3), ("s3", "hot", 4),  # s3: 2 x (other ds, 1/2 C)  -> C_SAME_DAY for X
+    ("s4", "hot", 5),                    # s4: W, 50 days away        -> 0
+    ("s6", "hot", 1), ("s6", "hot", 3),  # s6 is decommissioning: never a candidate
+    ("c1", "cold", 6),                   # c1: V, next day, other ds  -> C_NEXT_DAY_OTHER_DS
+    ("c2", "cold", 1),
+]
+SERVERS = [  # (server, tier, available_bytes, decommissioning)
+    ("s1", "hot", 100, False),
+    ("s2", "hot", 200, False),
+    ("s3", "hot", 300, False),
+    ("s4", "hot", 300, False),
+    ("s5", "hot", 300, False),  # empty
+    ("s6", "hot", 1000, True),
+    ("c1", "cold", 10, False),
+    ("c2", "cold", 10, True),
+    ("e1", "empty", 10, True),
+]
+PAIRS = [(1, "hot"), (2, "hot"), (1, "cold"), (1, "empty")]
+
+EXPECTED = {
+    # X on hot: s1, s2, s3 tie on C_SAME_DAY (s1 without X itself): more bytes first (s3 300, s2 200,
+    # s1 100); s4 and s5 tie on 0 and 300 bytes: smaller name first.
+    (1, "hot"): (["s4", "s5", "s3", "s2", "s1"], [0.0, 0.0, C_SAME_DAY, C_SAME_DAY, C_SAME_DAY]),
+    # Y on hot: s2 holds only Y itself -> 0; s1 holds X -> C_SAME_DAY.
+    (2, "hot"): (["s4", "s5", "s2", "s3", "s1"], [0.0, 0.0, 0.0, C_SAME_DAY, C_SAME_DAY]),
+    (1, "cold"): (["c1"], [C_NEXT_DAY_OTHER_DS]),
+    (1, "empty"): ([], []),
+}
+
+
+def frames(spark, segments, projected, servers, pairs):
+    seg_rows = {i: segments[i] for i in segments}
+    pairs_df = spark.createDataFrame(
+        [(i, tier, *seg_rows[i]) for i, tier in pairs],
+        "idx long, tier string, datasource string, start_ms long, end_ms long",
+    )
+    projected_df = spark.createDataFrame(
+        [(server, tier, i, *seg_rows[i]) for server, tier, i in projected],
+        "server string, tier string, idx long, datasource string, start_ms long, end_ms long",
+    )
+    servers_df = spark.createDataFrame(
+        servers, "server string, tier string, available_bytes long, decommissioning boolean"
+    )
+    return pairs_df, projected_df, servers_df
+
+
+def plain_rank(segments, projected, servers, idx, tier):
+    ds, start, end = segments[idx]
+    tier_projected = pd.DataFrame(
+        [(server, i, *segments[i]) for server, t, i in projected if t == tier],
+        columns=["server", "idx", "datasource", "start_ms", "end_ms"],
+    )
+    tier_servers = pd.DataFrame(
+        [(s, a, d) for s, t, a, d in servers if t == tier],
+        columns=["server", "available_bytes", "decommissioning"],
+    )
+    segment = {"idx": idx, "datasource": ds, "start_ms": start, "end_ms": end}
+    return rank_one(segment, tier_projected, tier_servers)
+
+
+def test_rank_one_hand_example():
+    for (idx, tier), (servers, costs) in EXPECTED.items():
+        got_servers, got_costs = plain_rank(SEGMENTS, PROJECTED, SERVERS, idx, tier)
+        assert got_servers == servers
+        assert got_costs == pytest.approx(costs, rel=1e-12)
+    # The three C_SAME_DAY costs are exact ties (order independent exact sums).
+    _, costs = plain_rank(SEGMENTS, PROJECTED, SERVERS, 1, "hot")
+    assert costs[2] == costs[3] == costs[4]
+
+
+def test_spark_rankings_hand_example(spark):
+    pairs_df, projected_df, servers_df = frames(spark, SEGMENTS, PROJECTED, SERVERS, PAIRS)
+    result = start_of_run_rankings(pairs_df, projected_df, servers_df)
+    assert result.schema.simpleString() == spark.createDataFrame([], RANKINGS_SCHEMA).schema.simpleString()
+    rows = {(r.idx, r.tier): (list(r.servers), list(r.costs)) for r in result.collect()}
+    assert set(rows) == set(EXPECTED)
+    for key, (servers, costs) in EXPECTED.items():
+        assert rows[key][0] == servers, key
+        assert rows[key][1] == pytest.approx(costs, rel=1e-12), key
+        # Bit-identical to the plain-Python path.
+        assert rows[key] == plain_rank(SEGMENTS, PROJECTED, SERVERS, *key), key
+    assert rows[(1, "hot")][1][2] == rows[(1, "hot")][1][3] == rows[(1, "hot")][1][4]  # exact ties
+
+
+def random_cluster(seed: int):
+    rng = random.Random(seed)
+    segments = {}
+    for i in range(80):
+        gran = rng.choice([HOUR, DAY, DAY, 7 * DAY, 30 * DAY, 365 * DAY, None])
+        start = T + rng.randrange(-400, 400) * DAY + rng.choice([0, 6 * HOUR])
+        if gran is None:
+            segments[i] = (rng.choice("ab"), ETERNITY_START_MS, ETERNITY_END_MS)
+        else:
+            segments[i] = (rng.choice("abc"), start, start + gran)
+    # Copies of time chunks (partitions), so chunk sharing and counts are exercised.
+    for i in range(80, 120):
+        segments[i] = (segments[i - 80][0], segments[i - 80][1], segments[i - 80][2])
+    servers = [(f"h{k}", "hot", rng.choice([5, 10]), k == 4) for k in range(6)]
+    projected = []
+    for i in segments:
+        for server, _, _, _ in rng.sample(servers, rng.choice([0, 1, 2, 3])):
+            projected.append((server, "hot", i))
+    pairs = [(i, "hot") for i in segments]
+    return segments, projected, servers, pairs
+
+
+def test_spark_agrees_with_rank_one_random(spark):
+    segments, projected, servers, pairs = random_cluster(11)
+    pairs_df, projected_df, servers_df = frames(spark, segments, projected, servers, pairs)
+    # Narrow buckets (many buckets per interval, eternity clamped) must give the same answer.
+    for bucket_days in (90, 7):
+        result = start_of_run_rankings(pairs_df, projected_df, servers_df, bucket_days=bucket_days)
+        rows = {(r.idx, r.tier): (list(r.servers), list(r.costs)) for r in result.collect()}
+        assert len(rows) == len(pairs)
+        for key in pairs:
+            assert rows[key] == plain_rank(segments, projected, servers, *key), (bucket_days, key)
+            assert "h4" not in rows[key][0]  # decommissioning
+
+
+def test_bucket_days_validated(spark):
+    pairs_df, projected_df, servers_df = frames(spark, SEGMENTS, PROJECTED, SERVERS, PAIRS)
+    with pytest.raises(ValueError, match="bucket_days"):
+        start_of_run_rankings(pairs_df, projected_df, servers_df, bucket_days=0)
+
+
+def test_chunk_costs_batches_straddling_chunks():
+    """The mapInPandas body gives the same per-chunk table however the sorted rows are batched."""
+    import numpy as np
+
+    from segment_balancer.ranking import _chunk_costs_batches
+
+    rows = []
+    for c in range(3):  # chunks: days T, T+1d, T+2d of datasource "a"
+        for p in range(4):  # projected days around them, datasource "a" or "b"
+            rows.append(("hot", "a", T + c * DAY, T + (c + 1) * DAY, "ab"[p % 2], T + p * DAY,
+                         T + (p + 1) * DAY, np.array(["s1", "s2"]), np.array([p + 1, 1])))
+    sorted_rows = pd.DataFrame(rows, columns=["tier", "datasource", "start_ms", "end_ms", "p_datasource",
+                                              "p_start_ms", "p_end_ms", "p_servers", "p_counts"])
+
+    def table(batch_size):
+        batches = [sorted_rows.iloc[i : i + batch_size] for i in range(0, len(sorted_rows), batch_size)]
+        out = pd.concat(list(_chunk_costs_batches(iter(batches))), ignore_index=True)
+        return [tuple(map(repr, r)) for r in out.itertuples(index=False)]
+
+    whole = table(len(sorted_rows))
+    assert len(whole) == 3  # one row per chunk
+    for size in (1, 3, 5):
+        assert table(size) == whole
+    # Chunk T on s1: own interval (a, [T, T+1d)) is projected once -> excl = full - self term.
+    first = pd.concat(list(_chunk_costs_batches(iter([sorted_rows]))), ignore_index=True).iloc[0]
+    assert list(first["cost_servers"]) == ["s1", "s2"]
+    assert first["excl"][0] == pytest.approx(first["full"][0] - C_SAME_DAY, rel=1e-12)
