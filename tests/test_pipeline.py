@@ -34,25 +34,12 @@ from pathlib import Path
 import pandas as pd
 import pytest
 
+from druid_sample_plan import EXPECTED_WITHOUT_BALANCING, SNAPSHOT, rows, server, short
+
 from segment_balancer.cli import run_plan
 from segment_balancer.stages import APP_NAMES
 from segment_balancer.publish import PublishError, publish_plan
 from segment_balancer.validation import PlanValidationError, require_valid
-
-SNAPSHOT = Path(__file__).resolve().parents[1] / "include/segment_balancer/snapshots/druid_sample"
-TW = {d: f"twitterstream_2013-01-0{d}T00:00:00.000Z_2013-01-0{d + 1}T00:00:00.000Z" for d in (1, 2, 3)}
-
-
-def short(segment_id: str) -> str:
-    for key, prefix in (("tw01", TW[1]), ("tw02", TW[2]), ("tw03", TW[3])):
-        if segment_id.startswith(prefix):
-            return key
-    return "ed" if segment_id.startswith("wikipedia_editstream") else "wk"
-
-
-def server(name: str) -> str:
-    return name.replace("hist-default-0", "d").replace("hist-hot-0", "h").replace(":8083", "")
-
 
 @pytest.fixture(scope="module")
 def planned(spark, tmp_path_factory):
@@ -62,23 +49,9 @@ def planned(spark, tmp_path_factory):
     return base, summary, ops
 
 
-def rows(ops, stages):
-    part = ops[ops.stage.isin(stages)]
-    return [(int(r.stage), r.action, r.queue_type, short(r.segment_id), server(r.server)) for r in part.itertuples()]
-
-
 def test_loading_decommissioning_and_unload_stages_match_the_hand_worked_plan(planned):
     _, _, ops = planned
-    assert rows(ops, [1, 2, 3, 4, 5, 6, 8, 9, 10, 11, 12, 13]) == [
-        (1, "LOAD", "loading", "tw03", "h2"),
-        (3, "LOAD", "loading", "ed", "d3"),
-        (4, "LOAD", "loading", "tw03", "d3"),
-        (5, "LOAD", "decommissioning", "ed", "d2"),
-        (5, "DROP", None, "ed", "d1"),
-        (5, "LOAD", "decommissioning", "tw01", "d3"),
-        (5, "DROP", None, "tw01", "d1"),
-        (12, "DROP", None, "tw01", "d2"),
-    ]
+    assert rows(ops, [1, 2, 3, 4, 5, 6, 8, 9, 10, 11, 12, 13]) == EXPECTED_WITHOUT_BALANCING
 
 
 def test_stage7_moves_exactly_one_of_tw01_tw02_from_h1_to_h2(planned):
@@ -151,3 +124,23 @@ def test_tampered_plan_fails_validation_and_publishes_nothing(planned, tmp_path)
     with pytest.raises(PublishError):
         publish_plan(bad, published)
     assert (published / "operations.parquet").read_bytes() == before
+
+
+def test_explain_ranks_every_server_of_each_tier(spark, planned):
+    """tw03 at the start of the run: in hot, h2 is empty (cost 0) and h1 holds tw02, the adjacent
+    day of the same datasource (cost > 0); B(2 candidates, target 1) = 1. In _default_tier, d3
+    projects only wk (August, outside the 45-day window: cost 0), d2 holds tw01 and tw02, and d1 is
+    decommissioning, so not a candidate."""
+    from segment_balancer.explain import explain_segment
+
+    base, _, _ = planned
+    seg = "twitterstream_2013-01-03T00:00:00.000Z_2013-01-04T00:00:00.000Z_2013-01-04T04:09:13.590Z_v9"
+    out = explain_segment(spark, base / "work", seg)
+    tiers = {t["tier"]: t for t in out["tiers"]}
+    assert set(tiers) == {"hot", "_default_tier"}
+    hot = [(server(s["server"]), s["rank"], s["in_top_b"], s["ineligible"]) for s in tiers["hot"]["servers"]]
+    assert hot == [("h2", 1, True, None), ("h1", 2, False, None)]
+    assert tiers["hot"]["servers"][0]["cost"] == 0.0 and tiers["hot"]["servers"][1]["cost"] > 0
+    default = [(server(s["server"]), s["rank"], s["in_top_b"], s["ineligible"]) for s in tiers["_default_tier"]["servers"]]
+    assert default == [("d3", 1, True, None), ("d2", 2, False, None), ("d1", None, False, "decommissioning")]
+    assert (tiers["hot"]["b"], tiers["_default_tier"]["b"]) == (1, 1)

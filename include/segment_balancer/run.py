@@ -163,15 +163,15 @@ class Run:
     def write_ops(self, stage: int, step: str, kernel_out) -> int:
         """Give the ops of one step their global ``op_id`` (in ``o1, o2, o3`` order), resolve
         ``depends_on`` and append them to the op log. Returns the number of ops written."""
+        from pyspark.sql import Window
         from pyspark.sql import functions as F
 
         manifest = self.manifest()
         offset = manifest["count"]
         ops = kernel_out.filter("kind = 'op'").drop("kind", "group")
-        ordered = ops.orderBy("o1", "o2", "o3").rdd.zipWithIndex().map(lambda p: (*p[0], p[1] + offset))
-        from pyspark.sql.types import LongType, StructField, StructType
-
-        with_id = self.spark.createDataFrame(ordered, StructType(ops.schema.fields + [StructField("op_id", LongType())]))
+        # The op log of one step is bounded by M x servers, so one ordered window is fine here.
+        order = Window.orderBy("o1", "o2", "o3", "action", "server")
+        with_id = ops.withColumn("op_id", (F.row_number().over(order) - 1 + F.lit(offset)).cast("long"))
         loads = with_id.filter("action = 'LOAD'").select("idx", F.col("server").alias("dep_server"), F.col("op_id").alias("depends_on"))
         final = (with_id.join(loads, ["idx", "dep_server"], "left")
                  .withColumn("stage", F.lit(stage).cast("int")).select(*OPS_COLUMNS).orderBy("op_id"))

@@ -84,7 +84,7 @@ def initial_groups(spark, segments, replicas, targets, servers_pdf) -> tuple[dic
 
     servers_df = spark.createDataFrame(servers_pdf[["server", "tier", "decommissioning", "broadcast_only"]])
     state = tier_state(current_replicas(replicas), servers_df)
-    st = replicated_status(segments, targets, state)
+    st = replicated_status(segments, targets, state).cache()
     unrep = (F.col("total_target") > 0) & (F.col("total_count") == 0)
     tiered = lambda kind: F.concat(F.lit(kind + "["), F.col("tier"), F.lit("]"))  # noqa: E731
     members = [
@@ -101,6 +101,7 @@ def initial_groups(spark, segments, replicas, targets, servers_pdf) -> tuple[dic
     for m in members[1:]:
         union = union.unionByName(m)
     groups = G.bitmaps_from_members(union.distinct())
+    st.unpersist()
     groups.setdefault("Unreplicated", BitMap())
     return groups, {name: len(bm) for name, bm in sorted(groups.items())}
 
