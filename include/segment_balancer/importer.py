@@ -19,6 +19,8 @@ import re
 import tempfile
 from typing import Iterator, NamedTuple
 
+from .instants import format_instant_ms, parse_instant_ms
+
 # Druid's column order of druid_segments, used when an INSERT has no column list (mysqldump's
 # default). Later Druid versions append columns (used_status_last_updated, ...), which are ignored.
 DRUID_SEGMENT_COLUMNS = ("id", "datasource", "created_date", "start", "end", "partitioned",
@@ -39,68 +41,8 @@ class SqlImportError(ValueError):
 
 # ---------------------------------------------------------------------------------------- time
 
-_ISO = re.compile(r"([+-]?\d{4,})-(\d{2})-(\d{2})"
-                  r"(?:T(\d{2})(?::(\d{2})(?::(\d{2})(?:[.,](\d+))?)?)?)?"
-                  r"(Z|[+-]\d{2}(?::?\d{2})?)?")
-_DAY_MS = 86_400_000
-
-
-def _days_from_civil(y: int, m: int, d: int) -> int:
-    """Days since 1970-01-01 of a proleptic Gregorian date (H. Hinnant's algorithm)."""
-    y -= m <= 2
-    era = y // 400
-    yoe = y - era * 400
-    doy = (153 * (m + (-3 if m > 2 else 9)) + 2) // 5 + d - 1
-    return era * 146097 + yoe * 365 + yoe // 4 - yoe // 100 + doy - 719468
-
-
-def _civil_from_days(z: int) -> tuple[int, int, int]:
-    z += 719468
-    era = z // 146097
-    doe = z - era * 146097
-    yoe = (doe - doe // 1460 + doe // 36524 - doe // 146096) // 365
-    doy = doe - (365 * yoe + yoe // 4 - yoe // 100)
-    mp = (5 * doy + 2) // 153
-    d = doy - (153 * mp + 2) // 5 + 1
-    m = mp + (3 if mp < 10 else -9)
-    return yoe + era * 400 + (m <= 2), m, d
-
-
-def iso_to_ms(text: str) -> int:
-    """Epoch milliseconds (UTC) of an ISO-8601 instant as Druid writes them.
-
-    Accepts ``yyyy-MM-dd[THH[:mm[:ss[.SSS...]]]][Z|±HH[:mm]]`` (no zone means UTC, Druid's
-    default; fractions beyond milliseconds are truncated; years may have more than four digits or
-    a sign, as in Druid's ``ETERNITY``). Raises ``ValueError`` on anything else.
-    """
-    match = _ISO.fullmatch(text.strip()) if isinstance(text, str) else None
-    if match is None:
-        raise ValueError(f"not an ISO-8601 instant: {text!r}")
-    year, month, day, hh, mi, ss, frac, zone = match.groups()
-    month, day = int(month), int(day)
-    hh, mi, ss = int(hh or 0), int(mi or 0), int(ss or 0)
-    if not (1 <= month <= 12 and 1 <= day <= 31 and hh <= 23 and mi <= 59 and ss <= 59):
-        raise ValueError(f"not an ISO-8601 instant: {text!r}")
-    days = _days_from_civil(int(year), month, day)
-    if _civil_from_days(days) != (int(year), month, day):
-        raise ValueError(f"no such date: {text!r}")
-    millis = int((frac or "0")[:3].ljust(3, "0"))
-    ms = ((days * 24 + hh) * 60 + mi) * 60_000 + ss * 1000 + millis
-    if zone and zone != "Z":
-        sign = -1 if zone[0] == "-" else 1
-        digits = zone[1:].replace(":", "")
-        ms -= sign * (int(digits[:2]) * 60 + int(digits[2:4] or 0)) * 60_000
-    return ms
-
-
-def ms_to_iso(ms: int) -> str:
-    """``yyyy-MM-ddTHH:mm:ss.SSSZ`` in UTC of epoch milliseconds ``ms``, as Joda prints it."""
-    days, rest = divmod(int(ms), _DAY_MS)
-    year, month, day = _civil_from_days(days)
-    secs, millis = divmod(rest, 1000)
-    ytext = f"-{-year:04d}" if year < 0 else f"{year:04d}"
-    return (f"{ytext}-{month:02d}-{day:02d}T{secs // 3600:02d}:{secs // 60 % 60:02d}:"
-            f"{secs % 60:02d}.{millis:03d}Z")
+iso_to_ms = parse_instant_ms
+ms_to_iso = format_instant_ms
 
 
 def parse_interval(text: str) -> tuple[int, int]:

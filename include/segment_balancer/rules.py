@@ -37,7 +37,6 @@ __all__ = [
 ]
 
 DEFAULT_RULES_KEY = "_default"
-DAY_MS = 86_400_000
 
 RULE_KINDS: dict[str, Literal["load", "drop", "broadcast"]] = {
     "loadForever": "load", "loadByInterval": "load", "loadByPeriod": "load",
@@ -47,82 +46,8 @@ RULE_KINDS: dict[str, Literal["load", "drop", "broadcast"]] = {
 }
 
 
-# ------------------------------------------------------------------------- proleptic Gregorian
-
-def _days_from_civil(y: int, m: int, d: int) -> int:
-    """Days since 1970-01-01 of a proleptic Gregorian date (ISO, year 0 exists)."""
-    y -= m <= 2
-    era = y // 400
-    yoe = y - era * 400
-    doy = (153 * (m + (-3 if m > 2 else 9)) + 2) // 5 + d - 1
-    doe = yoe * 365 + yoe // 4 - yoe // 100 + doy
-    return era * 146097 + doe - 719468
-
-
-def _civil_from_days(z: int) -> tuple[int, int, int]:
-    z += 719468
-    era = z // 146097
-    doe = z - era * 146097
-    yoe = (doe - doe // 1460 + doe // 36524 - doe // 146096) // 365
-    doy = doe - (365 * yoe + yoe // 4 - yoe // 100)
-    mp = (5 * doy + 2) // 153
-    d = doy - (153 * mp + 2) // 5 + 1
-    m = mp + (3 if mp < 10 else -9)
-    return yoe + era * 400 + (m <= 2), m, d
-
-
-def _days_in_month(y: int, m: int) -> int:
-    if m == 2:
-        return 29 if (y % 4 == 0 and (y % 100 != 0 or y % 400 == 0)) else 28
-    return 30 if m in (4, 6, 9, 11) else 31
-
-
-_INSTANT = re.compile(
-    r"([+-]?\d{1,9})(?:-(\d{1,2})(?:-(\d{1,2})"
-    r"(?:T(\d{1,2})(?::(\d{1,2})(?::(\d{1,2})(?:[.,](\d{1,9}))?)?)?"
-    r"(Z|[+-]\d{2}(?::?\d{2}(?::?\d{2}(?:\.\d{1,3})?)?)?)?)?)?)?")
-
-
-def parse_instant_ms(text: str) -> int:
-    """Parse an ISO-8601 instant the way Joda's ``dateTimeParser`` does for Druid, to epoch ms UTC.
-
-    Accepts ``yyyy[-MM[-dd[THH[:mm[:ss[.fff]]][Z|+HH[:mm[:ss]]]]]]`` (year of 1-9 digits, optionally
-    signed; no offset means UTC; fractions beyond milliseconds are truncated). Week and ordinal dates
-    are not accepted.
-
-    Raises:
-        ValueError: malformed text or an out-of-range field.
-    """
-    if not isinstance(text, str):
-        raise ValueError(f"instant must be a string, got {text!r}")
-    m = _INSTANT.fullmatch(text.strip())
-    if not m:
-        raise ValueError(f"not an ISO-8601 instant: {text!r}")
-    year = int(m.group(1))
-    month, day = int(m.group(2) or 1), int(m.group(3) or 1)
-    hh, mi, ss = int(m.group(4) or 0), int(m.group(5) or 0), int(m.group(6) or 0)
-    frac = (m.group(7) or "").ljust(3, "0")[:3]
-    if not (1 <= month <= 12 and 1 <= day <= _days_in_month(year, month) and hh < 24 and mi < 60 and ss < 60):
-        raise ValueError(f"field out of range in instant {text!r}")
-    ms = (_days_from_civil(year, month, day) * DAY_MS + ((hh * 60 + mi) * 60 + ss) * 1000 + int(frac))
-    off = m.group(8)
-    if off and off != "Z":
-        sign = -1 if off[0] == "-" else 1
-        digits = off[1:].replace(":", "")
-        oh, om = int(digits[0:2]), int(digits[2:4] or 0)
-        osec = float(digits[4:] or 0)
-        if oh > 23 or om > 59 or osec >= 60:
-            raise ValueError(f"offset out of range in instant {text!r}")
-        ms -= sign * (oh * 3_600_000 + om * 60_000 + round(osec * 1000))
-    return ms
-
-
-def format_instant_ms(ms: int) -> str:
-    """Epoch ms UTC as Druid prints a ``DateTime``: ``yyyy-MM-ddTHH:mm:ss.SSSZ``."""
-    days, rest = divmod(int(ms), DAY_MS)
-    y, mo, d = _civil_from_days(days)
-    secs, milli = divmod(rest, 1000)
-    return f"{y:04d}-{mo:02d}-{d:02d}T{secs // 3600:02d}:{secs // 60 % 60:02d}:{secs % 60:02d}.{milli:03d}Z"
+from .instants import DAY_MS, format_instant_ms, parse_instant_ms  # noqa: F401  (re-exported)
+from .instants import _civil_from_days, _days_from_civil, _days_in_month
 
 
 # ---------------------------------------------------------------------------------- periods
