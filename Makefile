@@ -50,7 +50,7 @@ $(STAMP): $(ROOT)/requirements.txt $(ROOT)/pyproject.toml
 	@touch $@
 
 test: venv
-	cd $(ROOT) && $(PY) -m pytest -q -p no:cacheprovider
+	cd $(ROOT) && $(PY) -m pytest -q -p no:cacheprovider --durations=10
 
 # --- demo: a throw-away Airflow home under var/ --------------------------------------------------
 AIRFLOW_HOME_DIR := $(VAR_ABS)/airflow_home

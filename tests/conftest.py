@@ -20,3 +20,17 @@ def spark():
     # py4j logs "Closing down clientserver connection" from __del__ at exit, into streams pytest has
     # already closed ("--- Logging error ---"): keep it quiet.
     logging.getLogger("py4j").setLevel(logging.WARNING)
+
+
+@pytest.fixture(scope="session")
+def druid_sample_planned(spark, tmp_path_factory):
+    """The bundled ``druid_sample`` snapshot planned once by the CLI path (``run_plan``):
+    (base dir with ``plan/`` and ``work/``, summary dict, operations frame)."""
+    import pandas as pd
+
+    from druid_sample_plan import SNAPSHOT
+    from segment_balancer.cli import run_plan
+
+    base = tmp_path_factory.mktemp("druid_sample")
+    summary = run_plan(spark, SNAPSHOT, base / "plan", work=base / "work")
+    return base, summary, pd.read_parquet(base / "plan" / "operations.parquet")

@@ -1,7 +1,11 @@
-"""One place that builds the Spark session, lean for local runs.
+"""One place that builds the Spark session.
 
-The master is never set here when running under ``spark-submit`` (the submitter decides); for the CLI
-and the tests, ``local_session`` sets ``local[*]`` unless ``SPARK_MASTER`` says otherwise.
+The master is never set here when running under ``spark-submit`` (the submitter decides: the
+``spark_default`` connection); the CLI and the tests use :func:`local_session`. Whatever the master,
+the session gets ``LEAN_CONF``; on a ``local`` master it also gets ``LOCAL_SQL_CONF``: on one
+machine the fixed cost of every shuffle stage dominates small runs, so adaptive execution is off
+and shuffles use one partition. On a cluster Spark's defaults (adaptive execution, 200 shuffle
+partitions) stand, so the same applications scale out.
 """
 
 from __future__ import annotations
@@ -9,15 +13,23 @@ from __future__ import annotations
 import os
 import sys
 
+# Given to every session and to every spark-submit (see the StageSubmitOperator).
 LEAN_CONF = {
     "spark.ui.enabled": "false",
     "spark.ui.showConsoleProgress": "false",
-    "spark.sql.shuffle.partitions": "4",
-    "spark.default.parallelism": "4",
     "spark.sql.session.timeZone": "UTC",
     "spark.sql.execution.arrow.pyspark.enabled": "true",
     "spark.driver.memory": "2g",
-    "spark.sql.adaptive.enabled": "true",
+}
+
+# JVM options for a local driver: runs here are short, so C1-only JIT and the serial collector
+# start faster and spend less CPU than the server defaults (about a quarter less per plan).
+LOCAL_DRIVER_JAVA_OPTIONS = "-XX:TieredStopAtLevel=1 -XX:+UseSerialGC"
+
+# Set at run time on local masters only (SQL settings can change after the session starts).
+LOCAL_SQL_CONF = {
+    "spark.sql.adaptive.enabled": "false",
+    "spark.sql.shuffle.partitions": "1",
 }
 
 
@@ -38,9 +50,16 @@ def get_session(app_name: str = "segment_balancer", master: str | None = None):
         builder = builder.config(key, value)
     session = builder.getOrCreate()
     session.sparkContext.setLogLevel("WARN")
+    if session.sparkContext.master.startswith("local"):
+        for key, value in LOCAL_SQL_CONF.items():
+            session.conf.set(key, value)
     return session
 
 
 def local_session(app_name: str = "segment_balancer"):
-    """A session on ``SPARK_MASTER`` or ``local[2]``, for the CLI and the tests."""
-    return get_session(app_name, os.environ.get("SPARK_MASTER", "local[2]"))
+    """A session on ``SPARK_MASTER`` or ``local[2]``, for the CLI and the tests (the driver JVM
+    gets ``LOCAL_DRIVER_JAVA_OPTIONS`` unless ``PYSPARK_SUBMIT_ARGS`` is already set)."""
+    master = os.environ.get("SPARK_MASTER", "local[2]")
+    if master.startswith("local"):
+        os.environ.setdefault("PYSPARK_SUBMIT_ARGS", f'--driver-java-options "{LOCAL_DRIVER_JAVA_OPTIONS}" pyspark-shell')
+    return get_session(app_name, master)

@@ -25,7 +25,7 @@ from pathlib import Path
 from typing import Any
 
 from airflow.providers.apache.spark.operators.spark_submit import SparkSubmitOperator
-from segment_balancer.sparkutil import LEAN_CONF  # the one place for lean local Spark settings
+from segment_balancer.sparkutil import LEAN_CONF, LOCAL_DRIVER_JAVA_OPTIONS  # the one place for lean local Spark settings
 
 #: ``spark_apps/`` of this checkout; ``SEGMENT_BALANCER_APPS`` or ``apps_dir=`` override it.
 DEFAULT_APPS_DIR = Path(__file__).resolve().parents[2] / "spark_apps"
@@ -114,9 +114,24 @@ class StageSubmitOperator(SparkSubmitOperator):
         if ours and shutil.which("spark-submit") != ours:
             os.environ["PATH"] = os.pathsep.join([bin_dir, os.environ.get("PATH", "")])
 
+        if _is_local(self._conn_id) and "spark.driver.extraJavaOptions" not in self.conf:
+            self.conf["spark.driver.extraJavaOptions"] = LOCAL_DRIVER_JAVA_OPTIONS
+
         self._hook = None  # built by execute() from application_args set above
         super().execute(context)
 
         if not groups_out.is_file():
             raise FileNotFoundError(f"{self.stage_app} finished without writing {groups_out}")
         return json.loads(groups_out.read_text())
+
+
+def _is_local(conn_id: str) -> bool:
+    """Whether the Spark connection submits to a ``local`` master (then the driver JVM gets the
+    short-run options of ``segment_balancer.sparkutil.LOCAL_DRIVER_JAVA_OPTIONS``)."""
+    from airflow.sdk import BaseHook
+
+    try:
+        host = BaseHook.get_connection(conn_id).host or ""
+    except Exception:  # a missing connection: the provider falls back to yarn
+        return False
+    return host.startswith("local")

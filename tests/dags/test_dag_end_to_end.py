@@ -1,6 +1,7 @@
 """The real DAG, end to end with ``dag.test()``: resolve_snapshot, prepare, the thirteen stage
 applications (each a spark-submit), assemble, the Great Expectations gate and publish, on the
-bundled ``druid_sample`` snapshot. The plan must be the hand-worked one (see test_pipeline.py)."""
+bundled ``druid_sample`` snapshot. The plan must be the hand-worked one (see test_pipeline.py), and
+identical to the plan the CLI computes in one Spark session (same input, same plan)."""
 
 from __future__ import annotations
 
@@ -17,7 +18,7 @@ REPO = Path(__file__).resolve().parents[2]
 
 
 @pytest.mark.spark_submit
-def test_segment_balancing_dag_publishes_the_hand_worked_plan(airflow_home):
+def test_segment_balancing_dag_publishes_the_hand_worked_plan(airflow_home, druid_sample_planned):
     from airflow.dag_processing.dagbag import DagBag
 
     from segment_balancer.stages import APP_NAMES
@@ -36,6 +37,8 @@ def test_segment_balancing_dag_publishes_the_hand_worked_plan(airflow_home):
     ops = pd.read_parquet(published / "operations.parquet")
     assert rows(ops, [1, 2, 3, 4, 5, 6, 8, 9, 10, 11, 12, 13]) == EXPECTED_WITHOUT_BALANCING
     assert len(ops[ops.stage == 7]) == 2  # one balancing move (see test_pipeline.py)
+    # Determinism: fifteen spark-submits under Airflow give exactly the plan of the one-session CLI.
+    pd.testing.assert_frame_equal(ops, druid_sample_planned[2])
     assert json.loads((published / "validation.json").read_text())["success"] is True
     groups = {g["name"]: g["count"] for g in json.loads((published / "groups.json").read_text())}
     assert groups["StillUnreplicated"] == 0
