@@ -1,4 +1,4 @@
-"""Stage 0: ingest the snapshot, build the used-segment index, replication targets and status, and
+"""Stage 0 (after used_segments): build the run's tables, the used-segment index, replication targets and status, and
 the start-of-run placement-cost ranking.
 
 Spark entry point: ``spark-submit spark_apps/prepare.py --snapshot DIR --work DIR

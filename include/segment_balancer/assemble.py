@@ -104,6 +104,7 @@ def assemble(run: Run, groups, snapshot: Path) -> Path:
         "groups_after": {g["name"]: g["count"] for g in final_groups},
         "balance_before": balance(run, end_assignment_start(run)),
         "balance_after": balance(run, assignment),
+        "timeline": run.meta.get("timeline", {}),
         "alerts": run.meta.get("alerts", []),
         "config": run.meta["config"],
         "ignored_config": run.meta.get("ignored_config", []),

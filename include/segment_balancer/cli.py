@@ -56,7 +56,9 @@ def explain(spark, snapshot: Path, segment_id: str, tier: str | None = None, ove
     work = Path(tempfile.mkdtemp(prefix="segment_balancer-explain-"))
     try:
         from .prepare import prepare
+        from .used_segments import used_segments
 
+        used_segments(spark, snapshot, work)
         prepare(spark, snapshot, work, overrides)
         return explain_segment(spark, work, segment_id, tier)
     finally:

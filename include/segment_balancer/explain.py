@@ -42,7 +42,8 @@ def explain_segment(spark, work: Path, segment_id: str, tier: str | None = None)
         & F.col("tier").isin(tiers)).toPandas()
     num_best = num_best_function(meta["config"])
     out = {"segment_id": segment_id, "idx": seg["idx"], "used": bool(seg["used"]), "overshadowed": bool(seg["overshadowed"]),
-           "rule_kind": seg["rule_kind"], "size_bytes": int(seg["size_bytes"]), "tiers": []}
+           "rule_kind": seg["rule_kind"], "size_bytes": int(seg["size_bytes"]),
+           "timeline": _timeline(spark, Path(work), seg), "tiers": []}
     for t in tiers:
         part = servers[servers["tier"] == t].copy()
         part["available_bytes"] = part["max_size"] - part["projected_size"]
@@ -69,3 +70,20 @@ def _why(name: str, srv, seg: dict, here: dict) -> str | None:
     if int(srv["available_bytes"]) < int(seg["size_bytes"]):
         return f"not enough room ({int(srv['available_bytes'])} bytes available)"
     return None
+
+
+def _timeline(spark, work: Path, seg: dict) -> dict:
+    """The segment's timeline status and which segments overshadow it and why, from the used
+    segments of its datasource that overlap it (the only ones that can)."""
+    from pyspark.sql import functions as F
+
+    from .timeline import explain_overshadowing
+    from .used_segments import TIMELINE_COLUMNS
+
+    table = spark.read.parquet(str(work / "timeline" / "segments.parquet"))
+    near = table.filter((F.col("datasource") == seg["datasource"]) & F.col("used")
+                        & (F.col("start_ms") < seg["end_ms"]) & (F.col("end_ms") > seg["start_ms"]))
+    pdf = near.select(*TIMELINE_COLUMNS).toPandas()
+    if seg["segment_id"] not in set(pdf["segment_id"]):
+        return {"status": "unused"}
+    return explain_overshadowing(pdf, seg["segment_id"])

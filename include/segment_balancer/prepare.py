@@ -18,7 +18,7 @@ from .io import write_json_atomic, write_parquet_atomic
 from .rules import rule_index_for
 from .snapshot import loader
 from .snapshot.errors import SnapshotError
-from .snapshot.segments import read_segments, read_server_segments
+from .snapshot.segments import read_server_segments
 
 log = logging.getLogger(__name__)
 STAGE_NUMBERS = range(1, 14)
@@ -102,7 +102,13 @@ def prepare(spark, snapshot: Path, work: Path, overrides: dict | None = None) ->
     tiers = sorted({s.tier for s in servers})
     log.info("snapshot %s: %d historical servers in %d tiers", smeta.snapshot_id, len(servers), len(tiers))
 
-    segs = read_segments(spark, snapshot)
+    timeline = work / "timeline" / "segments.parquet"
+    if not timeline.exists():
+        raise FileNotFoundError(f"{timeline} is missing: run the used_segments application first")
+    # Every segment with the timeline's answer: ``overshadowed`` is computed (stage 0), the
+    # input's flag is kept as ``input_overshadowed``. Tombstones are never loaded.
+    segs = spark.read.parquet(str(timeline))
+    segs = segs.withColumn("used", F.col("used") & (F.col("shard_type") != "tombstone"))
     served = read_server_segments(spark, snapshot, historicals, all_names, segs)
     segs = _assign_rules(segs, rules, now_ms)
     datasources = [r[0] for r in segs.select("datasource").distinct().collect()]
@@ -159,9 +165,20 @@ def prepare(spark, snapshot: Path, work: Path, overrides: dict | None = None) ->
         "tiers": _tiers_meta(servers_pdf),
         "alerts": _alerts(rules, set(tiers), decommissioning, historicals, replicas, segments, cfg, now_ms),
         "status_counts": counts,
+        "timeline": _timeline_meta(work),
     }
+    if meta["timeline"]["flag_disagreements"]:
+        n = meta["timeline"]["flag_disagreements"]
+        meta["alerts"].append({"kind": "overshadowed_flag_disagrees", "count": n, "examples": meta["timeline"]["flag_examples"],
+                               "message": f"the input's overshadowed flag disagrees with the computed timeline for {n} segments; the timeline wins"})
     write_json_atomic(meta, prepared / "meta.json")
     return {"stage": 0, "groups": G.encode_all(groups)}
+
+
+def _timeline_meta(work: Path) -> dict:
+    from .used_segments import read_summary
+
+    return read_summary(work)
 
 
 def _servers_frame(servers, decommissioning: set[str]):

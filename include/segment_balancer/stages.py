@@ -1,7 +1,8 @@
 """The stage registry: the Spark application of every step of a run, in run order.
 
 ``APP_NAMES`` is the one list the DAG, the Spark entry points (``spark_apps/<name>.py``) and the CLI
-share: ``prepare`` (stage 0) first, the thirteen stages of Druid issue #7458, ``assemble`` last.
+share: stage 0 (``used_segments``, the timeline; ``prepare``, the run's tables) first, the thirteen
+stages of Druid issue #7458, ``assemble`` last.
 
 The Airflow DAG file imports this module at parse time, so keep it import-light: no Spark, pandas
 or engine imports at module level (import them inside functions).
@@ -10,6 +11,7 @@ or engine imports at module level (import them inside functions).
 from __future__ import annotations
 
 APP_NAMES = [
+    "used_segments",
     "prepare",
     "stage01_unreplicated",
     "stage02_underbroadcast",
@@ -42,8 +44,14 @@ def run_app(spark, name: str, snapshot, work, groups_in: dict | None, overrides:
 
     if name not in APP_NAMES:
         raise KeyError(f"unknown application {name!r}; one of {APP_NAMES}")
-    stage = APP_NAMES.index(name)
+    stage = stage_number(name)
     started = time.monotonic()
+    if name == "used_segments":
+        from .used_segments import used_segments
+
+        result = used_segments(spark, Path(snapshot), Path(work))
+        _record_timing(Path(work), stage, name, time.monotonic() - started)
+        return result
     if name == "prepare":
         from .prepare import prepare
 
@@ -65,6 +73,14 @@ def run_app(spark, name: str, snapshot, work, groups_in: dict | None, overrides:
     return {"stage": stage, "groups": G.encode_all(groups)}
 
 
+def stage_number(name: str) -> int:
+    """The algorithm's stage of an application: 0 for ``used_segments`` and ``prepare``, 1–13 for
+    ``stageNN_*``, 14 for ``assemble``."""
+    if name.startswith("stage"):
+        return int(name[5:7])
+    return 14 if name == "assemble" else 0
+
+
 def _record_timing(work, stage: int, name: str, seconds: float) -> None:
     import json
 
@@ -72,7 +88,8 @@ def _record_timing(work, stage: int, name: str, seconds: float) -> None:
 
     path = work / "timings.json"
     timings = json.loads(path.read_text()) if path.exists() else {}
-    timings = {k: v for k, v in timings.items() if int(v["stage"]) < stage}
+    position = APP_NAMES.index(name)
+    timings = {k: v for k, v in timings.items() if k in APP_NAMES and APP_NAMES.index(k) < position}
     timings[name] = {"stage": stage, "seconds": round(seconds, 3)}
     write_json_atomic(timings, path)
 

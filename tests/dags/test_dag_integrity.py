@@ -12,6 +12,7 @@ REPO = Path(__file__).resolve().parents[2]
 DAGS = REPO / "dags"
 EXPECTED = [
     "resolve_snapshot",
+    "used_segments",
     "prepare",
     "stage01_unreplicated",
     "stage02_underbroadcast",

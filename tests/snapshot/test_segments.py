@@ -1,4 +1,4 @@
-"""Bad segment and replica rows are refused by prepare with file, row and problem; nothing is written."""
+"""Bad segment and replica rows are refused in stage 0 with file, row and problem; no plan input is written."""
 
 import gzip
 import json
@@ -8,6 +8,7 @@ from pathlib import Path
 import pytest
 
 from segment_balancer.prepare import prepare
+from segment_balancer.used_segments import used_segments
 from segment_balancer.snapshot.errors import SnapshotError
 
 SAMPLE = Path(__file__).resolve().parents[2] / "include/segment_balancer/snapshots/druid_sample"
@@ -31,7 +32,8 @@ def snapshot_with(tmp_path: Path, edit_segments=None, edit_server_segments=None)
 def refused(spark, snap: Path, tmp_path: Path) -> SnapshotError:
     work = tmp_path / "work"
     with pytest.raises(SnapshotError) as info:
-        prepare(spark, snap, work)
+        used_segments(spark, snap, work)  # segments.jsonl is read and checked here
+        prepare(spark, snap, work)  # server_segments.json here
     assert not (work / "prepared" / "meta.json").exists()
     return info.value
 

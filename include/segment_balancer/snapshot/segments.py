@@ -12,7 +12,9 @@ from .errors import SnapshotError
 
 SEGMENT_JSON_SCHEMA = (
     "dataSource string, interval string, version string, size long, "
-    "shardSpec struct<type: string, partitionNum: int>, used boolean, overshadowed boolean"
+    "shardSpec struct<type: string, partitionNum: int, partitionId: int, partitions: int, numCorePartitions: int, "
+    "startRootPartitionId: int, endRootPartitionId: int, minorVersion: int, atomicUpdateGroupSize: int>, "
+    "used boolean, overshadowed boolean"
 )
 ID_TIME_FORMAT = "yyyy-MM-dd'T'HH:mm:ss.SSS'Z'"
 
@@ -43,8 +45,12 @@ def read_segments(spark, snapshot: Path):
     """All segments of the snapshot as a DataFrame, validated.
 
     Returns columns ``line`` (long, 1-based), ``segment_id``, ``datasource``, ``version`` (str),
-    ``start_ms``, ``end_ms`` (long, epoch ms UTC), ``partition_num`` (int), ``shard_type`` (str),
-    ``size_bytes`` (long), ``used``, ``overshadowed`` (bool). Raises :class:`SnapshotError`
+    ``start_ms``, ``end_ms`` (long, epoch ms UTC), ``partition_num`` (int: ``partitionNum``, or
+    ``partitionId`` of ``numbered_overwrite``), ``shard_type`` (str), ``num_core_partitions``,
+    ``start_root_partition_id``, ``end_root_partition_id``, ``minor_version``,
+    ``atomic_update_group_size`` (nullable ints from the shardSpec, for the timeline),
+    ``size_bytes`` (long), ``used``, ``overshadowed`` (bool; false when absent) and
+    ``overshadowed_given`` (bool: the line has the key). Raises :class:`SnapshotError`
     naming the line of the first bad rows: malformed JSON, a missing field, a bad interval
     (unparseable or end before start), a negative size, a duplicate segment id.
     """
@@ -63,11 +69,17 @@ def read_segments(spark, snapshot: Path):
         F.col("j.version").alias("version"),
         _iso_to_ms(interval.getItem(0)).alias("start_ms"),
         _iso_to_ms(interval.getItem(1)).alias("end_ms"),
-        F.coalesce("j.shardSpec.partitionNum", F.lit(0)).alias("partition_num"),
+        F.coalesce("j.shardSpec.partitionNum", "j.shardSpec.partitionId", F.lit(0)).alias("partition_num"),
+        F.coalesce("j.shardSpec.numCorePartitions", "j.shardSpec.partitions").alias("num_core_partitions"),
+        F.col("j.shardSpec.startRootPartitionId").alias("start_root_partition_id"),
+        F.col("j.shardSpec.endRootPartitionId").alias("end_root_partition_id"),
+        F.col("j.shardSpec.minorVersion").alias("minor_version"),
+        F.col("j.shardSpec.atomicUpdateGroupSize").alias("atomic_update_group_size"),
         F.coalesce("j.shardSpec.type", F.lit("none")).alias("shard_type"),
         F.col("j.size").alias("size_bytes"),
         F.coalesce("j.used", F.lit(True)).alias("used"),
         F.coalesce("j.overshadowed", F.lit(False)).alias("overshadowed"),
+        F.col("j.overshadowed").isNotNull().alias("overshadowed_given"),
         F.col("j.interval").alias("interval"),
     )
     problem = (

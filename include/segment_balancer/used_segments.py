@@ -1,0 +1,122 @@
+"""Stage 0 ``used_segments``: which used segments are visible, standby or overshadowed, as a Spark job.
+
+The timeline of one datasource (:func:`segment_balancer.timeline.classify_datasource`) is computed
+per (datasource, time bucket): every segment is clipped to each bucket of ``BUCKET_MS`` it overlaps
+(instants clamped to 1900–2200, so eternity segments span a bounded number of buckets). Whether a
+piece is covered depends only on segments overlapping that piece, so a segment is overshadowed
+exactly when every piece of it is; visible when some piece is visible; standby otherwise. The
+buckets spread one large datasource over many tasks.
+
+Source: seed 003 (Druid issue #7491), Druid ``VersionedIntervalTimeline`` / ``SegmentTimeline``.
+"""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pandas as pd
+
+from .io import write_json_atomic, write_parquet_atomic
+from .snapshot.errors import SnapshotError
+
+BUCKET_MS = 366 * 86_400_000
+CLAMP_LO_MS = -2_208_988_800_000  # 1900-01-01
+CLAMP_HI_MS = 7_258_118_400_000  # 2200-01-01
+TIMELINE_COLUMNS = ["segment_id", "start_ms", "end_ms", "version", "shard_type", "partition_num",
+                    "num_core_partitions", "start_root_partition_id", "end_root_partition_id",
+                    "minor_version", "atomic_update_group_size"]
+PIECE_SCHEMA = "segment_id string, status string, overshadowed_by array<string>, reason string, error string"
+STATUS_RANK = {"visible": 0, "standby": 1, "overshadowed": 2}
+
+
+def _classify_piece(pdf: pd.DataFrame) -> pd.DataFrame:
+    """``classify_datasource`` on one (datasource, bucket) group of clipped pieces."""
+    from .timeline import classify_datasource
+
+    try:
+        out = classify_datasource(pdf[TIMELINE_COLUMNS].reset_index(drop=True))
+    except ValueError as exc:
+        first = pdf.sort_values("line").iloc[0]
+        return pd.DataFrame([{"segment_id": first["segment_id"], "status": None, "overshadowed_by": [],
+                              "reason": None, "error": f"datasource {first['datasource']}: {exc}"}])
+    return pd.DataFrame({"segment_id": out["segment_id"], "status": out["status"],
+                         "overshadowed_by": [list(x) for x in out["overshadowed_by"]],
+                         "reason": out["reason"], "error": None})
+
+
+def classify(segments):
+    """Timeline status of every used segment.
+
+    ``segments``: DataFrame of :func:`segment_balancer.snapshot.segments.read_segments`. Returns
+    (``segment_id``, ``status`` — ``visible``/``standby``/``overshadowed`` —, ``overshadowed_by``
+    array<string>, ``reason``) for used segments. Raises :class:`SnapshotError` (file
+    ``segments.jsonl``) when a datasource's segments cannot form a timeline (e.g. two overlapping
+    intervals with the same version).
+    """
+    from pyspark.sql import functions as F
+
+    used = segments.filter("used")
+    lo = F.greatest(F.col("start_ms"), F.lit(CLAMP_LO_MS))
+    hi = F.least(F.col("end_ms") - 1, F.lit(CLAMP_HI_MS))
+    bucket = lambda c: F.floor((c - F.lit(CLAMP_LO_MS)) / F.lit(BUCKET_MS)).cast("long")  # noqa: E731
+    pieces = used.withColumn("bucket", F.explode(F.sequence(bucket(lo), F.greatest(bucket(lo), bucket(hi)))))
+    b0 = F.lit(CLAMP_LO_MS) + F.col("bucket") * F.lit(BUCKET_MS)
+    pieces = pieces.withColumn("start_ms", F.greatest("start_ms", b0)).withColumn(
+        "end_ms", F.least("end_ms", b0 + F.lit(BUCKET_MS)))
+    pieces = pieces.withColumn("end_ms", F.greatest("end_ms", F.col("start_ms") + 1))
+    cols = TIMELINE_COLUMNS + ["datasource", "bucket", "line"]
+    out = pieces.select(*cols).groupBy("datasource", "bucket").applyInPandas(_classify_piece, PIECE_SCHEMA)
+    bad = out.filter("error is not null").limit(1).collect()
+    if bad:
+        raise SnapshotError("segments.jsonl", None, bad[0]["error"])
+    rank = F.create_map(*[x for k, v in STATUS_RANK.items() for x in (F.lit(k), F.lit(v))])
+    agg = out.groupBy("segment_id").agg(
+        F.min(rank[F.col("status")]).alias("best"),
+        F.array_sort(F.array_distinct(F.flatten(F.collect_list("overshadowed_by")))).alias("overshadowed_by"),
+        F.first("reason").alias("reason"))
+    names = F.create_map(*[x for k, v in STATUS_RANK.items() for x in (F.lit(v), F.lit(k))])
+    return agg.select("segment_id", names[F.col("best")].alias("status"),
+                      F.when(F.col("best") == 2, F.col("overshadowed_by")).otherwise(F.array()).alias("overshadowed_by"),
+                      "reason")
+
+
+def used_segments(spark, snapshot: Path, work: Path) -> dict:
+    """Run stage 0: read and validate ``segments.jsonl``, compute the timeline, write
+    ``WORK/timeline/segments.parquet`` (every segment with ``status``, ``overshadowed_by``,
+    ``reason`` and ``input_overshadowed``) and ``WORK/timeline/summary.json`` (counts per datasource
+    and status, flag disagreements), and return the XCom dict: groups ``Visible``, ``Standby``,
+    ``Overshadowed`` as bitmaps over the segment's row in ``segments.jsonl`` (line − 1)."""
+    from pyspark.sql import functions as F
+
+    from . import groups as G
+    from .snapshot.segments import read_segments
+
+    segs = read_segments(spark, Path(snapshot))
+    status = classify(segs)
+    table = (segs.withColumnRenamed("overshadowed", "input_overshadowed").join(status, "segment_id", "left")
+             .withColumn("status", F.coalesce("status", F.lit("unused")))
+             .withColumn("overshadowed", F.col("status") == "overshadowed"))
+    out = Path(work) / "timeline"
+    write_parquet_atomic(table, out / "segments.parquet")
+    table = spark.read.parquet(str(out / "segments.parquet"))
+    counts = table.groupBy("datasource", "status").count().collect()
+    per_ds: dict = {}
+    for r in counts:
+        per_ds.setdefault(r["datasource"], {})[r["status"]] = r["count"]
+    mismatch = table.filter(F.col("used") & F.col("overshadowed_given")
+                            & (F.col("input_overshadowed") != F.col("overshadowed")))
+    examples = [f"{r['segment_id']}: input says {'not ' if not r['input_overshadowed'] else ''}overshadowed, "
+                f"timeline says {r['status']}" for r in mismatch.orderBy("line").limit(5).collect()]
+    summary = {"per_datasource": dict(sorted(per_ds.items())), "flag_disagreements": mismatch.count(),
+               "flag_examples": examples}
+    write_json_atomic(summary, out / "summary.json")
+    members = table.filter("status != 'unused'").select(
+        F.initcap("status").alias("group"), (F.col("line") - 1).alias("idx"))
+    groups = G.bitmaps_from_members(members)
+    return {"stage": 0, "index": "segments.jsonl row (line - 1)", "groups": G.encode_all(groups)}
+
+
+def read_summary(work: Path) -> dict:
+    """``WORK/timeline/summary.json`` written by :func:`used_segments`."""
+    return json.loads((Path(work) / "timeline" / "summary.json").read_text())
