@@ -205,3 +205,12 @@ def test_malformed_sql_is_refused_with_file_and_line(tmp_path, text, line, words
     assert caught.value.line == line and caught.value.path == path
     assert re.search(words, str(caught.value)), str(caught.value)
     assert not (tmp_path / "out" / "segments.jsonl.gz").exists()
+
+
+def test_segment_id_of_an_overwrite_segment_uses_its_partition_id():
+    # Druid's SegmentId takes shardSpec.getPartitionNum(), which NumberedOverwriteShardSpec
+    # answers with its partitionId (>= 32768).
+    payload = {"dataSource": "d", "interval": "2020-01-01T00:00:00.000Z/2020-01-02T00:00:00.000Z",
+               "version": "v1", "shardSpec": {"type": "numbered_overwrite", "partitionId": 32769,
+                                               "startRootPartitionId": 0, "endRootPartitionId": 2}}
+    assert segment_id(payload) == "d_2020-01-01T00:00:00.000Z_2020-01-02T00:00:00.000Z_v1_32769"

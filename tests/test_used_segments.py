@@ -81,3 +81,35 @@ def test_timeline_groups_over_segment_rows(spark, tmp_path):
     # 44 is flagged overshadowed in the input but is visible: the timeline wins, reported once.
     assert summary["flag_disagreements"] == 1 and table.loc[44, "segment_id"] in summary["flag_examples"][0]
     assert summary["per_datasource"]["a"] == {"overshadowed": 24, "visible": 3}  # 25, 26, 27
+
+
+def test_plan_drops_overshadowed_replicas_and_never_a_visible_one(spark, tmp_path):
+    """s1 serves every used segment but the tombstone; the rule wants one replica of everything.
+    Stage 12 must drop exactly the overshadowed segments (reason ``overshadowed``); a visible or
+    standby segment may only lose a replica through a move (a DROP that waits for a LOAD)."""
+    from segment_balancer.cli import run_plan
+
+    snap = tmp_path / "snap"
+    snap.mkdir()
+    (snap / "segments.jsonl").write_text("".join(json.dumps(r) + "\n" for r in ROWS))
+    from segment_balancer.importer import segment_id
+
+    seg_ids = [segment_id(r) for r in ROWS]
+    served = [i for i in range(1, 45) if i != 42]  # not the tombstone
+    (snap / "servers.json").write_text(json.dumps([
+        {"server": s, "host": s, "server_type": "historical", "tier": "_default_tier",
+         "curr_size": 10 * len(served) if s == "s1" else 0, "max_size": 10_000} for s in ("s1", "s2")]))
+    (snap / "server_segments.json").write_text(json.dumps([{"server": "s1", "segment_id": seg_ids[i - 1]} for i in served]))
+    (snap / "rules.json").write_text(json.dumps({"_default": [{"type": "loadForever", "tieredReplicants": {"_default_tier": 1}}]}))
+    (snap / "snapshot.json").write_text(json.dumps({"snapshot_time": "2030-01-01T00:00:00.000Z", "cluster": "t"}))
+    run_plan(spark, snap, tmp_path / "plan")
+    ops = pd.read_parquet(tmp_path / "plan" / "operations.parquet")
+    line_of = {sid: i + 1 for i, sid in enumerate(seg_ids)}
+    drops = ops[(ops.action == "DROP") & ops.depends_on.isna()]
+    assert {line_of[s] for s in drops[drops.reason == "overshadowed"].segment_id} == OVERSHADOWED
+    assert set(drops.reason) == {"overshadowed"}
+    kept = set(served) - OVERSHADOWED
+    assert not {line_of[s] for s in drops.segment_id} & kept
+    # Every visible or standby segment keeps one replica in the end state.
+    end = pd.read_parquet(tmp_path / "plan" / "assignment.parquet")
+    assert {line_of[s] for s in end.segment_id} == kept

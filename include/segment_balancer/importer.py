@@ -61,12 +61,14 @@ def segment_id(payload: dict) -> str:
     """Druid's segment id of a ``DataSegment`` payload (``SegmentId.toString()``).
 
     ``dataSource_start_end_version[_partitionNum]``: start and end of ``payload["interval"]`` as
-    ``yyyy-MM-ddTHH:mm:ss.SSSZ`` in UTC, ``partitionNum`` from ``payload["shardSpec"]`` (missing,
-    as for ``{"type": "none"}``, means 0) and omitted when 0. Raises ``ValueError`` (bad interval)
+    ``yyyy-MM-ddTHH:mm:ss.SSSZ`` in UTC, ``partitionNum`` from ``payload["shardSpec"]`` (its
+    ``partitionId`` for ``numbered_overwrite``; missing, as for ``{"type": "none"}``, means 0) and
+    omitted when 0. Raises ``ValueError`` (bad interval)
     or ``KeyError`` (missing ``dataSource``/``interval``/``version``).
     """
     start, end = parse_interval(payload["interval"])
-    partition = int((payload.get("shardSpec") or {}).get("partitionNum", 0) or 0)
+    shard = payload.get("shardSpec") or {}
+    partition = int(shard.get("partitionNum", shard.get("partitionId", 0)) or 0)
     text = f"{payload['dataSource']}_{ms_to_iso(start)}_{ms_to_iso(end)}_{payload['version']}"
     return f"{text}_{partition}" if partition else text
 
