@@ -113,3 +113,19 @@ def test_plan_drops_overshadowed_replicas_and_never_a_visible_one(spark, tmp_pat
     # Every visible or standby segment keeps one replica in the end state.
     end = pd.read_parquet(tmp_path / "plan" / "assignment.parquet")
     assert {line_of[s] for s in end.segment_id} == kept
+
+
+def test_generated_snapshot_has_compaction_generations_the_timeline_recognises(spark, tmp_path):
+    """The bundled generated snapshot: ``orders`` re-ingested its last 6 days (6 old segments
+    overshadowed); ``metrics`` minor-compacted root partitions 0-1 on 6 days with complete atomic
+    update groups (12 originals overshadowed) and on 4 days with groups still waiting for a member
+    (4 standby segments). The input's flags say the same, so nothing disagrees."""
+    from pathlib import Path
+
+    snap = Path(__file__).resolve().parents[1] / "include/segment_balancer/snapshots/generated"
+    used_segments(spark, snap, tmp_path / "work")
+    summary = json.loads((tmp_path / "work" / "timeline" / "summary.json").read_text())
+    per = summary["per_datasource"]
+    assert (per["orders"]["overshadowed"], per["metrics"]["overshadowed"], per["metrics"]["standby"]) == (6, 12, 4)
+    assert sum(s.get("overshadowed", 0) + s.get("standby", 0) for s in per.values()) == 22
+    assert summary["flag_disagreements"] == 0

@@ -212,11 +212,42 @@ def _make_segments(rng: np.random.Generator, now: int, n_segments: int) -> list[
             parts = min(parts, 8) if ds == "clickstream" else parts
             for v_index, version in enumerate(versions):
                 sizes = rng.lognormal(np.log(median_mb * MB), 0.35, size=parts).astype(np.int64)
+                compacted = _minor_compaction(ds, start, end, now, parts)
                 for num in range(parts):
                     segments.append(_payload(ds, start, end, ms_to_iso(version), shard, num, parts,
                                              max(int(sizes[num]), MB), dims, metrics,
-                                             overshadowed=v_index + 1 < len(versions)))
+                                             overshadowed=v_index + 1 < len(versions)
+                                             or (compacted == "complete" and num < 2)))
+                if compacted:
+                    segments.append(_overwrite(segments[-parts:][:2], compacted))
     return segments
+
+
+def _minor_compaction(ds: str, start: int, end: int, now: int, parts: int) -> str | None:
+    """Minor compaction of ``metrics`` days (seed 003): root partitions 0-1 compacted into one
+    segment of minor version 1. Days 20 to 14 days old: the atomic update group is complete (the
+    originals are overshadowed); days 14 to 10 days old: the group waits for a second member
+    (standby; the originals stay visible)."""
+    if ds != "metrics" or parts < 2:
+        return None
+    if now - 20 * DAY <= start < now - 14 * DAY:
+        return "complete"
+    if now - 14 * DAY <= start < now - 10 * DAY:
+        return "incomplete"
+    return None
+
+
+def _overwrite(originals: list[dict], state: str) -> dict:
+    """The ``numbered_overwrite`` segment compacting ``originals`` (root partitions 0 and 1)."""
+    seg = {k: v for k, v in originals[0].items() if not k.startswith("_") and k != "overshadowed"}
+    seg["shardSpec"] = {"type": "numbered_overwrite", "partitionId": 32768, "startRootPartitionId": 0,
+                        "endRootPartitionId": 2, "minorVersion": 1,
+                        "atomicUpdateGroupSize": 1 if state == "complete" else 2}
+    seg["size"] = int(sum(o["size"] for o in originals) * 0.8)
+    seg["loadSpec"] = dict(seg["loadSpec"], key=seg["loadSpec"]["key"].replace("/0/index.zip", "/32768/index.zip"))
+    seg["_start"], seg["_end"] = originals[0]["_start"], originals[0]["_end"]
+    seg["_id"] = segment_id(seg)
+    return seg
 
 
 def _payload(ds, start, end, version, shard, num, parts, size, dims, metrics, overshadowed):
