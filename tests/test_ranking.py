@@ -104,6 +104,21 @@ def test_rank_one_hand_example():
     assert costs[2] == costs[3] == costs[4]
 
 
+def test_rank_one_for_a_segment_outside_the_used_set():
+    """``explain`` of an overshadowed or unused segment: it has no idx, so nothing is left out as
+    "itself". A same-day segment of datasource "a" (like X) against hot: s1 holds X and Y, so
+    2 x C_SAME_DAY; s2 holds Y and s3 holds Z and Z2, so C_SAME_DAY each; s4 (W, 50 days away) and
+    s5 (empty) are 0."""
+    ds, start, end = SEGMENTS[1]
+    tier_projected = pd.DataFrame([(server, i, *SEGMENTS[i]) for server, t, i in PROJECTED if t == "hot"],
+                                  columns=["server", "idx", "datasource", "start_ms", "end_ms"])
+    tier_servers = pd.DataFrame([(s, a, d) for s, t, a, d in SERVERS if t == "hot"],
+                                columns=["server", "available_bytes", "decommissioning"])
+    order, costs = rank_one({"idx": None, "datasource": ds, "start_ms": start, "end_ms": end}, tier_projected, tier_servers)
+    assert order == ["s4", "s5", "s3", "s2", "s1"]
+    assert costs == pytest.approx([0.0, 0.0, C_SAME_DAY, C_SAME_DAY, 2 * C_SAME_DAY], rel=1e-12)
+
+
 def test_spark_rankings_hand_example(spark):
     pairs_df, projected_df, servers_df = frames(spark, SEGMENTS, PROJECTED, SERVERS, PAIRS)
     result = start_of_run_rankings(pairs_df, projected_df, servers_df)

@@ -290,7 +290,10 @@ def server_costs(segment: Mapping, tier_projected: pd.DataFrame, candidates) -> 
     if tier_projected.empty or not costs:
         return costs
     seg_idx = segment.get("idx")
-    is_self = (tier_projected["idx"] == seg_idx).fillna(False).to_numpy(bool) if seg_idx is not None else False
+    if seg_idx is None:  # a segment outside the used set (overshadowed, unused) has no replica to leave out
+        is_self = np.zeros(len(tier_projected), dtype=bool)
+    else:
+        is_self = (tier_projected["idx"] == seg_idx).fillna(False).to_numpy(bool)
     keep = (
         in_cost_window(segment["start_ms"], segment["end_ms"], tier_projected["start_ms"], tier_projected["end_ms"])
         & tier_projected["server"].isin(list(costs)).to_numpy(bool)
