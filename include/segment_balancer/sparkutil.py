@@ -13,6 +13,8 @@ from __future__ import annotations
 import os
 import sys
 
+from .jvm_archive import local_driver_java_options
+
 # Given to every session and to every spark-submit (see the StageSubmitOperator).
 LEAN_CONF = {
     "spark.ui.enabled": "false",
@@ -21,10 +23,6 @@ LEAN_CONF = {
     "spark.sql.execution.arrow.pyspark.enabled": "true",
     "spark.driver.memory": "2g",
 }
-
-# JVM options for a local driver: runs here are short, so C1-only JIT and the serial collector
-# start faster and spend less CPU than the server defaults (about a quarter less per plan).
-LOCAL_DRIVER_JAVA_OPTIONS = "-XX:TieredStopAtLevel=1 -XX:+UseSerialGC"
 
 # Set at run time on local masters only (SQL settings can change after the session starts).
 LOCAL_SQL_CONF = {
@@ -58,8 +56,8 @@ def get_session(app_name: str = "segment_balancer", master: str | None = None):
 
 def local_session(app_name: str = "segment_balancer"):
     """A session on ``SPARK_MASTER`` or ``local[2]``, for the CLI and the tests (the driver JVM
-    gets ``LOCAL_DRIVER_JAVA_OPTIONS`` unless ``PYSPARK_SUBMIT_ARGS`` is already set)."""
+    gets ``jvm_archive.local_driver_java_options()`` unless ``PYSPARK_SUBMIT_ARGS`` is already set)."""
     master = os.environ.get("SPARK_MASTER", "local[2]")
     if master.startswith("local"):
-        os.environ.setdefault("PYSPARK_SUBMIT_ARGS", f'--driver-java-options "{LOCAL_DRIVER_JAVA_OPTIONS}" pyspark-shell')
+        os.environ.setdefault("PYSPARK_SUBMIT_ARGS", f'--driver-java-options "{local_driver_java_options()}" pyspark-shell')
     return get_session(app_name, master)

@@ -25,7 +25,8 @@ from pathlib import Path
 from typing import Any
 
 from airflow.providers.apache.spark.operators.spark_submit import SparkSubmitOperator
-from segment_balancer.sparkutil import LEAN_CONF, LOCAL_DRIVER_JAVA_OPTIONS  # the one place for lean local Spark settings
+from segment_balancer.jvm_archive import local_driver_java_options
+from segment_balancer.sparkutil import LEAN_CONF  # the one place for lean Spark settings
 
 #: ``spark_apps/`` of this checkout; ``SEGMENT_BALANCER_APPS`` or ``apps_dir=`` override it.
 DEFAULT_APPS_DIR = Path(__file__).resolve().parents[2] / "spark_apps"
@@ -115,7 +116,7 @@ class StageSubmitOperator(SparkSubmitOperator):
             os.environ["PATH"] = os.pathsep.join([bin_dir, os.environ.get("PATH", "")])
 
         if _is_local(self._conn_id) and "spark.driver.extraJavaOptions" not in self.conf:
-            self.conf["spark.driver.extraJavaOptions"] = LOCAL_DRIVER_JAVA_OPTIONS
+            self.conf["spark.driver.extraJavaOptions"] = local_driver_java_options()
 
         self._hook = None  # built by execute() from application_args set above
         super().execute(context)
@@ -127,7 +128,8 @@ class StageSubmitOperator(SparkSubmitOperator):
 
 def _is_local(conn_id: str) -> bool:
     """Whether the Spark connection submits to a ``local`` master (then the driver JVM gets the
-    short-run options of ``segment_balancer.sparkutil.LOCAL_DRIVER_JAVA_OPTIONS``)."""
+    short-run options of ``segment_balancer.jvm_archive.local_driver_java_options()``: C1 JIT,
+    serial GC and the class-data-sharing archive when built)."""
     from airflow.sdk import BaseHook
 
     try:

@@ -82,6 +82,18 @@ def test_groups_go_through_xcom(tmp_path, local_spark):
     assert op.conf["spark.pyspark.python"] == sys.executable
 
 
+def test_a_local_driver_starts_with_the_class_archive(tmp_path, local_spark):
+    """On a local master the driver JVM gets C1-only JIT, the serial collector and, once
+    ``make venv`` has built it, the class-data-sharing archive (segment_balancer.jvm_archive)."""
+    from segment_balancer.jvm_archive import archive_path
+
+    if not archive_path().is_file():
+        pytest.skip(f"no JVM class archive at {archive_path()} (`make venv` builds it)")
+    _operator(tmp_path).execute({"ti": FakeTI({})})
+    jvm_args = json.loads((tmp_path / "work" / "tiny_app_jvm.json").read_text())
+    assert {"-XX:TieredStopAtLevel=1", "-XX:+UseSerialGC", f"-XX:SharedArchiveFile={archive_path()}"} <= set(jvm_args)
+
+
 def test_first_stage_has_no_groups_in_and_a_missing_input_fails(tmp_path, local_spark, monkeypatch):
     # a worker started outside the Makefile: no venv on PATH, no PYSPARK_PYTHON, no SPARK_HOME
     monkeypatch.setenv("PATH", "/usr/bin:/bin")

@@ -4,7 +4,7 @@ Reads ``--groups-in`` (when given), adds one group ``Stage<N+1>`` whose bitmap i
 Spark (every third index below 30 000: ~11 KiB of base64, so one group stays under the 16 KiB
 XCom object-storage threshold and two go over it), and writes
 ``{"groups": {...}, "stage": N+1}`` to ``--groups-out``. Also records the argv it got in
-``WORK/tiny_app_argv.json``.
+``WORK/tiny_app_argv.json`` and its driver JVM's options in ``WORK/tiny_app_jvm.json``.
 """
 
 from __future__ import annotations
@@ -29,6 +29,7 @@ def main(argv=None) -> None:
 
     spark = SparkSession.builder.appName("tiny_groups_app").getOrCreate()
     indexes = [r.id for r in spark.range(0, 30_000, 3).collect()]
+    jvm_args = list(spark.sparkContext._jvm.java.lang.management.ManagementFactory.getRuntimeMXBean().getInputArguments())
     spark.stop()
 
     payload = {"groups": {}, "stage": 0}
@@ -44,6 +45,7 @@ def main(argv=None) -> None:
     out.with_suffix(".tmp").write_text(json.dumps(payload))
     out.with_suffix(".tmp").rename(out)
     (Path(args.work) / "tiny_app_argv.json").write_text(json.dumps(sys.argv[1:]))
+    (Path(args.work) / "tiny_app_jvm.json").write_text(json.dumps(jvm_args))
 
 
 if __name__ == "__main__":
