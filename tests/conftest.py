@@ -10,6 +10,20 @@ import pytest
 from conftest_airflow import airflow_home  # noqa: E402,F401
 
 
+# `make test` runs the suite on several pytest-xdist workers with ``--dist loadgroup``: the tests that
+# share one expensive plan (a session or module fixture that runs the whole planner) go to the
+# same worker, so each plan is computed once.
+SHARED_PLANS = ("druid_sample_planned", "compaction_planned", "plan_a", "plan_b", "plan_c", "plan_d", "plan_e")
+
+
+@pytest.hookimpl(tryfirst=True)
+def pytest_collection_modifyitems(config, items):
+    for item in items:
+        shared = [name for name in SHARED_PLANS if name in getattr(item, "fixturenames", ())]
+        if shared:
+            item.add_marker(pytest.mark.xdist_group(shared[0]))
+
+
 @pytest.fixture(scope="session")
 def spark():
     from segment_balancer.sparkutil import local_session
@@ -33,4 +47,19 @@ def druid_sample_planned(spark, tmp_path_factory):
 
     base = tmp_path_factory.mktemp("druid_sample")
     summary = run_plan(spark, SNAPSHOT, base / "plan", work=base / "work")
+    return base, summary, pd.read_parquet(base / "plan" / "operations.parquet")
+
+
+@pytest.fixture(scope="session")
+def compaction_planned(spark, tmp_path_factory):
+    """The hand-worked snapshot of ``compaction_snapshot.py`` (overwritten, compacted and partially
+    compacted data) planned once by the CLI path: (base dir with ``snapshot/``, ``plan/`` and
+    ``work/``, summary dict, operations frame)."""
+    import pandas as pd
+
+    from compaction_snapshot import write_snapshot
+    from segment_balancer.cli import run_plan
+
+    base = tmp_path_factory.mktemp("compaction")
+    summary = run_plan(spark, write_snapshot(base / "snapshot"), base / "plan", work=base / "work")
     return base, summary, pd.read_parquet(base / "plan" / "operations.parquet")
