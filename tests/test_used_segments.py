@@ -8,61 +8,9 @@ import json
 import pandas as pd
 from pyroaring import BitMap
 
+from compaction_snapshot import OVERSHADOWED, ROWS, SEGMENT_IDS, SERVED, STANDBY, UNUSED, VISIBLE, line_of
 from segment_balancer import groups as G
-from segment_balancer.rules import format_instant_ms
-from segment_balancer.used_segments import BUCKET_MS, CLAMP_LO_MS, used_segments
-
-HOUR, DAY = 3_600_000, 86_400_000
-DAY0 = 1_577_836_800_000  # 2020-01-01
-# A bucket boundary after 2020: the first CLAMP_LO + k * BUCKET_MS past DAY0 + 30 days.
-EDGE = CLAMP_LO_MS + ((DAY0 + 30 * DAY - CLAMP_LO_MS) // BUCKET_MS + 1) * BUCKET_MS
-
-
-def seg(ds, start, end, version, shard=None, **extra):
-    interval = f"{format_instant_ms(start)}/{format_instant_ms(end)}"
-    return {"dataSource": ds, "interval": interval, "version": version, "size": 10,
-            "shardSpec": shard or {"type": "none"}, **extra}
-
-
-ROWS = [
-    # 1-24: HOUR v1 under a complete DAY v2 (25): all hours overshadowed.
-    *[seg("a", DAY0 + h * HOUR, DAY0 + (h + 1) * HOUR, "v1") for h in range(24)],
-    seg("a", DAY0, DAY0 + DAY, "v2"),
-    # 26: DAY v1 on day 2, only half covered by 27 (v2): stays visible.
-    seg("a", DAY0 + DAY, DAY0 + 2 * DAY, "v1"),
-    seg("a", DAY0 + DAY, DAY0 + DAY + 12 * HOUR, "v2"),
-    # 28: v1 across the bucket edge, covered by 29 and 30 on either side: overshadowed.
-    seg("b", EDGE - DAY, EDGE + DAY, "v1"),
-    seg("b", EDGE - DAY, EDGE, "v2"),
-    seg("b", EDGE, EDGE + DAY, "v2"),
-    # 31: v1 across the edge, covered only before it (32): visible.
-    seg("c", EDGE - DAY, EDGE + DAY, "v1"),
-    seg("c", EDGE - DAY, EDGE, "v2"),
-    # 33-34: numbered v1 (2 core partitions); 35-36: minor version 1 over root range [0, 2),
-    # complete group of 2: 33-34 overshadowed.
-    seg("d", DAY0, DAY0 + DAY, "v1", {"type": "numbered", "partitionNum": 0, "partitions": 2}),
-    seg("d", DAY0, DAY0 + DAY, "v1", {"type": "numbered", "partitionNum": 1, "partitions": 2}),
-    *[seg("d", DAY0, DAY0 + DAY, "v1", {"type": "numbered_overwrite", "partitionId": 32768 + i,
-                                         "startRootPartitionId": 0, "endRootPartitionId": 2,
-                                         "minorVersion": 1, "atomicUpdateGroupSize": 2}) for i in range(2)],
-    # 37-38: as above on day 2 but the group needs 3 members and has 2: standby; 39-40 stay visible.
-    *[seg("d", DAY0 + DAY, DAY0 + 2 * DAY, "v1", {"type": "numbered_overwrite", "partitionId": 32768 + i,
-                                                   "startRootPartitionId": 0, "endRootPartitionId": 2,
-                                                   "minorVersion": 1, "atomicUpdateGroupSize": 3}) for i in range(2)],
-    seg("d", DAY0 + DAY, DAY0 + 2 * DAY, "v1", {"type": "numbered", "partitionNum": 0, "partitions": 2}),
-    seg("d", DAY0 + DAY, DAY0 + 2 * DAY, "v1", {"type": "numbered", "partitionNum": 1, "partitions": 2}),
-    # 41: v1 under a tombstone (42): overshadowed; the tombstone is visible (never loaded).
-    seg("e", DAY0, DAY0 + DAY, "v1"),
-    seg("e", DAY0, DAY0 + DAY, "v2", {"type": "tombstone"}),
-    # 43: v3 with only 1 of 2 core partitions: incomplete, so standby; 44 (v1 under it) stays visible.
-    seg("f", DAY0, DAY0 + DAY, "v3", {"type": "numbered", "partitionNum": 0, "partitions": 2}),
-    seg("f", DAY0, DAY0 + DAY, "v1", overshadowed=True),
-    # 45: unused.
-    seg("g", DAY0, DAY0 + DAY, "v1", used=False),
-]
-OVERSHADOWED = set(range(1, 25)) | {28, 33, 34, 41}
-STANDBY = {37, 38, 43}
-
+from segment_balancer.used_segments import used_segments
 
 def test_timeline_groups_over_segment_rows(spark, tmp_path):
     snap = tmp_path / "snap"
@@ -73,46 +21,56 @@ def test_timeline_groups_over_segment_rows(spark, tmp_path):
     lines = lambda name: {i + 1 for i in groups.get(name, BitMap())}  # noqa: E731
     assert lines("Overshadowed") == OVERSHADOWED
     assert lines("Standby") == STANDBY
-    assert lines("Visible") == set(range(1, 45)) - OVERSHADOWED - STANDBY
+    assert lines("Visible") == VISIBLE
     table = pd.read_parquet(tmp_path / "work" / "timeline" / "segments.parquet").set_index("line")
-    assert table.loc[45, "status"] == "unused"
+    assert set(table.index[table.status == "unused"]) == UNUSED == {45}
     assert sorted(table.loc[28, "overshadowed_by"]) == sorted(table.loc[[29, 30], "segment_id"])
     summary = json.loads((tmp_path / "work" / "timeline" / "summary.json").read_text())
     # 44 is flagged overshadowed in the input but is visible: the timeline wins, reported once.
     assert summary["flag_disagreements"] == 1 and table.loc[44, "segment_id"] in summary["flag_examples"][0]
     assert summary["per_datasource"]["a"] == {"overshadowed": 24, "visible": 3}  # 25, 26, 27
+    # h: 46-49 and 51-52 overshadowed; 50, 53 and 54 visible; 55 standby.
+    assert summary["per_datasource"]["h"] == {"overshadowed": 6, "standby": 1, "visible": 3}
+    assert sorted(table.loc[48, "overshadowed_by"]) == [SEGMENT_IDS[50 - 1]]
 
 
-def test_plan_drops_overshadowed_replicas_and_never_a_visible_one(spark, tmp_path):
+def test_plan_drops_overshadowed_replicas_and_never_a_visible_one(compaction_planned):
     """s1 serves every used segment but the tombstone; the rule wants one replica of everything.
     Stage 12 must drop exactly the overshadowed segments (reason ``overshadowed``); a visible or
     standby segment may only lose a replica through a move (a DROP that waits for a LOAD)."""
-    from segment_balancer.cli import run_plan
-
-    snap = tmp_path / "snap"
-    snap.mkdir()
-    (snap / "segments.jsonl").write_text("".join(json.dumps(r) + "\n" for r in ROWS))
-    from segment_balancer.importer import segment_id
-
-    seg_ids = [segment_id(r) for r in ROWS]
-    served = [i for i in range(1, 45) if i != 42]  # not the tombstone
-    (snap / "servers.json").write_text(json.dumps([
-        {"server": s, "host": s, "server_type": "historical", "tier": "_default_tier",
-         "curr_size": 10 * len(served) if s == "s1" else 0, "max_size": 10_000} for s in ("s1", "s2")]))
-    (snap / "server_segments.json").write_text(json.dumps([{"server": "s1", "segment_id": seg_ids[i - 1]} for i in served]))
-    (snap / "rules.json").write_text(json.dumps({"_default": [{"type": "loadForever", "tieredReplicants": {"_default_tier": 1}}]}))
-    (snap / "snapshot.json").write_text(json.dumps({"snapshot_time": "2030-01-01T00:00:00.000Z", "cluster": "t"}))
-    run_plan(spark, snap, tmp_path / "plan")
-    ops = pd.read_parquet(tmp_path / "plan" / "operations.parquet")
-    line_of = {sid: i + 1 for i, sid in enumerate(seg_ids)}
+    base, summary, ops = compaction_planned
     drops = ops[(ops.action == "DROP") & ops.depends_on.isna()]
-    assert {line_of[s] for s in drops[drops.reason == "overshadowed"].segment_id} == OVERSHADOWED
+    assert {line_of(s) for s in drops[drops.reason == "overshadowed"].segment_id} == OVERSHADOWED
     assert set(drops.reason) == {"overshadowed"}
-    kept = set(served) - OVERSHADOWED
-    assert not {line_of[s] for s in drops.segment_id} & kept
-    # Every visible or standby segment keeps one replica in the end state.
-    end = pd.read_parquet(tmp_path / "plan" / "assignment.parquet")
-    assert {line_of[s] for s in end.segment_id} == kept
+    kept = set(SERVED) - OVERSHADOWED
+    assert not {line_of(s) for s in drops.segment_id} & kept
+    # Every visible or standby segment keeps one replica in the end state; the tombstone gets none.
+    end = pd.read_parquet(base / "plan" / "assignment.parquet")
+    assert {line_of(s) for s in end.segment_id} == kept == (VISIBLE | STANDBY) - {42}
+    assert summary["timeline"]["per_datasource"]["d"] == {"overshadowed": 2, "standby": 2, "visible": 4}
+
+
+def test_explain_says_what_overshadows_a_segment_and_why(spark, compaction_planned):
+    """``explain`` on the planned work directory: 28 (across the bucket edge) is overshadowed by the
+    two v2 days 29 and 30; 48 (minor version 1) by 50 (minor version 2, complete); 55 is standby
+    because its atomic update group has 1 of 2 members; 53 stays visible."""
+    from segment_balancer.explain import explain_segment
+
+    base, _, _ = compaction_planned
+    timeline = lambda n: explain_segment(spark, base / "work", SEGMENT_IDS[n - 1])["timeline"]  # noqa: E731
+    t28 = timeline(28)
+    assert t28["status"] == "overshadowed"
+    assert sorted(t28["overshadowed_by"]) == sorted([SEGMENT_IDS[28], SEGMENT_IDS[29]])
+    assert [(p["relation"], p["version"]) for p in t28["complete_timeline"]] == [("higher", "v2"), ("higher", "v2")]
+    t48 = timeline(48)
+    assert (t48["status"], t48["minor_overshadowed_by"]) == ("overshadowed", [SEGMENT_IDS[50 - 1]])
+    assert t48["atomic_update_group"] == {"root_range": [0, 2], "minor_version": 1, "size": 2,
+                                          "present": 2, "state": "overshadowed"}
+    t55 = timeline(55)
+    assert t55["status"] == "standby"
+    assert t55["atomic_update_group"]["present"] == 1 and t55["atomic_update_group"]["size"] == 2
+    assert "atomic update group incomplete (1 of 2)" in t55["reason"]
+    assert timeline(53)["status"] == "visible"
 
 
 def test_generated_snapshot_has_compaction_generations_the_timeline_recognises(spark, tmp_path):

@@ -1,7 +1,9 @@
-"""The real DAG, end to end with ``dag.test()``: resolve_snapshot, prepare, the thirteen stage
-applications (each a spark-submit), assemble, the Great Expectations gate and publish, on the
-bundled ``druid_sample`` snapshot. The plan must be the hand-worked one (see test_pipeline.py), and
-identical to the plan the CLI computes in one Spark session (same input, same plan)."""
+"""The real DAG, end to end with ``dag.test()``: resolve_snapshot, used_segments, prepare, the
+thirteen stage applications (each a spark-submit), assemble, the Great Expectations gate and
+publish. On the bundled ``druid_sample`` snapshot the plan must be the hand-worked one (see
+test_pipeline.py); on the compaction snapshot (compaction_snapshot.py) it must drop exactly the
+overshadowed replicas. Both must be identical to the plan the CLI computes in one Spark session
+(same input, same plan)."""
 
 from __future__ import annotations
 
@@ -12,33 +14,58 @@ from pathlib import Path
 import pandas as pd
 import pytest
 
+from compaction_snapshot import OVERSHADOWED, line_of
 from druid_sample_plan import EXPECTED_WITHOUT_BALANCING, SNAPSHOT, rows
 
 REPO = Path(__file__).resolve().parents[2]
 
 
-@pytest.mark.spark_submit
-def test_segment_balancing_dag_publishes_the_hand_worked_plan(airflow_home, druid_sample_planned):
+def run_dag(snapshot: Path) -> Path:
+    """Run the ``segment_balancing`` DAG with ``dag.test()`` on ``snapshot``; check every task
+    succeeded and return the published plan directory."""
     from airflow.dag_processing.dagbag import DagBag
 
     from segment_balancer.stages import APP_NAMES
 
     bag = DagBag(dag_folder=str(REPO / "dags"))
     assert bag.import_errors == {}
-    run = bag.dags["segment_balancing"].test(run_conf={"snapshot": str(SNAPSHOT)})
+    run = bag.dags["segment_balancing"].test(run_conf={"snapshot": str(snapshot)})
 
     states = {ti.task_id: ti.state for ti in run.get_task_instances()}
     assert run.state == "success", states
     assert set(states) == {"resolve_snapshot", *APP_NAMES, "validate_plan", "publish_plan"}
     assert set(states.values()) == {"success"}
-
     plans = Path(os.environ["SEGMENT_BALANCER_HOME"]) / "plans"
     published = plans / (plans / "LATEST").read_text().strip()
+    assert json.loads((published / "validation.json").read_text())["success"] is True
+    return published
+
+
+@pytest.mark.spark_submit
+def test_segment_balancing_dag_publishes_the_hand_worked_plan(airflow_home, druid_sample_planned):
+    published = run_dag(SNAPSHOT)
     ops = pd.read_parquet(published / "operations.parquet")
     assert rows(ops, [1, 2, 3, 4, 5, 6, 8, 9, 10, 11, 12, 13]) == EXPECTED_WITHOUT_BALANCING
     assert len(ops[ops.stage == 7]) == 2  # one balancing move (see test_pipeline.py)
-    # Determinism: fifteen spark-submits under Airflow give exactly the plan of the one-session CLI.
+    # Determinism: sixteen spark-submits under Airflow give exactly the plan of the one-session CLI.
     pd.testing.assert_frame_equal(ops, druid_sample_planned[2])
-    assert json.loads((published / "validation.json").read_text())["success"] is True
     groups = {g["name"]: g["count"] for g in json.loads((published / "groups.json").read_text())}
     assert groups["StillUnreplicated"] == 0
+
+
+@pytest.mark.spark_submit
+def test_segment_balancing_dag_computes_the_used_set_of_compacted_data(airflow_home, compaction_planned):
+    """Overwritten, minor-compacted (two generations) and partially compacted data: the DAG's
+    ``used_segments`` task finds the overshadowed and standby segments itself, stage 12 drops exactly
+    the overshadowed replicas, and the plan is the CLI's."""
+    base, _, cli_ops = compaction_planned
+    published = run_dag(base / "snapshot")
+    ops = pd.read_parquet(published / "operations.parquet")
+    pd.testing.assert_frame_equal(ops, cli_ops)
+    drops = ops[(ops.action == "DROP") & ops.depends_on.isna()]
+    assert drops.reason.eq("overshadowed").all()
+    assert {line_of(s) for s in drops.segment_id} == OVERSHADOWED
+    summary = json.loads((published / "summary.json").read_text())
+    per = summary["timeline"]["per_datasource"]
+    assert per["h"] == {"overshadowed": 6, "standby": 1, "visible": 3}  # two generations on day 1, a fall-back on day 2
+    assert sum(p.get("overshadowed", 0) for p in per.values()) == len(OVERSHADOWED) == 34
