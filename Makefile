@@ -57,9 +57,10 @@ $(JSA): $(STAMP)
 	@echo "building the Spark driver class archive $@"
 	$(PY) -m segment_balancer.jvm_archive $@
 
-# One worker per core, at most 4 (each holds a Spark driver); tests sharing a plan share a worker.
+# One pytest-xdist worker per core, at most 4 (each holds a Spark driver); a test module runs on one
+# worker, so its module and session fixtures (a whole plan) are computed once there.
 test: venv
-	cd $(ROOT) && $(PY) -m pytest -q -p no:cacheprovider --durations=10 -n auto --maxprocesses 4 --dist loadgroup
+	cd $(ROOT) && $(PY) -m pytest -q -p no:cacheprovider --durations=10 -n auto --maxprocesses 4 --dist loadfile
 
 # --- demo: a throw-away Airflow home under var/ --------------------------------------------------
 AIRFLOW_HOME_DIR := $(VAR_ABS)/airflow_home

@@ -83,22 +83,27 @@ UNUSED = {45}
 TOMBSTONES = {42}
 VISIBLE = set(range(1, len(ROWS) + 1)) - OVERSHADOWED - STANDBY - UNUSED
 SEGMENT_IDS = [segment_id(r) for r in ROWS]
-# s1 serves every used segment but the tombstone; s2 is empty.
-SERVED = sorted(set(range(1, len(ROWS) + 1)) - UNUSED - TOMBSTONES)
+# Who serves what: s1 every used segment but the tombstone, 25 and 53-54; s3 (decommissioning)
+# 53-54; s2 nothing. 25 is served nowhere (stage 1 loads it), 53-54 move off s3 (stage 5).
+SERVED_BY = {"s1": sorted(set(range(1, len(ROWS) + 1)) - UNUSED - TOMBSTONES - {25, 53, 54}),
+             "s2": [], "s3": [53, 54]}
+SERVED = sorted(set(SERVED_BY["s1"]) | set(SERVED_BY["s3"]))
 
 
 def write_snapshot(snap: Path) -> Path:
-    """Write the snapshot to ``snap``: segments ``ROWS``, historicals s1 (serving ``SERVED``) and s2
-    (empty) in ``_default_tier``, one replica of everything, 10 bytes a segment. Returns ``snap``."""
+    """Write the snapshot to ``snap``: segments ``ROWS``; historicals s1, s2 and s3 (decommissioning)
+    in ``_default_tier`` serving ``SERVED_BY``; one replica of everything; 10 bytes a segment.
+    Returns ``snap``."""
     snap.mkdir(parents=True, exist_ok=True)
     (snap / "segments.jsonl").write_text("".join(json.dumps(r) + "\n" for r in ROWS))
     (snap / "servers.json").write_text(json.dumps([
         {"server": s, "host": s, "server_type": "historical", "tier": "_default_tier",
-         "curr_size": 10 * len(SERVED) if s == "s1" else 0, "max_size": 10_000} for s in ("s1", "s2")]))
+         "curr_size": 10 * len(lines), "max_size": 10_000} for s, lines in SERVED_BY.items()]))
     (snap / "server_segments.json").write_text(json.dumps(
-        [{"server": "s1", "segment_id": SEGMENT_IDS[i - 1]} for i in SERVED]))
+        [{"server": s, "segment_id": SEGMENT_IDS[i - 1]} for s, lines in SERVED_BY.items() for i in lines]))
     (snap / "rules.json").write_text(json.dumps(
         {"_default": [{"type": "loadForever", "tieredReplicants": {"_default_tier": 1}}]}))
+    (snap / "coordinator_config.json").write_text(json.dumps({"decommissioningNodes": ["s3"]}))
     (snap / "snapshot.json").write_text(json.dumps({"snapshot_time": "2030-01-01T00:00:00.000Z", "cluster": "t"}))
     return snap
 

@@ -10,20 +10,6 @@ import pytest
 from conftest_airflow import airflow_home  # noqa: E402,F401
 
 
-# `make test` runs the suite on several pytest-xdist workers with ``--dist loadgroup``: the tests that
-# share one expensive plan (a session or module fixture that runs the whole planner) go to the
-# same worker, so each plan is computed once.
-SHARED_PLANS = ("druid_sample_planned", "compaction_planned", "plan_a", "plan_b", "plan_c", "plan_d", "plan_e")
-
-
-@pytest.hookimpl(tryfirst=True)
-def pytest_collection_modifyitems(config, items):
-    for item in items:
-        shared = [name for name in SHARED_PLANS if name in getattr(item, "fixturenames", ())]
-        if shared:
-            item.add_marker(pytest.mark.xdist_group(shared[0]))
-
-
 @pytest.fixture(scope="session")
 def spark():
     from segment_balancer.sparkutil import local_session

@@ -1,5 +1,4 @@
-"""The hand-worked plan of the bundled ``druid_sample`` snapshot (derivation in test_pipeline.py),
-shared by the CLI pipeline test and the DAG end-to-end test."""
+"""The hand-worked plan of the bundled ``druid_sample`` snapshot (derivation in test_pipeline.py)."""
 
 from pathlib import Path
 

@@ -8,7 +8,7 @@ import json
 import pandas as pd
 from pyroaring import BitMap
 
-from compaction_snapshot import OVERSHADOWED, ROWS, SEGMENT_IDS, SERVED, STANDBY, UNUSED, VISIBLE, line_of
+from compaction_snapshot import OVERSHADOWED, ROWS, SEGMENT_IDS, STANDBY, TOMBSTONES, UNUSED, VISIBLE, line_of
 from segment_balancer import groups as G
 from segment_balancer.used_segments import used_segments
 
@@ -35,18 +35,23 @@ def test_timeline_groups_over_segment_rows(spark, tmp_path):
 
 
 def test_plan_drops_overshadowed_replicas_and_never_a_visible_one(compaction_planned):
-    """s1 serves every used segment but the tombstone; the rule wants one replica of everything.
-    Stage 12 must drop exactly the overshadowed segments (reason ``overshadowed``); a visible or
-    standby segment may only lose a replica through a move (a DROP that waits for a LOAD)."""
+    """The rule wants one replica of everything (see compaction_snapshot.SERVED_BY). Stage 12 must
+    drop exactly the overshadowed segments (reason ``overshadowed``); a visible or standby segment
+    may only lose a replica through a move (a DROP that waits for a LOAD): 53-54 off the
+    decommissioning s3 in stage 5. 25, served nowhere, is loaded in stage 1."""
     base, summary, ops = compaction_planned
     drops = ops[(ops.action == "DROP") & ops.depends_on.isna()]
     assert {line_of(s) for s in drops[drops.reason == "overshadowed"].segment_id} == OVERSHADOWED
     assert set(drops.reason) == {"overshadowed"}
-    kept = set(SERVED) - OVERSHADOWED
-    assert not {line_of(s) for s in drops.segment_id} & kept
-    # Every visible or standby segment keeps one replica in the end state; the tombstone gets none.
+    assert not {line_of(s) for s in drops.segment_id} & (VISIBLE | STANDBY)
+    assert [line_of(s) for s in ops[ops.stage == 1].segment_id] == [25]
+    moved = ops[(ops.stage == 5) & (ops.action == "DROP")]
+    assert sorted(line_of(s) for s in moved.segment_id) == [53, 54] and set(moved.server) == {"s3"}
+    assert moved.depends_on.notna().all()
+    # Every visible or standby segment has one replica in the end state, none on s3; the tombstone none.
     end = pd.read_parquet(base / "plan" / "assignment.parquet")
-    assert {line_of(s) for s in end.segment_id} == kept == (VISIBLE | STANDBY) - {42}
+    assert sorted(line_of(s) for s in end.segment_id) == sorted((VISIBLE | STANDBY) - TOMBSTONES)
+    assert "s3" not in set(end.server)
     assert summary["timeline"]["per_datasource"]["d"] == {"overshadowed": 2, "standby": 2, "visible": 4}
 
 
@@ -76,14 +81,16 @@ def test_explain_says_what_overshadows_a_segment_and_why(spark, compaction_plann
 def test_generated_snapshot_has_compaction_generations_the_timeline_recognises(spark, tmp_path):
     """The bundled generated snapshot: ``orders`` re-ingested its last 6 days (6 old segments
     overshadowed); ``metrics`` minor-compacted root partitions 0-1 on 6 days with complete atomic
-    update groups (12 originals overshadowed) and on 4 days with groups still waiting for a member
-    (4 standby segments). The input's flags say the same, so nothing disagrees."""
+    update groups (12 originals overshadowed), compacted again on 3 of them (minor version 2 over
+    root partitions 0-2: the first generation and root partition 2 overshadowed, 6 more), and on
+    4 days has groups still waiting for a member (4 standby segments). The input's flags say the
+    same, so nothing disagrees."""
     from pathlib import Path
 
     snap = Path(__file__).resolve().parents[1] / "include/segment_balancer/snapshots/generated"
     used_segments(spark, snap, tmp_path / "work")
     summary = json.loads((tmp_path / "work" / "timeline" / "summary.json").read_text())
     per = summary["per_datasource"]
-    assert (per["orders"]["overshadowed"], per["metrics"]["overshadowed"], per["metrics"]["standby"]) == (6, 12, 4)
-    assert sum(s.get("overshadowed", 0) + s.get("standby", 0) for s in per.values()) == 22
+    assert (per["orders"]["overshadowed"], per["metrics"]["overshadowed"], per["metrics"]["standby"]) == (6, 18, 4)
+    assert sum(s.get("overshadowed", 0) + s.get("standby", 0) for s in per.values()) == 28
     assert summary["flag_disagreements"] == 0

@@ -213,21 +213,27 @@ def _make_segments(rng: np.random.Generator, now: int, n_segments: int) -> list[
             for v_index, version in enumerate(versions):
                 sizes = rng.lognormal(np.log(median_mb * MB), 0.35, size=parts).astype(np.int64)
                 compacted = _minor_compaction(ds, start, end, now, parts)
+                recompacted = compacted == "complete" and parts >= 3 and start < now - 17 * DAY
                 for num in range(parts):
                     segments.append(_payload(ds, start, end, ms_to_iso(version), shard, num, parts,
                                              max(int(sizes[num]), MB), dims, metrics,
                                              overshadowed=v_index + 1 < len(versions)
-                                             or (compacted == "complete" and num < 2)))
+                                             or (compacted == "complete" and num < 2)
+                                             or (recompacted and num == 2)))
                 if compacted:
-                    segments.append(_overwrite(segments[-parts:][:2], compacted))
+                    originals = segments[-parts:]
+                    segments.append(_overwrite(originals[:2], compacted, overshadowed=recompacted))
+                    if recompacted:  # a second generation over the first and root partition 2
+                        segments.append(_overwrite([segments[-1], originals[2]], "complete", generation=2))
     return segments
 
 
 def _minor_compaction(ds: str, start: int, end: int, now: int, parts: int) -> str | None:
     """Minor compaction of ``metrics`` days (seed 003): root partitions 0-1 compacted into one
     segment of minor version 1. Days 20 to 14 days old: the atomic update group is complete (the
-    originals are overshadowed); days 14 to 10 days old: the group waits for a second member
-    (standby; the originals stay visible)."""
+    originals are overshadowed), and on the days 20 to 17 days old a second generation, minor
+    version 2 over root partitions 0-2, overshadows the first and root partition 2; days 14 to 10
+    days old: the group waits for a second member (standby; the originals stay visible)."""
     if ds != "metrics" or parts < 2:
         return None
     if now - 20 * DAY <= start < now - 14 * DAY:
@@ -237,14 +243,20 @@ def _minor_compaction(ds: str, start: int, end: int, now: int, parts: int) -> st
     return None
 
 
-def _overwrite(originals: list[dict], state: str) -> dict:
-    """The ``numbered_overwrite`` segment compacting ``originals`` (root partitions 0 and 1)."""
+def _overwrite(originals: list[dict], state: str, generation: int = 1, overshadowed: bool = False) -> dict:
+    """The ``numbered_overwrite`` segment of minor version ``generation`` compacting ``originals``:
+    generation 1 covers root partitions 0-1 (partition id 32768), generation 2 root partitions 0-2
+    (32769). ``state`` "complete": a group of 1; else a group of 2 with one member present."""
     seg = {k: v for k, v in originals[0].items() if not k.startswith("_") and k != "overshadowed"}
-    seg["shardSpec"] = {"type": "numbered_overwrite", "partitionId": 32768, "startRootPartitionId": 0,
-                        "endRootPartitionId": 2, "minorVersion": 1,
+    partition_id = 32767 + generation
+    seg["shardSpec"] = {"type": "numbered_overwrite", "partitionId": partition_id, "startRootPartitionId": 0,
+                        "endRootPartitionId": 1 + generation, "minorVersion": generation,
                         "atomicUpdateGroupSize": 1 if state == "complete" else 2}
+    if overshadowed:
+        seg["overshadowed"] = True
     seg["size"] = int(sum(o["size"] for o in originals) * 0.8)
-    seg["loadSpec"] = dict(seg["loadSpec"], key=seg["loadSpec"]["key"].replace("/0/index.zip", "/32768/index.zip"))
+    key = seg["loadSpec"]["key"].rsplit("/", 2)[0] + f"/{partition_id}/index.zip"
+    seg["loadSpec"] = dict(seg["loadSpec"], key=key)
     seg["_start"], seg["_end"] = originals[0]["_start"], originals[0]["_end"]
     seg["_id"] = segment_id(seg)
     return seg
@@ -452,7 +464,9 @@ def generate_snapshot(out_dir: str, *, seed: int = 7458, n_segments: int = 20_00
       (3 years, ``{"type": "none"}``, 400 MB; the last six days re-ingested, their old versions
       still used, ``"overshadowed": true`` and served), ``audit_log`` weekly (3 years, 50 MB, no
       rules of its own: ``_default``), ``lookup_dim`` monthly (6, broadcastForever, 2 MB). Sizes
-      are log-normal (sigma 0.35) around those medians. Complete partition sets only.
+      are log-normal (sigma 0.35) around those medians. Complete partition sets only; ``metrics``
+      also holds minor-compaction generations, complete, compacted twice and waiting
+      (``_minor_compaction``).
     - Rules ``GENERATED_RULES``: recent data (P7D or P30D) on hot:2 + cold:1; older on cold:1,
       cold:1 + _default_tier:1 or _default_tier:1; ``wikipedia`` ends with dropForever after P90D
       (its oldest day is past it, still served), ``metrics`` has dropBeforeByPeriod P365D (its

@@ -1,9 +1,11 @@
 """The real DAG, end to end with ``dag.test()``: resolve_snapshot, used_segments, prepare, the
 thirteen stage applications (each a spark-submit), assemble, the Great Expectations gate and
-publish. On the bundled ``druid_sample`` snapshot the plan must be the hand-worked one (see
-test_pipeline.py); on the compaction snapshot (compaction_snapshot.py) it must drop exactly the
-overshadowed replicas. Both must be identical to the plan the CLI computes in one Spark session
-(same input, same plan)."""
+publish, on the hand-worked snapshot of compaction_snapshot.py: overwritten data, two
+minor-compaction generations, a partially compacted day that falls back, a tombstone, an
+unreplicated segment and a decommissioning server. ``used_segments`` must find the overshadowed and
+standby segments itself, and the plan must be the one the CLI computes in one Spark session (which
+test_used_segments.py checks by hand; test_pipeline.py checks the CLI's plan of the real
+``druid_sample`` data, and ``make demo`` runs this DAG on it)."""
 
 from __future__ import annotations
 
@@ -15,7 +17,6 @@ import pandas as pd
 import pytest
 
 from compaction_snapshot import OVERSHADOWED, line_of
-from druid_sample_plan import EXPECTED_WITHOUT_BALANCING, SNAPSHOT, rows
 
 REPO = Path(__file__).resolve().parents[2]
 
@@ -42,26 +43,17 @@ def run_dag(snapshot: Path) -> Path:
 
 
 @pytest.mark.spark_submit
-def test_segment_balancing_dag_publishes_the_hand_worked_plan(airflow_home, druid_sample_planned):
-    published = run_dag(SNAPSHOT)
-    ops = pd.read_parquet(published / "operations.parquet")
-    assert rows(ops, [1, 2, 3, 4, 5, 6, 8, 9, 10, 11, 12, 13]) == EXPECTED_WITHOUT_BALANCING
-    assert len(ops[ops.stage == 7]) == 2  # one balancing move (see test_pipeline.py)
-    # Determinism: sixteen spark-submits under Airflow give exactly the plan of the one-session CLI.
-    pd.testing.assert_frame_equal(ops, druid_sample_planned[2])
-    groups = {g["name"]: g["count"] for g in json.loads((published / "groups.json").read_text())}
-    assert groups["StillUnreplicated"] == 0
-
-
-@pytest.mark.spark_submit
-def test_segment_balancing_dag_computes_the_used_set_of_compacted_data(airflow_home, compaction_planned):
+def test_segment_balancing_dag_publishes_the_plan_of_the_cli(airflow_home, compaction_planned):
     """Overwritten, minor-compacted (two generations) and partially compacted data: the DAG's
     ``used_segments`` task finds the overshadowed and standby segments itself, stage 12 drops exactly
     the overshadowed replicas, and the plan is the CLI's."""
     base, _, cli_ops = compaction_planned
     published = run_dag(base / "snapshot")
     ops = pd.read_parquet(published / "operations.parquet")
+    # Determinism: sixteen spark-submits under Airflow give exactly the plan of the one-session CLI,
+    # loads (stage 1), moves off a decommissioning server (stage 5), balancing and drops included.
     pd.testing.assert_frame_equal(ops, cli_ops)
+    assert {1, 5, 7, 12} <= set(ops.stage)
     drops = ops[(ops.action == "DROP") & ops.depends_on.isna()]
     assert drops.reason.eq("overshadowed").all()
     assert {line_of(s) for s in drops.segment_id} == OVERSHADOWED
