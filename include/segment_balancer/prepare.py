@@ -19,6 +19,7 @@ from .rules import rule_index_for
 from .snapshot import loader
 from .snapshot.errors import SnapshotError
 from .snapshot.segments import read_server_segments
+from .used_segments import read_summary
 
 log = logging.getLogger(__name__)
 STAGE_NUMBERS = range(1, 14)
@@ -165,7 +166,7 @@ def prepare(spark, snapshot: Path, work: Path, overrides: dict | None = None) ->
         "tiers": _tiers_meta(servers_pdf),
         "alerts": _alerts(rules, set(tiers), decommissioning, historicals, replicas, segments, cfg, now_ms),
         "status_counts": counts,
-        "timeline": _timeline_meta(work),
+        "timeline": read_summary(work),
     }
     if meta["timeline"]["flag_disagreements"]:
         n = meta["timeline"]["flag_disagreements"]
@@ -173,12 +174,6 @@ def prepare(spark, snapshot: Path, work: Path, overrides: dict | None = None) ->
                                "message": f"the input's overshadowed flag disagrees with the computed timeline for {n} segments; the timeline wins"})
     write_json_atomic(meta, prepared / "meta.json")
     return {"stage": 0, "groups": G.encode_all(groups)}
-
-
-def _timeline_meta(work: Path) -> dict:
-    from .used_segments import read_summary
-
-    return read_summary(work)
 
 
 def _servers_frame(servers, decommissioning: set[str]):

@@ -50,27 +50,25 @@ def run_app(spark, name: str, snapshot, work, groups_in: dict | None, overrides:
         from .used_segments import used_segments
 
         result = used_segments(spark, Path(snapshot), Path(work))
-        _record_timing(Path(work), stage, name, time.monotonic() - started)
-        return result
-    if name == "prepare":
+    elif name == "prepare":
         from .prepare import prepare
 
         result = prepare(spark, Path(snapshot), Path(work), overrides)
-        _record_timing(Path(work), stage, name, time.monotonic() - started)
-        return result
-    from .run import Run
-
-    run = Run(spark, Path(work))
-    run.reset_from(stage)
-    groups = G.decode_all((groups_in or {}).get("groups", {}))
-    if name == "assemble":
-        from .assemble import assemble
-
-        assemble(run, groups, Path(snapshot))
     else:
-        STAGE_FUNCTIONS[stage](run, groups)
+        from .run import Run
+
+        run = Run(spark, Path(work))
+        run.reset_from(stage)
+        groups = G.decode_all((groups_in or {}).get("groups", {}))
+        if name == "assemble":
+            from .assemble import assemble
+
+            assemble(run, groups, Path(snapshot))
+        else:
+            STAGE_FUNCTIONS[stage](run, groups)
+        result = {"stage": stage, "groups": G.encode_all(groups)}
     _record_timing(Path(work), stage, name, time.monotonic() - started)
-    return {"stage": stage, "groups": G.encode_all(groups)}
+    return result
 
 
 def stage_number(name: str) -> int:
