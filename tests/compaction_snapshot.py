@@ -82,6 +82,10 @@ STANDBY = {37, 38, 43, 55}
 UNUSED = {45}
 TOMBSTONES = {42}
 VISIBLE = set(range(1, len(ROWS) + 1)) - OVERSHADOWED - STANDBY - UNUSED
+# Overshadowed segments whose overshadowing segment no server serves yet (25, which stage 1 loads):
+# they keep their replicas (ALGORITHM.md stage 12). Every other overshadowed segment is covered by
+# served segments (29-30, 35-36, 50, 53-54) or by the tombstone 42, which needs no replica.
+WAITING = set(range(1, 25))
 SEGMENT_IDS = [segment_id(r) for r in ROWS]
 # Who serves what: s1 every used segment but the tombstone, 25 and 53-54; s3 (decommissioning)
 # 53-54; s2 nothing. 25 is served nowhere (stage 1 loads it), 53-54 move off s3 (stage 5).

@@ -22,13 +22,11 @@ def rows(ops, stages):
     return [(int(r.stage), r.action, r.queue_type, short(r.segment_id), server(r.server)) for r in part.itertuples()]
 
 
-EXPECTED_WITHOUT_BALANCING = [
+# Stages 1-5 (stage 12 depends on which twitterstream day stage 7 moves in hot: see test_pipeline).
+EXPECTED_STAGES_1_TO_5 = [
     (1, "LOAD", "loading", "tw03", "h2"),
     (3, "LOAD", "loading", "ed", "d3"),
     (4, "LOAD", "loading", "tw03", "d3"),
     (5, "LOAD", "decommissioning", "ed", "d2"),
     (5, "DROP", None, "ed", "d1"),
-    (5, "LOAD", "decommissioning", "tw01", "d3"),
-    (5, "DROP", None, "tw01", "d1"),
-    (12, "DROP", None, "tw01", "d2"),
 ]

@@ -8,7 +8,7 @@ import json
 import pandas as pd
 from pyroaring import BitMap
 
-from compaction_snapshot import OVERSHADOWED, ROWS, SEGMENT_IDS, STANDBY, TOMBSTONES, UNUSED, VISIBLE, line_of
+from compaction_snapshot import OVERSHADOWED, ROWS, SEGMENT_IDS, STANDBY, TOMBSTONES, UNUSED, VISIBLE, WAITING, line_of
 from segment_balancer import groups as G
 from segment_balancer.used_segments import used_segments
 
@@ -36,21 +36,25 @@ def test_timeline_groups_over_segment_rows(spark, tmp_path):
 
 def test_plan_drops_overshadowed_replicas_and_never_a_visible_one(compaction_planned):
     """The rule wants one replica of everything (see compaction_snapshot.SERVED_BY). Stage 12 must
-    drop exactly the overshadowed segments (reason ``overshadowed``); a visible or standby segment
-    may only lose a replica through a move (a DROP that waits for a LOAD): 53-54 off the
-    decommissioning s3 in stage 5. 25, served nowhere, is loaded in stage 1."""
+    drop exactly the overshadowed segments whose overshadowing segments are served (reason
+    ``overshadowed``); 1-24 wait for 25, which is served nowhere (stage 1 loads it). A visible or
+    standby segment may only lose a replica through a move (a DROP that waits for a LOAD): 53-54
+    off the decommissioning s3 in stage 5."""
     base, summary, ops = compaction_planned
     drops = ops[(ops.action == "DROP") & ops.depends_on.isna()]
-    assert {line_of(s) for s in drops[drops.reason == "overshadowed"].segment_id} == OVERSHADOWED
+    assert {line_of(s) for s in drops[drops.reason == "overshadowed"].segment_id} == OVERSHADOWED - WAITING
+    assert summary["overshadowed_waiting"] == {"segments": 24, "served_replicas": 24,
+                                               "per_datasource": {"a": {"segments": 24, "served_replicas": 24}}}
     assert set(drops.reason) == {"overshadowed"}
     assert not {line_of(s) for s in drops.segment_id} & (VISIBLE | STANDBY)
     assert [line_of(s) for s in ops[ops.stage == 1].segment_id] == [25]
     moved = ops[(ops.stage == 5) & (ops.action == "DROP")]
     assert sorted(line_of(s) for s in moved.segment_id) == [53, 54] and set(moved.server) == {"s3"}
     assert moved.depends_on.notna().all()
-    # Every visible or standby segment has one replica in the end state, none on s3; the tombstone none.
+    # Every visible or standby segment has one replica in the end state, none on s3; the tombstone
+    # none; the waiting 1-24 keep theirs.
     end = pd.read_parquet(base / "plan" / "assignment.parquet")
-    assert sorted(line_of(s) for s in end.segment_id) == sorted((VISIBLE | STANDBY) - TOMBSTONES)
+    assert sorted(line_of(s) for s in end.segment_id) == sorted(((VISIBLE | STANDBY) - TOMBSTONES) | WAITING)
     assert "s3" not in set(end.server)
     assert summary["timeline"]["per_datasource"]["d"] == {"overshadowed": 2, "standby": 2, "visible": 4}
 

@@ -105,6 +105,9 @@ def assemble(run: Run, groups, snapshot: Path) -> Path:
         "balance_before": balance(run, end_assignment_start(run)),
         "balance_after": balance(run, assignment),
         "timeline": run.meta.get("timeline", {}),
+        "availability": availability(run),
+        "overshadowed_waiting": run.meta.get("overshadowed_waiting", {}),
+        "unlisted": run.meta.get("unlisted", {}),
         "alerts": run.meta.get("alerts", []),
         "config": run.meta["config"],
         "ignored_config": run.meta.get("ignored_config", []),
@@ -113,6 +116,15 @@ def assemble(run: Run, groups, snapshot: Path) -> Path:
     write_json_atomic(summary, tmp / "summary.json")
     replace_path(tmp, plan)
     return plan
+
+
+def availability(run: Run) -> dict:
+    """Drops deferred by the availability rule (ALGORITHM.md "Availability"), summed over the steps
+    that report them (stage 12): ``deferred_drops``, ``deferred_segments``, a few examples."""
+    facts = [f for f in run.step_facts() if "deferred_drops" in f]
+    return {"deferred_drops": sum(f["deferred_drops"] for f in facts),
+            "deferred_segments": sum(f["deferred_segments"] for f in facts),
+            "deferred_examples": sorted(x for f in facts for x in f.get("deferred_examples", []))[:5]}
 
 
 def end_assignment_start(run: Run):

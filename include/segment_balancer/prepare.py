@@ -18,7 +18,7 @@ from .io import write_json_atomic, write_parquet_atomic
 from .rules import rule_index_for
 from .snapshot import loader
 from .snapshot.errors import SnapshotError
-from .snapshot.segments import read_server_segments
+from .snapshot.segments import read_server_segments, unlisted_segments
 from .used_segments import read_summary
 
 log = logging.getLogger(__name__)
@@ -51,16 +51,21 @@ def stage_limits(config) -> dict[str, dict]:
 
 def _rules_table(spark, rules: dict, datasources: list[str], tiers: set[str]):
     """Per datasource the flattened rule list (its own, then ``_default``) as rows
-    (``datasource``, ``rule_idx``, ``rule_kind``, ``tier``, ``target``, ``tier_pos``)."""
+    (``datasource``, ``rule_idx``, ``rule_kind``, ``tier``, ``target``, ``tier_pos``,
+    ``replicants_total``). ``tier`` is null and ``target`` 0 for a tier absent from the snapshot;
+    ``replicants_total`` sums every ``tieredReplicants`` value of the rule, absent tiers included
+    (what ``required(s)`` counts, ALGORITHM.md "Availability")."""
     rows = []
     for ds in datasources:
         for i, rule in enumerate(rules.get(ds, []) + rules.get("_default", [])):
             replicants = list((rule.tiered_replicants or {}).items()) if rule.kind == "load" else []
+            total = sum(int(n) for _, n in replicants)
             if not replicants:
-                rows.append((ds, i, rule.kind, None, 0, 0))
+                rows.append((ds, i, rule.kind, None, 0, 0, total))
             for pos, (tier, n) in enumerate(replicants):
-                rows.append((ds, i, rule.kind, tier if tier in tiers else None, int(n) if tier in tiers else 0, pos))
-    return spark.createDataFrame(rows, "datasource string, rule_idx int, rule_kind string, tier string, target int, tier_pos int")
+                rows.append((ds, i, rule.kind, tier if tier in tiers else None, int(n) if tier in tiers else 0, pos, total))
+    return spark.createDataFrame(
+        rows, "datasource string, rule_idx int, rule_kind string, tier string, target int, tier_pos int, replicants_total int")
 
 
 def _assign_rules(segments, rules: dict, now_ms: int):
@@ -109,13 +114,21 @@ def prepare(spark, snapshot: Path, work: Path, overrides: dict | None = None) ->
     # Every segment with the timeline's answer: ``overshadowed`` is computed (stage 0), the
     # input's flag is kept as ``input_overshadowed``. Tombstones are never loaded.
     segs = spark.read.parquet(str(timeline))
-    segs = segs.withColumn("used", F.col("used") & (F.col("shard_type") != "tombstone"))
-    served = read_server_segments(spark, snapshot, historicals, all_names, segs)
+    segs = segs.withColumn("used", F.col("used") & (F.col("shard_type") != "tombstone")).withColumn("listed", F.lit(True))
+    served = read_server_segments(spark, snapshot, historicals, all_names)
+    qdf = _queue_frame(spark, queues)
+    # Replicas and queue entries of segments segments.jsonl lacks: unused segments (ALGORITHM.md "Inputs").
+    unlisted = unlisted_segments(spark, served, qdf, segs).select(
+        "*", F.lit(0).cast("long").alias("size_bytes"), F.lit(False).alias("used"), F.lit(False).alias("overshadowed"),
+        F.lit("unused").alias("status"), F.lit("unknown").alias("shard_type"), F.lit(False).alias("listed"))
+    segs = segs.unionByName(unlisted, allowMissingColumns=True)
     segs = _assign_rules(segs, rules, now_ms)
     datasources = [r[0] for r in segs.select("datasource").distinct().collect()]
     rules_df = _rules_table(spark, rules, datasources, set(tiers))
-    kinds = rules_df.select("datasource", "rule_idx", "rule_kind").distinct()
+    kinds = rules_df.select("datasource", "rule_idx", "rule_kind", "replicants_total").distinct()
     segs = segs.join(F.broadcast(kinds), ["datasource", "rule_idx"], "left")
+    segs = segs.withColumn("required", F.when(F.col("rule_kind") == "load", F.least(F.lit(2), F.col("replicants_total"))))
+    segs = _with_waiting(segs, served, qdf)
 
     # The used-segment index: newest first (end desc, start desc, id desc).
     used = segs.filter(F.col("used") & ~F.col("overshadowed")).select("segment_id", "start_ms", "end_ms")
@@ -124,14 +137,14 @@ def prepare(spark, snapshot: Path, work: Path, overrides: dict | None = None) ->
     segments = segs.join(index, "segment_id", "left").select(
         "idx", "segment_id", "datasource", "start_ms", "end_ms", "version",
         F.col("partition_num").cast("int").alias("partition_num"), "size_bytes", "used", "overshadowed",
-        "rule_kind", "rule_idx", "shard_type", "line")
+        "rule_kind", "rule_idx", F.col("required").cast("int").alias("required"), "waiting", "listed", "shard_type", "line")
     prepared = work / "prepared"
     write_parquet_atomic(segments, prepared / "segments.parquet")
     segments = spark.read.parquet(str(prepared / "segments.parquet"))
 
     servers_pdf = _servers_frame(servers, decommissioning)
     server_df = spark.createDataFrame(servers_pdf[["server", "tier"]])
-    replicas = _replicas(spark, served, queues, segments, server_df)
+    replicas = _replicas(served, qdf, segments, server_df)
     write_parquet_atomic(replicas, prepared / "replicas.parquet")
     replicas = spark.read.parquet(str(prepared / "replicas.parquet"))
 
@@ -167,6 +180,8 @@ def prepare(spark, snapshot: Path, work: Path, overrides: dict | None = None) ->
         "alerts": _alerts(rules, set(tiers), decommissioning, historicals, replicas, segments, cfg, now_ms),
         "status_counts": counts,
         "timeline": read_summary(work),
+        "unlisted": _unlisted_counts(segments, replicas),
+        "overshadowed_waiting": _waiting_counts(segments, replicas),
     }
     if meta["timeline"]["flag_disagreements"]:
         n = meta["timeline"]["flag_disagreements"]
@@ -186,17 +201,49 @@ def _servers_frame(servers, decommissioning: set[str]):
     } for s in sorted(servers, key=lambda s: s.server)]).astype({"max_size": "int64", "current_size": "int64", "priority": "int32"})
 
 
-def _replicas(spark, served, queues, segments, server_df):
+def _queue_frame(spark, queues):
+    """The queue entries of ``load_queues.json`` as a DataFrame (``server``, ``segment_id``,
+    ``queued_load``, ``queue_type``, ``requested_at_ms``, ``queued_drop``, ``place``: where in the
+    file, for error messages)."""
+    rows, position = [], {}
+    for q in queues:
+        key = "segmentsToLoad" if q.action == "LOAD" else "segmentsToDrop"
+        j = position[(q.server, key)] = position.get((q.server, key), -1) + 1
+        rows.append((q.server, q.segment_id, q.action == "LOAD", q.queue_type if q.action == "LOAD" else None,
+                     q.requested_at_ms, q.action == "DROP", f"server {q.server!r} {key}[{j}]"))
+    return spark.createDataFrame(rows, "server string, segment_id string, queued_load boolean, queue_type string, "
+                                       "requested_at_ms long, queued_drop boolean, place string")
+
+
+def _with_waiting(segs, served, qdf):
+    """``segs`` plus ``waiting`` (bool, null unless overshadowed): true when some segment that
+    overshadows it needs a replica (used, not overshadowed, and its rule asks for one) and no
+    historical serves it (with no drop of it queued). Such a segment keeps its replicas
+    (ALGORITHM.md stage 12, Druid's ``MarkOvershadowedSegmentsAsUnused``)."""
+    from pyspark.sql import functions as F
+
+    serving = served.select("server", "segment_id").join(qdf.filter("queued_drop").select("server", "segment_id"),
+                                                        ["server", "segment_id"], "left_anti")
+    served_ids = serving.select(F.col("segment_id").alias("by")).distinct().withColumn("is_served", F.lit(True))
+    needs = segs.select(F.col("segment_id").alias("by"), (
+        F.col("used") & ~F.col("overshadowed")
+        & ((F.col("rule_kind") == "broadcast") | ((F.col("rule_kind") == "load") & (F.col("replicants_total") > 0)))
+    ).alias("needs_replica"))
+    pending = (segs.filter("overshadowed").select("segment_id", F.explode("overshadowed_by").alias("by"))
+               .join(needs, "by").join(served_ids, "by", "left")
+               .filter(F.col("needs_replica") & F.col("is_served").isNull())
+               .select("segment_id").distinct().withColumn("pending", F.lit(True)))
+    return (segs.join(pending, "segment_id", "left")
+            .withColumn("waiting", F.when(F.col("overshadowed"), F.coalesce("pending", F.lit(False))))
+            .drop("pending"))
+
+
+def _replicas(served, qdf, segments, server_df):
     """One row per (segment, server) that is served or queued (docs/ARCHITECTURE.md)."""
     from pyspark.sql import functions as F
 
-    qrows = [(q.server, q.segment_id, q.action == "LOAD", q.queue_type if q.action == "LOAD" else None,
-              q.requested_at_ms, q.action == "DROP") for q in queues]
-    qdf = spark.createDataFrame(qrows, "server string, segment_id string, queued_load boolean, queue_type string, requested_at_ms long, queued_drop boolean")
-    unknown = qdf.join(segments.select("segment_id"), "segment_id", "left_anti").limit(1).collect()
-    if unknown:
-        raise SnapshotError("load_queues.json", None, f"server {unknown[0]['server']}: unknown segment {unknown[0]['segment_id']} (not in segments.jsonl)")
-    s = served.withColumn("served", F.lit(True))
+    qdf = qdf.drop("place")
+    s = served.select("server", "segment_id").withColumn("served", F.lit(True))
     rep = s.join(qdf, ["server", "segment_id"], "full_outer")
     rep = rep.select(
         "segment_id", "server", F.coalesce("served", F.lit(False)).alias("served"),
@@ -211,7 +258,7 @@ def _mark_broadcast_only(servers_pdf, replicas, segments):
     """Adds ``projected_size`` (current + queued loads, bytes) and ``broadcast_only``."""
     from pyspark.sql import functions as F
 
-    j = replicas.join(segments.select("segment_id", "size_bytes", "rule_kind", "idx"), ["segment_id", "idx"])
+    j = replicas.drop("idx").join(segments.select("segment_id", "size_bytes", "rule_kind", "idx"), "segment_id")
     per = j.groupBy("server").agg(
         F.sum(F.when(F.col("queued_load"), F.col("size_bytes")).otherwise(0)).alias("queued_bytes"),
         F.sum(F.when(F.col("served") & ~(F.col("idx").isNotNull() & (F.col("rule_kind") == "broadcast")), 1).otherwise(0)).alias("non_broadcast"),
@@ -254,3 +301,32 @@ def _alerts(rules, tiers, decommissioning, historicals, replicas, segments, cfg,
         alerts.append({"kind": "no_rule_matches", "count": n_norule,
                        "message": f"{n_norule} used segments match no rule; left where they are", "examples": ex})
     return alerts
+
+
+def _unlisted_counts(segments, replicas) -> dict:
+    """Segments that replicas or queue entries name but ``segments.jsonl`` lacks (unused; stage 12
+    drops their replicas): how many, how many replicas, per datasource, a few examples."""
+    from pyspark.sql import functions as F
+
+    rows = (segments.filter(~F.col("listed")).join(replicas.select("segment_id", "served"), "segment_id", "left")
+            .groupBy("datasource").agg(F.countDistinct("segment_id").alias("segments"),
+                                       F.sum(F.col("served").cast("int")).alias("replicas"))
+            .orderBy("datasource").collect())
+    examples = [r[0] for r in segments.filter(~F.col("listed")).select("segment_id").orderBy("segment_id").limit(5).collect()]
+    per = {r["datasource"]: {"segments": int(r["segments"]), "served_replicas": int(r["replicas"] or 0)} for r in rows}
+    return {"segments": sum(v["segments"] for v in per.values()),
+            "served_replicas": sum(v["served_replicas"] for v in per.values()),
+            "per_datasource": per, "examples": examples}
+
+
+def _waiting_counts(segments, replicas) -> dict:
+    """Overshadowed segments that still serve somewhere and wait for what overshadows them to be
+    served (stage 12 keeps them): per datasource, segments and served replicas."""
+    from pyspark.sql import functions as F
+
+    rows = (segments.filter("waiting").join(replicas.filter("served").select("segment_id"), "segment_id")
+            .groupBy("datasource").agg(F.countDistinct("segment_id").alias("segments"), F.count("*").alias("replicas"))
+            .orderBy("datasource").collect())
+    per = {r["datasource"]: {"segments": int(r["segments"]), "served_replicas": int(r["replicas"])} for r in rows}
+    return {"segments": sum(v["segments"] for v in per.values()),
+            "served_replicas": sum(v["served_replicas"] for v in per.values()), "per_datasource": per}

@@ -52,6 +52,8 @@ def sink_frame(sink) -> pd.DataFrame:
             for o in sink.ops]
     rows += [{"kind": "member", "idx": idx, "group": g, "size_bytes": 0, "o1": 0, "o2": "", "o3": 0.0}
              for idx, g in sink.members]
+    rows += [{"kind": "deferred", "idx": idx, "segment_id": sid, "group": None, "size_bytes": 0, "o1": n, "o2": "", "o3": 0.0}
+             for idx, sid, n in sink.deferred]
     cols = ["kind", "action", "queue_type", "idx", "segment_id", "datasource", "tier", "server", "size_bytes",
             "reason", "dep_server", "o1", "o2", "o3", "group"]
     frame = pd.DataFrame(rows, columns=cols)
@@ -118,6 +120,10 @@ class Run:
         files = [f"stage_{s['stage']:02d}_{s['step']}.parquet" for s in keep]
         write_json_atomic({"files": files, "count": sum(int(s["ops"]) for s in keep), "steps": keep}, self._manifest_path)
 
+    def step_facts(self) -> list[dict]:
+        """``{"stage", "step", **facts}`` of every step so far that reported facts."""
+        return [{"stage": s["stage"], "step": s["step"], **s["facts"]} for s in self.manifest()["steps"] if s.get("facts")]
+
     def ops(self):
         """Every op scheduled so far (Spark DataFrame of ``OPS_COLUMNS``), or None."""
         files = self.manifest()["files"]
@@ -160,9 +166,11 @@ class Run:
                 loads={t: int(counts.get(t, 0) or 0) for t in QUEUE_TYPES})
         return out
 
-    def write_ops(self, stage: int, step: str, kernel_out) -> int:
+    def write_ops(self, stage: int, step: str, kernel_out, facts: dict | None = None) -> int:
         """Give the ops of one step their global ``op_id`` (in ``o1, o2, o3`` order), resolve
-        ``depends_on`` and append them to the op log. Returns the number of ops written."""
+        ``depends_on`` and append them to the op log. ``facts``: counts the step reports (e.g.
+        deferred drops), kept with the step in the manifest for the summary. Returns the number of
+        ops written."""
         from pyspark.sql import Window
         from pyspark.sql import functions as F
 
@@ -180,7 +188,7 @@ class Run:
         n = self.spark.read.parquet(str(self.work / "ops" / name)).count()
         manifest["files"].append(name)
         manifest["count"] = offset + n
-        manifest["steps"].append({"stage": stage, "step": step, "ops": n})
+        manifest["steps"].append({"stage": stage, "step": step, "ops": n, **({"facts": facts} if facts else {})})
         write_json_atomic(manifest, self._manifest_path)
         log.info("stage %d step %s: %d operations", stage, step, n)
         return n

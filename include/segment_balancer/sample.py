@@ -129,6 +129,7 @@ GENERATED_RULES = {
                 _load_rule(None, {"_default_tier": 1})],
     "orders": [_load_rule("P30D", RECENT), _load_rule(None, {"cold": 1})],
     "lookup_dim": [{"type": "broadcastForever"}],
+    "countries": [_load_rule(None, {"_default_tier": 2})],
     "_default": [_load_rule(None, {"_default_tier": 2})],
 }
 
@@ -149,6 +150,12 @@ HISTORY_SERVERS = ([(f"hist-hot-{i:02d}", "hot", 10) for i in range(1, 7)]
                    + [(f"hist-cold-{i:02d}", "cold", 0) for i in range(1, 10)]
                    + [(f"hist-default-{i:02d}", "_default_tier", 0) for i in range(1, 5)])
 LOST, ADDED, DECOMMISSIONING = "hist-cold-09", "hist-cold-10", "hist-default-04"
+# Druid's Intervals.ETERNITY, the interval of an ALL-granularity segment.
+ETERNITY = "-146136543-09-08T08:23:32.096Z/146140482-04-24T15:36:27.903Z"
+# A wikipedia hour killed (deleted from the metadata store) that two cold historicals still serve:
+# the metadata export lists used segments only, so segments.jsonl lacks it.
+UNEXPORTED = ("wikipedia_2026-07-01T00:00:00.000Z_2026-07-01T01:00:00.000Z_2026-07-01T00:01:00.000Z",
+              ["hist-cold-03", "hist-cold-05"])
 MAX_SIZE_HEADROOM = {"hot": 1.3, "cold": 1.005, "_default_tier": 1.6}
 
 
@@ -419,6 +426,26 @@ def _perturb(rng, segments, holders, now, queues: _Queues) -> None:
         queues.load(server, segments[newest]["_id"], None, None)
 
 
+def _real_cluster_cases(segments: list[dict], holders: list[set], now: int) -> None:
+    """Cases of real clusters that draw no random numbers (the rest of the snapshot stays as the
+    seed made it): the newest re-ingested ``orders`` day is published but not loaded yet (its old
+    version waits, still served); ``countries``, one ALL-granularity segment (Druid's eternity
+    interval), served by hist-default-01 and the decommissioning hist-default-04. (The served
+    segment that ``segments.jsonl`` lacks, ``UNEXPORTED``, is added to the served rows only.)"""
+    reindexed = [i for i, s in enumerate(segments)
+                 if s["dataSource"] == "orders" and s["_end"] >= now - 6 * DAY and not s.get("overshadowed")]
+    holders[max(reindexed, key=lambda i: segments[i]["_start"])].clear()
+    seg = {"dataSource": "countries", "interval": ETERNITY, "version": "2024-01-01T00:00:00.000Z",
+           "loadSpec": {"type": "s3_zip", "bucket": "druid-deep", "key": "segments/countries/all/index.zip"},
+           "dimensions": "iso_code,name,continent", "metrics": "count", "shardSpec": {"type": "none"},
+           "binaryVersion": 9, "size": 5 * MB, "used": True}
+    start, end = (iso_to_ms(t) for t in ETERNITY.split("/"))
+    seg["_start"], seg["_end"] = start, end
+    seg["_id"] = segment_id(seg)
+    segments.append(seg)
+    holders.append({"hist-default-01", DECOMMISSIONING})
+
+
 def _servers(holders, segments, queues: _Queues) -> list[dict]:
     """``sys.servers`` rows (``current_size`` = bytes served; one ``max_size`` per tier leaving
     ``MAX_SIZE_HEADROOM`` over the fullest server's served plus queued bytes, rounded up to a GiB)."""
@@ -484,6 +511,10 @@ def generate_snapshot(out_dir: str, *, seed: int = 7458, n_segments: int = 20_00
       15 minutes; ``balancing`` and ``decommissioning`` moves in flight; ten hot segments with a
       third hot replica (six with a drop of an original replica queued); six hours of clickstream
       ``"used": false`` but served (some drops queued); drops of aged-out wikipedia segments.
+    - Real-cluster cases (``_real_cluster_cases``): the newest re-ingested ``orders`` day not
+      loaded yet; ``countries``, one ALL-granularity segment (eternity interval, 5 MB,
+      ``_default_tier`` 2) on hist-default-01 and the decommissioning hist-default-04; a killed
+      wikipedia hour (``UNEXPORTED``) that segments.jsonl lacks, still served on two cold servers.
 
     Returns counts: ``segments``, ``used``, ``overshadowed``, ``historicals``,
     ``server_segments``, ``queued_loads``, ``queued_drops``. Raises ``ValueError`` on a bad
@@ -496,9 +527,11 @@ def generate_snapshot(out_dir: str, *, seed: int = 7458, n_segments: int = 20_00
     present = [n for n, _, _ in HISTORY_SERVERS if n != LOST] + [ADDED]
     queues = _Queues(present)
     _perturb(rng, segments, holders, now, queues)
+    _real_cluster_cases(segments, holders, now)
     servers = _servers(holders, segments, queues)
     os.makedirs(out_dir, exist_ok=True)
-    rows = sorted((f"{n}:8083", seg["_id"]) for seg, held in zip(segments, holders) for n in held)
+    rows = sorted([(f"{n}:8083", seg["_id"]) for seg, held in zip(segments, holders) for n in held]
+                  + [(f"{n}:8083", UNEXPORTED[0]) for n in UNEXPORTED[1]])
     _write_rows(os.path.join(out_dir, "server_segments.json"),
                 [{"server": s, "segment_id": sid} for s, sid in rows])
     lines = [json.dumps({k: v for k, v in seg.items() if not k.startswith("_")},

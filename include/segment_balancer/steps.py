@@ -290,8 +290,9 @@ def step_balancing(run: Run, groups, stage: int, limit: StageLimit, record: bool
 
 
 def step_to_be_balanced(run: Run, groups, stage: int, limit: StageLimit) -> None:
-    """Stage 10 per tier on ``ToBeBalanced[T]``."""
-    if not _tier_groups(groups, "ToBeBalanced"):
+    """Stage 10 per tier on ``ToBeBalanced[T]``; the segments it fully moved leave the group."""
+    names = _tier_groups(groups, "ToBeBalanced")
+    if not names:
         return
     rows = _balancing_rows(run, groups, {"listed": "ToBeBalanced"})
     servers, cfg = run.server_holders(), run.config
@@ -306,12 +307,13 @@ def step_to_be_balanced(run: Run, groups, stage: int, limit: StageLimit) -> None
         balancing.balance_listed(tier, listed, seg_rows, proj, holders, present, cands, limit, num_best_function(cfg), sink)
         return sink_frame(sink)
 
-    _finish(run, stage, "to_be_balanced", _apply(rows, "tier", kernel))
+    _merge(groups, _finish(run, stage, "to_be_balanced", _apply(rows, "tier", kernel)), names)
 
 
 # ---- stages 12, 13 ----------------------------------------------------------------------------
 def step_unload(run: Run, groups, stage: int) -> None:
-    """Stage 12: excess replicas, drop-rule, unused and overshadowed segments."""
+    """Stage 12: excess replicas (under the availability rule), drop-rule, unused and overshadowed
+    segments (once what overshadows them is served)."""
     from pyspark.sql import functions as F
 
     replicas, ops = run.table("replicas"), run.ops()
@@ -320,21 +322,27 @@ def step_unload(run: Run, groups, stage: int) -> None:
     st = replicated_status(run.table("segments"), run.table("targets"), state).filter("total_count > total_target")
     st = st.join(run.table("rankings").select("idx", "tier", "servers", "costs"), ["idx", "tier"], "left")
     packed = st.groupBy("idx").agg(F.collect_list(F.struct("tier", "target", "count", "holders", "servers", "costs")).alias("tiers"))
-    seg = run.table("segments").select("idx", "segment_id", "datasource", "size_bytes")
-    work = packed.join(seg, "idx").withColumn("bucket", F.col("idx") % BUCKETS)
+    # loaded(s): servers of tiers with target > 0 that serve s with no drop queued or scheduled.
+    loaded = (cur.filter("serving").join(run.table("targets").filter("target > 0").select("idx", "tier"), ["idx", "tier"])
+              .groupBy("idx").agg(F.count("*").alias("loaded")))
+    seg = run.table("segments").select("idx", "segment_id", "datasource", "size_bytes", "required")
+    work = (packed.join(seg, "idx").join(loaded, "idx", "left").fillna({"loaded": 0})
+            .withColumn("bucket", F.col("idx") % BUCKETS))
     available = _start_available(run)
+    decommissioning = frozenset(run.servers_pdf.loc[run.servers_pdf["decommissioning"], "server"])
 
     def kernel(pdf: pd.DataFrame) -> pd.DataFrame:
         sink = OpSink()
         for r in pdf.sort_values("idx").to_dict("records"):
             tiers = {t["tier"]: {"target": int(t["target"]), "count": int(t["count"]), "holders": set(_list(t["holders"])),
                                  "costs": dict(zip(_list(t["servers"]), _list(t["costs"])))} for t in r["tiers"]}
-            unload.unload_excess(r, tiers, available, sink)
+            sink.defer(r, unload.unload_excess(r, tiers, available, decommissioning, sink))
         return sink_frame(sink)
 
     excess = _apply(work, "bucket", kernel)
     segs = run.table("segments")
-    reason = (F.when(F.col("idx").isNull() & F.col("overshadowed"), "overshadowed")
+    overshadowed = F.col("idx").isNull() & F.col("overshadowed")
+    reason = (F.when(overshadowed & ~F.col("waiting"), "overshadowed").when(overshadowed, F.lit(None).cast("string"))
               .when(F.col("idx").isNull(), "unused").when(F.col("rule_kind") == "drop", "drop_rule"))
     doomed = segs.select("segment_id", "datasource", "size_bytes", "idx", reason.alias("reason")).filter("reason is not null")
     serving = replicas.filter("served and not queued_drop").select("segment_id", "server", "tier")
@@ -347,7 +355,17 @@ def step_unload(run: Run, groups, stage: int) -> None:
         F.lit(None).cast("string").alias("dep_server"),
         F.coalesce("idx", F.lit((1 << 62))).alias("o1"), F.concat_ws("|", "segment_id", "server").alias("o2"),
         F.lit(0.0).alias("o3"), F.lit(None).cast("string").alias("group"))
-    _finish(run, stage, "unload", excess.unionByName(everywhere))
+    out = excess.unionByName(everywhere).cache()
+    deferred = out.filter("kind = 'deferred'").agg(
+        F.count("*").alias("segments"), F.sum("o1").alias("drops"),
+        F.slice(F.array_sort(F.collect_list("segment_id")), 1, 5).alias("examples")).collect()[0]
+    facts = {"deferred_drops": int(deferred["drops"] or 0), "deferred_segments": int(deferred["segments"]),
+             "deferred_examples": list(deferred["examples"] or [])}
+    run.write_ops(stage, "unload", out, facts)
+    out.unpersist()
+    if facts["deferred_drops"]:
+        log.info("stage %d: %d drops of %d segments deferred by the availability rule", stage,
+                 facts["deferred_drops"], facts["deferred_segments"])
 
 
 def step_broadcast_on_decomm(run: Run, groups, stage: int) -> None:

@@ -94,11 +94,13 @@ def used_segments(spark, snapshot: Path, work: Path) -> dict:
 
     segs = read_segments(spark, Path(snapshot))
     status = classify(segs)
-    table = (segs.withColumnRenamed("overshadowed", "input_overshadowed").join(status, "segment_id", "left")
+    table = (segs.drop("interval", "interval_parts").withColumnRenamed("overshadowed", "input_overshadowed")
+             .join(status, "segment_id", "left")
              .withColumn("status", F.coalesce("status", F.lit("unused")))
              .withColumn("overshadowed", F.col("status") == "overshadowed"))
     out = Path(work) / "timeline"
     write_parquet_atomic(table, out / "segments.parquet")
+    segs.unpersist()
     table = spark.read.parquet(str(out / "segments.parquet"))
     counts = table.groupBy("datasource", "status").count().collect()
     per_ds: dict = {}

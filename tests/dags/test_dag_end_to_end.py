@@ -16,7 +16,7 @@ from pathlib import Path
 import pandas as pd
 import pytest
 
-from compaction_snapshot import OVERSHADOWED, line_of
+from compaction_snapshot import OVERSHADOWED, WAITING, line_of
 
 REPO = Path(__file__).resolve().parents[2]
 
@@ -46,7 +46,8 @@ def run_dag(snapshot: Path) -> Path:
 def test_segment_balancing_dag_publishes_the_plan_of_the_cli(airflow_home, compaction_planned):
     """Overwritten, minor-compacted (two generations) and partially compacted data: the DAG's
     ``used_segments`` task finds the overshadowed and standby segments itself, stage 12 drops exactly
-    the overshadowed replicas, and the plan is the CLI's."""
+    the overshadowed replicas whose overshadowing segments are served (1-24 wait for 25, which
+    stage 1 only now loads), and the plan is the CLI's."""
     base, _, cli_ops = compaction_planned
     published = run_dag(base / "snapshot")
     ops = pd.read_parquet(published / "operations.parquet")
@@ -56,8 +57,9 @@ def test_segment_balancing_dag_publishes_the_plan_of_the_cli(airflow_home, compa
     assert {1, 5, 7, 12} <= set(ops.stage)
     drops = ops[(ops.action == "DROP") & ops.depends_on.isna()]
     assert drops.reason.eq("overshadowed").all()
-    assert {line_of(s) for s in drops.segment_id} == OVERSHADOWED
+    assert {line_of(s) for s in drops.segment_id} == OVERSHADOWED - WAITING
     summary = json.loads((published / "summary.json").read_text())
+    assert summary["overshadowed_waiting"]["per_datasource"] == {"a": {"segments": 24, "served_replicas": 24}}
     per = summary["timeline"]["per_datasource"]
     assert per["h"] == {"overshadowed": 6, "standby": 1, "visible": 3}  # two generations on day 1, a fall-back on day 2
     assert sum(p.get("overshadowed", 0) for p in per.values()) == len(OVERSHADOWED) == 34

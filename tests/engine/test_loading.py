@@ -98,8 +98,30 @@ def test_stage5_moves_each_decommissioning_replica_with_a_dependent_drop():
 
 
 def test_stage5_no_destination_keeps_segment_on_decommissioning_server():
+    # Target 2: s1 and d1 hold it, so d1's replica is needed, but s1 (the only candidate) holds it.
     srv = servers(("s1", "t", 100))
-    r = row(0, "t", 1, ["s1"], count=2, present={"d1", "s1"}, decommissioning_holders=["d1"])
+    r = row(0, "t", 2, ["s1"], count=2, present={"d1", "s1"}, decommissioning_holders=["d1"])
     sink = OpSink()
     move_from_decommissioning([r], srv, UNLIMITED, sink)
     assert sink.ops == [] and sink.members == [(0, "StillLoadedOnDecommServers[t]")]
+
+
+def test_stage5_leaves_a_replica_the_tier_does_not_need_for_stage12():
+    # Target 1, held by s1 and decommissioning d1: count 2 - 1 on decommissioning = target, so d1's
+    # replica is excess: no move, and the segment counts as done with decommissioning servers.
+    srv = servers(("s1", "t", 100), ("s2", "t", 100))
+    r = row(0, "t", 1, ["s2", "s1"], count=2, present={"d1", "s1"}, decommissioning_holders=["d1"])
+    sink = OpSink()
+    move_from_decommissioning([r], srv, UNLIMITED, sink)
+    assert sink.ops == [] and sink.members == [(0, "ToBecomeNotLoadedOnDecommServers[t]")]
+
+
+def test_stage5_moves_only_as_many_decommissioning_replicas_as_the_tier_needs():
+    # Target 2 with d1, d2 (decommissioning, name order) and s1 serving: count 3 - 2 = 1 < 2, so
+    # d1's replica moves to the best non-holder s2; then 3 - 1 = 2 = target: d2's is excess.
+    srv = servers(("s1", "t", 100), ("s2", "t", 100), ("s3", "t", 100))
+    r = row(0, "t", 2, ["s2", "s1", "s3"], count=3, present={"d1", "d2", "s1"}, decommissioning_holders=["d2", "d1"])
+    sink = OpSink()
+    move_from_decommissioning([r], srv, UNLIMITED, sink)
+    assert ops(sink) == [("LOAD", "seg0", "s2", "decommissioning", None), ("DROP", "seg0", "d1", None, "s2")]
+    assert sink.members == [(0, "ToBecomeNotLoadedOnDecommServers[t]")]

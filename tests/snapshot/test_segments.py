@@ -57,6 +57,40 @@ def test_bad_interval_and_malformed_line(spark, tmp_path):
     assert "ends before it starts" in err.problem and "line 4" in err.problem
 
 
+@pytest.mark.parametrize("interval, problem", [
+    ("2013-01-01T00:00:00.000Z/P1D", "interval is not start/end ISO-8601: 2013-01-01T00:00:00.000Z/P1D"),
+    ("2013-01-01T25:00:00.000Z/2013-01-02", "interval is not start/end ISO-8601"),
+    ("2013-01-01/2013-01-02/2013-01-03", "interval is not start/end ISO-8601"),
+    ("1234567890-01-01/1234567891-01-01", "interval is not start/end ISO-8601"),  # 10-digit years: past Joda
+])
+def test_malformed_interval_is_a_clear_error_not_a_spark_traceback(spark, tmp_path, interval, problem):
+    def edit(segs):
+        segs[1]["interval"] = interval
+        return segs
+
+    err = refused(spark, snapshot_with(tmp_path, edit), tmp_path)
+    assert (err.file, err.row) == ("segments.jsonl", 2) and problem in err.problem
+
+
+def test_eternity_and_far_instants_are_read_as_epoch_millis(spark, tmp_path):
+    """An ALL-granularity segment (Druid's eternity interval) and a year past 9999, as Joda prints them."""
+    from segment_balancer.snapshot.segments import read_segments
+
+    def edit(segs):
+        segs[0]["interval"] = "-146136543-09-08T08:23:32.096Z/146140482-04-24T15:36:27.903Z"
+        segs[1]["interval"] = "2013-01-01T00:00:00.000Z/12013-01-01T00:00:00.000Z"
+        return segs
+
+    df = read_segments(spark, snapshot_with(tmp_path, edit)).orderBy("line")
+    rows = df.select("line", "segment_id", "start_ms", "end_ms").collect()
+    df.unpersist()
+    assert (rows[0].start_ms, rows[0].end_ms) == (-(2 ** 62), 2 ** 62 - 1)  # JodaUtils MIN/MAX_INSTANT
+    assert "_-146136543-09-08T08:23:32.096Z_146140482-04-24T15:36:27.903Z_" in rows[0].segment_id
+    # 1970..12012: 10043 years, leap years 3003 - 492 (by 4) - (120 - 19) (by 100) + (30 - 4) (by 400)
+    # = 2436: 10043 * 365 + 2436 = 3,668,131 days.
+    assert rows[1].end_ms == 3_668_131 * 86_400_000 and "_12013-01-01T00:00:00.000Z_" in rows[1].segment_id
+
+
 def test_duplicate_segment(spark, tmp_path):
     err = refused(spark, snapshot_with(tmp_path, lambda segs: segs + [segs[1]]), tmp_path)
     assert err.row == 6 and "duplicate segment twitterstream_2013-01-02" in err.problem and "line 2" in err.problem
@@ -77,4 +111,5 @@ def test_unknown_segment_in_server_segments(spark, tmp_path):
         return rows
 
     err = refused(spark, snapshot_with(tmp_path, edit_server_segments=edit), tmp_path)
-    assert err.row == 7 and "unknown segment nope_2013" in err.problem
+    assert err.file == "server_segments.json" and err.row == 7
+    assert "segment nope_2013 is not in segments.jsonl and is not a Druid segment id" in err.problem

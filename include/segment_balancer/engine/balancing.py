@@ -136,7 +136,9 @@ def balance_listed(tier: str, indexes, seg_rows: Mapping[int, dict], projection:
                    servers: Mapping[str, ServerHolder], limit: StageLimit, num_best: Callable[[int, int], int],
                    sink: OpSink) -> int:
     """Stage 10 in one tier: for each ToBeBalanced segment (index order), ranked once, move every
-    holder outside top ``B`` (worst first) to a server inside top ``B``, as many as pass."""
+    holder outside top ``B`` (worst first) to a server inside top ``B``, as many as pass. A segment
+    all of whose such holders got a move leaves ``ToBeBalanced[T]``; the others are written back
+    as its members. Returns the number of moves."""
     moves = 0
     for idx in indexes:
         idx = int(idx)
@@ -144,12 +146,16 @@ def balance_listed(tier: str, indexes, seg_rows: Mapping[int, dict], projection:
         ranking = rank_live(idx, projection, servers)
         b = num_best(len(servers), int(seg["target"]))
         top = ranking[:b]
+        stuck = False
         for source in [name for name in ranking[b:] if name in holders[idx]][::-1]:
             dest = next((servers[n] for n in top if n not in present[idx]
                          and servers[n].can_load(int(seg["size_bytes"]), limit)), None)
             if dest is None:
+                stuck = True
                 break
             _move(seg, source, dest, projection, holders[idx], present[idx], sink, "to_be_balanced",
                   (0, tier, float(sink.next_seq())))
             moves += 1
+        if stuck:
+            sink.member(idx, group_name("ToBeBalanced", tier))
     return moves

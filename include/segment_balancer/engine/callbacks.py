@@ -6,7 +6,7 @@ loading in the tier where the segment is underreplicated"); ALGORITHM.md "Moves 
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Collection, Mapping
 
 from .state import OpSink
 
@@ -22,9 +22,11 @@ def drop_order(holders, costs: Mapping[str, float], available: Mapping[str, int]
     return sorted(holders, key=lambda name: drop_key(name, costs, available))
 
 
-def drop_key(name: str, costs: Mapping[str, float], available: Mapping[str, int]) -> tuple:
-    """Sort key of :func:`drop_order` for one server."""
-    return (-costs.get(name, float("inf")), available.get(name, 0), _desc(name))
+def drop_key(name: str, costs: Mapping[str, float], available: Mapping[str, int],
+             decommissioning: Collection[str] = ()) -> tuple:
+    """Sort key of :func:`drop_order` for one server; with ``decommissioning`` given, those servers
+    come first (stage 12, ALGORITHM.md)."""
+    return (name not in decommissioning, -costs.get(name, float("inf")), available.get(name, 0), _desc(name))
 
 
 class _desc(str):

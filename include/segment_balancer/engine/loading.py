@@ -130,15 +130,21 @@ def move_from_decommissioning(rows: Iterable[dict], servers: Mapping[str, Server
 
     ``rows``: the tier's rows in index order; ``row["decommissioning_holders"]`` lists the
     decommissioning servers that serve the segment with no drop of it (sources, visited in name
-    order). Each source gets a move: a ``decommissioning`` LOAD on the best-ranked server of top
+    order). A source gets a move — a ``decommissioning`` LOAD on the best-ranked server of top
     ``B`` that does not hold the segment and passes the limits, and a DROP on the source that
-    depends on it. Groups written: ``ToBecomeNotLoadedOnDecommServers[T]``,
-    ``StillLoadedOnDecommServers[T]``.
+    depends on it — only while the tier needs the replica: once ``count`` minus the replicas still
+    on decommissioning servers reaches ``target``, the remaining sources are excess, left for stage
+    12 to drop. Groups written: ``ToBecomeNotLoadedOnDecommServers[T]`` (every source moved or
+    excess), ``StillLoadedOnDecommServers[T]``.
     """
     for row in rows:
         present = set(row["present"])
+        sources = sorted(row["decommissioning_holders"])
+        on_decommissioning, count, target = len(sources), int(row["count"]), int(row["target"])
         left = 0
-        for source in sorted(row["decommissioning_holders"]):
+        for source in sources:
+            if count - on_decommissioning >= target:
+                break  # excess: the tier holds its target without the rest
             probe = dict(row, present=present)
             dest = _best_loadable(probe, servers, limit)
             if dest is None:
@@ -149,5 +155,6 @@ def move_from_decommissioning(rows: Iterable[dict], servers: Mapping[str, Server
             sink.drop(row, source, row["tier"], "decommissioning", (int(row["idx"]), row["tier"], seq + 0.5),
                       dep_server=dest.server)
             present.add(dest.server)
+            on_decommissioning -= 1
         kind = "StillLoadedOnDecommServers" if left else "ToBecomeNotLoadedOnDecommServers"
         sink.member(int(row["idx"]), group_name(kind, row["tier"]))

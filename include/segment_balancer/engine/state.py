@@ -128,6 +128,7 @@ class OpSink:
     def __init__(self) -> None:
         self.ops: list[Op] = []
         self.members: list[tuple[int, str]] = []
+        self.deferred: list[tuple[int, str, int]] = []
         self._seq = 0
 
     def next_seq(self) -> int:
@@ -151,6 +152,11 @@ class OpSink:
 
     def member(self, idx: int, group: str) -> None:
         self.members.append((int(idx), group))
+
+    def defer(self, seg: dict, drops: int) -> None:
+        """Record that ``drops`` drops of ``seg`` wait for a later run (the availability rule)."""
+        if drops > 0:
+            self.deferred.append((int(seg["idx"]), seg["segment_id"], int(drops)))
 
 
 def group_name(kind: str, tier: str | None = None) -> str:

@@ -5,19 +5,28 @@ Source: seed 000 stages 12–13; ALGORITHM.md stages 12–13.
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Collection, Mapping
 
-from .callbacks import drop_key, drop_order
+from .callbacks import drop_key
 from .state import OpSink
 
 
-def unload_excess(seg: dict, tiers: Mapping[str, dict], available: Mapping[str, int], sink: OpSink) -> int:
-    """Stage 12 for one replicated segment: drop replicas beyond ``Σ_T target``.
+def unload_excess(seg: dict, tiers: Mapping[str, dict], available: Mapping[str, int],
+                  decommissioning: Collection[str], sink: OpSink) -> int:
+    """Stage 12 for one replicated segment: drop replicas beyond ``Σ_T target`` while the
+    availability rule allows (ALGORITHM.md stage 12 and "Availability").
 
-    ``tiers``: per tier name: ``target`` (int), ``count`` (end-state count, every operation of the
-    run succeeded, dependent drops included), ``holders`` (servers serving it with no drop) and
-    ``costs`` (server → start-of-run placement cost). Drops the highest-cost holders first across
-    the overreplicated tiers, at most ``count − target`` from one tier. Returns the number of drops.
+    ``seg``: ``idx``, ``segment_id``, ``datasource``, ``size_bytes``, ``loaded`` (int: servers of
+    tiers with target > 0 that serve it now with no drop queued or scheduled) and ``required``
+    (int: min(2, Σ of the rule's tieredReplicants, absent tiers included)). ``tiers``: per tier
+    name: ``target`` (int), ``count`` (end-state count, every operation of the run succeeded,
+    dependent drops included), ``holders`` (servers serving it with no drop) and ``costs`` (server
+    → placement cost). Candidates are at most ``count − target`` holders of each overreplicated
+    tier, in one order across tiers: decommissioning servers first, then highest cost, fewer
+    available bytes, larger name. Each is dropped only if afterwards ``loaded ≥ required`` (a drop
+    from a tier with target 0 leaves ``loaded`` as it is, so it needs ``loaded ≥ required``
+    already); a refused candidate is skipped and the next one tried. Returns the number of drops
+    deferred by the rule: min(excess, candidates) − drops scheduled.
     """
     excess = sum(t["count"] for t in tiers.values()) - sum(t["target"] for t in tiers.values())
     if excess <= 0:
@@ -27,12 +36,21 @@ def unload_excess(seg: dict, tiers: Mapping[str, dict], available: Mapping[str, 
         cap = state["count"] - state["target"]
         if cap <= 0:
             continue
-        ordered = drop_order(state["holders"], state["costs"], available)[:cap]
-        candidates += [(drop_key(name, state["costs"], available), name, tier) for name in ordered]
+        keyed = sorted((drop_key(name, state["costs"], available, decommissioning), name) for name in state["holders"])
+        candidates += [(key, name, tier) for key, name in keyed[:cap]]
     candidates.sort()
-    for _, name, tier in candidates[:excess]:
+    loaded, required = int(seg["loaded"]), int(seg["required"])
+    dropped = 0
+    for _, name, tier in candidates:
+        if dropped == excess:
+            break
+        counted = 1 if tiers[tier]["target"] > 0 else 0
+        if loaded - counted < required:
+            continue
         sink.drop(seg, name, tier, "overreplicated", (int(seg["idx"]), tier, float(sink.next_seq())))
-    return min(excess, len(candidates))
+        loaded -= counted
+        dropped += 1
+    return min(excess, len(candidates)) - dropped
 
 
 def drop_everywhere(seg: dict, holders: Mapping[str, str], reason: str, sink: OpSink) -> None:

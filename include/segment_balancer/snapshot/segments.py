@@ -8,6 +8,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
+from ..instants import with_instant_ms, with_instant_text
 from .errors import SnapshotError
 
 SEGMENT_JSON_SCHEMA = (
@@ -16,7 +17,6 @@ SEGMENT_JSON_SCHEMA = (
     "startRootPartitionId: int, endRootPartitionId: int, minorVersion: int, atomicUpdateGroupSize: int>, "
     "used boolean, overshadowed boolean"
 )
-ID_TIME_FORMAT = "yyyy-MM-dd'T'HH:mm:ss.SSS'Z'"
 
 
 def segments_path(snapshot: Path) -> Path:
@@ -35,12 +35,6 @@ def _more(word: str, rows) -> str:
     return " (also " + "; ".join(f"{word} {r[key]}: {r['problem']}" for r in rows) + ")"
 
 
-def _iso_to_ms(col):
-    from pyspark.sql import functions as F
-
-    return F.unix_millis(F.to_timestamp(col))
-
-
 def read_segments(spark, snapshot: Path):
     """All segments of the snapshot as a DataFrame, validated.
 
@@ -50,9 +44,11 @@ def read_segments(spark, snapshot: Path):
     ``start_root_partition_id``, ``end_root_partition_id``, ``minor_version``,
     ``atomic_update_group_size`` (nullable ints from the shardSpec, for the timeline),
     ``size_bytes`` (long), ``used``, ``overshadowed`` (bool; false when absent) and
-    ``overshadowed_given`` (bool: the line has the key). Raises :class:`SnapshotError`
+    ``overshadowed_given`` (bool: the line has the key), and the raw ``interval`` text with its
+    ``interval_parts``. Raises :class:`SnapshotError`
     naming the line of the first bad rows: malformed JSON, a missing field, a bad interval
-    (unparseable or end before start), a negative size, a duplicate segment id.
+    (unparseable or end before start), a negative size, a duplicate segment id. The frame is
+    built on a cached one: the caller unpersists it (``unpersist()``) once it has written it.
     """
     from pyspark.sql import functions as F
 
@@ -67,8 +63,6 @@ def read_segments(spark, snapshot: Path):
         "line",
         F.col("j.dataSource").alias("datasource"),
         F.col("j.version").alias("version"),
-        _iso_to_ms(interval.getItem(0)).alias("start_ms"),
-        _iso_to_ms(interval.getItem(1)).alias("end_ms"),
         F.coalesce("j.shardSpec.partitionNum", "j.shardSpec.partitionId", F.lit(0)).alias("partition_num"),
         F.coalesce("j.shardSpec.numCorePartitions", "j.shardSpec.partitions").alias("num_core_partitions"),
         F.col("j.shardSpec.startRootPartitionId").alias("start_root_partition_id"),
@@ -81,12 +75,22 @@ def read_segments(spark, snapshot: Path):
         F.coalesce("j.overshadowed", F.lit(False)).alias("overshadowed"),
         F.col("j.overshadowed").isNotNull().alias("overshadowed_given"),
         F.col("j.interval").alias("interval"),
+        F.size(interval).alias("interval_parts"),
+        interval.getItem(0).alias("start_text"),
+        interval.getItem(1).alias("end_text"),
     )
+    df = with_instant_ms(with_instant_ms(df, F.col("start_text"), "start_ms"), F.col("end_text"), "end_ms")
+    df = with_instant_text(with_instant_text(df, F.col("start_ms"), "start_printed"), F.col("end_ms"), "end_printed")
+    seg_id = F.concat_ws("_", "datasource", "start_printed", "end_printed", "version")
+    seg_id = F.when(F.col("partition_num") > 0, F.concat_ws("_", seg_id, F.col("partition_num").cast("string"))).otherwise(seg_id)
+    # Cached: the checks below and the caller read it, and a cache keeps the optimizer from pushing
+    # their filters into the instant arithmetic (each pushed filter would inline every step).
+    df = df.withColumn("segment_id", seg_id).drop("start_text", "end_text", "start_printed", "end_printed").cache()
     problem = (
         F.when(F.col("datasource").isNull(), F.lit("dataSource is missing or the line is not a JSON object"))
         .when(F.col("version").isNull(), F.lit("version is missing"))
         .when(F.col("interval").isNull(), F.lit("interval is missing"))
-        .when(F.col("start_ms").isNull() | F.col("end_ms").isNull(),
+        .when(F.col("start_ms").isNull() | F.col("end_ms").isNull() | (F.col("interval_parts") != 2),
               F.concat(F.lit("interval is not start/end ISO-8601: "), F.col("interval")))
         .when(F.col("end_ms") < F.col("start_ms"), F.concat(F.lit("interval ends before it starts: "), F.col("interval")))
         .when(F.col("size_bytes").isNull(), F.lit("size is missing"))
@@ -95,25 +99,25 @@ def read_segments(spark, snapshot: Path):
     )
     bad = df.select("line", problem.alias("problem")).filter(F.col("problem").isNotNull()).orderBy("line").limit(5).collect()
     if bad:
+        df.unpersist()
         raise SnapshotError(path.name, bad[0]["line"], bad[0]["problem"] + _more("line", bad[1:]), "line")
-    fmt = lambda c: F.date_format(F.timestamp_millis(c), ID_TIME_FORMAT)  # noqa: E731
-    seg_id = F.concat_ws("_", "datasource", fmt("start_ms"), fmt("end_ms"), "version")
-    seg_id = F.when(F.col("partition_num") > 0, F.concat_ws("_", seg_id, F.col("partition_num").cast("string"))).otherwise(seg_id)
-    df = df.drop("interval").withColumn("segment_id", seg_id)
     dup = (df.groupBy("segment_id").agg(F.count("*").alias("n"), F.sort_array(F.collect_list("line")).alias("lines"))
            .filter("n > 1").orderBy(F.col("lines")[1]).limit(1).collect())
     if dup:
+        df.unpersist()
         raise SnapshotError(path.name, dup[0]["lines"][1],
                             f"duplicate segment {dup[0]['segment_id']} (first on line {dup[0]['lines'][0]})", "line")
     return df
 
 
-def read_server_segments(spark, snapshot: Path, historicals: set[str], known_servers: set[str], segments):
-    """``server_segments.json`` rows on historical servers as DataFrame (``server``, ``segment_id``).
+def read_server_segments(spark, snapshot: Path, historicals: set[str], known_servers: set[str]):
+    """``server_segments.json`` rows on historical servers as DataFrame (``row`` long, ``server``,
+    ``segment_id``).
 
-    Rows on known non-historical servers (brokers, peons, realtime) are skipped. Raises
-    :class:`SnapshotError` (row = 0-based array position) for an unknown server, an unknown
-    segment, a missing field or a duplicate (server, segment) row.
+    Rows on known non-historical servers (brokers, peons, realtime) are skipped. A segment missing
+    from ``segments.jsonl`` is accepted: it is a replica of an unused segment (see
+    :func:`unlisted_segments`). Raises :class:`SnapshotError` (row = 0-based array position) for an
+    unknown server, a missing field or a duplicate (server, segment) row.
     """
     from pyspark.sql import functions as F
 
@@ -124,14 +128,11 @@ def read_server_segments(spark, snapshot: Path, historicals: set[str], known_ser
     rows = spark.createDataFrame(raw.rdd.zipWithIndex().map(lambda p: (p[1], p[0]["server"], p[0]["segment_id"], p[0]["_corrupt_record"])),
                                  "row long, server string, segment_id string, corrupt string")
     known = spark.createDataFrame([(s, s in historicals) for s in sorted(known_servers)], "server string, historical boolean")
-    checked = rows.join(F.broadcast(known), "server", "left").join(
-        segments.select("segment_id", F.lit(True).alias("known_segment")), "segment_id", "left")
+    checked = rows.join(F.broadcast(known), "server", "left")
     problem = (
         F.when(F.col("corrupt").isNotNull(), F.lit("not valid JSON"))
         .when(F.col("server").isNull() | F.col("segment_id").isNull(), F.lit("server and segment_id are required"))
         .when(F.col("historical").isNull(), F.concat(F.lit("unknown server "), F.col("server"), F.lit(" (not in servers.json)")))
-        .when(F.col("historical") & F.col("known_segment").isNull(),
-              F.concat(F.lit("unknown segment "), F.col("segment_id"), F.lit(" (not in segments.jsonl)")))
     )
     bad = checked.select("row", problem.alias("problem")).filter(F.col("problem").isNotNull()).orderBy("row").limit(5).collect()
     if bad:
@@ -140,4 +141,54 @@ def read_server_segments(spark, snapshot: Path, historicals: set[str], known_ser
     dup = served.groupBy("server", "segment_id").agg(F.min("row").alias("first"), F.max("row").alias("row"), F.count("*").alias("n")).filter("n > 1").orderBy("row").limit(1).collect()
     if dup:
         raise SnapshotError(path.name, dup[0]["row"], f"duplicate row: {dup[0]['server']} already serves {dup[0]['segment_id']} (row {dup[0]['first']})")
-    return served.select("server", "segment_id")
+    return served
+
+
+UNLISTED_SCHEMA = ("segment_id string, datasource string, start_ms long, end_ms long, version string, "
+                   "partition_num int, file string, row long, place string, problem string")
+
+
+def unlisted_segments(spark, served, queued, segments):
+    """The segments that replicas or queue entries name but ``segments.jsonl`` lacks: unused
+    segments (ALGORITHM.md "Inputs"), parsed from their ids by
+    :func:`segment_balancer.segment_id.parse_segment_id` in a Spark job.
+
+    ``served``: (``row``, ``server``, ``segment_id``) of :func:`read_server_segments`; ``queued``:
+    (``server``, ``segment_id``, ``place``) of ``load_queues.json`` entries; ``segments``: the
+    segments read from ``segments.jsonl`` (``segment_id``, ``datasource``). Returns (``segment_id``,
+    ``datasource``, ``start_ms``, ``end_ms`` long epoch ms, ``version``, ``partition_num`` int), one
+    row per segment. Raises :class:`SnapshotError` naming the file and row of the first id that is
+    no Druid segment id.
+    """
+    import pandas as pd
+    from pyspark.sql import functions as F
+
+    from ..segment_id import parse_segment_id
+
+    datasources = sorted(r[0] for r in segments.select("datasource").distinct().collect())
+    named = served.select("segment_id", F.lit("server_segments.json").alias("file"), "row",
+                          F.lit(None).cast("string").alias("place")).unionByName(
+        queued.select("segment_id", F.lit("load_queues.json").alias("file"), F.lit(None).cast("long").alias("row"), "place"))
+    missing = named.join(segments.select("segment_id"), "segment_id", "left_anti")
+    first = missing.groupBy("segment_id").agg(F.min(F.struct("file", "row", "place")).alias("at")).select("segment_id", "at.*")
+
+    def parse(batches):
+        for pdf in batches:
+            out = []
+            for sid, file, row, place in zip(pdf["segment_id"], pdf["file"], pdf["row"], pdf["place"]):
+                parts = parse_segment_id(sid, datasources)
+                out.append({"segment_id": sid, "file": file, "row": row, "place": place,
+                            **({"datasource": parts.datasource, "start_ms": parts.start_ms, "end_ms": parts.end_ms,
+                                "version": parts.version, "partition_num": parts.partition_num, "problem": None}
+                               if parts else {"problem": f"segment {sid} is not in segments.jsonl and is not a Druid segment id "
+                                                         "(dataSource_start_end_version[_partitionNum])"})})
+            frame = pd.DataFrame(out, columns=[f.split()[0] for f in UNLISTED_SCHEMA.split(", ")])
+            yield frame.astype({"start_ms": "Int64", "end_ms": "Int64", "row": "Int64", "partition_num": "Int32",
+                                **{c: object for c in ("datasource", "version", "file", "place", "problem")}})
+
+    parsed = first.mapInPandas(parse, UNLISTED_SCHEMA)
+    bad = parsed.filter("problem is not null").orderBy("file", "row", "place", "segment_id").limit(1).collect()
+    if bad:
+        where = f"{bad[0]['place']}: " if bad[0]["place"] else ""
+        raise SnapshotError(bad[0]["file"], bad[0]["row"], where + bad[0]["problem"])
+    return parsed.select("segment_id", "datasource", "start_ms", "end_ms", "version", "partition_num")

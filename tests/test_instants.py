@@ -1,0 +1,49 @@
+"""The Spark forms of ISO-instant parsing and printing (``instants.with_instant_ms``,
+``with_instant_text``) agree with the plain-Python ones on Druid's whole range of instants."""
+
+import random
+
+import pytest
+
+from segment_balancer.instants import format_instant_ms, parse_instant_ms, with_instant_ms, with_instant_text
+
+# Druid's Intervals.ETERNITY: JodaUtils.MIN_INSTANT = Long.MIN_VALUE / 2, MAX_INSTANT = Long.MAX_VALUE / 2.
+ETERNITY = [("-146136543-09-08T08:23:32.096Z", -(2 ** 62)), ("146140482-04-24T15:36:27.903Z", 2 ** 62 - 1)]
+
+
+def test_python_forms_print_and_read_druids_eternity():
+    for text, ms in ETERNITY:
+        assert parse_instant_ms(text) == ms and format_instant_ms(ms) == text
+
+
+def test_spark_forms_agree_with_python_over_the_whole_range(spark):
+    from pyspark.sql import functions as F
+
+    rng = random.Random(7458)
+    texts = [t for t, _ in ETERNITY] + [
+        "2013-01-01", "2013", "+2013-02", "0", "2012-12-31T03:30:00+02:30", "0000-01-01T00:00:00.000-05:50:36",
+        "2012-12-31T01:00:00.123456Z", " 2013-01-01T00:00:00Z ", "-0001-12-31T23:59:59.999Z", "9999-12-31T23:59:59.999Z",
+        "10000-01-01T00:00:00.000Z", "2000-02-29", "1900-02-29", "2012-13-01", "2013-02-29", "x", "2012-12-31T24:00", "",
+        "2012-12-31T01:00:00.000+24:00"]
+    millis = [ms for _, ms in ETERNITY] + [0, -1, 1, 86_399_999, -86_400_000]
+    millis += [rng.randint(-(2 ** 62), 2 ** 62 - 1) for _ in range(500)] + [rng.randint(-10 ** 13, 10 ** 13) for _ in range(500)]
+    texts += [format_instant_ms(ms) for ms in millis]
+
+    def python(text):
+        try:
+            return parse_instant_ms(text)
+        except ValueError:
+            return None
+
+    parsed = with_instant_ms(spark.createDataFrame([(t,) for t in texts], "t string"), F.col("t"), "ms").collect()
+    assert {r.t: r.ms for r in parsed} == {t: python(t) for t in texts}
+    printed = with_instant_text(spark.createDataFrame([(m,) for m in millis], "m long"), F.col("m"), "s").collect()
+    assert {r.m: r.s for r in printed} == {m: format_instant_ms(m) for m in millis}
+
+
+@pytest.mark.parametrize("text, expected", [("1900-02-29", None), ("2000-02-29", 951_782_400_000)])
+def test_leap_years(spark, text, expected):
+    from pyspark.sql import functions as F
+
+    row = with_instant_ms(spark.createDataFrame([(text,)], "t string"), F.col("t"), "ms").first()
+    assert row.ms == expected
