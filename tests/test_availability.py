@@ -117,6 +117,9 @@ def test_eternity_segment_is_read_and_its_costs_are_druids(spark, planned):
     assert ID["E"] == ("all_-146136543-09-08T08:23:32.096Z_146140482-04-24T15:36:27.903Z_2019-01-01T00:00:00.000Z")
     day_vs_eternity = 2 * 24 ** 2 / math.log(2)
     out = explain_segment(spark, base / "work", ID["E"])
+    assert (out["required"], out["waiting"], out["listed"]) == (1, None, True)
+    v1 = explain_segment(spark, base / "work", ID["V1"])
+    assert (v1["overshadowed"], v1["waiting"], v1["timeline"]["overshadowed_by"]) == (True, True, [ID["V2"]])
     (tier,) = out["tiers"]
     rows = {s["server"]: s for s in tier["servers"]}
     assert (tier["tier"], tier["target"], tier["b"]) == ("eternal", 1, 1)

@@ -81,6 +81,18 @@ def print_summary(plan: Path) -> None:
     console.print(table)
     before, after = summary["status_before"], summary["status_after"]
     console.print(f"unreplicated segments: {before['unreplicated']} before, {after['unreplicated']} once the plan succeeds")
+    deferred = summary.get("availability", {})
+    if deferred.get("deferred_drops"):
+        console.print(f"{deferred['deferred_drops']} drops of {deferred['deferred_segments']} segments wait for a later run: "
+                      "dropping now would leave fewer loaded replicas than required")
+    waiting = summary.get("overshadowed_waiting", {})
+    if waiting.get("segments"):
+        per = ", ".join(f"{ds} {v['segments']}" for ds, v in waiting["per_datasource"].items())
+        console.print(f"{waiting['segments']} overshadowed segments keep their replicas until what overshadows them is served ({per})")
+    unlisted = summary.get("unlisted", {})
+    if unlisted.get("segments"):
+        console.print(f"{unlisted['segments']} segments not in segments.jsonl (unused): "
+                      f"{unlisted['served_replicas']} served replicas dropped")
     for alert in summary["alerts"]:
         console.print(f"[yellow]alert[/yellow] {alert['kind']}: {alert['message']}")
 

@@ -1,5 +1,7 @@
 """``explain``: every candidate server's placement cost for one segment, its rank, whether it is in
-the top ``B``, and why it is ineligible if it is (ALGORITHM.md "Best servers")."""
+the top ``B``, and why it is ineligible if it is (ALGORITHM.md "Best servers"); the segment's
+``required`` loaded replicas and whether it waits for the segments that overshadow it
+(ALGORITHM.md "Availability", stage 12)."""
 
 from __future__ import annotations
 
@@ -43,6 +45,12 @@ def explain_segment(spark, work: Path, segment_id: str, tier: str | None = None)
     num_best = num_best_function(meta["config"])
     out = {"segment_id": segment_id, "idx": seg["idx"], "used": bool(seg["used"]), "overshadowed": bool(seg["overshadowed"]),
            "rule_kind": seg["rule_kind"], "size_bytes": int(seg["size_bytes"]),
+           # min(2, Σ tieredReplicants): loaded replicas stage 12 keeps (ALGORITHM.md "Availability")
+           "required": seg["required"],
+           # overshadowed, and kept: some overshadowing segment needs a replica and is served nowhere
+           "waiting": seg["waiting"],
+           # false: only server_segments.json / load_queues.json name it (unused, size unknown)
+           "listed": bool(seg["listed"]),
            "timeline": _timeline(spark, Path(work), seg), "tiers": []}
     for t in tiers:
         part = servers[servers["tier"] == t].copy()
