@@ -4,8 +4,8 @@ Python's ``datetime`` and Spark's timestamps stop short of Druid's ``ETERNITY``
 (``-146136543-09-08T08:23:32.096Z/146140482-04-24T15:36:27.903Z``, epoch ms ``[-2**62, 2**62 - 1)``),
 so the proleptic Gregorian arithmetic is done here on integers (H. Hinnant's civil-date algorithms),
 once in plain Python (:func:`parse_instant_ms`, :func:`format_instant_ms`: rules, queue entries,
-the importer) and once as Spark columns over int64 (:func:`instant_ms_column`,
-:func:`format_instant_column`: ``segments.jsonl``, millions of rows). Both accept the same text
+the importer) and once as Spark columns over int64 (:func:`with_instant_ms`,
+:func:`with_instant_text`: ``segments.jsonl``, millions of rows). Both accept the same text
 (:data:`INSTANT_PATTERN`) and give the same numbers.
 """
 
@@ -99,6 +99,14 @@ def format_instant_ms(ms: int) -> str:
 # ---- the same over Spark DataFrames (int64 arithmetic in the JVM; no Python round-trip per row) ----
 # Each step is its own projection over named columns: written as one nested Column, every reuse of
 # an intermediate value would copy its whole expression (code past the JVM's 64 KB method limit).
+# Instants as Druid prints them in years 1-9999 (nearly every row of a real snapshot) take Spark's
+# own timestamp parsing and printing; only the rest go through the regular expression and the civil
+# arithmetic (benchmarks/bench_read_segments.py: the full path alone is ~8x slower per row).
+
+# Druid's own print form (``DateTime.toString()`` in UTC) of years 1-9999.
+_CANONICAL = r"^\d{4}-\d{2}-\d{2}T\d{2}:\d{2}:\d{2}\.\d{3}Z$"
+# [0001-01-01T00:00:00.000Z, 10000-01-01T00:00:00.000Z): what Spark's timestamps print as Druid does.
+_SPARK_MIN_MS, _SPARK_END_MS = -62_135_596_800_000, 253_402_300_800_000
 
 def _steps(df, steps: list[tuple[str, object]], keep: str, prefix: str):
     """Apply ``(name, column)`` steps one projection each; keep ``keep``, drop the other ``prefix`` columns."""
@@ -126,10 +134,13 @@ def with_instant_ms(df, text, name: str):
     pattern = r"^\s*" + INSTANT_PATTERN + r"\s*$"
     fields = {"y": (1, 0), "mo": (2, 1), "d": (3, 1), "hh": (4, 0), "mi": (5, 0), "ss": (6, 0),
               "oh": (10, 0), "om": (11, 0), "os": (12, 0)}
-    steps: list = [(p + "t", text), (p + "ok", c("t").rlike(pattern))]
+    steps: list = [(p + "t", text),
+                   # Spark parses the form Druid prints (null where it is no valid date: full path)
+                   (p + "fast", F.when(c("t").rlike(_CANONICAL), F.unix_millis(F.try_to_timestamp(c("t"))))),
+                   (p + "ok", c("fast").isNull() & c("t").rlike(pattern))]
     steps += [(p + k, F.when(c("ok"), F.regexp_extract(c("t"), pattern, i))) for k, (i, _) in fields.items()]
-    steps += [(p + "frac", F.regexp_extract(c("t"), pattern, 7)), (p + "sign", F.regexp_extract(c("t"), pattern, 9)),
-              (p + "ofrac", F.regexp_extract(c("t"), pattern, 13))]
+    steps += [(p + k, F.when(c("ok"), F.regexp_extract(c("t"), pattern, i)).otherwise(""))
+              for k, i in (("frac", 7), ("sign", 9), ("ofrac", 13))]
     steps += [(p + k, F.when(c(k) == "", F.lit(default)).otherwise(c(k).cast("long"))) for k, (_, default) in fields.items()]
     steps += [(p + k, F.when(c(k) == "", F.lit(0)).otherwise(F.rpad(c(k), 3, "0").cast("long"))) for k in ("frac", "ofrac")]
     leap = ((F.pmod(c("y"), F.lit(4)) == 0) & (F.pmod(c("y"), F.lit(100)) != 0)) | (F.pmod(c("y"), F.lit(400)) == 0)
@@ -144,7 +155,7 @@ def with_instant_ms(df, text, name: str):
         (p + "doy", _floor_div(F.lit(153) * (c("mo") + F.when(c("mo") > 2, -3).otherwise(9)) + 2, 5) + c("d") - 1),
         (p + "doe", c("yoe") * 365 + _floor_div(c("yoe"), 4) - _floor_div(c("yoe"), 100) + c("doy")),
         (p + "days", c("era") * 146097 + c("doe") - 719468),
-        (name, F.when(c("valid"), c("days") * DAY_MS + ((c("hh") * 60 + c("mi")) * 60 + c("ss")) * 1000 + c("frac")
+        (name, F.when(c("fast").isNotNull(), c("fast")).when(c("valid"), c("days") * DAY_MS + ((c("hh") * 60 + c("mi")) * 60 + c("ss")) * 1000 + c("frac")
                       - F.when(c("sign") == "-", -1).otherwise(1)
                       * (c("oh") * 3_600_000 + c("om") * 60_000 + c("os") * 1000 + c("ofrac")))),
     ]
@@ -159,8 +170,13 @@ def with_instant_text(df, ms, name: str):
 
     p = f"__{name}_"
     c = lambda n: F.col(p + n)  # noqa: E731
+    # Spark prints years 1-9999 as Druid does, in the session's time zone: only when that is UTC.
+    utc = df.sparkSession.conf.get("spark.sql.session.timeZone") in ("UTC", "Etc/UTC", "GMT", "Z", "+00:00")
+    fast = (F.when((c("ms") >= _SPARK_MIN_MS) & (c("ms") < _SPARK_END_MS),
+                   F.date_format(F.timestamp_millis(c("ms")), "yyyy-MM-dd'T'HH:mm:ss.SSS'Z'")) if utc else F.lit(None))
     steps = [
         (p + "ms", ms),
+        (p + "fast", fast.cast("string")),
         (p + "rest", F.pmod(c("ms"), F.lit(DAY_MS))),
         # (ms - rest) is a multiple of a day but may exceed 2**53: divide exactly as decimals.
         (p + "z", ((c("ms") - c("rest")).cast("decimal(20,0)") / F.lit(DAY_MS).cast("decimal(20,0)")).cast("long") + 719468),
@@ -174,10 +190,10 @@ def with_instant_text(df, ms, name: str):
         (p + "month", F.when(c("mp") < 10, c("mp") + 3).otherwise(c("mp") - 9)),
         (p + "year", c("yoe") + c("era") * 400 + F.when(c("month") <= 2, 1).otherwise(0)),
         (p + "secs", _floor_div(c("rest"), 1000)),
-        (name, F.concat(
+        (name, F.when(c("fast").isNotNull(), c("fast")).otherwise(F.concat(
             F.when(c("year") < 0, "-").otherwise(""), F.format_string("%04d", F.abs(c("year"))),
             F.format_string("-%02d-%02dT%02d:%02d:%02d.%03dZ", c("month"), c("doy") - _floor_div(c("mp") * 153 + 2, 5) + 1,
                             _floor_div(c("secs"), 3600), F.pmod(_floor_div(c("secs"), 60), F.lit(60)),
-                            F.pmod(c("secs"), F.lit(60)), F.pmod(c("rest"), F.lit(1000))))),
+                            F.pmod(c("secs"), F.lit(60)), F.pmod(c("rest"), F.lit(1000)))))),
     ]
     return _steps(df, steps, name, p)
