@@ -10,7 +10,8 @@ import os
 import pytest
 
 from segment_balancer.importer import iso_to_ms, parse_interval, segment_id
-from segment_balancer.sample import ETERNITY, SNAPSHOTS_DIR, UNEXPORTED, build_druid_sample, generate_snapshot
+from segment_balancer.sample import (ETERNITY, SNAPSHOTS_DIR, UNEXPORTED, build_druid_sample, default_servers,
+                                     generate_snapshot, server_layout)
 
 FILES = {"segments.jsonl.gz", "servers.json", "server_segments.json", "load_queues.json",
          "rules.json", "coordinator_config.json", "snapshot.json"}
@@ -214,6 +215,21 @@ def test_generated_tiers_and_servers(snap):
     assert any(_current_size(s) >= 0.95 * s["max_size"] for s in snap["historicals"].values())
     assert any(_current_size(s) <= 0.8 * s["max_size"] for s in snap["historicals"].values()
                if _current_size(s) > 0)
+
+
+def test_generated_historicals_scale_with_the_cluster(snap):
+    """30 historicals by default (one per 5,000 segments, at least 30): 9 hot, 6 _default_tier,
+    15 cold with the added one; the 10th hot and the 15th cold of before are lost."""
+    assert (default_servers(20_000), default_servers(1_000_000)) == (30, 200)
+    layout = server_layout(30)
+    tiers = collections.Counter(t for _, t, _ in layout.present)
+    assert tiers == {"hot": 9, "cold": 15, "_default_tier": 6}
+    assert layout.lost == ("hist-hot-10", "hist-cold-15") and layout.added == "hist-cold-16"
+    assert {n[:-5] for n in snap["historicals"]} == {n for n, _, _ in layout.present}
+    assert not set(layout.lost) & {n[:-5] for n in snap["historicals"]}
+    assert snap["coordinator_config"]["maxSegmentsInNodeLoadingQueue"] == 500
+    with pytest.raises(ValueError, match="at least 12"):
+        server_layout(11)
 
 
 def test_generated_decommissioning_server_still_serves(snap):

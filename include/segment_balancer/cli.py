@@ -3,7 +3,7 @@
 ``python -m segment_balancer plan --snapshot DIR --out DIR [--config FILE.json] [--work DIR]``
 ``python -m segment_balancer explain --snapshot DIR --segment ID [--tier T] [--config FILE.json]``
 ``python -m segment_balancer summary PLAN_DIR``
-``python -m segment_balancer generate OUT_DIR [--seed N] [--segments N]``
+``python -m segment_balancer generate OUT_DIR [--seed N] [--segments N] [--servers N]``
 ``python -m segment_balancer import-sql SQL_FILE OUT_DIR``
 
 Exit codes: 0 success, 2 bad input (snapshot refused, plan failed validation), 1 anything else.
@@ -116,6 +116,7 @@ def _parser() -> argparse.ArgumentParser:
     gen.add_argument("out", type=Path)
     gen.add_argument("--seed", type=int, default=7458)
     gen.add_argument("--segments", type=int, default=20000)
+    gen.add_argument("--servers", type=int, help="historicals (default: segments / 5000, at least 30)")
     imp = sub.add_parser("import-sql", help="druid_segments SQL rows -> segments.jsonl.gz")
     imp.add_argument("sql", type=Path)
     imp.add_argument("out", type=Path)
@@ -135,7 +136,8 @@ def main(argv=None) -> int:
         elif args.command == "generate":
             from .sample import generate_snapshot
 
-            print(json.dumps(generate_snapshot(args.out, seed=args.seed, n_segments=args.segments), indent=2))
+            print(json.dumps(generate_snapshot(args.out, seed=args.seed, n_segments=args.segments,
+                                                             n_servers=args.servers), indent=2))
         elif args.command == "import-sql":
             from .importer import import_druid_segments_sql
 

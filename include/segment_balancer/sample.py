@@ -14,6 +14,8 @@ import gzip
 import json
 import os
 
+from typing import NamedTuple
+
 import numpy as np
 
 from .importer import (import_druid_segments_sql, iso_to_ms, ms_to_iso, segment_id,
@@ -145,11 +147,50 @@ DATASOURCES = {
     "audit_log": ("week", 156, "none", 50, "actor,action,target", "count"),
     "lookup_dim": ("month", 6, "none", 2, "key,value", "count"),
 }
-# (name, tier, priority); hist-cold-09 is lost before the snapshot, hist-cold-10 joins empty.
-HISTORY_SERVERS = ([(f"hist-hot-{i:02d}", "hot", 10) for i in range(1, 7)]
-                   + [(f"hist-cold-{i:02d}", "cold", 0) for i in range(1, 10)]
-                   + [(f"hist-default-{i:02d}", "_default_tier", 0) for i in range(1, 5)])
-LOST, ADDED, DECOMMISSIONING = "hist-cold-09", "hist-cold-10", "hist-default-04"
+DECOMMISSIONING = "hist-default-04"
+
+
+class Layout(NamedTuple):
+    """The historicals of a generated cluster (names ``hist-<tier>-NN``).
+
+    ``history``: ``(name, tier, priority)`` of every historical that held segments before the
+    snapshot; ``lost``: the two of them absent from the snapshot (the last hot and the last cold
+    one); ``added``: the cold historical that joined empty; ``decommissioning``: hist-default-04.
+    """
+
+    history: list[tuple[str, str, int]]
+    lost: tuple[str, str]
+    added: str
+    decommissioning: str = DECOMMISSIONING
+
+    @property
+    def present(self) -> list[tuple[str, str, int]]:
+        """The historicals of the snapshot, ``(name, tier, priority)``: history less the lost, plus the added."""
+        return [h for h in self.history if h[0] not in self.lost] + [(self.added, "cold", 0)]
+
+    def names(self, tier: str, live: bool = False) -> list[str]:
+        """Names of ``tier`` in history (``live``: less the lost and the decommissioning server)."""
+        return [n for n, t, _ in self.history if t == tier
+                and not (live and (n in self.lost or n == self.decommissioning))]
+
+
+def server_layout(n_servers: int) -> Layout:
+    """The historicals of a snapshot with ``n_servers`` of them: about 30 % ``hot`` (priority 10),
+    20 % ``_default_tier`` (at least 4), the rest ``cold`` (one of them added empty); one hot and
+    one cold historical lost before the snapshot.
+
+    Raises ``ValueError`` below 12 historicals.
+    """
+    if n_servers < 12:
+        raise ValueError(f"a generated cluster needs at least 12 historicals, not {n_servers}")
+    hot, default = max(3, round(0.3 * n_servers)), max(4, round(0.2 * n_servers))
+    cold = n_servers - hot - default  # present, with the added one; history: the lost one instead
+    history = ([(f"hist-hot-{i:02d}", "hot", 10) for i in range(1, hot + 2)]
+               + [(f"hist-cold-{i:02d}", "cold", 0) for i in range(1, cold + 1)]
+               + [(f"hist-default-{i:02d}", "_default_tier", 0) for i in range(1, default + 1)])
+    return Layout(history, (f"hist-hot-{hot + 1:02d}", f"hist-cold-{cold:02d}"), f"hist-cold-{cold + 1:02d}")
+
+
 # Druid's Intervals.ETERNITY, the interval of an ALL-granularity segment.
 ETERNITY = "-146136543-09-08T08:23:32.096Z/146140482-04-24T15:36:27.903Z"
 # A wikipedia hour killed (deleted from the metadata store) that two cold historicals still serve:
@@ -201,9 +242,13 @@ def _rule_for(rules: list[dict], start: int, end: int, now: int, skip_drops: boo
 def _make_segments(rng: np.random.Generator, now: int, n_segments: int) -> list[dict]:
     """The segments of every datasource: Druid ``DataSegment`` payloads plus bookkeeping keys
     (``_start``, ``_end``, ``_id``) removed before writing."""
-    fixed = 91 * 24 + 60 * 24 * 3 + (3 * 365 + 1 + 5) + 156 + 6
-    metrics_mean = max(1.0, (n_segments - fixed) / DATASOURCES["metrics"][1])
-    extra_mean = {"clickstream": 2.0, "metrics": metrics_mean - 1}
+    # wikipedia, orders (with six re-ingested days), audit_log, lookup_dim; clickstream hours and
+    # metrics days share the rest (more partitions as the cluster grows), clickstream at least 3 an hour.
+    fixed = 91 * 24 + (3 * 365 + 1 + 6) + 156 + 6
+    hours, days = DATASOURCES["clickstream"][1], DATASOURCES["metrics"][1]
+    click_mean = max(3.0, (n_segments - fixed) / 2 / hours)
+    metrics_mean = max(1.0, (n_segments - fixed - click_mean * hours) / days)
+    extra_mean = {"clickstream": click_mean - 1, "metrics": metrics_mean - 1}
     segments = []
     for ds, (gran, count, shard, median_mb, dims, metrics) in DATASOURCES.items():
         for start, end in _chunks(gran, count, now):
@@ -216,7 +261,6 @@ def _make_segments(rng: np.random.Generator, now: int, n_segments: int) -> list[
             if ds == "orders" and end >= now - 6 * DAY:  # re-ingested: the old version overshadowed
                 versions.append(now - 12 * HOUR + int(rng.integers(0, 2 * HOUR)))
             parts = 1 + int(rng.poisson(extra_mean[ds])) if ds in extra_mean else 1
-            parts = min(parts, 8) if ds == "clickstream" else parts
             for v_index, version in enumerate(versions):
                 sizes = rng.lognormal(np.log(median_mb * MB), 0.35, size=parts).astype(np.int64)
                 compacted = _minor_compaction(ds, start, end, now, parts)
@@ -315,13 +359,13 @@ class _Queues:
                     "segmentsToDrop": list(self.drops[s].values())} for s in sorted(self.loads)}
 
 
-def _assign(rng, segments, now) -> list[set]:
+def _assign(rng, segments, now, layout: Layout) -> list[set]:
     """Where each segment was loaded before this snapshot: its rule's replicas per tier (drop
     rules skipped, as before the segment aged out) on servers drawn without replacement with
     uneven per-server weights (so tiers are not perfectly balanced); broadcast segments on every
     server, the newest one on half of them only."""
     holders = [set() for _ in segments]
-    names = {t: [n for n, tier, _ in HISTORY_SERVERS if tier == t] for t in MAX_SIZE_HEADROOM}
+    names = {t: layout.names(t) for t in MAX_SIZE_HEADROOM}
     weights = {t: rng.uniform(0.75, 1.25, len(ns)) for t, ns in names.items()}
     wanted = {t: [] for t in names}
     for i, seg in enumerate(segments):
@@ -329,7 +373,7 @@ def _assign(rng, segments, now) -> list[set]:
         rule = _rule_for(rules, seg["_start"], seg["_end"], now - HOUR, skip_drops=True)
         rule = rule or [r for r in rules if r["type"].startswith("load")][-1]
         if rule["type"].startswith("broadcast"):
-            holders[i].update(n for n, _, _ in HISTORY_SERVERS)
+            holders[i].update(n for n, _, _ in layout.history)
         for tier, count in rule.get("tieredReplicants", {}).items():
             wanted[tier].append((i, count))
     for tier, items in wanted.items():
@@ -351,14 +395,12 @@ def _pick(rng, items: list, k: int) -> list:
     return [items[j] for j in sorted(rng.choice(len(items), k, replace=False).tolist())]
 
 
-def _perturb(rng, segments, holders, now, queues: _Queues) -> None:
+def _perturb(rng, segments, holders, now, queues: _Queues, layout: Layout) -> None:
     """The situations of a live cluster, applied in place (see ``generate_snapshot``)."""
     def ago(lo_min: float, hi_min: float) -> int:
         return now - int(rng.integers(int(lo_min * MINUTE), int(hi_min * MINUTE)))
 
-    hot = [n for n, t, _ in HISTORY_SERVERS if t == "hot"]
-    live_cold = [n for n, t, _ in HISTORY_SERVERS if t == "cold" and n != LOST]
-    default = [n for n, t, _ in HISTORY_SERVERS if t == "_default_tier" and n != DECOMMISSIONING]
+    hot, live_cold, default = (layout.names(t, live=True) for t in ("hot", "cold", "_default_tier"))
     def loadable(i: int) -> bool:  # used, not overshadowed, under a load rule now
         seg = segments[i]
         rules = GENERATED_RULES.get(seg["dataSource"], GENERATED_RULES["_default"])
@@ -366,11 +408,11 @@ def _perturb(rng, segments, holders, now, queues: _Queues) -> None:
         return seg["used"] and not seg.get("overshadowed") and rule["type"].startswith("load")
 
     current = [i for i in range(len(segments)) if loadable(i)]
-    # The lost server: its replicas are gone; the last run queued some loads, many now stale.
+    # The lost servers: their replicas are gone; the last run queued some loads, many now stale.
     only_lost = []
     for i, held in enumerate(holders):
-        if LOST in held:
-            held.discard(LOST)
+        if held & set(layout.lost):
+            held.difference_update(layout.lost)
             if not held and loadable(i):
                 only_lost.append(i)
     for k, i in enumerate(_pick(rng, only_lost, 60)):
@@ -388,12 +430,12 @@ def _perturb(rng, segments, holders, now, queues: _Queues) -> None:
     # A balancing move whose load finished: three hot replicas, six with the source's drop queued.
     for k, i in enumerate(_pick(rng, fully_hot, 10)):
         source = sorted(holders[i] & set(hot))[0]
-        holders[i].add(sorted(set(hot) - holders[i])[int(rng.integers(4))])
+        holders[i].add(sorted(set(hot) - holders[i])[int(rng.integers(len(hot) - 2))])
         if k < 6:
             queues.drop(source, segments[i]["_id"], ago(0.5, 3))
     # Balancing moves in flight.
     for i in _pick(rng, [i for i in fully_hot if len(holders[i] & set(hot)) == 2], 8):
-        dest = sorted(set(hot) - holders[i])[int(rng.integers(4))]
+        dest = sorted(set(hot) - holders[i])[int(rng.integers(len(hot) - 2))]
         queues.load(dest, segments[i]["_id"], "balancing", ago(1, 5))
     # An operator marked six hours of bad clickstream data unused; some drops already queued.
     bad_day = now // DAY * DAY - 45 * DAY
@@ -411,7 +453,7 @@ def _perturb(rng, segments, holders, now, queues: _Queues) -> None:
     for i in _pick(rng, aged, 5):
         queues.drop(sorted(holders[i])[0], segments[i]["_id"], ago(0.5, 2))
     # Decommissioning moves in flight off hist-default-04.
-    on_decom = [i for i in current if DECOMMISSIONING in holders[i]
+    on_decom = [i for i in current if layout.decommissioning in holders[i]
                 and segments[i]["dataSource"] != "lookup_dim"]
     for i in _pick(rng, on_decom, 12):
         dest = [n for n in default if n not in holders[i]]
@@ -421,7 +463,7 @@ def _perturb(rng, segments, holders, now, queues: _Queues) -> None:
     # The newest lookup_dim month: three of the servers without it have it queued (untyped).
     broadcast = [i for i, seg in enumerate(segments) if seg["dataSource"] == "lookup_dim"]
     newest = max(broadcast, key=lambda i: segments[i]["_end"])
-    missing = sorted({n for n, _, _ in HISTORY_SERVERS if n != LOST} - holders[newest])
+    missing = sorted({n for n, _, _ in layout.present if n != layout.added} - holders[newest])
     for server in _pick(rng, missing, 3):
         queues.load(server, segments[newest]["_id"], None, None)
 
@@ -446,11 +488,11 @@ def _real_cluster_cases(segments: list[dict], holders: list[set], now: int) -> N
     holders.append({"hist-default-01", DECOMMISSIONING})
 
 
-def _servers(holders, segments, queues: _Queues) -> list[dict]:
+def _servers(holders, segments, queues: _Queues, layout: Layout) -> list[dict]:
     """``sys.servers`` rows (``current_size`` = bytes served; one ``max_size`` per tier leaving
     ``MAX_SIZE_HEADROOM`` over the fullest server's served plus queued bytes, rounded up to a GiB)."""
     size_of = {s["_id"]: s["size"] for s in segments}
-    present = [(n, t, p) for n, t, p in HISTORY_SERVERS if n != LOST] + [(ADDED, "cold", 0)]
+    present = layout.present
     served = {f"{n}:8083": 0 for n, _, _ in present}
     for seg, held in zip(segments, holders):
         for name in held:
@@ -476,18 +518,25 @@ def _servers(holders, segments, queues: _Queues) -> list[dict]:
     return rows
 
 
-def generate_snapshot(out_dir: str, *, seed: int = 7458, n_segments: int = 20_000,
+def default_servers(n_segments: int) -> int:
+    """Historicals of a generated cluster of ``n_segments``: one per 5 000 segments, at least 30."""
+    return max(30, n_segments // 5000)
+
+
+def generate_snapshot(out_dir: str, *, seed: int = 7458, n_segments: int = 20_000, n_servers: int | None = None,
                       snapshot_time: str = "2026-11-01T00:00:00.000Z") -> dict:
     """Write a realistic, seeded snapshot of a Druid cluster to ``out_dir`` (created if needed).
 
     Deterministic: the same arguments give byte-identical files (numpy ``default_rng(seed)``,
-    gzip mtime 0). ``n_segments`` is approximate (about 7 800 segments are fixed; the ``metrics``
-    partition count absorbs the rest, at least one a day); ``snapshot_time`` is ISO-8601 and
-    should be hour-aligned. The cluster (sizes in bytes):
+    gzip mtime 0). ``n_segments`` is approximate (about 3 500 segments are fixed; the partition
+    counts of ``clickstream`` hours and ``metrics`` days absorb the rest, half each);
+    ``n_servers``: historicals in the snapshot (default :func:`default_servers`, at least 12; see
+    :func:`server_layout`); ``snapshot_time`` is ISO-8601 and should be hour-aligned. The cluster
+    (sizes in bytes):
 
     - Datasources: ``wikipedia`` hourly (91 days, 1 numbered partition, median 60 MB),
-      ``clickstream`` hourly (60 days, 1-8 numbered partitions, 200 MB), ``metrics`` daily
-      (368 days, ~(n_segments - 7 800) / 368 hashed partitions, 120 MB), ``orders`` daily
+      ``clickstream`` hourly (60 days, numbered partitions, at least 3 on average, 200 MB),
+      ``metrics`` daily (368 days, hashed partitions, 120 MB), ``orders`` daily
       (3 years, ``{"type": "none"}``, 400 MB; the last six days re-ingested, their old versions
       still used, ``"overshadowed": true`` and served), ``audit_log`` weekly (3 years, 50 MB, no
       rules of its own: ``_default``), ``lookup_dim`` monthly (6, broadcastForever, 2 MB). Sizes
@@ -498,10 +547,11 @@ def generate_snapshot(out_dir: str, *, seed: int = 7458, n_segments: int = 20_00
       cold:1 + _default_tier:1 or _default_tier:1; ``wikipedia`` ends with dropForever after P90D
       (its oldest day is past it, still served), ``metrics`` has dropBeforeByPeriod P365D (its
       oldest four days are past it, still served); ``_default`` loadForever _default_tier:2.
-    - Historicals (``sys.servers`` rows with ``current_size``): ``hot`` 6 (priority 10),
-      ``cold`` 9 (``hist-cold-10`` added and empty; ``hist-cold-09`` was lost and is absent,
-      leaving a few hundred segments unreplicated and more underreplicated), ``_default_tier`` 4
-      (``hist-default-04`` decommissioning, still serving); plus broker, coordinator and peon
+    - Historicals (``sys.servers`` rows with ``current_size``): ``hot`` ~30 % (priority 10),
+      ``_default_tier`` ~20 % (``hist-default-04`` decommissioning, still serving), ``cold`` the
+      rest (the last one added and empty); the last hot and the last cold historical of before
+      were lost and are absent, leaving a few hundred segments unreplicated and more
+      underreplicated (:func:`server_layout`); plus broker, coordinator and peon
       (``indexer-executor``) rows. Replicas were spread by weighted random choice (weights
       0.75-1.25 per server), so tiers are unbalanced; ``current_size`` = bytes served; one
       ``max_size`` per tier, the fullest cold server ~98 % full. Broadcast segments are on every
@@ -521,14 +571,15 @@ def generate_snapshot(out_dir: str, *, seed: int = 7458, n_segments: int = 20_00
     ``snapshot_time``.
     """
     now = iso_to_ms(snapshot_time)
+    layout = server_layout(default_servers(n_segments) if n_servers is None else n_servers)
     rng = np.random.default_rng(seed)
     segments = _make_segments(rng, now, n_segments)
-    holders = _assign(rng, segments, now)
-    present = [n for n, _, _ in HISTORY_SERVERS if n != LOST] + [ADDED]
+    holders = _assign(rng, segments, now, layout)
+    present = [n for n, _, _ in layout.present]
     queues = _Queues(present)
-    _perturb(rng, segments, holders, now, queues)
+    _perturb(rng, segments, holders, now, queues, layout)
     _real_cluster_cases(segments, holders, now)
-    servers = _servers(holders, segments, queues)
+    servers = _servers(holders, segments, queues, layout)
     os.makedirs(out_dir, exist_ok=True)
     rows = sorted([(f"{n}:8083", seg["_id"]) for seg, held in zip(segments, holders) for n in held]
                   + [(f"{n}:8083", UNEXPORTED[0]) for n in UNEXPORTED[1]])
@@ -544,7 +595,7 @@ def generate_snapshot(out_dir: str, *, seed: int = 7458, n_segments: int = 20_00
     write_json(os.path.join(out_dir, "coordinator_config.json"), {
         "millisToWaitBeforeDeleting": 900000, "maxSegmentsToMove": 100, "replicantLifetime": 15,
         "replicationThrottleLimit": 500, "balancerComputeThreads": 1,
-        "killDataSourceWhitelist": [], "maxSegmentsInNodeLoadingQueue": 100,
+        "killDataSourceWhitelist": [], "maxSegmentsInNodeLoadingQueue": 500,
         "decommissioningNodes": [f"{DECOMMISSIONING}:8083"],
         "decommissioningMaxPercentOfMaxSegmentsToMove": 70, "loadingMinPercent": 70,
         "segmentLoadingMaxSecondsBeforeAlerting": 900, "balancerRandomSeed": seed})
