@@ -100,11 +100,17 @@ def joint_cost(a_start_ms, a_end_ms, a_datasource, b_start_ms, b_end_ms, b_datas
         equals A's. No 45-day window is applied here (see ``placement_cost``). Each element is
         computed by the same float64 operations as Druid (longs converted to double first).
     """
+    same = np.asarray(b_datasource, dtype=object) == np.asarray(a_datasource, dtype=object)
+    return joint_cost_same(a_start_ms, a_end_ms, b_start_ms, b_end_ms, same)
+
+
+def joint_cost_same(a_start_ms, a_end_ms, b_start_ms, b_end_ms, same) -> np.ndarray:
+    """:func:`joint_cost` with the datasource comparison given: ``same`` (bool, broadcast) is True
+    where B's datasource is A's (the doubled weight). Same float64 operations, same values."""
     t0 = np.asarray(a_start_ms, dtype=np.int64).astype(np.float64)
     x1 = (np.asarray(a_end_ms, dtype=np.int64).astype(np.float64) - t0) / MILLIS_FACTOR
     y0 = (np.asarray(b_start_ms, dtype=np.int64).astype(np.float64) - t0) / MILLIS_FACTOR
     y1 = (np.asarray(b_end_ms, dtype=np.int64).astype(np.float64) - t0) / MILLIS_FACTOR
-    same = np.asarray(b_datasource, dtype=object) == np.asarray(a_datasource, dtype=object)
     return INV_LAMBDA_SQUARE * interval_cost(x1, y0, y1) * np.where(same, 2.0, 1.0)
 
 

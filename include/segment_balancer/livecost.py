@@ -32,7 +32,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from .cost import COST_WINDOW_MS, INV_LAMBDA_SQUARE, MILLIS_FACTOR, joint_cost
+from .cost import COST_WINDOW_MS, INV_LAMBDA_SQUARE, MILLIS_FACTOR, joint_cost_same
 
 
 @dataclass(frozen=True)
@@ -79,20 +79,39 @@ def _decay_factor(start_ms, end_ms) -> np.ndarray:
 
 class _InstantSums:
     """Per server, ``sum of weight * (1 - e^-len)`` of the projected keys at each distinct instant
-    (end instants for the intervals before a segment, start instants for those after)."""
+    (end instants for the intervals before a segment, start instants for those after).
 
-    def __init__(self, n_servers: int, instants: np.ndarray):
-        self.instants = instants  # int64, sorted, distinct
-        self.sums = np.zeros((n_servers, len(instants)), dtype=np.float64)
+    ``instants``: int64 (I,), sorted, distinct; ``sums``: float64 (I, S) (a window is one contiguous
+    block of rows); ``slot``: int64 (K,), the
+    slot of every key of ``keys`` (the end or start instant), -1 for keys not counted here;
+    ``lo``/``hi``: int64 (K,), every key's window of slots (ends in ``(a0 - 45 d, a0]``, or starts in
+    ``[a1, a1 + 45 d)``).
+    """
 
-    def add(self, server: int, slot: int, value: float) -> None:
-        self.sums[server, slot] += value
+    def __init__(self, n_servers: int, keys: IntervalKeys, mine: np.ndarray, ends: bool):
+        own = (keys.end_ms if ends else keys.start_ms)[mine]
+        self.instants = np.unique(own)
+        self.sums = np.zeros((len(self.instants), n_servers), dtype=np.float64)
+        self.slot = np.full(len(keys), -1, dtype=np.int64)
+        self.slot[mine] = np.searchsorted(self.instants, own)
+        # (eternity ± 45 days, ±2**62 ± 3.9e9 ms, stays far inside int64)
+        if ends:
+            lo_ms, hi_ms = keys.start_ms - COST_WINDOW_MS, keys.start_ms
+        else:
+            lo_ms, hi_ms = keys.end_ms, keys.end_ms + COST_WINDOW_MS
+        side = "right" if ends else "left"
+        self.lo = np.searchsorted(self.instants, lo_ms, side)
+        self.hi = np.searchsorted(self.instants, hi_ms, side)
+        self.ends = ends
 
-    def window(self, lo_ms: int, hi_ms: int, lo_open: bool) -> slice:
-        """Slots with instant in ``(lo, hi]`` (``lo_open``) or ``[lo, hi)``."""
-        if lo_open:
-            return slice(int(np.searchsorted(self.instants, lo_ms, "right")), int(np.searchsorted(self.instants, hi_ms, "right")))
-        return slice(int(np.searchsorted(self.instants, lo_ms, "left")), int(np.searchsorted(self.instants, hi_ms, "left")))
+    def weighted(self, key: int, a0: int, a1: int) -> np.ndarray:
+        """``sum over the key's window of e^(instant - a0) * sums`` (ends) or ``e^(a1 - instant) * sums`` (starts), (S,)."""
+        lo, hi = self.lo[key], self.hi[key]
+        if lo == hi:
+            return np.zeros(self.sums.shape[1])
+        instants = self.instants[lo:hi]
+        factor = np.exp(_scaled(instants - a0) if self.ends else _scaled(a1 - instants))
+        return factor @ self.sums[lo:hi]
 
 
 class TierCosts:
@@ -104,10 +123,14 @@ class TierCosts:
         n_servers: S, the tier's servers (indexed 0 … S-1 by the caller).
 
     ``add(server, key, +1/-1)`` is the one mutator (a load or a drop counts at once, ALGORITHM.md
-    "Projected state"). ``costs(key, holders)`` returns float64 (S,): Druid's placement cost of a
-    segment of ``key`` on every server, leaving the segment itself out on ``holders`` (servers that
-    serve or are loading it: the self joint cost is subtracted).
+    "Projected state"); ``add_many`` counts an initial state in bulk. ``costs(key, holders)``
+    returns float64 (S,): Druid's placement cost of a segment of ``key`` on every server, leaving
+    the segment itself out on ``holders`` (servers that serve or are loading it: the self joint
+    cost is subtracted). Everything that depends on the keys only (windows, the overlapping keys
+    and their pair costs) is computed once, here.
     """
+
+    SHORT_SPAN_MS = 31 * 86_400_000  # keys up to a month long are found by a range of start instants
 
     def __init__(self, keys: IntervalKeys, n_servers: int):
         self.keys = keys
@@ -115,26 +138,38 @@ class TierCosts:
         k = len(keys)
         self.counts = np.zeros((n_servers, k), dtype=np.int32)
         self._decay = _decay_factor(keys.start_ms, keys.end_ms)
-        self._ends = _InstantSums(n_servers, np.unique(keys.end_ms))
-        self._starts = _InstantSums(n_servers, np.unique(keys.start_ms))
-        self._end_slot = np.searchsorted(self._ends.instants, keys.end_ms)
-        self._start_slot = np.searchsorted(self._starts.instants, keys.start_ms)
+        everything = np.ones(k, dtype=bool)
+        self._sides = [_InstantSums(n_servers, keys, everything, ends) for ends in (True, False)]
         # per datasource: the same sums over that datasource's keys only (the doubled weight)
-        self._ds_ends, self._ds_starts, self._ds_end_slot, self._ds_start_slot = [], [], np.empty(k, np.int64), np.empty(k, np.int64)
-        for d in range(len(keys.datasources)):
-            mine = keys.datasource == d
-            ends, starts = _InstantSums(n_servers, np.unique(keys.end_ms[mine])), _InstantSums(n_servers, np.unique(keys.start_ms[mine]))
-            self._ds_end_slot[mine] = np.searchsorted(ends.instants, keys.end_ms[mine])
-            self._ds_start_slot[mine] = np.searchsorted(starts.instants, keys.start_ms[mine])
-            self._ds_ends.append(ends)
-            self._ds_starts.append(starts)
-        # keys by start, for the overlapping ones: short keys found by a start range, long ones always checked
-        self._short_span_ms = 31 * 86_400_000
-        length = keys.end_ms - keys.start_ms
-        self._long = np.flatnonzero(length > self._short_span_ms)
-        short = np.flatnonzero(length <= self._short_span_ms)
-        self._short = short[np.argsort(keys.start_ms[short], kind="stable")]
-        self._short_starts = keys.start_ms[self._short]
+        self._ds_sides = [[_InstantSums(n_servers, keys, keys.datasource == d, ends) for ends in (True, False)]
+                          for d in range(len(keys.datasources))]
+        self._overlap_csr()
+
+    def _overlap_csr(self) -> None:
+        """Per key, the keys whose interval overlaps it (Joda ``overlaps``: ``b0 < a1 and b1 > a0``)
+        and the joint cost of the pair (:func:`.cost.joint_cost_same`), as CSR arrays."""
+        k = self.keys
+        length = k.end_ms - k.start_ms
+        long_keys = np.flatnonzero(length > self.SHORT_SPAN_MS)
+        short = np.flatnonzero(length <= self.SHORT_SPAN_MS)
+        short = short[np.argsort(k.start_ms[short], kind="stable")]
+        short_starts = k.start_ms[short]
+        lo = np.searchsorted(short_starts, k.start_ms - self.SHORT_SPAN_MS, "left")
+        hi = np.searchsorted(short_starts, k.end_ms, "left")
+        lists = []
+        for key in range(len(k)):
+            cand = np.concatenate([short[lo[key]:hi[key]], long_keys])
+            lists.append(cand[(k.start_ms[cand] < k.end_ms[key]) & (k.end_ms[cand] > k.start_ms[key])])
+        sizes = np.array([len(x) for x in lists], dtype=np.int64)
+        self._offsets = np.concatenate([[0], np.cumsum(sizes)])
+        self._over = np.concatenate(lists) if lists else np.zeros(0, np.int64)
+        a = np.repeat(np.arange(len(k)), sizes)
+        self._pair = joint_cost_same(k.start_ms[a], k.end_ms[a], k.start_ms[self._over], k.end_ms[self._over],
+                                     k.datasource[a] == k.datasource[self._over])
+        self._pair[k.end_ms[a] == k.start_ms[a]] = 0.0
+        self._self_pos = np.full(len(k), -1, dtype=np.int64)
+        mine = np.flatnonzero(self._over == a)
+        self._self_pos[a[mine]] = mine - self._offsets[a[mine]]
 
     def add(self, server: int, key: int, delta: int) -> None:
         """Count ``delta`` (+1 a load or a served replica, -1 a drop) segments of ``key`` on ``server``.
@@ -145,59 +180,37 @@ class TierCosts:
             raise ValueError(f"server {server} has no projected segment of key {key} to drop")
         self.counts[server, key] += delta
         value = delta * self._decay[key]
-        d = self.keys.datasource[key]
-        self._ends.add(server, self._end_slot[key], value)
-        self._starts.add(server, self._start_slot[key], value)
-        self._ds_ends[d].add(server, self._ds_end_slot[key], value)
-        self._ds_starts[d].add(server, self._ds_start_slot[key], value)
+        for side in self._sides + self._ds_sides[self.keys.datasource[key]]:
+            side.sums[side.slot[key], server] += value
 
     def add_many(self, servers: np.ndarray, keys: np.ndarray) -> None:
         """Count one segment of ``keys[i]`` on ``servers[i]`` for every i (the initial state), in bulk."""
         servers, keys = np.asarray(servers, np.int64), np.asarray(keys, np.int64)
         np.add.at(self.counts, (servers, keys), 1)
         value = self._decay[keys]
-        np.add.at(self._ends.sums, (servers, self._end_slot[keys]), value)
-        np.add.at(self._starts.sums, (servers, self._start_slot[keys]), value)
-        for d in np.unique(self.keys.datasource[keys]):
-            mine = self.keys.datasource[keys] == d
-            np.add.at(self._ds_ends[d].sums, (servers[mine], self._ds_end_slot[keys[mine]]), value[mine])
-            np.add.at(self._ds_starts[d].sums, (servers[mine], self._ds_start_slot[keys[mine]]), value[mine])
-
-    def _overlapping(self, a0: int, a1: int) -> np.ndarray:
-        """Keys whose interval overlaps ``[a0, a1)`` (Joda ``overlaps``: ``b0 < a1 and b1 > a0``)."""
-        lo = int(np.searchsorted(self._short_starts, a0 - self._short_span_ms, "left"))
-        hi = int(np.searchsorted(self._short_starts, a1, "left"))
-        cand = np.concatenate([self._short[lo:hi], self._long])
-        k = self.keys
-        return cand[(k.start_ms[cand] < a1) & (k.end_ms[cand] > a0)]
-
-    def _side(self, sums: _InstantSums, a0: int, a1: int, before: bool) -> np.ndarray:
-        if before:  # ends in (a0 - 45 d, a0]: e^(b1 - a0)
-            window = sums.window(a0 - COST_WINDOW_MS, a0, lo_open=True)
-            factor = np.exp(_scaled(sums.instants[window] - a0))
-        else:  # starts in [a1, a1 + 45 d): e^(a1 - b0)
-            window = sums.window(a1, a1 + COST_WINDOW_MS, lo_open=False)
-            factor = np.exp(_scaled(a1 - sums.instants[window]))
-        return sums.sums[:, window] @ factor
+        for side in self._sides:
+            np.add.at(side.sums, (side.slot[keys], servers), value)
+        ds = self.keys.datasource[keys]
+        for d in np.unique(ds):
+            mine = ds == d
+            for side in self._ds_sides[d]:
+                np.add.at(side.sums, (side.slot[keys[mine]], servers[mine]), value[mine])
 
     def costs(self, key: int, holders: np.ndarray | None = None) -> np.ndarray:
-        """Placement cost (float64, Druid's units) of a segment of ``key`` on every server.
+        """Placement cost (float64 (S,), Druid's units) of a segment of ``key`` on every server.
 
         ``holders``: bool (S,) or None, servers whose projection already contains this segment; its
         self joint cost is left out there. Zero-length segments cost 0 everywhere (Druid).
         """
         k = self.keys
-        a0, a1, d = int(k.start_ms[key]), int(k.end_ms[key]), int(k.datasource[key])
+        a0, a1 = int(k.start_ms[key]), int(k.end_ms[key])
         if a1 == a0:
             return np.zeros(self.n_servers)
-        disjoint = (self._side(self._ends, a0, a1, True) + self._side(self._ds_ends[d], a0, a1, True)
-                    + self._side(self._starts, a0, a1, False) + self._side(self._ds_starts[d], a0, a1, False))
-        disjoint *= self._decay[key]
-        over = self._overlapping(a0, a1)
-        pair = joint_cost(a0, a1, k.datasources[d], k.start_ms[over], k.end_ms[over],
-                          np.asarray(k.datasources, dtype=object)[k.datasource[over]])
-        counts = self.counts[:, over].astype(np.float64)
-        if holders is not None:
-            self_col = np.flatnonzero(over == key)
-            counts[np.asarray(holders, bool), self_col] -= 1.0
-        return INV_LAMBDA_SQUARE * disjoint + counts @ pair
+        disjoint = np.zeros(self.n_servers)
+        for side in self._sides + self._ds_sides[k.datasource[key]]:
+            disjoint = disjoint + side.weighted(key, a0, a1)
+        lo, hi = self._offsets[key], self._offsets[key + 1]
+        counts = self.counts[:, self._over[lo:hi]].astype(np.float64)
+        if holders is not None and self._self_pos[key] >= 0:
+            counts[np.asarray(holders, bool), self._self_pos[key]] -= 1.0
+        return (INV_LAMBDA_SQUARE * self._decay[key]) * disjoint + counts @ self._pair[lo:hi]
