@@ -69,7 +69,8 @@ def run_plan(snapshot: Path, timeout: float) -> dict:
         events.mkdir()
         conf.mkdir()
         (conf / "spark-defaults.conf").write_text(
-            f"spark.eventLog.enabled true\nspark.eventLog.dir file://{events}\n")
+            f"spark.eventLog.enabled true\nspark.eventLog.dir file://{events}\n"
+            "spark.eventLog.compress false\nspark.eventLog.rolling.enabled false\n")
         env = dict(os.environ, SPARK_CONF_DIR=str(conf))
         work, out = tmp / "work", tmp / "plan"
         cmd = [sys.executable, "-m", "segment_balancer", "plan", "--snapshot", str(snapshot), "--out", str(out),
@@ -95,7 +96,7 @@ def run_plan(snapshot: Path, timeout: float) -> dict:
         timings_path = work / "timings.json"
         timings = json.loads(timings_path.read_text()) if timings_path.exists() else {}
         jobs = sum(line.count('"Event":"SparkListenerJobStart"')
-                   for log in events.iterdir() for line in open(log, errors="replace"))
+                   for log in events.rglob("*") if log.is_file() for line in open(log, errors="replace"))
         ops = json.loads((out / "summary.json").read_text())["operations"] if finished else None
         return {"wall": wall, "finished": finished, "peak_rss": peak, "apps": {k: v["seconds"] for k, v in timings.items()},
                 "ops": ops, "jobs": jobs}

@@ -113,3 +113,63 @@ def test_unknown_segment_in_server_segments(spark, tmp_path):
     err = refused(spark, snapshot_with(tmp_path, edit_server_segments=edit), tmp_path)
     assert err.file == "server_segments.json" and err.row == 7
     assert "segment nope_2013 is not in segments.jsonl and is not a Druid segment id" in err.problem
+
+
+# ---------------------------------------------------------------- replica file layouts
+
+
+def _rows_by_layout(spark, tmp_path, layout: str, edit=None):
+    """``read_server_segments`` of the druid_sample replicas written as ``layout``: ``compact``
+    (a one-line JSON array), ``per_line`` (``[`` / one object per line / ``]``), ``pretty``
+    (``json.dumps(indent=2)``), ``jsonl`` or ``jsonl.gz`` (Druid SQL objectLines)."""
+    from segment_balancer.snapshot.segments import read_server_segments
+
+    snap = tmp_path / layout
+    shutil.copytree(SAMPLE, snap)
+    rows = json.loads((snap / "server_segments.json").read_text())
+    rows = edit(rows) if edit else rows
+    (snap / "server_segments.json").unlink()
+    if layout == "compact":
+        (snap / "server_segments.json").write_text(json.dumps(rows))
+    elif layout == "per_line":
+        (snap / "server_segments.json").write_text("[\n" + ",\n".join(json.dumps(r) for r in rows) + "\n]\n")
+    elif layout == "pretty":
+        (snap / "server_segments.json").write_text(json.dumps(rows, indent=2))
+    else:
+        text = "".join(json.dumps(r) + "\n" for r in rows)
+        if layout == "jsonl":
+            (snap / "server_segments.jsonl").write_text(text)
+        else:
+            with gzip.open(snap / "server_segments.jsonl.gz", "wt") as out:
+                out.write(text)
+    servers = json.loads((SAMPLE / "servers.json").read_text())
+    historicals = {s["server"] for s in servers if s["server_type"] == "historical"}
+    return read_server_segments(spark, snap, historicals, {s["server"] for s in servers})
+
+
+@pytest.mark.parametrize("layout", ["compact", "per_line", "pretty", "jsonl", "jsonl.gz"])
+def test_every_replica_file_layout_gives_the_same_rows(spark, tmp_path, layout):
+    rows = json.loads((SAMPLE / "server_segments.json").read_text())
+    got = _rows_by_layout(spark, tmp_path, layout).orderBy("row").collect()
+    first = 1 if layout.startswith("jsonl") else 0  # a line (1-based) or an array index (0-based)
+    assert [(r["row"], r["server"], r["segment_id"]) for r in got] == [
+        (i + first, r["server"], r["segment_id"]) for i, r in enumerate(rows)]
+
+
+@pytest.mark.parametrize("layout, where", [("per_line", "server_segments.json row 3"),
+                                           ("compact", "server_segments.json row 3"),
+                                           ("jsonl", "server_segments.jsonl line 4")])
+def test_bad_replica_row_is_named_in_every_layout(spark, tmp_path, layout, where):
+    def edit(rows):
+        rows[3]["server"] = "hist-nowhere:8083"
+        return rows
+
+    with pytest.raises(SnapshotError) as info:
+        _rows_by_layout(spark, tmp_path, layout, edit)
+    assert str(info.value).startswith(f"{where}: unknown server hist-nowhere:8083")
+
+
+def test_a_line_that_is_no_json_object_is_named(spark, tmp_path):
+    with pytest.raises(SnapshotError) as info:
+        _rows_by_layout(spark, tmp_path, "jsonl", lambda rows: rows[:2] + ["not json"] + rows[2:])
+    assert str(info.value) == "server_segments.jsonl line 3: not valid JSON"

@@ -1,4 +1,4 @@
-"""Reads ``segments.jsonl[.gz]`` and ``server_segments.json`` with Spark, and validates them.
+"""Reads ``segments.jsonl[.gz]`` and ``server_segments.json`` (or ``.jsonl[.gz]``) with Spark, and validates them.
 
 The files may hold millions of rows, so they are parsed and checked by Spark jobs; only the first
 few bad rows come back to the driver, to name them in a :class:`SnapshotError`.
@@ -10,6 +10,7 @@ from pathlib import Path
 
 from ..instants import with_instant_ms, with_instant_text
 from .errors import SnapshotError
+from .lines import numbered_lines, with_row_numbers
 
 SEGMENT_JSON_SCHEMA = (
     "dataSource string, interval string, version string, size long, "
@@ -27,11 +28,12 @@ def segments_path(snapshot: Path) -> Path:
     raise SnapshotError("segments.jsonl", None, "file is missing (segments.jsonl or segments.jsonl.gz)")
 
 
-def _more(word: str, rows) -> str:
-    """`` (also line 7: …; line 9: …)`` for the further bad rows, or nothing."""
+def _more(word: str, rows, key: str | None = None) -> str:
+    """`` (also line 7: …; line 9: …)`` for the further bad rows (their number in column ``key``,
+    by default ``word``'s), or nothing."""
     if not rows:
         return ""
-    key = "line" if word == "line" else "row"
+    key = key or ("line" if word == "line" else "row")
     return " (also " + "; ".join(f"{word} {r[key]}: {r['problem']}" for r in rows) + ")"
 
 
@@ -53,8 +55,7 @@ def read_segments(spark, snapshot: Path):
     from pyspark.sql import functions as F
 
     path = segments_path(snapshot)
-    lines = spark.read.text(str(path)).rdd.zipWithIndex().map(lambda p: (p[1] + 1, p[0][0]))
-    raw = spark.createDataFrame(lines, "line long, text string")
+    raw = numbered_lines(spark, path)
     parsed = raw.filter(F.trim("text") != "").select(
         "line", F.from_json("text", SEGMENT_JSON_SCHEMA, {"mode": "PERMISSIVE"}).alias("j"), "text"
     )
@@ -110,23 +111,71 @@ def read_segments(spark, snapshot: Path):
     return df
 
 
-def read_server_segments(spark, snapshot: Path, historicals: set[str], known_servers: set[str]):
-    """``server_segments.json`` rows on historical servers as DataFrame (``row`` long, ``server``,
-    ``segment_id``).
+SERVER_SEGMENTS_FILES = ("server_segments.jsonl.gz", "server_segments.jsonl", "server_segments.json")
 
-    Rows on known non-historical servers (brokers, peons, realtime) are skipped. A segment missing
-    from ``segments.jsonl`` is accepted: it is a replica of an unused segment (see
-    :func:`unlisted_segments`). Raises :class:`SnapshotError` (row = 0-based array position) for an
-    unknown server, a missing field or a duplicate (server, segment) row.
+
+def server_segments_path(snapshot: Path) -> Path:
+    """The snapshot's replica file, the first of :data:`SERVER_SEGMENTS_FILES` present; raises
+    :class:`SnapshotError` if none is."""
+    for name in SERVER_SEGMENTS_FILES:
+        if (snapshot / name).exists():
+            return snapshot / name
+    raise SnapshotError("server_segments.json", None, "file is missing (server_segments.json, or .jsonl[.gz])")
+
+
+def _array_one_object_per_line(path: Path) -> bool:
+    """Whether the JSON array ``path`` is laid out ``[`` / one object per line / ``]`` (how the
+    generator and ``jq -c`` write it), so that its lines can be read in parallel."""
+    with open(path, "rb") as handle:
+        head = [handle.readline().strip() for _ in range(2)]
+    return head[0] == b"[" and (head[1].startswith(b"{") and head[1].rstrip(b",").endswith(b"}") or head[1] == b"]")
+
+
+def _replica_rows(spark, path: Path):
+    """(``row`` long, ``server``, ``segment_id``, ``corrupt``) of the replica file, and the word that
+    names a row in errors: ``line`` (1-based) for JSON lines, ``row`` (0-based array index) for an
+    array. Lines and arrays of one object per line are parsed in parallel; any other array (one
+    line, or pretty-printed) by Spark's multi-line JSON reader, in one task."""
+    from pyspark.sql import functions as F
+
+    schema = "server string, segment_id string, _corrupt_record string"
+    if path.name.endswith((".jsonl", ".jsonl.gz")):
+        lines = numbered_lines(spark, path).filter(F.trim("text") != "")
+        parsed, word = lines.select(F.col("line").alias("row"), "text"), "line"
+    elif _array_one_object_per_line(path):
+        lines = spark.read.text(str(path)).withColumnRenamed("value", "text").filter(~F.trim("text").isin("[", "]", ""))
+        parsed = with_row_numbers(lines, "row", first=0).select("row", F.regexp_replace(F.trim("text"), ",$", "").alias("text"))
+        word = "row"
+    else:
+        raw = spark.read.option("multiLine", True).schema(schema).json(str(path))
+        rows = with_row_numbers(raw.coalesce(1), "row", first=0)
+        return rows.select("row", "server", "segment_id", F.col("_corrupt_record").alias("corrupt")), "row"
+    j = F.from_json("text", schema, {"mode": "PERMISSIVE", "columnNameOfCorruptRecord": "_corrupt_record"})
+    parsed = parsed.select("row", j.alias("j"), "text")
+    # a line that is valid JSON but no object (a number, a list) has no fields: corrupt too
+    corrupt = F.when(F.col("j._corrupt_record").isNotNull() | ~F.trim("text").startswith("{"), F.col("text"))
+    return parsed.select("row", F.col("j.server").alias("server"), F.col("j.segment_id").alias("segment_id"),
+                         corrupt.alias("corrupt")), word
+
+
+_KIND = {"line": "line", "row": "index"}  # SnapshotError.row_kind of each word
+
+
+def read_server_segments(spark, snapshot: Path, historicals: set[str], known_servers: set[str]):
+    """The replica file's rows on historical servers as DataFrame (``row`` long, ``server``,
+    ``segment_id``); rows of known non-historical servers (peons, brokers) are dropped.
+
+    The file is ``server_segments.jsonl[.gz]`` (Druid SQL ``resultFormat: objectLines`` of
+    ``sys.server_segments``; ``row`` = its line, 1-based) or ``server_segments.json`` (a JSON array;
+    ``row`` = the array index, 0-based). A segment id that ``segments.jsonl`` lacks is accepted
+    (an unused segment: :func:`unlisted_segments`). Raises :class:`SnapshotError` naming the file
+    and row of the first bad row: invalid JSON, an unknown server, a missing field or a duplicate
+    (server, segment) row.
     """
     from pyspark.sql import functions as F
 
-    path = snapshot / "server_segments.json"
-    if not path.exists():
-        raise SnapshotError(path.name, None, "file is missing")
-    raw = spark.read.option("multiLine", True).schema("server string, segment_id string, _corrupt_record string").json(str(path))
-    rows = spark.createDataFrame(raw.rdd.zipWithIndex().map(lambda p: (p[1], p[0]["server"], p[0]["segment_id"], p[0]["_corrupt_record"])),
-                                 "row long, server string, segment_id string, corrupt string")
+    path = server_segments_path(snapshot)
+    rows, word = _replica_rows(spark, path)
     known = spark.createDataFrame([(s, s in historicals) for s in sorted(known_servers)], "server string, historical boolean")
     checked = rows.join(F.broadcast(known), "server", "left")
     problem = (
@@ -136,11 +185,12 @@ def read_server_segments(spark, snapshot: Path, historicals: set[str], known_ser
     )
     bad = checked.select("row", problem.alias("problem")).filter(F.col("problem").isNotNull()).orderBy("row").limit(5).collect()
     if bad:
-        raise SnapshotError(path.name, bad[0]["row"], bad[0]["problem"] + _more("row", bad[1:]))
+        raise SnapshotError(path.name, bad[0]["row"], bad[0]["problem"] + _more(word, bad[1:], key="row"), _KIND[word])
     served = checked.filter("historical").select("row", "server", "segment_id")
     dup = served.groupBy("server", "segment_id").agg(F.min("row").alias("first"), F.max("row").alias("row"), F.count("*").alias("n")).filter("n > 1").orderBy("row").limit(1).collect()
     if dup:
-        raise SnapshotError(path.name, dup[0]["row"], f"duplicate row: {dup[0]['server']} already serves {dup[0]['segment_id']} (row {dup[0]['first']})")
+        raise SnapshotError(path.name, dup[0]["row"],
+                            f"duplicate row: {dup[0]['server']} already serves {dup[0]['segment_id']} ({word} {dup[0]['first']})", _KIND[word])
     return served
 
 

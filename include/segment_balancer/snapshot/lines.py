@@ -1,0 +1,39 @@
+"""Text files as numbered lines, in the JVM and in parallel (no Python round trip per row).
+
+A bad row must be named by its line, so every reader numbers its rows. ``RDD.zipWithIndex`` from
+PySpark sends every row through a Python worker; here the numbering is done as Spark itself does
+it for ``zipWithIndex``: each row's position inside its partition (``monotonically_increasing_id``
+keeps it in the low 33 bits) plus the row count of the partitions before it (one small job that
+counts rows per partition). The partitions of one text file follow the file's byte order, so the
+numbers are the file's line numbers.
+"""
+
+from __future__ import annotations
+
+
+def with_row_numbers(df, name: str, first: int = 1):
+    """``df`` plus a long column ``name``: consecutive numbers from ``first`` in partition order
+    (for a frame read from one file and only filtered since, the file order).
+
+    Runs one Spark job (rows per partition); the returned frame is lazily evaluated like ``df``.
+    """
+    from pyspark.sql import functions as F
+
+    tagged = df.withColumn("__part", F.spark_partition_id()).withColumn("__mono", F.monotonically_increasing_id())
+    counts = sorted((r[0], r[1]) for r in tagged.groupBy("__part").count().collect())
+    offsets, total = [], first
+    for part, n in counts:
+        offsets.append((part, total))
+        total += n
+    spark = df.sparkSession
+    table = spark.createDataFrame(offsets or [(0, first)], "__part int, __offset long")
+    position = F.col("__mono").bitwiseAND(F.lit((1 << 33) - 1))
+    return (tagged.join(F.broadcast(table), "__part", "left")
+            .withColumn(name, F.col("__offset") + position)
+            .drop("__part", "__mono", "__offset"))
+
+
+def numbered_lines(spark, path, first: int = 1):
+    """The lines of the text file ``path`` (gzip read by Spark) as (``line`` long from ``first``, ``text``)."""
+    raw = spark.read.text(str(path)).withColumnRenamed("value", "text")
+    return with_row_numbers(raw, "line", first).select("line", "text")
