@@ -273,15 +273,17 @@ def druid_placement_cluster():
     return segments, np.array(server_of)
 
 
-@pytest.mark.parametrize(
-    "which, expected",
-    [
-        (0, [5191.500804, 8691.392080, 6418.467818]),  # daySegments.get(0)
-        (100, [301935.940609, 301935.940606, 304333.677669]),  # monthSegments.get(0)
-        (200, [8468764.380437, 12098919.896931, 14501440.169452]),  # yearSegments.get(0)
-        (None, [1.1534173737329768e7, 1.6340633534241956e7, 1.9026400521582970e7]),  # ALL
-    ],
-)
+# Druid's testComputePlacementCost: (index of the placed segment in druid_placement_cluster, or
+# None for an ALL-granularity segment; its cost on servers 0, 1, 2).
+DRUID_PLACEMENT_COSTS = [
+    (0, [5191.500804, 8691.392080, 6418.467818]),  # daySegments.get(0)
+    (100, [301935.940609, 301935.940606, 304333.677669]),  # monthSegments.get(0)
+    (200, [8468764.380437, 12098919.896931, 14501440.169452]),  # yearSegments.get(0)
+    (None, [1.1534173737329768e7, 1.6340633534241956e7, 1.9026400521582970e7]),  # ALL
+]
+
+
+@pytest.mark.parametrize("which, expected", DRUID_PLACEMENT_COSTS)
 def test_placement_cost_druid_values(which, expected):
     segments, server_of = druid_placement_cluster()
     seg = (ETERNITY_START_MS, ETERNITY_END_MS) if which is None else segments[which]

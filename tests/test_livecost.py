@@ -8,7 +8,7 @@ import pytest
 from segment_balancer.cost import COST_WINDOW_MS, ETERNITY_END_MS, ETERNITY_START_MS, joint_cost, placement_cost
 from segment_balancer.livecost import IntervalKeys, TierCosts
 
-from test_cost import druid_placement_cluster
+from test_cost import DRUID_PLACEMENT_COSTS, druid_placement_cluster
 
 HOUR, DAY = 3_600_000, 86_400_000
 T0 = 1_640_995_200_000  # 2022-01-01
@@ -19,15 +19,7 @@ def _tier(datasource, start, end, n_servers):
     return keys, key_of, TierCosts(keys, n_servers)
 
 
-@pytest.mark.parametrize(
-    "which, expected",
-    [
-        (0, [5191.500804, 8691.392080, 6418.467818]),  # daySegments.get(0)
-        (100, [301935.940609, 301935.940606, 304333.677669]),  # monthSegments.get(0)
-        (200, [8468764.380437, 12098919.896931, 14501440.169452]),  # yearSegments.get(0)
-        (None, [1.1534173737329768e7, 1.6340633534241956e7, 1.9026400521582970e7]),  # ALL
-    ],
-)
+@pytest.mark.parametrize("which, expected", DRUID_PLACEMENT_COSTS)
 def test_druid_compute_placement_cost_values(which, expected):
     """Druid's CostBalancerStrategyTest.testComputePlacementCost: the segment is on one of the three
     servers, whose self cost is subtracted (``holders``)."""
