@@ -18,7 +18,7 @@ import pytest
 from segment_balancer.cost import (
     ETERNITY_END_MS,
     ETERNITY_START_MS,
-    drop_order,
+    drop_key,
     exact_sum,
     interval_cost,
     joint_cost,
@@ -305,7 +305,8 @@ def test_rank_servers_ties():
     costs = {"a": 2.0, "b": 1.0, "c": 1.0, "d": 2.0, "e": 0.0}
     available = {"a": 10, "b": 20, "c": 10, "d": 10, "e": 0}
     assert rank_servers(costs, available) == ["e", "b", "c", "a", "d"]
-    assert drop_order(costs, available) == ["d", "a", "c", "b", "e"]
+    # Dropping is the ranking reversed.
+    assert sorted(costs, key=lambda n: drop_key(costs[n], available[n], n)) == ["d", "a", "c", "b", "e"]
     assert rank_key(1.0, 5, "x") < rank_key(1.0, 4, "a") < rank_key(1.0, 4, "b") < rank_key(1.5, 99, "a")
 
 

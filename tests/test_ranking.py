@@ -1,4 +1,5 @@
-"""Tests of segment_balancer.ranking: the Spark start-of-run ranking and its plain-Python twin."""
+"""Tests of segment_balancer.ranking: the pair-by-pair ranking of one segment (``explain``), and the
+hand example and random clusters that ``test_runstate`` checks the live ranking against."""
 
 from __future__ import annotations
 
@@ -9,7 +10,7 @@ import pandas as pd
 import pytest
 
 from segment_balancer.cost import ETERNITY_END_MS, ETERNITY_START_MS
-from segment_balancer.ranking import RANKINGS_SCHEMA, rank_one, start_of_run_rankings
+from segment_balancer.ranking import rank_one
 
 HOUR = 3_600_000
 DAY = 24 * HOUR
@@ -51,7 +52,6 @@ SERVERS = [  # (server, tier, available_bytes, decommissioning)
     ("c2", "cold", 10, True),
     ("e1", "empty", 10, True),
 ]
-PAIRS = [(1, "hot"), (2, "hot"), (1, "cold"), (1, "empty")]
 
 EXPECTED = {
     # X on hot: s1, s2, s3 tie on C_SAME_DAY (s1 without X itself): more bytes first (s3 300, s2 200,
@@ -62,22 +62,6 @@ EXPECTED = {
     (1, "cold"): (["c1"], [C_NEXT_DAY_OTHER_DS]),
     (1, "empty"): ([], []),
 }
-
-
-def frames(spark, segments, projected, servers, pairs):
-    seg_rows = {i: segments[i] for i in segments}
-    pairs_df = spark.createDataFrame(
-        [(i, tier, *seg_rows[i]) for i, tier in pairs],
-        "idx long, tier string, datasource string, start_ms long, end_ms long",
-    )
-    projected_df = spark.createDataFrame(
-        [(server, tier, i, *seg_rows[i]) for server, tier, i in projected],
-        "server string, tier string, idx long, datasource string, start_ms long, end_ms long",
-    )
-    servers_df = spark.createDataFrame(
-        servers, "server string, tier string, available_bytes long, decommissioning boolean"
-    )
-    return pairs_df, projected_df, servers_df
 
 
 def plain_rank(segments, projected, servers, idx, tier):
@@ -119,20 +103,6 @@ def test_rank_one_for_a_segment_outside_the_used_set():
     assert costs == pytest.approx([0.0, 0.0, C_SAME_DAY, C_SAME_DAY, 2 * C_SAME_DAY], rel=1e-12)
 
 
-def test_spark_rankings_hand_example(spark):
-    pairs_df, projected_df, servers_df = frames(spark, SEGMENTS, PROJECTED, SERVERS, PAIRS)
-    result = start_of_run_rankings(pairs_df, projected_df, servers_df)
-    assert result.schema.simpleString() == spark.createDataFrame([], RANKINGS_SCHEMA).schema.simpleString()
-    rows = {(r.idx, r.tier): (list(r.servers), list(r.costs)) for r in result.collect()}
-    assert set(rows) == set(EXPECTED)
-    for key, (servers, costs) in EXPECTED.items():
-        assert rows[key][0] == servers, key
-        assert rows[key][1] == pytest.approx(costs, rel=1e-12), key
-        # Bit-identical to the plain-Python path.
-        assert rows[key] == plain_rank(SEGMENTS, PROJECTED, SERVERS, *key), key
-    assert rows[(1, "hot")][1][2] == rows[(1, "hot")][1][3] == rows[(1, "hot")][1][4]  # exact ties
-
-
 def random_cluster(seed: int):
     rng = random.Random(seed)
     segments = {}
@@ -151,53 +121,4 @@ def random_cluster(seed: int):
     for i in segments:
         for server, _, _, _ in rng.sample(servers, rng.choice([0, 1, 2, 3])):
             projected.append((server, "hot", i))
-    pairs = [(i, "hot") for i in segments]
-    return segments, projected, servers, pairs
-
-
-def test_spark_agrees_with_rank_one_random(spark):
-    segments, projected, servers, pairs = random_cluster(11)
-    pairs_df, projected_df, servers_df = frames(spark, segments, projected, servers, pairs)
-    # Narrow buckets (many buckets per interval, eternity clamped) must give the same answer.
-    for bucket_days in (90, 7):
-        result = start_of_run_rankings(pairs_df, projected_df, servers_df, bucket_days=bucket_days)
-        rows = {(r.idx, r.tier): (list(r.servers), list(r.costs)) for r in result.collect()}
-        assert len(rows) == len(pairs)
-        for key in pairs:
-            assert rows[key] == plain_rank(segments, projected, servers, *key), (bucket_days, key)
-            assert "h4" not in rows[key][0]  # decommissioning
-
-
-def test_bucket_days_validated(spark):
-    pairs_df, projected_df, servers_df = frames(spark, SEGMENTS, PROJECTED, SERVERS, PAIRS)
-    with pytest.raises(ValueError, match="bucket_days"):
-        start_of_run_rankings(pairs_df, projected_df, servers_df, bucket_days=0)
-
-
-def test_chunk_costs_batches_straddling_chunks():
-    """The mapInPandas body gives the same per-chunk table however the sorted rows are batched."""
-    import numpy as np
-
-    from segment_balancer.ranking import _chunk_costs_batches
-
-    rows = []
-    for c in range(3):  # chunks: days T, T+1d, T+2d of datasource "a"
-        for p in range(4):  # projected days around them, datasource "a" or "b"
-            rows.append(("hot", "a", T + c * DAY, T + (c + 1) * DAY, "ab"[p % 2], T + p * DAY,
-                         T + (p + 1) * DAY, np.array(["s1", "s2"]), np.array([p + 1, 1])))
-    sorted_rows = pd.DataFrame(rows, columns=["tier", "datasource", "start_ms", "end_ms", "p_datasource",
-                                              "p_start_ms", "p_end_ms", "p_servers", "p_counts"])
-
-    def table(batch_size):
-        batches = [sorted_rows.iloc[i : i + batch_size] for i in range(0, len(sorted_rows), batch_size)]
-        out = pd.concat(list(_chunk_costs_batches(iter(batches))), ignore_index=True)
-        return [tuple(map(repr, r)) for r in out.itertuples(index=False)]
-
-    whole = table(len(sorted_rows))
-    assert len(whole) == 3  # one row per chunk
-    for size in (1, 3, 5):
-        assert table(size) == whole
-    # Chunk T on s1: own interval (a, [T, T+1d)) is projected once -> excl = full - self term.
-    first = pd.concat(list(_chunk_costs_batches(iter([sorted_rows]))), ignore_index=True).iloc[0]
-    assert list(first["cost_servers"]) == ["s1", "s2"]
-    assert first["excl"][0] == pytest.approx(first["full"][0] - C_SAME_DAY, rel=1e-12)
+    return segments, projected, servers

@@ -146,7 +146,7 @@ def _check_dependencies(plan: Plan, deps: list[tuple[tuple, tuple]]):
 # Scenario A: unreplicated segments, primary tier, capacity fallback to a non-primary tier,
 # broadcast, drop rule, unused segment, unknown tier alert. Default B function, M = 500.
 #
-# Servers (curr = sizes held): hot (priority 10): h1 {b1, j1} max 10000; h2 {b1} 50/200 (avail 150);
+# Servers (curr = sizes held): hot (priority 10): h1 {b1, j1} max 10000; h2 {b1} 50/140 (avail 90);
 # h3 {} 0/160 (avail 160). _default_tier (priority 0): d1 {b1, j1, u1} max 10000; d2 {b1} 50/10000
 # (avail 9950); d3 {} 0/10000.
 # Segments: a1 ds 03-10/11 (100), a2 ds 03-09/10 (100) served nowhere, rule ds = {hot:1,
@@ -154,17 +154,22 @@ def _check_dependencies(plan: Plan, deps: list[tuple[tuple, tuple]]):
 # h1, d1. b1 bc 2015 (broadcastForever, 50) on h1, h2, d1, d2. u1 ds 2018 unused, on d1.
 #
 # Index: a1 (end 03-11) = 0, j1 = 1 (end 03-10, id "junk..." > "ds..."), a2 = 2, b1 = 3.
-# Ranking hot (a1, a2): h1 costs > 0 (j1 within 45 d); h2, h3 cost 0 (b1 is 5 years away);
-# h3 (avail 160) before h2 (avail 150). B = 1 + floor(log 3 / log 5) = 1 -> top B = {h3}.
-# Ranking _default_tier: d1 > 0 (j1); d3 (avail 10000) before d2 (9950); B = 2 -> {d3, d2}.
-# Stage 1: primary tier = hot (priority 10). a1 -> h3 (100 <= 160). a2: h3 would hold 200 > 160
-#   (capacity) and is the only top-B server -> next tier _default_tier -> best of {d3, d2}: d3.
+# Segments are ranked when stage 1 first visits them, in every tier with a target, against the
+# state with every load before them (ALGORITHM.md "When a segment is ranked").
+# a1, hot: h1 costs > 0 (j1 within 45 d); h2, h3 cost 0 (b1 is 5 years away); h3 (avail 160)
+#   before h2 (avail 90). B = 1 + floor(log 3 / log 5) = 1 -> top B = {h3}.
+# a1, _default_tier: d1 > 0 (j1); d3 (avail 10000) before d2 (9950); B = 2 -> {d3, d2}.
+# Stage 1: primary tier = hot (priority 10). a1 -> h3 (100 <= 160).
+# a2, hot, ranked after a1's load: h3 now projects a1 (the next day, same datasource: cost > 0),
+#   h1 holds j1: only h2 costs 0 -> top B = {h2}; h2 has 90 bytes free < 100 (capacity) -> next
+#   tier. a2, _default_tier: a1 is not there yet -> {d3, d2} as for a1 -> d3.
+#   (Ranked once at the start of the run, a2's top B in hot would have been {h3}, as for a1.)
 #   Groups: a1 ToBecomeFullyReplicated[hot], ToBecomeUnderreplicated[_default_tier];
 #   a2 ToBecomeUnderreplicated[_default_tier] (target 2 > 1) and ToBecomeUnderreplicated[hot].
 # Stage 2: b1 missing on h3 (100 + 50 = 150 <= 160) and d3 -> loads.
-# Stage 4: a1 _default_tier: d3 then d2 (best first). a2 hot: h3 has 150 + 100 > 160 -> none;
-#   a2 _default_tier: count 1 (d3) -> d2.
-# Stages 6, 8 retry a2 in hot: capacity still fails. Stages 7/11: no segment fully/under-replicated
+# Stage 4 reuses stage 1's top B: a1 _default_tier: d3 then d2 (best first). a2 hot: {h2}, no room
+#   -> none; a2 _default_tier: count 1 (d3) -> d2.
+# Stages 6, 8 retry a2 in hot with the same top B {h2}: capacity still fails. Stages 7/11: no segment fully/under-replicated
 #   at the start of the run -> nothing to balance.
 # Stage 12: j1 (drop rule) dropped from h1 and d1; u1 (unused) dropped from d1.
 

@@ -15,29 +15,30 @@ from . import groups as G
 from .engine.state import split_group_name
 from .io import _aside, replace_path, write_json_atomic, write_parquet_atomic
 from .run import OPS_COLUMNS, Run
-from .status import current_replicas, replicated_status, tier_state
 
 PLAN_OPS_COLUMNS = [c for c in OPS_COLUMNS if c != "idx"]
 
 
-def end_assignment(run: Run):
-    """The projected end state: (``segment_id``, ``server``, ``tier``) once every op succeeded."""
+def end_assignment(run: Run, state=None):
+    """(``segment_id``, ``server``, ``tier``) of every replica the run state holds: served with
+    no drop, or loading. ``state``: the run state (default: the final one, the projected end
+    state once every op succeeded)."""
+    state = run.state() if state is None else state
+    return (state.filter("kind = 'replica' and (served or load_type is not null) and not dropping")
+            .select("segment_id", "server", "tier"))
+
+
+def status_counts(run: Run, state) -> dict:
+    """Replicated used segments per tier by status (``under``/``full``/``over``) and unreplicated,
+    in the run state ``state``."""
+    from pyspark.sql import Window
     from pyspark.sql import functions as F
 
-    ops = run.ops()
-    cur = current_replicas(run.table("replicas"), ops).filter("holds")
-    used = cur.join(run.table("segments").select("idx", "segment_id"), "idx").select("segment_id", "server", "tier")
-    unused = run.table("replicas").filter(F.col("idx").isNull() & ((F.col("served") & ~F.col("queued_drop")) | F.col("queued_load")))
-    if ops is not None:
-        unused = unused.join(ops.filter("action = 'DROP'").select("segment_id", "server"), ["segment_id", "server"], "left_anti")
-    return used.unionByName(unused.select("segment_id", "server", "tier"))
+    from .steps import _tier_tally
 
-
-def status_counts(run: Run, ops) -> dict:
-    """Replicated used segments per tier by status (``under``/``full``/``over``) and unreplicated."""
-    from pyspark.sql import functions as F
-
-    st = replicated_status(run.table("segments"), run.table("targets"), tier_state(current_replicas(run.table("replicas"), ops), run.servers_df()))
+    w = Window.partitionBy("idx")
+    st = (_tier_tally(state).withColumn("total_target", F.sum("target").over(w))
+          .withColumn("total_count", F.sum("count").over(w)).filter("target > 0 or count > 0"))
     unrep = st.filter("total_target > 0 and total_count = 0").select("idx").distinct().count()
     per = (st.filter("not (total_target > 0 and total_count = 0)")
            .select("tier", F.when(F.col("count") < F.col("target"), "underreplicated")
@@ -76,6 +77,7 @@ def assemble(run: Run, groups, snapshot: Path) -> Path:
     spark = run.spark
     if ops is None:
         ops = spark.createDataFrame([], "op_id long, stage int, action string, queue_type string, idx long, segment_id string, datasource string, tier string, server string, size_bytes long, depends_on long, reason string")
+    start = run.state(initial=True)
     ops_plan = ops.orderBy("op_id").select(*PLAN_OPS_COLUMNS)
     write_parquet_atomic(ops_plan.coalesce(1), tmp / "operations.parquet")
     _flatten(tmp / "operations.parquet")
@@ -98,11 +100,11 @@ def assemble(run: Run, groups, snapshot: Path) -> Path:
         "moves": int(ops.filter(F.col("depends_on").isNotNull()).count()),
         "by_stage_tier_action": by_stage,
         "by_reason": by_reason,
-        "status_before": status_counts(run, None),
-        "status_after": status_counts(run, ops),
+        "status_before": status_counts(run, start),
+        "status_after": status_counts(run, run.state()),
         "groups_before": run.meta.get("status_counts", {}),
         "groups_after": {g["name"]: g["count"] for g in final_groups},
-        "balance_before": balance(run, end_assignment_start(run)),
+        "balance_before": balance(run, end_assignment(run, start)),
         "balance_after": balance(run, assignment),
         "timeline": run.meta.get("timeline", {}),
         "availability": availability(run),
@@ -125,14 +127,6 @@ def availability(run: Run) -> dict:
     return {"deferred_drops": sum(f["deferred_drops"] for f in facts),
             "deferred_segments": sum(f["deferred_segments"] for f in facts),
             "deferred_examples": sorted(x for f in facts for x in f.get("deferred_examples", []))[:5]}
-
-
-def end_assignment_start(run: Run):
-    """The start state in the shape of :func:`end_assignment` (served without drop, or loading)."""
-    from pyspark.sql import functions as F
-
-    rep = run.table("replicas").filter((F.col("served") & ~F.col("queued_drop")) | F.col("queued_load"))
-    return rep.select("segment_id", "server", "tier")
 
 
 def _flatten(path: Path) -> None:

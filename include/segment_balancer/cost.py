@@ -234,9 +234,25 @@ def rank_servers(costs: Mapping[str, float], available: Mapping[str, int]) -> li
     return sorted(costs, key=lambda s: rank_key(costs[s], available[s], s))
 
 
-def drop_order(costs: Mapping[str, float], available: Mapping[str, int]) -> list[str]:
-    """Servers in the order to drop from: the exact reverse of ``rank_servers``.
+class _Desc(str):
+    """A string that sorts in reverse order ('larger name first')."""
 
-    Highest cost first, then fewer available bytes, then the larger name. Raises as ``rank_servers``.
+    def __lt__(self, other):  # type: ignore[override]
+        return str.__gt__(self, other)
+
+    def __gt__(self, other):  # type: ignore[override]
+        return str.__lt__(self, other)
+
+
+def drop_key(cost: float, available_bytes: int, server: str, decommissioning: bool = False) -> tuple:
+    """Sort key of the server to drop from first: the reverse of :func:`rank_key` (highest
+    placement cost, then fewer available bytes, then the larger name), with decommissioning
+    servers first when ``decommissioning`` is given (stage 12). Comparable across tiers
+    (ALGORITHM.md "Best servers", "Moves and callbacks", stage 12).
+
+    Raises:
+        ValueError: if ``cost`` is NaN.
     """
-    return rank_servers(costs, available)[::-1]
+    if math.isnan(cost):
+        raise ValueError(f"placement cost of server {server!r} is NaN")
+    return (not decommissioning, -float(cost), int(available_bytes), _Desc(server))

@@ -44,3 +44,12 @@ def write_parquet_atomic(frame, path: Path) -> None:
     else:
         frame.to_parquet(tmp, index=False)
     replace_path(tmp, path)
+
+
+def write_partitioned_atomic(frame, path: Path, column: str) -> None:
+    """Write a Spark DataFrame to ``path`` as parquet partitioned by ``column``, atomically."""
+    path = Path(path)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    tmp = _aside(path)
+    frame.write.mode("overwrite").partitionBy(column).parquet(str(tmp))
+    replace_path(tmp, path)

@@ -1,5 +1,5 @@
 """Stage 0 ``prepare``: the snapshot as tables, the used-segment index, targets, replication status,
-the initial segment groups and the start-of-run placement-cost ranking.
+the initial segment groups and the run state (``WORK/state/00_prepare``).
 
 Everything over segments and replicas runs as Spark jobs; the driver holds only per-server,
 per-tier and per-rule data, and the group bitmaps.
@@ -14,7 +14,7 @@ import logging
 from pathlib import Path
 
 from . import groups as G
-from .io import write_json_atomic, write_parquet_atomic
+from .io import write_json_atomic, write_parquet_atomic, write_partitioned_atomic
 from .rules import rule_index_for
 from .snapshot import loader
 from .snapshot.errors import SnapshotError
@@ -157,17 +157,13 @@ def prepare(spark, snapshot: Path, work: Path, overrides: dict | None = None) ->
     write_parquet_atomic(targets, prepared / "targets.parquet")
     targets = spark.read.parquet(str(prepared / "targets.parquet"))
 
-    from .status import initial_groups, ranking_pairs, start_projection
+    from .runstate import INITIAL_STATE_DIR, initial_state
+    from .status import initial_groups
 
     groups, counts = initial_groups(spark, segments, replicas, targets, servers_pdf)
-    from .ranking import start_of_run_rankings
-
-    pairs = ranking_pairs(spark, groups, segments, targets, replicas)
-    projected = start_projection(replicas, segments)
-    avail = servers_pdf.assign(available_bytes=servers_pdf.max_size - servers_pdf.projected_size,
-                               decommissioning=False)[["server", "tier", "available_bytes", "decommissioning"]]
-    rankings = start_of_run_rankings(pairs, projected, spark.createDataFrame(avail))
-    write_parquet_atomic(rankings, prepared / "rankings.parquet")
+    # The run state every stage reads and writes (no start-of-run ranking: a segment is ranked in
+    # a tier when a stage first considers it there, ALGORITHM.md "Best servers").
+    write_partitioned_atomic(initial_state(segments, replicas, targets, servers_pdf, spark), work / INITIAL_STATE_DIR, "tier")
 
     meta = {
         "snapshot_id": smeta.snapshot_id,

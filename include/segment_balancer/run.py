@@ -13,16 +13,26 @@ from pathlib import Path
 
 import pandas as pd
 
-from .engine.state import QUEUE_TYPES, ServerHolder, StageLimit
-from .io import write_json_atomic, write_parquet_atomic
+from .engine.state import StageLimit
+from .io import write_json_atomic, write_parquet_atomic, write_partitioned_atomic
+from .runstate import INITIAL_STATE_DIR, STATE_FIELDS, STATE_SCHEMA
 
 log = logging.getLogger(__name__)
 
-KERNEL_SCHEMA = (
-    "kind string, action string, queue_type string, idx long, segment_id string, datasource string, "
-    "tier string, server string, size_bytes long, reason string, dep_server string, "
-    "o1 long, o2 string, o3 double, `group` string"
-)
+OUT_FIELDS = STATE_FIELDS + [
+    ("action", "string"), ("queue_type", "string"), ("reason", "string"), ("dep_server", "string"),
+    ("o1", "long"), ("o2", "string"), ("o3", "double"), ("group", "string"),
+    ("count", "int"), ("loaded", "int"), ("servers", "array<string>"), ("costs", "array<double>"),
+    ("available", "array<long>"), ("decommissioning", "array<boolean>"),
+]
+"""What a stage kernel returns to Spark, one ``kind`` per row: ``segment``/``replica`` (the tier's
+new state, ``STATE_COLUMNS``), ``op`` (an operation: ``action``, ``queue_type``, ``reason``,
+``dep_server``, and ``o1, o2, o3`` that sort the ops of one step into scheduling order across
+tasks), ``member`` (``idx`` joins ``group``), ``deferred`` (``o1`` drops of ``idx`` deferred by the
+availability rule) and ``over``/``candidates`` (stage-3 callback and stage-12 inputs: ``count``,
+``loaded``, ``servers`` with ``costs``, ``available`` bytes and ``decommissioning``)."""
+OUT_COLUMNS = [n for n, _ in OUT_FIELDS]
+OUT_SCHEMA = ", ".join(f"`{n}` {t}" for n, t in OUT_FIELDS)
 OPS_COLUMNS = ["op_id", "stage", "action", "queue_type", "idx", "segment_id", "datasource", "tier",
                "server", "size_bytes", "depends_on", "reason"]
 
@@ -43,22 +53,30 @@ def stage_limit_entry(limit) -> dict:
     return {"queue_type": None if counted in (None, "all") else counted, "limit": limit.cap, "total": limit.total_cap}
 
 
-def sink_frame(sink) -> pd.DataFrame:
-    """The ops and memberships of an :class:`OpSink` as one pandas frame of ``KERNEL_SCHEMA``."""
+def out_frame(sink, state_rows: pd.DataFrame | None = None, extra: list[dict] | None = None) -> pd.DataFrame:
+    """One pandas frame of ``OUT_COLUMNS``: the ops, memberships and deferred drops of ``sink``,
+    the new state rows and ``extra`` rows (``over``/``candidates``)."""
     rows = [{"kind": "op", "action": o.action, "queue_type": o.queue_type, "idx": o.idx,
              "segment_id": o.segment_id, "datasource": o.datasource, "tier": o.tier, "server": o.server,
              "size_bytes": o.size_bytes, "reason": o.reason, "dep_server": o.dep_server,
-             "o1": int(o.order[0]), "o2": str(o.order[1]), "o3": float(o.order[2]), "group": None}
+             "o1": int(o.order[0]), "o2": str(o.order[1]), "o3": float(o.order[2])}
             for o in sink.ops]
-    rows += [{"kind": "member", "idx": idx, "group": g, "size_bytes": 0, "o1": 0, "o2": "", "o3": 0.0}
-             for idx, g in sink.members]
-    rows += [{"kind": "deferred", "idx": idx, "segment_id": sid, "group": None, "size_bytes": 0, "o1": n, "o2": "", "o3": 0.0}
-             for idx, sid, n in sink.deferred]
-    cols = ["kind", "action", "queue_type", "idx", "segment_id", "datasource", "tier", "server", "size_bytes",
-            "reason", "dep_server", "o1", "o2", "o3", "group"]
-    frame = pd.DataFrame(rows, columns=cols)
-    frame = frame.astype({"idx": "int64", "o1": "int64", "o3": "float64", "size_bytes": "int64"})
-    strings = [c for c in cols if c not in ("idx", "o1", "o3", "size_bytes")]
+    rows += [{"kind": "member", "idx": idx, "group": g} for idx, g in sink.members]
+    rows += [{"kind": "deferred", "idx": idx, "segment_id": sid, "o1": n} for idx, sid, n in sink.deferred]
+    rows += extra or []
+    frame = pd.DataFrame(rows, columns=OUT_COLUMNS)
+    if state_rows is not None and len(state_rows):
+        state = state_rows.reindex(columns=OUT_COLUMNS)
+        frame = pd.concat([frame, state], ignore_index=True) if len(frame) else state
+    for col in ("idx", "start_ms", "end_ms", "size_bytes", "o1"):
+        frame[col] = frame[col].fillna(0).astype("int64") if col != "idx" else frame[col].astype("int64")
+    frame["o3"] = frame["o3"].astype("float64")
+    for col in ("target", "tier_pos", "required", "count", "loaded"):
+        frame[col] = frame[col].astype("Int32")
+    for col in ("served", "dropping"):
+        frame[col] = frame[col].astype("boolean")
+    strings = ["tier", "kind", "segment_id", "datasource", "server", "load_type", "rule_kind", "topb", "action",
+               "queue_type", "reason", "dep_server", "o2", "group", "servers", "costs", "available", "decommissioning"]
     frame[strings] = frame[strings].astype(object).where(frame[strings].notna(), None)
     return frame
 
@@ -85,9 +103,6 @@ class Run:
             self._tables[name] = self.spark.read.parquet(str(self.prepared / f"{name}.parquet"))
         return self._tables[name]
 
-    def servers_df(self):
-        return self.spark.createDataFrame(self.servers_pdf)
-
     @property
     def config(self) -> dict:
         return self.meta["config"]
@@ -97,8 +112,6 @@ class Run:
 
     def num_best(self):
         """``B(numServersInTier, targetReplicants)``: clamp(floor(f), target, servers)."""
-        
-
         return num_best_function(self.config)
 
     # ---- op log -------------------------------------------------------------------------------
@@ -131,46 +144,25 @@ class Run:
             return None
         return self.spark.read.parquet(*[str(self.work / "ops" / f) for f in files])
 
-    def server_holders(self) -> dict[str, ServerHolder]:
-        """Every historical server with its projected size and loads per type, after all ops so far.
+    # ---- run state ----------------------------------------------------------------------------
+    def state_path(self) -> Path:
+        """The directory of the current run state (the last step's, or ``prepare``'s)."""
+        steps = [st for st in self.manifest()["steps"] if st.get("state")]
+        return self.work / (steps[-1]["state"] if steps else INITIAL_STATE_DIR)
 
-        Per-server aggregates only: the driver never sees per-segment rows.
-        """
-        from pyspark.sql import functions as F
+    def state(self, initial: bool = False):
+        """The current run state (Spark DataFrame of ``runstate.STATE_COLUMNS``); with ``initial``,
+        the state at the start of the run."""
+        path = self.work / INITIAL_STATE_DIR if initial else self.state_path()
+        return self.spark.read.schema(STATE_SCHEMA).parquet(str(path))
 
-        replicas = self.table("replicas")
-        queued = replicas.filter("queued_load").select("server", "queue_type", "segment_id")
-        sized = queued.join(self.table("segments").select("segment_id", "size_bytes"), "segment_id").select(
-            "server", "queue_type", "size_bytes")
-        ops = self.ops()
-        sized = sized.withColumn("scheduled", F.lit(False))
-        if ops is not None:
-            sized = sized.unionByName(ops.filter("action = 'LOAD'").select(
-                "server", "queue_type", "size_bytes", F.lit(True).alias("scheduled")))
-        agg = sized.groupBy("server", "queue_type", "scheduled").agg(
-            F.count("size_bytes").alias("n"), F.sum("size_bytes").alias("bytes")).collect()
-        loads: dict = {}
-        ops_bytes: dict = {}
-        for r in agg:
-            loads.setdefault(r["server"], {}).setdefault(r["queue_type"], 0)
-            loads[r["server"]][r["queue_type"]] += int(r["n"])
-            if r["scheduled"]:
-                ops_bytes[r["server"]] = ops_bytes.get(r["server"], 0) + int(r["bytes"] or 0)
-        out = {}
-        for row in self.servers_pdf.to_dict("records"):
-            counts = loads.get(row["server"], {})
-            out[row["server"]] = ServerHolder(
-                server=row["server"], tier=row["tier"], max_size=int(row["max_size"]),
-                projected_size=int(row["projected_size"]) + int(ops_bytes.get(row["server"], 0) or 0),
-                decommissioning=bool(row["decommissioning"]), priority=int(row["priority"]),
-                loads={t: int(counts.get(t, 0) or 0) for t in QUEUE_TYPES})
-        return out
-
-    def write_ops(self, stage: int, step: str, kernel_out, facts: dict | None = None) -> int:
+    def write_ops(self, stage: int, step: str, kernel_out, facts: dict | None = None, state=None) -> int:
         """Give the ops of one step their global ``op_id`` (in ``o1, o2, o3`` order), resolve
         ``depends_on`` and append them to the op log. ``facts``: counts the step reports (e.g.
-        deferred drops), kept with the step in the manifest for the summary. Returns the number of
-        ops written."""
+        deferred drops), kept with the step in the manifest for the summary. ``state``: the run
+        state after the step (Spark DataFrame of ``STATE_COLUMNS``), written to
+        ``WORK/state/NN_step`` partitioned by tier; None keeps the current one. Returns the number
+        of ops written."""
         from pyspark.sql import Window
         from pyspark.sql import functions as F
 
@@ -186,9 +178,13 @@ class Run:
         name = f"stage_{stage:02d}_{step}.parquet"
         write_parquet_atomic(final.coalesce(1), self.work / "ops" / name)
         n = self.spark.read.parquet(str(self.work / "ops" / name)).count()
+        entry = {"stage": stage, "step": step, "ops": n, **({"facts": facts} if facts else {})}
+        if state is not None:
+            entry["state"] = f"state/{stage:02d}_{step}"
+            write_partitioned_atomic(state, self.work / entry["state"], "tier")
         manifest["files"].append(name)
         manifest["count"] = offset + n
-        manifest["steps"].append({"stage": stage, "step": step, "ops": n, **({"facts": facts} if facts else {})})
+        manifest["steps"].append(entry)
         write_json_atomic(manifest, self._manifest_path)
         log.info("stage %d step %s: %d operations", stage, step, n)
         return n

@@ -7,12 +7,9 @@ Source: ALGORITHM.md "Terms"; seed 000 "Terminology".
 
 from __future__ import annotations
 
-from collections.abc import Mapping
-
 from pyroaring import BitMap
 
 from . import groups as G
-from .engine.state import split_group_name
 
 
 def current_replicas(replicas, ops=None):
@@ -128,24 +125,6 @@ def underbroadcast(spark, segments, replicas, servers_pdf, ops=None):
     pairs = bseg.crossJoin(F.broadcast(spark.createDataFrame(n_should)))
     return (pairs.join(have, ["idx", "tier"], "left").fillna({"n_have": 0})
             .filter(F.col("n_have") < F.col("n_should")).select("idx", "tier"))
-
-
-RANKED_KINDS = ("Underreplicated", "Overreplicated", "ToMoveAwayFromDecommServers")
-
-
-def ranking_pairs(spark, groups: Mapping[str, BitMap], segments, targets, replicas):
-    """The (segment, tier) pairs that need a start-of-run ranking: unreplicated segments in every
-    tier with a target, and the per-tier groups of ``RANKED_KINDS``. Columns ``idx``, ``tier``,
-    ``datasource``, ``start_ms``, ``end_ms``."""
-    from pyspark.sql import functions as F
-
-    names = ["Unreplicated"] + [n for n in groups if split_group_name(n)[0] in RANKED_KINDS]
-    members = G.members_frame(spark, groups, names)
-    tiered = members.filter(F.col("group") != "Unreplicated").select(
-        "idx", F.regexp_extract("group", r"\[(.*)\]$", 1).alias("tier"))
-    unrep = members.filter(F.col("group") == "Unreplicated").select("idx").join(targets.select("idx", "tier"), "idx")
-    pairs = tiered.unionByName(unrep).distinct()
-    return pairs.join(segments.select("idx", "datasource", "start_ms", "end_ms"), "idx")
 
 
 def start_projection(replicas, segments):

@@ -9,61 +9,49 @@ there) and more on ``b``: its holder is in the top 1, so it stays. Exactly one m
 
 import numpy as np
 
-from segment_balancer.config import build_config
-from segment_balancer.engine.balancing import TierProjection, balance_listed, balance_tier, tier_rng
-from segment_balancer.engine.state import OpSink, ServerHolder, StageLimit
+from segment_balancer.engine.balancing import balance_listed, balance_tier, tier_rng
+from segment_balancer.engine.state import StageLimit
 
-DAY = 86_400_000
-NUM_BEST = build_config({}).num_best_servers
+from .tiers import tier_run
 
 
 def model():
-    segs = {0: ("ds", 0, DAY), 1: ("ds", DAY, 2 * DAY)}
-    rows = {i: {"idx": i, "segment_id": f"seg{i}", "datasource": "ds", "size_bytes": 10, "target": 1} for i in segs}
-    proj = TierProjection(segs, {"a": {0, 1}})
-    holders = {0: {"a"}, 1: {"a"}}
-    present = {0: {"a"}, 1: {"a"}}
-    servers = {n: ServerHolder(n, "t", max_size=1000, projected_size=20 if n == "a" else 0) for n in ("a", "b")}
-    return rows, proj, holders, present, servers
+    return tier_run("t", [("a", 1000, False, 20), ("b", 1000)],
+                    [{"idx": 0, "day": 0, "served": ["a"]}, {"idx": 1, "day": 1, "served": ["a"]}])
 
 
 def test_one_move_then_the_loop_stops_after_the_window():
-    rows, proj, holders, present, servers = model()
-    sink, visited = OpSink(), set()
-    stats = balance_tier("t", np.array([0, 1]), rows, proj, holders, present, servers, StageLimit(),
-                         NUM_BEST, tier_rng(0, 7, "t"), visited, 100, 80, sink, 7, True)
-    assert [(o.action, o.server, o.queue_type, o.dep_server) for o in sink.ops] == [
+    run, visited = model(), set()
+    stats = balance_tier(run, np.array([0, 1]), StageLimit(), tier_rng(0, 7, "t"), visited, 100, 80, run.sink, True)
+    assert [(o.action, o.server, o.queue_type, o.dep_server) for o in run.sink.ops] == [
         ("LOAD", "b", "balancing", None), ("DROP", "a", None, "b")]
-    moved = sink.ops[0].idx
-    assert proj.placement["b"] == {moved} and proj.placement["a"] == {1 - moved}
+    moved = run.sink.ops[0].idx
+    assert run.segment(moved).present() == {"a", "b"} and run.segment(moved).count() == 1
+    assert run.segment(moved).serving() == [] and run.segment(1 - moved).serving() == ["a"]
     # 1 success and 99 failures: after 100 iterations at least 80 of the last 100 failed.
     assert stats == {"iterations": 100, "moves": 1}
     assert visited == {0, 1}
-    assert not any(g.startswith("ToBeBalanced") for _, g in sink.members)
+    assert not any(g.startswith("ToBeBalanced") for _, g in run.sink.members)
 
 
 def test_visited_segments_are_not_moved_again():
-    rows, proj, holders, present, servers = model()
-    sink = OpSink()
-    balance_tier("t", np.array([0, 1]), rows, proj, holders, present, servers, StageLimit(),
-                 NUM_BEST, tier_rng(0, 11, "t"), {0, 1}, 100, 80, sink, 11, False)
-    assert sink.ops == []
+    run = model()
+    balance_tier(run, np.array([0, 1]), StageLimit(), tier_rng(0, 11, "t"), {0, 1}, 100, 80, run.sink, False)
+    assert run.sink.ops == []
 
 
 def test_blocked_destination_records_to_be_balanced_then_stage_10_moves_it():
-    rows, proj, holders, present, servers = model()
-    sink = OpSink()
+    run = model()
     blocked = StageLimit("balancing", 0, 10)  # no balancing load may be queued
-    balance_tier("t", np.array([0, 1]), rows, proj, holders, present, servers, blocked,
-                 NUM_BEST, tier_rng(0, 7, "t"), set(), 100, 80, sink, 7, True)
-    assert sink.ops == []
+    balance_tier(run, np.array([0, 1]), blocked, tier_rng(0, 7, "t"), set(), 100, 80, run.sink, True)
+    assert run.sink.ops == []
     # Both segments, ranked against the unchanged state, have holder a outside top 1.
-    assert sorted(sink.members) == [(0, "ToBeBalanced[t]"), (1, "ToBeBalanced[t]")]
-    sink10 = OpSink()
-    moves = balance_listed("t", [0, 1], rows, proj, holders, present, servers, StageLimit(None, None, 10), NUM_BEST, sink10)
+    assert sorted(run.sink.members) == [(0, "ToBeBalanced[t]"), (1, "ToBeBalanced[t]")]
+    stage10 = model()
+    moves = balance_listed(stage10, [1, 0], StageLimit(None, None, 10), stage10.sink)
     # Stage 10 in index order: segment 0 moves to b; segment 1 then prefers a (now empty of others).
     assert moves == 1
-    assert [(o.action, o.idx, o.server) for o in sink10.ops] == [("LOAD", 0, "b"), ("DROP", 0, "a")]
+    assert [(o.action, o.idx, o.server) for o in stage10.sink.ops] == [("LOAD", 0, "b"), ("DROP", 0, "a")]
 
 
 def test_same_seed_same_draws():

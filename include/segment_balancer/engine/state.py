@@ -123,7 +123,10 @@ class Op:
 
 
 class OpSink:
-    """Collects the ops and group memberships a kernel produces, in scheduling order."""
+    """Collects the ops, group memberships and deferred drops a kernel produces, in scheduling
+    order. Ops on a tier's state come from ``TierRun.load``/``TierRun.drop``; :meth:`drop` records
+    a drop on a tier the kernel does not hold (stage-3 callbacks, stage 12), applied when the stage
+    writes the state."""
 
     def __init__(self) -> None:
         self.ops: list[Op] = []
@@ -134,13 +137,6 @@ class OpSink:
     def next_seq(self) -> int:
         self._seq += 1
         return self._seq
-
-    def load(self, seg: dict, server: ServerHolder, queue_type: str, reason: str, order: tuple) -> Op:
-        server.add_load(int(seg["size_bytes"]), queue_type)
-        op = Op("LOAD", int(seg["idx"]), seg["segment_id"], seg["datasource"], server.tier,
-                server.server, int(seg["size_bytes"]), reason, order, queue_type=queue_type)
-        self.ops.append(op)
-        return op
 
     def drop(self, seg: dict, server: str, tier: str, reason: str, order: tuple,
              dep_server: str | None = None) -> Op:

@@ -1,18 +1,17 @@
-"""Stages 12 (unload excess replicas) and 13 (broadcast segments on decommissioning servers).
+"""Stage 12: unload excess replicas under the availability rule.
 
-Source: seed 000 stages 12–13; ALGORITHM.md stages 12–13.
+Source: seed 000 stage 12; ALGORITHM.md stage 12 and "Availability".
 """
 
 from __future__ import annotations
 
-from collections.abc import Collection, Mapping
+from collections.abc import Mapping
 
-from .callbacks import drop_key
+from ..cost import drop_key
 from .state import OpSink
 
 
-def unload_excess(seg: dict, tiers: Mapping[str, dict], available: Mapping[str, int],
-                  decommissioning: Collection[str], sink: OpSink) -> int:
+def unload_excess(seg: dict, tiers: Mapping[str, dict], sink: OpSink) -> int:
     """Stage 12 for one replicated segment: drop replicas beyond ``Σ_T target`` while the
     availability rule allows (ALGORITHM.md stage 12 and "Availability").
 
@@ -20,13 +19,14 @@ def unload_excess(seg: dict, tiers: Mapping[str, dict], available: Mapping[str, 
     tiers with target > 0 that serve it now with no drop queued or scheduled) and ``required``
     (int: min(2, Σ of the rule's tieredReplicants, absent tiers included)). ``tiers``: per tier
     name: ``target`` (int), ``count`` (end-state count, every operation of the run succeeded,
-    dependent drops included), ``holders`` (servers serving it with no drop) and ``costs`` (server
-    → placement cost). Candidates are at most ``count − target`` holders of each overreplicated
-    tier, in one order across tiers: decommissioning servers first, then highest cost, fewer
-    available bytes, larger name. Each is dropped only if afterwards ``loaded ≥ required`` (a drop
-    from a tier with target 0 leaves ``loaded`` as it is, so it needs ``loaded ≥ required``
-    already); a refused candidate is skipped and the next one tried. Returns the number of drops
-    deferred by the rule: min(excess, candidates) − drops scheduled.
+    dependent drops included) and ``candidates``: (decommissioning, cost, available bytes,
+    server) of every server serving it with no drop, costs against the state at the start of the
+    stage. At most ``count − target`` holders of each overreplicated tier are candidates, in one
+    order across tiers: decommissioning servers first, then highest cost, fewer available bytes,
+    larger name. Each is dropped only if afterwards ``loaded ≥ required`` (a drop from a tier with
+    target 0 leaves ``loaded`` as it is, so it needs ``loaded ≥ required`` already); a refused
+    candidate is skipped and the next one tried. Returns the number of drops deferred by the rule:
+    min(excess, candidates) − drops scheduled.
     """
     excess = sum(t["count"] for t in tiers.values()) - sum(t["target"] for t in tiers.values())
     if excess <= 0:
@@ -36,7 +36,7 @@ def unload_excess(seg: dict, tiers: Mapping[str, dict], available: Mapping[str, 
         cap = state["count"] - state["target"]
         if cap <= 0:
             continue
-        keyed = sorted((drop_key(name, state["costs"], available, decommissioning), name) for name in state["holders"])
+        keyed = sorted((drop_key(cost, avail, name, dec), name) for dec, cost, avail, name in state["candidates"])
         candidates += [(key, name, tier) for key, name in keyed[:cap]]
     candidates.sort()
     loaded, required = int(seg["loaded"]), int(seg["required"])
@@ -51,12 +51,3 @@ def unload_excess(seg: dict, tiers: Mapping[str, dict], available: Mapping[str, 
         loaded -= counted
         dropped += 1
     return min(excess, len(candidates)) - dropped
-
-
-def drop_everywhere(seg: dict, holders: Mapping[str, str], reason: str, sink: OpSink) -> None:
-    """Stage 12 for an unused, overshadowed or drop-rule segment: drop it from every server.
-
-    ``holders``: server → tier of every server serving it with no drop (visited in name order).
-    """
-    for server in sorted(holders):
-        sink.drop(seg, server, holders[server], reason, (int(seg.get("idx") or -1), server, float(sink.next_seq())))

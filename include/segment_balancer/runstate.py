@@ -1,0 +1,413 @@
+"""The run state: what every tier projects after the operations scheduled so far, in one place.
+
+Druid's ``ServerHolder`` + ``SegmentReplicaCount`` + ``SegmentStatusInTier`` for this run. On disk
+(``WORK/state/<step>/``, parquet partitioned by ``tier``) it is one table of two kinds of rows,
+``STATE_COLUMNS``:
+
+- ``kind = "segment"``: one per (used segment, tier) where the segment has a target, a replica, or
+  is broadcast: ``idx``, the segment's attributes, ``target`` (int, 0 when the rule does not name
+  the tier), ``tier_pos`` (position of the tier in the rule's ``tieredReplicants``), ``rule_kind``,
+  ``required`` and ``topb`` (array<string>: the top ``B`` servers cached when a loading stage first
+  ranked it here; null until then, ALGORITHM.md "Best servers").
+- ``kind = "replica"``: one per (segment, server of the tier) served, loading or dropping:
+  ``served`` (bool, the snapshot's), ``load_type`` (queue type of a queued or scheduled load, null
+  for none), ``dropping`` (bool: a queued or scheduled drop). ``idx`` is -1 for segments outside
+  the used set (unused, overshadowed: they still weigh on costs and sizes until dropped).
+
+``prepare`` writes the first state (:func:`initial_state`); every stage application reads it, runs
+its kernel per tier on a :class:`TierRun` built from the tier's rows inside a Spark task, and
+writes the tier's rows back (``TierRun.rows``). :meth:`TierRun.load` and :meth:`TierRun.drop` are
+the only mutators: they change the replica, the server's queue and projected size, and the live
+placement costs (:mod:`.livecost`) at once, and record the operation. Drops that one stage
+schedules on another tier (the stage-3 callbacks) are applied to that tier's rows when the stage
+writes the state (:func:`apply_drops`), so they count there from the next stage on.
+
+Source: ALGORITHM.md "Terms", "Best servers", "Load-queue limits", "Capacity".
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterable
+from dataclasses import dataclass, field
+
+import numpy as np
+import pandas as pd
+
+from .engine.state import QUEUE_TYPES, Op, OpSink, ServerHolder
+from .cost import drop_key
+from .livecost import IntervalKeys, TierCosts
+
+STATE_FIELDS = [
+    ("tier", "string"), ("kind", "string"), ("idx", "long"), ("segment_id", "string"), ("datasource", "string"),
+    ("start_ms", "long"), ("end_ms", "long"), ("size_bytes", "long"), ("server", "string"), ("served", "boolean"),
+    ("load_type", "string"), ("dropping", "boolean"), ("target", "int"), ("tier_pos", "int"),
+    ("rule_kind", "string"), ("required", "int"), ("topb", "array<string>"),
+]
+STATE_COLUMNS = [name for name, _ in STATE_FIELDS]
+INITIAL_STATE_DIR = "state/00_prepare"
+"""Where ``prepare`` writes the state at the start of the run, relative to the work directory."""
+STATE_SCHEMA = ", ".join(f"`{n}` {t}" for n, t in STATE_FIELDS)
+
+
+@dataclass
+class Replica:
+    """One server's relation to a segment: ``served`` (the snapshot's), ``load_type`` (queued or
+    scheduled load, or None), ``dropping`` (queued or scheduled drop)."""
+
+    server: str
+    served: bool = False
+    load_type: str | None = None
+    dropping: bool = False
+
+    @property
+    def holds(self) -> bool:
+        """Counted in ``count(s, T)`` and in the projection: served or loading, not dropping."""
+        return (self.served or self.load_type is not None) and not self.dropping
+
+    @property
+    def serving(self) -> bool:
+        """Serves the segment now with no drop of it (ALGORITHM.md ``loaded``)."""
+        return self.served and not self.dropping
+
+    @property
+    def present(self) -> bool:
+        """Serves it or is loading it: never a destination for another load."""
+        return self.served or self.load_type is not None
+
+
+@dataclass
+class SegmentInTier:
+    """A used segment as one tier sees it (sizes in bytes, times epoch ms)."""
+
+    idx: int
+    segment_id: str
+    datasource: str
+    start_ms: int
+    end_ms: int
+    size_bytes: int
+    target: int
+    tier_pos: int
+    rule_kind: str | None
+    required: int | None
+    topb: list[str] | None
+    key: int
+    replicas: dict[str, Replica] = field(default_factory=dict)
+
+    def as_row(self) -> dict:
+        """The fields an :class:`~segment_balancer.engine.state.Op` needs."""
+        return {"idx": self.idx, "segment_id": self.segment_id, "datasource": self.datasource, "size_bytes": self.size_bytes}
+
+    def count(self) -> int:
+        """``count(s, T)``: servers serving it with no drop, plus servers loading it."""
+        return sum(r.holds for r in self.replicas.values())
+
+    def present(self) -> set[str]:
+        return {r.server for r in self.replicas.values() if r.present}
+
+    def serving(self) -> list[str]:
+        """Servers that serve it with no drop of it, by name."""
+        return sorted(r.server for r in self.replicas.values() if r.serving)
+
+
+def _none_if_nan(value):
+    if value is None:
+        return None
+    try:
+        if pd.isna(value):
+            return None
+    except (TypeError, ValueError):
+        pass
+    return value
+
+
+class TierRun:
+    """The run state of one tier inside a Spark task.
+
+    Args:
+        tier: the tier's name.
+        rows: the tier's state rows (pandas, ``STATE_COLUMNS``; ``tier`` may be absent).
+        servers: the tier's historical servers (pandas rows of ``prepared/servers.parquet``:
+            ``server``, ``max_size``, ``current_size`` (bytes), ``priority``, ``decommissioning``).
+        num_best: ``B(numServersInTier, targetReplicants)`` (:func:`segment_balancer.run.num_best_function`).
+        ranked: build the live placement costs (stages that rank); stages that never rank
+            (2, 13) skip that work.
+        sink: where ops go (shared by the tiers of a cross-tier stage); a new one by default.
+
+    Segments are materialised from the rows on first use (:meth:`segment`); only they are written
+    back changed. Ops go to ``self.sink`` (an :class:`OpSink`).
+    """
+
+    def __init__(self, tier: str, rows: pd.DataFrame, servers: pd.DataFrame, num_best: Callable[[int, int], int],
+                 ranked: bool = True, sink: OpSink | None = None):
+        self.tier = tier
+        self.num_best = num_best
+        self.sink = sink if sink is not None else OpSink()
+        servers = servers.sort_values("server")
+        self.names: list[str] = list(servers["server"])
+        self.pos = {n: i for i, n in enumerate(self.names)}
+        self.candidate_mask = ~servers["decommissioning"].to_numpy(bool)
+        self.candidates = [n for n, c in zip(self.names, self.candidate_mask) if c]
+        self.decommissioning = frozenset(n for n, c in zip(self.names, self.candidate_mask) if not c)
+        rows = rows.reset_index(drop=True)
+        segs = rows[rows["kind"] == "segment"].sort_values("idx", kind="stable").reset_index(drop=True)
+        reps = rows[rows["kind"] == "replica"].reset_index(drop=True)
+        reps = reps[reps["server"].isin(self.pos)].reset_index(drop=True)
+        self._segs, self._reps = segs, reps
+        self._seg_idx = segs["idx"].to_numpy(np.int64)
+        order = np.argsort(reps["idx"].to_numpy(np.int64), kind="stable")
+        self._rep_order = order
+        self._rep_idx_sorted = reps["idx"].to_numpy(np.int64)[order]
+        self._touched: dict[int, SegmentInTier] = {}
+        self.servers = self._holders(servers, reps)
+        self.costs: TierCosts | None = None
+        ds = np.concatenate([segs["datasource"].to_numpy(object), reps["datasource"].to_numpy(object)])
+        start = np.concatenate([segs["start_ms"].to_numpy(np.int64), reps["start_ms"].to_numpy(np.int64)])
+        end = np.concatenate([segs["end_ms"].to_numpy(np.int64), reps["end_ms"].to_numpy(np.int64)])
+        if len(ds):
+            self.keys, key_of = IntervalKeys.build(ds, start, end)
+        else:
+            self.keys, key_of = None, np.zeros(0, np.int64)
+        self._seg_key, self._rep_key = key_of[: len(segs)], key_of[len(segs):]
+        if ranked and self.keys is not None:
+            self.costs = TierCosts(self.keys, len(self.names))
+            holds = self._holds_mask(reps)
+            self.costs.add_many(reps["server"].map(self.pos).to_numpy(np.int64)[holds], self._rep_key[holds])
+
+    # ---- construction -------------------------------------------------------------------------
+    @staticmethod
+    def _holds_mask(reps: pd.DataFrame) -> np.ndarray:
+        served = reps["served"].astype("boolean").fillna(False).to_numpy(bool)
+        loading = reps["load_type"].notna().to_numpy(bool)
+        dropping = reps["dropping"].astype("boolean").fillna(False).to_numpy(bool)
+        return (served | loading) & ~dropping
+
+    def _holders(self, servers: pd.DataFrame, reps: pd.DataFrame) -> dict[str, ServerHolder]:
+        loads = reps[reps["load_type"].notna()]
+        bytes_by = loads.groupby("server")["size_bytes"].sum().to_dict()
+        counts = loads.groupby(["server", "load_type"]).size().to_dict()
+        out = {}
+        for r in servers.to_dict("records"):
+            name = r["server"]
+            out[name] = ServerHolder(
+                server=name, tier=self.tier, max_size=int(r["max_size"]),
+                projected_size=int(r["current_size"]) + int(bytes_by.get(name, 0)),
+                decommissioning=bool(r["decommissioning"]), priority=int(r["priority"]),
+                loads={t: int(counts.get((name, t), 0)) for t in QUEUE_TYPES})
+        return out
+
+    # ---- segments -----------------------------------------------------------------------------
+    def has(self, idx: int) -> bool:
+        """True when the tier has a segment row for ``idx``."""
+        if idx in self._touched:
+            return True
+        i = np.searchsorted(self._seg_idx, idx)
+        return bool(i < len(self._seg_idx) and self._seg_idx[i] == idx)
+
+    def segment(self, idx: int) -> SegmentInTier:
+        """The segment ``idx`` with its replicas in this tier (materialised once, then live).
+
+        Raises ``KeyError`` if the tier has no row for it.
+        """
+        idx = int(idx)
+        seg = self._touched.get(idx)
+        if seg is not None:
+            return seg
+        i = int(np.searchsorted(self._seg_idx, idx))
+        if i >= len(self._seg_idx) or self._seg_idx[i] != idx:
+            raise KeyError(f"segment {idx} has no row in tier {self.tier}")
+        r = self._segs.iloc[i]
+        topb = _none_if_nan(r["topb"]) if not isinstance(r["topb"], (list, np.ndarray)) else list(r["topb"])
+        seg = SegmentInTier(idx, r["segment_id"], r["datasource"], int(r["start_ms"]), int(r["end_ms"]), int(r["size_bytes"]),
+                            int(_none_if_nan(r["target"]) or 0), int(_none_if_nan(r["tier_pos"]) or 0),
+                            _none_if_nan(r["rule_kind"]), None if _none_if_nan(r["required"]) is None else int(r["required"]),
+                            None if topb is None else [str(x) for x in topb], int(self._seg_key[i]))
+        lo, hi = np.searchsorted(self._rep_idx_sorted, [idx, idx + 1])
+        for j in self._rep_order[lo:hi]:
+            rep = self._reps.iloc[int(j)]
+            seg.replicas[rep["server"]] = Replica(rep["server"], bool(_none_if_nan(rep["served"]) or False),
+                                                  _none_if_nan(rep["load_type"]), bool(_none_if_nan(rep["dropping"]) or False))
+        self._touched[idx] = seg
+        return seg
+
+    def segment_indexes(self) -> np.ndarray:
+        """int64: every used segment with a row in this tier, ascending."""
+        return self._seg_idx
+
+    # ---- ranking ------------------------------------------------------------------------------
+    def placement_costs(self, seg: SegmentInTier) -> np.ndarray:
+        """float64 (S,), servers in name order: Druid's placement cost of ``seg`` on every server of
+        the tier against the live projection (the segment itself left out where it is held)."""
+        if self.costs is None:
+            raise RuntimeError(f"tier {self.tier} was built without costs (ranked=False)")
+        holders = np.zeros(len(self.names), dtype=bool)
+        for r in seg.replicas.values():
+            if r.holds:
+                holders[self.pos[r.server]] = True
+        return self.costs.costs(seg.key, holders)
+
+    def available(self) -> np.ndarray:
+        """int64 (S,): available bytes of every server (``max_size`` − projected size)."""
+        return np.array([self.servers[n].available_bytes for n in self.names], dtype=np.int64)
+
+    def rank(self, seg: SegmentInTier) -> list[str]:
+        """Candidate servers best first: cost ascending, then more available bytes, then the
+        smaller name (ALGORITHM.md "Best servers")."""
+        costs = self.placement_costs(seg)
+        cand = np.flatnonzero(self.candidate_mask)
+        order = np.lexsort((cand, -self.available()[cand], costs[cand]))
+        return [self.names[int(cand[i])] for i in order]
+
+    def b(self, seg: SegmentInTier) -> int:
+        """Top ``B`` for ``seg`` here: clamp(floor(f(candidates, target)), target, candidates);
+        target 1 for a broadcast segment; 0 when the tier has no target for it."""
+        target = 1 if seg.rule_kind == "broadcast" else seg.target
+        return self.num_best(len(self.candidates), target) if target > 0 else 0
+
+    def top_b(self, seg: SegmentInTier) -> list[str]:
+        """The segment's top ``B`` here: ranked against the live state the first time a loading
+        stage asks, then reused (ALGORITHM.md "When a segment is ranked")."""
+        if seg.topb is None:
+            seg.topb = self.rank(seg)[: self.b(seg)]
+        return seg.topb
+
+    def drop_candidates(self, seg: SegmentInTier, names: Iterable[str]) -> list[tuple[bool, float, int, str]]:
+        """``(decommissioning, cost, available bytes, server)`` of each of ``names`` for
+        :func:`.cost.drop_key`, costs against the live state."""
+        costs = self.placement_costs(seg)
+        return [(name in self.decommissioning, float(costs[self.pos[name]]), int(self.servers[name].available_bytes), name)
+                for name in names]
+
+    def drop_order(self, seg: SegmentInTier, names: Iterable[str]) -> list[str]:
+        """``names`` in the order to drop from: the ranking reversed (:func:`.cost.drop_key`)."""
+        cands = self.drop_candidates(seg, names)
+        return [c[3] for c in sorted(cands, key=lambda c: drop_key(c[1], c[2], c[3]))]
+
+    # ---- the mutators -------------------------------------------------------------------------
+    def load(self, seg: SegmentInTier, server: str, queue_type: str, reason: str, order: tuple) -> Op:
+        """Schedule a LOAD of ``seg`` on ``server``: the replica, the server's queue and size and
+        the costs change at once. Raises ``ValueError`` if the server already serves or loads it."""
+        rep = seg.replicas.get(server)
+        if rep is not None and rep.present:
+            raise ValueError(f"{server} already holds {seg.segment_id}")
+        if rep is None:
+            rep = seg.replicas[server] = Replica(server)
+        rep.load_type = queue_type
+        holder = self.servers[server]
+        holder.add_load(seg.size_bytes, queue_type)
+        if self.costs is not None:
+            self.costs.add(self.pos[server], seg.key, +1)
+        op = Op("LOAD", seg.idx, seg.segment_id, seg.datasource, self.tier, server, seg.size_bytes, reason, order,
+                queue_type=queue_type)
+        self.sink.ops.append(op)
+        return op
+
+    def drop(self, seg: SegmentInTier, server: str, reason: str, order: tuple, dep_server: str | None = None) -> Op:
+        """Schedule a DROP of ``seg`` from ``server`` (dependent on the LOAD on ``dep_server`` of
+        the same step, if given). Raises ``ValueError`` if the server does not serve it."""
+        rep = seg.replicas.get(server)
+        if rep is None or not rep.serving:
+            raise ValueError(f"{server} does not serve {seg.segment_id} without a drop")
+        held = rep.holds
+        rep.dropping = True
+        if self.costs is not None and held:
+            self.costs.add(self.pos[server], seg.key, -1)
+        op = Op("DROP", seg.idx, seg.segment_id, seg.datasource, self.tier, server, seg.size_bytes, reason, order,
+                dep_server=dep_server)
+        self.sink.ops.append(op)
+        return op
+
+    # ---- back to rows -------------------------------------------------------------------------
+    def rows(self) -> pd.DataFrame:
+        """The tier's state rows now (``STATE_COLUMNS``): the rows of untouched segments as read,
+        touched segments rebuilt."""
+        touched = np.fromiter(self._touched, dtype=np.int64, count=len(self._touched))
+        segs = self._segs[~np.isin(self._seg_idx, touched)]
+        reps = self._reps[~np.isin(self._reps["idx"].to_numpy(np.int64), touched)]
+        new = []
+        for s in self._touched.values():
+            base = {"tier": self.tier, "idx": s.idx, "segment_id": s.segment_id, "datasource": s.datasource,
+                    "start_ms": s.start_ms, "end_ms": s.end_ms, "size_bytes": s.size_bytes}
+            new.append({**base, "kind": "segment", "target": s.target, "tier_pos": s.tier_pos, "rule_kind": s.rule_kind,
+                        "required": s.required, "topb": s.topb})
+            for r in s.replicas.values():
+                new.append({**base, "kind": "replica", "server": r.server, "served": r.served,
+                            "load_type": r.load_type, "dropping": r.dropping})
+        parts = [p for p in (segs, reps, pd.DataFrame(new, columns=STATE_COLUMNS)) if len(p)]
+        out = pd.concat([state_frame(p) for p in parts], ignore_index=True) if parts else pd.DataFrame(columns=STATE_COLUMNS)
+        out["tier"] = self.tier
+        return state_frame(out)
+
+
+def state_frame(frame: pd.DataFrame) -> pd.DataFrame:
+    """``frame`` with exactly ``STATE_COLUMNS`` and their pandas dtypes (nullable ints, object
+    strings and arrays), as ``applyInPandas`` returns it to Spark."""
+    out = frame.reindex(columns=STATE_COLUMNS)
+    for col in ("idx", "start_ms", "end_ms", "size_bytes"):
+        out[col] = out[col].astype("int64")
+    for col in ("target", "tier_pos", "required"):
+        out[col] = out[col].astype("Int32")
+    for col in ("served", "dropping"):
+        out[col] = out[col].astype("boolean")
+    for col in ("tier", "kind", "segment_id", "datasource", "server", "load_type", "rule_kind", "topb"):
+        out[col] = out[col].astype(object).where(out[col].notna(), None)
+    return out
+
+
+def tier_runs(pdf: pd.DataFrame, servers_pdf: pd.DataFrame, num_best, ranked: bool = True,
+              sink: OpSink | None = None) -> dict[str, TierRun]:
+    """A :class:`TierRun` per tier of ``pdf`` (state rows of one or more tiers), by tier name, all
+    writing to ``sink`` (a new shared one by default)."""
+    sink = sink if sink is not None else OpSink()
+    return {tier: TierRun(tier, part, servers_pdf[servers_pdf["tier"] == tier], num_best, ranked, sink)
+            for tier, part in pdf.groupby("tier", sort=True)}
+
+
+# ---- Spark side -------------------------------------------------------------------------------
+def initial_state(segments, replicas, targets, servers_pdf, spark):
+    """The state at the start of the run (Spark DataFrame of ``STATE_COLUMNS``) from the prepared
+    tables: replica rows for every served or queued replica, segment rows for every used segment
+    in every tier where it has a target or a replica, and for broadcast segments in every tier."""
+    from pyspark.sql import functions as F
+
+    attrs = segments.select("segment_id", "idx", "datasource", "start_ms", "end_ms", "size_bytes", "rule_kind", "required")
+    rep = replicas.select(
+        "tier", F.lit("replica").alias("kind"), F.coalesce("idx", F.lit(-1).cast("long")).alias("idx"), "segment_id",
+        "server", "served", F.when(F.col("queued_load"), F.col("queue_type")).alias("load_type"),
+        F.col("queued_drop").alias("dropping")).join(attrs.drop("idx", "rule_kind", "required"), "segment_id")
+    used = attrs.filter("idx is not null")
+    tiers = spark.createDataFrame([(t,) for t in sorted(set(servers_pdf["tier"]))], "tier string")
+    pairs = (targets.select("idx", "tier").unionByName(replicas.filter("idx is not null").select("idx", "tier"))
+             .unionByName(used.filter("rule_kind = 'broadcast'").select("idx").crossJoin(F.broadcast(tiers)))
+             .distinct())
+    seg = (pairs.join(targets.select("idx", "tier", "target", "tier_pos"), ["idx", "tier"], "left")
+           .join(used, "idx")
+           .select("tier", F.lit("segment").alias("kind"), "idx", "segment_id", "datasource", "start_ms", "end_ms",
+                   "size_bytes", F.coalesce("target", F.lit(0)).alias("target"), F.coalesce("tier_pos", F.lit(0)).alias("tier_pos"),
+                   "rule_kind", "required"))
+    return conform(rep).unionByName(conform(seg))
+
+
+def conform(df):
+    """``df`` with every column of ``STATE_COLUMNS`` (missing ones null), cast to the state types."""
+    from pyspark.sql import functions as F
+
+    cols = []
+    for name, dtype in STATE_FIELDS:
+        col = F.col(name) if name in df.columns else F.lit(None)
+        cols.append(col.cast(dtype).alias(name))
+    return df.select(*cols)
+
+
+def apply_drops(state, drops):
+    """``state`` with ``dropping`` set on the replica rows that ``drops`` (``tier``, ``server``,
+    ``segment_id``) names: cross-tier drops of a stage (the stage-3 callbacks)."""
+    from pyspark.sql import functions as F
+
+    marks = drops.select("tier", "server", "segment_id", F.lit(True).alias("_dropped")).distinct()
+    joined = state.join(marks, ["tier", "server", "segment_id"], "left")
+    return joined.withColumn("dropping", F.when(F.col("_dropped") & (F.col("kind") == "replica"), F.lit(True))
+                             .otherwise(F.col("dropping"))).drop("_dropped").select(*STATE_COLUMNS)
+
+
+__all__ = ["STATE_COLUMNS", "STATE_SCHEMA", "Replica", "SegmentInTier", "TierRun", "apply_drops", "conform",
+           "initial_state", "state_frame", "tier_runs"]
