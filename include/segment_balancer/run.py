@@ -11,6 +11,7 @@ import json
 import logging
 from pathlib import Path
 
+import numpy as np
 import pandas as pd
 
 from .engine.state import StageLimit
@@ -21,16 +22,14 @@ log = logging.getLogger(__name__)
 
 OUT_FIELDS = STATE_FIELDS + [
     ("action", "string"), ("queue_type", "string"), ("reason", "string"), ("dep_server", "string"),
-    ("o1", "long"), ("o2", "string"), ("o3", "double"), ("group", "string"),
-    ("count", "int"), ("loaded", "int"), ("servers", "array<string>"), ("costs", "array<double>"),
-    ("available", "array<long>"), ("decommissioning", "array<boolean>"),
+    ("o1", "long"), ("o2", "string"), ("o3", "double"), ("group", "string"), ("detail", "string"),
 ]
 """What a stage kernel returns to Spark, one ``kind`` per row: ``segment``/``replica`` (the tier's
 new state, ``STATE_COLUMNS``), ``op`` (an operation: ``action``, ``queue_type``, ``reason``,
 ``dep_server``, and ``o1, o2, o3`` that sort the ops of one step into scheduling order across
 tasks), ``member`` (``idx`` joins ``group``), ``deferred`` (``o1`` drops of ``idx`` deferred by the
-availability rule) and ``over``/``candidates`` (stage-3 callback and stage-12 inputs: ``count``,
-``loaded``, ``servers`` with ``costs``, ``available`` bytes and ``decommissioning``)."""
+availability rule) and ``over``/``candidates`` (stage-3 callback and stage-12 inputs, as JSON in
+``detail``: no array columns, which Spark hands to Python row by row)."""
 OUT_COLUMNS = [n for n, _ in OUT_FIELDS]
 OUT_SCHEMA = ", ".join(f"`{n}` {t}" for n, t in OUT_FIELDS)
 OPS_COLUMNS = ["op_id", "stage", "action", "queue_type", "idx", "segment_id", "datasource", "tier",
@@ -66,17 +65,20 @@ def out_frame(sink, state_rows: pd.DataFrame | None = None, extra: list[dict] | 
     rows += extra or []
     frame = pd.DataFrame(rows, columns=OUT_COLUMNS)
     if state_rows is not None and len(state_rows):
-        state = state_rows.reindex(columns=OUT_COLUMNS)
-        frame = pd.concat([frame, state], ignore_index=True) if len(frame) else state
+        # Column by column: pandas' concat inspects every value of mostly-null object columns.
+        n = len(state_rows)
+        frame = pd.DataFrame({col: np.concatenate([
+            frame[col].to_numpy(object),
+            state_rows[col].to_numpy(object) if col in state_rows else np.full(n, None, dtype=object)]) for col in OUT_COLUMNS})
     for col in ("idx", "start_ms", "end_ms", "size_bytes", "o1"):
-        frame[col] = frame[col].fillna(0).astype("int64") if col != "idx" else frame[col].astype("int64")
+        frame[col] = frame[col].astype("Int64").fillna(0).astype("int64")
     frame["o3"] = frame["o3"].astype("float64")
-    for col in ("target", "tier_pos", "required", "count", "loaded"):
+    for col in ("target", "tier_pos", "required"):
         frame[col] = frame[col].astype("Int32")
     for col in ("served", "dropping"):
         frame[col] = frame[col].astype("boolean")
     strings = ["tier", "kind", "segment_id", "datasource", "server", "load_type", "rule_kind", "topb", "action",
-               "queue_type", "reason", "dep_server", "o2", "group", "servers", "costs", "available", "decommissioning"]
+               "queue_type", "reason", "dep_server", "o2", "group", "detail"]
     frame[strings] = frame[strings].astype(object).where(frame[strings].notna(), None)
     return frame
 

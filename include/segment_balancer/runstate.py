@@ -7,8 +7,9 @@ Druid's ``ServerHolder`` + ``SegmentReplicaCount`` + ``SegmentStatusInTier`` for
 - ``kind = "segment"``: one per (used segment, tier) where the segment has a target, a replica, or
   is broadcast: ``idx``, the segment's attributes, ``target`` (int, 0 when the rule does not name
   the tier), ``tier_pos`` (position of the tier in the rule's ``tieredReplicants``), ``rule_kind``,
-  ``required`` and ``topb`` (array<string>: the top ``B`` servers cached when a loading stage first
-  ranked it here; null until then, ALGORITHM.md "Best servers").
+  ``required`` and ``topb`` (string: the top ``B`` servers cached when a loading stage first
+  ranked it here, comma-separated, best first; null until then, ALGORITHM.md "Best servers"; a
+  string, not an array, because Spark hands array columns to Python row by row).
 - ``kind = "replica"``: one per (segment, server of the tier) served, loading or dropping:
   ``served`` (bool, the snapshot's), ``load_type`` (queue type of a queued or scheduled load, null
   for none), ``dropping`` (bool: a queued or scheduled drop). ``idx`` is -1 for segments outside
@@ -41,7 +42,7 @@ STATE_FIELDS = [
     ("tier", "string"), ("kind", "string"), ("idx", "long"), ("segment_id", "string"), ("datasource", "string"),
     ("start_ms", "long"), ("end_ms", "long"), ("size_bytes", "long"), ("server", "string"), ("served", "boolean"),
     ("load_type", "string"), ("dropping", "boolean"), ("target", "int"), ("tier_pos", "int"),
-    ("rule_kind", "string"), ("required", "int"), ("topb", "array<string>"),
+    ("rule_kind", "string"), ("required", "int"), ("topb", "string"),
 ]
 STATE_COLUMNS = [name for name, _ in STATE_FIELDS]
 INITIAL_STATE_DIR = "state/00_prepare"
@@ -154,21 +155,31 @@ class TierRun:
         reps = reps[reps["server"].isin(self.pos)].reset_index(drop=True)
         self._segs, self._reps = segs, reps
         self._seg_idx = segs["idx"].to_numpy(np.int64)
+        # Plain numpy columns: a segment is materialised from them without pandas row access.
+        self._seg_cols = {c: segs[c].to_numpy(object) for c in ("segment_id", "datasource", "rule_kind", "topb", "required")}
+        for c in ("start_ms", "end_ms", "size_bytes"):
+            self._seg_cols[c] = segs[c].to_numpy(np.int64)
+        for c in ("target", "tier_pos"):
+            self._seg_cols[c] = segs[c].astype("Int64").fillna(0).to_numpy(np.int64)
         order = np.argsort(reps["idx"].to_numpy(np.int64), kind="stable")
-        self._rep_order = order
         self._rep_idx_sorted = reps["idx"].to_numpy(np.int64)[order]
+        self._rep_cols = {
+            "server": reps["server"].to_numpy(object)[order],
+            "served": reps["served"].astype("boolean").fillna(False).to_numpy(bool)[order],
+            "load_type": reps["load_type"].to_numpy(object)[order],
+            "dropping": reps["dropping"].astype("boolean").fillna(False).to_numpy(bool)[order],
+        }
         self._touched: dict[int, SegmentInTier] = {}
         self.servers = self._holders(servers, reps)
         self.costs: TierCosts | None = None
-        ds = np.concatenate([segs["datasource"].to_numpy(object), reps["datasource"].to_numpy(object)])
-        start = np.concatenate([segs["start_ms"].to_numpy(np.int64), reps["start_ms"].to_numpy(np.int64)])
-        end = np.concatenate([segs["end_ms"].to_numpy(np.int64), reps["end_ms"].to_numpy(np.int64)])
-        if len(ds):
+        self.keys, key_of = None, np.full(len(segs) + len(reps), -1, dtype=np.int64)
+        if ranked and len(key_of):
+            ds = np.concatenate([segs["datasource"].to_numpy(object), reps["datasource"].to_numpy(object)])
+            start = np.concatenate([segs["start_ms"].to_numpy(np.int64), reps["start_ms"].to_numpy(np.int64)])
+            end = np.concatenate([segs["end_ms"].to_numpy(np.int64), reps["end_ms"].to_numpy(np.int64)])
             self.keys, key_of = IntervalKeys.build(ds, start, end)
-        else:
-            self.keys, key_of = None, np.zeros(0, np.int64)
         self._seg_key, self._rep_key = key_of[: len(segs)], key_of[len(segs):]
-        if ranked and self.keys is not None:
+        if self.keys is not None:
             self.costs = TierCosts(self.keys, len(self.names))
             holds = self._holds_mask(reps)
             self.costs.add_many(reps["server"].map(self.pos).to_numpy(np.int64)[holds], self._rep_key[holds])
@@ -215,17 +226,19 @@ class TierRun:
         i = int(np.searchsorted(self._seg_idx, idx))
         if i >= len(self._seg_idx) or self._seg_idx[i] != idx:
             raise KeyError(f"segment {idx} has no row in tier {self.tier}")
-        r = self._segs.iloc[i]
-        topb = _none_if_nan(r["topb"]) if not isinstance(r["topb"], (list, np.ndarray)) else list(r["topb"])
-        seg = SegmentInTier(idx, r["segment_id"], r["datasource"], int(r["start_ms"]), int(r["end_ms"]), int(r["size_bytes"]),
-                            int(_none_if_nan(r["target"]) or 0), int(_none_if_nan(r["tier_pos"]) or 0),
-                            _none_if_nan(r["rule_kind"]), None if _none_if_nan(r["required"]) is None else int(r["required"]),
-                            None if topb is None else [str(x) for x in topb], int(self._seg_key[i]))
+        c = self._seg_cols
+        topb, required = c["topb"][i], _none_if_nan(c["required"][i])
+        seg = SegmentInTier(idx, c["segment_id"][i], c["datasource"][i], int(c["start_ms"][i]), int(c["end_ms"][i]),
+                            int(c["size_bytes"][i]), int(c["target"][i]), int(c["tier_pos"][i]), _none_if_nan(c["rule_kind"][i]),
+                            None if required is None else int(required),
+                            None if _none_if_nan(topb) is None else (topb.split(",") if topb else []),
+                            int(self._seg_key[i]))
         lo, hi = np.searchsorted(self._rep_idx_sorted, [idx, idx + 1])
-        for j in self._rep_order[lo:hi]:
-            rep = self._reps.iloc[int(j)]
-            seg.replicas[rep["server"]] = Replica(rep["server"], bool(_none_if_nan(rep["served"]) or False),
-                                                  _none_if_nan(rep["load_type"]), bool(_none_if_nan(rep["dropping"]) or False))
+        r = self._rep_cols
+        for j in range(lo, hi):
+            load = r["load_type"][j]
+            seg.replicas[r["server"][j]] = Replica(r["server"][j], bool(r["served"][j]), None if _none_if_nan(load) is None else load,
+                                                   bool(r["dropping"][j]))
         self._touched[idx] = seg
         return seg
 
@@ -321,19 +334,26 @@ class TierRun:
         """The tier's state rows now (``STATE_COLUMNS``): the rows of untouched segments as read,
         touched segments rebuilt."""
         touched = np.fromiter(self._touched, dtype=np.int64, count=len(self._touched))
-        segs = self._segs[~np.isin(self._seg_idx, touched)]
-        reps = self._reps[~np.isin(self._reps["idx"].to_numpy(np.int64), touched)]
+        keep_segs = ~np.isin(self._seg_idx, touched)
+        keep_reps = ~np.isin(self._reps["idx"].to_numpy(np.int64), touched)
         new = []
         for s in self._touched.values():
             base = {"tier": self.tier, "idx": s.idx, "segment_id": s.segment_id, "datasource": s.datasource,
                     "start_ms": s.start_ms, "end_ms": s.end_ms, "size_bytes": s.size_bytes}
             new.append({**base, "kind": "segment", "target": s.target, "tier_pos": s.tier_pos, "rule_kind": s.rule_kind,
-                        "required": s.required, "topb": s.topb})
+                        "required": s.required, "topb": None if s.topb is None else ",".join(s.topb)})
             for r in s.replicas.values():
                 new.append({**base, "kind": "replica", "server": r.server, "served": r.served,
                             "load_type": r.load_type, "dropping": r.dropping})
-        parts = [p for p in (segs, reps, pd.DataFrame(new, columns=STATE_COLUMNS)) if len(p)]
-        out = pd.concat([state_frame(p) for p in parts], ignore_index=True) if parts else pd.DataFrame(columns=STATE_COLUMNS)
+        new = pd.DataFrame(new, columns=STATE_COLUMNS)
+        # Column by column (pandas' concat inspects every value of mostly-null object columns).
+        columns = {}
+        for col in STATE_COLUMNS:
+            parts = [self._segs[col].to_numpy(object)[keep_segs] if col in self._segs else np.full(int(keep_segs.sum()), None, object),
+                     self._reps[col].to_numpy(object)[keep_reps] if col in self._reps else np.full(int(keep_reps.sum()), None, object),
+                     new[col].to_numpy(object)]
+            columns[col] = np.concatenate(parts)
+        out = pd.DataFrame(columns)
         out["tier"] = self.tier
         return state_frame(out)
 

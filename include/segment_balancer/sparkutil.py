@@ -4,7 +4,7 @@ The master is never set here when running under ``spark-submit`` (the submitter 
 ``spark_default`` connection); the CLI and the tests use :func:`local_session`. Whatever the master,
 the session gets ``LEAN_CONF``; on a ``local`` master it also gets ``LOCAL_SQL_CONF``: on one
 machine the fixed cost of every shuffle stage dominates small runs, so adaptive execution is off
-and shuffles use one partition. On a cluster Spark's defaults (adaptive execution, 200 shuffle
+and shuffles use one partition per core (the tiers of a stage run in parallel). On a cluster Spark's defaults (adaptive execution, 200 shuffle
 partitions) stand, so the same applications scale out.
 """
 
@@ -24,10 +24,10 @@ LEAN_CONF = {
     "spark.driver.memory": "2g",
 }
 
-# Set at run time on local masters only (SQL settings can change after the session starts).
+# Set at run time on local masters only (SQL settings can change after the session starts);
+# shuffles get one partition per core (``spark.sql.shuffle.partitions`` = the default parallelism).
 LOCAL_SQL_CONF = {
     "spark.sql.adaptive.enabled": "false",
-    "spark.sql.shuffle.partitions": "1",
 }
 
 
@@ -51,13 +51,14 @@ def get_session(app_name: str = "segment_balancer", master: str | None = None):
     if session.sparkContext.master.startswith("local"):
         for key, value in LOCAL_SQL_CONF.items():
             session.conf.set(key, value)
+        session.conf.set("spark.sql.shuffle.partitions", str(session.sparkContext.defaultParallelism))
     return session
 
 
 def local_session(app_name: str = "segment_balancer"):
-    """A session on ``SPARK_MASTER`` or ``local[2]``, for the CLI and the tests (the driver JVM
+    """A session on ``SPARK_MASTER`` or ``local[*]`` (every core), for the CLI and the tests (the driver JVM
     gets ``jvm_archive.local_driver_java_options()`` unless ``PYSPARK_SUBMIT_ARGS`` is already set)."""
-    master = os.environ.get("SPARK_MASTER", "local[2]")
+    master = os.environ.get("SPARK_MASTER", "local[*]")
     if master.startswith("local"):
         os.environ.setdefault("PYSPARK_SUBMIT_ARGS", f'--driver-java-options "{local_driver_java_options()}" pyspark-shell')
     return get_session(app_name, master)

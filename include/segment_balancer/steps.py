@@ -12,6 +12,7 @@ Source: ALGORITHM.md "Stages"; seed 000 "Proposed algorithm".
 
 from __future__ import annotations
 
+import json
 import logging
 from collections.abc import Callable
 
@@ -36,11 +37,6 @@ def _tier_groups(groups, kind: str) -> dict[str, BitMap]:
         if k == kind and tier is not None and len(bm):
             out[tier] = bm
     return dict(sorted(out.items()))
-
-
-def _list(value) -> list:
-    """A Spark array cell (None, list or numpy array) as a list."""
-    return [] if value is None else list(value)
 
 
 def _packed(bitmaps: dict[str, BitMap]) -> dict[str, bytes]:
@@ -169,8 +165,8 @@ def step_underreplicated(run: Run, groups, stage: int, limit: StageLimit, kind: 
                     seg = tier_run.segment(idx)
                     count = seg.count()
                     if count > seg.target:
-                        extra.append({"kind": "over", "idx": idx, "tier": tier, "target": seg.target, "count": count,
-                                      "servers": tier_run.drop_order(seg, seg.serving())})
+                        extra.append({"kind": "over", "idx": idx, "tier": tier, "target": seg.target,
+                                      "detail": json.dumps({"count": count, "drop_order": tier_run.drop_order(seg, seg.serving())})})
             if tier in bms:
                 loading.load_underreplicated(tier_run, bms[tier], limit, sink, kind, reason)
         return extra
@@ -189,7 +185,7 @@ def _callbacks(run: Run, out):
     loads = out.filter("kind = 'op' and action = 'LOAD'").select(
         "idx", F.struct("o1", "o2", "o3", F.col("tier").alias("load_tier"), F.col("server").alias("load_server"),
                         "segment_id", "datasource", "size_bytes").alias("load"))
-    over = out.filter("kind = 'over'").select("idx", F.struct("tier", "target", "count", "servers").alias("over"))
+    over = out.filter("kind = 'over'").select("idx", F.struct("tier", "target", "detail").alias("over"))
     work = (loads.groupBy("idx").agg(F.collect_list("load").alias("loads"))
             .join(over.groupBy("idx").agg(F.collect_list("over").alias("over")), "idx")
             .withColumn("bucket", F.col("idx") % BUCKETS))
@@ -200,8 +196,10 @@ def _callbacks(run: Run, out):
             lds = sorted(r["loads"], key=lambda x: (int(x["o1"]), x["o2"], float(x["o3"])))
             seg = {"idx": int(r["idx"]), "segment_id": lds[0]["segment_id"], "datasource": lds[0]["datasource"],
                    "size_bytes": int(lds[0]["size_bytes"])}
-            tiers = {o["tier"]: {"target": int(o["target"]), "count": int(o["count"]), "drop_order": _list(o["servers"])}
-                     for o in r["over"]}
+            tiers = {}
+            for o in r["over"]:
+                detail = json.loads(o["detail"])
+                tiers[o["tier"]] = {"target": int(o["target"]), "count": int(detail["count"]), "drop_order": detail["drop_order"]}
             callbacks.add_callbacks(seg, [(x["load_tier"], x["load_server"], (int(x["o1"]), x["o2"], float(x["o3"])))
                                           for x in lds], tiers, sink)
         return out_frame(sink)
@@ -320,15 +318,14 @@ def step_unload(run: Run, groups, stage: int) -> None:
                 cands = tier_run.drop_candidates(seg, seg.serving())
                 extra.append({"kind": "candidates", "idx": idx, "tier": tier, "segment_id": seg.segment_id,
                               "datasource": seg.datasource, "size_bytes": seg.size_bytes,
-                              "servers": [c[3] for c in cands], "costs": [c[1] for c in cands],
-                              "available": [c[2] for c in cands], "decommissioning": [c[0] for c in cands]})
+                              "detail": json.dumps([list(c) for c in cands])})
             return out_frame(OpSink(), None, extra)
 
-        cand = flagged.groupBy("tier").applyInPandas(candidates, OUT_SCHEMA).select(
-            "idx", "tier", "segment_id", "datasource", "size_bytes", "servers", "costs", "available", "decommissioning")
+        cand = flagged.groupBy("tier").applyInPandas(candidates, OUT_SCHEMA).filter("kind = 'candidates'").select(
+            "idx", "tier", "segment_id", "datasource", "size_bytes", "detail")
         per_tier = tally.join(cand, ["idx", "tier"], "left").select(
             "idx", "total_loaded", "required", "segment_id", "datasource", "size_bytes",
-            F.struct("tier", "target", "count", "servers", "costs", "available", "decommissioning").alias("t"))
+            F.struct("tier", "target", "count", "detail").alias("t"))
         work = (per_tier.groupBy("idx").agg(
             F.first("total_loaded").alias("loaded"), F.first("required").alias("required"),
             F.max("segment_id").alias("segment_id"), F.max("datasource").alias("datasource"),
@@ -340,7 +337,7 @@ def step_unload(run: Run, groups, stage: int) -> None:
             for r in pdf.sort_values("idx").to_dict("records"):
                 tiers_ = {}
                 for t in r["tiers"]:
-                    cands = list(zip(_list(t["decommissioning"]), _list(t["costs"]), _list(t["available"]), _list(t["servers"])))
+                    cands = [tuple(c) for c in json.loads(t["detail"])] if t["detail"] else []
                     tiers_[t["tier"]] = {"target": int(t["target"]), "count": int(t["count"]), "candidates": cands}
                 seg = {"idx": int(r["idx"]), "segment_id": r["segment_id"], "datasource": r["datasource"],
                        "size_bytes": int(r["size_bytes"]), "loaded": int(r["loaded"]), "required": int(r["required"] or 0)}

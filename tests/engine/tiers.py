@@ -22,7 +22,8 @@ def tier_run(name, servers, segments, ranked=True, sink=None, num_best=NUM_BEST)
         base = {"tier": name, "idx": idx, "segment_id": f"seg{idx}", "datasource": s.get("ds", "ds"),
                 "start_ms": day * DAY, "end_ms": (day + 1) * DAY, "size_bytes": s.get("size", 10)}
         rows.append({**base, "kind": "segment", "target": s.get("target", 1), "tier_pos": s.get("tier_pos", 0),
-                     "rule_kind": s.get("rule_kind", "load"), "required": 1, "topb": s.get("topb")})
+                     "rule_kind": s.get("rule_kind", "load"), "required": 1,
+                     "topb": None if s.get("topb") is None else ",".join(s["topb"])})
         for server in s.get("served", ()):
             rows.append({**base, "kind": "replica", "server": server, "served": True, "dropping": False})
         for server in s.get("loading", ()):
