@@ -1,8 +1,9 @@
-"""The state of one run between stages: prepared tables, the op log and its bookkeeping.
+"""One run's work directory as the stages see it: prepared tables, the run state, the op log.
 
-A stage sees the snapshot plus every operation scheduled by the stages before it. The op log is
-``WORK/ops/*.parquet`` (one file per step) with a manifest that keeps the order and the count, so
-``op_id`` stays global and increasing in scheduling order.
+A stage sees the snapshot plus every operation scheduled by the stages before it, as the run state
+(:mod:`.runstate`, ``WORK/state/NN_step/``) of the last step that wrote one. The op log is
+``WORK/ops/*.parquet`` (one file per step) with a manifest that keeps the order, the count and each
+step's state, so ``op_id`` stays global and increasing in scheduling order.
 """
 
 from __future__ import annotations
@@ -100,7 +101,7 @@ class Run:
 
     # ---- tables -------------------------------------------------------------------------------
     def table(self, name: str):
-        """A prepared table as a Spark DataFrame (``segments``, ``replicas``, ``targets``, ``rankings``)."""
+        """A prepared table as a Spark DataFrame (``segments``, ``replicas``, ``targets``)."""
         if name not in self._tables:
             self._tables[name] = self.spark.read.parquet(str(self.prepared / f"{name}.parquet"))
         return self._tables[name]

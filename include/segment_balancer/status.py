@@ -1,4 +1,6 @@
-"""Replication status as Spark jobs: replica state now, per-(segment, tier) counts and the groups.
+"""Replication status at the start of the run as Spark jobs over the prepared tables: replica
+state, per-(segment, tier) counts and the initial groups (later stages read the run state,
+:mod:`.runstate`).
 
 ``count(s, T)`` is ALGORITHM.md's: servers of ``T`` that serve ``s`` with no drop of it queued or
 scheduled, plus servers of ``T`` with a queued or scheduled load of it.
@@ -12,11 +14,10 @@ from pyroaring import BitMap
 from . import groups as G
 
 
-def current_replicas(replicas, ops=None):
-    """Replica state after the snapshot's queues and the ops scheduled so far.
+def current_replicas(replicas):
+    """Replica state at the start of the run, from the snapshot's replicas and queues.
 
-    ``replicas``: prepared replicas (Spark); ``ops``: op log DataFrame (``idx``, ``server``,
-    ``tier``, ``action``) or None. Returns (``idx``, ``server``, ``tier``, ``served``, ``load``,
+    ``replicas``: prepared replicas (Spark). Returns (``idx``, ``server``, ``tier``, ``served``, ``load``,
     ``drop``, ``serving`` = served and no drop, ``holds`` = counted in ``count(s, T)``,
     ``present`` = serves or loads it) for used segments.
     """
@@ -24,11 +25,6 @@ def current_replicas(replicas, ops=None):
 
     base = replicas.filter("idx is not null").select(
         "idx", "server", "tier", "served", F.col("queued_load").alias("load"), F.col("queued_drop").alias("drop"))
-    if ops is not None:
-        scheduled = ops.filter("idx >= 0").select(
-            "idx", "server", "tier", F.lit(False).alias("served"),
-            (F.col("action") == "LOAD").alias("load"), (F.col("action") == "DROP").alias("drop"))
-        base = base.unionByName(scheduled)
     cur = base.groupBy("idx", "server", "tier").agg(
         F.max("served").alias("served"), F.max("load").alias("load"), F.max("drop").alias("drop"))
     return cur.select(
@@ -109,7 +105,7 @@ def should_hold_broadcast(servers_pdf):
     return servers_pdf[~servers_pdf["broadcast_only"]][["server", "tier"]]
 
 
-def underbroadcast(spark, segments, replicas, servers_pdf, ops=None):
+def underbroadcast(spark, segments, replicas, servers_pdf):
     """(``idx``, ``tier``) of broadcast segments that some server of the tier should hold and does
     not serve or load."""
     from pyspark.sql import functions as F
@@ -120,7 +116,7 @@ def underbroadcast(spark, segments, replicas, servers_pdf, ops=None):
     n_should = should.groupby("tier").size().reset_index(name="n_should")
     should_df = spark.createDataFrame(should)
     bseg = segments.filter("idx is not null and rule_kind = 'broadcast'").select("idx")
-    have = (current_replicas(replicas, ops).filter(F.col("present") & ~F.col("drop")).join(F.broadcast(should_df), ["server", "tier"])
+    have = (current_replicas(replicas).filter(F.col("present") & ~F.col("drop")).join(F.broadcast(should_df), ["server", "tier"])
             .groupBy("idx", "tier").agg(F.count("*").alias("n_have")))
     pairs = bseg.crossJoin(F.broadcast(spark.createDataFrame(n_should)))
     return (pairs.join(have, ["idx", "tier"], "left").fillna({"n_have": 0})

@@ -99,6 +99,25 @@ def _finish(run: Run, stage: int, step: str, out, tiers: list[str], drops=None, 
     return result
 
 
+def _per_tier_step(run: Run, groups, stage: int, kind: str, step: str,
+                   kernel: Callable[[TierRun, BitMap, OpSink], None], ranked: bool = True) -> None:
+    """A step that runs ``kernel(tier_run, members, sink)`` on each tier's members of ``kind[T]``
+    and replaces ``kind[T]`` with what the kernel writes back (stages 2, 5, 9, 10)."""
+    members = _tier_groups(groups, kind)
+    if not members:
+        return
+    data = _packed(members)
+
+    def body(runs, sink):
+        for tier, bm in _unpacked(data).items():
+            if tier in runs:
+                kernel(runs[tier], bm, sink)
+
+    out = _kernel_pass(run, list(members), body, ranked=ranked)
+    names = [group_name(kind, t) for t in members]
+    _merge(groups, _finish(run, stage, step, out, list(members)), names)
+
+
 # ---- stage 1 ----------------------------------------------------------------------------------
 def step_unreplicated(run: Run, groups, stage: int, limit: StageLimit) -> None:
     """Stage 1 (or its revisit): ``StillUnreplicated`` → one load each (one task, cross-tier)."""
@@ -121,20 +140,10 @@ def step_underbroadcast(run: Run, groups, stage: int, limit: StageLimit) -> None
     """Stage 2 (or its revisit) per tier on ``StillUnderbroadcast[T]``."""
     from .status import should_hold_broadcast
 
-    members = _tier_groups(groups, "StillUnderbroadcast")
-    if not members:
-        return
     should = should_hold_broadcast(run.servers_pdf).groupby("tier")["server"].apply(list).to_dict()
-    data = _packed(members)
-
-    def body(runs, sink):
-        for tier, bm in _unpacked(data).items():
-            if tier in runs:
-                loading.load_underbroadcast(runs[tier], bm, should.get(tier, []), limit, sink)
-
-    out = _kernel_pass(run, list(members), body, ranked=False)
-    names = [group_name("StillUnderbroadcast", t) for t in members]
-    _merge(groups, _finish(run, stage, "underbroadcast", out, list(members)), names)
+    _per_tier_step(run, groups, stage, "StillUnderbroadcast", "underbroadcast",
+                   lambda r, bm, sink: loading.load_underbroadcast(r, bm, should.get(r.tier, []), limit, sink),
+                   ranked=False)
 
 
 def step_underreplicated(run: Run, groups, stage: int, limit: StageLimit, kind: str) -> None:
@@ -210,19 +219,8 @@ def _callbacks(run: Run, out):
 # ---- stages 5, 9 ------------------------------------------------------------------------------
 def step_decommissioning(run: Run, groups, stage: int, limit: StageLimit) -> None:
     """Stage 5 or 9 per tier on ``StillLoadedOnDecommServers[T]``."""
-    members = _tier_groups(groups, "StillLoadedOnDecommServers")
-    if not members:
-        return
-    data = _packed(members)
-
-    def body(runs, sink):
-        for tier, bm in _unpacked(data).items():
-            if tier in runs:
-                loading.move_from_decommissioning(runs[tier], bm, limit, sink)
-
-    out = _kernel_pass(run, list(members), body)
-    names = [group_name("StillLoadedOnDecommServers", t) for t in members]
-    _merge(groups, _finish(run, stage, "decommissioning", out, list(members)), names)
+    _per_tier_step(run, groups, stage, "StillLoadedOnDecommServers", "decommissioning",
+                   lambda r, bm, sink: loading.move_from_decommissioning(r, bm, limit, sink))
 
 
 # ---- stages 7, 10, 11 -------------------------------------------------------------------------
@@ -257,19 +255,8 @@ def step_balancing(run: Run, groups, stage: int, limit: StageLimit, record: bool
 
 def step_to_be_balanced(run: Run, groups, stage: int, limit: StageLimit) -> None:
     """Stage 10 per tier on ``ToBeBalanced[T]``; the segments it fully moved leave the group."""
-    members = _tier_groups(groups, "ToBeBalanced")
-    if not members:
-        return
-    data = _packed(members)
-
-    def body(runs, sink):
-        for tier, bm in _unpacked(data).items():
-            if tier in runs:
-                balancing.balance_listed(runs[tier], bm, limit, sink)
-
-    out = _kernel_pass(run, list(members), body)
-    names = [group_name("ToBeBalanced", t) for t in members]
-    _merge(groups, _finish(run, stage, "to_be_balanced", out, list(members)), names)
+    _per_tier_step(run, groups, stage, "ToBeBalanced", "to_be_balanced",
+                   lambda r, bm, sink: balancing.balance_listed(r, bm, limit, sink))
 
 
 # ---- stages 12, 13 ----------------------------------------------------------------------------
