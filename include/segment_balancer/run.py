@@ -12,12 +12,11 @@ import json
 import logging
 from pathlib import Path
 
-import numpy as np
 import pandas as pd
 
 from .engine.state import StageLimit
 from .io import write_json_atomic, write_parquet_atomic, write_partitioned_atomic
-from .runstate import INITIAL_STATE_DIR, STATE_FIELDS, STATE_SCHEMA
+from .runstate import INITIAL_STATE_DIR, STATE_FIELDS, STATE_SCHEMA, concat_columns
 
 log = logging.getLogger(__name__)
 
@@ -66,11 +65,7 @@ def out_frame(sink, state_rows: pd.DataFrame | None = None, extra: list[dict] | 
     rows += extra or []
     frame = pd.DataFrame(rows, columns=OUT_COLUMNS)
     if state_rows is not None and len(state_rows):
-        # Column by column: pandas' concat inspects every value of mostly-null object columns.
-        n = len(state_rows)
-        frame = pd.DataFrame({col: np.concatenate([
-            frame[col].to_numpy(object),
-            state_rows[col].to_numpy(object) if col in state_rows else np.full(n, None, dtype=object)]) for col in OUT_COLUMNS})
+        frame = concat_columns([frame, state_rows], OUT_COLUMNS)
     for col in ("idx", "start_ms", "end_ms", "size_bytes", "o1"):
         frame[col] = frame[col].astype("Int64").fillna(0).astype("int64")
     frame["o3"] = frame["o3"].astype("float64")

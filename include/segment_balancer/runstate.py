@@ -94,10 +94,6 @@ class SegmentInTier:
     key: int
     replicas: dict[str, Replica] = field(default_factory=dict)
 
-    def as_row(self) -> dict:
-        """The fields an :class:`~segment_balancer.engine.state.Op` needs."""
-        return {"idx": self.idx, "segment_id": self.segment_id, "datasource": self.datasource, "size_bytes": self.size_bytes}
-
     def count(self) -> int:
         """``count(s, T)``: servers serving it with no drop, plus servers loading it."""
         return sum(r.holds for r in self.replicas.values())
@@ -242,10 +238,6 @@ class TierRun:
         self._touched[idx] = seg
         return seg
 
-    def segment_indexes(self) -> np.ndarray:
-        """int64: every used segment with a row in this tier, ascending."""
-        return self._seg_idx
-
     # ---- ranking ------------------------------------------------------------------------------
     def placement_costs(self, seg: SegmentInTier) -> np.ndarray:
         """float64 (S,), servers in name order: Druid's placement cost of ``seg`` on every server of
@@ -345,17 +337,21 @@ class TierRun:
             for r in s.replicas.values():
                 new.append({**base, "kind": "replica", "server": r.server, "served": r.served,
                             "load_type": r.load_type, "dropping": r.dropping})
-        new = pd.DataFrame(new, columns=STATE_COLUMNS)
-        # Column by column (pandas' concat inspects every value of mostly-null object columns).
-        columns = {}
-        for col in STATE_COLUMNS:
-            parts = [self._segs[col].to_numpy(object)[keep_segs] if col in self._segs else np.full(int(keep_segs.sum()), None, object),
-                     self._reps[col].to_numpy(object)[keep_reps] if col in self._reps else np.full(int(keep_reps.sum()), None, object),
-                     new[col].to_numpy(object)]
-            columns[col] = np.concatenate(parts)
-        out = pd.DataFrame(columns)
+        out = concat_columns([self._segs[keep_segs], self._reps[keep_reps], pd.DataFrame(new, columns=STATE_COLUMNS)],
+                             STATE_COLUMNS)
         out["tier"] = self.tier
         return state_frame(out)
+
+
+def concat_columns(frames: list[pd.DataFrame], columns: list[str]) -> pd.DataFrame:
+    """``frames`` stacked into one frame of ``columns`` (object dtype; a column a frame lacks is
+    null there), column by column with numpy: ``pandas.concat`` inspects every value of
+    mostly-null object columns, seconds per 100k rows."""
+    data = {}
+    for col in columns:
+        data[col] = np.concatenate([f[col].to_numpy(object) if col in f else np.full(len(f), None, dtype=object)
+                                    for f in frames]) if frames else np.zeros(0, dtype=object)
+    return pd.DataFrame(data, columns=columns)
 
 
 def state_frame(frame: pd.DataFrame) -> pd.DataFrame:
@@ -407,12 +403,13 @@ def initial_state(segments, replicas, targets, servers_pdf, spark):
     return conform(rep).unionByName(conform(seg))
 
 
-def conform(df):
-    """``df`` with every column of ``STATE_COLUMNS`` (missing ones null), cast to the state types."""
+def conform(df, fields=STATE_FIELDS):
+    """``df`` with exactly the columns of ``fields`` ((name, Spark type) pairs, default the state's;
+    missing ones null), cast to their types."""
     from pyspark.sql import functions as F
 
     cols = []
-    for name, dtype in STATE_FIELDS:
+    for name, dtype in fields:
         col = F.col(name) if name in df.columns else F.lit(None)
         cols.append(col.cast(dtype).alias(name))
     return df.select(*cols)
@@ -429,5 +426,5 @@ def apply_drops(state, drops):
                              .otherwise(F.col("dropping"))).drop("_dropped").select(*STATE_COLUMNS)
 
 
-__all__ = ["STATE_COLUMNS", "STATE_SCHEMA", "Replica", "SegmentInTier", "TierRun", "apply_drops", "conform",
-           "initial_state", "state_frame", "tier_runs"]
+__all__ = ["STATE_COLUMNS", "STATE_SCHEMA", "Replica", "SegmentInTier", "TierRun", "apply_drops", "concat_columns",
+           "conform", "initial_state", "state_frame", "tier_runs"]

@@ -22,8 +22,8 @@ from pyroaring import BitMap
 from . import groups as G
 from .engine import balancing, callbacks, loading, unload
 from .engine.state import OpSink, StageLimit, group_name, split_group_name
-from .run import OUT_COLUMNS, OUT_SCHEMA, Run, out_frame
-from .runstate import STATE_COLUMNS, TierRun, apply_drops, tier_runs
+from .run import OUT_COLUMNS, OUT_FIELDS, OUT_SCHEMA, Run, out_frame
+from .runstate import STATE_COLUMNS, TierRun, apply_drops, concat_columns, conform, tier_runs
 
 log = logging.getLogger(__name__)
 BUCKETS = 16
@@ -71,7 +71,7 @@ def _kernel_pass(run: Run, tiers: list[str], body: Callable[[dict[str, TierRun],
         sink = OpSink()
         runs = tier_runs(pdf, servers_pdf, num_best_function(cfg), ranked, sink)
         extra = body(runs, sink)
-        rows = pd.concat([r.rows() for r in runs.values()], ignore_index=True) if runs else None
+        rows = concat_columns([r.rows() for r in runs.values()], STATE_COLUMNS) if runs else None
         return out_frame(sink, rows, extra)
 
     key = F.lit(0) if one_task else F.col("tier")
@@ -84,11 +84,8 @@ def _finish(run: Run, stage: int, step: str, out, tiers: list[str], drops=None, 
     from pyspark.sql import functions as F
 
     state = run.state()
-    new = out.filter(F.col("kind").isin("segment", "replica")).select(*STATE_COLUMNS)
-    if tiers:
-        new = new.unionByName(state.filter(~F.col("tier").isin(tiers)))
-    else:
-        new = state
+    new = (out.filter(F.col("kind").isin("segment", "replica")).select(*STATE_COLUMNS)
+           .unionByName(state.filter(~F.col("tier").isin(tiers))))
     ops = out
     if drops is not None:
         new = apply_drops(new, drops.filter("kind = 'op'"))
@@ -344,7 +341,7 @@ def step_unload(run: Run, groups, stage: int) -> None:
         F.lit("op").alias("kind"), F.lit("DROP").alias("action"), "idx", "segment_id", "datasource", "tier", "server",
         "size_bytes", "reason", F.when(F.col("idx") >= 0, F.col("idx")).otherwise(F.lit(1 << 62)).alias("o1"),
         F.concat_ws("|", "segment_id", "server").alias("o2"), F.lit(0.0).alias("o3"))
-    everywhere = _as_out(everywhere)
+    everywhere = conform(everywhere, OUT_FIELDS)
     out = everywhere if excess is None else excess.unionByName(everywhere)
     out = out.cache()
     deferred = out.filter("kind = 'deferred'").agg(
@@ -360,15 +357,6 @@ def step_unload(run: Run, groups, stage: int) -> None:
                  facts["deferred_drops"], facts["deferred_segments"])
 
 
-def _as_out(df):
-    """``df`` with every column of ``OUT_COLUMNS`` (missing ones null), cast to the output types."""
-    from pyspark.sql import functions as F
-
-    from .run import OUT_FIELDS
-
-    return df.select(*[(F.col(n) if n in df.columns else F.lit(None)).cast(t).alias(n) for n, t in OUT_FIELDS])
-
-
 def step_broadcast_on_decomm(run: Run, groups, stage: int) -> None:
     """Stage 13: decommissioning servers holding only broadcast segments drop them all."""
     from pyspark.sql import functions as F
@@ -378,9 +366,9 @@ def step_broadcast_on_decomm(run: Run, groups, stage: int) -> None:
         return
     state = run.state()
     rows = state.filter(F.col("kind") == "replica").filter("idx >= 0 and served and not dropping").filter(F.col("server").isin(only))
-    ops = _as_out(rows.select(
+    ops = conform(rows.select(
         F.lit("op").alias("kind"), F.lit("DROP").alias("action"), "idx", "segment_id", "datasource", "tier", "server",
         "size_bytes", F.lit("broadcast_on_decommissioning").alias("reason"), F.lit(0).cast("long").alias("o1"),
-        F.col("server").alias("o2"), F.col("idx").cast("double").alias("o3"))).cache()
+        F.col("server").alias("o2"), F.col("idx").cast("double").alias("o3")), OUT_FIELDS).cache()
     run.write_ops(stage, "broadcast_on_decommissioning", ops, state=apply_drops(state, ops))
     ops.unpersist()

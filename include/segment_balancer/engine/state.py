@@ -76,29 +76,6 @@ class ServerHolder:
         self.projected_size += size_bytes
         self.loads[queue_type] += 1
 
-    def to_row(self) -> dict:
-        return {
-            "server": self.server,
-            "tier": self.tier,
-            "max_size": self.max_size,
-            "projected_size": self.projected_size,
-            "decommissioning": self.decommissioning,
-            "priority": self.priority,
-            **{f"loads_{t}": self.loads[t] for t in QUEUE_TYPES},
-        }
-
-    @classmethod
-    def from_row(cls, row: dict) -> "ServerHolder":
-        return cls(
-            server=row["server"],
-            tier=row["tier"],
-            max_size=int(row["max_size"]),
-            projected_size=int(row["projected_size"]),
-            decommissioning=bool(row["decommissioning"]),
-            priority=int(row.get("priority") or 0),
-            loads={t: int(row.get(f"loads_{t}") or 0) for t in QUEUE_TYPES},
-        )
-
 
 @dataclass
 class Op:
