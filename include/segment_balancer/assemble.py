@@ -34,10 +34,10 @@ def status_counts(run: Run, state) -> dict:
     from pyspark.sql import Window
     from pyspark.sql import functions as F
 
-    from .steps import _tier_tally
+    from .runstate import replica_tally
 
     w = Window.partitionBy("idx")
-    st = (_tier_tally(state).withColumn("total_target", F.sum("target").over(w))
+    st = (replica_tally(state).withColumn("total_target", F.sum("target").over(w))
           .withColumn("total_count", F.sum("count").over(w)).filter("target > 0 or count > 0"))
     unrep = st.filter("total_target > 0 and total_count = 0").select("idx").distinct().count()
     per = (st.filter("not (total_target > 0 and total_count = 0)")

@@ -53,3 +53,12 @@ def write_partitioned_atomic(frame, path: Path, column: str) -> None:
     tmp = _aside(path)
     frame.write.mode("overwrite").partitionBy(column).parquet(str(tmp))
     replace_path(tmp, path)
+
+
+def filesystem(uri) -> tuple:
+    """``(pyarrow filesystem, path)`` of a work-directory URI or absolute path: what Spark tasks
+    use to read and write the run state wherever the work directory lives (``file://``, an
+    absolute local path, ``hdfs://``, ``s3://`` as pyarrow supports them)."""
+    from pyarrow.fs import FileSystem
+
+    return FileSystem.from_uri(str(uri))

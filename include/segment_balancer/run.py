@@ -15,8 +15,8 @@ from pathlib import Path
 import pandas as pd
 
 from .engine.state import StageLimit
-from .io import write_json_atomic, write_parquet_atomic, write_partitioned_atomic
-from .runstate import INITIAL_STATE_DIR, STATE_FIELDS, STATE_SCHEMA, concat_columns
+from .io import write_json_atomic, write_parquet_atomic
+from .runstate import INITIAL_STATE_DIR, STATE_COLUMNS, STATE_FIELDS, STATE_SCHEMA, TIER_FILE_SCHEMA, tier_of_dir
 
 log = logging.getLogger(__name__)
 
@@ -24,8 +24,7 @@ OUT_FIELDS = STATE_FIELDS + [
     ("action", "string"), ("queue_type", "string"), ("reason", "string"), ("dep_server", "string"),
     ("o1", "long"), ("o2", "string"), ("o3", "double"), ("group", "string"), ("detail", "string"),
 ]
-"""What a stage kernel returns to Spark, one ``kind`` per row: ``segment``/``replica`` (the tier's
-new state, ``STATE_COLUMNS``), ``op`` (an operation: ``action``, ``queue_type``, ``reason``,
+"""What a stage kernel's task writes (``WORK/passes/NN_step/``), one ``kind`` per row: ``op`` (an operation: ``action``, ``queue_type``, ``reason``,
 ``dep_server``, and ``o1, o2, o3`` that sort the ops of one step into scheduling order across
 tasks), ``member`` (``idx`` joins ``group``), ``deferred`` (``o1`` drops of ``idx`` deferred by the
 availability rule) and ``over``/``candidates`` (stage-3 callback and stage-12 inputs, as JSON in
@@ -52,9 +51,9 @@ def stage_limit_entry(limit) -> dict:
     return {"queue_type": None if counted in (None, "all") else counted, "limit": limit.cap, "total": limit.total_cap}
 
 
-def out_frame(sink, state_rows: pd.DataFrame | None = None, extra: list[dict] | None = None) -> pd.DataFrame:
-    """One pandas frame of ``OUT_COLUMNS``: the ops, memberships and deferred drops of ``sink``,
-    the new state rows and ``extra`` rows (``over``/``candidates``)."""
+def out_frame(sink, extra: list[dict] | None = None) -> pd.DataFrame:
+    """One pandas frame of ``OUT_COLUMNS``: the ops, memberships and deferred drops of ``sink``
+    and ``extra`` rows (``over``/``candidates``)."""
     rows = [{"kind": "op", "action": o.action, "queue_type": o.queue_type, "idx": o.idx,
              "segment_id": o.segment_id, "datasource": o.datasource, "tier": o.tier, "server": o.server,
              "size_bytes": o.size_bytes, "reason": o.reason, "dep_server": o.dep_server,
@@ -64,8 +63,6 @@ def out_frame(sink, state_rows: pd.DataFrame | None = None, extra: list[dict] | 
     rows += [{"kind": "deferred", "idx": idx, "segment_id": sid, "o1": n} for idx, sid, n in sink.deferred]
     rows += extra or []
     frame = pd.DataFrame(rows, columns=OUT_COLUMNS)
-    if state_rows is not None and len(state_rows):
-        frame = concat_columns([frame, state_rows], OUT_COLUMNS)
     for col in ("idx", "start_ms", "end_ms", "size_bytes", "o1"):
         frame[col] = frame[col].astype("Int64").fillna(0).astype("int64")
     frame["o3"] = frame["o3"].astype("float64")
@@ -143,24 +140,45 @@ class Run:
         return self.spark.read.parquet(*[str(self.work / "ops" / f) for f in files])
 
     # ---- run state ----------------------------------------------------------------------------
-    def state_path(self) -> Path:
-        """The directory of the current run state (the last step's, or ``prepare``'s)."""
+    @property
+    def work_uri(self) -> str:
+        """The work directory as Spark tasks address it (absolute)."""
+        return str(self.work.absolute())
+
+    def initial_state_dirs(self) -> dict[str, str]:
+        """``{tier: directory}`` (relative to the work directory) of the state ``prepare`` wrote."""
+        root = self.work / INITIAL_STATE_DIR
+        return {tier_of_dir(p.name): f"{INITIAL_STATE_DIR}/{p.name}"
+                for p in sorted(root.iterdir()) if p.is_dir() and p.name.startswith("tier=")}
+
+    def state_dirs(self) -> dict[str, str]:
+        """``{tier: directory}`` (relative to the work directory) of the current run state: each
+        tier's state as the last step that changed it wrote it (``state/NN_step/tier=T``), or as
+        ``prepare`` did."""
         steps = [st for st in self.manifest()["steps"] if st.get("state")]
-        return self.work / (steps[-1]["state"] if steps else INITIAL_STATE_DIR)
+        return dict(steps[-1]["state"]) if steps else self.initial_state_dirs()
 
     def state(self, initial: bool = False):
         """The current run state (Spark DataFrame of ``runstate.STATE_COLUMNS``); with ``initial``,
         the state at the start of the run."""
-        path = self.work / INITIAL_STATE_DIR if initial else self.state_path()
-        return self.spark.read.schema(STATE_SCHEMA).parquet(str(path))
+        from functools import reduce
+
+        from pyspark.sql import functions as F
+
+        dirs = self.initial_state_dirs() if initial else self.state_dirs()
+        parts = [self.spark.read.schema(TIER_FILE_SCHEMA).parquet(f"{self.work_uri}/{rel}")
+                 .withColumn("tier", F.lit(tier)).select(*STATE_COLUMNS) for tier, rel in sorted(dirs.items())]
+        if not parts:
+            return self.spark.createDataFrame([], STATE_SCHEMA)
+        return reduce(lambda a, b: a.unionByName(b), parts)
 
     def write_ops(self, stage: int, step: str, kernel_out, facts: dict | None = None, state=None) -> int:
         """Give the ops of one step their global ``op_id`` (in ``o1, o2, o3`` order), resolve
         ``depends_on`` and append them to the op log. ``facts``: counts the step reports (e.g.
         deferred drops), kept with the step in the manifest for the summary. ``state``: the run
-        state after the step (Spark DataFrame of ``STATE_COLUMNS``), written to
-        ``WORK/state/NN_step`` partitioned by tier; None keeps the current one. Returns the number
-        of ops written."""
+        state after the step, ``{tier: directory}`` of every tier (:mod:`.tierpass` wrote the
+        changed ones); None keeps the current one. The manifest written last commits the step.
+        Returns the number of ops written."""
         from pyspark.sql import Window
         from pyspark.sql import functions as F
 
@@ -178,8 +196,7 @@ class Run:
         n = self.spark.read.parquet(str(self.work / "ops" / name)).count()
         entry = {"stage": stage, "step": step, "ops": n, **({"facts": facts} if facts else {})}
         if state is not None:
-            entry["state"] = f"state/{stage:02d}_{step}"
-            write_partitioned_atomic(state, self.work / entry["state"], "tier")
+            entry["state"] = dict(sorted(state.items()))
         manifest["files"].append(name)
         manifest["count"] = offset + n
         manifest["steps"].append(entry)

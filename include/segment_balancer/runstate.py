@@ -1,7 +1,8 @@
 """The run state: what every tier projects after the operations scheduled so far, in one place.
 
 Druid's ``ServerHolder`` + ``SegmentReplicaCount`` + ``SegmentStatusInTier`` for this run. On disk
-(``WORK/state/<step>/``, parquet partitioned by ``tier``) it is one table of two kinds of rows,
+(``WORK/state/<step>/tier=T/``, one parquet directory per tier; the op-log manifest maps every
+tier to its current directory) it is one table of two kinds of rows,
 ``STATE_COLUMNS``:
 
 - ``kind = "segment"``: one per (used segment, tier) where the segment has a target, a replica, or
@@ -20,8 +21,9 @@ its kernel per tier on a :class:`TierRun` built from the tier's rows inside a Sp
 writes the tier's rows back (``TierRun.rows``). :meth:`TierRun.load` and :meth:`TierRun.drop` are
 the only mutators: they change the replica, the server's queue and projected size, and the live
 placement costs (:mod:`.livecost`) at once, and record the operation. Drops that one stage
-schedules on another tier (the stage-3 callbacks) are applied to that tier's rows when the stage
-writes the state (:func:`apply_drops`), so they count there from the next stage on.
+decides outside its tier tasks (the stage-3 callbacks, stages 12 and 13) are applied to the tiers'
+rows before the stage commits (:func:`segment_balancer.tierpass.apply_drops_pass`), so they count
+there from the next stage on.
 
 Source: ALGORITHM.md "Terms", "Best servers", "Load-queue limits", "Capacity".
 """
@@ -48,6 +50,9 @@ STATE_COLUMNS = [name for name, _ in STATE_FIELDS]
 INITIAL_STATE_DIR = "state/00_prepare"
 """Where ``prepare`` writes the state at the start of the run, relative to the work directory."""
 STATE_SCHEMA = ", ".join(f"`{n}` {t}" for n, t in STATE_FIELDS)
+TIER_FILE_SCHEMA = ", ".join(f"`{n}` {t}" for n, t in STATE_FIELDS if n != "tier")
+"""Spark schema of one tier's state directory (``tier=T/``): the state's columns but ``tier``,
+which the directory names."""
 
 
 @dataclass
@@ -201,6 +206,12 @@ class TierRun:
                 decommissioning=bool(r["decommissioning"]), priority=int(r["priority"]),
                 loads={t: int(counts.get((name, t), 0)) for t in QUEUE_TYPES})
         return out
+
+    @property
+    def changed(self) -> bool:
+        """True once a segment was materialised (and so may have changed): the tier's rows must be
+        written back."""
+        return bool(self._touched)
 
     # ---- segments -----------------------------------------------------------------------------
     def has(self, idx: int) -> bool:
@@ -369,13 +380,58 @@ def state_frame(frame: pd.DataFrame) -> pd.DataFrame:
     return out
 
 
-def tier_runs(pdf: pd.DataFrame, servers_pdf: pd.DataFrame, num_best, ranked: bool = True,
-              sink: OpSink | None = None) -> dict[str, TierRun]:
-    """A :class:`TierRun` per tier of ``pdf`` (state rows of one or more tiers), by tier name, all
-    writing to ``sink`` (a new shared one by default)."""
-    sink = sink if sink is not None else OpSink()
-    return {tier: TierRun(tier, part, servers_pdf[servers_pdf["tier"] == tier], num_best, ranked, sink)
-            for tier, part in pdf.groupby("tier", sort=True)}
+# ---- one tier's state directory, read and written inside a Spark task ------------------------
+_ARROW_TYPES = {"string": "string", "long": "int64", "int": "int32", "boolean": "bool_", "double": "float64"}
+
+
+def arrow_schema(fields):
+    """The pyarrow schema of ``fields`` ((name, Spark type) pairs)."""
+    import pyarrow as pa
+
+    return pa.schema([(n, getattr(pa, _ARROW_TYPES[t])()) for n, t in fields])
+
+
+def tier_dir_name(tier: str) -> str:
+    """``tier=<T>`` with ``T`` percent-escaped, as Spark names a partition directory."""
+    from urllib.parse import quote
+
+    return "tier=" + quote(tier, safe="")
+
+
+def tier_of_dir(name: str) -> str:
+    """Inverse of :func:`tier_dir_name` (also reads Spark's escaping)."""
+    from urllib.parse import unquote
+
+    return unquote(name[len("tier="):])
+
+
+def read_tier_state(fs, path: str) -> pd.DataFrame:
+    """One tier's state rows (pandas, ``STATE_COLUMNS`` but ``tier``) from the directory ``path``
+    of filesystem ``fs`` (pyarrow), whoever wrote it (Spark's parts or :func:`write_tier_state`)."""
+    import pyarrow.dataset as ds
+
+    schema = arrow_schema([f for f in STATE_FIELDS if f[0] != "tier"])
+    return ds.dataset(path, format="parquet", filesystem=fs, schema=schema).to_table().to_pandas()
+
+
+def write_tier_state(fs, path: str, rows: pd.DataFrame) -> None:
+    """Write one tier's state rows as the directory ``path`` (one parquet file), replacing it:
+    written aside, then moved into place."""
+    import uuid
+
+    import pyarrow as pa
+    import pyarrow.parquet as pq
+    from pyarrow.fs import FileType
+
+    fields = [f for f in STATE_FIELDS if f[0] != "tier"]
+    frame = state_frame(rows)[[n for n, _ in fields]]
+    table = pa.Table.from_pandas(frame, schema=arrow_schema(fields), preserve_index=False)
+    tmp = f"{path}.tmp-{uuid.uuid4().hex[:8]}"
+    fs.create_dir(tmp, recursive=True)
+    pq.write_table(table, f"{tmp}/part-00000.parquet", filesystem=fs)
+    if fs.get_file_info(path).type != FileType.NotFound:
+        fs.delete_dir(path)
+    fs.move(tmp, path)
 
 
 # ---- Spark side -------------------------------------------------------------------------------
@@ -415,16 +471,22 @@ def conform(df, fields=STATE_FIELDS):
     return df.select(*cols)
 
 
-def apply_drops(state, drops):
-    """``state`` with ``dropping`` set on the replica rows that ``drops`` (``tier``, ``server``,
-    ``segment_id``) names: cross-tier drops of a stage (the stage-3 callbacks)."""
+def replica_tally(state):
+    """Per (``idx``, ``tier``) of used load-rule segments in ``state`` (Spark DataFrame of
+    ``STATE_COLUMNS``): ``target``, ``count`` (servers holding it: serving with no drop, or
+    loading), ``loaded`` (servers serving it with no drop, counted where the target is above 0) and
+    ``required`` (ALGORITHM.md "Terms", "Availability"); a Spark DataFrame."""
     from pyspark.sql import functions as F
 
-    marks = drops.select("tier", "server", "segment_id", F.lit(True).alias("_dropped")).distinct()
-    joined = state.join(marks, ["tier", "server", "segment_id"], "left")
-    return joined.withColumn("dropping", F.when(F.col("_dropped") & (F.col("kind") == "replica"), F.lit(True))
-                             .otherwise(F.col("dropping"))).drop("_dropped").select(*STATE_COLUMNS)
+    rep = state.filter("kind = 'replica' and idx >= 0")
+    holds = ((F.col("served") | F.col("load_type").isNotNull()) & ~F.col("dropping")).cast("int")
+    serving = (F.col("served") & ~F.col("dropping")).cast("int")
+    per = rep.groupBy("idx", "tier").agg(F.sum(holds).alias("count"), F.sum(serving).alias("serving"))
+    seg = state.filter("kind = 'segment' and rule_kind = 'load'").select("idx", "tier", "target", "required")
+    return (seg.join(per, ["idx", "tier"], "left").fillna({"count": 0, "serving": 0})
+            .withColumn("loaded", F.when(F.col("target") > 0, F.col("serving")).otherwise(0)).drop("serving"))
 
 
-__all__ = ["STATE_COLUMNS", "STATE_SCHEMA", "Replica", "SegmentInTier", "TierRun", "apply_drops", "concat_columns",
-           "conform", "initial_state", "state_frame", "tier_runs"]
+__all__ = ["STATE_COLUMNS", "STATE_SCHEMA", "TIER_FILE_SCHEMA", "Replica", "SegmentInTier", "TierRun", "concat_columns",
+           "conform", "initial_state", "read_tier_state", "replica_tally",
+           "state_frame", "tier_dir_name", "tier_of_dir", "write_tier_state"]

@@ -1,4 +1,5 @@
-"""The stage registry: the Spark application of every step of a run, in run order.
+"""The stages, one module each (``s01_unreplicated`` … ``s13_broadcast_on_decomm``), and the registry
+of the Spark applications of a run, in run order.
 
 ``APP_NAMES`` is the one list the DAG, the Spark entry points (``spark_apps/<name>.py``) and the CLI
 share: stage 0 (``used_segments``, the timeline; ``prepare``, the run's tables) first, the thirteen
@@ -40,32 +41,32 @@ def run_app(spark, name: str, snapshot, work, groups_in: dict | None, overrides:
     import time
     from pathlib import Path
 
-    from . import groups as G
+    from .. import groups as G
 
     if name not in APP_NAMES:
         raise KeyError(f"unknown application {name!r}; one of {APP_NAMES}")
     stage = stage_number(name)
     started = time.monotonic()
     if name == "used_segments":
-        from .used_segments import used_segments
+        from ..used_segments import used_segments
 
         result = used_segments(spark, Path(snapshot), Path(work))
     elif name == "prepare":
-        from .prepare import prepare
+        from ..prepare import prepare
 
         result = prepare(spark, Path(snapshot), Path(work), overrides)
     else:
-        from .run import Run
+        from ..run import Run
 
         run = Run(spark, Path(work))
         run.reset_from(stage)
         groups = G.decode_all((groups_in or {}).get("groups", {}))
         if name == "assemble":
-            from .assemble import assemble
+            from ..assemble import assemble
 
             assemble(run, groups, Path(snapshot))
         else:
-            STAGE_FUNCTIONS[stage](run, groups)
+            stage_module(stage).stage(run, groups)
         result = {"stage": stage, "groups": G.encode_all(groups)}
     _record_timing(Path(work), stage, name, time.monotonic() - started)
     return result
@@ -82,7 +83,7 @@ def stage_number(name: str) -> int:
 def _record_timing(work, stage: int, name: str, seconds: float) -> None:
     import json
 
-    from .io import write_json_atomic
+    from ..io import write_json_atomic
 
     path = work / "timings.json"
     timings = json.loads(path.read_text()) if path.exists() else {}
@@ -92,98 +93,18 @@ def _record_timing(work, stage: int, name: str, seconds: float) -> None:
     write_json_atomic(timings, path)
 
 
-def _copy(groups, src_kind: str, dst_kind: str) -> None:
-    from .engine.state import split_group_name
-
-    for name in [n for n in groups if split_group_name(n)[0] == src_kind]:
-        tier = split_group_name(name)[1]
-        groups[f"{dst_kind}[{tier}]" if tier is not None else dst_kind] = groups[name].copy()
-
-
-def _stage1(run, groups):
-    from pyroaring import BitMap
-
-    from . import steps
-
-    groups["StillUnreplicated"] = groups.get("Unreplicated", BitMap()).copy()
-    steps.step_unreplicated(run, groups, 1, run.limit(1))
+STAGE_MODULES = {
+    1: "s01_unreplicated", 2: "s02_underbroadcast", 3: "s03_underreplicated", 4: "s04_to_become_underreplicated",
+    5: "s05_decommissioning", 6: "s06_first_revisit", 7: "s07_balancing", 8: "s08_second_revisit",
+    9: "s09_still_loaded_on_decomm", 10: "s10_to_be_balanced", 11: "s11_repeat_balancing", 12: "s12_unload",
+    13: "s13_broadcast_on_decomm",
+}
+"""The module of every stage (``segment_balancer.stages.<module>``): each declares ``STAGE``,
+``READS``, ``WRITES`` and ``stage(run, groups)``."""
 
 
-def _stage2(run, groups):
-    from . import steps
+def stage_module(stage: int):
+    """The module of ``stage`` (1–13), imported on first use."""
+    import importlib
 
-    _copy(groups, "Underbroadcast", "StillUnderbroadcast")
-    steps.step_underbroadcast(run, groups, 2, run.limit(2))
-
-
-def _stage3(run, groups):
-    from . import steps
-
-    _copy(groups, "Underreplicated", "StillUnderreplicated")
-    steps.step_underreplicated(run, groups, 3, run.limit(3), "StillUnderreplicated")
-
-
-def _stage4(run, groups):
-    from . import steps
-
-    steps.step_underreplicated(run, groups, 4, run.limit(4), "ToBecomeUnderreplicated")
-
-
-def _stage5(run, groups):
-    from . import steps
-
-    _copy(groups, "ToMoveAwayFromDecommServers", "StillLoadedOnDecommServers")
-    steps.step_decommissioning(run, groups, 5, run.limit(5))
-
-
-def _revisit(stage):
-    def revisit(run, groups):
-        from . import steps
-
-        limit = run.limit(stage)
-        steps.step_unreplicated(run, groups, stage, limit)
-        steps.step_underbroadcast(run, groups, stage, limit)
-        steps.step_underreplicated(run, groups, stage, limit, "StillUnderreplicated")
-        steps.step_underreplicated(run, groups, stage, limit, "ToBecomeUnderreplicated")
-
-    return revisit
-
-
-def _stage7(run, groups):
-    from . import steps
-
-    steps.step_balancing(run, groups, 7, run.limit(7), record=True)
-
-
-def _stage9(run, groups):
-    from . import steps
-
-    steps.step_decommissioning(run, groups, 9, run.limit(9))
-
-
-def _stage10(run, groups):
-    from . import steps
-
-    steps.step_to_be_balanced(run, groups, 10, run.limit(10))
-
-
-def _stage11(run, groups):
-    from . import steps
-
-    steps.step_balancing(run, groups, 11, run.limit(11), record=False)
-
-
-def _stage12(run, groups):
-    from . import steps
-
-    steps.step_unload(run, groups, 12)
-
-
-def _stage13(run, groups):
-    from . import steps
-
-    steps.step_broadcast_on_decomm(run, groups, 13)
-
-
-STAGE_FUNCTIONS = {1: _stage1, 2: _stage2, 3: _stage3, 4: _stage4, 5: _stage5, 6: _revisit(6), 7: _stage7,
-                   8: _revisit(8), 9: _stage9, 10: _stage10, 11: _stage11, 12: _stage12, 13: _stage13}
+    return importlib.import_module(f".{STAGE_MODULES[stage]}", __name__)

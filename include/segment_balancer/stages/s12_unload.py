@@ -1,0 +1,128 @@
+"""Stage 12: drop what no rule wants any more: excess replicas (under the availability rule),
+segments of drop rules, unused segments, and overshadowed segments once what overshadows them is
+served (ALGORITHM.md stage 12 and "Availability"; seed 000 stage 12).
+
+Reads the run state only (no groups). Unlimited (drops take no load queue). Three Spark passes:
+the replica tally per (segment, tier) and the overreplicated pairs (Spark SQL); one task per tier
+with excess that lists the holders in drop order against the state at the start of the stage; one
+job per bucket of segments that picks the drops (:func:`segment_balancer.engine.unload.unload_excess`).
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+
+import pandas as pd
+
+from ..engine import unload
+from ..engine.state import OpSink
+from ..io import filesystem, write_parquet_atomic
+from ..run import OUT_COLUMNS, OUT_FIELDS, OUT_SCHEMA, Run, out_frame
+from ..runstate import conform, replica_tally
+from ..tierpass import apply_drops_pass, kernel_pass, pass_dir
+
+log = logging.getLogger(__name__)
+
+STAGE = 12
+READS = WRITES = ()
+BUCKETS = 16
+"""Spark tasks deciding the excess drops (segments by ``idx`` modulo)."""
+
+
+def stage(run: Run, groups) -> None:
+    """Run stage 12 (``groups`` unchanged)."""
+    from pyspark.sql import Window
+    from pyspark.sql import functions as F
+
+    state = run.state()
+    w = Window.partitionBy("idx")
+    counts = (replica_tally(state).withColumn("total_count", F.sum("count").over(w)).withColumn("total_target", F.sum("target").over(w))
+              .withColumn("total_loaded", F.sum("loaded").over(w)).filter("total_count > total_target").cache())
+    over_rel = f"{pass_dir(STAGE, 'unload')}/over.parquet"
+    write_parquet_atomic(counts.filter("count > target").select("idx", "tier"), run.work / over_rel)
+    over = run.spark.read.parquet(f"{run.work_uri}/{over_rel}")
+    tiers = sorted(r[0] for r in over.select("tier").distinct().collect())
+    excess = _excess(run, counts, over_rel, tiers) if tiers else None
+    out = _everywhere(run, state)
+    out = (out if excess is None else excess.unionByName(out)).cache()
+    deferred = out.filter("kind = 'deferred'").agg(
+        F.count("*").alias("segments"), F.sum("o1").alias("drops"),
+        F.slice(F.array_sort(F.collect_list("segment_id")), 1, 5).alias("examples")).collect()[0]
+    facts = {"deferred_drops": int(deferred["drops"] or 0), "deferred_segments": int(deferred["segments"]),
+             "deferred_examples": list(deferred["examples"] or [])}
+    new_state = apply_drops_pass(run, STAGE, "unload", out, run.state_dirs())
+    run.write_ops(STAGE, "unload", out, facts, state=new_state)
+    out.unpersist()
+    counts.unpersist()
+    if facts["deferred_drops"]:
+        log.info("stage %d: %d drops of %d segments deferred by the availability rule", STAGE,
+                 facts["deferred_drops"], facts["deferred_segments"])
+
+
+def _excess(run: Run, counts, over_rel: str, tiers: list[str]):
+    """Excess drops (and ``deferred`` rows) of the overreplicated segments, as a Spark DataFrame of
+    ``OUT_COLUMNS``."""
+    from pyspark.sql import functions as F
+
+    work = run.work_uri
+
+    def candidates(runs, sink):
+        import pyarrow.dataset as ds
+
+        fs, base = filesystem(work)
+        extra = []
+        for tier, tier_run in runs.items():
+            wanted = ds.dataset(f"{base}/{over_rel}", format="parquet", filesystem=fs).to_table(
+                filter=ds.field("tier") == tier, columns=["idx"]).column("idx").to_pylist()
+            for idx in sorted(wanted):
+                seg = tier_run.segment(idx)
+                cands = tier_run.drop_candidates(seg, seg.serving())
+                extra.append({"kind": "candidates", "idx": idx, "tier": tier, "segment_id": seg.segment_id,
+                              "datasource": seg.datasource, "size_bytes": seg.size_bytes,
+                              "detail": json.dumps([list(c) for c in cands])})
+        return extra
+
+    cand = kernel_pass(run, STAGE, "unload", tiers, candidates, keep_state=False).out.filter(
+        "kind = 'candidates'").select("idx", "tier", "segment_id", "datasource", "size_bytes", "detail")
+    per_tier = counts.join(cand, ["idx", "tier"], "left").select(
+        "idx", "total_loaded", "required", "segment_id", "datasource", "size_bytes",
+        F.struct("tier", "target", "count", "detail").alias("t"))
+    work_df = (per_tier.groupBy("idx").agg(
+        F.first("total_loaded").alias("loaded"), F.first("required").alias("required"),
+        F.max("segment_id").alias("segment_id"), F.max("datasource").alias("datasource"),
+        F.max("size_bytes").alias("size_bytes"), F.collect_list("t").alias("tiers"))
+        .withColumn("bucket", F.col("idx") % BUCKETS))
+
+    def kernel(pdf: pd.DataFrame) -> pd.DataFrame:
+        sink = OpSink()
+        for r in pdf.sort_values("idx").to_dict("records"):
+            tiers_ = {}
+            for t in r["tiers"]:
+                cands = [tuple(c) for c in json.loads(t["detail"])] if t["detail"] else []
+                tiers_[t["tier"]] = {"target": int(t["target"]), "count": int(t["count"]), "candidates": cands}
+            seg = {"idx": int(r["idx"]), "segment_id": r["segment_id"], "datasource": r["datasource"],
+                   "size_bytes": int(r["size_bytes"]), "loaded": int(r["loaded"]), "required": int(r["required"] or 0)}
+            sink.defer(seg, unload.unload_excess(seg, tiers_, sink))
+        return out_frame(sink)
+
+    return work_df.groupBy("bucket").applyInPandas(kernel, OUT_SCHEMA).select(*OUT_COLUMNS)
+
+
+def _everywhere(run: Run, state):
+    """DROPs of every served replica of drop-rule, unused and (no longer waiting) overshadowed
+    segments (Spark DataFrame of ``OUT_COLUMNS``)."""
+    from pyspark.sql import functions as F
+
+    segs = run.table("segments")
+    overshadowed = F.col("idx").isNull() & F.col("overshadowed")
+    reason = (F.when(overshadowed & ~F.col("waiting"), "overshadowed").when(overshadowed, F.lit(None).cast("string"))
+              .when(F.col("idx").isNull(), "unused").when(F.col("rule_kind") == "drop", "drop_rule"))
+    doomed = segs.select("segment_id", reason.alias("reason")).filter("reason is not null")
+    serving = state.filter("kind = 'replica' and served and not dropping").select(
+        "segment_id", "idx", "datasource", "size_bytes", "tier", "server")
+    everywhere = doomed.join(serving, "segment_id").select(
+        F.lit("op").alias("kind"), F.lit("DROP").alias("action"), "idx", "segment_id", "datasource", "tier", "server",
+        "size_bytes", "reason", F.when(F.col("idx") >= 0, F.col("idx")).otherwise(F.lit(1 << 62)).alias("o1"),
+        F.concat_ws("|", "segment_id", "server").alias("o2"), F.lit(0.0).alias("o3"))
+    return conform(everywhere, OUT_FIELDS)

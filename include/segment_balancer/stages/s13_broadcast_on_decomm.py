@@ -1,0 +1,31 @@
+"""Stage 13: decommissioning servers that hold only broadcast segments drop them all
+(ALGORITHM.md stage 13; seed 000 stage 13).
+
+Reads the run state only (no groups). Unlimited (drops take no load queue).
+"""
+
+from __future__ import annotations
+
+from ..run import OUT_FIELDS, Run
+from ..runstate import conform
+from ..tierpass import apply_drops_pass
+
+STAGE = 13
+READS = WRITES = ()
+
+
+def stage(run: Run, groups) -> None:
+    """Run stage 13 (``groups`` unchanged)."""
+    from pyspark.sql import functions as F
+
+    only = run.servers_pdf[run.servers_pdf["broadcast_only"]]["server"].tolist()
+    if not only:
+        return
+    rows = run.state().filter("kind = 'replica' and idx >= 0 and served and not dropping").filter(F.col("server").isin(only))
+    ops = conform(rows.select(
+        F.lit("op").alias("kind"), F.lit("DROP").alias("action"), "idx", "segment_id", "datasource", "tier", "server",
+        "size_bytes", F.lit("broadcast_on_decommissioning").alias("reason"), F.lit(0).cast("long").alias("o1"),
+        F.col("server").alias("o2"), F.col("idx").cast("double").alias("o3")), OUT_FIELDS).cache()
+    state = apply_drops_pass(run, STAGE, "broadcast_on_decommissioning", ops, run.state_dirs())
+    run.write_ops(STAGE, "broadcast_on_decommissioning", ops, state=state)
+    ops.unpersist()
