@@ -4,6 +4,7 @@
 #                the Spark driver's class-data-sharing archive in it (local spark-submits start faster)
 #   make test    run the test suite (pytest -q on up to 4 pytest-xdist workers)
 #   make demo    run the Airflow DAG once on every bundled snapshot, publish plans under var/plans/
+#   make cluster-demo  the same on a Spark standalone cluster (master + worker on 127.0.0.1)
 #   make clean   remove var/ (runs, plans, Airflow home); the venv is kept
 #
 # Variables you may override: PYTHON (interpreter that creates the venv), VENV, VAR, SNAPSHOTS.
@@ -35,7 +36,7 @@ export PYSPARK_DRIVER_PYTHON      := $(PY)
 export SEGMENT_BALANCER_HOME      := $(VAR_ABS)
 export AIRFLOW_CONN_SPARK_DEFAULT := {"conn_type": "spark", "host": "local[*]"}
 
-.PHONY: venv test demo airflow-home clean
+.PHONY: venv test demo cluster-demo airflow-home clean
 
 venv: $(STAMP) $(JSA)
 
@@ -88,6 +89,17 @@ demo: airflow-home
 	    || echo "(no summary: see $(VAR_ABS)/plans/$$plan)"; \
 	done; \
 	test $$found = 1 || { echo "no snapshots under $(SNAPSHOTS)" >&2; exit 1; }
+
+# The demo with every spark-submit going to a Spark standalone cluster started from the installed
+# PySpark (segment_balancer/standalone.py: a master and one worker on 127.0.0.1, logs under
+# var/standalone/), stopped afterwards whatever happens.
+STANDALONE_DIR  := $(VAR_ABS)/standalone
+STANDALONE_PORT ?= 7177
+cluster-demo: airflow-home
+	@$(PY) -m segment_balancer.standalone start --dir $(STANDALONE_DIR) --port $(STANDALONE_PORT); \
+	trap '$(PY) -m segment_balancer.standalone stop --dir $(STANDALONE_DIR) --port $(STANDALONE_PORT)' EXIT; \
+	export AIRFLOW_CONN_SPARK_DEFAULT='{"conn_type": "spark", "host": "spark://127.0.0.1", "port": $(STANDALONE_PORT)}'; \
+	$(MAKE) --no-print-directory demo AIRFLOW_CONN_SPARK_DEFAULT="$$AIRFLOW_CONN_SPARK_DEFAULT"
 
 clean:
 	rm -rf $(VAR_ABS)

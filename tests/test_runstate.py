@@ -124,7 +124,7 @@ def test_druid_balancing_strategies_fresh_cluster_gets_200_segments_on_each_hist
                              "priority": 0, "decommissioning": False} for i in range(5)])
     sink = OpSink()
     run = TierRun("T1", state_frame(pd.DataFrame(rows)), servers, NUM_BEST, sink=sink)
-    load_unreplicated({"T1": run}, range(1000), {"T1": 0}, StageLimit(), sink)
+    load_unreplicated({"T1": run}, range(1000), {"T1": 0}, StageLimit(queue_type="loading"), sink)
     per = pd.Series([o.server for o in sink.ops]).value_counts()
     assert len(sink.ops) == 1000
     assert per.to_dict() == {f"historical-{i}": 200 for i in range(5)}

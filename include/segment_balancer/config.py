@@ -27,12 +27,12 @@ from __future__ import annotations
 import difflib
 import math
 from collections.abc import Callable, Mapping
-from dataclasses import dataclass
 from fractions import Fraction
-from typing import Any, Literal
+from typing import Any
 
 from pydantic import BaseModel, ConfigDict, PrivateAttr
 
+from segment_balancer.engine.state import QueueType, StageLimit
 from segment_balancer.jsfunc import JsFunctionError, compile_function
 from segment_balancer.rules import Period
 from segment_balancer.snapshot.errors import SnapshotError
@@ -73,46 +73,9 @@ _KNOWN = {"maxSegmentsInNodeLoadingQueue", "numBestServersChoosingFunction", LOG
           "decommissioningMaxPercent", "segmentLoadingMaxSecondsBeforeAlerting", "decommissioningNodes",
           "balancerRandomSeed", "balancingIterationWindow", "balancingFailedIterationThreshold", *_PERIOD_KEYS}
 
-QueueType = Literal["loading", "decommissioning", "balancing"]
 _STAGE_QUEUE_TYPE: dict[int, QueueType | None] = {
     1: "loading", 2: "loading", 3: "loading", 4: "loading", 5: "decommissioning", 6: "loading",
     7: "balancing", 8: "loading", 9: "decommissioning", 10: "balancing", 11: "balancing", 12: None, 13: None}
-
-
-@dataclass(frozen=True)
-class StageLimit:
-    """Load-queue limits of one stage (ALGORITHM.md "Load-queue limits"), counts of queued loads.
-
-    Attributes:
-        stage: 1-13.
-        queue_type: the type the stage's loads get (``None`` for stages 12-13, which only drop).
-        counted: which queued loads the stage limit counts: ``loading``, ``decommissioning``,
-            ``balancing`` or ``all``; ``None`` when the stage has no own limit.
-        cap: the stage limit ``floor(M x percent / 100)``, ``None`` = unlimited.
-        total_cap: ``M`` (all loads of any type), ``None`` = unlimited (``M = 0``).
-    """
-
-    stage: int
-    queue_type: QueueType | None
-    counted: Literal["loading", "decommissioning", "balancing", "all"] | None
-    cap: int | None
-    total_cap: int | None
-
-    def admits(self, queued: Mapping[str, int]) -> bool:
-        """Whether a server whose queue holds ``queued`` loads by type ({"loading": n, ...}) may get one
-        more load of this stage's ``queue_type`` (capacity is checked elsewhere)."""
-        if self.queue_type is None:
-            return False
-        after = {t: int(queued.get(t, 0)) for t in ("loading", "decommissioning", "balancing")}
-        after[self.queue_type] += 1
-        total = sum(after.values())
-        if self.total_cap is not None and total > self.total_cap:
-            return False
-        if self.cap is not None and self.counted is not None:
-            value = total if self.counted == "all" else after[self.counted]
-            if value > self.cap:
-                return False
-        return True
 
 
 class EffectiveConfig(BaseModel):

@@ -17,7 +17,6 @@ from . import groups as G
 from .io import write_json_atomic, write_parquet_atomic, write_partitioned_atomic
 from .rules import rule_index_for
 from .snapshot import loader
-from .snapshot.errors import SnapshotError
 from .snapshot.segments import read_server_segments, unlisted_segments
 from .used_segments import read_summary
 
@@ -44,9 +43,7 @@ def _all_server_names(snapshot: Path) -> set[str]:
 
 def stage_limits(config) -> dict[str, dict]:
     """``{"1": {"queue_type", "limit", "total"}, …}`` for stages 1–13 (ALGORITHM.md table)."""
-    from .run import stage_limit_entry
-
-    return {str(stage): stage_limit_entry(config.limit(stage)) for stage in STAGE_NUMBERS}
+    return {str(stage): config.limit(stage).to_meta() for stage in STAGE_NUMBERS}
 
 
 def _rules_table(spark, rules: dict, datasources: list[str], tiers: set[str]):

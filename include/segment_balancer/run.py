@@ -45,12 +45,6 @@ def num_best_function(cfg: dict):
     return build_config({k: cfg[k] for k in keys if k in cfg}).num_best_servers
 
 
-def stage_limit_entry(limit) -> dict:
-    """``meta.json`` form of a :class:`segment_balancer.config.StageLimit`."""
-    counted = limit.counted
-    return {"queue_type": None if counted in (None, "all") else counted, "limit": limit.cap, "total": limit.total_cap}
-
-
 def out_frame(sink, extra: list[dict] | None = None) -> pd.DataFrame:
     """One pandas frame of ``OUT_COLUMNS``: the ops, memberships and deferred drops of ``sink``
     and ``extra`` rows (``over``/``candidates``)."""

@@ -3,9 +3,11 @@
 The master is never set here when running under ``spark-submit`` (the submitter decides: the
 ``spark_default`` connection); the CLI and the tests use :func:`local_session`. Whatever the master,
 the session gets ``LEAN_CONF``; on a ``local`` master it also gets ``LOCAL_SQL_CONF``: on one
-machine the fixed cost of every shuffle stage dominates small runs, so adaptive execution is off
-and shuffles use one partition per core (the tiers of a stage run in parallel). On a cluster Spark's defaults (adaptive execution, 200 shuffle
-partitions) stand, so the same applications scale out.
+machine the fixed cost of every shuffle stage dominates small runs, so adaptive execution is off. On every master,
+shuffles use one partition per core the application has (``defaultParallelism``) unless
+``spark.sql.shuffle.partitions`` is set (the connection's or the submit's conf): Spark's 200 cost
+seconds of Python-worker tasks per shuffle on the tables of a plan. On a cluster adaptive execution
+stays on, so the same applications scale out.
 """
 
 from __future__ import annotations
@@ -47,11 +49,13 @@ def get_session(app_name: str = "segment_balancer", master: str | None = None):
     for key, value in LEAN_CONF.items():
         builder = builder.config(key, value)
     session = builder.getOrCreate()
-    session.sparkContext.setLogLevel("WARN")
-    if session.sparkContext.master.startswith("local"):
+    sc = session.sparkContext
+    sc.setLogLevel("WARN")
+    if sc.master.startswith("local"):
         for key, value in LOCAL_SQL_CONF.items():
             session.conf.set(key, value)
-        session.conf.set("spark.sql.shuffle.partitions", str(session.sparkContext.defaultParallelism))
+    if not sc.getConf().contains("spark.sql.shuffle.partitions"):
+        session.conf.set("spark.sql.shuffle.partitions", str(max(2, sc.defaultParallelism)))
     return session
 
 

@@ -32,11 +32,11 @@ import great_expectations as gx  # noqa: E402
 import pandas as pd  # noqa: E402
 from great_expectations.data_context.types.base import ProgressBarsConfig  # noqa: E402
 
+from segment_balancer.engine.state import QUEUE_TYPES  # noqa: E402
 from segment_balancer.publish import plan_fingerprint  # noqa: E402
 
 E = gx.expectations
 ACTIONS = ("LOAD", "DROP")
-QUEUE_TYPES = ("loading", "decommissioning", "balancing")
 STAGES = range(1, 14)
 MAX_EXAMPLES = 10
 

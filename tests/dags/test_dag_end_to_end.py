@@ -5,7 +5,13 @@ minor-compaction generations, a partially compacted day that falls back, a tombs
 unreplicated segment and a decommissioning server. ``used_segments`` must find the overshadowed and
 standby segments itself, and the plan must be the one the CLI computes in one Spark session (which
 test_used_segments.py checks by hand; test_pipeline.py checks the CLI's plan of the real
-``druid_sample`` data, and ``make demo`` runs this DAG on it)."""
+``druid_sample`` data, and ``make demo`` runs this DAG on it).
+
+The DAG runs on a Spark standalone cluster (a master and a worker on 127.0.0.1, started from the
+installed PySpark by ``segment_balancer.standalone``), with ``spark_default`` pointed at it: the
+executors are JVMs and Python workers of their own that share nothing with the driver but the work
+directory, so the plan being the CLI's (computed on ``local[*]``) shows the applications run
+unchanged on a real cluster."""
 
 from __future__ import annotations
 
@@ -17,8 +23,26 @@ import pandas as pd
 import pytest
 
 from compaction_snapshot import OVERSHADOWED, WAITING, line_of
+from segment_balancer.stages import APP_NAMES
 
 REPO = Path(__file__).resolve().parents[2]
+
+
+@pytest.fixture(scope="module")
+def standalone_master(tmp_path_factory):
+    """The master URL of a standalone cluster (master + one worker of every core) on 127.0.0.1,
+    stopped after the module."""
+    import socket
+
+    from segment_balancer.standalone import StandaloneCluster
+
+    with socket.socket() as s:  # a free port; the UIs take the next two
+        s.bind(("127.0.0.1", 0))
+        port = s.getsockname()[1]
+    cluster = StandaloneCluster(tmp_path_factory.mktemp("standalone"), port=port, memory="4g")
+    cluster.start()
+    yield cluster
+    cluster.stop()
 
 
 def run_dag(snapshot: Path) -> Path:
@@ -43,13 +67,20 @@ def run_dag(snapshot: Path) -> Path:
 
 
 @pytest.mark.spark_submit
-def test_segment_balancing_dag_publishes_the_plan_of_the_cli(airflow_home, compaction_planned):
-    """Overwritten, minor-compacted (two generations) and partially compacted data: the DAG's
-    ``used_segments`` task finds the overshadowed and standby segments itself, stage 12 drops exactly
-    the overshadowed replicas whose overshadowing segments are served (1-24 wait for 25, which
-    stage 1 only now loads), and the plan is the CLI's."""
+def test_segment_balancing_dag_publishes_the_plan_of_the_cli(airflow_home, compaction_planned, standalone_master,
+                                                            monkeypatch):
+    """Overwritten, minor-compacted (two generations) and partially compacted data, planned by the
+    DAG on the standalone cluster: the ``used_segments`` task finds the overshadowed and standby
+    segments itself, stage 12 drops exactly the overshadowed replicas whose overshadowing segments
+    are served (1-24 wait for 25, which stage 1 only now loads), and the plan is the CLI's."""
+    from segment_balancer.standalone import connection_json
+
+    monkeypatch.setenv("AIRFLOW_CONN_SPARK_DEFAULT", connection_json(standalone_master.master_url))
     base, _, cli_ops = compaction_planned
     published = run_dag(base / "snapshot")
+    # Every application of the DAG ran on the standalone cluster, none on a local master.
+    ran = standalone_master.completed_apps()
+    assert sorted(ran) == sorted(f"segment_balancer.{name}" for name in APP_NAMES), ran
     ops = pd.read_parquet(published / "operations.parquet")
     # Determinism: sixteen spark-submits under Airflow give exactly the plan of the one-session CLI,
     # loads (stage 1), moves off a decommissioning server (stage 5), balancing and drops included.

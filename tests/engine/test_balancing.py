@@ -22,7 +22,7 @@ def model():
 
 def test_one_move_then_the_loop_stops_after_the_window():
     run, visited = model(), set()
-    stats = balance_tier(run, np.array([0, 1]), StageLimit(), tier_rng(0, 7, "t"), visited, 100, 80, run.sink, True)
+    stats = balance_tier(run, np.array([0, 1]), StageLimit(queue_type="balancing"), tier_rng(0, 7, "t"), visited, 100, 80, run.sink, True)
     assert [(o.action, o.server, o.queue_type, o.dep_server) for o in run.sink.ops] == [
         ("LOAD", "b", "balancing", None), ("DROP", "a", None, "b")]
     moved = run.sink.ops[0].idx
@@ -36,19 +36,19 @@ def test_one_move_then_the_loop_stops_after_the_window():
 
 def test_visited_segments_are_not_moved_again():
     run = model()
-    balance_tier(run, np.array([0, 1]), StageLimit(), tier_rng(0, 11, "t"), {0, 1}, 100, 80, run.sink, False)
+    balance_tier(run, np.array([0, 1]), StageLimit(queue_type="balancing"), tier_rng(0, 11, "t"), {0, 1}, 100, 80, run.sink, False)
     assert run.sink.ops == []
 
 
 def test_blocked_destination_records_to_be_balanced_then_stage_10_moves_it():
     run = model()
-    blocked = StageLimit("balancing", 0, 10)  # no balancing load may be queued
+    blocked = StageLimit(7, "balancing", "balancing", 0, 10)  # no balancing load may be queued
     balance_tier(run, np.array([0, 1]), blocked, tier_rng(0, 7, "t"), set(), 100, 80, run.sink, True)
     assert run.sink.ops == []
     # Both segments, ranked against the unchanged state, have holder a outside top 1.
     assert sorted(run.sink.members) == [(0, "ToBeBalanced[t]"), (1, "ToBeBalanced[t]")]
     stage10 = model()
-    moves = balance_listed(stage10, [1, 0], StageLimit(None, None, 10), stage10.sink)
+    moves = balance_listed(stage10, [1, 0], StageLimit(10, "balancing", "all", 10, 10), stage10.sink)
     # Stage 10 in index order: segment 0 moves to b; segment 1 then prefers a (now empty of others).
     assert moves == 1
     assert [(o.action, o.idx, o.server) for o in stage10.sink.ops] == [("LOAD", 0, "b"), ("DROP", 0, "a")]

@@ -10,7 +10,7 @@ from segment_balancer.engine.state import OpSink, StageLimit
 
 from .tiers import ops, tier_run
 
-UNLIMITED = StageLimit()
+UNLIMITED = StageLimit(queue_type="loading")  # no queue limit: only capacity
 
 
 def test_stage1_primary_tier_is_highest_priority_then_falls_back():
@@ -77,7 +77,7 @@ def test_stage3_loads_best_non_holders_of_top_b_until_target():
 def test_stage3_typed_limit_stops_loading_and_keeps_segment_underreplicated():
     run = tier_run("t", [("s1", 100), ("s2", 100)], [{"idx": 0, "target": 2, "topb": ["s1", "s2"]}])
     run.servers["s1"].loads["loading"] = 7
-    limit = StageLimit("loading", 7, 10)  # M = 10, loadingMinPercent 70
+    limit = StageLimit(3, "loading", "loading", 7, 10)  # M = 10, loadingMinPercent 70
     load_underreplicated(run, [0], limit, run.sink, "StillUnderreplicated", "underreplicated")
     assert ops(run.sink) == [("LOAD", "seg0", "s2", "loading", None)]
     assert run.sink.members == [(0, "StillUnderreplicated[t]")]

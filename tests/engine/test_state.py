@@ -11,34 +11,34 @@ def holder(projected=0, max_size=100, **loads):
 
 def test_capacity_counts_projected_size_and_never_subtracts_drops():
     # 60 projected + 40 = 100 fits exactly; 60 + 41 does not.
-    assert holder(projected=60).can_load(40, StageLimit())
-    assert not holder(projected=60).can_load(41, StageLimit())
+    assert holder(projected=60).can_load(40, StageLimit(queue_type="loading"))
+    assert not holder(projected=60).can_load(41, StageLimit(queue_type="loading"))
 
 
 def test_typed_limit_counts_only_its_type():
     # M = 10, loadingMinPercent 70 -> loading <= 7. Six loading + three balancing queued:
     # one more loading makes 7 (ok) and 10 in total (ok); with 7 loading it would be 8 (refused).
-    limit = StageLimit("loading", 7, 10)
+    limit = StageLimit(queue_type="loading", counted="loading", cap=7, total_cap=10)
     assert holder(loading=6, balancing=3).can_load(1, limit)
     assert not holder(loading=7).can_load(1, limit)
 
 
 def test_total_limit_applies_to_every_stage():
     # Full M = 10 with 10 loads queued (any types): nothing more.
-    assert not holder(decommissioning=5, balancing=5).can_load(1, StageLimit("loading", 7, 10))
-    assert not holder(decommissioning=5, balancing=5).can_load(1, StageLimit(None, None, 10))
+    assert not holder(decommissioning=5, balancing=5).can_load(1, StageLimit(queue_type="loading", counted="loading", cap=7, total_cap=10))
+    assert not holder(decommissioning=5, balancing=5).can_load(1, StageLimit(queue_type="loading", total_cap=10))
 
 
 def test_all_loads_limit_of_stage_six():
     # Stage 6: all loads <= floor(10 * (70 + 10) / 100) = 8.
-    limit = StageLimit(None, 8, 10)
+    limit = StageLimit(queue_type="loading", counted="all", cap=8, total_cap=10)
     assert holder(loading=4, balancing=3).can_load(1, limit)  # 8 after
     assert not holder(loading=4, balancing=4).can_load(1, limit)  # 9 after
 
 
 def test_unlimited_queue_leaves_only_capacity():
     # maxSegmentsInNodeLoadingQueue = 0: no count limit at all.
-    assert holder(loading=10_000).can_load(1, StageLimit())
+    assert holder(loading=10_000).can_load(1, StageLimit(queue_type="loading"))
 
 
 def test_add_load_updates_size_and_type():

@@ -8,29 +8,72 @@ themselves; they call :meth:`ServerHolder.can_load` and :meth:`ServerHolder.add_
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from dataclasses import dataclass, field
+from typing import Literal, get_args
 
-QUEUE_TYPES = ("loading", "decommissioning", "balancing")
+QueueType = Literal["loading", "decommissioning", "balancing"]
+"""The three load-queue types of a load (Druid ``SegmentAction``: LOAD, MOVE_TO from
+decommissioning servers, MOVE_TO by balancing); ALGORITHM.md "Load-queue limits"."""
+QUEUE_TYPES: tuple[QueueType, ...] = get_args(QueueType)
 
 
 @dataclass(frozen=True)
 class StageLimit:
-    """The queue limit of one stage (ALGORITHM.md "Load-queue limits").
+    """The load-queue limits of one stage (ALGORITHM.md "Load-queue limits"), in queued loads.
 
-    ``queue_type``: the counted type (``None`` = all loads); ``limit``: cap on that count after a
-    load (``None`` = no cap); ``total``: cap on all loads (``None`` when
-    ``maxSegmentsInNodeLoadingQueue`` is 0, i.e. unlimited).
+    Attributes:
+        stage: 1-13 (None for an ad-hoc limit).
+        queue_type: the type the stage's loads get (``None`` for stages 12-13, which only drop).
+        counted: which queued loads the stage's cap counts: a queue type, ``all``, or ``None``
+            when the stage has no cap of its own.
+        cap: the stage's cap ``floor(M x percent / 100)``; ``None`` = none.
+        total_cap: ``M`` (``maxSegmentsInNodeLoadingQueue``: all loads of any type); ``None`` =
+            unlimited (``M = 0``).
+
+    Built by :meth:`segment_balancer.config.EffectiveConfig.limit`; kept in ``meta.json`` by
+    :meth:`to_meta` and read back by :meth:`from_meta`.
     """
 
-    queue_type: str | None = None
-    limit: int | None = None
-    total: int | None = None
+    stage: int | None = None
+    queue_type: QueueType | None = None
+    counted: Literal["loading", "decommissioning", "balancing", "all"] | None = None
+    cap: int | None = None
+    total_cap: int | None = None
+
+    def admits(self, queued: Mapping[str, int]) -> bool:
+        """Whether a server whose queue holds ``queued`` loads by type (``{"loading": n, …}``) may
+        take one more load of this stage: after it, all loads ≤ ``total_cap`` and the counted
+        loads ≤ ``cap``. Never for a stage without a load type (12, 13: they only drop).
+        Capacity is :meth:`ServerHolder.can_load`'s."""
+        if self.queue_type is None:
+            return False
+        after = {t: int(queued.get(t, 0)) for t in QUEUE_TYPES}
+        after[self.queue_type] += 1
+        total = sum(after.values())
+        if self.total_cap is not None and total > self.total_cap:
+            return False
+        if self.cap is not None and self.counted is not None:
+            value = total if self.counted == "all" else after[self.counted]
+            if value > self.cap:
+                return False
+        return True
+
+    def to_meta(self) -> dict:
+        """The ``meta.json`` entry of this limit: ``stage``, ``load_type`` (``queue_type`` here),
+        ``queue_type`` (the counted type, null for all loads), ``limit`` (``cap``) and ``total``
+        (``total_cap``), the shape validation reads."""
+        counted = None if self.counted in (None, "all") else self.counted
+        return {"stage": self.stage, "load_type": self.queue_type, "queue_type": counted, "limit": self.cap,
+                "total": self.total_cap}
 
     @classmethod
     def from_meta(cls, entry: dict | None) -> "StageLimit":
-        """Build from one ``meta.json`` ``stage_limits`` entry (missing entry = unlimited)."""
+        """Inverse of :meth:`to_meta` (a missing entry = unlimited)."""
         entry = entry or {}
-        return cls(entry.get("queue_type"), entry.get("limit"), entry.get("total"))
+        cap = entry.get("limit")
+        counted = entry.get("queue_type") or ("all" if cap is not None else None)
+        return cls(entry.get("stage"), entry.get("load_type"), counted, cap, entry.get("total"))
 
 
 @dataclass
@@ -60,16 +103,9 @@ class ServerHolder:
         return sum(self.loads.values())
 
     def can_load(self, size_bytes: int, limit: StageLimit) -> bool:
-        """True when one more load of ``size_bytes`` keeps capacity and the stage's limits."""
-        if self.projected_size + size_bytes > self.max_size:
-            return False
-        if limit.total is not None and self.total_loads + 1 > limit.total:
-            return False
-        if limit.limit is not None:
-            counted = self.total_loads if limit.queue_type is None else self.loads[limit.queue_type]
-            if counted + 1 > limit.limit:
-                return False
-        return True
+        """True when one more load of ``size_bytes`` keeps capacity and the stage's limits
+        (:meth:`StageLimit.admits`)."""
+        return self.projected_size + size_bytes <= self.max_size and limit.admits(self.loads)
 
     def add_load(self, size_bytes: int, queue_type: str) -> None:
         """Record a scheduled load of ``size_bytes`` of type ``queue_type``."""

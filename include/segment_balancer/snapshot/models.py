@@ -11,12 +11,12 @@ from typing import Annotated, Any, Literal
 from pydantic import (BaseModel, BeforeValidator, ConfigDict, Field, StrictBool, StrictInt, StrictStr,
                       model_validator)
 
+from segment_balancer.engine.state import QUEUE_TYPES
 from segment_balancer.rules import RULE_KINDS, Period, Rule, parse_instant_ms, parse_interval
 
 __all__ = ["Server", "ServerRow", "QueueEntry", "QueueItem", "RuleSpec", "SnapshotMeta", "QUEUE_TYPES",
            "DRUID_DEFAULT_TIER", "DRUID_DEFAULT_NUM_REPLICANTS"]
 
-QUEUE_TYPES = ("loading", "decommissioning", "balancing")
 DRUID_DEFAULT_TIER = "_default_tier"  # DruidServer.DEFAULT_TIER
 DRUID_DEFAULT_NUM_REPLICANTS = 2  # DruidServer.DEFAULT_NUM_REPLICANTS
 _INT32 = 2**31 - 1
