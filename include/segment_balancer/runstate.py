@@ -37,6 +37,7 @@ import numpy as np
 import pandas as pd
 
 from .engine.state import QUEUE_TYPES, Op, OpSink, ServerHolder
+from .engine.unload import DropCandidate
 from .cost import drop_key
 from .livecost import IntervalKeys, TierCosts
 
@@ -286,17 +287,17 @@ class TierRun:
             seg.topb = self.rank(seg)[: self.b(seg)]
         return seg.topb
 
-    def drop_candidates(self, seg: SegmentInTier, names: Iterable[str]) -> list[tuple[bool, float, int, str]]:
-        """``(decommissioning, cost, available bytes, server)`` of each of ``names`` for
-        :func:`.cost.drop_key`, costs against the live state."""
+    def drop_candidates(self, seg: SegmentInTier, names: Iterable[str]) -> list[DropCandidate]:
+        """A :class:`~segment_balancer.engine.unload.DropCandidate` (decommissioning, cost,
+        available bytes, server) for each of ``names``, costs against the live state."""
         costs = self.placement_costs(seg)
-        return [(name in self.decommissioning, float(costs[self.pos[name]]), int(self.servers[name].available_bytes), name)
-                for name in names]
+        return [DropCandidate(name in self.decommissioning, float(costs[self.pos[name]]),
+                              int(self.servers[name].available_bytes), name) for name in names]
 
     def drop_order(self, seg: SegmentInTier, names: Iterable[str]) -> list[str]:
         """``names`` in the order to drop from: the ranking reversed (:func:`.cost.drop_key`)."""
         cands = self.drop_candidates(seg, names)
-        return [c[3] for c in sorted(cands, key=lambda c: drop_key(c[1], c[2], c[3]))]
+        return [c.server for c in sorted(cands, key=lambda c: drop_key(c.cost, c.available_bytes, c.server))]
 
     # ---- the mutators -------------------------------------------------------------------------
     def load(self, seg: SegmentInTier, server: str, queue_type: str, reason: str, order: tuple) -> Op:

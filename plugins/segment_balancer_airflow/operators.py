@@ -115,7 +115,7 @@ class StageSubmitOperator(SparkSubmitOperator):
         if ours and shutil.which("spark-submit") != ours:
             os.environ["PATH"] = os.pathsep.join([bin_dir, os.environ.get("PATH", "")])
 
-        if _is_local(self._conn_id) and "spark.driver.extraJavaOptions" not in self.conf:
+        if _driver_runs_here(self._conn_id) and "spark.driver.extraJavaOptions" not in self.conf:
             self.conf["spark.driver.extraJavaOptions"] = local_driver_java_options()
 
         self._hook = None  # built by execute() from application_args set above
@@ -126,14 +126,17 @@ class StageSubmitOperator(SparkSubmitOperator):
         return json.loads(groups_out.read_text())
 
 
-def _is_local(conn_id: str) -> bool:
-    """Whether the Spark connection submits to a ``local`` master (then the driver JVM gets the
-    short-run options of ``segment_balancer.jvm_archive.local_driver_java_options()``: C1 JIT,
-    serial GC and the class-data-sharing archive when built)."""
+def _driver_runs_here(conn_id: str) -> bool:
+    """Whether the Spark driver runs on this machine: a ``local`` master, or client deploy mode
+    (the connection's ``deploy-mode`` extra, client by default) on a cluster. Then the driver JVM
+    gets the short-run options of ``segment_balancer.jvm_archive.local_driver_java_options()``: C1
+    JIT, serial GC and the class-data-sharing archive of this environment when built."""
     from airflow.sdk import BaseHook
 
     try:
-        host = BaseHook.get_connection(conn_id).host or ""
+        conn = BaseHook.get_connection(conn_id)
     except Exception:  # a missing connection: the provider falls back to yarn
         return False
-    return host.startswith("local")
+    if (conn.host or "").startswith("local"):
+        return True
+    return str(conn.extra_dejson.get("deploy-mode") or "client") == "client"

@@ -1,11 +1,11 @@
 """Stage-3 callbacks and stage-12 unloading, worked by hand (ALGORITHM.md "Moves and callbacks", stage 12)."""
 
-from segment_balancer.engine.callbacks import add_callbacks
-from segment_balancer.engine.state import OpSink
-from segment_balancer.engine.unload import unload_excess
+from segment_balancer.engine.callbacks import OverreplicatedTier, ScheduledLoad, add_callbacks
+from segment_balancer.engine.state import OpSink, SegmentRef
+from segment_balancer.engine.unload import DropCandidate, TierReplicas, unload_excess
 from segment_balancer.cost import drop_key
 
-SEG = {"idx": 3, "segment_id": "seg3", "datasource": "ds", "size_bytes": 10}
+SEG = SegmentRef(3, "seg3", "ds", 10)
 
 
 def test_drop_key_is_highest_cost_then_fewer_bytes_then_larger_name():
@@ -19,33 +19,28 @@ def test_drop_key_is_highest_cost_then_fewer_bytes_then_larger_name():
 
 def test_callback_drops_in_first_overreplicated_tier_by_name():
     tiers = {
-        "z": {"target": 1, "count": 3, "drop_order": ["z2", "z1", "z3"]},
-        "m": {"target": 1, "count": 2, "drop_order": ["m1", "m2"]},
-        "a": {"target": 2, "count": 2, "drop_order": ["a1", "a2"]},
+        "z": OverreplicatedTier(target=1, count=3, drop_order=["z2", "z1", "z3"]),
+        "m": OverreplicatedTier(target=1, count=2, drop_order=["m1", "m2"]),
+        "a": OverreplicatedTier(target=2, count=2, drop_order=["a1", "a2"]),
     }
     sink = OpSink()
-    loads = [("t", "t1", (3, "t", 1.0)), ("t", "t2", (3, "t", 2.0)), ("t", "t3", (3, "t", 3.0))]
+    loads = [ScheduledLoad("t", f"t{i}", (3, "t", float(i))) for i in (1, 2, 3)]
     add_callbacks(SEG, loads, tiers, sink)
     # Tier a is fully replicated; m is over by one -> first drop m1; then z twice: z2, z1.
     assert [(o.server, o.dep_server) for o in sink.ops] == [("m1", "t1"), ("z2", "t2"), ("z1", "t3")]
-    assert tiers["z"]["count"] == 1 and tiers["m"]["count"] == 1
+    assert tiers["z"].count == 1 and tiers["m"].count == 1
 
 
 def test_callback_never_drops_in_the_loaded_tier():
-    tiers = {"t": {"target": 1, "count": 2, "drop_order": ["x"]}}
+    tiers = {"t": OverreplicatedTier(target=1, count=2, drop_order=["x"])}
     sink = OpSink()
-    add_callbacks(SEG, [("t", "y", (3, "t", 1.0))], tiers, sink)
+    add_callbacks(SEG, [ScheduledLoad("t", "y", (3, "t", 1.0))], tiers, sink)
     assert sink.ops == []
 
 
-def _seg(loaded, required):
-    return {**SEG, "loaded": loaded, "required": required}
-
-
 def _tier(target, count, costs, decommissioning=()):
-    """A tier of unload_excess: candidates (decommissioning, cost, available bytes 0, server)."""
-    return {"target": target, "count": count,
-            "candidates": [(n in decommissioning, c, 0, n) for n, c in costs.items()]}
+    """A tier of unload_excess: candidates with available bytes 0."""
+    return TierReplicas(target, count, tuple(DropCandidate(n in decommissioning, c, 0, n) for n, c in costs.items()))
 
 
 def test_unload_excess_takes_highest_costs_with_per_tier_caps():
@@ -53,7 +48,7 @@ def test_unload_excess_takes_highest_costs_with_per_tier_caps():
     # serve it (loaded 5, required 2): 5 - 3 = 2 >= 2, nothing deferred.
     tiers = {"a": _tier(1, 3, {"a1": 1.0, "a2": 7.0, "a3": 3.0}), "b": _tier(1, 2, {"b1": 9.0, "b2": 2.0})}
     sink = OpSink()
-    assert unload_excess(_seg(5, 2), tiers, sink) == 0
+    assert unload_excess(SEG, 5, 2, tiers, sink) == 0
     assert sorted((o.tier, o.server) for o in sink.ops) == [("a", "a2"), ("a", "a3"), ("b", "b1")]
 
 
@@ -61,14 +56,14 @@ def test_unload_excess_only_where_total_exceeds_sum_of_targets():
     # Over in a (2 > 1) but under in b (0 < 1): the total 2 equals the targets' sum: nothing to drop.
     tiers = {"a": _tier(1, 2, {"a1": 0.0, "a2": 0.0}), "b": _tier(1, 0, {})}
     sink = OpSink()
-    assert unload_excess(_seg(2, 2), tiers, sink) == 0 and sink.ops == []
+    assert unload_excess(SEG, 2, 2, tiers, sink) == 0 and sink.ops == []
 
 
 def test_unload_excess_drops_decommissioning_holders_first():
     # Target 1; d9 (decommissioning, cheapest) and a1 serve it: d9 goes first despite its cost.
     tiers = {"a": _tier(1, 2, {"a1": 5.0, "d9": 1.0}, decommissioning={"d9"})}
     sink = OpSink()
-    assert unload_excess(_seg(2, 1), tiers, sink) == 0
+    assert unload_excess(SEG, 2, 1, tiers, sink) == 0
     assert [o.server for o in sink.ops] == ["d9"]
 
 
@@ -77,7 +72,7 @@ def test_unload_excess_defers_a_drop_that_would_leave_fewer_than_required():
     # would leave 0 loaded: deferred. (ALGORITHM.md "Availability": the queued load may fail.)
     tiers = {"a": _tier(1, 2, {"a1": 1.0})}
     sink = OpSink()
-    assert unload_excess(_seg(1, 1), tiers, sink) == 1 and sink.ops == []
+    assert unload_excess(SEG, 1, 1, tiers, sink) == 1 and sink.ops == []
 
 
 def test_unload_excess_target_zero_tier_needs_loaded_at_required_already():
@@ -85,8 +80,8 @@ def test_unload_excess_target_zero_tier_needs_loaded_at_required_already():
     # cold drop, which leaves loaded unchanged, still waits. With h1 serving (loaded 1) it goes.
     tiers = {"hot": _tier(1, 1, {}), "cold": _tier(0, 1, {"c1": 0.0})}
     sink = OpSink()
-    assert unload_excess(_seg(0, 1), tiers, sink) == 1 and sink.ops == []
-    assert unload_excess(_seg(1, 1), tiers, sink) == 0 and [o.server for o in sink.ops] == ["c1"]
+    assert unload_excess(SEG, 0, 1, tiers, sink) == 1 and sink.ops == []
+    assert unload_excess(SEG, 1, 1, tiers, sink) == 0 and [o.server for o in sink.ops] == ["c1"]
 
 
 def test_unload_excess_skips_a_refused_candidate_and_tries_the_next():
@@ -95,5 +90,5 @@ def test_unload_excess_skips_a_refused_candidate_and_tries_the_next():
     # leave 1 < 2 (refused); c1's drop leaves loaded at 2 (allowed). One drop deferred.
     tiers = {"hot": _tier(2, 3, {"h1": 0.5, "h3": 9.0}), "cold": _tier(0, 1, {"c1": 1.0})}
     sink = OpSink()
-    assert unload_excess(_seg(2, 2), tiers, sink) == 1
+    assert unload_excess(SEG, 2, 2, tiers, sink) == 1
     assert [o.server for o in sink.ops] == ["c1"]

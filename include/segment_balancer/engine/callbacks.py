@@ -7,28 +7,47 @@ loading in the tier where the segment is underreplicated"); ALGORITHM.md "Moves 
 from __future__ import annotations
 
 from collections.abc import Mapping
+from dataclasses import dataclass
 
-from .state import OpSink
+from .state import OpSink, SegmentRef
 
 
-def add_callbacks(seg: dict, loads: list[tuple[str, str, tuple]], tiers: Mapping[str, dict], sink: OpSink) -> None:
+@dataclass(frozen=True)
+class ScheduledLoad:
+    """A LOAD this step scheduled: its ``tier``, ``server`` and scheduling ``order`` key."""
+
+    tier: str
+    server: str
+    order: tuple
+
+
+@dataclass
+class OverreplicatedTier:
+    """A tier where the segment is overreplicated at the start of the stage: ``target``,
+    ``count`` (``count(s, T)``) and ``drop_order`` (servers serving it with no drop, first to drop
+    first: the tier's ranking reversed, :meth:`segment_balancer.runstate.TierRun.drop_order`).
+    ``add_callbacks`` takes from ``drop_order`` and lowers ``count`` as it drops."""
+
+    target: int
+    count: int
+    drop_order: list[str]
+
+
+def add_callbacks(seg: SegmentRef, loads: list[ScheduledLoad], tiers: Mapping[str, OverreplicatedTier],
+                  sink: OpSink) -> None:
     """Add one dependent DROP per scheduled load where the segment is overreplicated elsewhere.
 
-    ``seg``: ``idx``, ``segment_id``, ``datasource``, ``size_bytes``; ``loads``: (tier, server,
-    order) of this step's loads of the segment, in scheduling order; ``tiers``: per overreplicated
-    tier name, ``target`` (int), ``count`` (int, ``count(s, T)`` at the start of the stage) and
-    ``drop_order`` (servers serving it with no drop, first to drop first: the tier's ranking at the
-    start of the stage reversed, :meth:`segment_balancer.runstate.TierRun.drop_order`). Mutates
-    ``tiers`` as drops are added. Each DROP goes to the first tier by name, other than the load's,
-    that is still overreplicated; it is recorded in ``sink`` and applied to that tier's state when
-    the stage writes it (it counts there from the next stage on).
+    ``loads``: this step's loads of ``seg``, in scheduling order; ``tiers``: the segment's
+    overreplicated tiers by name (mutated as drops are added). Each DROP goes to the first tier by
+    name, other than the load's, that is still overreplicated; it is recorded in ``sink`` and
+    applied to that tier's state when the stage commits (it counts there from the next stage on).
     """
-    for load_tier, load_server, order in loads:
+    for load in loads:
         for tier in sorted(tiers):
             state = tiers[tier]
-            if tier == load_tier or state["count"] <= state["target"] or not state["drop_order"]:
+            if tier == load.tier or state.count <= state.target or not state.drop_order:
                 continue
-            source = state["drop_order"].pop(0)
-            state["count"] -= 1
-            sink.drop(seg, source, tier, "callback", order[:-1] + (order[-1] + 0.5,), dep_server=load_server)
+            source = state.drop_order.pop(0)
+            state.count -= 1
+            sink.drop(seg, source, tier, "callback", load.order[:-1] + (load.order[-1] + 0.5,), dep_server=load.server)
             break

@@ -113,6 +113,17 @@ class ServerHolder:
         self.loads[queue_type] += 1
 
 
+@dataclass(frozen=True)
+class SegmentRef:
+    """What an op names of a segment: ``idx`` (used-segment index, -1 outside the used set),
+    ``segment_id``, ``datasource``, ``size_bytes`` (bytes)."""
+
+    idx: int
+    segment_id: str
+    datasource: str
+    size_bytes: int
+
+
 @dataclass
 class Op:
     """One scheduled operation, before it gets its global ``op_id``.
@@ -151,10 +162,11 @@ class OpSink:
         self._seq += 1
         return self._seq
 
-    def drop(self, seg: dict, server: str, tier: str, reason: str, order: tuple,
+    def drop(self, seg: SegmentRef, server: str, tier: str, reason: str, order: tuple,
              dep_server: str | None = None) -> Op:
-        op = Op("DROP", int(seg["idx"]) if seg.get("idx") is not None else -1, seg["segment_id"],
-                seg["datasource"], tier, server, int(seg["size_bytes"]), reason, order,
+        """Record a DROP of ``seg`` from ``server`` of ``tier`` (dependent on the LOAD on
+        ``dep_server`` of the same step, if given)."""
+        op = Op("DROP", seg.idx, seg.segment_id, seg.datasource, tier, server, seg.size_bytes, reason, order,
                 dep_server=dep_server)
         self.ops.append(op)
         return op
@@ -162,10 +174,10 @@ class OpSink:
     def member(self, idx: int, group: str) -> None:
         self.members.append((int(idx), group))
 
-    def defer(self, seg: dict, drops: int) -> None:
+    def defer(self, seg: SegmentRef, drops: int) -> None:
         """Record that ``drops`` drops of ``seg`` wait for a later run (the availability rule)."""
         if drops > 0:
-            self.deferred.append((int(seg["idx"]), seg["segment_id"], int(drops)))
+            self.deferred.append((seg.idx, seg.segment_id, int(drops)))
 
 
 def group_name(kind: str, tier: str | None = None) -> str:

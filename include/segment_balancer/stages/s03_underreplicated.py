@@ -18,7 +18,7 @@ import pandas as pd
 from pyroaring import BitMap
 
 from ..engine import callbacks, loading
-from ..engine.state import OpSink, StageLimit, group_name
+from ..engine.state import OpSink, SegmentRef, StageLimit, group_name
 from ..run import OUT_COLUMNS, OUT_SCHEMA, Run, out_frame
 from ..tierpass import finish, kernel_pass, merge, packed, tier_groups, unpacked
 from ._groups import copy_groups
@@ -99,14 +99,14 @@ def _callbacks(out):
         sink = OpSink()
         for r in pdf.sort_values("idx").to_dict("records"):
             lds = sorted(r["loads"], key=lambda x: (int(x["o1"]), x["o2"], float(x["o3"])))
-            seg = {"idx": int(r["idx"]), "segment_id": lds[0]["segment_id"], "datasource": lds[0]["datasource"],
-                   "size_bytes": int(lds[0]["size_bytes"])}
+            seg = SegmentRef(int(r["idx"]), lds[0]["segment_id"], lds[0]["datasource"], int(lds[0]["size_bytes"]))
             tiers = {}
             for o in r["over"]:
                 detail = json.loads(o["detail"])
-                tiers[o["tier"]] = {"target": int(o["target"]), "count": int(detail["count"]), "drop_order": detail["drop_order"]}
-            callbacks.add_callbacks(seg, [(x["load_tier"], x["load_server"], (int(x["o1"]), x["o2"], float(x["o3"])))
-                                          for x in lds], tiers, sink)
+                tiers[o["tier"]] = callbacks.OverreplicatedTier(int(o["target"]), int(detail["count"]), list(detail["drop_order"]))
+            loads = [callbacks.ScheduledLoad(x["load_tier"], x["load_server"], (int(x["o1"]), x["o2"], float(x["o3"])))
+                     for x in lds]
+            callbacks.add_callbacks(seg, loads, tiers, sink)
         return out_frame(sink)
 
     return work.groupBy("bucket").applyInPandas(kernel, OUT_SCHEMA).select(*OUT_COLUMNS)

@@ -12,11 +12,12 @@ from __future__ import annotations
 
 import json
 import logging
+from dataclasses import astuple
 
 import pandas as pd
 
 from ..engine import unload
-from ..engine.state import OpSink
+from ..engine.state import OpSink, SegmentRef
 from ..io import filesystem, write_parquet_atomic
 from ..run import OUT_COLUMNS, OUT_FIELDS, OUT_SCHEMA, Run, out_frame
 from ..runstate import conform, replica_tally
@@ -80,7 +81,7 @@ def _excess(run: Run, counts, over_rel: str, tiers: list[str]):
                 cands = tier_run.drop_candidates(seg, seg.serving())
                 extra.append({"kind": "candidates", "idx": idx, "tier": tier, "segment_id": seg.segment_id,
                               "datasource": seg.datasource, "size_bytes": seg.size_bytes,
-                              "detail": json.dumps([list(c) for c in cands])})
+                              "detail": json.dumps([astuple(c) for c in cands])})
         return extra
 
     cand = kernel_pass(run, STAGE, "unload", tiers, candidates, keep_state=False).out.filter(
@@ -99,11 +100,10 @@ def _excess(run: Run, counts, over_rel: str, tiers: list[str]):
         for r in pdf.sort_values("idx").to_dict("records"):
             tiers_ = {}
             for t in r["tiers"]:
-                cands = [tuple(c) for c in json.loads(t["detail"])] if t["detail"] else []
-                tiers_[t["tier"]] = {"target": int(t["target"]), "count": int(t["count"]), "candidates": cands}
-            seg = {"idx": int(r["idx"]), "segment_id": r["segment_id"], "datasource": r["datasource"],
-                   "size_bytes": int(r["size_bytes"]), "loaded": int(r["loaded"]), "required": int(r["required"] or 0)}
-            sink.defer(seg, unload.unload_excess(seg, tiers_, sink))
+                cands = tuple(unload.DropCandidate(*c) for c in json.loads(t["detail"])) if t["detail"] else ()
+                tiers_[t["tier"]] = unload.TierReplicas(int(t["target"]), int(t["count"]), cands)
+            seg = SegmentRef(int(r["idx"]), r["segment_id"], r["datasource"], int(r["size_bytes"]))
+            sink.defer(seg, unload.unload_excess(seg, int(r["loaded"]), int(r["required"] or 0), tiers_, sink))
         return out_frame(sink)
 
     return work_df.groupBy("bucket").applyInPandas(kernel, OUT_SCHEMA).select(*OUT_COLUMNS)
