@@ -24,6 +24,15 @@ def replace_path(tmp: Path, path: Path) -> None:
         os.replace(tmp, path)
 
 
+def remove_path(path: Path) -> None:
+    """Remove the file or directory ``path`` if it is there (a table left by a failed check)."""
+    path = Path(path)
+    if path.is_dir() and not path.is_symlink():
+        shutil.rmtree(path, ignore_errors=True)
+    elif path.exists() or path.is_symlink():
+        path.unlink()
+
+
 def write_json_atomic(obj, path: Path) -> None:
     """Write ``obj`` as indented JSON to ``path`` atomically."""
     path = Path(path)

@@ -9,14 +9,15 @@ Source: ALGORITHM.md "Inputs", "Terms", "Best servers"; seed 000 "Terminology".
 
 from __future__ import annotations
 
-import json
 import logging
 from pathlib import Path
 
 from . import groups as G
-from .io import write_json_atomic, write_parquet_atomic, write_partitioned_atomic
+from .io import remove_path, write_json_atomic, write_parquet_atomic, write_partitioned_atomic
 from .rules import rule_index_for
 from .snapshot import loader
+from .snapshot.errors import SnapshotError
+from .snapshot.lines import with_row_numbers
 from .snapshot.segments import read_server_segments, unlisted_segments
 from .used_segments import read_summary
 
@@ -26,19 +27,12 @@ STAGE_NUMBERS = range(1, 14)
 
 def load_small_inputs(snapshot: Path, overrides: dict | None):
     """Servers, queue entries, rules, effective config and snapshot meta (small files)."""
-    servers = loader.load_servers(snapshot)
-    names = {s.server for s in servers}
-    all_names = _all_server_names(snapshot)
-    queues = loader.load_load_queues(snapshot, names)
+    servers, all_names = loader.load_all_servers(snapshot)
+    queues = loader.load_load_queues(snapshot, {s.server for s in servers})
     rules = loader.load_rules(snapshot)
     config = loader.load_config(snapshot, overrides)
     meta = loader.load_snapshot_meta(snapshot)
     return servers, all_names, queues, rules, config, meta
-
-
-def _all_server_names(snapshot: Path) -> set[str]:
-    rows = json.loads((snapshot / "servers.json").read_text())
-    return {r.get("server") for r in rows if isinstance(r, dict)}
 
 
 def stage_limits(config) -> dict[str, dict]:
@@ -92,7 +86,8 @@ def prepare(spark, snapshot: Path, work: Path, overrides: dict | None = None) ->
     """Run stage 0: write ``WORK/prepared/*`` (see docs/ARCHITECTURE.md) and return the initial
     groups as the XCom dict ``{"stage": 0, "groups": {name: base64 roaring}}``.
 
-    Raises :class:`SnapshotError` for any invalid input, before anything is written.
+    Raises :class:`SnapshotError` for any invalid input, before any prepared table is written
+    (the replica file, parsed into ``prepared/server_segments.parquet`` to be checked, is removed).
     """
     from pyspark.sql import functions as F
 
@@ -112,31 +107,40 @@ def prepare(spark, snapshot: Path, work: Path, overrides: dict | None = None) ->
     # input's flag is kept as ``input_overshadowed``. Tombstones are never loaded.
     segs = spark.read.parquet(str(timeline))
     segs = segs.withColumn("used", F.col("used") & (F.col("shard_type") != "tombstone")).withColumn("listed", F.lit(True))
-    served = read_server_segments(spark, snapshot, historicals, all_names)
+    prepared = work / "prepared"
+    served = read_server_segments(spark, snapshot, historicals, all_names, prepared / "server_segments.parquet")
     qdf = _queue_frame(spark, queues)
     # Replicas and queue entries of segments segments.jsonl lacks: unused segments (ALGORITHM.md "Inputs").
-    unlisted = unlisted_segments(spark, served, qdf, segs).select(
+    try:
+        unlisted = unlisted_segments(spark, served, qdf, segs)
+    except SnapshotError:
+        remove_path(prepared / "server_segments.parquet")
+        raise
+    unlisted = unlisted.select(
         "*", F.lit(0).cast("long").alias("size_bytes"), F.lit(False).alias("used"), F.lit(False).alias("overshadowed"),
         F.lit("unused").alias("status"), F.lit("unknown").alias("shard_type"), F.lit(False).alias("listed"))
     segs = segs.unionByName(unlisted, allowMissingColumns=True)
-    segs = _assign_rules(segs, rules, now_ms)
     datasources = [r[0] for r in segs.select("datasource").distinct().collect()]
+    segs = _assign_rules(segs, rules, now_ms)
     rules_df = _rules_table(spark, rules, datasources, set(tiers))
     kinds = rules_df.select("datasource", "rule_idx", "rule_kind", "replicants_total").distinct()
     segs = segs.join(F.broadcast(kinds), ["datasource", "rule_idx"], "left")
     segs = segs.withColumn("required", F.when(F.col("rule_kind") == "load", F.least(F.lit(2), F.col("replicants_total"))))
     segs = _with_waiting(segs, served, qdf)
 
-    # The used-segment index: newest first (end desc, start desc, id desc).
-    used = segs.filter(F.col("used") & ~F.col("overshadowed")).select("segment_id", "start_ms", "end_ms")
-    ordered = used.orderBy(F.desc("end_ms"), F.desc("start_ms"), F.desc("segment_id"))
-    index = spark.createDataFrame(ordered.rdd.zipWithIndex().map(lambda p: (p[0]["segment_id"], p[1])), "segment_id string, idx long")
+    # The used-segment index: newest first (end desc, start desc, id desc), numbered in the JVM
+    # over the sorted partitions (the sort is cached: numbering counts its partitions first).
+    # Unlisted segments are unused: the timeline table alone names every used segment.
+    used = spark.read.parquet(str(timeline)).filter(
+        F.col("used") & (F.col("shard_type") != "tombstone") & ~F.col("overshadowed")).select("segment_id", "start_ms", "end_ms")
+    ordered = used.orderBy(F.desc("end_ms"), F.desc("start_ms"), F.desc("segment_id")).select("segment_id").cache()
+    index = with_row_numbers(ordered, "idx", first=0)
     segments = segs.join(index, "segment_id", "left").select(
         "idx", "segment_id", "datasource", "start_ms", "end_ms", "version",
         F.col("partition_num").cast("int").alias("partition_num"), "size_bytes", "used", "overshadowed",
         "rule_kind", "rule_idx", F.col("required").cast("int").alias("required"), "waiting", "listed", "shard_type", "line")
-    prepared = work / "prepared"
     write_parquet_atomic(segments, prepared / "segments.parquet")
+    ordered.unpersist()
     segments = spark.read.parquet(str(prepared / "segments.parquet"))
 
     servers_pdf = _servers_frame(servers, decommissioning)
@@ -154,13 +158,13 @@ def prepare(spark, snapshot: Path, work: Path, overrides: dict | None = None) ->
     write_parquet_atomic(targets, prepared / "targets.parquet")
     targets = spark.read.parquet(str(prepared / "targets.parquet"))
 
-    from .runstate import INITIAL_STATE_DIR, initial_state
+    from .runstate import INITIAL_STATE_DIR, initial_state, initial_state_dirs
     from .status import initial_groups
 
-    groups, counts = initial_groups(spark, segments, replicas, targets, servers_pdf)
     # The run state every stage reads and writes (no start-of-run ranking: a segment is ranked in
     # a tier when a stage first considers it there, ALGORITHM.md "Best servers").
     write_partitioned_atomic(initial_state(segments, replicas, targets, servers_pdf, spark), work / INITIAL_STATE_DIR, "tier")
+    groups, counts = initial_groups(spark, str(work.absolute()), initial_state_dirs(work), servers_pdf)
 
     meta = {
         "snapshot_id": smeta.snapshot_id,

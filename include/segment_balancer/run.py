@@ -16,7 +16,7 @@ import pandas as pd
 
 from .engine.state import StageLimit
 from .io import write_json_atomic, write_parquet_atomic
-from .runstate import INITIAL_STATE_DIR, STATE_COLUMNS, STATE_FIELDS, STATE_SCHEMA, TIER_FILE_SCHEMA, tier_of_dir
+from .runstate import STATE_COLUMNS, STATE_FIELDS, STATE_SCHEMA, TIER_FILE_SCHEMA, initial_state_dirs
 
 log = logging.getLogger(__name__)
 
@@ -141,9 +141,7 @@ class Run:
 
     def initial_state_dirs(self) -> dict[str, str]:
         """``{tier: directory}`` (relative to the work directory) of the state ``prepare`` wrote."""
-        root = self.work / INITIAL_STATE_DIR
-        return {tier_of_dir(p.name): f"{INITIAL_STATE_DIR}/{p.name}"
-                for p in sorted(root.iterdir()) if p.is_dir() and p.name.startswith("tier=")}
+        return initial_state_dirs(self.work)
 
     def state_dirs(self) -> dict[str, str]:
         """``{tier: directory}`` (relative to the work directory) of the current run state: each

@@ -406,6 +406,16 @@ def tier_of_dir(name: str) -> str:
     return unquote(name[len("tier="):])
 
 
+def initial_state_dirs(work) -> dict[str, str]:
+    """``{tier: directory}`` (relative to the work directory ``work``, a local path) of the state
+    ``prepare`` wrote (:data:`INITIAL_STATE_DIR`)."""
+    from pathlib import Path
+
+    root = Path(work) / INITIAL_STATE_DIR
+    return {tier_of_dir(p.name): f"{INITIAL_STATE_DIR}/{p.name}"
+            for p in sorted(root.iterdir()) if p.is_dir() and p.name.startswith("tier=")}
+
+
 def read_tier_state(fs, path: str) -> pd.DataFrame:
     """One tier's state rows (pandas, ``STATE_COLUMNS`` but ``tier``) from the directory ``path``
     of filesystem ``fs`` (pyarrow), whoever wrote it (Spark's parts or :func:`write_tier_state`)."""
@@ -489,5 +499,5 @@ def replica_tally(state):
 
 
 __all__ = ["STATE_COLUMNS", "STATE_SCHEMA", "TIER_FILE_SCHEMA", "Replica", "SegmentInTier", "TierRun", "concat_columns",
-           "conform", "initial_state", "read_tier_state", "replica_tally",
+           "conform", "initial_state", "initial_state_dirs", "read_tier_state", "replica_tally",
            "state_frame", "tier_dir_name", "tier_of_dir", "write_tier_state"]

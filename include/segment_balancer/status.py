@@ -1,6 +1,5 @@
-"""Replication status at the start of the run as Spark jobs over the prepared tables: replica
-state, per-(segment, tier) counts and the initial groups (later stages read the run state,
-:mod:`.runstate`).
+"""Replication status at the start of the run: the initial groups, computed per tier from the
+initial run state inside Spark tasks (later stages read and change the run state, :mod:`.runstate`).
 
 ``count(s, T)`` is ALGORITHM.md's: servers of ``T`` that serve ``s`` with no drop of it queued or
 scheduled, plus servers of ``T`` with a queued or scheduled load of it.
@@ -9,118 +8,121 @@ Source: ALGORITHM.md "Terms"; seed 000 "Terminology".
 
 from __future__ import annotations
 
+import numpy as np
+import pandas as pd
 from pyroaring import BitMap
 
-from . import groups as G
+
+GROUP_KINDS = ("Underreplicated", "FullyReplicated", "Overreplicated", "ToMoveAwayFromDecommServers", "Balanceable",
+               "Underbroadcast")
+"""The per-tier groups at the start of the run (named ``Kind[tier]``), besides ``Unreplicated``."""
 
 
-def current_replicas(replicas):
-    """Replica state at the start of the run, from the snapshot's replicas and queues.
+def tier_status(rows: pd.DataFrame, servers: pd.DataFrame) -> dict[str, BitMap]:
+    """One tier's start-of-run memberships from its state rows, vectorised (pandas/numpy).
 
-    ``replicas``: prepared replicas (Spark). Returns (``idx``, ``server``, ``tier``, ``served``, ``load``,
-    ``drop``, ``serving`` = served and no drop, ``holds`` = counted in ``count(s, T)``,
-    ``present`` = serves or loads it) for used segments.
+    ``rows``: the tier's rows of the run state (:data:`segment_balancer.runstate.STATE_COLUMNS`,
+    ``tier`` may be absent); ``servers``: the tier's rows of ``prepared/servers.parquet``
+    (``server``, ``decommissioning``, ``broadcast_only`` bool). Returns bitmaps of segment
+    indexes keyed by :data:`GROUP_KINDS` and two more for the cross-tier ``Unreplicated``:
+    ``targeted`` (load rule, target > 0 here) and ``counted`` (load rule, count > 0 here).
+    ``Underreplicated`` here still includes segments unreplicated in every tier
+    (:func:`initial_groups` takes them out).
+
+    Per (segment, tier), for used segments (``idx`` >= 0) under a load rule, with ``count`` the
+    servers that serve the segment with no drop or load it: underreplicated when count < target
+    (and it has a replica in some tier); fully replicated when count = target > 0; overreplicated when count > target (target 0
+    included); ``ToMoveAwayFromDecommServers`` when target > 0 and a decommissioning server
+    serves it; ``Balanceable`` when target > 0, count <= target and a non-decommissioning server
+    serves it. Broadcast segments are ``Underbroadcast`` when fewer servers of the tier than
+    should (all but broadcast-only decommissioning ones) serve or load it with no drop.
+    Source: ALGORITHM.md "Terms", "Groups", "Broadcast segment"; seed 000 "Terminology".
     """
-    from pyspark.sql import functions as F
+    seg = rows[rows["kind"] == "segment"]
+    rep = rows[(rows["kind"] == "replica") & (rows["idx"] >= 0)]
+    srv = servers.set_index("server")
+    per = pd.DataFrame({
+        "idx": rep["idx"].to_numpy(np.int64), "server": rep["server"].to_numpy(object),
+        "served": rep["served"].astype("boolean").fillna(False).to_numpy(bool), "load": rep["load_type"].notna().to_numpy(bool),
+        "drop": rep["dropping"].astype("boolean").fillna(False).to_numpy(bool),
+    }).groupby(["idx", "server"], sort=False).max().reset_index()
+    holds = (per["served"] | per["load"]) & ~per["drop"]
+    serving = per["served"] & ~per["drop"]
+    decomm = per["server"].map(srv["decommissioning"]).fillna(False).astype(bool)
+    should = ~per["server"].map(srv["broadcast_only"]).fillna(True).astype(bool)
+    agg = pd.DataFrame({"idx": per["idx"], "count": holds.astype(np.int64), "decomm": (serving & decomm).astype(np.int64),
+                        "candidate": (serving & ~decomm).astype(np.int64),
+                        "have": (holds & should).astype(np.int64)}).groupby("idx").sum()
 
-    base = replicas.filter("idx is not null").select(
-        "idx", "server", "tier", "served", F.col("queued_load").alias("load"), F.col("queued_drop").alias("drop"))
-    cur = base.groupBy("idx", "server", "tier").agg(
-        F.max("served").alias("served"), F.max("load").alias("load"), F.max("drop").alias("drop"))
-    return cur.select(
-        "*",
-        (F.col("served") & ~F.col("drop")).alias("serving"),
-        ((F.col("served") | F.col("load")) & ~F.col("drop")).alias("holds"),
-        (F.col("served") | F.col("load")).alias("present"),
-    )
+    def members(frame, mask) -> BitMap:
+        return BitMap(frame.loc[mask, "idx"].to_numpy(np.uint32))
 
-
-def tier_state(cur, servers_df):
-    """Per (``idx``, ``tier``): ``count`` (int), ``holders``, ``present``, ``decommissioning_holders``
-    (sorted arrays of server names) and ``candidate_holders`` (int)."""
-    from pyspark.sql import functions as F
-
-    j = cur.join(F.broadcast(servers_df.select("server", "decommissioning")), "server")
-    when = lambda cond: F.when(cond, F.col("server"))  # noqa: E731
-    return j.groupBy("idx", "tier").agg(
-        F.sum(F.col("holds").cast("int")).alias("count"),
-        F.array_sort(F.collect_set(when(F.col("serving")))).alias("holders"),
-        F.array_sort(F.collect_set(when(F.col("present")))).alias("present"),
-        F.array_sort(F.collect_set(when(F.col("serving") & F.col("decommissioning")))).alias("decommissioning_holders"),
-        F.sum((F.col("serving") & ~F.col("decommissioning")).cast("int")).alias("candidate_holders"),
-    )
-
-
-def replicated_status(segments, targets, state):
-    """(``idx``, ``tier``, ``target``, ``count``, …) for used segments under a load rule, every tier
-    where the segment has a target or a replica, plus per-segment totals ``total_target`` and
-    ``total_count``."""
-    from pyspark.sql import Window
-    from pyspark.sql import functions as F
-
-    loaded = segments.filter("idx is not null and rule_kind = 'load'").select("idx")
-    st = (targets.select("idx", "tier", "target").join(state, ["idx", "tier"], "full_outer")
-          .join(loaded, "idx").fillna({"target": 0, "count": 0, "candidate_holders": 0}))
-    w = Window.partitionBy("idx")
-    return st.withColumn("total_target", F.sum("target").over(w)).withColumn("total_count", F.sum("count").over(w))
+    load = seg[(seg["rule_kind"] == "load") & (seg["idx"] >= 0)]
+    load = pd.DataFrame({"idx": load["idx"].to_numpy(np.int64),
+                         "target": load["target"].fillna(0).to_numpy(np.int64)}).join(agg, on="idx").fillna(0)
+    target, count = load["target"], load["count"]
+    out = {
+        "targeted": members(load, target > 0),
+        "counted": members(load, count > 0),
+        "Underreplicated": members(load, (target > 0) & (count < target)),
+        "FullyReplicated": members(load, (target > 0) & (count == target)),
+        "Overreplicated": members(load, count > target),
+        "ToMoveAwayFromDecommServers": members(load, (target > 0) & (load["decomm"] > 0)),
+        "Balanceable": members(load, (target > 0) & (count <= target) & (load["candidate"] > 0)),
+    }
+    n_should = int((~servers["broadcast_only"].astype(bool)).sum())
+    bseg = seg[(seg["rule_kind"] == "broadcast") & (seg["idx"] >= 0)]
+    bseg = pd.DataFrame({"idx": bseg["idx"].to_numpy(np.int64)}).join(agg, on="idx").fillna(0)
+    out["Underbroadcast"] = members(bseg, bseg["have"] < n_should) if n_should else BitMap()
+    return out
 
 
-def initial_groups(spark, segments, replicas, targets, servers_pdf) -> tuple[dict[str, BitMap], dict[str, int]]:
-    """The start-of-run groups (bitmaps) and their sizes.
+def initial_groups(spark, work_uri: str, state_dirs: dict[str, str], servers_pdf: pd.DataFrame
+                   ) -> tuple[dict[str, BitMap], dict[str, int]]:
+    """The start-of-run groups (bitmaps) and their sizes, from the initial run state: one Spark
+    task per tier reads its state directory (pyarrow, through the work-directory URI) and returns
+    :func:`tier_status` as serialized bitmaps; the driver combines them.
 
-    ``Unreplicated``; per tier ``Underreplicated``, ``FullyReplicated``, ``Overreplicated``,
-    ``ToMoveAwayFromDecommServers`` (replicated, target > 0, served by a decommissioning server),
-    ``Balanceable`` (fully or underreplicated, served by a candidate server) and
-    ``Underbroadcast``.
+    ``work_uri``: the work directory as tasks address it; ``state_dirs``: ``{tier: directory}``
+    relative to it; ``servers_pdf``: ``prepared/servers.parquet`` with ``broadcast_only``.
+    ``Unreplicated`` (always present) holds segments with a target in some tier and a replica in
+    none; the per-tier groups, ``Kind[tier]`` for each of :data:`GROUP_KINDS`, are present when
+    not empty.
     """
-    from pyspark.sql import functions as F
+    from .io import filesystem
+    from .runstate import read_tier_state
 
-    servers_df = spark.createDataFrame(servers_pdf[["server", "tier", "decommissioning", "broadcast_only"]])
-    state = tier_state(current_replicas(replicas), servers_df)
-    st = replicated_status(segments, targets, state).cache()
-    unrep = (F.col("total_target") > 0) & (F.col("total_count") == 0)
-    tiered = lambda kind: F.concat(F.lit(kind + "["), F.col("tier"), F.lit("]"))  # noqa: E731
-    members = [
-        st.filter(unrep).select(F.lit("Unreplicated").alias("group"), "idx"),
-        st.filter(~unrep & (F.col("target") > 0) & (F.col("count") < F.col("target"))).select(tiered("Underreplicated").alias("group"), "idx"),
-        st.filter((F.col("target") > 0) & (F.col("count") == F.col("target"))).select(tiered("FullyReplicated").alias("group"), "idx"),
-        st.filter(F.col("count") > F.col("target")).select(tiered("Overreplicated").alias("group"), "idx"),
-        st.filter((F.col("target") > 0) & (F.size("decommissioning_holders") > 0)).select(tiered("ToMoveAwayFromDecommServers").alias("group"), "idx"),
-        st.filter(~unrep & (F.col("target") > 0) & (F.col("count") <= F.col("target")) & (F.col("candidate_holders") > 0))
-          .select(tiered("Balanceable").alias("group"), "idx"),
-        underbroadcast(spark, segments, replicas, servers_pdf).select(tiered("Underbroadcast").alias("group"), "idx"),
-    ]
-    union = members[0]
-    for m in members[1:]:
-        union = union.unionByName(m)
-    groups = G.bitmaps_from_members(union.distinct())
-    st.unpersist()
-    groups.setdefault("Unreplicated", BitMap())
+    def task(tier):
+        fs, base = filesystem(work_uri)
+        rows = read_tier_state(fs, f"{base}/{state_dirs[tier]}")
+        status = tier_status(rows, servers_pdf[servers_pdf["tier"] == tier])
+        return tier, {k: bm.serialize() for k, bm in status.items()}
+
+    tiers = sorted(state_dirs)
+    results = spark.sparkContext.parallelize(tiers, max(1, len(tiers))).map(task).collect() if tiers else []
+    groups = combine({tier: {k: BitMap.deserialize(v) for k, v in packed.items()} for tier, packed in results})
     return groups, {name: len(bm) for name, bm in sorted(groups.items())}
+
+
+def combine(per_tier: dict[str, dict[str, BitMap]]) -> dict[str, BitMap]:
+    """The start-of-run groups from every tier's :func:`tier_status`: ``Unreplicated`` (targeted
+    in some tier, counted in none; always present) and ``Kind[tier]`` for each non-empty group of
+    :data:`GROUP_KINDS`, ``Underreplicated[tier]`` without the unreplicated segments."""
+    targeted = BitMap.union(BitMap(), *[s["targeted"] for s in per_tier.values()])
+    counted = BitMap.union(BitMap(), *[s["counted"] for s in per_tier.values()])
+    groups = {"Unreplicated": targeted - counted}
+    for tier, status in sorted(per_tier.items()):
+        for kind in GROUP_KINDS:
+            members = status[kind] - groups["Unreplicated"] if kind == "Underreplicated" else status[kind]
+            if members:
+                groups[f"{kind}[{tier}]"] = members
+    return groups
 
 
 def should_hold_broadcast(servers_pdf):
     """Servers that should hold broadcast segments: all but decommissioning servers holding only
     broadcast segments (ALGORITHM.md "Broadcast segment")."""
     return servers_pdf[~servers_pdf["broadcast_only"]][["server", "tier"]]
-
-
-def underbroadcast(spark, segments, replicas, servers_pdf):
-    """(``idx``, ``tier``) of broadcast segments that some server of the tier should hold and does
-    not serve or load."""
-    from pyspark.sql import functions as F
-
-    should = should_hold_broadcast(servers_pdf)
-    if should.empty:
-        return spark.createDataFrame([], "idx long, tier string")
-    n_should = should.groupby("tier").size().reset_index(name="n_should")
-    should_df = spark.createDataFrame(should)
-    bseg = segments.filter("idx is not null and rule_kind = 'broadcast'").select("idx")
-    have = (current_replicas(replicas).filter(F.col("present") & ~F.col("drop")).join(F.broadcast(should_df), ["server", "tier"])
-            .groupBy("idx", "tier").agg(F.count("*").alias("n_have")))
-    pairs = bseg.crossJoin(F.broadcast(spark.createDataFrame(n_should)))
-    return (pairs.join(have, ["idx", "tier"], "left").fillna({"n_have": 0})
-            .filter(F.col("n_have") < F.col("n_should")).select("idx", "tier"))
 
 
 def start_projection(replicas, segments):

@@ -50,9 +50,11 @@ def classify(segments):
 
     ``segments``: DataFrame of :func:`segment_balancer.snapshot.segments.read_segments`. Returns
     (``segment_id``, ``status`` — ``visible``/``standby``/``overshadowed`` —, ``overshadowed_by``
-    array<string>, ``reason``) for used segments. Raises :class:`SnapshotError` (file
-    ``segments.jsonl``) when a datasource's segments cannot form a timeline (e.g. two overlapping
-    intervals with the same version).
+    array<string>, ``reason``) for used segments, and the cached frame of timeline pieces it is
+    built on (so the timelines are computed once, for the check and for the answer): the caller
+    unpersists the second once it has written the first. Raises
+    :class:`SnapshotError` (file ``segments.jsonl``) when a datasource's segments cannot form a
+    timeline (e.g. two overlapping intervals with the same version).
     """
     from pyspark.sql import functions as F
 
@@ -66,9 +68,10 @@ def classify(segments):
         "end_ms", F.least("end_ms", b0 + F.lit(BUCKET_MS)))
     pieces = pieces.withColumn("end_ms", F.greatest("end_ms", F.col("start_ms") + 1))
     cols = TIMELINE_COLUMNS + ["datasource", "bucket", "line"]
-    out = pieces.select(*cols).groupBy("datasource", "bucket").applyInPandas(_classify_piece, PIECE_SCHEMA)
+    out = pieces.select(*cols).groupBy("datasource", "bucket").applyInPandas(_classify_piece, PIECE_SCHEMA).cache()
     bad = out.filter("error is not null").limit(1).collect()
     if bad:
+        out.unpersist()
         raise SnapshotError("segments.jsonl", None, bad[0]["error"])
     rank = F.create_map(*[x for k, v in STATUS_RANK.items() for x in (F.lit(k), F.lit(v))])
     agg = out.groupBy("segment_id").agg(
@@ -76,9 +79,10 @@ def classify(segments):
         F.array_sort(F.array_distinct(F.flatten(F.collect_list("overshadowed_by")))).alias("overshadowed_by"),
         F.first("reason").alias("reason"))
     names = F.create_map(*[x for k, v in STATUS_RANK.items() for x in (F.lit(v), F.lit(k))])
-    return agg.select("segment_id", names[F.col("best")].alias("status"),
-                      F.when(F.col("best") == 2, F.col("overshadowed_by")).otherwise(F.array()).alias("overshadowed_by"),
-                      "reason")
+    status = agg.select("segment_id", names[F.col("best")].alias("status"),
+                        F.when(F.col("best") == 2, F.col("overshadowed_by")).otherwise(F.array()).alias("overshadowed_by"),
+                        "reason")
+    return status, out
 
 
 def used_segments(spark, snapshot: Path, work: Path) -> dict:
@@ -93,7 +97,7 @@ def used_segments(spark, snapshot: Path, work: Path) -> dict:
     from .snapshot.segments import read_segments
 
     segs = read_segments(spark, Path(snapshot))
-    status = classify(segs)
+    status, pieces = classify(segs)
     table = (segs.drop("interval", "interval_parts").withColumnRenamed("overshadowed", "input_overshadowed")
              .join(status, "segment_id", "left")
              .withColumn("status", F.coalesce("status", F.lit("unused")))
@@ -101,6 +105,7 @@ def used_segments(spark, snapshot: Path, work: Path) -> dict:
     out = Path(work) / "timeline"
     write_parquet_atomic(table, out / "segments.parquet")
     segs.unpersist()
+    pieces.unpersist()
     table = spark.read.parquet(str(out / "segments.parquet"))
     counts = table.groupBy("datasource", "status").count().collect()
     per_ds: dict = {}

@@ -144,7 +144,7 @@ def _rows_by_layout(spark, tmp_path, layout: str, edit=None):
                 out.write(text)
     servers = json.loads((SAMPLE / "servers.json").read_text())
     historicals = {s["server"] for s in servers if s["server_type"] == "historical"}
-    return read_server_segments(spark, snap, historicals, {s["server"] for s in servers})
+    return read_server_segments(spark, snap, historicals, {s["server"] for s in servers}, tmp_path / f"{layout}.parquet")
 
 
 @pytest.mark.parametrize("layout", ["compact", "per_line", "pretty", "jsonl", "jsonl.gz"])

@@ -20,7 +20,7 @@ from segment_balancer.rules import DEFAULT_RULES_KEY, RULE_KINDS, Rule, format_i
 from segment_balancer.snapshot.errors import SnapshotError, describe_validation_error, json_error
 from segment_balancer.snapshot.models import QueueEntry, QueueItem, RuleSpec, Server, ServerRow, SnapshotMeta
 
-__all__ = ["load_servers", "load_load_queues", "load_rules", "load_config", "load_snapshot_meta", "read_json"]
+__all__ = ["load_servers", "load_all_servers", "load_load_queues", "load_rules", "load_config", "load_snapshot_meta", "read_json"]
 
 SERVERS_FILE = "servers.json"
 QUEUES_FILE = "load_queues.json"
@@ -70,7 +70,14 @@ def read_json(directory: str | os.PathLike[str], name: str, required: bool = Tru
 
 
 def load_servers(directory: str | os.PathLike[str]) -> list[Server]:
-    """Historical servers of ``servers.json`` (``sys.servers`` rows), in file order.
+    """Historical servers of ``servers.json`` (``sys.servers`` rows), in file order: the first
+    item of :func:`load_all_servers`."""
+    return load_all_servers(directory)[0]
+
+
+def load_all_servers(directory: str | os.PathLike[str]) -> tuple[list[Server], set[str]]:
+    """Historical servers of ``servers.json`` (``sys.servers`` rows), in file order, and the names
+    of every server of the file (peons and brokers too: their replicas are known and ignored).
 
     Rows whose ``server_type`` is not ``historical`` (any case) are validated and dropped. Sizes are
     bytes; ``current_size`` or Druid's ``curr_size``; ``priority`` defaults to 0.
@@ -99,7 +106,7 @@ def load_servers(directory: str | os.PathLike[str]) -> list[Server]:
                 out.append(row.to_server())
             except ValueError as exc:
                 raise SnapshotError(SERVERS_FILE, i, f"server {row.server!r}: {exc}") from None
-    return out
+    return out, set(seen)
 
 
 def _queue_item(entry: Any, where: str) -> QueueItem:

@@ -9,6 +9,7 @@ from __future__ import annotations
 from pathlib import Path
 
 from ..instants import with_instant_ms, with_instant_text
+from ..io import remove_path, write_parquet_atomic
 from .errors import SnapshotError
 from .lines import numbered_lines, with_row_numbers
 
@@ -56,6 +57,9 @@ def read_segments(spark, snapshot: Path):
 
     path = segments_path(snapshot)
     raw = numbered_lines(spark, path)
+    if path.suffix == ".gz":
+        # gzip is read by one task: spread the parsing over the cores once the lines are numbered
+        raw = raw.repartition(spark.sparkContext.defaultParallelism)
     parsed = raw.filter(F.trim("text") != "").select(
         "line", F.from_json("text", SEGMENT_JSON_SCHEMA, {"mode": "PERMISSIVE"}).alias("j"), "text"
     )
@@ -161,9 +165,13 @@ def _replica_rows(spark, path: Path):
 _KIND = {"line": "line", "row": "index"}  # SnapshotError.row_kind of each word
 
 
-def read_server_segments(spark, snapshot: Path, historicals: set[str], known_servers: set[str]):
+def read_server_segments(spark, snapshot: Path, historicals: set[str], known_servers: set[str], table: Path):
     """The replica file's rows on historical servers as DataFrame (``row`` long, ``server``,
     ``segment_id``); rows of known non-historical servers (peons, brokers) are dropped.
+
+    The file is parsed once, into the parquet directory ``table`` (every row, with ``corrupt``
+    and ``historical``); the checks and the returned frame read that table. On a bad row the
+    table is removed before the error is raised.
 
     The file is ``server_segments.jsonl[.gz]`` (Druid SQL ``resultFormat: objectLines`` of
     ``sys.server_segments``; ``row`` = its line, 1-based) or ``server_segments.json`` (a JSON array;
@@ -177,7 +185,8 @@ def read_server_segments(spark, snapshot: Path, historicals: set[str], known_ser
     path = server_segments_path(snapshot)
     rows, word = _replica_rows(spark, path)
     known = spark.createDataFrame([(s, s in historicals) for s in sorted(known_servers)], "server string, historical boolean")
-    checked = rows.join(F.broadcast(known), "server", "left")
+    write_parquet_atomic(rows.join(F.broadcast(known), "server", "left"), table)
+    checked = spark.read.parquet(str(table))
     problem = (
         F.when(F.col("corrupt").isNotNull(), F.lit("not valid JSON"))
         .when(F.col("server").isNull() | F.col("segment_id").isNull(), F.lit("server and segment_id are required"))
@@ -185,10 +194,12 @@ def read_server_segments(spark, snapshot: Path, historicals: set[str], known_ser
     )
     bad = checked.select("row", problem.alias("problem")).filter(F.col("problem").isNotNull()).orderBy("row").limit(5).collect()
     if bad:
+        remove_path(table)
         raise SnapshotError(path.name, bad[0]["row"], bad[0]["problem"] + _more(word, bad[1:], key="row"), _KIND[word])
     served = checked.filter("historical").select("row", "server", "segment_id")
     dup = served.groupBy("server", "segment_id").agg(F.min("row").alias("first"), F.max("row").alias("row"), F.count("*").alias("n")).filter("n > 1").orderBy("row").limit(1).collect()
     if dup:
+        remove_path(table)
         raise SnapshotError(path.name, dup[0]["row"],
                             f"duplicate row: {dup[0]['server']} already serves {dup[0]['segment_id']} ({word} {dup[0]['first']})", _KIND[word])
     return served
@@ -236,7 +247,8 @@ def unlisted_segments(spark, served, queued, segments):
             yield frame.astype({"start_ms": "Int64", "end_ms": "Int64", "row": "Int64", "partition_num": "Int32",
                                 **{c: object for c in ("datasource", "version", "file", "place", "problem")}})
 
-    parsed = first.mapInPandas(parse, UNLISTED_SCHEMA)
+    # cached: few rows (unused segments still served or queued), read by the check and the caller
+    parsed = first.mapInPandas(parse, UNLISTED_SCHEMA).cache()
     bad = parsed.filter("problem is not null").orderBy("file", "row", "place", "segment_id").limit(1).collect()
     if bad:
         where = f"{bad[0]['place']}: " if bad[0]["place"] else ""
