@@ -101,6 +101,18 @@ def test_rows_write_back_what_changed_and_keep_the_rest():
     pd.testing.assert_frame_equal(untouched(after), untouched(before))
 
 
+def test_reading_segments_changes_nothing_a_cached_top_b_or_an_op_does():
+    run = tier_from(SEGMENTS, PROJECTED, SERVERS, "hot")
+    x = run.segment(1)
+    x.count(), run.placement_costs(x), run.rank(x)
+    assert not run.changed  # nothing to write back
+    run.top_b(x)
+    assert run.changed  # the cached top B is state
+    other = tier_from(SEGMENTS, PROJECTED, SERVERS, "hot")
+    other.drop(other.segment(1), "s1", "test", (1, "", 1))
+    assert other.changed
+
+
 def run_servers():
     return pd.DataFrame([{"server": s, "tier": t, "max_size": a, "current_size": 0, "priority": 0, "decommissioning": d}
                          for s, t, a, d in SERVERS if t == "hot"])

@@ -15,55 +15,16 @@ from . import groups as G
 from .engine.state import split_group_name
 from .io import _aside, replace_path, write_json_atomic, write_parquet_atomic
 from .run import OPS_COLUMNS, Run
+from .status import balance, replication_counts, status_pass
 
 PLAN_OPS_COLUMNS = [c for c in OPS_COLUMNS if c != "idx"]
 
 
-def end_assignment(run: Run, state=None):
-    """(``segment_id``, ``server``, ``tier``) of every replica the run state holds: served with
-    no drop, or loading. ``state``: the run state (default: the final one, the projected end
-    state once every op succeeded)."""
-    state = run.state() if state is None else state
-    return (state.filter("kind = 'replica' and (served or load_type is not null) and not dropping")
+def end_assignment(run: Run):
+    """(``segment_id``, ``server``, ``tier``) of every replica the final run state holds (the
+    projected end state once every op succeeded): served with no drop, or loading."""
+    return (run.state().filter("kind = 'replica' and (served or load_type is not null) and not dropping")
             .select("segment_id", "server", "tier"))
-
-
-def status_counts(run: Run, state) -> dict:
-    """Replicated used segments per tier by status (``under``/``full``/``over``) and unreplicated,
-    in the run state ``state``."""
-    from pyspark.sql import Window
-    from pyspark.sql import functions as F
-
-    from .runstate import replica_tally
-
-    w = Window.partitionBy("idx")
-    st = (replica_tally(state).withColumn("total_target", F.sum("target").over(w))
-          .withColumn("total_count", F.sum("count").over(w)).filter("target > 0 or count > 0"))
-    unrep = st.filter("total_target > 0 and total_count = 0").select("idx").distinct().count()
-    per = (st.filter("not (total_target > 0 and total_count = 0)")
-           .select("tier", F.when(F.col("count") < F.col("target"), "underreplicated")
-                   .when(F.col("count") == F.col("target"), "fully_replicated").otherwise("overreplicated").alias("status"))
-           .groupBy("tier", "status").count().collect())
-    out: dict = {"unreplicated": unrep, "tiers": {}}
-    for r in per:
-        out["tiers"].setdefault(r["tier"], {})[r["status"]] = r["count"]
-    return out
-
-
-def balance(run: Run, assignment) -> dict:
-    """Per tier: segments and bytes per candidate server, max − min of each (seed 004 measures)."""
-    from pyspark.sql import functions as F
-
-    sized = assignment.join(run.table("segments").select("segment_id", "size_bytes"), "segment_id")
-    per = {r["server"]: (r["n"], r["b"]) for r in sized.groupBy("server").agg(F.count("*").alias("n"), F.sum("size_bytes").alias("b")).collect()}
-    out = {}
-    for tier, part in run.servers_pdf.groupby("tier"):
-        cands = part[~part["decommissioning"]]["server"]
-        counts = [per.get(s, (0, 0))[0] for s in cands] or [0]
-        sizes = [int(per.get(s, (0, 0))[1] or 0) for s in cands] or [0]
-        out[tier] = {"servers": len(cands), "segments_max_minus_min": max(counts) - min(counts),
-                     "bytes_max_minus_min": max(sizes) - min(sizes)}
-    return out
 
 
 def assemble(run: Run, groups, snapshot: Path) -> Path:
@@ -77,11 +38,12 @@ def assemble(run: Run, groups, snapshot: Path) -> Path:
     spark = run.spark
     if ops is None:
         ops = spark.createDataFrame([], "op_id long, stage int, action string, queue_type string, idx long, segment_id string, datasource string, tier string, server string, size_bytes long, depends_on long, reason string")
-    start = run.state(initial=True)
     ops_plan = ops.orderBy("op_id").select(*PLAN_OPS_COLUMNS)
     write_parquet_atomic(ops_plan.coalesce(1), tmp / "operations.parquet")
     _flatten(tmp / "operations.parquet")
     assignment = end_assignment(run)
+    before = status_pass(spark, run.work_uri, run.initial_state_dirs(), run.servers_pdf)
+    after = status_pass(spark, run.work_uri, run.state_dirs(), run.servers_pdf)
     write_parquet_atomic(assignment.orderBy("segment_id", "server").coalesce(1), tmp / "assignment.parquet")
     _flatten(tmp / "assignment.parquet")
     by_stage = [r.asDict() for r in ops.groupBy("stage", "tier", "action").count().orderBy("stage", "tier", "action").collect()]
@@ -100,12 +62,12 @@ def assemble(run: Run, groups, snapshot: Path) -> Path:
         "moves": int(ops.filter(F.col("depends_on").isNotNull()).count()),
         "by_stage_tier_action": by_stage,
         "by_reason": by_reason,
-        "status_before": status_counts(run, start),
-        "status_after": status_counts(run, run.state()),
+        "status_before": replication_counts(before),
+        "status_after": replication_counts(after),
         "groups_before": run.meta.get("status_counts", {}),
         "groups_after": {g["name"]: g["count"] for g in final_groups},
-        "balance_before": balance(run, end_assignment(run, start)),
-        "balance_after": balance(run, assignment),
+        "balance_before": balance(before, run.servers_pdf),
+        "balance_after": balance(after, run.servers_pdf),
         "timeline": run.meta.get("timeline", {}),
         "availability": availability(run),
         "overshadowed_waiting": run.meta.get("overshadowed_waiting", {}),

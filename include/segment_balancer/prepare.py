@@ -159,12 +159,13 @@ def prepare(spark, snapshot: Path, work: Path, overrides: dict | None = None) ->
     targets = spark.read.parquet(str(prepared / "targets.parquet"))
 
     from .runstate import INITIAL_STATE_DIR, initial_state, initial_state_dirs
-    from .status import initial_groups
+    from .status import status_pass
 
     # The run state every stage reads and writes (no start-of-run ranking: a segment is ranked in
     # a tier when a stage first considers it there, ALGORITHM.md "Best servers").
     write_partitioned_atomic(initial_state(segments, replicas, targets, servers_pdf, spark), work / INITIAL_STATE_DIR, "tier")
-    groups, counts = initial_groups(spark, str(work.absolute()), initial_state_dirs(work), servers_pdf)
+    status = status_pass(spark, str(work.absolute()), initial_state_dirs(work), servers_pdf)
+    groups, counts = status.groups, status.counts
 
     meta = {
         "snapshot_id": smeta.snapshot_id,

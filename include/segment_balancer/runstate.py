@@ -172,6 +172,7 @@ class TierRun:
             "dropping": reps["dropping"].astype("boolean").fillna(False).to_numpy(bool)[order],
         }
         self._touched: dict[int, SegmentInTier] = {}
+        self._dirty = False
         self.servers = self._holders(servers, reps)
         self.costs: TierCosts | None = None
         self.keys, key_of = None, np.full(len(segs) + len(reps), -1, dtype=np.int64)
@@ -210,9 +211,9 @@ class TierRun:
 
     @property
     def changed(self) -> bool:
-        """True once a segment was materialised (and so may have changed): the tier's rows must be
-        written back."""
-        return bool(self._touched)
+        """True once a mutator scheduled an operation or a top ``B`` was cached: the tier's rows
+        must be written back (reading segments alone changes nothing)."""
+        return self._dirty
 
     # ---- segments -----------------------------------------------------------------------------
     def has(self, idx: int) -> bool:
@@ -285,6 +286,7 @@ class TierRun:
         stage asks, then reused (ALGORITHM.md "When a segment is ranked")."""
         if seg.topb is None:
             seg.topb = self.rank(seg)[: self.b(seg)]
+            self._dirty = True
         return seg.topb
 
     def drop_candidates(self, seg: SegmentInTier, names: Iterable[str]) -> list[DropCandidate]:
@@ -309,6 +311,7 @@ class TierRun:
         if rep is None:
             rep = seg.replicas[server] = Replica(server)
         rep.load_type = queue_type
+        self._dirty = True
         holder = self.servers[server]
         holder.add_load(seg.size_bytes, queue_type)
         if self.costs is not None:
@@ -326,6 +329,7 @@ class TierRun:
             raise ValueError(f"{server} does not serve {seg.segment_id} without a drop")
         held = rep.holds
         rep.dropping = True
+        self._dirty = True
         if self.costs is not None and held:
             self.costs.add(self.pos[server], seg.key, -1)
         op = Op("DROP", seg.idx, seg.segment_id, seg.datasource, self.tier, server, seg.size_bytes, reason, order,

@@ -8,6 +8,8 @@ Source: ALGORITHM.md "Terms"; seed 000 "Terminology".
 
 from __future__ import annotations
 
+from dataclasses import dataclass
+
 import numpy as np
 import pandas as pd
 from pyroaring import BitMap
@@ -77,17 +79,37 @@ def tier_status(rows: pd.DataFrame, servers: pd.DataFrame) -> dict[str, BitMap]:
     return out
 
 
-def initial_groups(spark, work_uri: str, state_dirs: dict[str, str], servers_pdf: pd.DataFrame
-                   ) -> tuple[dict[str, BitMap], dict[str, int]]:
-    """The start-of-run groups (bitmaps) and their sizes, from the initial run state: one Spark
-    task per tier reads its state directory (pyarrow, through the work-directory URI) and returns
-    :func:`tier_status` as serialized bitmaps; the driver combines them.
+def held_per_server(rows: pd.DataFrame) -> dict[str, tuple[int, int]]:
+    """``{server: (segments, bytes)}`` that each server of one tier holds in the state ``rows``
+    (replica rows served or loading, with no drop; unused segments included: they take space
+    until dropped)."""
+    rep = rows[rows["kind"] == "replica"]
+    holds = ((rep["served"].astype("boolean").fillna(False) | rep["load_type"].notna())
+             & ~rep["dropping"].astype("boolean").fillna(False)).to_numpy(bool)
+    per = rep[holds].groupby("server")["size_bytes"].agg(["count", "sum"])
+    return {str(k): (int(n), int(b)) for k, (n, b) in per.iterrows()}
+
+
+@dataclass
+class Status:
+    """Replication status of one run state: ``groups`` (``{name: BitMap}``, as :func:`combine`),
+    ``counts`` (``{name: members}``) and ``held`` (``{server: (segments, bytes)}``, as
+    :func:`held_per_server`)."""
+
+    groups: dict[str, BitMap]
+    counts: dict[str, int]
+    held: dict[str, tuple[int, int]]
+
+
+def status_pass(spark, work_uri: str, state_dirs: dict[str, str], servers_pdf: pd.DataFrame) -> Status:
+    """The :class:`Status` of a run state: one Spark task per tier reads its state directory
+    (pyarrow, through the work-directory URI) and returns :func:`tier_status` as serialized
+    bitmaps and :func:`held_per_server`; the driver combines them.
 
     ``work_uri``: the work directory as tasks address it; ``state_dirs``: ``{tier: directory}``
     relative to it; ``servers_pdf``: ``prepared/servers.parquet`` with ``broadcast_only``.
-    ``Unreplicated`` (always present) holds segments with a target in some tier and a replica in
-    none; the per-tier groups, ``Kind[tier]`` for each of :data:`GROUP_KINDS`, are present when
-    not empty.
+    ``prepare`` runs it on the initial state for the start-of-run groups; ``assemble`` on the
+    initial and the final state for the summary.
     """
     from .io import filesystem
     from .runstate import read_tier_state
@@ -96,12 +118,39 @@ def initial_groups(spark, work_uri: str, state_dirs: dict[str, str], servers_pdf
         fs, base = filesystem(work_uri)
         rows = read_tier_state(fs, f"{base}/{state_dirs[tier]}")
         status = tier_status(rows, servers_pdf[servers_pdf["tier"] == tier])
-        return tier, {k: bm.serialize() for k, bm in status.items()}
+        return tier, {k: bm.serialize() for k, bm in status.items()}, held_per_server(rows)
 
     tiers = sorted(state_dirs)
     results = spark.sparkContext.parallelize(tiers, max(1, len(tiers))).map(task).collect() if tiers else []
-    groups = combine({tier: {k: BitMap.deserialize(v) for k, v in packed.items()} for tier, packed in results})
-    return groups, {name: len(bm) for name, bm in sorted(groups.items())}
+    groups = combine({tier: {k: BitMap.deserialize(v) for k, v in packed.items()} for tier, packed, _ in results})
+    held = {server: n for _, _, per in results for server, n in per.items()}
+    return Status(groups, {name: len(bm) for name, bm in sorted(groups.items())}, held)
+
+
+def replication_counts(status: Status) -> dict:
+    """``{"unreplicated": n, "tiers": {tier: {"underreplicated", "fully_replicated",
+    "overreplicated": n}}}`` (used load-rule segments per tier by status; a tier lists only the
+    statuses it has) for the plan summary."""
+    names = {"Underreplicated": "underreplicated", "FullyReplicated": "fully_replicated", "Overreplicated": "overreplicated"}
+    out: dict = {"unreplicated": status.counts.get("Unreplicated", 0), "tiers": {}}
+    for name, n in status.counts.items():
+        kind, _, tier = name.partition("[")
+        if kind in names:
+            out["tiers"].setdefault(tier[:-1], {})[names[kind]] = n
+    return out
+
+
+def balance(status: Status, servers_pdf: pd.DataFrame) -> dict:
+    """Per tier: ``servers`` (candidates: not decommissioning) and the max − min over them of the
+    segments and of the bytes they hold (seed 004 measures)."""
+    out = {}
+    for tier, part in servers_pdf.groupby("tier"):
+        cands = part[~part["decommissioning"].astype(bool)]["server"]
+        counts = [status.held.get(s, (0, 0))[0] for s in cands] or [0]
+        sizes = [status.held.get(s, (0, 0))[1] for s in cands] or [0]
+        out[tier] = {"servers": len(cands), "segments_max_minus_min": max(counts) - min(counts),
+                     "bytes_max_minus_min": max(sizes) - min(sizes)}
+    return out
 
 
 def combine(per_tier: dict[str, dict[str, BitMap]]) -> dict[str, BitMap]:
