@@ -104,7 +104,7 @@ def format_instant_ms(ms: int) -> str:
 # arithmetic (benchmarks/bench_read_segments.py: the full path alone is ~8x slower per row).
 
 # Druid's own print form (``DateTime.toString()`` in UTC) of years 1-9999.
-_CANONICAL = r"^\d{4}-\d{2}-\d{2}T\d{2}:\d{2}:\d{2}\.\d{3}Z$"
+CANONICAL_INSTANT = r"^\d{4}-\d{2}-\d{2}T\d{2}:\d{2}:\d{2}\.\d{3}Z$"
 # [0001-01-01T00:00:00.000Z, 10000-01-01T00:00:00.000Z): what Spark's timestamps print as Druid does.
 _SPARK_MIN_MS, _SPARK_END_MS = -62_135_596_800_000, 253_402_300_800_000
 
@@ -136,7 +136,7 @@ def with_instant_ms(df, text, name: str):
               "oh": (10, 0), "om": (11, 0), "os": (12, 0)}
     steps: list = [(p + "t", text),
                    # Spark parses the form Druid prints (null where it is no valid date: full path)
-                   (p + "fast", F.when(c("t").rlike(_CANONICAL), F.unix_millis(F.try_to_timestamp(c("t"))))),
+                   (p + "fast", F.when(c("t").rlike(CANONICAL_INSTANT), F.unix_millis(F.try_to_timestamp(c("t"))))),
                    (p + "ok", c("fast").isNull() & c("t").rlike(pattern))]
     steps += [(p + k, F.when(c("ok"), F.regexp_extract(c("t"), pattern, i))) for k, (i, _) in fields.items()]
     steps += [(p + k, F.when(c("ok"), F.regexp_extract(c("t"), pattern, i)).otherwise(""))

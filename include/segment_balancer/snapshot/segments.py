@@ -8,7 +8,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from ..instants import with_instant_ms, with_instant_text
+from ..instants import CANONICAL_INSTANT, with_instant_ms, with_instant_text
 from ..io import remove_path, write_parquet_atomic
 from .errors import SnapshotError
 from .lines import numbered_lines, with_row_numbers
@@ -84,8 +84,17 @@ def read_segments(spark, snapshot: Path):
         interval.getItem(0).alias("start_text"),
         interval.getItem(1).alias("end_text"),
     )
-    df = with_instant_ms(with_instant_ms(df, F.col("start_text"), "start_ms"), F.col("end_text"), "end_ms")
-    df = with_instant_text(with_instant_text(df, F.col("start_ms"), "start_printed"), F.col("end_ms"), "end_printed")
+    # Intervals in Druid's own print form (nearly every row) take Spark's timestamp parsing, and
+    # print back as they are written; only the other rows take the full-range steps.
+    canonical = F.col("start_text").rlike(CANONICAL_INSTANT) & F.col("end_text").rlike(CANONICAL_INSTANT)
+    fast = df.filter(canonical).select(
+        "*", F.unix_millis(F.try_to_timestamp("start_text")).alias("start_ms"),
+        F.unix_millis(F.try_to_timestamp("end_text")).alias("end_ms"))
+    fast = fast.select("*", F.col("start_text").alias("start_printed"), F.col("end_text").alias("end_printed"))
+    slow = with_instant_ms(with_instant_ms(df.filter(~canonical | canonical.isNull()), F.col("start_text"), "start_ms"),
+                           F.col("end_text"), "end_ms")
+    slow = with_instant_text(with_instant_text(slow, F.col("start_ms"), "start_printed"), F.col("end_ms"), "end_printed")
+    df = fast.unionByName(slow)
     seg_id = F.concat_ws("_", "datasource", "start_printed", "end_printed", "version")
     seg_id = F.when(F.col("partition_num") > 0, F.concat_ws("_", seg_id, F.col("partition_num").cast("string"))).otherwise(seg_id)
     # Cached: the checks below and the caller read it, and a cache keeps the optimizer from pushing
@@ -106,12 +115,15 @@ def read_segments(spark, snapshot: Path):
     if bad:
         df.unpersist()
         raise SnapshotError(path.name, bad[0]["line"], bad[0]["problem"] + _more("line", bad[1:]), "line")
-    dup = (df.groupBy("segment_id").agg(F.count("*").alias("n"), F.sort_array(F.collect_list("line")).alias("lines"))
-           .filter("n > 1").orderBy(F.col("lines")[1]).limit(1).collect())
+    # lines of repeated ids: min and second-smallest line per id, without collecting every id's lines
+    firsts = df.groupBy("segment_id").agg(F.count("*").alias("n"), F.min("line").alias("first")).filter("n > 1")
+    dup = (df.join(firsts, "segment_id").filter(F.col("line") > F.col("first"))
+           .groupBy("segment_id", "first").agg(F.min("line").alias("second"))
+           .orderBy("second").limit(1).collect()) if firsts.limit(1).count() else []
     if dup:
         df.unpersist()
-        raise SnapshotError(path.name, dup[0]["lines"][1],
-                            f"duplicate segment {dup[0]['segment_id']} (first on line {dup[0]['lines'][0]})", "line")
+        raise SnapshotError(path.name, dup[0]["second"],
+                            f"duplicate segment {dup[0]['segment_id']} (first on line {dup[0]['first']})", "line")
     return df
 
 
