@@ -1,5 +1,5 @@
 """Wall time of reading ``segments.jsonl`` (``snapshot.segments.read_segments``: parse, validate,
-build segment ids), with instants as Druid's whole range in int64 arithmetic (``instants``), against
+build segment ids), with instants as Druid's whole range (``instants.with_interval_instants``), against
 Spark's own ``to_timestamp``/``date_format`` (years 1-9999 only: what the reader used before Druid's
 eternity interval had to be read). Both write every row's ``start_ms``, ``end_ms`` and
 ``segment_id`` to Spark's ``noop`` sink, so nothing is collected to the driver.
@@ -55,14 +55,13 @@ def spark_builtin(spark, snapshot: Path):
 
 
 def full_range(spark, snapshot: Path):
-    """Instants as ``instants.with_instant_ms`` / ``with_instant_text`` (Druid's whole range)."""
+    """Instants as ``instants.with_interval_instants`` (Druid's whole range)."""
     from pyspark.sql import functions as F
 
-    from segment_balancer.instants import with_instant_ms, with_instant_text
+    from segment_balancer.instants import with_interval_instants
 
-    df = with_instant_ms(with_instant_ms(_parsed(spark, snapshot), F.col("start_text"), "start_ms"), F.col("end_text"), "end_ms")
-    df = with_instant_text(with_instant_text(df, F.col("start_ms"), "s"), F.col("end_ms"), "e")
-    return df.select("start_ms", "end_ms", F.concat_ws("_", "datasource", "s", "e", "version").alias("segment_id"))
+    df = with_interval_instants(_parsed(spark, snapshot), "start_text", "end_text")
+    return df.select("start_ms", "end_ms", F.concat_ws("_", "datasource", "start_printed", "end_printed", "version").alias("segment_id"))
 
 
 def _noop(df) -> float:

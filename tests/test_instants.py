@@ -1,11 +1,11 @@
-"""The Spark forms of ISO-instant parsing and printing (``instants.with_instant_ms``,
-``with_instant_text``) agree with the plain-Python ones on Druid's whole range of instants."""
+"""ISO instants over Spark (``instants.with_interval_instants``: Spark's parsing for Druid's print
+form, the plain-Python forms for the rest) agree with the plain-Python ones on Druid's whole range."""
 
 import random
 
 import pytest
 
-from segment_balancer.instants import format_instant_ms, parse_instant_ms, with_instant_ms, with_instant_text
+from segment_balancer.instants import CANONICAL_INSTANT, format_instant_ms, parse_instant_ms, with_interval_instants
 
 # Druid's Intervals.ETERNITY: JodaUtils.MIN_INSTANT = Long.MIN_VALUE / 2, MAX_INSTANT = Long.MAX_VALUE / 2.
 ETERNITY = [("-146136543-09-08T08:23:32.096Z", -(2 ** 62)), ("146140482-04-24T15:36:27.903Z", 2 ** 62 - 1)]
@@ -17,7 +17,6 @@ def test_python_forms_print_and_read_druids_eternity():
 
 
 def test_spark_forms_agree_with_python_over_the_whole_range(spark):
-    from pyspark.sql import functions as F
 
     rng = random.Random(7458)
     texts = [t for t, _ in ETERNITY] + [
@@ -40,15 +39,21 @@ def test_spark_forms_agree_with_python_over_the_whole_range(spark):
         except ValueError:
             return None
 
-    parsed = with_instant_ms(spark.createDataFrame([(t,) for t in texts], "t string"), F.col("t"), "ms").collect()
-    assert {r.t: r.ms for r in parsed} == {t: python(t) for t in texts}
-    printed = with_instant_text(spark.createDataFrame([(m,) for m in millis], "m long"), F.col("m"), "s").collect()
-    assert {r.m: r.s for r in printed} == {m: format_instant_ms(m) for m in millis}
+    frame = spark.createDataFrame([(t, texts[(i + 1) % len(texts)]) for i, t in enumerate(texts)], "s string, e string")
+    rows = with_interval_instants(frame, "s", "e").collect()
+    assert len(rows) == len(texts)
+    assert {r.s: r.start_ms for r in rows} == {t: python(t) for t in texts}
+    assert {r.e: r.end_ms for r in rows} == {t: python(t) for t in texts}
+    printed = lambda t: None if python(t) is None else format_instant_ms(python(t))  # noqa: E731
+    assert {r.s: r.start_printed for r in rows} == {t: printed(t) for t in texts}
+    assert {r.e: r.end_printed for r in rows} == {t: printed(t) for t in texts}
+    # both paths were taken: Druid's print form and the rest
+    import re
+    assert any(re.match(CANONICAL_INSTANT, t) for t in texts) and not all(re.match(CANONICAL_INSTANT, t) for t in texts)
 
 
 @pytest.mark.parametrize("text, expected", [("1900-02-29", None), ("2000-02-29", 951_782_400_000)])
 def test_leap_years(spark, text, expected):
-    from pyspark.sql import functions as F
 
-    row = with_instant_ms(spark.createDataFrame([(text,)], "t string"), F.col("t"), "ms").first()
-    assert row.ms == expected
+    row = with_interval_instants(spark.createDataFrame([(text, text)], "s string, e string"), "s", "e").first()
+    assert row.start_ms == expected

@@ -2,16 +2,18 @@
 
 Python's ``datetime`` and Spark's timestamps stop short of Druid's ``ETERNITY``
 (``-146136543-09-08T08:23:32.096Z/146140482-04-24T15:36:27.903Z``, epoch ms ``[-2**62, 2**62 - 1)``),
-so the proleptic Gregorian arithmetic is done here on integers (H. Hinnant's civil-date algorithms),
-once in plain Python (:func:`parse_instant_ms`, :func:`format_instant_ms`: rules, queue entries,
-the importer) and once as Spark columns over int64 (:func:`with_instant_ms`,
-:func:`with_instant_text`: ``segments.jsonl``, millions of rows). Both accept the same text
-(:data:`INSTANT_PATTERN`) and give the same numbers.
+so the proleptic Gregorian arithmetic is done here on integers (H. Hinnant's civil-date algorithms)
+in plain Python (:func:`parse_instant_ms`, :func:`format_instant_ms`: rules, queue entries, the
+importer). Over Spark DataFrames (``segments.jsonl``, millions of rows),
+:func:`with_interval_instants` reads Druid's print form with Spark's own parsing and hands only the
+other rows to those functions.
 """
 
 from __future__ import annotations
 
 import re
+
+import pandas as pd  # module level: the pandas UDF's type hints name it
 
 DAY_MS = 86_400_000
 
@@ -96,104 +98,52 @@ def format_instant_ms(ms: int) -> str:
             f"{secs % 60:02d}.{millis:03d}Z")
 
 
-# ---- the same over Spark DataFrames (int64 arithmetic in the JVM; no Python round-trip per row) ----
-# Each step is its own projection over named columns: written as one nested Column, every reuse of
-# an intermediate value would copy its whole expression (code past the JVM's 64 KB method limit).
-# Instants as Druid prints them in years 1-9999 (nearly every row of a real snapshot) take Spark's
-# own timestamp parsing and printing; only the rest go through the regular expression and the civil
-# arithmetic (benchmarks/bench_read_segments.py: the full path alone is ~8x slower per row).
-
-# Druid's own print form (``DateTime.toString()`` in UTC) of years 1-9999.
-CANONICAL_INSTANT = r"^\d{4}-\d{2}-\d{2}T\d{2}:\d{2}:\d{2}\.\d{3}Z$"
-# [0001-01-01T00:00:00.000Z, 10000-01-01T00:00:00.000Z): what Spark's timestamps print as Druid does.
-_SPARK_MIN_MS, _SPARK_END_MS = -62_135_596_800_000, 253_402_300_800_000
-
-def _steps(df, steps: list[tuple[str, object]], keep: str, prefix: str):
-    """Apply ``(name, column)`` steps one projection each; keep ``keep``, drop the other ``prefix`` columns."""
-    for name, col in steps:
-        df = df.withColumn(name, col)
-    return df.drop(*[n for n, _ in steps if n != keep and n.startswith(prefix)])
+# ---- the same over Spark DataFrames -------------------------------------------------------------
+# Druid's own print form (``DateTime.toString()`` in UTC) of years 1-9999: nearly every instant of a
+# real snapshot. Spark's own timestamp parsing reads it, and it prints back as it is written.
+CANONICAL_INSTANT = r"^(?!0000)\d{4}-\d{2}-\d{2}T\d{2}:\d{2}:\d{2}\.\d{3}Z$"
 
 
-def _floor_div(col, divisor: int):
-    """``col // divisor`` (floor) of an int64 Column whose magnitude stays below 2**53."""
+def _full_range_udf():
+    """A pandas UDF (start text, end text) -> struct of ``start_ms``, ``end_ms`` (long, null where
+    malformed) and their printed forms, by :func:`parse_instant_ms` and :func:`format_instant_ms`."""
+    from pyspark.sql.functions import pandas_udf
+
+    def ms(text):
+        try:
+            return parse_instant_ms(text)
+        except ValueError:
+            return None
+
+    @pandas_udf("start_ms long, end_ms long, start_printed string, end_printed string")
+    def full_range(start: pd.Series, end: pd.Series) -> pd.DataFrame:
+        s, e = [ms(t) for t in start], [ms(t) for t in end]
+        return pd.DataFrame({"start_ms": pd.array(s, dtype="Int64"), "end_ms": pd.array(e, dtype="Int64"),
+                             "start_printed": [None if m is None else format_instant_ms(m) for m in s],
+                             "end_printed": [None if m is None else format_instant_ms(m) for m in e]})
+
+    return full_range
+
+
+def with_interval_instants(df, start: str, end: str):
+    """``df`` plus ``start_ms``, ``end_ms`` (long: epoch ms UTC of the ISO-8601 texts in the string
+    columns ``start`` and ``end``, as :func:`parse_instant_ms` reads them; null where malformed or
+    out of range, so the caller can name the bad row) and ``start_printed``, ``end_printed``
+    (string: those instants as :func:`format_instant_ms` prints them, as Druid's segment ids do).
+
+    Rows whose two instants are in Druid's print form of years 1-9999 (:data:`CANONICAL_INSTANT`)
+    take Spark's timestamp parsing and keep their text as printed; only the other rows (the
+    eternity interval, offsets, short forms) go through Python (a pandas UDF over those rows
+    alone), which reads Druid's whole range. A short plan: a Spark form of the full-range
+    arithmetic took seconds of query planning for every read, whatever its size.
+    """
     from pyspark.sql import functions as F
 
-    return ((col - F.pmod(col, F.lit(divisor))) / F.lit(divisor)).cast("long")
-
-
-def with_instant_ms(df, text, name: str):
-    """``df`` plus column ``name`` (long): the epoch ms UTC of the ISO-8601 string Column ``text``,
-    as :func:`parse_instant_ms` reads it (years of 1–9 digits, signed; offsets; fractions truncated
-    to ms). Null where the text is malformed or a field is out of range, so the caller can name the
-    bad row."""
-    from pyspark.sql import functions as F
-
-    p = f"__{name}_"
-    c = lambda n: F.col(p + n)  # noqa: E731
-    pattern = r"^\s*" + INSTANT_PATTERN + r"\s*$"
-    fields = {"y": (1, 0), "mo": (2, 1), "d": (3, 1), "hh": (4, 0), "mi": (5, 0), "ss": (6, 0),
-              "oh": (10, 0), "om": (11, 0), "os": (12, 0)}
-    steps: list = [(p + "t", text),
-                   # Spark parses the form Druid prints (null where it is no valid date: full path)
-                   (p + "fast", F.when(c("t").rlike(CANONICAL_INSTANT), F.unix_millis(F.try_to_timestamp(c("t"))))),
-                   (p + "ok", c("fast").isNull() & c("t").rlike(pattern))]
-    steps += [(p + k, F.when(c("ok"), F.regexp_extract(c("t"), pattern, i))) for k, (i, _) in fields.items()]
-    steps += [(p + k, F.when(c("ok"), F.regexp_extract(c("t"), pattern, i)).otherwise(""))
-              for k, i in (("frac", 7), ("sign", 9), ("ofrac", 13))]
-    steps += [(p + k, F.when(c(k) == "", F.lit(default)).otherwise(c(k).cast("long"))) for k, (_, default) in fields.items()]
-    steps += [(p + k, F.when(c(k) == "", F.lit(0)).otherwise(F.rpad(c(k), 3, "0").cast("long"))) for k in ("frac", "ofrac")]
-    leap = ((F.pmod(c("y"), F.lit(4)) == 0) & (F.pmod(c("y"), F.lit(100)) != 0)) | (F.pmod(c("y"), F.lit(400)) == 0)
-    steps += [
-        (p + "dim", F.when(c("mo") == 2, F.when(leap, 29).otherwise(28)).when(c("mo").isin(4, 6, 9, 11), 30).otherwise(31)),
-        (p + "valid", c("ok") & c("mo").between(1, 12) & c("d").between(1, c("dim")) & (c("hh") < 24) & (c("mi") < 60)
-         & (c("ss") < 60) & (c("oh") <= 23) & (c("om") <= 59) & (c("os") <= 59)),
-        # days from civil (H. Hinnant), as _days_from_civil
-        (p + "yy", c("y") - F.when(c("mo") <= 2, 1).otherwise(0)),
-        (p + "era", _floor_div(c("yy"), 400)),
-        (p + "yoe", c("yy") - c("era") * 400),
-        (p + "doy", _floor_div(F.lit(153) * (c("mo") + F.when(c("mo") > 2, -3).otherwise(9)) + 2, 5) + c("d") - 1),
-        (p + "doe", c("yoe") * 365 + _floor_div(c("yoe"), 4) - _floor_div(c("yoe"), 100) + c("doy")),
-        (p + "days", c("era") * 146097 + c("doe") - 719468),
-        (name, F.when(c("fast").isNotNull(), c("fast")).when(c("valid"), c("days") * DAY_MS + ((c("hh") * 60 + c("mi")) * 60 + c("ss")) * 1000 + c("frac")
-                      - F.when(c("sign") == "-", -1).otherwise(1)
-                      * (c("oh") * 3_600_000 + c("om") * 60_000 + c("os") * 1000 + c("ofrac")))),
-    ]
-    return _steps(df, steps, name, p)
-
-
-def with_instant_text(df, ms, name: str):
-    """``df`` plus column ``name`` (string): the epoch-ms long Column ``ms`` printed as
-    :func:`format_instant_ms` prints it (Joda's ``yyyy-MM-ddTHH:mm:ss.SSSZ``, years beyond 9999 in
-    full, negative years signed)."""
-    from pyspark.sql import functions as F
-
-    p = f"__{name}_"
-    c = lambda n: F.col(p + n)  # noqa: E731
-    # Spark prints years 1-9999 as Druid does, in the session's time zone: only when that is UTC.
-    utc = df.sparkSession.conf.get("spark.sql.session.timeZone") in ("UTC", "Etc/UTC", "GMT", "Z", "+00:00")
-    fast = (F.when((c("ms") >= _SPARK_MIN_MS) & (c("ms") < _SPARK_END_MS),
-                   F.date_format(F.timestamp_millis(c("ms")), "yyyy-MM-dd'T'HH:mm:ss.SSS'Z'")) if utc else F.lit(None))
-    steps = [
-        (p + "ms", ms),
-        (p + "fast", fast.cast("string")),
-        (p + "rest", F.pmod(c("ms"), F.lit(DAY_MS))),
-        # (ms - rest) is a multiple of a day but may exceed 2**53: divide exactly as decimals.
-        (p + "z", ((c("ms") - c("rest")).cast("decimal(20,0)") / F.lit(DAY_MS).cast("decimal(20,0)")).cast("long") + 719468),
-        # civil from days (H. Hinnant), as _civil_from_days
-        (p + "era", _floor_div(c("z"), 146097)),
-        (p + "doe", c("z") - c("era") * 146097),
-        (p + "yoe", _floor_div(c("doe") - _floor_div(c("doe"), 1460) + _floor_div(c("doe"), 36524)
-                               - _floor_div(c("doe"), 146096), 365)),
-        (p + "doy", c("doe") - (c("yoe") * 365 + _floor_div(c("yoe"), 4) - _floor_div(c("yoe"), 100))),
-        (p + "mp", _floor_div(c("doy") * 5 + 2, 153)),
-        (p + "month", F.when(c("mp") < 10, c("mp") + 3).otherwise(c("mp") - 9)),
-        (p + "year", c("yoe") + c("era") * 400 + F.when(c("month") <= 2, 1).otherwise(0)),
-        (p + "secs", _floor_div(c("rest"), 1000)),
-        (name, F.when(c("fast").isNotNull(), c("fast")).otherwise(F.concat(
-            F.when(c("year") < 0, "-").otherwise(""), F.format_string("%04d", F.abs(c("year"))),
-            F.format_string("-%02d-%02dT%02d:%02d:%02d.%03dZ", c("month"), c("doy") - _floor_div(c("mp") * 153 + 2, 5) + 1,
-                            _floor_div(c("secs"), 3600), F.pmod(_floor_div(c("secs"), 60), F.lit(60)),
-                            F.pmod(c("secs"), F.lit(60)), F.pmod(c("rest"), F.lit(1000)))))),
-    ]
-    return _steps(df, steps, name, p)
+    canonical = F.coalesce(F.col(start).rlike(CANONICAL_INSTANT) & F.col(end).rlike(CANONICAL_INSTANT), F.lit(False))
+    s_ms, e_ms = F.unix_millis(F.try_to_timestamp(F.col(start))), F.unix_millis(F.try_to_timestamp(F.col(end)))
+    fast = df.filter(canonical).select("*", s_ms.alias("start_ms"), e_ms.alias("end_ms"))
+    fast = fast.select("*", F.when(F.col("start_ms").isNotNull(), F.col(start)).alias("start_printed"),
+                       F.when(F.col("end_ms").isNotNull(), F.col(end)).alias("end_printed"))
+    slow = df.filter(~canonical).select("*", _full_range_udf()(F.col(start), F.col(end)).alias("__instants"))
+    slow = slow.select(*df.columns, "__instants.*")
+    return fast.unionByName(slow)

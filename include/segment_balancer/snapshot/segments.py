@@ -8,7 +8,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from ..instants import CANONICAL_INSTANT, with_instant_ms, with_instant_text
+from ..instants import with_interval_instants
 from ..io import remove_path, write_parquet_atomic
 from .errors import SnapshotError
 from .lines import numbered_lines, with_row_numbers
@@ -84,21 +84,10 @@ def read_segments(spark, snapshot: Path):
         interval.getItem(0).alias("start_text"),
         interval.getItem(1).alias("end_text"),
     )
-    # Intervals in Druid's own print form (nearly every row) take Spark's timestamp parsing, and
-    # print back as they are written; only the other rows take the full-range steps.
-    canonical = F.col("start_text").rlike(CANONICAL_INSTANT) & F.col("end_text").rlike(CANONICAL_INSTANT)
-    fast = df.filter(canonical).select(
-        "*", F.unix_millis(F.try_to_timestamp("start_text")).alias("start_ms"),
-        F.unix_millis(F.try_to_timestamp("end_text")).alias("end_ms"))
-    fast = fast.select("*", F.col("start_text").alias("start_printed"), F.col("end_text").alias("end_printed"))
-    slow = with_instant_ms(with_instant_ms(df.filter(~canonical | canonical.isNull()), F.col("start_text"), "start_ms"),
-                           F.col("end_text"), "end_ms")
-    slow = with_instant_text(with_instant_text(slow, F.col("start_ms"), "start_printed"), F.col("end_ms"), "end_printed")
-    df = fast.unionByName(slow)
+    df = with_interval_instants(df, "start_text", "end_text")
     seg_id = F.concat_ws("_", "datasource", "start_printed", "end_printed", "version")
     seg_id = F.when(F.col("partition_num") > 0, F.concat_ws("_", seg_id, F.col("partition_num").cast("string"))).otherwise(seg_id)
-    # Cached: the checks below and the caller read it, and a cache keeps the optimizer from pushing
-    # their filters into the instant arithmetic (each pushed filter would inline every step).
+    # Cached: the checks below and the caller read it (the JSON is parsed once).
     df = df.withColumn("segment_id", seg_id).drop("start_text", "end_text", "start_printed", "end_printed").cache()
     problem = (
         F.when(F.col("datasource").isNull(), F.lit("dataSource is missing or the line is not a JSON object"))
