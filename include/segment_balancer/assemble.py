@@ -42,7 +42,8 @@ def assemble(run: Run, groups, snapshot: Path) -> Path:
     write_parquet_atomic(ops_plan.coalesce(1), tmp / "operations.parquet")
     _flatten(tmp / "operations.parquet")
     assignment = end_assignment(run)
-    before = status_pass(spark, run.work_uri, run.initial_state_dirs(), run.servers_pdf)
+    # the start of the run as prepare measured it (the same pass over the initial state)
+    held_before = {server: tuple(n) for server, n in run.meta.get("held", {}).items()}
     after = status_pass(spark, run.work_uri, run.state_dirs(), run.servers_pdf)
     write_parquet_atomic(assignment.orderBy("segment_id", "server").coalesce(1), tmp / "assignment.parquet")
     _flatten(tmp / "assignment.parquet")
@@ -62,12 +63,12 @@ def assemble(run: Run, groups, snapshot: Path) -> Path:
         "moves": int(ops.filter(F.col("depends_on").isNotNull()).count()),
         "by_stage_tier_action": by_stage,
         "by_reason": by_reason,
-        "status_before": replication_counts(before),
-        "status_after": replication_counts(after),
+        "status_before": replication_counts(run.meta.get("status_counts", {})),
+        "status_after": replication_counts(after.counts),
         "groups_before": run.meta.get("status_counts", {}),
         "groups_after": {g["name"]: g["count"] for g in final_groups},
-        "balance_before": balance(before, run.servers_pdf),
-        "balance_after": balance(after, run.servers_pdf),
+        "balance_before": balance(held_before, run.servers_pdf),
+        "balance_after": balance(after.held, run.servers_pdf),
         "timeline": run.meta.get("timeline", {}),
         "availability": availability(run),
         "overshadowed_waiting": run.meta.get("overshadowed_waiting", {}),

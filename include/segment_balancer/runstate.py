@@ -123,6 +123,20 @@ def _none_if_nan(value):
     return value
 
 
+def replica_flags(reps: pd.DataFrame) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """bool arrays ``served``, ``loading`` (a queued or scheduled load) and ``dropping`` of replica
+    state rows (nulls as false)."""
+    return (reps["served"].astype("boolean").fillna(False).to_numpy(bool), reps["load_type"].notna().to_numpy(bool),
+            reps["dropping"].astype("boolean").fillna(False).to_numpy(bool))
+
+
+def holds_mask(reps: pd.DataFrame) -> np.ndarray:
+    """bool array: which replica state rows count in ``count(s, T)`` and the projection (served
+    or loading, not dropping; :attr:`Replica.holds` over rows)."""
+    served, loading, dropping = replica_flags(reps)
+    return (served | loading) & ~dropping
+
+
 class TierRun:
     """The run state of one tier inside a Spark task.
 
@@ -184,17 +198,10 @@ class TierRun:
         self._seg_key, self._rep_key = key_of[: len(segs)], key_of[len(segs):]
         if self.keys is not None:
             self.costs = TierCosts(self.keys, len(self.names))
-            holds = self._holds_mask(reps)
+            holds = holds_mask(reps)
             self.costs.add_many(reps["server"].map(self.pos).to_numpy(np.int64)[holds], self._rep_key[holds])
 
     # ---- construction -------------------------------------------------------------------------
-    @staticmethod
-    def _holds_mask(reps: pd.DataFrame) -> np.ndarray:
-        served = reps["served"].astype("boolean").fillna(False).to_numpy(bool)
-        loading = reps["load_type"].notna().to_numpy(bool)
-        dropping = reps["dropping"].astype("boolean").fillna(False).to_numpy(bool)
-        return (served | loading) & ~dropping
-
     def _holders(self, servers: pd.DataFrame, reps: pd.DataFrame) -> dict[str, ServerHolder]:
         loads = reps[reps["load_type"].notna()]
         bytes_by = loads.groupby("server")["size_bytes"].sum().to_dict()

@@ -14,6 +14,9 @@ import numpy as np
 import pandas as pd
 from pyroaring import BitMap
 
+from .io import filesystem
+from .runstate import holds_mask, read_tier_state, replica_flags
+
 
 GROUP_KINDS = ("Underreplicated", "FullyReplicated", "Overreplicated", "ToMoveAwayFromDecommServers", "Balanceable",
                "Underbroadcast")
@@ -43,11 +46,10 @@ def tier_status(rows: pd.DataFrame, servers: pd.DataFrame) -> dict[str, BitMap]:
     seg = rows[rows["kind"] == "segment"]
     rep = rows[(rows["kind"] == "replica") & (rows["idx"] >= 0)]
     srv = servers.set_index("server")
-    per = pd.DataFrame({
-        "idx": rep["idx"].to_numpy(np.int64), "server": rep["server"].to_numpy(object),
-        "served": rep["served"].astype("boolean").fillna(False).to_numpy(bool), "load": rep["load_type"].notna().to_numpy(bool),
-        "drop": rep["dropping"].astype("boolean").fillna(False).to_numpy(bool),
-    }).groupby(["idx", "server"], sort=False).max().reset_index()
+    served, loading, dropping = replica_flags(rep)
+    per = pd.DataFrame({"idx": rep["idx"].to_numpy(np.int64), "server": rep["server"].to_numpy(object),
+                        "served": served, "load": loading, "drop": dropping}
+                       ).groupby(["idx", "server"], sort=False).max().reset_index()
     holds = (per["served"] | per["load"]) & ~per["drop"]
     serving = per["served"] & ~per["drop"]
     decomm = per["server"].map(srv["decommissioning"]).fillna(False).astype(bool)
@@ -84,9 +86,7 @@ def held_per_server(rows: pd.DataFrame) -> dict[str, tuple[int, int]]:
     (replica rows served or loading, with no drop; unused segments included: they take space
     until dropped)."""
     rep = rows[rows["kind"] == "replica"]
-    holds = ((rep["served"].astype("boolean").fillna(False) | rep["load_type"].notna())
-             & ~rep["dropping"].astype("boolean").fillna(False)).to_numpy(bool)
-    per = rep[holds].groupby("server")["size_bytes"].agg(["count", "sum"])
+    per = rep[holds_mask(rep)].groupby("server")["size_bytes"].agg(["count", "sum"])
     return {str(k): (int(n), int(b)) for k, (n, b) in per.iterrows()}
 
 
@@ -108,12 +108,9 @@ def status_pass(spark, work_uri: str, state_dirs: dict[str, str], servers_pdf: p
 
     ``work_uri``: the work directory as tasks address it; ``state_dirs``: ``{tier: directory}``
     relative to it; ``servers_pdf``: ``prepared/servers.parquet`` with ``broadcast_only``.
-    ``prepare`` runs it on the initial state for the start-of-run groups; ``assemble`` on the
-    initial and the final state for the summary.
+    ``prepare`` runs it on the initial state (the start-of-run groups; counts and holdings kept in
+    ``meta.json``); ``assemble`` on the final state, for the summary.
     """
-    from .io import filesystem
-    from .runstate import read_tier_state
-
     def task(tier):
         fs, base = filesystem(work_uri)
         rows = read_tier_state(fs, f"{base}/{state_dirs[tier]}")
@@ -127,27 +124,28 @@ def status_pass(spark, work_uri: str, state_dirs: dict[str, str], servers_pdf: p
     return Status(groups, {name: len(bm) for name, bm in sorted(groups.items())}, held)
 
 
-def replication_counts(status: Status) -> dict:
+def replication_counts(counts: dict[str, int]) -> dict:
     """``{"unreplicated": n, "tiers": {tier: {"underreplicated", "fully_replicated",
     "overreplicated": n}}}`` (used load-rule segments per tier by status; a tier lists only the
-    statuses it has) for the plan summary."""
+    statuses it has) for the plan summary, from the group sizes ``counts`` of a :class:`Status`."""
     names = {"Underreplicated": "underreplicated", "FullyReplicated": "fully_replicated", "Overreplicated": "overreplicated"}
-    out: dict = {"unreplicated": status.counts.get("Unreplicated", 0), "tiers": {}}
-    for name, n in status.counts.items():
+    out: dict = {"unreplicated": counts.get("Unreplicated", 0), "tiers": {}}
+    for name, n in counts.items():
         kind, _, tier = name.partition("[")
         if kind in names:
             out["tiers"].setdefault(tier[:-1], {})[names[kind]] = n
     return out
 
 
-def balance(status: Status, servers_pdf: pd.DataFrame) -> dict:
+def balance(held: dict[str, tuple[int, int]], servers_pdf: pd.DataFrame) -> dict:
     """Per tier: ``servers`` (candidates: not decommissioning) and the max − min over them of the
-    segments and of the bytes they hold (seed 004 measures)."""
+    segments and of the bytes they hold (``held``: ``{server: (segments, bytes)}`` of a
+    :class:`Status`; seed 004 measures)."""
     out = {}
     for tier, part in servers_pdf.groupby("tier"):
         cands = part[~part["decommissioning"].astype(bool)]["server"]
-        counts = [status.held.get(s, (0, 0))[0] for s in cands] or [0]
-        sizes = [status.held.get(s, (0, 0))[1] for s in cands] or [0]
+        counts = [held.get(s, (0, 0))[0] for s in cands] or [0]
+        sizes = [held.get(s, (0, 0))[1] for s in cands] or [0]
         out[tier] = {"servers": len(cands), "segments_max_minus_min": max(counts) - min(counts),
                      "bytes_max_minus_min": max(sizes) - min(sizes)}
     return out
