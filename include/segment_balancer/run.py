@@ -70,6 +70,20 @@ def out_frame(sink, extra: list[dict] | None = None) -> pd.DataFrame:
     return frame
 
 
+def reset_manifest(work: Path, stage: int) -> None:
+    """Forget the steps of ``stage`` and later in ``work/ops/manifest.json`` (a retried or skipped
+    application starts clean); no Spark needed."""
+    path = Path(work) / "ops" / "manifest.json"
+    if not path.exists():
+        return
+    manifest = json.loads(path.read_text())
+    keep = [s for s in manifest["steps"] if int(s["stage"]) < stage]
+    if len(keep) == len(manifest["steps"]):
+        return
+    files = [f"stage_{s['stage']:02d}_{s['step']}.parquet" for s in keep]
+    write_json_atomic({"files": files, "count": sum(int(s["ops"]) for s in keep), "steps": keep}, path)
+
+
 class Run:
     """One run's work directory, as the stages see it.
 
@@ -115,12 +129,7 @@ class Run:
 
     def reset_from(self, stage: int) -> None:
         """Forget the ops of ``stage`` and later (a retried application starts clean)."""
-        manifest = self.manifest()
-        keep = [s for s in manifest["steps"] if int(s["stage"]) < stage]
-        if len(keep) == len(manifest["steps"]):
-            return
-        files = [f"stage_{s['stage']:02d}_{s['step']}.parquet" for s in keep]
-        write_json_atomic({"files": files, "count": sum(int(s["ops"]) for s in keep), "steps": keep}, self._manifest_path)
+        reset_manifest(self.work, stage)
 
     def step_facts(self) -> list[dict]:
         """``{"stage", "step", **facts}`` of every step so far that reported facts."""

@@ -5,6 +5,8 @@ docs/ARCHITECTURE.md, "Spark applications"). The operator:
 
 1. pulls the XCom of ``groups_from`` (the previous stage) and writes it as JSON to
    ``WORK/xcom/<task_id>.in.json`` (skipped when ``groups_from`` is None, i.e. for ``prepare``);
+   when the stage has nothing to schedule (``segment_balancer.stages.skip_if_idle``: every group
+   it reads is empty) it returns the groups the stage would hand on and submits nothing;
 2. runs ``spark-submit <apps_dir>/<stage_app>.py --snapshot S --work W [--groups-in IN]
    --groups-out OUT [--config CFG]`` through the Spark provider (connection ``spark_default``);
 3. reads ``WORK/xcom/<task_id>.out.json`` and returns it, so it becomes this task's XCom.
@@ -27,6 +29,7 @@ from typing import Any
 from airflow.providers.apache.spark.operators.spark_submit import SparkSubmitOperator
 from segment_balancer.jvm_archive import local_driver_java_options
 from segment_balancer.sparkutil import LEAN_CONF  # the one place for lean Spark settings
+from segment_balancer.stages import skip_if_idle
 
 #: ``spark_apps/`` of this checkout; ``SEGMENT_BALANCER_APPS`` or ``apps_dir=`` override it.
 DEFAULT_APPS_DIR = Path(__file__).resolve().parents[2] / "spark_apps"
@@ -94,6 +97,10 @@ class StageSubmitOperator(SparkSubmitOperator):
             groups = context["ti"].xcom_pull(task_ids=self.groups_from)
             if groups is None:
                 raise ValueError(f"{self.task_id}: task {self.groups_from!r} left no groups in XCom")
+            idle = skip_if_idle(self.stage_app, Path(self.work), groups)
+            if idle is not None:
+                self.log.info("%s: nothing to schedule (every group it reads is empty); not submitted", self.stage_app)
+                return idle
             groups_in = xcom_dir / f"{self.task_id}.in.json"
             groups_in.write_text(json.dumps(groups))
             args += ["--groups-in", str(groups_in)]

@@ -108,3 +108,20 @@ def test_first_stage_has_no_groups_in_and_a_missing_input_fails(tmp_path, local_
 
     with pytest.raises(ValueError, match="left no groups"):
         _operator(tmp_path, groups_from="nothing_here").execute({"ti": FakeTI({})})
+
+
+def test_a_stage_with_nothing_to_schedule_is_not_submitted(tmp_path, monkeypatch):
+    """Stage 9 reads only ``StillLoadedOnDecommServers[T]``; with none in its input it hands the
+    groups on as they are, records a skipped timing and starts no JVM (a submit to this connection
+    would fail: there is no YARN here)."""
+    monkeypatch.setenv("AIRFLOW_CONN_SPARK_DEFAULT", '{"conn_type": "spark", "host": "yarn"}')
+    previous = {"stage": 8, "groups": {"ToBeBalanced[hot]": base64.b64encode(BitMap([3]).serialize()).decode()}}
+    op = StageSubmitOperator(stage_app="stage09_still_loaded_on_decomm", groups_from="stage08_second_revisit",
+                             snapshot=str(tmp_path / "snap"), work=str(tmp_path / "work"))
+
+    result = op.execute({"ti": FakeTI({"stage08_second_revisit": previous})})
+
+    assert result == {"stage": 9, "groups": previous["groups"]}
+    timings = json.loads((tmp_path / "work" / "timings.json").read_text())
+    assert timings == {"stage09_still_loaded_on_decomm": {"stage": 9, "seconds": 0.0, "skipped": True}}
+    assert not (tmp_path / "work" / "xcom" / "stage09_still_loaded_on_decomm.in.json").exists()

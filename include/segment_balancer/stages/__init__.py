@@ -35,7 +35,8 @@ def run_app(spark, name: str, snapshot, work, groups_in: dict | None, overrides:
     """Run one application of ``APP_NAMES`` and return its XCom dict (``stage``, ``groups``).
 
     ``groups_in``: the previous application's XCom (None for ``prepare``). Re-running an
-    application first removes what it and later stages wrote, so retries are idempotent.
+    application first removes what it and later stages wrote, so retries are idempotent. A stage
+    with nothing to schedule returns at once (:func:`skip_if_idle`).
     Raises ``KeyError`` for an unknown name, ``SnapshotError`` for bad input (``prepare``).
     """
     import time
@@ -55,6 +56,8 @@ def run_app(spark, name: str, snapshot, work, groups_in: dict | None, overrides:
         from ..prepare import prepare
 
         result = prepare(spark, Path(snapshot), Path(work), overrides)
+    elif (idle := skip_if_idle(name, work, groups_in)) is not None:
+        return idle
     else:
         from ..run import Run
 
@@ -66,7 +69,9 @@ def run_app(spark, name: str, snapshot, work, groups_in: dict | None, overrides:
 
             assemble(run, groups, Path(snapshot))
         else:
-            stage_module(stage).stage(run, groups)
+            module = stage_module(stage)
+            getattr(module, "start_groups", _no_start)(groups)
+            module.stage(run, groups)
         result = {"stage": stage, "groups": G.encode_all(groups)}
     _record_timing(Path(work), stage, name, time.monotonic() - started)
     return result
@@ -80,7 +85,47 @@ def stage_number(name: str) -> int:
     return 14 if name == "assemble" else 0
 
 
-def _record_timing(work, stage: int, name: str, seconds: float) -> None:
+def skip_if_idle(name: str, work, groups_in: dict | None) -> dict | None:
+    """The XCom of stage application ``name`` when it has nothing to schedule, else None.
+
+    Decided without Spark from the input XCom ``groups_in`` (``{"groups": {name: base64 bitmap}}``):
+    a stage is idle when every group it ``READS`` is absent or empty, or when its module's
+    ``idle(groups, work)`` says so (stage 13: no decommissioning server holds only broadcast
+    segments). Stages 12 and ``prepare``/``assemble`` always run. An idle stage's XCom is its input
+    groups after its ``start_groups`` (the copies a stage starts from), exactly what running it
+    would hand on; its ops of an earlier attempt are forgotten and its timing is recorded as
+    ``skipped``. The DAG's operator calls this before ``spark-submit`` (a JVM and a Spark session
+    cost seconds per application) and :func:`run_app` calls it too, so the CLI and the DAG agree.
+    """
+    from pathlib import Path
+
+    from .. import groups as G
+    from ..engine.state import split_group_name
+    from ..run import reset_manifest
+
+    if not name.startswith("stage"):
+        return None
+    stage = stage_number(name)
+    module = stage_module(stage)
+    groups = G.decode_all((groups_in or {}).get("groups", {}))
+    if hasattr(module, "idle"):
+        idle = module.idle(groups, Path(work))
+    else:
+        kinds = {r.removesuffix("[T]") for r in module.READS}
+        idle = bool(kinds) and not any(len(bm) for n, bm in groups.items() if split_group_name(n)[0] in kinds)
+    if not idle:
+        return None
+    getattr(module, "start_groups", _no_start)(groups)
+    reset_manifest(Path(work), stage)
+    _record_timing(Path(work), stage, name, 0.0, skipped=True)
+    return {"stage": stage, "groups": G.encode_all(groups)}
+
+
+def _no_start(groups) -> None:
+    """A stage without ``start_groups`` starts from its input groups as they are."""
+
+
+def _record_timing(work, stage: int, name: str, seconds: float, skipped: bool = False) -> None:
     import json
 
     from ..io import write_json_atomic
@@ -89,7 +134,7 @@ def _record_timing(work, stage: int, name: str, seconds: float) -> None:
     timings = json.loads(path.read_text()) if path.exists() else {}
     position = APP_NAMES.index(name)
     timings = {k: v for k, v in timings.items() if k in APP_NAMES and APP_NAMES.index(k) < position}
-    timings[name] = {"stage": stage, "seconds": round(seconds, 3)}
+    timings[name] = {"stage": stage, "seconds": round(seconds, 3), **({"skipped": True} if skipped else {})}
     write_json_atomic(timings, path)
 
 
@@ -100,7 +145,9 @@ STAGE_MODULES = {
     13: "s13_broadcast_on_decomm",
 }
 """The module of every stage (``segment_balancer.stages.<module>``): each declares ``STAGE``,
-``READS``, ``WRITES`` and ``stage(run, groups)``."""
+``READS``, ``WRITES`` and ``stage(run, groups)``; optionally ``start_groups(groups)`` (the working
+groups it copies from the start-of-run ones, run before ``stage``) and ``idle(groups, work)``
+(whether it has nothing to schedule, when its ``READS`` alone cannot tell: see :func:`skip_if_idle`)."""
 
 
 def stage_module(stage: int):

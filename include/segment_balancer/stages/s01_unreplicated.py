@@ -20,9 +20,13 @@ READS = ("Unreplicated",)
 WRITES = ("StillUnreplicated",)
 
 
-def stage(run: Run, groups) -> None:
-    """Run stage 1 on ``groups`` (``{name: BitMap}``, updated in place)."""
+def start_groups(groups) -> None:
+    """``StillUnreplicated`` starts as ``Unreplicated``."""
     groups["StillUnreplicated"] = groups.get("Unreplicated", BitMap()).copy()
+
+
+def stage(run: Run, groups) -> None:
+    """Run stage 1 on ``groups`` (``{name: BitMap}``, after :func:`start_groups`; updated in place)."""
     step(run, groups, STAGE, run.limit(STAGE))
 
 

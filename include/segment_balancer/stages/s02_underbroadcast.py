@@ -19,9 +19,13 @@ READS = ("Underbroadcast[T]",)
 WRITES = ("StillUnderbroadcast[T]",)
 
 
-def stage(run: Run, groups) -> None:
-    """Run stage 2 on ``groups`` (updated in place)."""
+def start_groups(groups) -> None:
+    """``StillUnderbroadcast[T]`` starts as ``Underbroadcast[T]``."""
     copy_groups(groups, "Underbroadcast", "StillUnderbroadcast")
+
+
+def stage(run: Run, groups) -> None:
+    """Run stage 2 on ``groups`` (after :func:`start_groups`; updated in place)."""
     step(run, groups, STAGE, run.limit(STAGE))
 
 

@@ -30,9 +30,13 @@ BUCKETS = 16
 """Spark tasks deciding the callbacks (segments by ``idx`` modulo)."""
 
 
-def stage(run: Run, groups) -> None:
-    """Run stage 3 on ``groups`` (updated in place)."""
+def start_groups(groups) -> None:
+    """``StillUnderreplicated[T]`` starts as ``Underreplicated[T]``."""
     copy_groups(groups, "Underreplicated", "StillUnderreplicated")
+
+
+def stage(run: Run, groups) -> None:
+    """Run stage 3 on ``groups`` (after :func:`start_groups`; updated in place)."""
     step(run, groups, STAGE, run.limit(STAGE))
 
 

@@ -19,9 +19,13 @@ READS = ("ToMoveAwayFromDecommServers[T]",)
 WRITES = ("StillLoadedOnDecommServers[T]",)
 
 
-def stage(run: Run, groups) -> None:
-    """Run stage 5 on ``groups`` (updated in place)."""
+def start_groups(groups) -> None:
+    """``StillLoadedOnDecommServers[T]`` starts as ``ToMoveAwayFromDecommServers[T]``."""
     copy_groups(groups, "ToMoveAwayFromDecommServers", "StillLoadedOnDecommServers")
+
+
+def stage(run: Run, groups) -> None:
+    """Run stage 5 on ``groups`` (after :func:`start_groups`; updated in place)."""
     step(run, groups, STAGE, run.limit(STAGE))
 
 

@@ -6,12 +6,23 @@ Reads the run state only (no groups). Unlimited (drops take no load queue).
 
 from __future__ import annotations
 
+from pathlib import Path
+
 from ..run import OUT_FIELDS, Run
 from ..runstate import conform
 from ..tierpass import apply_drops_pass
 
 STAGE = 13
 READS = WRITES = ()
+
+
+def idle(groups, work: Path) -> bool:
+    """True when no server holds only broadcast segments while decommissioning
+    (``prepared/servers.parquet``'s ``broadcast_only``): nothing to drop."""
+    import pyarrow.parquet as pq
+
+    servers = pq.read_table(Path(work) / "prepared" / "servers.parquet", columns=["broadcast_only"])
+    return not any(servers.column("broadcast_only").to_pylist())
 
 
 def stage(run: Run, groups) -> None:
