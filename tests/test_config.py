@@ -91,6 +91,7 @@ def test_fractional_derivation_floors_only_the_limit():
     ({"balancingFailedIterationThreshold": 101}, "<= 100"),
     ({"balancingIterationWindow": 0}, ">= 1"),
     ({"decommissioningNodes": [1, 2]}, "list of server names"),
+    ({"balancingMoveTrigger": "outsideTopb"}, "must be one of 'betterServerInTopB', 'outsideTopB', got 'outsideTopb'"),
     ({"coordinatorPeriodMillis": 30000, "druid.coordinator.period": "PT60S"}, "disagrees"),
     ({"druid.coordinator.period": "P1M"}, "fixed ISO-8601 period"),
     ({"maxSegmentToMove": 5}, "did you mean 'maxSegmentsToMove'"),
@@ -182,3 +183,8 @@ def test_as_dict_uses_druid_keys():
     assert d["maxSegmentsInNodeLoadingQueue"] == 500 and d["coordinatorPeriodMillis"] == 60000
     assert d["ignored"][0]["key"] == "maxSegmentsToMove"
     assert set(d["derived"]) == {"decommissioningMinPercent", "balancingMinPercent"}
+
+
+def test_balancing_move_trigger_defaults_to_the_seeds_alternative_design():
+    assert build_config({}).as_dict()["balancingMoveTrigger"] == "betterServerInTopB"
+    assert build_config({}, {"balancingMoveTrigger": "outsideTopB"}).as_dict()["balancingMoveTrigger"] == "outsideTopB"

@@ -343,8 +343,10 @@ def test_b_queue_alert(plan_b, ids_b):
 # ----------------------------------------------------------------------------------------------
 # Scenario C: decommissioning moves with a capacity-blocked cheapest destination, broadcast
 # segments and broadcast-only decommissioning servers, primary-tier tie broken by target.
-# numBestServersChoosingFunction = "return numServersInTier" -> B = number of candidate servers
-# (so every holder is always in top B and balancing can never move anything). M = 500.
+# numBestServersChoosingFunction = "return numServersInTier" -> B = number of candidate servers,
+# with balancingMoveTrigger "outsideTopB" (the seed's first design: every holder is always in top B,
+# so balancing can never move anything; the default trigger would move a holder that an empty
+# non-holder ranks ahead of, which is not what this scenario is about). M = 500.
 #
 # _default_tier (all priority 0): d1 decommissioning {m0, m1, bc}; x1 decommissioning {bc} (only
 # broadcast); x2 decommissioning, empty (counts as broadcast-only); d2 {m0, bc} 150/10000;
@@ -364,7 +366,7 @@ def test_b_queue_alert(plan_b, ids_b):
 # Stage 5: sources d1. m0 -> best non-holder of {d2, d4, d3}: d4 (50 + 100 = 150 <= 200).
 #   m1 -> d4 is cheapest non-holder but 150 + 100 = 250 > 200 -> next: d2 (cost > 0 but room).
 #   Each with a DROP on d1 depending on the load.
-# Stage 7/11: B = all candidates -> every iteration fails. Stage 12: nothing in excess.
+# Stage 7/11: B = all candidates, trigger outsideTopB -> every iteration fails. Stage 12: nothing in excess.
 # Stage 13: x1 holds only bc -> DROP bc from x1. x2 is empty; d1 is not broadcast-only.
 
 

@@ -20,6 +20,10 @@ Keys (Druid camelCase), defaults and derivations:
   ``coordinatorPeriodMillis``; default 60 s, Druid's default ``druid.coordinator.period``.
 - ``decommissioningNodes`` (list of server names, or Druid's comma-separated string; default none).
 - ``balancerRandomSeed`` (0), ``balancingIterationWindow`` (100), ``balancingFailedIterationThreshold`` (80).
+- ``balancingMoveTrigger``: when balancing (stages 7, 10, 11) moves a replica (ALGORITHM.md stage 7):
+  ``"betterServerInTopB"`` (default, the seed's "alternative design": a non-holding server of top
+  ``B`` ranks ahead of the worst-ranked holder) or ``"outsideTopB"`` (the seed's first design: a
+  holder is outside top ``B``).
 """
 
 from __future__ import annotations
@@ -49,6 +53,8 @@ DEFAULT_FUNCTION = (
 )
 _MIN_PERCENTS = {"loadingMinPercent": 70, "decommissioningMinPercent": 10, "balancingMinPercent": 20}
 _PERIOD_KEYS = ("druid.coordinator.period", "coordinatorPeriodMillis")
+MOVE_TRIGGERS = ("betterServerInTopB", "outsideTopB")
+"""Values of ``balancingMoveTrigger``, the default first."""
 _DEFAULT_PERIOD_MS = 60_000
 
 _UNUSED = "a Druid key this algorithm does not use"
@@ -71,7 +77,7 @@ RETIRED_KEYS: dict[str, str] = {
 }
 _KNOWN = {"maxSegmentsInNodeLoadingQueue", "numBestServersChoosingFunction", LOG_BASE_KEY, *_MIN_PERCENTS,
           "decommissioningMaxPercent", "segmentLoadingMaxSecondsBeforeAlerting", "decommissioningNodes",
-          "balancerRandomSeed", "balancingIterationWindow", "balancingFailedIterationThreshold", *_PERIOD_KEYS}
+          "balancerRandomSeed", "balancingIterationWindow", "balancingFailedIterationThreshold", "balancingMoveTrigger", *_PERIOD_KEYS}
 
 _STAGE_QUEUE_TYPE: dict[int, QueueType | None] = {
     1: "loading", 2: "loading", 3: "loading", 4: "loading", 5: "decommissioning", 6: "loading",
@@ -100,6 +106,7 @@ class EffectiveConfig(BaseModel):
     balancer_random_seed: int = 0
     balancing_iteration_window: int = 100
     balancing_failed_iteration_threshold: int = 80
+    balancing_move_trigger: str = MOVE_TRIGGERS[0]
     ignored: tuple[dict[str, Any], ...] = ()
     derived: dict[str, str] = {}
     _exact: dict[str, Fraction] = PrivateAttr(default_factory=dict)
@@ -164,6 +171,7 @@ class EffectiveConfig(BaseModel):
             "balancerRandomSeed": self.balancer_random_seed,
             "balancingIterationWindow": self.balancing_iteration_window,
             "balancingFailedIterationThreshold": self.balancing_failed_iteration_threshold,
+            "balancingMoveTrigger": self.balancing_move_trigger,
             "ignored": [dict(e) for e in self.ignored],
             "derived": dict(self.derived),
         }
@@ -331,6 +339,11 @@ def build_config(file_values: Mapping[str, Any] | None, overrides: Mapping[str, 
 
     window = ctx.integer("balancingIterationWindow", 100, lo=1)
     threshold = ctx.integer("balancingFailedIterationThreshold", 80, lo=0, hi=window)
+    trigger = ctx.get("balancingMoveTrigger")
+    if trigger is None:
+        trigger = MOVE_TRIGGERS[0]
+    elif trigger not in MOVE_TRIGGERS:
+        raise ctx.fail("balancingMoveTrigger", f"must be one of {', '.join(map(repr, MOVE_TRIGGERS))}, got {trigger!r}")
 
     for key in (file_values or {}).keys() | (overrides or {}).keys():
         if key in RETIRED_KEYS:
@@ -358,6 +371,7 @@ def build_config(file_values: Mapping[str, Any] | None, overrides: Mapping[str, 
         decommissioning_nodes=_nodes(ctx),
         balancer_random_seed=ctx.integer("balancerRandomSeed", 0),
         balancing_iteration_window=window,
+        balancing_move_trigger=trigger,
         balancing_failed_iteration_threshold=threshold,
         ignored=tuple(ignored),
         derived=derived,

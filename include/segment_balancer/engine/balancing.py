@@ -29,17 +29,34 @@ def _move(run: TierRun, seg: SegmentInTier, source: str, dest: ServerHolder, rea
     run.drop(seg, source, reason, order[:-1] + (order[-1] + 0.5,), dep_server=dest.server)
 
 
-def _try_move(run: TierRun, seg: SegmentInTier, ranking: list[str], b: int,
-              limit: StageLimit) -> tuple[str | None, ServerHolder | None]:
-    """(worst holder outside top B, best non-holding destination inside top B passing limits)."""
-    holders, present = _holders(run, seg), seg.present()
-    outside = [name for name in ranking[b:] if name in holders]
-    if not outside:
-        return None, None
-    for name in ranking[:b]:
+def movable_holders(run: TierRun, seg: SegmentInTier, ranking: list[str], b: int, trigger: str) -> list[str]:
+    """The holders that the balancing trigger moves, worst-ranked first (ALGORITHM.md stage 7).
+
+    ``ranking``: the tier's candidate servers, best first; ``b``: the segment's ``B``. With
+    ``trigger`` ``"betterServerInTopB"`` (the default, the seed's "alternative design") the holders
+    ranked behind the best non-holding server of top ``B``; with ``"outsideTopB"`` (the seed's first
+    design) the holders outside top ``B``. Holders serve the segment with no drop of it and are not
+    decommissioning (:func:`_holders`)."""
+    holders = _holders(run, seg)
+    if trigger == "outsideTopB":
+        first = b
+    else:
+        present = seg.present()
+        first = next((i + 1 for i, name in enumerate(ranking[:b]) if name not in present), None)
+        if first is None:
+            return []
+    return [name for name in ranking[first:] if name in holders][::-1]
+
+
+def destination(run: TierRun, seg: SegmentInTier, ranking: list[str], b: int, source: str,
+                limit: StageLimit) -> ServerHolder | None:
+    """The best non-holding server of top ``B`` ranked ahead of ``source`` that passes ``limit``
+    (queue and capacity), or None."""
+    present = seg.present()
+    for name in ranking[:min(b, ranking.index(source))]:
         if name not in present and run.servers[name].can_load(seg.size_bytes, limit):
-            return outside[-1], run.servers[name]
-    return outside[-1], None
+            return run.servers[name]
+    return None
 
 
 def tier_rng(seed: int, stage: int, tier: str) -> np.random.Generator:
@@ -48,13 +65,17 @@ def tier_rng(seed: int, stage: int, tier: str) -> np.random.Generator:
 
 
 def balance_tier(run: TierRun, population: np.ndarray, limit: StageLimit, rng: np.random.Generator,
-                 visited: set[int], window: int, threshold: int, sink: OpSink, record_to_be_balanced: bool) -> dict:
+                 visited: set[int], window: int, threshold: int, sink: OpSink, record_to_be_balanced: bool,
+                 trigger: str = "betterServerInTopB") -> dict:
     """Stage 7 (``record_to_be_balanced``) or stage 11 in one tier.
 
     ``population``: sorted int64 array of eligible segment indexes (fully replicated or
     underreplicated in the tier at the start of the run, served by a candidate server);
     ``visited``: indexes visited earlier (mutated). Draws with replacement until at least
-    ``window`` iterations ran and ``threshold`` of the last ``window`` failed. Returns counts.
+    ``window`` iterations ran and ``threshold`` of the last ``window`` failed. A drawn segment
+    whose trigger (:func:`movable_holders`, ``balancingMoveTrigger``) selects a holder moves its
+    worst-ranked one to :func:`destination`; when no destination passes, the iteration fails and
+    (stage 7) the segment joins ``ToBeBalanced[T]``. Returns counts.
     """
     last = deque(maxlen=window)
     iterations = moves = 0
@@ -69,8 +90,11 @@ def balance_tier(run: TierRun, population: np.ndarray, limit: StageLimit, rng: n
             continue
         visited.add(idx)
         seg = run.segment(idx)
-        source, dest = _try_move(run, seg, run.rank(seg), run.b(seg), limit)
-        if source is None or dest is None:
+        ranking, b = run.rank(seg), run.b(seg)
+        movable = movable_holders(run, seg, ranking, b, trigger)
+        source = movable[0] if movable else None
+        dest = destination(run, seg, ranking, b, source, limit) if source else None
+        if dest is None:
             if source is not None and record_to_be_balanced:
                 sink.member(idx, group_name("ToBeBalanced", run.tier))
             last.append(1)
@@ -81,26 +105,20 @@ def balance_tier(run: TierRun, population: np.ndarray, limit: StageLimit, rng: n
     return {"iterations": iterations, "moves": moves}
 
 
-def balance_listed(run: TierRun, indexes, limit: StageLimit, sink: OpSink) -> int:
+def balance_listed(run: TierRun, indexes, limit: StageLimit, sink: OpSink, trigger: str = "betterServerInTopB") -> int:
     """Stage 10 in one tier: for each ToBeBalanced segment (index order), ranked once, move every
-    holder outside top ``B`` (worst first) to a server inside top ``B``, as many as pass. A segment
-    all of whose such holders got a move leaves ``ToBeBalanced[T]``; the others are written back
-    as its members. Returns the number of moves."""
+    holder the stage-7 trigger selects (:func:`movable_holders`), worst first, each to
+    :func:`destination`, as many as pass. A segment all of whose such holders got a move leaves
+    ``ToBeBalanced[T]``; the others are written back as its members. Returns the number of moves."""
     moves = 0
     for idx in sorted(int(i) for i in indexes):
         seg = run.segment(idx)
         ranking, b = run.rank(seg), run.b(seg)
-        holders = _holders(run, seg)
-        stuck = False
-        for source in [name for name in ranking[b:] if name in holders][::-1]:
-            present = seg.present()
-            dest = next((run.servers[n] for n in ranking[:b] if n not in present
-                         and run.servers[n].can_load(seg.size_bytes, limit)), None)
+        for source in movable_holders(run, seg, ranking, b, trigger):
+            dest = destination(run, seg, ranking, b, source, limit)
             if dest is None:
-                stuck = True
+                sink.member(idx, group_name("ToBeBalanced", run.tier))
                 break
             _move(run, seg, source, dest, "to_be_balanced", (0, run.tier, float(sink.next_seq())))
             moves += 1
-        if stuck:
-            sink.member(idx, group_name("ToBeBalanced", run.tier))
     return moves

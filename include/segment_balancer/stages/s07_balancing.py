@@ -11,6 +11,7 @@ from __future__ import annotations
 import numpy as np
 from pyroaring import BitMap
 
+from ..config import MOVE_TRIGGERS
 from ..engine import balancing
 from ..engine.state import StageLimit, group_name, split_group_name
 from ..run import Run
@@ -38,6 +39,7 @@ def step(run: Run, groups, stage: int, limit: StageLimit, record: bool) -> None:
     seed = int(cfg.get("balancerRandomSeed", 0) or 0)
     window = int(cfg.get("balancingIterationWindow", 100))
     threshold = int(cfg.get("balancingFailedIterationThreshold", 80))
+    trigger = cfg.get("balancingMoveTrigger", MOVE_TRIGGERS[0])
 
     def body(runs, sink):
         pops, vis = unpacked(data), unpacked(seen)
@@ -45,7 +47,7 @@ def step(run: Run, groups, stage: int, limit: StageLimit, record: bool) -> None:
             population = np.array(list(pops[tier]), dtype=np.int64)
             done = set(vis.get(tier, BitMap()))
             balancing.balance_tier(tier_run, population, limit, balancing.tier_rng(seed, stage, tier), done,
-                                   window, threshold, sink, record)
+                                   window, threshold, sink, record, trigger)
             for i in sorted(done):
                 sink.member(i, group_name("VisitedInBalancing", tier))
 

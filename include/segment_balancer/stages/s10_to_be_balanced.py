@@ -1,5 +1,5 @@
 """Stage 10: make the moves stage 7 chose but could not schedule (ALGORITHM.md stage 10; seed 000
-stage 10).
+stage 10): each holder that the stage-7 trigger (``balancingMoveTrigger``) selects moves.
 
 Reads ``ToBeBalanced[T]``; writes it (the segments fully moved leave it). Limit:
 ``run.limit(10)`` (balancing queue). One Spark task per tier.
@@ -7,6 +7,7 @@ Reads ``ToBeBalanced[T]``; writes it (the segments fully moved leave it). Limit:
 
 from __future__ import annotations
 
+from ..config import MOVE_TRIGGERS
 from ..engine import balancing
 from ..run import Run
 from ..tierpass import per_tier_step
@@ -18,5 +19,6 @@ READS = WRITES = ("ToBeBalanced[T]",)
 def stage(run: Run, groups) -> None:
     """Run stage 10 on ``groups`` (updated in place)."""
     limit = run.limit(STAGE)
+    trigger = run.config.get("balancingMoveTrigger", MOVE_TRIGGERS[0])
     per_tier_step(run, groups, STAGE, "ToBeBalanced", "to_be_balanced",
-                  lambda r, bm, sink: balancing.balance_listed(r, bm, limit, sink))
+                  lambda r, bm, sink: balancing.balance_listed(r, bm, limit, sink, trigger))
