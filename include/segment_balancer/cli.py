@@ -3,6 +3,7 @@
 ``python -m segment_balancer plan --snapshot DIR --out DIR [--config FILE.json] [--work DIR]``
 ``python -m segment_balancer explain --snapshot DIR --segment ID [--tier T] [--config FILE.json]``
 ``python -m segment_balancer summary PLAN_DIR``
+``python -m segment_balancer simulate --snapshot DIR --runs N --out DIR [--config FILE.json] [--loads-per-run N] [--load-failure-rate P] [--seed N]``
 ``python -m segment_balancer generate OUT_DIR [--seed N] [--segments N] [--servers N]``
 ``python -m segment_balancer import-sql SQL_FILE OUT_DIR``
 
@@ -97,6 +98,19 @@ def print_summary(plan: Path) -> None:
         console.print(f"[yellow]alert[/yellow] {alert['kind']}: {alert['message']}")
 
 
+def print_runs(table) -> None:
+    """The ``runs.csv`` table of a simulation (rich table)."""
+    from rich.console import Console
+    from rich.table import Table
+
+    columns = ["run", "loads", "drops", "moves", "balancing_moves", "unreplicated_before", "underreplicated_before",
+               "loads_failed", "loads_still_queued", "segments_max_minus_min", "stable"]
+    out = Table(*columns)
+    for row in table[columns].itertuples(index=False):
+        out.add_row(*(str(v) for v in row))
+    Console().print(out)
+
+
 def _parser() -> argparse.ArgumentParser:
     p = argparse.ArgumentParser(prog="python -m segment_balancer", description=__doc__.splitlines()[0])
     sub = p.add_subparsers(dest="command", required=True)
@@ -110,6 +124,14 @@ def _parser() -> argparse.ArgumentParser:
     ex.add_argument("--segment", required=True)
     ex.add_argument("--tier")
     ex.add_argument("--config", type=Path)
+    sim = sub.add_parser("simulate", help="plan, apply the plan as a cluster would, repeat: where does the cluster end?")
+    sim.add_argument("--snapshot", required=True, type=Path)
+    sim.add_argument("--runs", required=True, type=int, help="Coordinator runs to simulate")
+    sim.add_argument("--out", required=True, type=Path, help="run-NNN/{plan,snapshot,historicals.csv} and runs.csv go here")
+    sim.add_argument("--config", type=Path, help="JSON object of dynamic config overrides, for every run")
+    sim.add_argument("--loads-per-run", type=int, help="loads each historical completes per run (default: all)")
+    sim.add_argument("--load-failure-rate", type=float, default=0.0, help="probability that a load fails (default 0)")
+    sim.add_argument("--seed", type=int, default=0, help="seed of the load failures")
     sm = sub.add_parser("summary", help="print the summary of a plan directory")
     sm.add_argument("plan", type=Path)
     gen = sub.add_parser("generate", help="write the seeded realistic sample snapshot")
@@ -150,9 +172,15 @@ def main(argv=None) -> int:
             if args.command == "plan":
                 run_plan(spark, args.snapshot, args.out, overrides, args.work)
                 print_summary(args.out)
+            elif args.command == "simulate":
+                from .simulate import simulate
+
+                table = simulate(spark, args.snapshot, args.out, args.runs, overrides, loads_per_run=args.loads_per_run,
+                                 load_failure_rate=args.load_failure_rate, seed=args.seed)
+                print_runs(table)
             else:
                 print(json.dumps(explain(spark, args.snapshot, args.segment, args.tier, overrides), indent=2))
-    except (SnapshotError, PlanValidationError) as exc:
+    except (SnapshotError, PlanValidationError, ValueError) as exc:
         print(f"error: {exc}", file=sys.stderr)
         return 2
     return 0

@@ -1,0 +1,257 @@
+"""Many Coordinator runs in a row: plan, apply the plan to the snapshot as a cluster would, plan again.
+
+``simulate(spark, snapshot, out, runs)`` answers "where does the cluster end?" (Druid #9087): each
+run plans on the current snapshot with the CLI path (:func:`segment_balancer.cli.run_plan`, Spark),
+then :func:`apply_plan` writes the next snapshot:
+
+- every historical completes up to ``loads_per_run`` loads of its queue (default: all), in queue
+  order: the loads queued in the snapshot first, then the plan's by ``op_id``; a load fails with
+  probability ``load_failure_rate`` (numpy ``default_rng([seed, run])``, servers by name), and a
+  failed load leaves the queue; loads not reached stay queued for the next run (with their queue
+  type and the time they were requested);
+- a drop that depends on a load (a move, a callback) happens only once that load completed; if the
+  load failed the drop is cancelled, and if it is still queued the drop is forgotten too: the next
+  plan sees the segment overreplicated once the load is served and drops the excess itself
+  (Druid's callbacks do not survive a Coordinator restart either). Every other drop, queued or
+  planned, happens;
+- ``curr_size`` of each historical follows its loads and drops (bytes); the snapshot time moves on
+  by one Coordinator period (``coordinatorPeriodMillis`` of the effective config).
+
+Segments, rules and the dynamic config are carried over unchanged. Every run's plan and the snapshot
+it produced are kept under ``out/run-NNN/``, and ``out/runs.csv`` has one row per run
+(:data:`RUN_COLUMNS`), ``out/run-NNN/historicals.csv`` the segments and bytes per historical after
+the run.
+
+Source: issue #9 of this project; Druid's test-only simulator
+(``server/src/test/java/org/apache/druid/server/coordinator/simulate/``) loads queued segments the
+same way (``loadQueuedSegments``: every queued load completes).
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import os
+import shutil
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import numpy as np
+import pandas as pd
+
+from .instants import format_instant_ms, parse_instant_ms
+from .io import write_json_atomic
+
+log = logging.getLogger(__name__)
+
+RUN_COLUMNS = [
+    "run", "snapshot_time", "operations", "loads", "drops", "moves", "balancing_moves", "unreplicated_before",
+    "underreplicated_before", "overreplicated_before", "loads_completed", "loads_failed", "loads_still_queued",
+    "drops_done", "drops_cancelled", "segments_max_minus_min", "stable",
+]
+"""Columns of ``runs.csv``. ``*_before``: the replication status the run's plan started from
+(``status_before`` of its summary, summed over tiers); ``segments_max_minus_min``: after applying,
+the largest max − min of segments per historical over the tiers (decommissioning historicals left
+out); ``stable``: the plan had nothing to load and no balancing move."""
+
+BALANCING_STAGES = (7, 10, 11)
+CARRIED = ("segments.jsonl.gz", "segments.jsonl", "rules.json", "coordinator_config.json")
+
+
+@dataclass
+class Applied:
+    """What :func:`apply_plan` did: counts of loads completed / failed / still queued and of drops
+    done / cancelled, and ``historicals`` (DataFrame ``server``, ``tier`` str, ``segments`` int64,
+    ``bytes`` int64) after the run."""
+
+    loads_completed: int = 0
+    loads_failed: int = 0
+    loads_still_queued: int = 0
+    drops_done: int = 0
+    drops_cancelled: int = 0
+    historicals: pd.DataFrame = field(default_factory=pd.DataFrame)
+
+
+def _read_replicas(snapshot: Path) -> pd.DataFrame:
+    """``server``, ``segment_id`` of the snapshot's replica file (any of its accepted forms)."""
+    from .snapshot.segments import server_segments_path
+
+    path = server_segments_path(snapshot)
+    lines = path.name.endswith((".jsonl", ".jsonl.gz"))
+    frame = pd.read_json(path, lines=lines, orient="records", dtype=False)
+    if frame.empty:
+        return pd.DataFrame({"server": pd.Series(dtype=str), "segment_id": pd.Series(dtype=str)})
+    return frame[["server", "segment_id"]]
+
+
+def _link_or_copy(src: Path, dst: Path) -> None:
+    try:
+        os.link(src, dst)
+    except OSError:
+        shutil.copy2(src, dst)
+
+
+def apply_plan(snapshot: Path, plan: Path, sizes: pd.Series, out: Path, run: int, *, loads_per_run: int | None = None,
+               load_failure_rate: float = 0.0, seed: int = 0, period_ms: int = 60_000) -> Applied:
+    """Write the snapshot that follows ``snapshot`` once the cluster has worked on ``plan`` for one
+    run (module docstring), atomically into ``out`` (replaced if present).
+
+    ``sizes``: bytes by segment id (``prepared/segments.parquet`` of the run), for the loads queued
+    in the snapshot. Raises ``ValueError`` for a failure rate outside [0, 1] or ``loads_per_run`` < 0.
+    """
+    from .snapshot.loader import read_json
+
+    if not 0.0 <= load_failure_rate <= 1.0:
+        raise ValueError(f"load failure rate must be within [0, 1], got {load_failure_rate}")
+    if loads_per_run is not None and loads_per_run < 0:
+        raise ValueError(f"loads per run must be >= 0, got {loads_per_run}")
+    servers = read_json(snapshot, "servers.json")
+    queues = read_json(snapshot, "load_queues.json", required=False) or {}
+    meta = read_json(snapshot, "snapshot.json")
+    now_ms = parse_instant_ms(meta["snapshot_time"])
+    ops = pd.read_parquet(plan / "operations.parquet").sort_values("op_id")
+    replicas = _read_replicas(snapshot)
+    historicals = {s["server"]: s for s in servers if s.get("server_type", "historical") == "historical"}
+
+    # Queues: what the snapshot had queued, then the plan's loads by op_id.
+    loads: dict[str, list[dict]] = {name: [] for name in sorted(historicals)}
+    drops: list[dict] = []
+    for name, q in queues.items():
+        for entry in q.get("segmentsToLoad") or []:
+            item = {"segment_id": entry} if isinstance(entry, str) else dict(entry)
+            item.setdefault("queue_type", "loading")
+            item["size_bytes"] = int(sizes.get(item["segment_id"], 0))
+            loads[name].append(item)
+        for entry in q.get("segmentsToDrop") or []:
+            drops.append({"server": name, "segment_id": entry if isinstance(entry, str) else entry["segment_id"],
+                          "size_bytes": int(sizes.get(entry if isinstance(entry, str) else entry["segment_id"], 0)),
+                          "depends_on": None})
+    requested = format_instant_ms(now_ms)
+    for op in ops.itertuples():
+        if op.action == "LOAD":
+            loads[op.server].append({"segment_id": op.segment_id, "queue_type": op.queue_type,
+                                     "requested_at": requested, "size_bytes": int(op.size_bytes), "op_id": int(op.op_id)})
+        else:
+            depends = None if pd.isna(op.depends_on) else int(op.depends_on)
+            drops.append({"server": op.server, "segment_id": op.segment_id, "size_bytes": int(op.size_bytes),
+                          "depends_on": depends})
+
+    rng = np.random.default_rng([int(seed), int(run)])
+    applied = Applied()
+    served = set(zip(replicas["server"], replicas["segment_id"]))
+    delta = {name: 0 for name in historicals}
+    completed_ops, remaining = set(), {}
+    for name in sorted(loads):
+        queue = loads[name]
+        budget = len(queue) if loads_per_run is None else min(loads_per_run, len(queue))
+        for item in queue[:budget]:
+            if load_failure_rate and rng.random() < load_failure_rate:
+                applied.loads_failed += 1
+                continue
+            applied.loads_completed += 1
+            if (name, item["segment_id"]) not in served:
+                served.add((name, item["segment_id"]))
+                delta[name] += item["size_bytes"]
+            if "op_id" in item:
+                completed_ops.add(item["op_id"])
+        remaining[name] = queue[budget:]
+        applied.loads_still_queued += len(remaining[name])
+    for d in drops:
+        if d["depends_on"] is not None and d["depends_on"] not in completed_ops:
+            applied.drops_cancelled += 1
+            continue
+        applied.drops_done += 1
+        if (d["server"], d["segment_id"]) in served:
+            served.discard((d["server"], d["segment_id"]))
+            if d["server"] in delta:
+                delta[d["server"]] -= d["size_bytes"]
+
+    tmp = out.with_name(out.name + ".tmp")
+    shutil.rmtree(tmp, ignore_errors=True)
+    tmp.mkdir(parents=True)
+    for name in CARRIED:
+        if (snapshot / name).exists():
+            _link_or_copy(snapshot / name, tmp / name)
+    new_servers = [{**s, "curr_size": int(s.get("curr_size", 0)) + delta.get(s["server"], 0)} for s in servers]
+    write_json_atomic(new_servers, tmp / "servers.json")
+    write_json_atomic({name: {"segmentsToLoad": [{k: item[k] for k in ("segment_id", "queue_type", "requested_at") if item.get(k)}
+                                                 for item in remaining.get(name, [])],
+                              "segmentsToDrop": []} for name in sorted(historicals)}, tmp / "load_queues.json")
+    write_json_atomic({**meta, "snapshot_time": format_instant_ms(now_ms + int(period_ms))}, tmp / "snapshot.json")
+    pairs = pd.DataFrame(sorted(served), columns=["server", "segment_id"])
+    pairs.to_json(tmp / "server_segments.jsonl", orient="records", lines=True)
+    shutil.rmtree(out, ignore_errors=True)
+    tmp.rename(out)
+
+    on = pairs[pairs["server"].isin(historicals)].assign(size_bytes=lambda f: f["segment_id"].map(sizes).fillna(0).astype("int64"))
+    per = on.groupby("server").agg(segments=("segment_id", "size"), bytes=("size_bytes", "sum"))
+    applied.historicals = pd.DataFrame({
+        "server": sorted(historicals),
+        "tier": [historicals[n].get("tier", "_default_tier") for n in sorted(historicals)],
+    }).merge(per, left_on="server", right_index=True, how="left").fillna({"segments": 0, "bytes": 0}).astype(
+        {"segments": "int64", "bytes": "int64"})
+    return applied
+
+
+def run_row(run: int, snapshot: Path, summary: dict, applied: Applied) -> dict:
+    """One row of ``runs.csv`` (:data:`RUN_COLUMNS`) from a run's plan summary and what applying it did."""
+    before = summary["status_before"]
+    tiers = before.get("tiers", {}).values()
+    balancing = sum(r["count"] for r in summary["by_stage_tier_action"]
+                    if r["stage"] in BALANCING_STAGES and r["action"] == "LOAD")
+    decommissioning = set(summary["config"].get("decommissioningNodes") or [])
+    live = applied.historicals[~applied.historicals["server"].isin(decommissioning)]
+    spread = live.groupby("tier")["segments"].agg(lambda s: int(s.max() - s.min())) if len(live) else pd.Series(dtype=int)
+    meta = json.loads((snapshot / "snapshot.json").read_text())
+    return {
+        "run": run, "snapshot_time": meta["snapshot_time"], "operations": summary["operations"],
+        "loads": summary["loads"], "drops": summary["drops"], "moves": summary["moves"], "balancing_moves": balancing,
+        "unreplicated_before": before.get("unreplicated", 0),
+        "underreplicated_before": sum(t.get("underreplicated", 0) for t in tiers),
+        "overreplicated_before": sum(t.get("overreplicated", 0) for t in tiers),
+        "loads_completed": applied.loads_completed, "loads_failed": applied.loads_failed,
+        "loads_still_queued": applied.loads_still_queued, "drops_done": applied.drops_done,
+        "drops_cancelled": applied.drops_cancelled,
+        "segments_max_minus_min": int(spread.max()) if len(spread) else 0,
+        "stable": summary["loads"] == 0 and balancing == 0,
+    }
+
+
+def simulate(spark, snapshot: Path, out: Path, runs: int, overrides: dict | None = None, *,
+             loads_per_run: int | None = None, load_failure_rate: float = 0.0, seed: int = 0) -> pd.DataFrame:
+    """Plan and apply ``runs`` times from ``snapshot``; returns the ``runs.csv`` frame
+    (:data:`RUN_COLUMNS`, one row per run) and writes ``out/`` (module docstring).
+
+    Raises ``ValueError`` for ``runs`` < 1 and what :func:`apply_plan` and ``run_plan`` raise
+    (``SnapshotError`` on bad input, ``PlanValidationError``).
+    """
+    from .cli import run_plan
+
+    if runs < 1:
+        raise ValueError(f"runs must be >= 1, got {runs}")
+    out = Path(out)
+    out.mkdir(parents=True, exist_ok=True)
+    current, rows = Path(snapshot), []
+    for run in range(1, runs + 1):
+        base = out / f"run-{run:03d}"
+        base.mkdir(exist_ok=True)
+        work = base / "work"
+        shutil.rmtree(work, ignore_errors=True)
+        summary = run_plan(spark, current, base / "plan", overrides, work=work)
+        sizes = pd.read_parquet(work / "prepared" / "segments.parquet", columns=["segment_id", "size_bytes"])
+        sizes = sizes.drop_duplicates("segment_id").set_index("segment_id")["size_bytes"]
+        applied = apply_plan(current, base / "plan", sizes, base / "snapshot", run, loads_per_run=loads_per_run,
+                             load_failure_rate=load_failure_rate, seed=seed,
+                             period_ms=int(summary["config"].get("coordinatorPeriodMillis", 60_000)))
+        shutil.rmtree(work, ignore_errors=True)
+        applied.historicals.to_csv(base / "historicals.csv", index=False)
+        rows.append(run_row(run, current, summary, applied))
+        log.info("run %d: %d loads (%d balancing moves), %d drops; max - min segments %d%s", run, summary["loads"],
+                 rows[-1]["balancing_moves"], summary["drops"], rows[-1]["segments_max_minus_min"],
+                 " (stable)" if rows[-1]["stable"] else "")
+        current = base / "snapshot"
+    table = pd.DataFrame(rows, columns=RUN_COLUMNS)
+    tmp = out / "runs.csv.tmp"
+    table.to_csv(tmp, index=False)
+    tmp.replace(out / "runs.csv")
+    return table
