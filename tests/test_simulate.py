@@ -73,15 +73,30 @@ def test_loads_not_reached_stay_queued_and_their_moves_wait(tmp_path):
     snap, plan = tiny(tmp_path)
     applied = apply_plan(snap, plan, SIZES, tmp_path / "next", 1, loads_per_run=1, period_ms=300_000)
     served, sizes, queues = after(tmp_path / "next")
-    # b completes s4 only; s1 stays queued with its queue type, so the move's drop from a is forgotten.
+    # b completes s4 only; s1 stays queued with its queue type, and the move's drop from a waits,
+    # queued on a (the next plan sees a's replica as dropping).
     assert served == {"a": {"s1", "s5"}, "b": {"s4"}}
     assert sizes["a"] == 30 + 50 - 20 and sizes["b"] == 30 + 40 - 30
     assert queues["b"]["segmentsToLoad"] == [{"segment_id": "s1", "queue_type": "balancing",
                                               "requested_at": "2022-01-01T00:00:00.000Z"}]
-    assert (applied.loads_completed, applied.loads_still_queued, applied.drops_done, applied.drops_cancelled) == (2, 1, 2, 1)
+    assert queues["a"]["segmentsToDrop"] == ["s1"]
+    assert json.loads((tmp_path / "next" / "pending_drops.json").read_text()) == [{"server": "a", "segment_id": "s1", "after": "b"}]
+    assert (applied.loads_completed, applied.loads_still_queued) == (2, 1)
+    assert (applied.drops_done, applied.drops_cancelled, applied.drops_pending) == (2, 0, 1)
     entries = load_load_queues(tmp_path / "next", {"a", "b"})  # the planner reads it back
-    assert [(e.server, e.segment_id, e.action, e.queue_type) for e in entries] == [("b", "s1", "LOAD", "balancing")]
+    assert [(e.server, e.segment_id, e.action, e.queue_type) for e in entries] == [
+        ("a", "s1", "DROP", None), ("b", "s1", "LOAD", "balancing")]
     assert json.loads((tmp_path / "next" / "snapshot.json").read_text())["snapshot_time"] == "2022-01-01T00:05:00.000Z"
+
+    # The next run plans nothing; s1 loads on b, and only then is it dropped from a.
+    empty = tmp_path / "empty"
+    empty.mkdir()
+    pd.read_parquet(plan / "operations.parquet").iloc[:0].to_parquet(empty / "operations.parquet")
+    second = apply_plan(tmp_path / "next", empty, SIZES, tmp_path / "third", 2)
+    served, sizes, queues = after(tmp_path / "third")
+    assert served == {"a": {"s5"}, "b": {"s1", "s4"}} and sizes == {"a": 50, "b": 50, "broker": 0}
+    assert queues["a"] == queues["b"] == {"segmentsToLoad": [], "segmentsToDrop": []}
+    assert (second.loads_completed, second.drops_done, second.drops_pending) == (1, 1, 0)
 
 
 def test_a_failed_load_leaves_the_queue_and_cancels_its_drop(tmp_path):
@@ -156,3 +171,64 @@ def test_a_removed_historicals_segments_spread_over_the_others(spark, tmp_path):
     runs = simulate(spark, snap, tmp_path / "sim", 1)
     assert runs.loc[0, "unreplicated_before"] == 200 and runs.loc[0, "loads"] >= 200
     assert per_historical(tmp_path / "sim", 1) == {historical(i): 250 for i in range(4)}
+
+
+# ---- Druid's SegmentBalancingTest ---------------------------------------------------------------
+# WIKI_10X1D (10 partitions of one day, 500 MB each) all on tier_t1__hist__1, tier_t1__hist__2
+# empty, both 10 GB; load 1 replica; queue unlimited. B(2, 1) = 1. Worked by hand: with k of the
+# segments moved, a drawn unmoved segment costs (9 - k) same-interval terms on its holder and k on
+# the other historical, which ranks first while k < 4.5: exactly 5 moves (Druid: MOVED_COUNT 5).
+
+@pytest.fixture(scope="module")
+def one_day_moved(spark, tmp_path_factory):
+    base = tmp_path_factory.mktemp("segment_balancing")
+    snap = write_cluster(base / "snap", wiki_segments(days=1), {historical(1): list(range(10)), historical(2): []},
+                         size_mb=10_000)
+    return base, snap, simulate(spark, snap, base / "sim", 1)
+
+
+@pytest.mark.simulation
+def test_balancing_does_not_overreplicate(one_day_moved):
+    """testBalancingDoesNotOverReplicate: 5 moves, then 5 segments on each, every segment loaded once."""
+    base, _, runs = one_day_moved
+    assert runs.loc[0, "moves"] == runs.loc[0, "balancing_moves"] == runs.loc[0, "loads"] == 5
+    assert per_historical(base / "sim", 1) == {historical(1): 5, historical(2): 5}
+
+
+@pytest.mark.simulation
+def test_the_drop_does_not_happen_when_the_load_fails(one_day_moved, tmp_path):
+    """testDropDoesNotHappenWhenLoadFails: the same plan, every load failing: all 10 stay on the first."""
+    base, snap, _ = one_day_moved
+    sizes = pd.Series({s: 500 * (1 << 20) for s in pd.read_parquet(base / "sim" / "run-001" / "plan" / "operations.parquet").segment_id})
+    applied = apply_plan(snap, base / "sim" / "run-001" / "plan", sizes, tmp_path / "next", 1, load_failure_rate=1.0)
+    assert (applied.loads_failed, applied.drops_cancelled, applied.drops_done) == (5, 5, 0)
+    assert dict(zip(applied.historicals.server, applied.historicals.segments)) == {historical(1): 10, historical(2): 0}
+
+
+@pytest.mark.simulation
+def test_segments_in_the_load_queue_are_not_overreplicated(spark, one_day_moved, tmp_path):
+    """testBalancingOfFullyReplicatedSegment: the 5 moves of run 1 stay queued (no load completes);
+    run 2 drops nothing and moves nothing (each moving segment counts once: served on the first
+    historical with its drop queued, loading on the second); once the loads complete, 5 and 5."""
+    base, snap, _ = one_day_moved
+    sizes = pd.Series({s: 500 * (1 << 20) for s in pd.read_parquet(base / "sim" / "run-001" / "plan" / "operations.parquet").segment_id})
+    queued = apply_plan(snap, base / "sim" / "run-001" / "plan", sizes, tmp_path / "queued", 1, loads_per_run=0)
+    assert (queued.loads_still_queued, queued.drops_pending) == (5, 5)
+    runs = simulate(spark, tmp_path / "queued", tmp_path / "sim", 1)
+    assert runs.loc[0, "operations"] == 0 and runs.loc[0, "overreplicated_before"] == 0
+    assert (runs.loc[0, "loads_completed"], runs.loc[0, "drops_done"]) == (5, 5)
+    assert per_historical(tmp_path / "sim", 1) == {historical(1): 5, historical(2): 5}
+
+
+# ---- Druid's RoundRobinAssignmentTest -------------------------------------------------------------
+
+@pytest.mark.simulation
+def test_two_replicas_of_1000_segments_spread_200_on_each_of_10_historicals(spark, tmp_path):
+    """testSegmentsAreAssignedUniformly: WIKI_10X100D with 2 replicas onto 10 empty historicals of
+    1 TB, queue unlimited: 2000 loads, 200 on each (Druid assigns round robin; here by cost, ranked
+    at first visit)."""
+    snap = write_cluster(tmp_path / "snap", wiki_segments(), {historical(i): [] for i in range(10)},
+                         rules={"_default": [{"type": "loadForever", "tieredReplicants": {"tier_t1": 2}}]})
+    runs = simulate(spark, snap, tmp_path / "sim", 1)
+    assert runs.loc[0, "loads"] == 2000
+    assert per_historical(tmp_path / "sim", 1) == {historical(i): 200 for i in range(10)}

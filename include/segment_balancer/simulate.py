@@ -10,10 +10,10 @@ then :func:`apply_plan` writes the next snapshot:
   failed load leaves the queue; loads not reached stay queued for the next run (with their queue
   type and the time they were requested);
 - a drop that depends on a load (a move, a callback) happens only once that load completed; if the
-  load failed the drop is cancelled, and if it is still queued the drop is forgotten too: the next
-  plan sees the segment overreplicated once the load is served and drops the excess itself
-  (Druid's callbacks do not survive a Coordinator restart either). Every other drop, queued or
-  planned, happens;
+  load failed the drop is cancelled; while the load is still queued the drop stays queued on its
+  server (the next plan sees the replica as dropping, as Druid's Coordinator keeps the move's
+  callback) and :data:`PENDING_FILE` in the snapshot remembers which load it waits for. Every other
+  drop, queued or planned, happens;
 - ``curr_size`` of each historical follows its loads and drops (bytes); the snapshot time moves on
   by one Coordinator period (``coordinatorPeriodMillis`` of the effective config).
 
@@ -47,7 +47,7 @@ log = logging.getLogger(__name__)
 RUN_COLUMNS = [
     "run", "snapshot_time", "operations", "loads", "drops", "moves", "balancing_moves", "unreplicated_before",
     "underreplicated_before", "overreplicated_before", "loads_completed", "loads_failed", "loads_still_queued",
-    "drops_done", "drops_cancelled", "segments_max_minus_min", "stable",
+    "drops_done", "drops_cancelled", "drops_pending", "segments_max_minus_min", "stable",
 ]
 """Columns of ``runs.csv``. ``*_before``: the replication status the run's plan started from
 (``status_before`` of its summary, summed over tiers); ``segments_max_minus_min``: after applying,
@@ -55,13 +55,16 @@ the largest max − min of segments per historical over the tiers (decommissioni
 out); ``stable``: the plan had nothing to load and no balancing move."""
 
 BALANCING_STAGES = (7, 10, 11)
+PENDING_FILE = "pending_drops.json"
+"""Simulator-only file of a snapshot: ``[{"server", "segment_id", "after"}]``, the queued drops that
+wait for the load of the same segment on server ``after`` (the planner does not read it)."""
 CARRIED = ("segments.jsonl.gz", "segments.jsonl", "rules.json", "coordinator_config.json")
 
 
 @dataclass
 class Applied:
     """What :func:`apply_plan` did: counts of loads completed / failed / still queued and of drops
-    done / cancelled, and ``historicals`` (DataFrame ``server``, ``tier`` str, ``segments`` int64,
+    done / cancelled / pending (waiting for a queued load), and ``historicals`` (DataFrame ``server``, ``tier`` str, ``segments`` int64,
     ``bytes`` int64) after the run."""
 
     loads_completed: int = 0
@@ -69,6 +72,7 @@ class Applied:
     loads_still_queued: int = 0
     drops_done: int = 0
     drops_cancelled: int = 0
+    drops_pending: int = 0
     historicals: pd.DataFrame = field(default_factory=pd.DataFrame)
 
 
@@ -107,6 +111,7 @@ def apply_plan(snapshot: Path, plan: Path, sizes: pd.Series, out: Path, run: int
         raise ValueError(f"loads per run must be >= 0, got {loads_per_run}")
     servers = read_json(snapshot, "servers.json")
     queues = read_json(snapshot, "load_queues.json", required=False) or {}
+    waiting = {(p["server"], p["segment_id"]): p["after"] for p in read_json(snapshot, PENDING_FILE, required=False) or []}
     meta = read_json(snapshot, "snapshot.json")
     now_ms = parse_instant_ms(meta["snapshot_time"])
     ops = pd.read_parquet(plan / "operations.parquet").sort_values("op_id")
@@ -123,24 +128,25 @@ def apply_plan(snapshot: Path, plan: Path, sizes: pd.Series, out: Path, run: int
             item["size_bytes"] = int(sizes.get(item["segment_id"], 0))
             loads[name].append(item)
         for entry in q.get("segmentsToDrop") or []:
-            drops.append({"server": name, "segment_id": entry if isinstance(entry, str) else entry["segment_id"],
-                          "size_bytes": int(sizes.get(entry if isinstance(entry, str) else entry["segment_id"], 0)),
-                          "depends_on": None})
+            sid = entry if isinstance(entry, str) else entry["segment_id"]
+            drops.append({"server": name, "segment_id": sid, "size_bytes": int(sizes.get(sid, 0)),
+                          "after": waiting.get((name, sid))})
     requested = format_instant_ms(now_ms)
+    load_server = dict(zip(ops["op_id"], ops["server"]))
     for op in ops.itertuples():
         if op.action == "LOAD":
             loads[op.server].append({"segment_id": op.segment_id, "queue_type": op.queue_type,
                                      "requested_at": requested, "size_bytes": int(op.size_bytes), "op_id": int(op.op_id)})
         else:
-            depends = None if pd.isna(op.depends_on) else int(op.depends_on)
+            after = None if pd.isna(op.depends_on) else load_server[int(op.depends_on)]
             drops.append({"server": op.server, "segment_id": op.segment_id, "size_bytes": int(op.size_bytes),
-                          "depends_on": depends})
+                          "after": after})
 
     rng = np.random.default_rng([int(seed), int(run)])
     applied = Applied()
     served = set(zip(replicas["server"], replicas["segment_id"]))
     delta = {name: 0 for name in historicals}
-    completed_ops, remaining = set(), {}
+    completed, remaining = set(), {}
     for name in sorted(loads):
         queue = loads[name]
         budget = len(queue) if loads_per_run is None else min(loads_per_run, len(queue))
@@ -152,13 +158,17 @@ def apply_plan(snapshot: Path, plan: Path, sizes: pd.Series, out: Path, run: int
             if (name, item["segment_id"]) not in served:
                 served.add((name, item["segment_id"]))
                 delta[name] += item["size_bytes"]
-            if "op_id" in item:
-                completed_ops.add(item["op_id"])
+            completed.add((name, item["segment_id"]))
         remaining[name] = queue[budget:]
         applied.loads_still_queued += len(remaining[name])
+    queued = {(name, item["segment_id"]) for name, items in remaining.items() for item in items}
+    pending = []
     for d in drops:
-        if d["depends_on"] is not None and d["depends_on"] not in completed_ops:
-            applied.drops_cancelled += 1
+        if d["after"] is not None and (d["after"], d["segment_id"]) not in completed:
+            if (d["after"], d["segment_id"]) in queued:
+                pending.append(d)
+            else:
+                applied.drops_cancelled += 1
             continue
         applied.drops_done += 1
         if (d["server"], d["segment_id"]) in served:
@@ -176,7 +186,11 @@ def apply_plan(snapshot: Path, plan: Path, sizes: pd.Series, out: Path, run: int
     write_json_atomic(new_servers, tmp / "servers.json")
     write_json_atomic({name: {"segmentsToLoad": [{k: item[k] for k in ("segment_id", "queue_type", "requested_at") if item.get(k)}
                                                  for item in remaining.get(name, [])],
-                              "segmentsToDrop": []} for name in sorted(historicals)}, tmp / "load_queues.json")
+                              "segmentsToDrop": [d["segment_id"] for d in pending if d["server"] == name]}
+                       for name in sorted(historicals)}, tmp / "load_queues.json")
+    write_json_atomic([{"server": d["server"], "segment_id": d["segment_id"], "after": d["after"]} for d in pending],
+                      tmp / PENDING_FILE)
+    applied.drops_pending = len(pending)
     write_json_atomic({**meta, "snapshot_time": format_instant_ms(now_ms + int(period_ms))}, tmp / "snapshot.json")
     pairs = pd.DataFrame(sorted(served), columns=["server", "segment_id"])
     pairs.to_json(tmp / "server_segments.jsonl", orient="records", lines=True)
@@ -211,7 +225,7 @@ def run_row(run: int, snapshot: Path, summary: dict, applied: Applied) -> dict:
         "overreplicated_before": sum(t.get("overreplicated", 0) for t in tiers),
         "loads_completed": applied.loads_completed, "loads_failed": applied.loads_failed,
         "loads_still_queued": applied.loads_still_queued, "drops_done": applied.drops_done,
-        "drops_cancelled": applied.drops_cancelled,
+        "drops_cancelled": applied.drops_cancelled, "drops_pending": applied.drops_pending,
         "segments_max_minus_min": int(spread.max()) if len(spread) else 0,
         "stable": summary["loads"] == 0 and balancing == 0,
     }
