@@ -11,12 +11,13 @@ on ``b`` and a drop of s2 on ``a``. The plan: op 0 LOAD s1 on ``b`` (balancing),
 from __future__ import annotations
 
 import json
+import shutil
 from pathlib import Path
 
 import pandas as pd
 import pytest
 
-from druid_simulation import historical, wiki_segments, write_cluster
+from druid_simulation import T1, T2, historical, wiki_segments, write_cluster
 from segment_balancer.simulate import RUN_COLUMNS, apply_plan, simulate
 from segment_balancer.snapshot.loader import load_load_queues
 
@@ -232,3 +233,117 @@ def test_two_replicas_of_1000_segments_spread_200_on_each_of_10_historicals(spar
     runs = simulate(spark, snap, tmp_path / "sim", 1)
     assert runs.loc[0, "loads"] == 2000
     assert per_historical(tmp_path / "sim", 1) == {historical(i): 200 for i in range(10)}
+
+
+# ---- Druid's SegmentLoadingTest -------------------------------------------------------------------
+# Historicals of 10 GB: tier_t1__hist__1..3 in tier_t1, tier_t2__hist__1..2 in tier_t2; WIKI_10X1D.
+
+GB10 = 10_000
+
+
+def plan_ops(out: Path, run: int) -> pd.DataFrame:
+    return pd.read_parquet(out / f"run-{run:03d}" / "plan" / "operations.parquet")
+
+
+def counts(ops: pd.DataFrame) -> dict[tuple[str, str], int]:
+    """``{(action, tier): n}`` of a plan's operations."""
+    return {k: int(v) for k, v in ops.groupby(["action", "tier"]).size().items()}
+
+
+@pytest.mark.simulation
+def test_loading_does_not_overassign_a_historical(spark, tmp_path):
+    """testLoadingDoesNotOverassignHistorical: one historical of 1 GB, ten unreplicated segments of
+    500 MB, queue unlimited: two loads (1000 MB = max_size), two segments served."""
+    snap = write_cluster(tmp_path / "snap", wiki_segments(days=1), {historical(1): []}, size_mb=1000)
+    runs = simulate(spark, snap, tmp_path / "sim", 1)
+    assert runs.loc[0, "loads"] == 2 and per_historical(tmp_path / "sim", 1) == {historical(1): 2}
+
+
+@pytest.mark.simulation
+def test_a_full_queue_takes_no_more_loads(spark, tmp_path):
+    """testMaxSegmentsInNodeLoadingQueue: one historical, ten unreplicated segments,
+    maxSegmentsInNodeLoadingQueue 5. Run 1 assigns 5 (stages 1, 6 and 8 share the queue); run 2,
+    nothing having loaded, assigns none; once 2 of the queued loads complete, the next run assigns 2.
+    (Druid's run 3, where loads completed outside the queue are cancelled, has no counterpart: the
+    algorithm never cancels a queued load.)"""
+    snap = write_cluster(tmp_path / "snap", wiki_segments(days=1), {historical(1): []}, size_mb=GB10,
+                         config={"maxSegmentsInNodeLoadingQueue": 5})
+    runs = simulate(spark, snap, tmp_path / "sim", 2, loads_per_run=0)
+    assert list(runs["loads"]) == [5, 0] and runs.loc[1, "loads_still_queued"] == 5
+    sizes = pd.Series({s: 500 * (1 << 20) for s in plan_ops(tmp_path / "sim", 1).segment_id})
+    apply_plan(tmp_path / "sim" / "run-002" / "snapshot", tmp_path / "sim" / "run-002" / "plan", sizes,
+               tmp_path / "two_loaded", 3, loads_per_run=2)
+    more = simulate(spark, tmp_path / "two_loaded", tmp_path / "more", 1)
+    assert more.loc[0, "loads"] == 2
+
+
+@pytest.mark.simulation
+def test_excess_replicas_are_dropped_from_the_costliest_holder(spark, tmp_path):
+    """testSegmentsAreDroppedFromFullServersFirst: both historicals of tier_t1 serve the ten wiki
+    segments of one day (1 replica wanted); tier_t1__hist__1 also serves two koala segments of that
+    day. Druid drops 6 wiki segments from hist__1 and 4 from hist__2, which end equal in size.
+
+    Worked by hand from ALGORITHM.md. Stage 7 (B(2, 1) = 1): a koala segment costs more on hist__1
+    (ten wiki terms and its same-datasource koala partner, doubled) than on hist__2 (ten wiki terms),
+    so the first koala drawn moves to hist__2; the other then costs less on hist__1 and stays.
+    Stage 12 ranks the holders of every wiki segment against the state at the start of the stage:
+    nine wiki segments and one koala segment project on each historical (the moved koala counts on
+    hist__2 where it is loading, not on hist__1 where it is dropping), so the costs tie, and the tie
+    goes to the historical with fewer available bytes: hist__1 (6000 MB served against hist__2's
+    5000 MB plus a 500 MB load). With the order fixed at the start of the stage, all ten drops go to
+    hist__1, which ends with one segment against hist__2's eleven. This deviation is listed in
+    docs/SIMULATION.md."""
+    wiki, koala = wiki_segments(days=1), wiki_segments(days=1, partitions=100, datasource="koala")[:2]
+    snap = write_cluster(tmp_path / "snap", wiki + koala, {historical(1): list(range(12)), historical(2): list(range(10))},
+                         size_mb=GB10, rules={"_default": [{"type": "loadForever", "tieredReplicants": {T1: 1}}]})
+    runs = simulate(spark, snap, tmp_path / "sim", 1)
+    ops = plan_ops(tmp_path / "sim", 1)
+    moved = ops[ops.stage == 7]
+    assert list(moved.action) == ["LOAD", "DROP"] and set(moved.datasource) == {"koala"}
+    assert list(moved.server) == [historical(2), historical(1)]
+    drops = ops[ops.stage == 12]
+    assert len(drops) == 10 and set(drops.datasource) == {"wiki"} and set(drops.server) == {historical(1)}
+    assert runs.loc[0, "loads"] == 1
+    assert per_historical(tmp_path / "sim", 1) == {historical(1): 1, historical(2): 11}
+
+
+@pytest.mark.simulation
+def test_a_tier_shift_does_not_cause_underreplication(spark, tmp_path):
+    """testTierShiftDoesNotCauseUnderReplication: one segment served by both historicals of
+    tier_t1; its rule now wants 3 replicas in tier_t2, which has two historicals.
+
+    Worked by hand from ALGORITHM.md. Run 1: stage 3 loads it on both tier_t2 historicals, and for
+    each load a stage-3 callback drops one tier_t1 replica after that load (tier_t1 wants 0). Run 2,
+    nothing loaded yet: nothing new (the tier_t1 replicas are dropping, the tier_t2 ones loading).
+    The loads complete and then the callbacks' drops: tier_t2 serves 2, tier_t1 none. Run 3: no
+    third tier_t2 server, nothing to do. Run 4, with a third tier_t2 historical: one load on it.
+    The segment is served at least twice throughout. Druid ends the same way, but it keeps the
+    tier_t1 replicas until tier_t2 is complete (4, then 3 served). Here the callbacks drop them as
+    soon as the tier_t2 loads are served. This deviation is listed in docs/SIMULATION.md."""
+    segment = wiki_segments(days=1)[:1]
+    t2 = {historical(i, T2): T2 for i in (1, 2, 3)}
+    rules = {"_default": [{"type": "loadForever", "tieredReplicants": {T2: 3}}]}
+    snap = write_cluster(tmp_path / "snap", segment, {historical(1): [0], historical(2): [0], historical(1, T2): [],
+                                                      historical(2, T2): []}, size_mb=GB10, rules=rules, tiers=t2)
+    first = simulate(spark, snap, tmp_path / "r1", 2, loads_per_run=0)
+    ops = plan_ops(tmp_path / "r1", 1)
+    assert counts(ops) == {("LOAD", T2): 2, ("DROP", T1): 2}
+    assert set(ops[ops.action == "DROP"].reason) == {"callback"} and ops[ops.action == "DROP"].depends_on.notna().all()
+    assert plan_ops(tmp_path / "r1", 2).empty
+    assert (first.loc[1, "loads_still_queued"], first.loc[1, "drops_pending"]) == (2, 2)
+
+    third = simulate(spark, tmp_path / "r1" / "run-002" / "snapshot", tmp_path / "r3", 2)
+    assert plan_ops(tmp_path / "r3", 1).empty and plan_ops(tmp_path / "r3", 2).empty
+    assert (third.loc[0, "loads_completed"], third.loc[0, "drops_done"]) == (2, 2)
+    served = per_historical(tmp_path / "r3", 2)
+    assert served[historical(1, T2)] + served[historical(2, T2)] == 2 and served[historical(1)] + served[historical(2)] == 0
+
+    grown = tmp_path / "grown"
+    shutil.copytree(tmp_path / "r3" / "run-002" / "snapshot", grown)
+    servers = json.loads((grown / "servers.json").read_text())
+    servers.append({**servers[-1], "server": historical(3, T2), "host": historical(3, T2), "curr_size": 0})
+    (grown / "servers.json").write_text(json.dumps(servers))
+    simulate(spark, grown, tmp_path / "r4", 1)
+    assert counts(plan_ops(tmp_path / "r4", 1)) == {("LOAD", T2): 1}
+    served = per_historical(tmp_path / "r4", 1)
+    assert sum(served[historical(i, T2)] for i in (1, 2, 3)) == 3 and served[historical(1)] + served[historical(2)] == 0
