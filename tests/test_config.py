@@ -91,6 +91,7 @@ def test_fractional_derivation_floors_only_the_limit():
     ({"balancingFailedIterationThreshold": 101}, "<= 100"),
     ({"balancingIterationWindow": 0}, ">= 1"),
     ({"decommissioningNodes": [1, 2]}, "list of server names"),
+    ({"topBReuse": "no"}, "must be true or false, got 'no'"),
     ({"balancingMoveTrigger": "outsideTopb"}, "must be one of 'betterServerInTopB', 'outsideTopB', got 'outsideTopb'"),
     ({"coordinatorPeriodMillis": 30000, "druid.coordinator.period": "PT60S"}, "disagrees"),
     ({"druid.coordinator.period": "P1M"}, "fixed ISO-8601 period"),

@@ -149,14 +149,16 @@ class TierRun:
         ranked: build the live placement costs (stages that rank); stages that never rank
             (2, 13) skip that work.
         sink: where ops go (shared by the tiers of a cross-tier stage); a new one by default.
+        reuse_top_b: reuse a segment's cached top ``B`` (config ``topBReuse``; :meth:`top_b`).
 
     Segments are materialised from the rows on first use (:meth:`segment`); only they are written
     back changed. Ops go to ``self.sink`` (an :class:`OpSink`).
     """
 
     def __init__(self, tier: str, rows: pd.DataFrame, servers: pd.DataFrame, num_best: Callable[[int, int], int],
-                 ranked: bool = True, sink: OpSink | None = None):
+                 ranked: bool = True, sink: OpSink | None = None, reuse_top_b: bool = True):
         self.tier = tier
+        self.reuse_top_b = reuse_top_b
         self.num_best = num_best
         self.sink = sink if sink is not None else OpSink()
         servers = servers.sort_values("server")
@@ -290,8 +292,10 @@ class TierRun:
 
     def top_b(self, seg: SegmentInTier) -> list[str]:
         """The segment's top ``B`` here: ranked against the live state the first time a loading
-        stage asks, then reused (ALGORITHM.md "When a segment is ranked")."""
-        if seg.topb is None:
+        stage asks, then reused (ALGORITHM.md "When a segment is ranked"); ranked afresh at every
+        call when ``reuse_top_b`` is False (config ``topBReuse``, for the experiment of
+        docs/SIMULATION.md)."""
+        if seg.topb is None or not self.reuse_top_b:
             seg.topb = self.rank(seg)[: self.b(seg)]
             self._dirty = True
         return seg.topb

@@ -102,7 +102,7 @@ def kernel_pass(run: Run, stage: int, step: str, tiers: list[str], body: Body, r
                 rows = read_tier_state(fs, f"{base}/{current[tier]}")
                 if len(rows):
                     runs[tier] = TierRun(tier, rows, servers_pdf[servers_pdf["tier"] == tier], num_best_function(cfg),
-                                         ranked, sink)
+                                         ranked, sink, reuse_top_b=bool(cfg.get("topBReuse", True)))
         extra = body(runs, sink)
         written = {}
         for tier, tier_run in runs.items():

@@ -127,3 +127,14 @@ def test_stage5_moves_only_as_many_decommissioning_replicas_as_the_tier_needs():
     move_from_decommissioning(run, [0], UNLIMITED, run.sink)
     assert ops(run.sink) == [("LOAD", "seg0", "s2", "decommissioning", None), ("DROP", "seg0", "d1", None, "s2")]
     assert run.sink.members == [(0, "ToBecomeNotLoadedOnDecommServers[t]")]
+
+
+def test_top_b_is_reused_unless_the_experiment_switch_is_off():
+    """Empty a and b, B(2, 1) = 1: segment 0 ranks a first (cost 0 on both, same bytes, name).
+    Once segment 1 (the next day) is loaded on a, segment 0 costs more there: reused, its top B
+    stays [a] (ALGORITHM.md "When a segment is ranked"); with topBReuse false it is ranked afresh: [b]."""
+    for reuse, expected in ((True, ["a"]), (False, ["b"])):
+        run = tier_run("t", [("a", 1000), ("b", 1000)], [{"idx": 0, "day": 0}, {"idx": 1, "day": 1}], reuse_top_b=reuse)
+        assert run.top_b(run.segment(0)) == ["a"]
+        run.load(run.segment(1), "a", "loading", "underreplicated", (0, "t", 0.0))
+        assert run.top_b(run.segment(0)) == expected, reuse

@@ -10,7 +10,7 @@ DAY = 86_400_000
 NUM_BEST = build_config({}).num_best_servers
 
 
-def tier_run(name, servers, segments, ranked=True, sink=None, num_best=NUM_BEST):
+def tier_run(name, servers, segments, ranked=True, sink=None, num_best=NUM_BEST, reuse_top_b=True):
     """``servers``: (name, max_size bytes[, decommissioning[, current_size]]); ``segments``: dicts
     with ``idx`` and optionally ``target`` (1), ``topb`` (cached top B, list), ``size`` (10),
     ``day`` (the segment's day, default its idx), ``ds`` ("ds"), ``served``/``loading`` (servers),
@@ -32,7 +32,8 @@ def tier_run(name, servers, segments, ranked=True, sink=None, num_best=NUM_BEST)
     specs = [(x[0], x[1], x[2] if len(x) > 2 else False, x[3] if len(x) > 3 else 0) for x in servers]
     servers_pdf = pd.DataFrame([{"server": n, "tier": name, "max_size": m, "current_size": c, "priority": 0,
                                  "decommissioning": d} for n, m, d, c in specs])
-    return TierRun(name, state_frame(pd.DataFrame(rows)), servers_pdf, num_best, ranked, sink if sink is not None else OpSink())
+    return TierRun(name, state_frame(pd.DataFrame(rows)), servers_pdf, num_best, ranked, sink if sink is not None else OpSink(),
+                   reuse_top_b=reuse_top_b)
 
 
 def ops(sink):
