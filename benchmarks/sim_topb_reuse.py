@@ -47,9 +47,12 @@ def main() -> int:
             config.write_text(json.dumps({"topBReuse": reuse}))
             out = Path(tmp) / f"sim-{reuse}"
             started = time.monotonic()
-            subprocess.run([sys.executable, "-m", "segment_balancer", "simulate", "--snapshot", str(snap), "--runs",
-                            str(args.runs), "--out", str(out), "--config", str(config)], check=True,
-                           stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+            done = subprocess.run([sys.executable, "-m", "segment_balancer", "simulate", "--snapshot", str(snap), "--runs",
+                                   str(args.runs), "--out", str(out), "--config", str(config)],
+                                  stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
+            if done.returncode:
+                print(done.stderr[-3000:], file=sys.stderr)
+                return done.returncode
             wall = time.monotonic() - started
             runs = pd.read_csv(out / "runs.csv")
             stable = runs.loc[runs["stable"], "run"]

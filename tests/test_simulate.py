@@ -1,8 +1,8 @@
 """``segment_balancer.simulate``: applying a plan as a cluster would (hand-worked, no Spark), and
 Druid's ``BalancingStrategiesTest`` scenarios through the simulator (plans on Spark).
 
-Applying, worked by hand. Historicals ``a`` (serves s1, s2; 30 bytes) and ``b`` (serves s3; 30
-bytes) of tier ``t``; sizes s1..s5 = 10, 20, 30, 40, 50 bytes. Queued in the snapshot: a load of s4
+Applying, worked by hand. Historicals ``a`` (serves s1, s2; ``curr_size`` 30 bytes) and ``b`` (serves s3;
+``current_size`` 30 bytes: the applier keeps each row's own key) of tier ``t``; sizes s1..s5 = 10, 20, 30, 40, 50 bytes. Queued in the snapshot: a load of s4
 on ``b`` and a drop of s2 on ``a``. The plan: op 0 LOAD s1 on ``b`` (balancing), op 1 DROP s1 on
 ``a`` after op 0 (a move), op 2 LOAD s5 on ``a``, op 3 DROP s3 on ``b``. Queue order on ``b``: s4
 (queued before), then s1.
@@ -30,7 +30,7 @@ def tiny(tmp_path: Path) -> tuple[Path, Path]:
     plan.mkdir()
     (snap / "servers.json").write_text(json.dumps([
         {"server": "a", "server_type": "historical", "tier": "t", "curr_size": 30, "max_size": 1000},
-        {"server": "b", "server_type": "historical", "tier": "t", "curr_size": 30, "max_size": 1000},
+        {"server": "b", "server_type": "historical", "tier": "t", "current_size": 30, "max_size": 1000},
         {"server": "broker", "server_type": "broker", "tier": None, "curr_size": 0, "max_size": 0}]))
     (snap / "server_segments.json").write_text(json.dumps(
         [{"server": "a", "segment_id": "s1"}, {"server": "a", "segment_id": "s2"}, {"server": "b", "segment_id": "s3"}]))
@@ -52,7 +52,7 @@ def after(out: Path) -> tuple[dict, dict, dict]:
     for line in (out / "server_segments.jsonl").read_text().splitlines():
         row = json.loads(line)
         served.setdefault(row["server"], set()).add(row["segment_id"])
-    sizes = {s["server"]: s["curr_size"] for s in json.loads((out / "servers.json").read_text())}
+    sizes = {s["server"]: s.get("curr_size", s.get("current_size")) for s in json.loads((out / "servers.json").read_text())}
     return served, sizes, json.loads((out / "load_queues.json").read_text())
 
 

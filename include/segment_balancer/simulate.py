@@ -95,6 +95,13 @@ def _link_or_copy(src: Path, dst: Path) -> None:
         shutil.copy2(src, dst)
 
 
+def _resized(server: dict, delta: int) -> dict:
+    """A ``servers.json`` row with its size (``current_size`` and/or ``curr_size``, whichever the
+    row has; ``curr_size`` when neither) moved by ``delta`` bytes, at least 0."""
+    keys = [k for k in ("current_size", "curr_size") if k in server] or ["curr_size"]
+    return {**server, **{k: max(0, int(server.get(k) or 0) + delta) for k in keys}}
+
+
 def apply_plan(snapshot: Path, plan: Path, sizes: pd.Series, out: Path, run: int, *, loads_per_run: int | None = None,
                load_failure_rate: float = 0.0, seed: int = 0, period_ms: int = 60_000) -> Applied:
     """Write the snapshot that follows ``snapshot`` once the cluster has worked on ``plan`` for one
@@ -182,7 +189,7 @@ def apply_plan(snapshot: Path, plan: Path, sizes: pd.Series, out: Path, run: int
     for name in CARRIED:
         if (snapshot / name).exists():
             _link_or_copy(snapshot / name, tmp / name)
-    new_servers = [{**s, "curr_size": int(s.get("curr_size", 0)) + delta.get(s["server"], 0)} for s in servers]
+    new_servers = [_resized(s, delta.get(s["server"], 0)) for s in servers]
     write_json_atomic(new_servers, tmp / "servers.json")
     write_json_atomic({name: {"segmentsToLoad": [{k: item[k] for k in ("segment_id", "queue_type", "requested_at") if item.get(k)}
                                                  for item in remaining.get(name, [])],
