@@ -110,14 +110,13 @@ def apply_plan(snapshot: Path, plan: Path, sizes: pd.Series, out: Path, run: int
     ``sizes``: bytes by segment id (``prepared/segments.parquet`` of the run), for the loads queued
     in the snapshot. Raises ``ValueError`` for a failure rate outside [0, 1] or ``loads_per_run`` < 0.
     """
-    from .snapshot.loader import read_json
+    from .snapshot.loader import load_load_queues, read_json
 
     if not 0.0 <= load_failure_rate <= 1.0:
         raise ValueError(f"load failure rate must be within [0, 1], got {load_failure_rate}")
     if loads_per_run is not None and loads_per_run < 0:
         raise ValueError(f"loads per run must be >= 0, got {loads_per_run}")
     servers = read_json(snapshot, "servers.json")
-    queues = read_json(snapshot, "load_queues.json", required=False) or {}
     waiting = {(p["server"], p["segment_id"]): p["after"] for p in read_json(snapshot, PENDING_FILE, required=False) or []}
     meta = read_json(snapshot, "snapshot.json")
     now_ms = parse_instant_ms(meta["snapshot_time"])
@@ -125,25 +124,24 @@ def apply_plan(snapshot: Path, plan: Path, sizes: pd.Series, out: Path, run: int
     replicas = _read_replicas(snapshot)
     historicals = {s["server"]: s for s in servers if s.get("server_type", "historical") == "historical"}
 
-    # Queues: what the snapshot had queued, then the plan's loads by op_id.
+    # Queues: what the snapshot had queued (read and validated as the planner reads them), then
+    # the plan's loads by op_id.
     loads: dict[str, list[dict]] = {name: [] for name in sorted(historicals)}
     drops: list[dict] = []
-    for name, q in queues.items():
-        for entry in q.get("segmentsToLoad") or []:
-            item = {"segment_id": entry} if isinstance(entry, str) else dict(entry)
-            item.setdefault("queue_type", "loading")
-            item["size_bytes"] = int(sizes.get(item["segment_id"], 0))
-            loads[name].append(item)
-        for entry in q.get("segmentsToDrop") or []:
-            sid = entry if isinstance(entry, str) else entry["segment_id"]
-            drops.append({"server": name, "segment_id": sid, "size_bytes": int(sizes.get(sid, 0)),
-                          "after": waiting.get((name, sid))})
+    for e in load_load_queues(snapshot, set(historicals)):
+        if e.action == "LOAD":
+            loads[e.server].append({"segment_id": e.segment_id, "queue_type": e.queue_type,
+                                    "requested_at": None if e.requested_at_ms is None else format_instant_ms(e.requested_at_ms),
+                                    "size_bytes": int(sizes.get(e.segment_id, 0))})
+        else:
+            drops.append({"server": e.server, "segment_id": e.segment_id, "size_bytes": int(sizes.get(e.segment_id, 0)),
+                          "after": waiting.get((e.server, e.segment_id))})
     requested = format_instant_ms(now_ms)
     load_server = dict(zip(ops["op_id"], ops["server"]))
     for op in ops.itertuples():
         if op.action == "LOAD":
             loads[op.server].append({"segment_id": op.segment_id, "queue_type": op.queue_type,
-                                     "requested_at": requested, "size_bytes": int(op.size_bytes), "op_id": int(op.op_id)})
+                                     "requested_at": requested, "size_bytes": int(op.size_bytes)})
         else:
             after = None if pd.isna(op.depends_on) else load_server[int(op.depends_on)]
             drops.append({"server": op.server, "segment_id": op.segment_id, "size_bytes": int(op.size_bytes),
