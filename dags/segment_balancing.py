@@ -5,7 +5,7 @@ Plans the segment loads, moves and drops of a Druid cluster with the thirteen-st
 algorithm of Druid issue #7458, one Spark application per stage, from a snapshot of the cluster.
 
 ```
-resolve_snapshot ─▶ prepare ─▶ stage01 … stage13 ─▶ assemble ─▶ validate_plan ─▶ publish_plan
+resolve_snapshot ─▶ used_segments ─▶ prepare ─▶ stage01 … stage13 ─▶ assemble ─▶ validate_plan ─▶ publish_plan ─▶ simulate
 ```
 
 - **resolve_snapshot** picks the snapshot (the `snapshot` param, else the newest under
@@ -16,6 +16,10 @@ resolve_snapshot ─▶ prepare ─▶ stage01 … stage13 ─▶ assemble ─�
   XCom (large values go to the object-storage XCom backend).
 - **validate_plan** runs the Great Expectations checks; **publish_plan** atomically publishes the
   plan to `$SEGMENT_BALANCER_HOME/plans/<run id>`.
+- **simulate** (skipped unless the `simulate_runs` param is above 0) asks "where does the cluster
+  end?": it applies the published plan as a cluster would, plans again, and so on, `simulate_runs`
+  Coordinator runs in all (the first is this plan), and publishes `plans/<run id>/simulation/`
+  (`runs.csv`, one row per run, and every run's plan and snapshot; see docs/SIMULATION.md).
 
 Trigger with `{"snapshot": "<dir or name under snapshots_root>"}` to plan on a given snapshot.
 """
@@ -29,7 +33,7 @@ from pathlib import Path
 import segment_balancer
 from airflow.sdk import Param, chain, dag, task
 from segment_balancer.stages import APP_NAMES
-from segment_balancer_airflow.operators import StageSubmitOperator
+from segment_balancer_airflow.operators import SimulateSubmitOperator, StageSubmitOperator
 
 REPO = Path(__file__).resolve().parents[1]
 BUNDLED_SNAPSHOTS = Path(segment_balancer.__file__).resolve().parent / "snapshots"
@@ -69,6 +73,33 @@ RUN = "{{{{ ti.xcom_pull(task_ids='resolve_snapshot')['{}'] }}}}"
             title="Coordinator config overrides",
             description="Coordinator dynamic config keys overriding the snapshot's coordinator_config.json.",
         ),
+        "simulate_runs": Param(
+            0,
+            type="integer",
+            minimum=0,
+            maximum=100,
+            title="Simulated Coordinator runs",
+            description="0 = plan only. N = after publishing, apply the plan as the cluster would, plan again, "
+            "N runs in all (the first is this plan); runs.csv under plans/<run id>/simulation.",
+            section="What-if simulation",
+        ),
+        "simulate_loads_per_run": Param(
+            None,
+            type=["null", "integer"],
+            minimum=1,
+            title="Loads per historical per run",
+            description="Loads each historical completes per simulated run; empty = all its queue.",
+            section="What-if simulation",
+        ),
+        "simulate_load_failure_rate": Param(
+            0.0,
+            type="number",
+            minimum=0,
+            maximum=1,
+            title="Load failure rate",
+            description="Probability that a simulated load fails (seeded, the same every time).",
+            section="What-if simulation",
+        ),
     },
 )
 def segment_balancing():
@@ -104,6 +135,7 @@ def segment_balancing():
             "config_file": str(config_file),
             "plan_dir": str(work / "plan"),
             "publish_dir": str(home / "plans" / safe_run_id),
+            "simulation_dir": str(home / "plans" / safe_run_id / "simulation"),
         }
 
     @task
@@ -136,7 +168,17 @@ def segment_balancing():
         )
         previous = app
     validated = validate_plan(run)
-    chain(run, *stages, validated, publish_plan(run))
+    simulate = SimulateSubmitOperator(
+        runs="{{ params.simulate_runs }}",
+        loads_per_run="{{ params.simulate_loads_per_run }}",
+        load_failure_rate="{{ params.simulate_load_failure_rate }}",
+        snapshot=RUN.format("snapshot"),
+        plan=RUN.format("publish_dir"),
+        work=RUN.format("work"),
+        out=RUN.format("simulation_dir"),
+        config_file=RUN.format("config_file"),
+    )
+    chain(run, *stages, validated, publish_plan(run), simulate)
 
 
 segment_balancing()

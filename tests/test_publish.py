@@ -94,7 +94,7 @@ def test_failure_while_copying_keeps_previous(tmp_path, monkeypatch):
     before = snapshot(dest)
 
     def failing_copy(src, dst, **kwargs):
-        os.makedirs(dst)
+        os.makedirs(dst, exist_ok=True)
         (dst / "operations.parquet").write_bytes(b"partial")
         raise OSError("no space left")
 
@@ -127,3 +127,20 @@ def test_publishes_a_plan_validated_by_gx(tmp_path):
     assert validate_plan(plan, work)["success"]
     dest = publish_plan(plan, tmp_path / "out" / "plan-1")
     assert snapshot(dest) == snapshot(plan)
+
+
+def test_replace_dir_is_whole_or_nothing(tmp_path):
+    dest = tmp_path / "plan" / "simulation"
+    publish.replace_dir(dest, lambda tmp: (tmp / "runs.csv").write_text("run\n1\n"))
+    assert (dest / "runs.csv").read_text() == "run\n1\n"
+
+    def half_then_fail(tmp):
+        (tmp / "runs.csv").write_text("run\n")
+        raise ValueError("run 2 refused")
+
+    with pytest.raises(PublishError, match="run 2 refused"):
+        publish.replace_dir(dest, half_then_fail)
+    assert (dest / "runs.csv").read_text() == "run\n1\n"  # the earlier content is kept
+    assert sorted(p.name for p in dest.parent.iterdir()) == ["simulation"]  # no temporaries left
+    publish.replace_dir(dest, lambda tmp: (tmp / "runs.csv").write_text("run\n2\n"))
+    assert sorted(p.name for p in dest.iterdir()) == ["runs.csv"] and "2" in (dest / "runs.csv").read_text()

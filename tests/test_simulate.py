@@ -221,6 +221,46 @@ def test_segments_in_the_load_queue_are_not_overreplicated(spark, one_day_moved,
     assert per_historical(tmp_path / "sim", 1) == {historical(1): 5, historical(2): 5}
 
 
+@pytest.mark.simulation
+def test_run_one_can_be_the_plan_a_dag_run_published(spark, one_day_moved, tmp_path):
+    """The DAG's ``simulate`` task: run 1 applies the plan the run published (sizes from its work
+    directory) and plans nothing itself (no Spark session given); the row is the one of planning
+    run 1 in the simulator, and the work directory is the DAG's, left in place."""
+    from segment_balancer.cli import run_plan
+
+    base, snap, runs = one_day_moved
+    run_plan(spark, snap, tmp_path / "published", work=tmp_path / "work")
+    table = simulate(None, snap, tmp_path / "sim", 1, first_plan=tmp_path / "published", first_work=tmp_path / "work")
+    pd.testing.assert_frame_equal(table, runs)
+    assert per_historical(tmp_path / "sim", 1) == {historical(1): 5, historical(2): 5}
+    pd.testing.assert_frame_equal(pd.read_parquet(tmp_path / "sim" / "run-001" / "plan" / "operations.parquet"),
+                                  pd.read_parquet(tmp_path / "published" / "operations.parquet"))
+    assert (tmp_path / "work" / "prepared" / "segments.parquet").exists()
+    with pytest.raises(ValueError, match="go together"):
+        simulate(None, snap, tmp_path / "sim2", 1, first_plan=tmp_path / "published")
+
+
+def test_a_refused_simulation_exits_2_and_keeps_the_earlier_one(tmp_path, monkeypatch):
+    """``spark_apps/simulate.py`` with bad input: exit code 2, the earlier output untouched, no temporaries."""
+    import segment_balancer.sparkutil as sparkutil
+    from segment_balancer.apps import simulate_main
+
+    class NoSession:
+        def stop(self):
+            pass
+
+    monkeypatch.setattr(sparkutil, "get_session", lambda *a, **k: NoSession())
+    out = tmp_path / "plans" / "r1" / "simulation"
+    out.mkdir(parents=True)
+    (out / "runs.csv").write_text("earlier\n")
+    with pytest.raises(SystemExit) as exit_:
+        simulate_main(["--snapshot", str(tmp_path), "--plan", str(tmp_path), "--work", str(tmp_path),
+                       "--runs", "0", "--out", str(out)])
+    assert exit_.value.code == 2
+    assert (out / "runs.csv").read_text() == "earlier\n"
+    assert sorted(p.name for p in out.parent.iterdir()) == ["simulation"]
+
+
 # ---- Druid's RoundRobinAssignmentTest -------------------------------------------------------------
 
 @pytest.mark.simulation

@@ -1,8 +1,9 @@
 """Entry point shared by every Spark application in ``spark_apps/``.
 
 ``spark_apps/<name>.py`` calls :func:`main` with its name; everything the application needs arrives
-in its arguments (docs/ARCHITECTURE.md "Spark applications"). The master is never set here: the
-submitter decides where the application runs.
+in its arguments (docs/ARCHITECTURE.md "Spark applications"). ``spark_apps/simulate.py`` calls
+:func:`simulate_main`, the DAG's what-if simulation after a plan is published. The master is never
+set here: the submitter decides where the application runs.
 """
 
 from __future__ import annotations
@@ -54,5 +55,58 @@ def main(name: str, argv=None) -> int:
         spark.stop()
         raise SystemExit(2) from exc
     write_json_atomic(result, args.groups_out)
+    spark.stop()
+    return 0
+
+
+def add_simulate_arguments(parser: argparse.ArgumentParser) -> None:
+    """The options of a simulation, shared by ``python -m segment_balancer simulate`` and
+    ``spark_apps/simulate.py``: ``--snapshot``, ``--runs``, ``--out``, ``--config``,
+    ``--loads-per-run``, ``--load-failure-rate``, ``--seed``."""
+    parser.add_argument("--snapshot", required=True, type=Path)
+    parser.add_argument("--runs", required=True, type=int, help="Coordinator runs to simulate")
+    parser.add_argument("--out", required=True, type=Path,
+                        help="run-NNN/{plan,snapshot,historicals.csv} and runs.csv go here")
+    parser.add_argument("--config", type=Path, help="JSON object of dynamic config overrides, for every run")
+    parser.add_argument("--loads-per-run", type=int, help="loads each historical completes per run (default: all)")
+    parser.add_argument("--load-failure-rate", type=float, default=0.0,
+                        help="probability that a load fails (default 0)")
+    parser.add_argument("--seed", type=int, default=0, help="seed of the load failures")
+
+
+def simulate_main(argv=None) -> int:
+    """``spark-submit spark_apps/simulate.py --snapshot S --plan P --work W --runs N --out O
+    [--config C] [--loads-per-run N] [--load-failure-rate P] [--seed N]``: simulate ``N`` Coordinator
+    runs of which the first is the plan ``P`` already made in work directory ``W`` (a DAG run's
+    published plan), with :func:`segment_balancer.simulate.simulate`. ``O`` is written whole or not
+    at all (:func:`segment_balancer.publish.replace_dir`). Returns 0; exits with code 2 on bad
+    input (a refused snapshot, ``runs`` < 1), leaving an earlier ``O`` as it was.
+    """
+    from .publish import PublishError, replace_dir
+    from .simulate import simulate
+    from .snapshot.errors import SnapshotError
+    from .sparkutil import get_session
+
+    logging.basicConfig(level=logging.INFO, format="%(asctime)s %(levelname)s %(name)s: %(message)s")
+    parser = argparse.ArgumentParser(prog="simulate", description="segment_balancer what-if simulation of a DAG run")
+    add_simulate_arguments(parser)
+    parser.add_argument("--plan", required=True, type=Path, help="run 1's plan, already made (published)")
+    parser.add_argument("--work", required=True, type=Path, help="the work directory run 1's plan was made in")
+    args = parser.parse_args(argv)
+    log = logging.getLogger("simulate")
+    spark = get_session("segment_balancer.simulate")
+    try:
+        replace_dir(args.out, lambda tmp: simulate(
+            spark, args.snapshot, tmp, args.runs, read_overrides(args.config), loads_per_run=args.loads_per_run,
+            load_failure_rate=args.load_failure_rate, seed=args.seed, first_plan=args.plan, first_work=args.work))
+    except PublishError as exc:
+        cause = exc.__cause__
+        if isinstance(cause, (SnapshotError, ValueError)):
+            log.error("simulation refused: %s", cause)
+            print(f"simulation refused: {cause}", file=sys.stderr)
+            spark.stop()
+            raise SystemExit(2) from exc
+        raise
+    log.info("simulation of %d runs written to %s", args.runs, args.out)
     spark.stop()
     return 0

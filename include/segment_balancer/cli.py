@@ -20,7 +20,7 @@ import sys
 import tempfile
 from pathlib import Path
 
-from .apps import read_overrides
+from .apps import add_simulate_arguments, read_overrides
 
 
 def run_plan(spark, snapshot: Path, out: Path, overrides: dict | None = None, work: Path | None = None) -> dict:
@@ -125,13 +125,7 @@ def _parser() -> argparse.ArgumentParser:
     ex.add_argument("--tier")
     ex.add_argument("--config", type=Path)
     sim = sub.add_parser("simulate", help="plan, apply the plan as a cluster would, repeat: where does the cluster end?")
-    sim.add_argument("--snapshot", required=True, type=Path)
-    sim.add_argument("--runs", required=True, type=int, help="Coordinator runs to simulate")
-    sim.add_argument("--out", required=True, type=Path, help="run-NNN/{plan,snapshot,historicals.csv} and runs.csv go here")
-    sim.add_argument("--config", type=Path, help="JSON object of dynamic config overrides, for every run")
-    sim.add_argument("--loads-per-run", type=int, help="loads each historical completes per run (default: all)")
-    sim.add_argument("--load-failure-rate", type=float, default=0.0, help="probability that a load fails (default 0)")
-    sim.add_argument("--seed", type=int, default=0, help="seed of the load failures")
+    add_simulate_arguments(sim)
     sm = sub.add_parser("summary", help="print the summary of a plan directory")
     sm.add_argument("plan", type=Path)
     gen = sub.add_parser("generate", help="write the seeded realistic sample snapshot")

@@ -2,7 +2,8 @@
 
 ``publish_plan(plan_dir, dest_dir)`` copies the plan to a hidden temporary sibling of ``dest_dir``
 and renames it into place; an existing ``dest_dir`` is renamed aside first and deleted only after
-the new one is in. A ``LATEST`` file beside ``dest_dir`` then names the published directory.
+the new one is in (:func:`replace_dir`, which the simulation of a DAG run uses too). A ``LATEST``
+file beside ``dest_dir`` then names the published directory.
 """
 
 from __future__ import annotations
@@ -13,6 +14,7 @@ import os
 import shutil
 import tempfile
 import uuid
+from collections.abc import Callable
 from pathlib import Path
 
 FINGERPRINTED = ("operations.parquet", "assignment.parquet")
@@ -87,29 +89,21 @@ def _write_latest(parent: Path, name: str) -> None:
         raise
 
 
-def publish_plan(plan_dir: str | Path, dest_dir: str | Path) -> Path:
-    """Publish the validated plan in ``plan_dir`` as ``dest_dir``; return ``dest_dir``.
-
-    Requires ``plan_dir/validation.json`` with ``"success": true`` (and, when it records
-    ``plan_files``, unchanged plan files). Every file of ``plan_dir`` except dotfiles is copied to
-    ``dest_dir.parent/.<name>.tmp-<id>``, then renamed to ``dest_dir``; an existing ``dest_dir`` is
-    renamed aside, replaced, and deleted. ``dest_dir.parent/LATEST`` is then replaced atomically
-    with ``"<dest_dir name>\\n"``. Raises ``PublishError``; on any failure the previously
-    published ``dest_dir`` is left as it was and temporaries are removed.
+def replace_dir(dest_dir: str | Path, fill: Callable[[Path], object]) -> Path:
+    """Make ``dest_dir`` whole or not at all: ``fill(tmp)`` writes the new content into the hidden
+    sibling ``tmp`` = ``dest_dir.parent/.<name>.tmp-<id>`` (created empty), which is then renamed
+    to ``dest_dir``; an existing ``dest_dir`` is renamed aside first and deleted once the new one
+    is in. Returns ``dest_dir``. Raises ``PublishError`` when ``fill`` or the renames fail; then
+    ``dest_dir`` is left as it was and the temporaries are removed.
     """
-    plan_dir, dest = Path(plan_dir).resolve(), Path(dest_dir).resolve()
-    if not plan_dir.is_dir():
-        raise PublishError(f"{plan_dir}: not a directory")
-    if dest == plan_dir or plan_dir in dest.parents or dest in plan_dir.parents:
-        raise PublishError(f"cannot publish {plan_dir} onto {dest}")
-    _check_validated(plan_dir)
+    dest = Path(dest_dir).resolve()
     parent = dest.parent
     token = uuid.uuid4().hex[:12]
     tmp, old = parent / f".{dest.name}.tmp-{token}", parent / f".{dest.name}.old-{token}"
     moved_aside = False
     try:
-        parent.mkdir(parents=True, exist_ok=True)
-        shutil.copytree(plan_dir, tmp, ignore=shutil.ignore_patterns(".*"))
+        tmp.mkdir(parents=True)
+        fill(tmp)
         _fsync_tree(tmp)
         if dest.exists():
             os.rename(dest, old)
@@ -120,13 +114,39 @@ def publish_plan(plan_dir: str | Path, dest_dir: str | Path) -> Path:
         if moved_aside and not dest.exists():
             os.rename(old, dest)
         shutil.rmtree(tmp, ignore_errors=True)
-        if isinstance(exc, Exception):
-            raise PublishError(f"publishing {plan_dir} to {dest} failed: {exc}") from exc
+        if isinstance(exc, Exception) and not isinstance(exc, PublishError):
+            raise PublishError(f"writing {dest} failed: {exc}") from exc
         raise
     if moved_aside:
         shutil.rmtree(old, ignore_errors=True)
+    return dest
+
+
+def publish_plan(plan_dir: str | Path, dest_dir: str | Path) -> Path:
+    """Publish the validated plan in ``plan_dir`` as ``dest_dir``; return ``dest_dir``.
+
+    Requires ``plan_dir/validation.json`` with ``"success": true`` (and, when it records
+    ``plan_files``, unchanged plan files). Every file of ``plan_dir`` except dotfiles is copied
+    into place with :func:`replace_dir`. ``dest_dir.parent/LATEST`` is then replaced atomically
+    with ``"<dest_dir name>\\n"``. Raises ``PublishError``; on any failure the previously
+    published ``dest_dir`` is left as it was and temporaries are removed.
+    """
+    plan_dir, dest = Path(plan_dir).resolve(), Path(dest_dir).resolve()
+    if not plan_dir.is_dir():
+        raise PublishError(f"{plan_dir}: not a directory")
+    if dest == plan_dir or plan_dir in dest.parents or dest in plan_dir.parents:
+        raise PublishError(f"cannot publish {plan_dir} onto {dest}")
+    _check_validated(plan_dir)
+
+    def copy(tmp: Path) -> None:
+        shutil.copytree(plan_dir, tmp, ignore=shutil.ignore_patterns(".*"), dirs_exist_ok=True)
+
     try:
-        _write_latest(parent, dest.name)
+        replace_dir(dest, copy)
+    except PublishError as exc:
+        raise PublishError(f"publishing {plan_dir} to {dest} failed: {exc.__cause__ or exc}") from exc
+    try:
+        _write_latest(dest.parent, dest.name)
     except OSError as exc:
         raise PublishError(f"{dest} published but LATEST not updated: {exc}") from exc
     return dest

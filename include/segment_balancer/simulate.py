@@ -237,36 +237,50 @@ def run_row(run: int, snapshot: Path, summary: dict, applied: Applied) -> dict:
 
 
 def simulate(spark, snapshot: Path, out: Path, runs: int, overrides: dict | None = None, *,
-             loads_per_run: int | None = None, load_failure_rate: float = 0.0, seed: int = 0) -> pd.DataFrame:
+             loads_per_run: int | None = None, load_failure_rate: float = 0.0, seed: int = 0,
+             first_plan: Path | None = None, first_work: Path | None = None) -> pd.DataFrame:
     """Plan and apply ``runs`` times from ``snapshot``; returns the ``runs.csv`` frame
     (:data:`RUN_COLUMNS`, one row per run) and writes ``out/`` (module docstring).
 
-    Raises ``ValueError`` for ``runs`` < 1 and what :func:`apply_plan` and ``run_plan`` raise
-    (``SnapshotError`` on bad input, ``PlanValidationError``).
+    ``first_plan`` and ``first_work``: run 1's plan, already made on ``snapshot`` with ``overrides``
+    (a published plan directory and the work directory it was planned in, e.g. by the DAG): run 1
+    applies a copy of it instead of planning again; ``first_work`` is left as it is.
+
+    Raises ``ValueError`` for ``runs`` < 1 or only one of ``first_plan``/``first_work``, and what
+    :func:`apply_plan` and ``run_plan`` raise (``SnapshotError`` on bad input, ``PlanValidationError``).
     """
     from .cli import run_plan
 
     if runs < 1:
         raise ValueError(f"runs must be >= 1, got {runs}")
+    if (first_plan is None) != (first_work is None):
+        raise ValueError("first_plan and first_work go together")
     out = Path(out)
     out.mkdir(parents=True, exist_ok=True)
     current, rows = Path(snapshot), []
     for run in range(1, runs + 1):
         base = out / f"run-{run:03d}"
         base.mkdir(exist_ok=True)
-        work = base / "work"
-        shutil.rmtree(work, ignore_errors=True)
-        summary = run_plan(spark, current, base / "plan", overrides, work=work)
+        if run == 1 and first_plan is not None:
+            work = Path(first_work)
+            shutil.rmtree(base / "plan", ignore_errors=True)
+            shutil.copytree(first_plan, base / "plan", ignore=shutil.ignore_patterns(".*"))
+            summary = json.loads((base / "plan" / "summary.json").read_text())
+        else:
+            work = base / "work"
+            shutil.rmtree(work, ignore_errors=True)
+            summary = run_plan(spark, current, base / "plan", overrides, work=work)
         sizes = pd.read_parquet(work / "prepared" / "segments.parquet", columns=["segment_id", "size_bytes"])
         sizes = sizes.drop_duplicates("segment_id").set_index("segment_id")["size_bytes"]
         applied = apply_plan(current, base / "plan", sizes, base / "snapshot", run, loads_per_run=loads_per_run,
                              load_failure_rate=load_failure_rate, seed=seed,
                              period_ms=int(summary["config"].get("coordinatorPeriodMillis", 60_000)))
-        shutil.rmtree(work, ignore_errors=True)
+        if work == base / "work":
+            shutil.rmtree(work, ignore_errors=True)
         applied.historicals.to_csv(base / "historicals.csv", index=False)
         rows.append(run_row(run, current, summary, applied))
-        log.info("run %d: %d loads (%d balancing moves), %d drops; max - min segments %d%s", run, summary["loads"],
-                 rows[-1]["balancing_moves"], summary["drops"], rows[-1]["segments_max_minus_min"],
+        log.info("run %d of %d: %d loads (%d balancing moves), %d drops; max - min segments %d%s", run, runs,
+                 summary["loads"], rows[-1]["balancing_moves"], summary["drops"], rows[-1]["segments_max_minus_min"],
                  " (stable)" if rows[-1]["stable"] else "")
         current = base / "snapshot"
     table = pd.DataFrame(rows, columns=RUN_COLUMNS)

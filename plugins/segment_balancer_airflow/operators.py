@@ -1,4 +1,5 @@
-"""``StageSubmitOperator``: submit one stage application and hand segment groups through XCom.
+"""``StageSubmitOperator``: submit one stage application and hand segment groups through XCom;
+``SimulateSubmitOperator``: submit the what-if simulation that follows a published plan.
 
 Every stage of a run is a PySpark application ``spark_apps/<stage_app>.py`` (see
 docs/ARCHITECTURE.md, "Spark applications"). The operator:
@@ -39,7 +40,32 @@ def _unset(value: Any) -> bool:
     return value is None or str(value).strip() in ("", "None")
 
 
-class StageSubmitOperator(SparkSubmitOperator):
+class _SubmitHere(SparkSubmitOperator):
+    """``SparkSubmitOperator`` whose driver and Python workers run on this worker's interpreter,
+    with the spark-submit and jars of the pyspark installed for it (spark-submit's own lookup would
+    try ``python3`` on PATH), and whose local driver JVM gets the short-run options."""
+
+    def _submit(self, context: Any) -> None:
+        """spark-submit ``self.application`` with ``self.application_args`` (set by the caller)."""
+        python = sys.executable
+        self.conf = {"spark.pyspark.python": python, "spark.pyspark.driver.python": python, **(self.conf or {})}
+        os.environ.setdefault("PYSPARK_PYTHON", python)
+        spec = importlib.util.find_spec("pyspark")
+        if spec and spec.submodule_search_locations:
+            os.environ.setdefault("SPARK_HOME", spec.submodule_search_locations[0])
+        bin_dir = str(Path(python).parent)
+        ours = shutil.which("spark-submit", path=bin_dir)
+        if ours and shutil.which("spark-submit") != ours:
+            os.environ["PATH"] = os.pathsep.join([bin_dir, os.environ.get("PATH", "")])
+
+        if _driver_runs_here(self._conn_id) and "spark.driver.extraJavaOptions" not in self.conf:
+            self.conf["spark.driver.extraJavaOptions"] = local_driver_java_options()
+
+        self._hook = None  # built by execute() from application_args
+        SparkSubmitOperator.execute(self, context)
+
+
+class StageSubmitOperator(_SubmitHere):
     """Run the Spark application of one stage; input and output groups travel through XCom.
 
     :param stage_app: application name, e.g. ``stage03_underreplicated`` (file ``<apps_dir>/<name>.py``);
@@ -108,25 +134,7 @@ class StageSubmitOperator(SparkSubmitOperator):
         if not _unset(self.config_file):
             args += ["--config", str(self.config_file)]
         self.application_args = args
-
-        # Driver and Python workers on this worker's interpreter, with the spark-submit and jars of
-        # the pyspark installed for it (spark-submit's own lookup would try `python3` on PATH).
-        python = sys.executable
-        self.conf = {"spark.pyspark.python": python, "spark.pyspark.driver.python": python, **(self.conf or {})}
-        os.environ.setdefault("PYSPARK_PYTHON", python)
-        spec = importlib.util.find_spec("pyspark")
-        if spec and spec.submodule_search_locations:
-            os.environ.setdefault("SPARK_HOME", spec.submodule_search_locations[0])
-        bin_dir = str(Path(python).parent)
-        ours = shutil.which("spark-submit", path=bin_dir)
-        if ours and shutil.which("spark-submit") != ours:
-            os.environ["PATH"] = os.pathsep.join([bin_dir, os.environ.get("PATH", "")])
-
-        if _driver_runs_here(self._conn_id) and "spark.driver.extraJavaOptions" not in self.conf:
-            self.conf["spark.driver.extraJavaOptions"] = local_driver_java_options()
-
-        self._hook = None  # built by execute() from application_args set above
-        super().execute(context)
+        self._submit(context)
 
         if not groups_out.is_file():
             raise FileNotFoundError(f"{self.stage_app} finished without writing {groups_out}")
@@ -147,3 +155,57 @@ def _driver_runs_here(conn_id: str) -> bool:
     if (conn.host or "").startswith("local"):
         return True
     return str(conn.extra_dejson.get("deploy-mode") or "client") == "client"
+
+
+class SimulateSubmitOperator(_SubmitHere):
+    """What-if simulation after a published plan: submit ``spark_apps/simulate.py``
+    (``segment_balancer.apps.simulate_main``), ``runs`` Coordinator runs of which the first is the
+    published plan; the output goes to ``out`` whole or not at all. Skipped (``AirflowSkipException``)
+    when ``runs`` renders to 0 or empty.
+
+    :param runs: Coordinator runs to simulate (templated; an int or its string).
+    :param snapshot: the run's snapshot; ``plan``: its published plan; ``work``: the work directory
+        the plan was made in; ``out``: where the simulation goes; ``config_file``: overrides JSON
+        (all templated).
+    :param loads_per_run: loads each historical completes per run, empty = all (templated).
+    :param load_failure_rate: probability that a load fails (templated); ``seed``: of the failures.
+    Other keyword arguments as for :class:`StageSubmitOperator`.
+    Returns ``out`` (the XCom).
+    """
+
+    template_fields: Sequence[str] = (*SparkSubmitOperator.template_fields, "runs", "snapshot", "plan", "work",
+                                      "out", "config_file", "loads_per_run", "load_failure_rate", "seed")
+    ui_color = "#e4f0d8"
+
+    def __init__(self, *, runs: Any, snapshot: str, plan: str, work: str, out: str, config_file: str | None = None,
+                 loads_per_run: Any = None, load_failure_rate: Any = 0.0, seed: Any = 0,
+                 apps_dir: str | os.PathLike | None = None, conf: dict[str, Any] | None = None,
+                 conn_id: str = "spark_default", **kwargs: Any) -> None:
+        apps = Path(apps_dir or os.environ.get("SEGMENT_BALANCER_APPS") or DEFAULT_APPS_DIR)
+        kwargs.setdefault("task_id", "simulate")
+        kwargs.setdefault("name", "segment_balancer.simulate")
+        super().__init__(application=str(apps / "simulate.py"), conf={**LEAN_CONF, **(conf or {})},
+                         conn_id=conn_id, **kwargs)
+        self.runs, self.snapshot, self.plan, self.work, self.out = runs, snapshot, plan, work, out
+        self.config_file, self.loads_per_run = config_file, loads_per_run
+        self.load_failure_rate, self.seed = load_failure_rate, seed
+
+    def execute(self, context: Any) -> str:
+        from airflow.sdk.exceptions import AirflowSkipException
+
+        runs = 0 if _unset(self.runs) else int(self.runs)
+        if runs <= 0:
+            raise AirflowSkipException("simulate_runs is 0: no simulation asked for")
+        args = ["--snapshot", str(self.snapshot), "--plan", str(self.plan), "--work", str(self.work),
+                "--runs", str(runs), "--out", str(self.out)]
+        if not _unset(self.config_file):
+            args += ["--config", str(self.config_file)]
+        if not _unset(self.loads_per_run):
+            args += ["--loads-per-run", str(int(self.loads_per_run))]
+        if not _unset(self.load_failure_rate):
+            args += ["--load-failure-rate", str(float(self.load_failure_rate))]
+        if not _unset(self.seed):
+            args += ["--seed", str(int(self.seed))]
+        self.application_args = args
+        self._submit(context)
+        return str(self.out)

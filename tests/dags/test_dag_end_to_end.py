@@ -45,20 +45,20 @@ def standalone_master(tmp_path_factory):
     cluster.stop()
 
 
-def run_dag(snapshot: Path) -> Path:
-    """Run the ``segment_balancing`` DAG with ``dag.test()`` on ``snapshot``; check every task
-    succeeded and return the published plan directory."""
+def run_dag(snapshot: Path, **conf) -> Path:
+    """Run the ``segment_balancing`` DAG with ``dag.test()`` on ``snapshot`` (and params ``conf``);
+    check every task succeeded and return the published plan directory."""
     from airflow.dag_processing.dagbag import DagBag
 
     from segment_balancer.stages import APP_NAMES
 
     bag = DagBag(dag_folder=str(REPO / "dags"))
     assert bag.import_errors == {}
-    run = bag.dags["segment_balancing"].test(run_conf={"snapshot": str(snapshot)})
+    run = bag.dags["segment_balancing"].test(run_conf={"snapshot": str(snapshot), **conf})
 
     states = {ti.task_id: ti.state for ti in run.get_task_instances()}
     assert run.state == "success", states
-    assert set(states) == {"resolve_snapshot", *APP_NAMES, "validate_plan", "publish_plan"}
+    assert set(states) == {"resolve_snapshot", *APP_NAMES, "validate_plan", "publish_plan", "simulate"}
     assert set(states.values()) == {"success"}
     plans = Path(os.environ["SEGMENT_BALANCER_HOME"]) / "plans"
     published = plans / (plans / "LATEST").read_text().strip()
@@ -72,12 +72,15 @@ def test_segment_balancing_dag_publishes_the_plan_of_the_cli(airflow_home, compa
     """Overwritten, minor-compacted (two generations) and partially compacted data, planned by the
     DAG on the standalone cluster: the ``used_segments`` task finds the overshadowed and standby
     segments itself, stage 12 drops exactly the overshadowed replicas whose overshadowing segments
-    are served (1-24 wait for 25, which stage 1 only now loads), and the plan is the CLI's."""
+    are served (1-24 wait for 25, which stage 1 only now loads), and the plan is the CLI's.
+
+    With ``simulate_runs`` 2 the ``simulate`` task applies that plan as a cluster would and plans
+    once more: 25 is then served, so run 2 drops the 24 replicas that waited for it."""
     from segment_balancer.standalone import connection_json
 
     monkeypatch.setenv("AIRFLOW_CONN_SPARK_DEFAULT", connection_json(standalone_master.master_url))
     base, cli_summary, cli_ops = compaction_planned
-    published = run_dag(base / "snapshot")
+    published = run_dag(base / "snapshot", simulate_runs=2)
     summary = json.loads((published / "summary.json").read_text())
     # The stages with nothing to schedule are the CLI's, and the DAG did not submit them; every
     # application it submitted ran on the standalone cluster, none on a local master.
@@ -85,7 +88,8 @@ def test_segment_balancing_dag_publishes_the_plan_of_the_cli(airflow_home, compa
     assert skipped == {n for n, t in cli_summary["timings_seconds"].items() if t.get("skipped")}
     assert {1, 5, 7, 12}.isdisjoint(int(n[5:7]) for n in skipped)
     ran = standalone_master.completed_apps()
-    assert sorted(ran) == sorted(f"segment_balancer.{name}" for name in APP_NAMES if name not in skipped), ran
+    assert sorted(ran) == sorted([*(f"segment_balancer.{name}" for name in APP_NAMES if name not in skipped),
+                                  "segment_balancer.simulate"]), ran
     ops = pd.read_parquet(published / "operations.parquet")
     # Determinism: one spark-submit per application under Airflow give exactly the plan of the one-session CLI,
     # loads (stage 1), moves off a decommissioning server (stage 5), balancing and drops included.
@@ -98,3 +102,14 @@ def test_segment_balancing_dag_publishes_the_plan_of_the_cli(airflow_home, compa
     per = summary["timeline"]["per_datasource"]
     assert per["h"] == {"overshadowed": 6, "standby": 1, "visible": 3}  # two generations on day 1, a fall-back on day 2
     assert sum(p.get("overshadowed", 0) for p in per.values()) == len(OVERSHADOWED) == 34
+
+    # The what-if simulation, published beside the plan: run 1 is this plan, run 2 plans on the
+    # snapshot it left.
+    simulation = published / "simulation"
+    runs = pd.read_csv(simulation / "runs.csv")
+    assert list(runs.run) == [1, 2]
+    assert (runs.loc[0, "loads"], runs.loc[0, "drops"]) == (summary["loads"], summary["drops"])
+    pd.testing.assert_frame_equal(pd.read_parquet(simulation / "run-001" / "plan" / "operations.parquet"), cli_ops)
+    run2 = pd.read_parquet(simulation / "run-002" / "plan" / "operations.parquet")
+    waited = run2[(run2.action == "DROP") & run2.depends_on.isna() & run2.reason.eq("overshadowed")]
+    assert {line_of(s) for s in waited.segment_id} == WAITING

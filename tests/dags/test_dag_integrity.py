@@ -30,6 +30,7 @@ EXPECTED = [
     "assemble",
     "validate_plan",
     "publish_plan",
+    "simulate",
 ]
 
 
@@ -62,18 +63,18 @@ def test_every_dag_has_tags_and_retries(dagbag):
 def test_tasks_are_wired_in_order(dag):
     from segment_balancer.stages import APP_NAMES
 
-    assert EXPECTED[1:-2] == APP_NAMES
+    assert EXPECTED[1:-3] == APP_NAMES
     assert sorted(dag.task_ids) == sorted(EXPECTED)
     for upstream, downstream in zip(EXPECTED, EXPECTED[1:]):
         assert upstream in dag.get_task(downstream).upstream_task_ids, f"{upstream} -> {downstream}"
     assert dag.get_task("resolve_snapshot").upstream_task_ids == set()
-    assert dag.get_task("publish_plan").downstream_task_ids == set()
+    assert dag.get_task("simulate").downstream_task_ids == set()
 
 
 def test_stage_operators_hand_groups_along(dag):
     from segment_balancer_airflow.operators import StageSubmitOperator
 
-    stages = [dag.get_task(t) for t in EXPECTED[1:-2]]
+    stages = [dag.get_task(t) for t in EXPECTED[1:-3]]
     assert all(isinstance(op, StageSubmitOperator) for op in stages)
     assert stages[0].groups_from is None
     for previous, op in zip(stages, stages[1:]):
@@ -93,6 +94,17 @@ def test_schedule_docs_and_params(dag):
     assert params.get_param("config_overrides").schema["type"] == "object"
     assert params["config_overrides"] == {}
     assert params["snapshot"] == ""
+    assert (params["simulate_runs"], params["simulate_loads_per_run"], params["simulate_load_failure_rate"]) == (0, None, 0.0)
+
+
+def test_simulate_follows_publish_on_the_published_plan(dag):
+    from segment_balancer_airflow.operators import SimulateSubmitOperator
+
+    op = dag.get_task("simulate")
+    assert isinstance(op, SimulateSubmitOperator)
+    assert Path(op.application) == REPO / "spark_apps" / "simulate.py" and Path(op.application).is_file()
+    assert "params.simulate_runs" in op.runs and "params.simulate_loads_per_run" in op.loads_per_run
+    assert "publish_dir" in op.plan and "simulation_dir" in op.out and "'work'" in op.work
 
 
 def test_params_are_validated(dag):
@@ -101,9 +113,11 @@ def test_params_are_validated(dag):
     from airflow.sdk.exceptions import ParamValidationError
 
     good = copy.deepcopy(dag.params)
-    good.update({"snapshot": "druid_sample", "config_overrides": {"maxSegmentsInNodeLoadingQueue": 10}})
+    good.update({"snapshot": "druid_sample", "config_overrides": {"maxSegmentsInNodeLoadingQueue": 10},
+                 "simulate_runs": 5, "simulate_loads_per_run": 20, "simulate_load_failure_rate": 0.1})
     good.validate()
-    for key, bad in (("config_overrides", "not an object"), ("snapshots_root", "")):
+    for key, bad in (("config_overrides", "not an object"), ("snapshots_root", ""), ("simulate_runs", -1),
+                     ("simulate_loads_per_run", 0), ("simulate_load_failure_rate", 1.5)):
         params = copy.deepcopy(dag.params)
         with pytest.raises(ParamValidationError):
             params[key] = bad

@@ -125,3 +125,37 @@ def test_a_stage_with_nothing_to_schedule_is_not_submitted(tmp_path, monkeypatch
     timings = json.loads((tmp_path / "work" / "timings.json").read_text())
     assert timings == {"stage09_still_loaded_on_decomm": {"stage": 9, "seconds": 0.0, "skipped": True}}
     assert not (tmp_path / "work" / "xcom" / "stage09_still_loaded_on_decomm.in.json").exists()
+
+
+def _simulate_operator(tmp_path, **kwargs):
+    from segment_balancer_airflow.operators import SimulateSubmitOperator
+
+    return SimulateSubmitOperator(snapshot=str(tmp_path / "snap"), plan=str(tmp_path / "plans" / "r1"),
+                                  work=str(tmp_path / "work"), out=str(tmp_path / "plans" / "r1" / "simulation"),
+                                  apps_dir=HERE / "recording_app", **kwargs)
+
+
+@pytest.mark.parametrize("runs", ["0", "None", "", 0])
+def test_simulate_is_skipped_when_no_run_is_asked_for(tmp_path, monkeypatch, runs):
+    from airflow.sdk.exceptions import AirflowSkipException
+
+    monkeypatch.setenv("AIRFLOW_CONN_SPARK_DEFAULT", '{"conn_type": "spark", "host": "yarn"}')  # a submit would fail
+    with pytest.raises(AirflowSkipException, match="simulate_runs is 0"):
+        _simulate_operator(tmp_path, runs=runs).execute({})
+    assert not (tmp_path / "plans").exists()
+
+
+def test_simulate_submits_the_rendered_params(tmp_path, local_spark):
+    """The params as the DAG renders them (strings; an empty loads-per-run renders as "None")."""
+    config = tmp_path / "config_overrides.json"
+    config.write_text("{}")
+    op = _simulate_operator(tmp_path, runs="3", loads_per_run="None", load_failure_rate="0.25",
+                            config_file=str(config))
+    assert op.application == str(HERE / "recording_app" / "simulate.py")
+
+    assert op.execute({}) == str(tmp_path / "plans" / "r1" / "simulation")
+
+    argv = json.loads((tmp_path / "plans" / "r1" / "simulation" / "argv.json").read_text())
+    assert argv == ["--snapshot", str(tmp_path / "snap"), "--plan", str(tmp_path / "plans" / "r1"),
+                    "--work", str(tmp_path / "work"), "--runs", "3", "--out", str(tmp_path / "plans" / "r1" / "simulation"),
+                    "--config", str(config), "--load-failure-rate", "0.25", "--seed", "0"]
