@@ -9,8 +9,10 @@ resolve_snapshot ─▶ used_segments ─▶ prepare ─▶ stage01 … stage13 
 ```
 
 - **resolve_snapshot** picks the snapshot (the `snapshot` param, else the newest under
-  `snapshots_root` taken at or before the run's logical date, else its `run_after`), creates a fresh
-  work directory `$SEGMENT_BALANCER_HOME/runs/<run id>/work` and writes the config overrides there.
+  `snapshots_root`, of the `cluster` param when set, taken at or before the run's logical date, else
+  its `run_after`), creates a fresh work directory `$SEGMENT_BALANCER_HOME/runs/<run id>/work`,
+  applies the what-if edits (`whatif_*` params) to a copy of the snapshot there, and writes the config
+  overrides (`config_overrides` with the typed Coordinator config fields over it).
 - **prepare**, **stage01…13**, **assemble** are `StageSubmitOperator`s (spark-submit of
   `spark_apps/<name>.py`); each hands its segment groups (roaring bitsets) to the next one through
   XCom (large values go to the object-storage XCom backend).
@@ -21,7 +23,8 @@ resolve_snapshot ─▶ used_segments ─▶ prepare ─▶ stage01 … stage13 
   Coordinator runs in all (the first is this plan), and publishes `plans/<run id>/simulation/`
   (`runs.csv`, one row per run, and every run's plan and snapshot; see docs/SIMULATION.md).
 
-Trigger with `{"snapshot": "<dir or name under snapshots_root>"}` to plan on a given snapshot.
+Trigger with the defaults to plan on the newest snapshot; fill in `snapshot` to plan on a given
+one, the Coordinator config fields or the what-if edits to ask "what if".
 """
 
 from __future__ import annotations
@@ -31,9 +34,10 @@ from datetime import datetime, timedelta, timezone
 from pathlib import Path
 
 import segment_balancer
-from airflow.sdk import Param, chain, dag, task
+from airflow.sdk import chain, dag, task
 from segment_balancer.stages import APP_NAMES
 from segment_balancer_airflow.operators import SimulateSubmitOperator, StageSubmitOperator
+from segment_balancer_airflow.params import dag_params
 
 REPO = Path(__file__).resolve().parents[1]
 BUNDLED_SNAPSHOTS = Path(segment_balancer.__file__).resolve().parent / "snapshots"
@@ -52,91 +56,16 @@ RUN = "{{{{ ti.xcom_pull(task_ids='resolve_snapshot')['{}'] }}}}"
     doc_md=__doc__,
     tags=["druid", "segment-balancing", "spark"],
     default_args={"owner": "segment_balancer", "retries": 1, "retry_delay": timedelta(seconds=30)},
-    params={
-        "snapshot": Param(
-            "",
-            type="string",
-            title="Snapshot",
-            description="Snapshot directory (or its name under snapshots_root); empty = the newest "
-            "snapshot taken at or before the run's date.",
-        ),
-        "snapshots_root": Param(
-            DEFAULT_SNAPSHOTS_ROOT,
-            type="string",
-            minLength=1,
-            title="Snapshots root",
-            description="Directory holding one sub-directory per snapshot.",
-        ),
-        "config_overrides": Param(
-            {},
-            type="object",
-            title="Coordinator config overrides",
-            description="Coordinator dynamic config keys overriding the snapshot's coordinator_config.json.",
-        ),
-        "simulate_runs": Param(
-            0,
-            type="integer",
-            minimum=0,
-            maximum=100,
-            title="Simulated Coordinator runs",
-            description="0 = plan only. N = after publishing, apply the plan as the cluster would, plan again, "
-            "N runs in all (the first is this plan); runs.csv under plans/<run id>/simulation.",
-            section="What-if simulation",
-        ),
-        "simulate_loads_per_run": Param(
-            None,
-            type=["null", "integer"],
-            minimum=1,
-            title="Loads per historical per run",
-            description="Loads each historical completes per simulated run; empty = all its queue.",
-            section="What-if simulation",
-        ),
-        "simulate_load_failure_rate": Param(
-            0.0,
-            type="number",
-            minimum=0,
-            maximum=1,
-            title="Load failure rate",
-            description="Probability that a simulated load fails (seeded, the same every time).",
-            section="What-if simulation",
-        ),
-    },
+    params=dag_params(DEFAULT_SNAPSHOTS_ROOT),
 )
 def segment_balancing():
     @task
     def resolve_snapshot(params=None, run_id=None, logical_date=None, dag_run=None) -> dict:
-        """Pick the snapshot, create a fresh work directory, write the config overrides."""
-        import json
-        import re
-        import shutil
+        """Pick the snapshot, apply the what-if edits, create a fresh work directory, write the config."""
+        from segment_balancer_airflow.resolve import resolve_run
 
-        from segment_balancer_airflow.snapshots import pick_snapshot
-
-        root = Path(params["snapshots_root"]).expanduser()
-        if params.get("snapshot"):
-            snapshot = Path(params["snapshot"]).expanduser()
-            if not snapshot.is_absolute() and not snapshot.exists():
-                snapshot = root / snapshot
-        else:
-            snapshot = pick_snapshot(root, logical_date or dag_run.run_after)
-        if not (snapshot / "snapshot.json").is_file():
-            raise FileNotFoundError(f"{snapshot} is not a snapshot directory (no snapshot.json)")
-
-        home = Path(os.environ.get("SEGMENT_BALANCER_HOME", REPO / "var")).resolve()
-        safe_run_id = re.sub(r"[^A-Za-z0-9._-]+", "_", run_id)
-        work = home / "runs" / safe_run_id / "work"
-        shutil.rmtree(work, ignore_errors=True)  # re-running a run starts clean
-        work.mkdir(parents=True)
-        config_file = work / "config_overrides.json"
-        config_file.write_text(json.dumps(params.get("config_overrides") or {}, indent=2))
-        return {
-            "snapshot": str(snapshot.resolve()),
-            "work": str(work),
-            "config_file": str(config_file),
-            "plan_dir": str(work / "plan"),
-            "publish_dir": str(home / "plans" / safe_run_id),
-            "simulation_dir": str(home / "plans" / safe_run_id / "simulation"),
-        }
+        home = Path(os.environ.get("SEGMENT_BALANCER_HOME", REPO / "var"))
+        return resolve_run(params, run_id, logical_date or dag_run.run_after, home)
 
     @task
     def validate_plan(run: dict) -> dict:

@@ -16,6 +16,7 @@ from .engine.state import split_group_name
 from .io import _aside, replace_path, write_json_atomic, write_parquet_atomic
 from .run import OPS_COLUMNS, Run
 from .status import balance, replication_counts, status_pass
+from .whatif import load_record
 
 PLAN_OPS_COLUMNS = [c for c in OPS_COLUMNS if c != "idx"]
 
@@ -76,6 +77,7 @@ def assemble(run: Run, groups, snapshot: Path) -> Path:
         "alerts": run.meta.get("alerts", []),
         "config": run.meta["config"],
         "ignored_config": run.meta.get("ignored_config", []),
+        "whatif": load_record(run.work),
         "timings_seconds": json.loads(timings_path.read_text()) if timings_path.exists() else {},
     }
     write_json_atomic(summary, tmp / "summary.json")

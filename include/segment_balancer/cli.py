@@ -1,6 +1,6 @@
 """Command line: the same applications as the DAG, in one Spark session.
 
-``python -m segment_balancer plan --snapshot DIR --out DIR [--config FILE.json] [--work DIR]``
+``python -m segment_balancer plan --snapshot DIR --out DIR [--config FILE.json] [--work DIR] [--decommission SERVER] [--remove SERVER] [--add TIER:COUNT:MAX_SIZE_BYTES]``
 ``python -m segment_balancer explain --snapshot DIR --segment ID [--tier T] [--config FILE.json]``
 ``python -m segment_balancer summary PLAN_DIR``
 ``python -m segment_balancer simulate --snapshot DIR --runs N --out DIR [--config FILE.json] [--loads-per-run N] [--load-failure-rate P] [--seed N]``
@@ -23,20 +23,26 @@ from pathlib import Path
 from .apps import add_simulate_arguments, read_overrides
 
 
-def run_plan(spark, snapshot: Path, out: Path, overrides: dict | None = None, work: Path | None = None) -> dict:
+def run_plan(spark, snapshot: Path, out: Path, overrides: dict | None = None, work: Path | None = None,
+             edits=None) -> dict:
     """Run every application of ``APP_NAMES`` in order, validate, and publish to ``out``.
 
-    Returns the plan's ``summary.json``. Raises ``SnapshotError`` (bad input) or
-    ``PlanValidationError`` (nothing published, an earlier plan at ``out`` untouched).
+    ``edits``: a ``whatif.WhatIf`` applied to a copy of ``snapshot`` first (recorded in the
+    summary's ``whatif``). Returns the plan's ``summary.json``. Raises ``SnapshotError`` (bad
+    input), ``WhatIfError`` (edits that do not fit the snapshot) or ``PlanValidationError``
+    (nothing published, an earlier plan at ``out`` untouched).
     """
     from .publish import publish_plan
     from .stages import APP_NAMES, run_app
     from .validation import require_valid
+    from .whatif import apply_to_run
 
     own_work = work is None
     work = Path(work or tempfile.mkdtemp(prefix="segment_balancer-work-"))
     log = logging.getLogger("segment_balancer.plan")
     try:
+        if edits is not None:
+            snapshot, overrides = apply_to_run(snapshot, work, edits, overrides)
         xcom = None
         for name in APP_NAMES:
             log.info("running %s", name)
@@ -74,6 +80,12 @@ def print_summary(plan: Path) -> None:
     summary = json.loads((Path(plan) / "summary.json").read_text())
     console = Console()
     console.print(f"[bold]Plan[/bold] {plan}  snapshot {summary['snapshot_id']}")
+    edits = summary.get("whatif")
+    if edits:
+        parts = [f"decommission {', '.join(edits['decommission'])}" if edits["decommission"] else "",
+                 f"remove {', '.join(edits['remove'])}" if edits["remove"] else "",
+                 f"add {', '.join(edits['added'])}" if edits["added"] else ""]
+        console.print(f"[bold]what-if[/bold] {'; '.join(p for p in parts if p)} (on a copy of {edits['snapshot']})")
     console.print(f"{summary['operations']} operations: {summary['loads']} loads, {summary['drops']} drops, "
                   f"{summary['moves']} of the drops wait for a load (moves and callbacks)")
     table = Table("stage", "tier", "action", "count")
@@ -119,6 +131,13 @@ def _parser() -> argparse.ArgumentParser:
     plan.add_argument("--out", required=True, type=Path)
     plan.add_argument("--config", type=Path, help="JSON object of dynamic config overrides")
     plan.add_argument("--work", type=Path, help="keep the work directory here (default: a temporary one)")
+    what = plan.add_argument_group("what-if edits of the cluster (applied to a copy of the snapshot)")
+    what.add_argument("--decommission", action="append", default=[], metavar="SERVER",
+                      help="decommission this historical too (repeatable)")
+    what.add_argument("--remove", action="append", default=[], metavar="SERVER",
+                      help="remove this historical, as if lost (repeatable)")
+    what.add_argument("--add", action="append", default=[], metavar="TIER:COUNT:MAX_SIZE_BYTES",
+                      help="add COUNT empty historicals of TIER, MAX_SIZE_BYTES each (repeatable)")
     ex = sub.add_parser("explain", help="why each server ranks where it does for one segment")
     ex.add_argument("--snapshot", required=True, type=Path)
     ex.add_argument("--segment", required=True)
@@ -164,7 +183,10 @@ def main(argv=None) -> int:
             spark = local_session(f"segment_balancer.{args.command}")
             overrides = read_overrides(args.config)
             if args.command == "plan":
-                run_plan(spark, args.snapshot, args.out, overrides, args.work)
+                from .whatif import WhatIf, parse_add
+
+                edits = WhatIf.parse(args.decommission, args.remove, [parse_add(a) for a in args.add])
+                run_plan(spark, args.snapshot, args.out, overrides, args.work, edits)
                 print_summary(args.out)
             elif args.command == "simulate":
                 from .simulate import simulate

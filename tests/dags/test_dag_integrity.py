@@ -89,12 +89,33 @@ def test_schedule_docs_and_params(dag):
     assert dag.catchup is False
     assert dag.doc_md and "segment_balancing" in dag.doc_md
     params = dag.params
-    assert params.get_param("snapshot").schema["type"] == "string"
+    assert params.get_param("snapshot").schema["type"] == ["null", "string"]
     assert params.get_param("snapshots_root").schema["type"] == "string"
-    assert params.get_param("config_overrides").schema["type"] == "object"
+    assert params.get_param("config_overrides").schema["type"] == ["null", "object"]
     assert params["config_overrides"] == {}
-    assert params["snapshot"] == ""
+    assert params["snapshot"] is None
+    # The bundled snapshots are proposed in the trigger form (free text stays possible).
+    assert {"druid_sample", "generated"} <= set(params.get_param("snapshot").schema["examples"])
     assert (params["simulate_runs"], params["simulate_loads_per_run"], params["simulate_load_failure_rate"]) == (0, None, 0.0)
+
+
+def test_the_defaults_are_valid_and_every_empty_field_is_allowed(dag):
+    """The UI triggers and backfills with the defaults, and turns an emptied field into null: every
+    param but snapshots_root (and the simulation count, defaulting to 0) must take null."""
+    import copy
+
+    params = copy.deepcopy(dag.params)
+    params.validate()
+    for key in params:
+        if key in ("snapshots_root", "simulate_runs"):
+            continue
+        schema = params.get_param(key).schema
+        assert "null" in schema["type"], key
+        params[key] = None
+    params.validate()
+    sections = {params.get_param(k).schema.get("section") for k in params}
+    assert sections == {"Snapshot", "Coordinator dynamic config", "What-if: cluster edits", "What-if simulation"}
+    assert params.get_param("maxSegmentsInNodeLoadingQueue").schema["minimum"] == 0
 
 
 def test_simulate_follows_publish_on_the_published_plan(dag):
@@ -117,7 +138,10 @@ def test_params_are_validated(dag):
                  "simulate_runs": 5, "simulate_loads_per_run": 20, "simulate_load_failure_rate": 0.1})
     good.validate()
     for key, bad in (("config_overrides", "not an object"), ("snapshots_root", ""), ("simulate_runs", -1),
-                     ("simulate_loads_per_run", 0), ("simulate_load_failure_rate", 1.5)):
+                     ("simulate_loads_per_run", 0), ("simulate_load_failure_rate", 1.5),
+                     ("maxSegmentsInNodeLoadingQueue", -1), ("loadingMinPercent", 101),
+                     ("numBestServersChoosingFunctionDefaultLogBase", 1), ("whatif_remove", "h1:8083"),
+                     ("whatif_add", [{"tier": "cold", "count": 0, "max_size": 10}])):
         params = copy.deepcopy(dag.params)
         with pytest.raises(ParamValidationError):
             params[key] = bad

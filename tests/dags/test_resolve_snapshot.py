@@ -28,10 +28,13 @@ def root(tmp_path):
     return tmp_path / "snaps"
 
 
-def _call(resolve, root, monkeypatch, tmp_path, snapshot="", overrides=None, logical_date=None,
-          run_after=datetime(2030, 1, 1, tzinfo=timezone.utc), run_id="manual__2024-07-01T00:00:00+00:00"):
+def _call(resolve, root, monkeypatch, tmp_path, snapshot=None, overrides=None, logical_date=None,
+          run_after=datetime(2030, 1, 1, tzinfo=timezone.utc), run_id="manual__2024-07-01T00:00:00+00:00", **params):
+    from airflow.dag_processing.dagbag import DagBag
+
     monkeypatch.setenv("SEGMENT_BALANCER_HOME", str(tmp_path / "home"))
-    params = {"snapshot": snapshot, "snapshots_root": str(root), "config_overrides": overrides or {}}
+    defaults = dict(DagBag(dag_folder=str(REPO / "dags")).dags["segment_balancing"].params.dump())
+    params = {**defaults, "snapshot": snapshot, "snapshots_root": str(root), "config_overrides": overrides, **params}
     return resolve(params=params, run_id=run_id, logical_date=logical_date,
                    dag_run=SimpleNamespace(run_after=run_after))
 
@@ -62,3 +65,40 @@ def test_fresh_work_dir_config_and_paths(resolve, root, monkeypatch, tmp_path):
     again = _call(resolve, root, monkeypatch, tmp_path)  # re-running the run starts clean
     assert again["work"] == first["work"] and not (Path(again["work"]) / "leftover").exists()
     assert json.loads(Path(again["config_file"]).read_text()) == {}
+    assert again["simulation_dir"] == str(home / "plans" / safe / "simulation")
+
+
+def test_typed_config_fields_win_over_config_overrides(resolve, root, monkeypatch, tmp_path):
+    run = _call(resolve, root, monkeypatch, tmp_path, overrides={"maxSegmentsInNodeLoadingQueue": 7, "balancingMinPercent": 5},
+                maxSegmentsInNodeLoadingQueue=100, balancerRandomSeed=3, decommissioningNodes=None)
+    assert json.loads(Path(run["config_file"]).read_text()) == {
+        "maxSegmentsInNodeLoadingQueue": 100, "balancingMinPercent": 5, "balancerRandomSeed": 3}
+
+
+def test_cluster_param_and_captures_two_levels_down(resolve, monkeypatch, tmp_path):
+    for cluster, stamp, when in (("prod", "2024-05-01T00-00-00Z", "2024-05-01T00:00:00Z"),
+                                 ("test", "2024-06-01T00-00-00Z", "2024-06-01T00:00:00Z")):
+        d = tmp_path / "captures" / cluster / stamp
+        d.mkdir(parents=True)
+        (d / "snapshot.json").write_text(json.dumps({"snapshot_time": when, "cluster": cluster}))
+    root = tmp_path / "captures"
+    assert Path(_call(resolve, root, monkeypatch, tmp_path)["snapshot"]).parent.name == "test"
+    assert Path(_call(resolve, root, monkeypatch, tmp_path, cluster="prod")["snapshot"]).parent.name == "prod"
+
+
+def test_what_if_edits_give_an_edited_copy_and_unknown_servers_fail_first(resolve, monkeypatch, tmp_path):
+    from whatif_cluster import write_cluster
+
+    from segment_balancer.whatif import WhatIfError
+
+    snap = write_cluster(tmp_path / "snaps" / "w")
+    run = _call(resolve, tmp_path / "snaps", monkeypatch, tmp_path, snapshot="w", whatif_decommission=["a:8083"],
+                whatif_remove=["b:8083"], whatif_add=[{"tier": "cold", "count": 1, "max_size": 1000}])
+    assert run["snapshot"] == str(Path(run["work"]) / "snapshot-whatif")
+    servers = {s["server"]: s["server_type"] for s in json.loads((Path(run["snapshot"]) / "servers.json").read_text())}
+    assert servers["b:8083"] != "historical" and servers["whatif-cold-1:8083"] == "historical"
+    assert json.loads(Path(run["config_file"]).read_text()) == {"decommissioningNodes": ["a:8083"]}
+    record = json.loads((Path(run["work"]) / "whatif.json").read_text())
+    assert record["snapshot"] == str(snap.resolve()) and record["added"] == ["whatif-cold-1:8083"]
+    with pytest.raises(WhatIfError, match="'nope:8083' is no historical"):
+        _call(resolve, tmp_path / "snaps", monkeypatch, tmp_path, snapshot="w", whatif_remove=["nope:8083"])

@@ -65,3 +65,18 @@ def test_malformed_snapshot_json_names_the_file(tmp_path):
     (tmp_path / "x" / "snapshot.json").write_text("{}")
     with pytest.raises(ValueError, match="snapshot.json"):
         pick_snapshot(tmp_path, utc(2024, 1, 1))
+
+
+def test_captures_of_a_cluster_two_levels_down(tmp_path):
+    """The capture DAG's layout ``<cluster>/<time>/``; a capture still being written (hidden) is skipped."""
+    for cluster, stamp, when in (("prod", "t1", "2024-03-01T00:00:00Z"), ("prod", "t2", "2024-03-03T00:00:00Z"),
+                                 ("prod", ".t3.tmp-ab12", "2024-03-04T00:00:00Z"), ("qa", "t1", "2024-03-02T00:00:00Z")):
+        (tmp_path / cluster).mkdir(exist_ok=True)
+        d = _snapshot(tmp_path / cluster, stamp, when)
+        (d / "snapshot.json").write_text(json.dumps({"snapshot_time": when, "cluster": cluster}))
+    _snapshot(tmp_path, "flat", "2024-03-02T12:00:00Z")  # cluster "test"
+    assert pick_snapshot(tmp_path, utc(2030, 1, 1)) == tmp_path / "prod" / "t2"
+    assert pick_snapshot(tmp_path, utc(2024, 3, 2, 13)) == tmp_path / "flat"
+    assert pick_snapshot(tmp_path, utc(2030, 1, 1), cluster="qa") == tmp_path / "qa" / "t1"
+    with pytest.raises(NoSnapshotError, match="of cluster 'prod' .* the oldest is prod/t1"):
+        pick_snapshot(tmp_path, utc(2024, 2, 1), cluster="prod")

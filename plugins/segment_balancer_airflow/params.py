@@ -1,0 +1,145 @@
+"""The params of the ``segment_balancing`` DAG (its trigger form) and what a run makes of them.
+
+Every param has a valid default or accepts null, so the Airflow UI triggers and backfills with the
+defaults: the form turns an emptied field into null, and refuses null for a type without
+``"null"``. Sections of the form:
+
+- *Snapshot*: ``snapshot`` (free text with the snapshots under ``snapshots_root`` proposed; empty =
+  the newest at or before the run's date), ``cluster`` (only that cluster's snapshots),
+  ``snapshots_root``.
+- *Coordinator dynamic config*: one typed field per key operators change (:data:`CONFIG_KEYS`,
+  Druid's names; empty = the snapshot's value), and ``config_overrides`` for any other key.
+- *What-if: cluster edits*: ``whatif_decommission``, ``whatif_remove`` (server names, one per line)
+  and ``whatif_add`` (``[{"tier", "count", "max_size"}]``, bytes), applied to a copy of the
+  snapshot (``segment_balancer.whatif``).
+- *What-if simulation*: ``simulate_runs``, ``simulate_loads_per_run``, ``simulate_load_failure_rate``.
+
+Parsing the DAG file must stay cheap: :func:`snapshot_examples` lists at most two directory levels
+and reads no file.
+"""
+
+from __future__ import annotations
+
+import os
+from typing import Any
+
+from airflow.sdk import Param
+
+SNAPSHOT = "Snapshot"
+CONFIG = "Coordinator dynamic config"
+EDITS = "What-if: cluster edits"
+SIMULATION = "What-if simulation"
+
+#: Typed fields of the Coordinator dynamic config: Druid key -> JSON schema (null = the snapshot's value).
+CONFIG_KEYS: dict[str, dict[str, Any]] = {
+    "maxSegmentsInNodeLoadingQueue": {
+        "type": ["null", "integer"], "minimum": 0, "title": "maxSegmentsInNodeLoadingQueue",
+        "description": "Load-queue size of every historical (segments); empty = the snapshot's value."},
+    "decommissioningNodes": {
+        "type": ["null", "array"], "items": {"type": "string"}, "title": "decommissioningNodes",
+        "description": "Historicals being decommissioned, one server name per line; empty = the snapshot's list."},
+    "loadingMinPercent": {
+        "type": ["null", "number"], "minimum": 0, "maximum": 100, "title": "loadingMinPercent",
+        "description": "Share of each queue kept for loading (%); empty = the snapshot's value (default 70)."},
+    "decommissioningMinPercent": {
+        "type": ["null", "number"], "minimum": 0, "maximum": 100, "title": "decommissioningMinPercent",
+        "description": "Share of each queue kept for moves off decommissioning historicals (%); default 10."},
+    "balancingMinPercent": {
+        "type": ["null", "number"], "minimum": 0, "maximum": 100, "title": "balancingMinPercent",
+        "description": "Share of each queue kept for balancing moves (%); default 20."},
+    "decommissioningMaxPercent": {
+        "type": ["null", "number"], "minimum": 0, "maximum": 100, "title": "decommissioningMaxPercent",
+        "description": "Most of each queue moves off decommissioning historicals may take (%); default 70."},
+    "numBestServersChoosingFunctionDefaultLogBase": {
+        "type": ["null", "number"], "exclusiveMinimum": 1, "title": "numBestServersChoosingFunctionDefaultLogBase",
+        "description": "Log base of the default function giving B, the number of best servers; default 5."},
+    "balancerRandomSeed": {
+        "type": ["null", "integer"], "title": "balancerRandomSeed",
+        "description": "Seed of the balancing draws (the same seed gives the same plan); empty = the snapshot's."},
+}
+
+
+def snapshot_examples(root: str | os.PathLike, limit: int = 50) -> list[str]:
+    """Names (relative to ``root``) of the directories one or two levels under it that hold a
+    ``snapshot.json`` — ``druid_sample``, ``prod/2026-11-23T10-00-00Z`` — newest name last, at most
+    ``limit`` (the last ones by name). No file is read; a missing root gives []."""
+    found: list[str] = []
+    try:
+        with os.scandir(root) as top:
+            for entry in top:
+                if not entry.is_dir() or entry.name.startswith("."):
+                    continue
+                if os.path.isfile(os.path.join(entry.path, "snapshot.json")):
+                    found.append(entry.name)
+                    continue
+                with os.scandir(entry.path) as inner:
+                    found += [f"{entry.name}/{e.name}" for e in inner if e.is_dir() and not e.name.startswith(".")
+                              and os.path.isfile(os.path.join(e.path, "snapshot.json"))]
+    except OSError:
+        return []
+    return sorted(found)[-limit:]
+
+
+def dag_params(snapshots_root: str) -> dict[str, Param]:
+    """The params of ``segment_balancing`` (module docstring), proposing the snapshots of ``snapshots_root``."""
+    examples = snapshot_examples(snapshots_root)
+    params = {
+        "snapshot": Param(None, type=["null", "string"], title="Snapshot", section=SNAPSHOT,
+                          description="A snapshot directory, or its name under snapshots_root; empty = the newest "
+                          "snapshot taken at or before the run's date (backfills replay history).",
+                          **({"examples": examples} if examples else {})),
+        "cluster": Param(None, type=["null", "string"], title="Cluster", section=SNAPSHOT,
+                         description="Only snapshots of this cluster (snapshot.json's cluster); empty = any."),
+        "snapshots_root": Param(snapshots_root, type="string", minLength=1, title="Snapshots root", section=SNAPSHOT,
+                                description="Directory holding the snapshots (one directory each, or "
+                                "<cluster>/<time>/ as the capture DAG writes them)."),
+    }
+    for key, schema in CONFIG_KEYS.items():
+        params[key] = Param(None, section=CONFIG, **schema)
+    params["config_overrides"] = Param(
+        {}, type=["null", "object"], title="Other config keys", section=CONFIG,
+        description="Any other Coordinator dynamic config key, as JSON; the typed fields above win.")
+    params.update({
+        "whatif_decommission": Param(
+            [], type=["null", "array"], items={"type": "string"}, title="Decommission historicals", section=EDITS,
+            description="Server names (host:port) to decommission as well, one per line."),
+        "whatif_remove": Param(
+            [], type=["null", "array"], items={"type": "string"}, title="Remove historicals (as if lost)",
+            section=EDITS, description="Server names (host:port) gone from the cluster, one per line."),
+        "whatif_add": Param(
+            [], type=["null", "array"], title="Add historicals", section=EDITS,
+            items={"type": "object", "required": ["tier", "count", "max_size"], "additionalProperties": False,
+                   "properties": {"tier": {"type": "string", "minLength": 1},
+                                  "count": {"type": "integer", "minimum": 1, "maximum": 1000},
+                                  "max_size": {"type": "integer", "minimum": 1}}},
+            description='Empty historicals to add, e.g. [{"tier": "cold", "count": 4, "max_size": 10000000000000}] '
+            "(max_size in bytes)."),
+        "simulate_runs": Param(
+            0, type="integer", minimum=0, maximum=100, title="Simulated Coordinator runs", section=SIMULATION,
+            description="0 = plan only. N = after publishing, apply the plan as the cluster would, plan again, "
+            "N runs in all (the first is this plan); runs.csv under plans/<run id>/simulation."),
+        "simulate_loads_per_run": Param(
+            None, type=["null", "integer"], minimum=1, title="Loads per historical per run", section=SIMULATION,
+            description="Loads each historical completes per simulated run; empty = all its queue."),
+        "simulate_load_failure_rate": Param(
+            0.0, type=["null", "number"], minimum=0, maximum=1, title="Load failure rate", section=SIMULATION,
+            description="Probability that a simulated load fails (seeded: the same every time); empty = 0."),
+    })
+    return params
+
+
+def config_overrides(params: dict) -> dict:
+    """The run's Coordinator config overrides: ``config_overrides`` (null = {}), then every typed
+    field of :data:`CONFIG_KEYS` that is not null. Raises ``ValueError`` if ``config_overrides``
+    is no JSON object."""
+    base = params.get("config_overrides") or {}
+    if not isinstance(base, dict):
+        raise ValueError(f"config_overrides must be a JSON object, got {type(base).__name__}")
+    return {**base, **{k: params[k] for k in CONFIG_KEYS if params.get(k) is not None}}
+
+
+def what_if(params: dict):
+    """The run's cluster edits (``segment_balancer.whatif.WhatIf``; ``WhatIfError`` when malformed)."""
+    from segment_balancer.whatif import WhatIf
+
+    return WhatIf.parse(params.get("whatif_decommission"), params.get("whatif_remove"), params.get("whatif_add"))

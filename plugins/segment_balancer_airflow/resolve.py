@@ -1,0 +1,62 @@
+"""The first task of a ``segment_balancing`` run: which snapshot, with which config and edits, where.
+
+:func:`resolve_run` is what the DAG's ``resolve_snapshot`` task does; it runs no Spark.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+import shutil
+from datetime import datetime
+from pathlib import Path
+
+from .params import config_overrides, what_if
+from .snapshots import pick_snapshot
+
+
+def run_paths(home: Path, run_id: str) -> dict[str, Path]:
+    """Where a run keeps its work and publishes: ``work`` (``home/runs/<safe run id>/work``),
+    ``publish_dir`` (``home/plans/<safe run id>``) and ``simulation_dir`` (its ``simulation``)."""
+    safe = re.sub(r"[^A-Za-z0-9._-]+", "_", run_id)
+    return {"work": home / "runs" / safe / "work", "publish_dir": home / "plans" / safe,
+            "simulation_dir": home / "plans" / safe / "simulation"}
+
+
+def resolve_run(params: dict, run_id: str, when: datetime, home: Path) -> dict[str, str]:
+    """Pick the snapshot, create a fresh work directory, apply the what-if edits, write the config overrides.
+
+    The snapshot: the ``snapshot`` param (a directory, or a name under ``snapshots_root``), else the
+    newest under ``snapshots_root`` (of the ``cluster`` param, when set) taken at or before ``when``.
+    The what-if edits (``whatif_*`` params) give an edited copy in the work directory, which the run
+    plans on (``segment_balancer.whatif.apply_to_run``); the config overrides are ``config_overrides``
+    with the typed config params over it (and the decommissioned historicals added).
+
+    Returns the XCom the stage operators read: ``snapshot`` (what the run plans on), ``work``,
+    ``config_file``, ``plan_dir``, ``publish_dir``, ``simulation_dir`` (str paths).
+    Raises ``FileNotFoundError`` (no snapshot there), ``NoSnapshotError`` (none old enough),
+    ``WhatIfError`` (edits naming no historical of the snapshot, malformed), ``ValueError``
+    (config_overrides no object), all before any stage runs.
+    """
+    root = Path(params["snapshots_root"]).expanduser()
+    if params.get("snapshot"):
+        snapshot = Path(params["snapshot"]).expanduser()
+        if not snapshot.is_absolute() and not snapshot.exists():
+            snapshot = root / snapshot
+    else:
+        snapshot = pick_snapshot(root, when, params.get("cluster") or None)
+    if not (snapshot / "snapshot.json").is_file():
+        raise FileNotFoundError(f"{snapshot} is not a snapshot directory (no snapshot.json)")
+    overrides, edits = config_overrides(params), what_if(params)
+
+    paths = run_paths(home.resolve(), run_id)
+    work = paths["work"]
+    shutil.rmtree(work, ignore_errors=True)  # re-running a run starts clean
+    work.mkdir(parents=True)
+    from segment_balancer.whatif import apply_to_run
+
+    planned, overrides = apply_to_run(snapshot.resolve(), work, edits, overrides)
+    config_file = work / "config_overrides.json"
+    config_file.write_text(json.dumps(overrides, indent=2))
+    return {"snapshot": str(planned), "work": str(work), "config_file": str(config_file),
+            "plan_dir": str(work / "plan"), **{k: str(v) for k, v in paths.items() if k != "work"}}
