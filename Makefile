@@ -5,6 +5,9 @@
 #   make test    run the test suite (pytest -q on up to 4 pytest-xdist workers)
 #   make demo    run the Airflow DAG once on every bundled snapshot, publish plans under var/plans/
 #   make cluster-demo  the same on a Spark standalone cluster (master + worker on 127.0.0.1)
+#   make airflow the Airflow 3 deployment (scheduler, DAG processor, API server, triggerer) on
+#                http://127.0.0.1:$(AIRFLOW_PORT); user admin, password in var/airflow_home/
+#                simple_auth_manager_passwords.json.generated; snapshots under var/snapshots
 #   make clean   remove var/ (runs, plans, Airflow home); the venv is kept
 #
 # Variables you may override: PYTHON (interpreter that creates the venv), VENV, VAR, SNAPSHOTS.
@@ -36,7 +39,7 @@ export PYSPARK_DRIVER_PYTHON      := $(PY)
 export SEGMENT_BALANCER_HOME      := $(VAR_ABS)
 export AIRFLOW_CONN_SPARK_DEFAULT := {"conn_type": "spark", "host": "local[*]"}
 
-.PHONY: venv test demo cluster-demo airflow-home clean
+.PHONY: venv test demo cluster-demo airflow-home airflow clean
 
 venv: $(STAMP) $(JSA)
 
@@ -65,13 +68,18 @@ test: venv
 
 # --- demo: a throw-away Airflow home under var/ --------------------------------------------------
 AIRFLOW_HOME_DIR := $(VAR_ABS)/airflow_home
-demo airflow-home: export AIRFLOW_HOME := $(AIRFLOW_HOME_DIR)
-demo airflow-home: export REPO := $(ROOT)
-demo airflow-home: export VAR := $(VAR_ABS)
+AIRFLOW_PORT     ?= 8080
+demo airflow-home airflow: export AIRFLOW_HOME := $(AIRFLOW_HOME_DIR)
+demo airflow-home airflow: export REPO := $(ROOT)
+demo airflow-home airflow: export VAR := $(VAR_ABS)
+demo airflow-home airflow: export AIRFLOW_PORT := $(AIRFLOW_PORT)
 
+# The rendered config; the JWT secret is generated once and kept (every component must share it).
 airflow-home: venv
 	@mkdir -p $(AIRFLOW_HOME_DIR) $(VAR_ABS)/xcom
-	envsubst '$${REPO} $${VAR}' < $(ROOT)/airflow.cfg.template > $(AIRFLOW_HOME_DIR)/airflow.cfg
+	@test -s $(AIRFLOW_HOME_DIR)/jwt_secret || { umask 077; $(PY) -c 'import secrets; print(secrets.token_urlsafe(32))' > $(AIRFLOW_HOME_DIR)/jwt_secret; }
+	JWT_SECRET=$$(cat $(AIRFLOW_HOME_DIR)/jwt_secret) envsubst '$${REPO} $${VAR} $${AIRFLOW_PORT} $${JWT_SECRET}' \
+	  < $(ROOT)/airflow.cfg.template > $(AIRFLOW_HOME_DIR)/airflow.cfg
 	airflow db migrate > $(AIRFLOW_HOME_DIR)/db-migrate.log 2>&1 || { cat $(AIRFLOW_HOME_DIR)/db-migrate.log; exit 1; }
 
 # Each run publishes to var/plans/<run id>/ and names it in var/plans/LATEST.
@@ -100,6 +108,20 @@ cluster-demo: airflow-home
 	trap '$(PY) -m segment_balancer.standalone stop --dir $(STANDALONE_DIR) --port $(STANDALONE_PORT)' EXIT; \
 	export AIRFLOW_CONN_SPARK_DEFAULT='{"conn_type": "spark", "host": "spark://127.0.0.1", "port": $(STANDALONE_PORT)}'; \
 	$(MAKE) --no-print-directory demo AIRFLOW_CONN_SPARK_DEFAULT="$$AIRFLOW_CONN_SPARK_DEFAULT"
+
+# A real deployment: `airflow standalone` (scheduler, DAG processor, API server, triggerer) on the
+# rendered config, in the foreground (Ctrl-C stops it). Snapshots live under var/snapshots, seeded
+# with links to the bundled ones; druid_snapshot_capture writes its captures there too. The Druid
+# connections come from AIRFLOW_CONN_DRUID_BROKER_DEFAULT / AIRFLOW_CONN_DRUID_COORDINATOR_DEFAULT
+# when set, else from the UI (Admin > Connections).
+airflow: export SEGMENT_BALANCER_SNAPSHOTS := $(VAR_ABS)/snapshots
+airflow: airflow-home
+	@mkdir -p $(VAR_ABS)/snapshots
+	@for snap in $(SNAPSHOTS)/*/; do \
+	  name=$$(basename $$snap); [[ -e $(VAR_ABS)/snapshots/$$name ]] || ln -s $${snap%/} $(VAR_ABS)/snapshots/$$name; \
+	done
+	@echo "Airflow on http://127.0.0.1:$(AIRFLOW_PORT): user admin, password in $(AIRFLOW_HOME_DIR)/simple_auth_manager_passwords.json.generated"
+	airflow standalone
 
 clean:
 	rm -rf $(VAR_ABS)

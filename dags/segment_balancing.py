@@ -3,6 +3,8 @@
 
 Plans the segment loads, moves and drops of a Druid cluster with the thirteen-stage Coordinator
 algorithm of Druid issue #7458, one Spark application per stage, from a snapshot of the cluster.
+Runs daily, and each time `druid_snapshot_capture` lands a new snapshot (the Asset
+`segment_balancer_snapshots`).
 
 ```
 resolve_snapshot ─▶ used_segments ─▶ prepare ─▶ stage01 … stage13 ─▶ assemble ─▶ validate_plan ─▶ publish_plan ─▶ simulate
@@ -33,15 +35,15 @@ import os
 from datetime import datetime, timedelta, timezone
 from pathlib import Path
 
-import segment_balancer
 from airflow.sdk import chain, dag, task
+from airflow.timetables.assets import AssetOrTimeSchedule
+from airflow.timetables.trigger import CronTriggerTimetable
 from segment_balancer.stages import APP_NAMES
+from segment_balancer_airflow.assets import SNAPSHOTS
 from segment_balancer_airflow.operators import SimulateSubmitOperator, StageSubmitOperator
-from segment_balancer_airflow.params import dag_params
+from segment_balancer_airflow.params import dag_params, default_snapshots_root
 
 REPO = Path(__file__).resolve().parents[1]
-BUNDLED_SNAPSHOTS = Path(segment_balancer.__file__).resolve().parent / "snapshots"
-DEFAULT_SNAPSHOTS_ROOT = os.environ.get("SEGMENT_BALANCER_SNAPSHOTS", str(BUNDLED_SNAPSHOTS))
 
 # Stage operators read the run's paths from resolve_snapshot's XCom.
 RUN = "{{{{ ti.xcom_pull(task_ids='resolve_snapshot')['{}'] }}}}"
@@ -49,14 +51,15 @@ RUN = "{{{{ ti.xcom_pull(task_ids='resolve_snapshot')['{}'] }}}}"
 
 @dag(
     dag_id="segment_balancing",
-    schedule="@daily",
+    # Daily, and whenever druid_snapshot_capture lands a new snapshot.
+    schedule=AssetOrTimeSchedule(timetable=CronTriggerTimetable("@daily", timezone="UTC"), assets=[SNAPSHOTS]),
     start_date=datetime(2024, 1, 1, tzinfo=timezone.utc),
     catchup=False,
     max_active_runs=1,
     doc_md=__doc__,
     tags=["druid", "segment-balancing", "spark"],
     default_args={"owner": "segment_balancer", "retries": 1, "retry_delay": timedelta(seconds=30)},
-    params=dag_params(DEFAULT_SNAPSHOTS_ROOT),
+    params=dag_params(default_snapshots_root()),
 )
 def segment_balancing():
     @task

@@ -4,6 +4,7 @@
 ``python -m segment_balancer explain --snapshot DIR --segment ID [--tier T] [--config FILE.json]``
 ``python -m segment_balancer summary PLAN_DIR``
 ``python -m segment_balancer simulate --snapshot DIR --runs N --out DIR [--config FILE.json] [--loads-per-run N] [--load-failure-rate P] [--seed N]``
+``python -m segment_balancer capture --coordinator URL --broker URL --out DIR [--cluster NAME] [--user USER]``
 ``python -m segment_balancer generate OUT_DIR [--seed N] [--segments N] [--servers N]``
 ``python -m segment_balancer import-sql SQL_FILE OUT_DIR``
 
@@ -145,6 +146,13 @@ def _parser() -> argparse.ArgumentParser:
     ex.add_argument("--config", type=Path)
     sim = sub.add_parser("simulate", help="plan, apply the plan as a cluster would, repeat: where does the cluster end?")
     add_simulate_arguments(sim)
+    cap = sub.add_parser("capture", help="capture a snapshot from a live Druid cluster (whole or not at all)")
+    cap.add_argument("--coordinator", required=True, help="Coordinator URL, e.g. http://coordinator:8081")
+    cap.add_argument("--broker", required=True, help="Broker (or Router) URL, e.g. http://broker:8082")
+    cap.add_argument("--out", required=True, type=Path, help="the snapshot directory to write (must not exist)")
+    cap.add_argument("--cluster", default="druid", help="cluster name written in snapshot.json (default druid)")
+    cap.add_argument("--user", help="basic-auth user of both endpoints; the password is read from $DRUID_PASSWORD")
+    cap.add_argument("--timeout", type=float, default=300.0, help="seconds to wait for a connection or a read")
     sm = sub.add_parser("summary", help="print the summary of a plan directory")
     sm.add_argument("plan", type=Path)
     gen = sub.add_parser("generate", help="write the seeded realistic sample snapshot")
@@ -160,6 +168,7 @@ def _parser() -> argparse.ArgumentParser:
 
 def main(argv=None) -> int:
     """Entry point of ``python -m segment_balancer``."""
+    from .capture import CaptureError
     from .snapshot.errors import SnapshotError
     from .validation import PlanValidationError
 
@@ -173,6 +182,15 @@ def main(argv=None) -> int:
 
             print(json.dumps(generate_snapshot(args.out, seed=args.seed, n_segments=args.segments,
                                                              n_servers=args.servers), indent=2))
+        elif args.command == "capture":
+            import os
+
+            from .capture import DruidEndpoint, capture_to
+
+            auth = (args.user, os.environ.get("DRUID_PASSWORD", "")) if args.user else None
+            out = capture_to(DruidEndpoint(args.coordinator, auth), DruidEndpoint(args.broker, auth), args.out,
+                             args.cluster, timeout_s=args.timeout)
+            print(f"snapshot captured into {out}")
         elif args.command == "import-sql":
             from .importer import import_druid_segments_sql
 
@@ -196,7 +214,7 @@ def main(argv=None) -> int:
                 print_runs(table)
             else:
                 print(json.dumps(explain(spark, args.snapshot, args.segment, args.tier, overrides), indent=2))
-    except (SnapshotError, PlanValidationError, ValueError) as exc:
+    except (SnapshotError, PlanValidationError, ValueError, CaptureError) as exc:
         print(f"error: {exc}", file=sys.stderr)
         return 2
     return 0

@@ -21,6 +21,7 @@ and reads no file.
 from __future__ import annotations
 
 import os
+from pathlib import Path
 from typing import Any
 
 from airflow.sdk import Param
@@ -57,6 +58,15 @@ CONFIG_KEYS: dict[str, dict[str, Any]] = {
         "type": ["null", "integer"], "title": "balancerRandomSeed",
         "description": "Seed of the balancing draws (the same seed gives the same plan); empty = the snapshot's."},
 }
+
+
+def default_snapshots_root() -> str:
+    """The snapshots root both DAGs default to: ``$SEGMENT_BALANCER_SNAPSHOTS``, else the package's
+    bundled snapshots (``make airflow`` sets it to ``var/snapshots``, seeded with the bundled ones)."""
+    import segment_balancer
+
+    bundled = Path(segment_balancer.__file__).resolve().parent / "snapshots"
+    return os.environ.get("SEGMENT_BALANCER_SNAPSHOTS") or str(bundled)
 
 
 def snapshot_examples(root: str | os.PathLike, limit: int = 50) -> list[str]:

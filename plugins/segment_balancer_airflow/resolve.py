@@ -11,8 +11,8 @@ import shutil
 from datetime import datetime
 from pathlib import Path
 
-from .params import config_overrides, what_if
-from .snapshots import pick_snapshot
+from segment_balancer_airflow.params import config_overrides, what_if
+from segment_balancer_airflow.snapshots import pick_snapshot
 
 
 def run_paths(home: Path, run_id: str) -> dict[str, Path]:

@@ -161,3 +161,17 @@ def test_parsing_imports_nothing_heavy():
         env={**__import__("os").environ, "PYTHONPATH": str(REPO / "plugins")},
     )
     assert done.returncode == 0, done.stdout + done.stderr
+
+
+def test_segment_balancing_runs_daily_and_on_each_new_capture(dagbag):
+    from airflow.timetables.assets import AssetOrTimeSchedule
+
+    from segment_balancer_airflow.assets import SNAPSHOTS
+
+    planning, capture = dagbag.dags["segment_balancing"], dagbag.dags["druid_snapshot_capture"]
+    assert isinstance(planning.timetable, AssetOrTimeSchedule)
+    assert "0 0 * * *" in planning.timetable.summary or "@daily" in planning.timetable.summary
+    assert capture.get_task("capture").outlets == [SNAPSHOTS]
+    assert planning.params.get_param("snapshots_root").value == capture.params.get_param("snapshots_root").value
+    assert capture.catchup is False and capture.get_task("capture").downstream_task_ids == {"prune"}
+    assert capture.params["keep"] >= 1 and capture.params["cluster"]
