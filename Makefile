@@ -9,6 +9,8 @@
 #                http://127.0.0.1:$(AIRFLOW_PORT); user admin, password in var/airflow_home/
 #                simple_auth_manager_passwords.json.generated; snapshots under var/snapshots
 #   make clean   remove var/ (runs, plans, Airflow home); the venv is kept
+#   make chromium  install Debian's chromium (apt) for the browser tests, unless already installed
+#   make e2e     the browser test (Playwright + chromium) of a throw-away `make airflow` deployment
 #
 # Variables you may override: PYTHON (interpreter that creates the venv), VENV, VAR, SNAPSHOTS.
 
@@ -39,7 +41,7 @@ export PYSPARK_DRIVER_PYTHON      := $(PY)
 export SEGMENT_BALANCER_HOME      := $(VAR_ABS)
 export AIRFLOW_CONN_SPARK_DEFAULT := {"conn_type": "spark", "host": "local[*]"}
 
-.PHONY: venv test demo cluster-demo airflow-home airflow clean
+.PHONY: venv test demo cluster-demo airflow-home airflow clean chromium e2e
 
 venv: $(STAMP) $(JSA)
 
@@ -125,3 +127,12 @@ airflow: airflow-home
 
 clean:
 	rm -rf $(VAR_ABS)
+
+# Debian's chromium for Playwright (its own browser download is not available on the CI machines).
+chromium:
+	command -v chromium >/dev/null || { apt-get update && apt-get install -y chromium; }
+
+# The browser test (tests/e2e/): starts `make airflow` in a temporary directory on a free port,
+# drives the UI in chromium; screenshots and the deployment's log under var/e2e-artifacts/.
+e2e: venv chromium
+	cd $(ROOT) && SEGMENT_BALANCER_E2E=1 SEGMENT_BALANCER_E2E_ARTIFACTS=$(VAR_ABS)/e2e-artifacts $(PY) -m pytest -q -p no:cacheprovider tests/e2e

@@ -1,0 +1,240 @@
+"""The UI in a real browser: chromium (Playwright) against the deployment ``make airflow`` starts.
+
+The tests run in this order and share the logged-in page (``conftest.py``):
+
+1. log in as admin through the login page;
+2. the DAG page: the trigger form renders the typed fields, its Trigger button is enabled with the
+   defaults; a run triggered from it (unpausing the DAG) succeeds and publishes a plan of the newest
+   snapshot (``late``);
+3. "Run Backfill" over 2024-01-02 .. 2024-01-03 from the same dialog: two runs, which plan on
+   ``early`` and ``late`` (each on the newest snapshot at or before its logical date);
+4. no task instance failed, and the Airflow UI logged no error to the browser console.
+
+Screenshots go to the artifacts directory (``conftest.ARTIFACTS``).
+"""
+
+from __future__ import annotations
+
+import json
+import re
+from datetime import datetime, timezone
+from pathlib import Path
+from urllib.parse import unquote
+
+import pytest
+
+DAG_ID = "segment_balancing"
+
+#: How long the runs may take (each is ~20 tasks, a dozen of them spark-submits, one task at a time).
+RUN_TIMEOUT = 20 * 60
+#: how long the UI may take to answer a submitted form (it refetches before it says so)
+UI_TIMEOUT = 60_000
+BACKFILL_FROM, BACKFILL_TO = datetime(2024, 1, 2, tzinfo=timezone.utc), datetime(2024, 1, 3, tzinfo=timezone.utc)
+#: snapshot each backfill date plans on (e2e_snapshots.SNAPSHOTS: early 2024-01-01, late 2024-01-02T12:00)
+EXPECTED_BACKFILL = {BACKFILL_FROM: "early", BACKFILL_TO: "late"}
+
+#: the trigger form's sections and some of the labels each must show
+SECTIONS = {
+    "Snapshot": ("Snapshot", "Cluster", "Snapshots root"),
+    "Coordinator dynamic config": ("maxSegmentsInNodeLoadingQueue", "decommissioningNodes", "loadingMinPercent",
+                                   "balancerRandomSeed", "Other config keys"),
+    "What-if: cluster edits": ("Decommission historicals", "Remove historicals (as if lost)", "Add historicals"),
+    "What-if simulation": ("Simulated Coordinator runs", "Loads per historical per run", "Load failure rate"),
+}
+
+FORM_SHOTS = {"Coordinator dynamic config": "03a-trigger-form-config", "What-if: cluster edits": "03b-trigger-form-whatif"}
+
+#: what the tests hand on to the next ones
+STATE: dict = {}
+
+
+def shot(page, artifacts: Path, name: str, tall: bool = False) -> Path:
+    """A screenshot ``<artifacts>/<name>.png``; ``tall`` = with a viewport tall enough for a whole dialog."""
+    path = artifacts / f"{name}.png"
+    if tall:
+        size = page.viewport_size
+        height = page.get_by_role("dialog").evaluate("e => e.scrollHeight")
+        page.set_viewport_size({"width": size["width"], "height": max(size["height"], height + 200)})
+        page.wait_for_timeout(500)
+        page.screenshot(path=str(path))
+        page.set_viewport_size(size)
+    else:
+        page.screenshot(path=str(path))
+    return path
+
+
+def summary_of(dep, run_id: str) -> dict:
+    """The published ``summary.json`` of a run (``segment_balancer_airflow.resolve.run_paths``)."""
+    from segment_balancer_airflow.resolve import run_paths
+
+    path = run_paths(dep.var, run_id)["publish_dir"] / "summary.json"
+    assert path.is_file(), f"no plan published for {run_id} at {path}"
+    return json.loads(path.read_text())
+
+
+def planned_on(summary: dict) -> str:
+    """The name of the snapshot a summary's plan was made on (``early`` or ``late``)."""
+    name = Path(summary["snapshot"]).name
+    assert summary["cluster"] == f"e2e-{name}", summary
+    return name
+
+
+def open_dag_page(page) -> None:
+    page.goto(f"/dags/{DAG_ID}")
+    page.get_by_test_id("trigger-dag-button").wait_for()
+
+
+def open_trigger_dialog(page):
+    page.get_by_test_id("trigger-dag-button").click()
+    dialog = page.get_by_role("dialog")
+    dialog.wait_for()
+    return dialog
+
+
+def expand(dialog, section: str) -> None:
+    button = dialog.locator(f"button[data-part=item-trigger][id$=':trigger:{section}']")
+    if button.get_attribute("aria-expanded") != "true":
+        button.click()
+    assert button.get_attribute("aria-expanded") == "true", section
+
+
+def test_login(page, deployment, artifacts, console):
+    page.goto("/")
+    page.wait_for_url(re.compile(r"/auth/login"))
+    page.get_by_label("Username").fill("admin")
+    page.get_by_label("Password").fill(deployment.password)
+    sign_in = page.get_by_role("button", name="Sign in")
+    assert sign_in.is_enabled()
+    shot(page, artifacts, "01-login")
+    sign_in.click()
+    page.wait_for_url(deployment.base + "/")
+    console.logged_in = True
+    page.get_by_role("link", name="Dags").first.wait_for()
+    page.wait_for_load_state("networkidle")
+    shot(page, artifacts, "02-home")
+    assert "/auth/login" not in page.url
+
+
+def test_trigger_form_and_run(page, deployment, artifacts):
+    from playwright.sync_api import expect
+
+    open_dag_page(page)
+    expect(page.get_by_role("heading", name=DAG_ID).first).to_be_visible()
+    assert deployment.get(f"/api/v2/dags/{DAG_ID}")["is_paused"], "the DAG should start paused"
+    before = {r["dag_run_id"] for r in deployment.runs()}
+
+    dialog = open_trigger_dialog(page)
+    expect(dialog.get_by_text(f"Trigger Dag - {DAG_ID}")).to_be_visible()
+    unpause = dialog.get_by_role("checkbox", name=f"Unpause {DAG_ID} on trigger")
+    expect(unpause).to_be_checked()  # the UI unpauses the DAG with the run
+    submit = dialog.get_by_test_id("trigger-dag-submit")
+    # The param sections are an accordion (one open at a time): each in turn, its typed fields.
+    for section, labels in SECTIONS.items():
+        expand(dialog, section)
+        for label in labels:
+            expect(dialog.locator("label", has_text=re.compile(rf"^{re.escape(label)}\s*\*?$"))).to_be_visible()
+        if section == "Snapshot":
+            expect(dialog.locator("input#element_snapshots_root")).to_have_value(str(deployment.var / "snapshots"))
+            expect(dialog.locator("input#element_snapshot")).to_have_value("")
+        if section == "Coordinator dynamic config":  # numbers are spin buttons, lists one-per-line text areas
+            expect(dialog.get_by_role("spinbutton", name="maxSegmentsInNodeLoadingQueue")).to_have_value("")
+            expect(dialog.locator("textarea#element_decommissioningNodes")).to_be_visible()
+        if section == "What-if: cluster edits":
+            expect(dialog.locator("textarea#element_whatif_decommission")).to_have_value("")
+        if section == "What-if simulation":
+            expect(dialog.get_by_role("spinbutton", name="Simulated Coordinator runs")).to_have_value("0")
+        expect(submit).to_be_enabled()  # with the defaults
+        if section in FORM_SHOTS:
+            shot(page, artifacts, FORM_SHOTS[section], tall=True)
+
+    submit.click()
+    # On success the UI refetches, says so and shows the new run (slow on a busy machine).
+    page.wait_for_url(re.compile(rf"/dags/{DAG_ID}/runs/manual__"), timeout=UI_TIMEOUT)
+    expect(page.get_by_text("Dag Run Triggered").first).to_be_visible(timeout=UI_TIMEOUT)
+    run_id = unquote(page.url.split("/runs/", 1)[1].split("?")[0].split("/")[0])
+    manual = [r for r in deployment.runs() if r["dag_run_id"] not in before and r["run_type"] == "manual"]
+    assert [r["dag_run_id"] for r in manual] == [run_id], manual
+    run = manual[0]
+    assert run["triggered_by"] == "ui", run
+    # the form's defaults: nothing but the snapshots root is set
+    assert {k: v for k, v in (run["conf"] or {}).items() if v not in (None, [], {}, 0)} in (
+        {}, {"snapshots_root": str(deployment.var / "snapshots")}), run["conf"]
+    assert not deployment.get(f"/api/v2/dags/{DAG_ID}")["is_paused"], "triggering should have unpaused the DAG"
+    STATE["manual_run"] = run_id
+    page.wait_for_load_state("networkidle")
+    shot(page, artifacts, "04-triggered-run")
+
+    deployment.wait_for_runs([run["dag_run_id"]], RUN_TIMEOUT)
+    summary = summary_of(deployment, run["dag_run_id"])
+    assert planned_on(summary) == "late", summary["snapshot"]  # the newest snapshot
+    assert summary["whatif"] in (None, {}, []) or not any(summary["whatif"].values()), summary["whatif"]
+
+
+def pick_datetime(page, field_index: int, when: datetime) -> None:
+    """Fill one of the dialog's date-time pickers (a popover with a date and a time text field)."""
+    page.get_by_test_id("datetime-input").nth(field_index).click()
+    popover = page.locator("[data-scope=popover][data-part=content][data-state=open]")
+    popover.get_by_placeholder("YYYY/MM/DD").fill(when.strftime("%Y/%m/%d"))
+    popover.get_by_placeholder("HH:mm").fill(when.strftime("%H:%M"))
+    page.keyboard.press("Escape")
+    popover.wait_for(state="hidden")
+
+
+def test_backfill(page, deployment, artifacts):
+    from playwright.sync_api import expect
+
+    assert "manual_run" in STATE, "the triggered run must have succeeded first"
+    open_dag_page(page)
+    dialog = open_trigger_dialog(page)
+    dialog.locator("label[data-part=item]", has_text="Backfill").click()
+    expect(dialog.get_by_text(f"Run Backfill - {DAG_ID}")).to_be_visible()
+    for i, when in enumerate((BACKFILL_FROM, BACKFILL_TO)):
+        pick_datetime(page, i, when)
+        expect(dialog.get_by_test_id("datetime-input").nth(i)).to_have_text(when.strftime("%b %d, %Y %H:%M"))
+    expect(dialog.get_by_text("2 runs will be triggered.")).to_be_visible()  # the dry run
+    expand(dialog, "Coordinator dynamic config")
+    run_backfill = dialog.get_by_role("button", name="Run Backfill")
+    expect(run_backfill).to_be_enabled()
+    shot(page, artifacts, "05-backfill-form", tall=True)
+
+    run_backfill.click()
+    expect(page.get_by_text("Backfill generated").first).to_be_visible(timeout=UI_TIMEOUT)
+    expect(page.get_by_role("dialog")).to_have_count(0, timeout=UI_TIMEOUT)
+    backfills = deployment.get(f"/api/v2/backfills?dag_id={DAG_ID}")["backfills"]
+    assert len(backfills) == 1, backfills
+    runs = [r for r in deployment.runs() if r["run_type"] == "backfill"]
+    dates = {datetime.fromisoformat(r["logical_date"].replace("Z", "+00:00")): r["dag_run_id"] for r in runs}
+    assert set(dates) == set(EXPECTED_BACKFILL), sorted(dates)
+    page.wait_for_timeout(2000)
+    shot(page, artifacts, "06-backfill-created")
+
+    deployment.wait_for_runs(list(dates.values()), RUN_TIMEOUT)
+    planned = {when: planned_on(summary_of(deployment, run_id)) for when, run_id in dates.items()}
+    assert planned == EXPECTED_BACKFILL, planned
+    assert len(set(planned.values())) == 2
+    STATE["backfill_runs"] = dates
+
+
+def test_no_failures_and_no_console_errors(page, deployment, artifacts, console):
+    from playwright.sync_api import expect
+
+    runs = deployment.runs()
+    assert runs, "no runs"
+    bad = []
+    for run in runs:
+        if run["state"] in ("queued", "running"):
+            # the scheduled run the unpause creates, if it has not finished yet
+            deployment.wait_for_runs([run["dag_run_id"]], RUN_TIMEOUT)
+        for ti in deployment.task_instances(run["dag_run_id"]):
+            if ti["state"] not in ("success", "skipped") or (ti.get("try_number") or 1) > 1:
+                bad.append((run["dag_run_id"], ti["task_id"], ti["state"], ti.get("try_number")))
+    assert not bad, f"task instances failed or retried: {bad}"
+    assert all(r["state"] == "success" for r in deployment.runs())
+
+    page.goto(f"/dags/{DAG_ID}/runs")
+    for run in runs:
+        expect(page.get_by_text(run["dag_run_id"], exact=True)).to_be_visible()
+    page.wait_for_load_state("networkidle")
+    shot(page, artifacts, "07-runs")
+    if console.messages:
+        pytest.fail("error-level console messages from the Airflow UI:\n" + "\n".join(console.messages))
