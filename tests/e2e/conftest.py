@@ -84,8 +84,8 @@ class Deployment:
     def get(self, path: str):
         return self.request("GET", path)
 
-    def runs(self) -> list[dict]:
-        return self.get(f"/api/v2/dags/{DAG_ID}/dagRuns?limit=100&order_by=run_after")["dag_runs"]
+    def runs(self, dag_id: str = DAG_ID) -> list[dict]:
+        return self.get(f"/api/v2/dags/{dag_id}/dagRuns?limit=100&order_by=run_after")["dag_runs"]
 
     def task_instances(self, run_id: str) -> list[dict]:
         from urllib.parse import quote
@@ -93,11 +93,11 @@ class Deployment:
         return self.get(f"/api/v2/dags/{DAG_ID}/dagRuns/{quote(run_id, safe='')}/taskInstances?limit=100")[
             "task_instances"]
 
-    def wait_for_runs(self, run_ids: list[str], timeout: float) -> list[dict]:
+    def wait_for_runs(self, run_ids: list[str], timeout: float, dag_id: str = DAG_ID) -> list[dict]:
         """Poll until every run in ``run_ids`` is finished; fails on a failed one or on timeout."""
         deadline = time.monotonic() + timeout
         while True:
-            runs = {r["dag_run_id"]: r for r in self.runs()}
+            runs = {r["dag_run_id"]: r for r in self.runs(dag_id)}
             states = {rid: runs.get(rid, {}).get("state") for rid in run_ids}
             failed = [rid for rid, s in states.items() if s == "failed"]
             assert not failed, f"runs failed: {failed}; see {self.log} and {self.var}/airflow_home/logs"
@@ -159,8 +159,19 @@ def artifacts() -> Path:
 
 
 @pytest.fixture(scope="session")
-def deployment(tmp_path_factory, artifacts):
-    """``make airflow`` on a free port under a temporary directory; killed (process group) at the end."""
+def druid():
+    """The loopback fake Druid of tests/fake_druid.py (its default small cluster), for the capture DAG."""
+    sys.path.insert(0, str(REPO / "tests"))
+    import fake_druid
+
+    with fake_druid.fake_druid() as fake:
+        yield fake
+
+
+@pytest.fixture(scope="session")
+def deployment(tmp_path_factory, artifacts, druid):
+    """``make airflow`` on a free port under a temporary directory, its Druid connections pointed at
+    the fake Druid; killed (process group) at the end."""
     tmp = tmp_path_factory.mktemp("e2e")
     write_snapshots(tmp / "snapshots_src")
     port = free_port()
@@ -168,8 +179,11 @@ def deployment(tmp_path_factory, artifacts):
     cmd = ["make", "--no-print-directory", "-C", str(REPO), "airflow",
            f"VAR={tmp / 'var'}", f"AIRFLOW_PORT={port}", f"SNAPSHOTS={tmp / 'snapshots_src'}"]
     with open(log, "wb") as out:
+        host, druid_port = druid.url.split("//")[1].split(":")
+        env = {**_clean_env(), **{f"AIRFLOW_CONN_{c}": json.dumps({"conn_type": t, "host": host, "port": int(druid_port)})
+                                  for c, t in (("DRUID_BROKER_DEFAULT", "druid"), ("DRUID_COORDINATOR_DEFAULT", "http"))}}
         proc = subprocess.Popen(cmd, stdout=out, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL,
-                                env=_clean_env(), start_new_session=True)
+                                env=env, start_new_session=True)
     (artifacts / "deployment.pid").write_text(f"{proc.pid}\n")
     dep = Deployment(base=f"http://127.0.0.1:{port}", var=tmp / "var", password="", log=log)
     try:

@@ -8,7 +8,9 @@ The tests run in this order and share the logged-in page (``conftest.py``):
    snapshot (``late``);
 3. "Run Backfill" over 2024-01-02 .. 2024-01-03 from the same dialog: two runs, which plan on
    ``early`` and ``late`` (each on the newest snapshot at or before its logical date);
-4. no task instance failed, and the Airflow UI logged no error to the browser console.
+4. the capture DAG, unpaused, captures the (fake, loopback) Druid cluster into the snapshots root
+   and emits its Asset; ``segment_balancing`` then runs by itself on that capture;
+5. no task instance failed, and the Airflow UI logged no error to the browser console.
 
 Screenshots go to the artifacts directory (``conftest.ARTIFACTS``).
 """
@@ -213,6 +215,34 @@ def test_backfill(page, deployment, artifacts):
     assert planned == EXPECTED_BACKFILL, planned
     assert len(set(planned.values())) == 2
     STATE["backfill_runs"] = dates
+
+
+def test_a_capture_lands_and_is_planned_on_by_itself(page, deployment, artifacts, druid):
+    """Unpausing druid_snapshot_capture starts a run (the latest hour) that captures the fake Druid
+    into ``<snapshots root>/druid/<UTC time>/``; the Asset it emits makes the scheduler start an
+    asset-triggered segment_balancing run, which plans on that capture (the newest snapshot)."""
+    capture_dag = "druid_snapshot_capture"
+    deployment.request("PATCH", f"/api/v2/dags/{capture_dag}", {"is_paused": False})
+    deadline = datetime.now(timezone.utc).timestamp() + RUN_TIMEOUT
+    while not deployment.runs(capture_dag):
+        assert datetime.now(timezone.utc).timestamp() < deadline, "no capture run"
+        page.wait_for_timeout(3000)
+    [capture_run] = deployment.runs(capture_dag)[:1]
+    deployment.wait_for_runs([capture_run["dag_run_id"]], RUN_TIMEOUT, dag_id=capture_dag)
+    captures = sorted((deployment.var / "snapshots" / "druid").iterdir())
+    assert len(captures) == 1 and (captures[0] / "segments.jsonl.gz").is_file(), captures
+    assert any(path == "/druid/v2/sql" for _, path, _ in druid.requests)
+
+    while not [r for r in deployment.runs() if r["run_type"] == "asset_triggered"]:
+        assert datetime.now(timezone.utc).timestamp() < deadline, "segment_balancing did not run on the capture"
+        page.wait_for_timeout(3000)
+    [asset_run] = [r for r in deployment.runs() if r["run_type"] == "asset_triggered"]
+    deployment.wait_for_runs([asset_run["dag_run_id"]], RUN_TIMEOUT)
+    summary = summary_of(deployment, asset_run["dag_run_id"])
+    assert Path(summary["snapshot"]) == captures[0].resolve() and summary["cluster"] == "druid", summary["snapshot"]
+    page.goto(f"/dags/{DAG_ID}/runs")
+    page.wait_for_load_state("networkidle")
+    shot(page, artifacts, "08-asset-triggered-run")
 
 
 def test_no_failures_and_no_console_errors(page, deployment, artifacts, console):
