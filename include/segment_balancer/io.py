@@ -9,6 +9,15 @@ import uuid
 from pathlib import Path
 
 
+def link_or_copy(src: Path, dst: Path) -> None:
+    """Hard-link ``src`` to ``dst`` (an unchanged file of a snapshot copied for a what-if or a
+    simulated run), copying it when the file system cannot link."""
+    try:
+        os.link(src, dst)
+    except OSError:
+        shutil.copy2(src, dst)
+
+
 def _aside(path: Path) -> Path:
     return path.with_name(f".{path.name}.tmp-{uuid.uuid4().hex[:8]}")
 

@@ -31,7 +31,6 @@ from __future__ import annotations
 
 import json
 import logging
-import os
 import shutil
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -40,7 +39,7 @@ import numpy as np
 import pandas as pd
 
 from .instants import format_instant_ms, parse_instant_ms
-from .io import write_json_atomic
+from .io import link_or_copy, write_json_atomic
 
 log = logging.getLogger(__name__)
 
@@ -86,13 +85,6 @@ def _read_replicas(snapshot: Path) -> pd.DataFrame:
     if frame.empty:
         return pd.DataFrame({"server": pd.Series(dtype=str), "segment_id": pd.Series(dtype=str)})
     return frame[["server", "segment_id"]]
-
-
-def _link_or_copy(src: Path, dst: Path) -> None:
-    try:
-        os.link(src, dst)
-    except OSError:
-        shutil.copy2(src, dst)
 
 
 def _resized(server: dict, delta: int) -> dict:
@@ -186,7 +178,7 @@ def apply_plan(snapshot: Path, plan: Path, sizes: pd.Series, out: Path, run: int
     tmp.mkdir(parents=True)
     for name in CARRIED:
         if (snapshot / name).exists():
-            _link_or_copy(snapshot / name, tmp / name)
+            link_or_copy(snapshot / name, tmp / name)
     new_servers = [_resized(s, delta.get(s["server"], 0)) for s in servers]
     write_json_atomic(new_servers, tmp / "servers.json")
     write_json_atomic({name: {"segmentsToLoad": [{k: item[k] for k in ("segment_id", "queue_type", "requested_at") if item.get(k)}

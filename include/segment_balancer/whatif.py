@@ -21,14 +21,12 @@ decommissioned and removed, or an added name that exists is a :class:`WhatIfErro
 from __future__ import annotations
 
 import json
-import os
-import shutil
 from pathlib import Path
 from typing import Any
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
-from .io import write_json_atomic
+from .io import link_or_copy, write_json_atomic
 
 REMOVED_TYPE = "removed by what-if"
 """``server_type`` of a removed historical in the edited copy (not ``historical``: ignored by the loader)."""
@@ -89,13 +87,6 @@ def parse_add(spec: str) -> dict:
         raise WhatIfError(f"--add {spec!r}: COUNT and MAX_SIZE_BYTES must be integers") from None
 
 
-def _link_or_copy(src: Path, dst: Path) -> None:
-    try:
-        os.link(src, dst)
-    except OSError:
-        shutil.copy2(src, dst)
-
-
 def apply_what_if(snapshot: Path, edits: WhatIf, out: Path, overrides: dict | None = None) -> tuple[dict, dict]:
     """Write the edited copy of ``snapshot`` to ``out`` (replaced if present) and return
     ``(overrides, record)``: the config overrides with ``decommissioningNodes`` extended by
@@ -104,10 +95,12 @@ def apply_what_if(snapshot: Path, edits: WhatIf, out: Path, overrides: dict | No
 
     Raises :class:`WhatIfError` (nothing written) when a decommissioned or removed name is no
     historical of ``servers.json``, is both, or an added name exists; ``SnapshotError`` from the
-    loader when ``servers.json`` itself is invalid.
+    loader when ``servers.json`` itself is invalid; ``PublishError`` when writing the copy fails
+    (``out`` then left as it was: ``publish.replace_dir``).
     """
     from .snapshot.loader import QUEUES_FILE, SERVERS_FILE, load_all_servers, read_json
     from .config import CONFIG_FILE
+    from .publish import replace_dir
 
     snapshot, out = Path(snapshot), Path(out)
     historicals, _ = load_all_servers(snapshot)
@@ -135,21 +128,20 @@ def apply_what_if(snapshot: Path, edits: WhatIf, out: Path, overrides: dict | No
                           "curr_size": 0, "max_size": spec.max_size, "priority": priority})
 
     removed = set(edits.remove)
-    tmp = out.with_name(out.name + ".tmp")
-    shutil.rmtree(tmp, ignore_errors=True)
-    tmp.mkdir(parents=True)
-    for entry in snapshot.iterdir():
-        if entry.is_file() and entry.name not in (SERVERS_FILE, QUEUES_FILE):
-            _link_or_copy(entry, tmp / entry.name)
-    write_json_atomic([{**r, "server_type": REMOVED_TYPE} if r["server"] in removed else r for r in rows] + added,
-                      tmp / SERVERS_FILE)
-    queues = read_json(snapshot, QUEUES_FILE, required=False)
-    if queues is not None:
-        if isinstance(queues, dict):
-            queues = {name: q for name, q in queues.items() if name not in removed}
-        write_json_atomic(queues, tmp / QUEUES_FILE)
-    shutil.rmtree(out, ignore_errors=True)
-    tmp.rename(out)
+
+    def write_copy(tmp: Path) -> None:
+        for entry in snapshot.iterdir():
+            if entry.is_file() and entry.name not in (SERVERS_FILE, QUEUES_FILE):
+                link_or_copy(entry, tmp / entry.name)
+        write_json_atomic([{**r, "server_type": REMOVED_TYPE} if r["server"] in removed else r for r in rows] + added,
+                          tmp / SERVERS_FILE)
+        queues = read_json(snapshot, QUEUES_FILE, required=False)
+        if queues is not None:
+            if isinstance(queues, dict):
+                queues = {name: q for name, q in queues.items() if name not in removed}
+            write_json_atomic(queues, tmp / QUEUES_FILE)
+
+    replace_dir(out, write_copy)
 
     overrides = dict(overrides or {})
     if edits.decommission:

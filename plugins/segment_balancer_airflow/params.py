@@ -70,21 +70,13 @@ def default_snapshots_root() -> str:
 
 
 def snapshot_examples(root: str | os.PathLike, limit: int = 50) -> list[str]:
-    """Names (relative to ``root``) of the directories one or two levels under it that hold a
-    ``snapshot.json`` — ``druid_sample``, ``prod/2026-11-23T10-00-00Z`` — newest name last, at most
-    ``limit`` (the last ones by name). No file is read; a missing root gives []."""
-    found: list[str] = []
+    """Names (relative to ``root``) of its snapshot directories (``snapshots.snapshot_dirs``: one
+    level down, or two) — ``druid_sample``, ``prod/2026-11-23T10-00-00Z`` — at most ``limit`` (the
+    last ones by name). Only directory listings, no file read; a missing root gives []."""
+    from segment_balancer_airflow.snapshots import snapshot_dirs
+
     try:
-        with os.scandir(root) as top:
-            for entry in top:
-                if not entry.is_dir() or entry.name.startswith("."):
-                    continue
-                if os.path.isfile(os.path.join(entry.path, "snapshot.json")):
-                    found.append(entry.name)
-                    continue
-                with os.scandir(entry.path) as inner:
-                    found += [f"{entry.name}/{e.name}" for e in inner if e.is_dir() and not e.name.startswith(".")
-                              and os.path.isfile(os.path.join(e.path, "snapshot.json"))]
+        found = [str(d.relative_to(root)) for d in snapshot_dirs(Path(root))]
     except OSError:
         return []
     return sorted(found)[-limit:]

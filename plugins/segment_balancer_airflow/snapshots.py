@@ -22,7 +22,7 @@ def snapshot_time(snapshot_dir: Path) -> datetime:
     return when if when.tzinfo else when.replace(tzinfo=timezone.utc)
 
 
-def _snapshot_dirs(root: Path) -> list[Path]:
+def snapshot_dirs(root: Path) -> list[Path]:
     """Directories one level under ``root`` holding a ``snapshot.json``, and for the others, their
     sub-directories holding one (``<cluster>/<time>/`` of the capture DAG). Hidden names (a capture
     being written) are skipped."""
@@ -57,7 +57,7 @@ def pick_snapshot(snapshots_root: str | Path, at: datetime, cluster: str | None 
     if not root.is_dir():
         raise NoSnapshotError(f"snapshots root {root} is not a directory")
     at = at if at.tzinfo else at.replace(tzinfo=timezone.utc)
-    dirs = [d for d in _snapshot_dirs(root) if cluster is None or snapshot_cluster(d) == cluster]
+    dirs = [d for d in snapshot_dirs(root) if cluster is None or snapshot_cluster(d) == cluster]
     candidates = [(snapshot_time(d), str(d.relative_to(root)), d) for d in dirs]
     eligible = [c for c in candidates if c[0] <= at]
     if not eligible:
