@@ -1,8 +1,10 @@
 """``assemble``: the plan tables from the op log (docs/ARCHITECTURE.md "Plan directory").
 
-Writes ``WORK/plan/`` atomically: ``operations.parquet``, ``assignment.parquet``, ``groups.json``
-and ``summary.json`` (counts per stage/tier/action, replication status before and after, balance
-per tier, alerts, effective config, snapshot id, timings). Validation adds ``validation.json``.
+Writes ``WORK/plan/`` atomically: ``operations.parquet``, ``assignment.parquet``, ``groups.json``,
+the tables ``explain --plan`` reads (``decisions.parquet``, ``segments.parquet``,
+``stage_groups.json``) and ``summary.json`` (counts per stage/tier/action, replication status before and after, balance
+per tier, every historical's holdings before and after, Druid-named metrics, alerts, effective
+config, snapshot id, timings). Validation adds ``validation.json``.
 """
 
 from __future__ import annotations
@@ -12,6 +14,7 @@ import shutil
 from pathlib import Path
 
 from . import groups as G
+from .druid_metrics import druid_metrics
 from .engine.state import split_group_name
 from .io import _aside, replace_path, write_json_atomic, write_parquet_atomic
 from .run import OPS_COLUMNS, Run
@@ -50,6 +53,7 @@ def assemble(run: Run, groups, snapshot: Path) -> Path:
     _flatten(tmp / "assignment.parquet")
     by_stage = [r.asDict() for r in ops.groupBy("stage", "tier", "action").count().orderBy("stage", "tier", "action").collect()]
     by_reason = {r["reason"]: r["count"] for r in ops.groupBy("reason").count().collect()}
+    _explain_tables(run, tmp)
     final_groups = [{"name": name, "kind": split_group_name(name)[0], "tier": split_group_name(name)[1],
                      "count": len(bm), "bitset": G.encode(bm)} for name, bm in sorted(groups.items())]
     write_json_atomic(final_groups, tmp / "groups.json")
@@ -70,6 +74,11 @@ def assemble(run: Run, groups, snapshot: Path) -> Path:
         "groups_after": {g["name"]: g["count"] for g in final_groups},
         "balance_before": balance(held_before, run.servers_pdf),
         "balance_after": balance(after.held, run.servers_pdf),
+        "servers": server_rows(run.servers_pdf, held_before, after.held),
+        "druid_metrics": druid_metrics(
+            ops.groupBy("tier", "action", "queue_type", "reason").count().toPandas(), run.servers_pdf,
+            run.meta.get("missing_replicas", {}), after.missing,
+            run.meta.get("status_counts", {}).get("Unreplicated", 0), after.counts.get("Unreplicated", 0)),
         "timeline": run.meta.get("timeline", {}),
         "availability": availability(run),
         "overshadowed_waiting": run.meta.get("overshadowed_waiting", {}),
@@ -83,6 +92,59 @@ def assemble(run: Run, groups, snapshot: Path) -> Path:
     write_json_atomic(summary, tmp / "summary.json")
     replace_path(tmp, plan)
     return plan
+
+
+PLAN_SEGMENT_COLUMNS = ["segment_id", "idx", "datasource", "size_bytes", "used", "overshadowed", "rule_kind",
+                        "required", "waiting", "targets"]
+"""The plan's ``segments.parquet``: every segment of the snapshot, with what ``explain`` needs of it:
+``idx`` (null when unused), ``size_bytes``, ``used``, ``overshadowed``, ``rule_kind``, ``required``
+(loaded replicas stage 12 keeps), ``waiting`` and ``targets`` (JSON ``{tier: target}``, in the
+rule's tier order)."""
+
+
+def _explain_tables(run: Run, plan: Path) -> None:
+    """Write what ``explain --plan`` reads into ``plan``: ``decisions.parquet`` (the decision log,
+    :data:`~segment_balancer.run.DECISION_COLUMNS`, by segment then stage), ``segments.parquet``
+    (:data:`PLAN_SEGMENT_COLUMNS`, by segment id) and ``stage_groups.json`` (``{application:
+    {group: base64 bitmap}}``, the groups after each application, in run order)."""
+    from pyspark.sql import functions as F
+
+    from .run import DECISION_COLUMNS
+    from .stages import APP_NAMES
+
+    decisions = run.decisions()
+    if decisions is None:
+        decisions = run.spark.createDataFrame(
+            [], "stage int, step string, idx long, segment_id string, tier string, outcome string, detail string")
+    write_parquet_atomic(decisions.select(*DECISION_COLUMNS).orderBy("segment_id", "stage", "tier").coalesce(1),
+                         plan / "decisions.parquet")
+    _flatten(plan / "decisions.parquet")
+    targets = (run.table("targets").groupBy("idx")
+               .agg(F.to_json(F.map_from_entries(F.transform(F.array_sort(F.collect_list(F.struct("tier_pos", "tier", "target"))),
+                                                             lambda x: F.struct(x["tier"], x["target"])))).alias("targets")))
+    segments = run.table("segments").join(targets, "idx", "left").select(*PLAN_SEGMENT_COLUMNS)
+    write_parquet_atomic(segments.orderBy("segment_id").coalesce(1), plan / "segments.parquet")
+    _flatten(plan / "segments.parquet")
+    stage_groups = {}
+    for name in APP_NAMES:
+        path = run.work / "groups" / f"{name}.json"
+        if path.exists():
+            stage_groups[name] = json.loads(path.read_text())
+    write_json_atomic(stage_groups, plan / "stage_groups.json")
+
+
+def server_rows(servers_pdf, held_before: dict, held_after: dict) -> list[dict]:
+    """One row per historical (sorted by tier, server): ``server``, ``tier``, ``max_size``,
+    ``decommissioning``, and the ``segments``/``bytes`` it holds at the snapshot (``*_before``)
+    and once the plan succeeded (``*_after``); holdings as :func:`status.held_per_server`."""
+    rows = []
+    for r in servers_pdf.sort_values(["tier", "server"]).itertuples(index=False):
+        before, after = held_before.get(r.server, (0, 0)), held_after.get(r.server, (0, 0))
+        rows.append({"server": r.server, "tier": r.tier, "max_size": int(r.max_size),
+                     "decommissioning": bool(r.decommissioning),
+                     "segments_before": int(before[0]), "bytes_before": int(before[1]),
+                     "segments_after": int(after[0]), "bytes_after": int(after[1])})
+    return rows
 
 
 def availability(run: Run) -> dict:

@@ -178,6 +178,7 @@ def prepare(spark, snapshot: Path, work: Path, overrides: dict | None = None) ->
         "alerts": _alerts(rules, set(tiers), decommissioning, historicals, replicas, segments, cfg, now_ms),
         "status_counts": counts,
         "held": {server: list(n) for server, n in sorted(status.held.items())},
+        "missing_replicas": dict(sorted(status.missing.items())),
         "timeline": read_summary(work),
         "unlisted": _unlisted_counts(segments, replicas),
         "overshadowed_waiting": _waiting_counts(segments, replicas),

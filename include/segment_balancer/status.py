@@ -90,15 +90,32 @@ def held_per_server(rows: pd.DataFrame) -> dict[str, tuple[int, int]]:
     return {str(k): (int(n), int(b)) for k, (n, b) in per.iterrows()}
 
 
+def missing_replicas(rows: pd.DataFrame) -> int:
+    """Replicas left to load in one tier: Σ max(0, target − count) over the used load-rule
+    segments of the state ``rows`` (unreplicated ones included). Druid reports the same number as
+    ``segment/underReplicated/count`` (``SegmentReplicationStatus``: replicas, not segments)."""
+    seg = rows[(rows["kind"] == "segment") & (rows["rule_kind"] == "load") & (rows["idx"] >= 0)]
+    target = pd.Series(seg["target"].fillna(0).to_numpy(np.int64), index=seg["idx"].to_numpy(np.int64))
+    target = target[target > 0]
+    if target.empty:
+        return 0
+    rep = rows[(rows["kind"] == "replica") & (rows["idx"] >= 0)]
+    held = rep[holds_mask(rep)].groupby("idx")["server"].nunique()
+    count = held.reindex(target.index, fill_value=0).to_numpy(np.int64)
+    return int(np.maximum(target.to_numpy() - count, 0).sum())
+
+
 @dataclass
 class Status:
     """Replication status of one run state: ``groups`` (``{name: BitMap}``, as :func:`combine`),
-    ``counts`` (``{name: members}``) and ``held`` (``{server: (segments, bytes)}``, as
-    :func:`held_per_server`)."""
+    ``counts`` (``{name: members}``), ``held`` (``{server: (segments, bytes)}``, as
+    :func:`held_per_server`) and ``missing`` (``{tier: replicas left to load}``, as
+    :func:`missing_replicas`)."""
 
     groups: dict[str, BitMap]
     counts: dict[str, int]
     held: dict[str, tuple[int, int]]
+    missing: dict[str, int]
 
 
 def status_pass(spark, work_uri: str, state_dirs: dict[str, str], servers_pdf: pd.DataFrame) -> Status:
@@ -115,13 +132,14 @@ def status_pass(spark, work_uri: str, state_dirs: dict[str, str], servers_pdf: p
         fs, base = filesystem(work_uri)
         rows = read_tier_state(fs, f"{base}/{state_dirs[tier]}")
         status = tier_status(rows, servers_pdf[servers_pdf["tier"] == tier])
-        return tier, {k: bm.serialize() for k, bm in status.items()}, held_per_server(rows)
+        return tier, {k: bm.serialize() for k, bm in status.items()}, held_per_server(rows), missing_replicas(rows)
 
     tiers = sorted(state_dirs)
     results = spark.sparkContext.parallelize(tiers, max(1, len(tiers))).map(task).collect() if tiers else []
-    groups = combine({tier: {k: BitMap.deserialize(v) for k, v in packed.items()} for tier, packed, _ in results})
-    held = {server: n for _, _, per in results for server, n in per.items()}
-    return Status(groups, {name: len(bm) for name, bm in sorted(groups.items())}, held)
+    groups = combine({tier: {k: BitMap.deserialize(v) for k, v in packed.items()} for tier, packed, _, _ in results})
+    held = {server: n for _, _, per, _ in results for server, n in per.items()}
+    missing = {tier: n for tier, _, _, n in results}
+    return Status(groups, {name: len(bm) for name, bm in sorted(groups.items())}, held, missing)
 
 
 def replication_counts(counts: dict[str, int]) -> dict:

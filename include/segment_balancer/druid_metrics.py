@@ -1,0 +1,82 @@
+"""The plan's counts under the names Druid's Coordinator emits them, so a plan lines up with a
+cluster's dashboards.
+
+Source: Druid ``org.apache.druid.server.coordinator.stats.Stats`` (``Segments``, ``Tier``) and the
+metrics page of Druid's docs. Only the counts this project has in the same sense get a Druid name:
+
+========================================  =========================================================
+``segment/assigned/count``                LOADs of queue type ``loading`` (stages 1–4 and their
+                                          revisits), per tier
+``segment/assigned/broadcast``            LOADs of broadcast segments (stage 2), per tier
+``segment/moved/count``                   moves: LOADs of queue type ``balancing`` or
+                                          ``decommissioning`` (each with its dependent DROP), per tier
+``segment/dropped/count``                 DROPs of excess replicas and of drop-rule segments
+                                          (reasons ``overreplicated``, ``callback``, ``drop_rule``)
+``segment/dropped/broadcast``             DROPs of broadcast segments from decommissioning servers
+                                          (stage 13)
+``segment/unneeded/count``                DROPs of unused and overshadowed segments' replicas
+``segment/underReplicated/count``         replicas left to load, Σ max(0, target − count), per tier
+``segment/unavailable/count``             used load-rule segments with no replica in any tier
+``tier/historical/count``                 historicals per tier (decommissioning ones included)
+``tier/total/capacity``                   Σ ``max_size`` of a tier's historicals, bytes
+========================================  =========================================================
+
+Decision metrics (the first six) count the plan's operations, as one Coordinator run would report
+its decisions. State metrics are given twice: ``at = "snapshot"`` (what Druid reports for the
+snapshot's cluster) and ``at = "plan"`` (once every operation of the plan succeeded).
+"""
+
+from __future__ import annotations
+
+import pandas as pd
+
+MOVE_QUEUE_TYPES = ("balancing", "decommissioning")
+UNNEEDED_REASONS = ("unused", "overshadowed")
+BROADCAST_DROP_REASONS = ("broadcast_on_decommissioning",)
+
+
+def decision_metric(action: str, queue_type: str | None, reason: str) -> str | None:
+    """The Druid metric one operation counts in (None: a move's DROP, counted with its LOAD).
+
+    ``action``: ``LOAD``/``DROP``; ``queue_type``: the LOAD's queue type; ``reason``: the op's reason.
+    """
+    if action == "LOAD":
+        if queue_type in MOVE_QUEUE_TYPES:
+            return "segment/moved/count"
+        return "segment/assigned/broadcast" if reason == "underbroadcast" else "segment/assigned/count"
+    if reason in ("decommissioning", "balancing", "to_be_balanced"):
+        return None
+    if reason in UNNEEDED_REASONS:
+        return "segment/unneeded/count"
+    if reason in BROADCAST_DROP_REASONS:
+        return "segment/dropped/broadcast"
+    return "segment/dropped/count"
+
+
+def druid_metrics(op_counts: pd.DataFrame, servers: pd.DataFrame, missing_before: dict[str, int],
+                  missing_after: dict[str, int], unavailable_before: int, unavailable_after: int) -> list[dict]:
+    """Druid-named metric events of one plan, sorted by metric then tier.
+
+    ``op_counts``: one row per (``tier``, ``action``, ``queue_type``, ``reason``) with ``count``
+    (int64); ``servers``: ``prepared/servers.parquet`` (``tier``, ``max_size`` bytes);
+    ``missing_*``: ``{tier: replicas left to load}``; ``unavailable_*``: unreplicated segments.
+    Returns ``[{"metric", "tier" (absent for cluster-wide ones), "value", "at"}]`` where ``at`` is
+    ``plan`` for decisions and ``snapshot``/``plan`` for state metrics.
+    """
+    events: dict[tuple, int] = {}
+    for row in op_counts.itertuples(index=False):
+        queue_type = None if pd.isna(row.queue_type) else row.queue_type
+        metric = decision_metric(row.action, queue_type, row.reason)
+        if metric is not None:
+            key = (metric, row.tier, "plan")
+            events[key] = events.get(key, 0) + int(row.count)
+    out = [{"metric": m, "tier": t, "value": v, "at": at} for (m, t, at), v in events.items()]
+    for at, missing in (("snapshot", missing_before), ("plan", missing_after)):
+        out += [{"metric": "segment/underReplicated/count", "tier": t, "value": int(n), "at": at}
+                for t, n in missing.items()]
+    out += [{"metric": "segment/unavailable/count", "value": int(unavailable_before), "at": "snapshot"},
+            {"metric": "segment/unavailable/count", "value": int(unavailable_after), "at": "plan"}]
+    for tier, part in servers.groupby("tier"):
+        out += [{"metric": "tier/historical/count", "tier": tier, "value": len(part), "at": "snapshot"},
+                {"metric": "tier/total/capacity", "tier": tier, "value": int(part["max_size"].sum()), "at": "snapshot"}]
+    return sorted(out, key=lambda e: (e["metric"], e.get("tier") or "", e["at"] != "snapshot"))
