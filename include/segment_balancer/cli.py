@@ -1,6 +1,7 @@
 """Command line: the same applications as the DAG, in one Spark session.
 
 ``python -m segment_balancer plan --snapshot DIR --out DIR [--config FILE.json] [--work DIR] [--decommission SERVER] [--remove SERVER] [--add TIER:COUNT:MAX_SIZE_BYTES]``
+``python -m segment_balancer explain --plan PLAN_DIR --segment ID [--json]``
 ``python -m segment_balancer explain --snapshot DIR --segment ID [--tier T] [--config FILE.json]``
 ``python -m segment_balancer summary PLAN_DIR``
 ``python -m segment_balancer simulate --snapshot DIR --runs N --out DIR [--config FILE.json] [--loads-per-run N] [--load-failure-rate P] [--seed N]``
@@ -139,11 +140,15 @@ def _parser() -> argparse.ArgumentParser:
                       help="remove this historical, as if lost (repeatable)")
     what.add_argument("--add", action="append", default=[], metavar="TIER:COUNT:MAX_SIZE_BYTES",
                       help="add COUNT empty historicals of TIER, MAX_SIZE_BYTES each (repeatable)")
-    ex = sub.add_parser("explain", help="why each server ranks where it does for one segment")
-    ex.add_argument("--snapshot", required=True, type=Path)
+    ex = sub.add_parser("explain", help="what a plan did with one segment and why (--plan), or how every server "
+                                        "ranks for it at the start of a run (--snapshot)")
+    source = ex.add_mutually_exclusive_group(required=True)
+    source.add_argument("--plan", type=Path, help="a published plan directory: every stage's operations and decisions")
+    source.add_argument("--snapshot", type=Path, help="a snapshot: start-of-run placement costs and ranks (JSON)")
     ex.add_argument("--segment", required=True)
-    ex.add_argument("--tier")
-    ex.add_argument("--config", type=Path)
+    ex.add_argument("--tier", help="with --snapshot: only this tier")
+    ex.add_argument("--config", type=Path, help="with --snapshot: dynamic config overrides")
+    ex.add_argument("--json", action="store_true", help="with --plan: print the answer as JSON")
     sim = sub.add_parser("simulate", help="plan, apply the plan as a cluster would, repeat: where does the cluster end?")
     add_simulate_arguments(sim)
     cap = sub.add_parser("capture", help="capture a snapshot from a live Druid cluster (whole or not at all)")
@@ -169,6 +174,7 @@ def _parser() -> argparse.ArgumentParser:
 def main(argv=None) -> int:
     """Entry point of ``python -m segment_balancer``."""
     from .capture import CaptureError
+    from .explain import PlanExplainError
     from .snapshot.errors import SnapshotError
     from .validation import PlanValidationError
 
@@ -191,6 +197,11 @@ def main(argv=None) -> int:
             out = capture_to(DruidEndpoint(args.coordinator, auth), DruidEndpoint(args.broker, auth), args.out,
                              args.cluster, timeout_s=args.timeout)
             print(f"snapshot captured into {out}")
+        elif args.command == "explain" and args.plan is not None:
+            from .explain import explain_plan, render_explain
+
+            answer = explain_plan(args.plan, args.segment)
+            print(json.dumps(answer, indent=2) if args.json else render_explain(answer))
         elif args.command == "import-sql":
             from .importer import import_druid_segments_sql
 
@@ -214,7 +225,7 @@ def main(argv=None) -> int:
                 print_runs(table)
             else:
                 print(json.dumps(explain(spark, args.snapshot, args.segment, args.tier, overrides), indent=2))
-    except (SnapshotError, PlanValidationError, ValueError, CaptureError) as exc:
+    except (SnapshotError, PlanValidationError, ValueError, CaptureError, PlanExplainError) as exc:
         print(f"error: {exc}", file=sys.stderr)
         return 2
     return 0

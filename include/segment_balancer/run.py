@@ -27,12 +27,19 @@ OUT_FIELDS = STATE_FIELDS + [
 """What a stage kernel's task writes (``WORK/passes/NN_step/``), one ``kind`` per row: ``op`` (an operation: ``action``, ``queue_type``, ``reason``,
 ``dep_server``, and ``o1, o2, o3`` that sort the ops of one step into scheduling order across
 tasks), ``member`` (``idx`` joins ``group``), ``deferred`` (``o1`` drops of ``idx`` deferred by the
-availability rule) and ``over``/``candidates`` (stage-3 callback and stage-12 inputs, as JSON in
+availability rule), ``decision`` (why the step left segment ``idx`` undone in ``tier``: outcome
+code in ``reason``, JSON in ``detail``; :meth:`~segment_balancer.engine.state.OpSink.decide`) and
+``over``/``candidates`` (stage-3 callback and stage-12 inputs, as JSON in
 ``detail``: no array columns, which Spark hands to Python row by row)."""
 OUT_COLUMNS = [n for n, _ in OUT_FIELDS]
 OUT_SCHEMA = ", ".join(f"`{n}` {t}" for n, t in OUT_FIELDS)
 OPS_COLUMNS = ["op_id", "stage", "action", "queue_type", "idx", "segment_id", "datasource", "tier",
                "server", "size_bytes", "depends_on", "reason"]
+
+DECISION_COLUMNS = ["stage", "step", "idx", "segment_id", "tier", "outcome", "detail"]
+"""The decision log (``WORK/decisions/stage_NN_step.parquet``, then the plan's ``decisions.parquet``):
+why a stage that considered a segment left it undone. ``stage`` int, ``step`` str, ``idx`` long,
+``segment_id`` str, ``tier`` str (null: every tier), ``outcome`` str (code), ``detail`` str (JSON)."""
 
 
 def num_best_function(cfg: dict):
@@ -55,6 +62,9 @@ def out_frame(sink, extra: list[dict] | None = None) -> pd.DataFrame:
             for o in sink.ops]
     rows += [{"kind": "member", "idx": idx, "group": g} for idx, g in sink.members]
     rows += [{"kind": "deferred", "idx": idx, "segment_id": sid, "o1": n} for idx, sid, n in sink.deferred]
+    rows += [{"kind": "decision", "idx": idx, "segment_id": sid, "tier": tier, "reason": outcome,
+              "detail": json.dumps(detail, separators=(",", ":"), sort_keys=True)}
+             for idx, sid, tier, outcome, detail in sink.decisions]
     rows += extra or []
     frame = pd.DataFrame(rows, columns=OUT_COLUMNS)
     for col in ("idx", "start_ms", "end_ms", "size_bytes", "o1"):
@@ -135,6 +145,13 @@ class Run:
         """``{"stage", "step", **facts}`` of every step so far that reported facts."""
         return [{"stage": s["stage"], "step": s["step"], **s["facts"]} for s in self.manifest()["steps"] if s.get("facts")]
 
+    def decisions(self):
+        """Every decision recorded so far (Spark DataFrame of ``DECISION_COLUMNS``), or None."""
+        files = [s["decisions"] for s in self.manifest()["steps"] if s.get("decisions")]
+        if not files:
+            return None
+        return self.spark.read.parquet(*[str(self.work / "decisions" / f) for f in files])
+
     def ops(self):
         """Every op scheduled so far (Spark DataFrame of ``OPS_COLUMNS``), or None."""
         files = self.manifest()["files"]
@@ -196,6 +213,11 @@ class Run:
         write_parquet_atomic(final.coalesce(1), self.work / "ops" / name)
         n = self.spark.read.parquet(str(self.work / "ops" / name)).count()
         entry = {"stage": stage, "step": step, "ops": n, **({"facts": facts} if facts else {})}
+        decisions = kernel_out.filter("kind = 'decision'").select(
+            F.lit(stage).cast("int").alias("stage"), F.lit(step).alias("step"), "idx", "segment_id", "tier",
+            F.col("reason").alias("outcome"), "detail")
+        write_parquet_atomic(decisions.orderBy("idx", "tier").coalesce(1), self.work / "decisions" / name)
+        entry["decisions"] = name
         if state is not None:
             entry["state"] = dict(sorted(state.items()))
         manifest["files"].append(name)

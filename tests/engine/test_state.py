@@ -45,3 +45,23 @@ def test_add_load_updates_size_and_type():
     h = holder(projected=10)
     h.add_load(5, "balancing")
     assert (h.projected_size, h.loads["balancing"], h.available_bytes) == (15, 1, 85)
+
+
+def test_refusal_names_what_stops_a_load_and_agrees_with_can_load():
+    # The same cases as above, with the reason explain reports (ALGORITHM.md "Capacity" first,
+    # then the total M, then the stage's own cap).
+    stage1 = StageLimit(stage=1, queue_type="loading", counted="loading", cap=7, total_cap=10)
+    stage6 = StageLimit(stage=6, queue_type="loading", counted="all", cap=8, total_cap=10)
+    cases = [
+        (holder(projected=60), 41, stage1, "capacity: 40 bytes available, the segment has 41"),
+        (holder(projected=120), 1, stage1, "capacity: 0 bytes available, the segment has 1"),  # overfull: no negative bytes
+        (holder(loading=7), 1, stage1, "load queue full for stage 1: 7 loading loads queued, its limit 7"),
+        (holder(decommissioning=5, balancing=5), 1, stage1,
+         "load queue full: 10 loads queued, maxSegmentsInNodeLoadingQueue 10"),
+        (holder(loading=4, balancing=4), 1, stage6, "load queue full for stage 6: 8 loads queued, its limit 8"),
+        (holder(loading=6, balancing=3), 1, stage1, None),
+        (holder(), 1, StageLimit(stage=12), "stage 12 only drops"),
+    ]
+    for h, size, limit, expected in cases:
+        assert h.refusal(size, limit) == expected
+        assert h.can_load(size, limit) is (expected is None)

@@ -15,6 +15,7 @@ from collections import deque
 import numpy as np
 
 from ..runstate import SegmentInTier, TierRun
+from .decisions import refusals
 from .state import OpSink, ServerHolder, StageLimit, group_name
 
 
@@ -59,6 +60,21 @@ def destination(run: TierRun, seg: SegmentInTier, ranking: list[str], b: int, so
     return None
 
 
+def _no_move(run: TierRun, seg: SegmentInTier, ranking: list[str], b: int, source: str | None, limit: StageLimit,
+             sink: OpSink, trigger: str) -> None:
+    """Record why a balancing stage moved nothing of ``seg``: ``balanced`` (the trigger picked no
+    holder: ``holders`` and ``top_b``) or ``no_destination`` (``source`` picked, ``tried``: every
+    non-holder ranked ahead of it in top ``B`` and what stopped it)."""
+    detail = {"target": seg.target, "count": seg.count(), "b": b, "top_b": ranking[:b], "trigger": trigger,
+              "holders": sorted(_holders(run, seg))}
+    if source is None:
+        sink.decide(seg.idx, seg.segment_id, run.tier, "balanced", **detail)
+        return
+    ahead = ranking[:min(b, ranking.index(source))]
+    sink.decide(seg.idx, seg.segment_id, run.tier, "no_destination", source=source,
+                tried=refusals(run, seg, ahead, limit), **detail)
+
+
 def tier_rng(seed: int, stage: int, tier: str) -> np.random.Generator:
     """The seeded generator of one tier in one balancing stage: (balancerRandomSeed, stage, crc32(tier))."""
     return np.random.default_rng([int(seed), int(stage), zlib.crc32(tier.encode())])
@@ -80,12 +96,14 @@ def balance_tier(run: TierRun, population: np.ndarray, limit: StageLimit, rng: n
     last = deque(maxlen=window)
     iterations = moves = 0
     n = len(population)
+    redrawn: dict[int, int] = {}
     while n:
         if iterations >= window and sum(last) >= threshold:
             break
         iterations += 1
         idx = int(population[int(rng.integers(n))])
         if idx in visited:
+            redrawn[idx] = redrawn.get(idx, 0) + 1
             last.append(1)
             continue
         visited.add(idx)
@@ -97,11 +115,14 @@ def balance_tier(run: TierRun, population: np.ndarray, limit: StageLimit, rng: n
         if dest is None:
             if source is not None and record_to_be_balanced:
                 sink.member(idx, group_name("ToBeBalanced", run.tier))
+            _no_move(run, seg, ranking, b, source, limit, sink, trigger)
             last.append(1)
             continue
         _move(run, seg, source, dest, "balancing", (0, run.tier, float(sink.next_seq())))
         moves += 1
         last.append(0)
+    for idx, times in sorted(redrawn.items()):
+        sink.decide(idx, run.segment(idx).segment_id, run.tier, "already_visited", times=times)
     return {"iterations": iterations, "moves": moves}
 
 
@@ -118,6 +139,7 @@ def balance_listed(run: TierRun, indexes, limit: StageLimit, sink: OpSink, trigg
             dest = destination(run, seg, ranking, b, source, limit)
             if dest is None:
                 sink.member(idx, group_name("ToBeBalanced", run.tier))
+                _no_move(run, seg, ranking, b, source, limit, sink, trigger)
                 break
             _move(run, seg, source, dest, "to_be_balanced", (0, run.tier, float(sink.next_seq())))
             moves += 1

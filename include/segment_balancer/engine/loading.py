@@ -14,6 +14,7 @@ from __future__ import annotations
 from collections.abc import Iterable, Mapping
 
 from ..runstate import SegmentInTier, TierRun
+from .decisions import refusals, top_b_detail
 from .state import OpSink, ServerHolder, StageLimit, group_name
 
 
@@ -51,6 +52,8 @@ def load_unreplicated(runs: Mapping[str, TierRun], indexes: Iterable[int], tier_
         ordered = primary_tier_order([(r, s) for r, s in pairs if s.target > 0], tier_priority)
         if not ordered:
             sink.member(idx, "StillUnreplicated")
+            sink.decide(idx, pairs[0][1].segment_id if pairs else "", None, "no_target",
+                        tiers=sorted(r.tier for r, _ in pairs))
             continue
         for run, seg in ordered:
             run.top_b(seg)
@@ -63,6 +66,8 @@ def load_unreplicated(runs: Mapping[str, TierRun], indexes: Iterable[int], tier_
                 break
         if loaded_tier is None:
             sink.member(idx, "StillUnreplicated")
+            sink.decide(idx, ordered[0][1].segment_id, None, "not_loaded",
+                        tiers={run.tier: top_b_detail(run, seg, limit) for run, seg in ordered})
             continue
         for run, seg in ordered:
             full = run.tier == loaded_tier and seg.target == 1
@@ -93,6 +98,9 @@ def load_underreplicated(run: TierRun, indexes: Iterable[int], limit: StageLimit
             count += 1
         kind = "ToBecomeFullyReplicated" if count >= seg.target else still_group
         sink.member(idx, group_name(kind, run.tier))
+        if count < seg.target:
+            loaded_here = [name for i, name, _ in loads if i == idx]
+            sink.decide(idx, seg.segment_id, run.tier, "short", loaded=loaded_here, **top_b_detail(run, seg, limit))
     return loads
 
 
@@ -106,15 +114,17 @@ def load_underbroadcast(run: TierRun, indexes: Iterable[int], should: Iterable[s
     for idx in sorted(int(i) for i in indexes):
         seg = run.segment(idx)
         present = seg.present()
-        missing = 0
+        missing = []
         for name in should:
             if name in present:
                 continue
             if run.servers[name].can_load(seg.size_bytes, limit):
                 run.load(seg, name, "loading", "underbroadcast", (idx, run.tier, float(sink.next_seq())))
             else:
-                missing += 1
+                missing.append(name)
         sink.member(idx, group_name("StillUnderbroadcast" if missing else "ToBecomeFullyBroadcast", run.tier))
+        if missing:
+            sink.decide(idx, seg.segment_id, run.tier, "underbroadcast", tried=refusals(run, seg, missing, limit))
 
 
 def move_from_decommissioning(run: TierRun, indexes: Iterable[int], limit: StageLimit, sink: OpSink) -> None:
@@ -135,7 +145,10 @@ def move_from_decommissioning(run: TierRun, indexes: Iterable[int], limit: Stage
         left = 0
         for source in sources:
             if count - on_decommissioning >= seg.target:
-                break  # excess: the tier holds its target without the rest
+                # excess: the tier holds its target without the rest
+                sink.decide(idx, seg.segment_id, run.tier, "excess_on_decomm", target=seg.target, count=count,
+                            on_decommissioning=on_decommissioning)
+                break
             dest = best_loadable(run, seg, limit)
             if dest is None:
                 left += 1
@@ -146,3 +159,5 @@ def move_from_decommissioning(run: TierRun, indexes: Iterable[int], limit: Stage
             on_decommissioning -= 1
         kind = "StillLoadedOnDecommServers" if left else "ToBecomeNotLoadedOnDecommServers"
         sink.member(idx, group_name(kind, run.tier))
+        if left:
+            sink.decide(idx, seg.segment_id, run.tier, "left_on_decomm", left=left, **top_b_detail(run, seg, limit))

@@ -46,18 +46,25 @@ class StageLimit:
         take one more load of this stage: after it, all loads ≤ ``total_cap`` and the counted
         loads ≤ ``cap``. Never for a stage without a load type (12, 13: they only drop).
         Capacity is :meth:`ServerHolder.can_load`'s."""
+        return self.refusal(queued) is None
+
+    def refusal(self, queued: Mapping[str, int]) -> str | None:
+        """Why :meth:`admits` refuses one more load on a queue holding ``queued``, or None when it
+        admits it: which limit (``maxSegmentsInNodeLoadingQueue`` over all loads, or this stage's
+        cap over the loads it counts) and the queued count it reached."""
         if self.queue_type is None:
-            return False
+            return f"stage {self.stage} only drops"
         after = {t: int(queued.get(t, 0)) for t in QUEUE_TYPES}
         after[self.queue_type] += 1
         total = sum(after.values())
         if self.total_cap is not None and total > self.total_cap:
-            return False
+            return f"load queue full: {total - 1} loads queued, maxSegmentsInNodeLoadingQueue {self.total_cap}"
         if self.cap is not None and self.counted is not None:
             value = total if self.counted == "all" else after[self.counted]
             if value > self.cap:
-                return False
-        return True
+                which = "loads" if self.counted == "all" else f"{self.counted} loads"
+                return f"load queue full for stage {self.stage}: {value - 1} {which} queued, its limit {self.cap}"
+        return None
 
     def to_meta(self) -> dict:
         """The ``meta.json`` entry of this limit: ``stage``, ``load_type`` (``queue_type`` here),
@@ -106,6 +113,13 @@ class ServerHolder:
         """True when one more load of ``size_bytes`` keeps capacity and the stage's limits
         (:meth:`StageLimit.admits`)."""
         return self.projected_size + size_bytes <= self.max_size and limit.admits(self.loads)
+
+    def refusal(self, size_bytes: int, limit: StageLimit) -> str | None:
+        """Why :meth:`can_load` refuses a load of ``size_bytes``, or None: capacity first, then
+        the load queue (:meth:`StageLimit.refusal`)."""
+        if self.projected_size + size_bytes > self.max_size:
+            return f"capacity: {max(self.available_bytes, 0)} bytes available, the segment has {size_bytes}"
+        return limit.refusal(self.loads)
 
     def add_load(self, size_bytes: int, queue_type: str) -> None:
         """Record a scheduled load of ``size_bytes`` of type ``queue_type``."""
@@ -156,6 +170,7 @@ class OpSink:
         self.ops: list[Op] = []
         self.members: list[tuple[int, str]] = []
         self.deferred: list[tuple[int, str, int]] = []
+        self.decisions: list[tuple[int, str, str, str, dict]] = []
         self._seq = 0
 
     def next_seq(self) -> int:
@@ -173,6 +188,14 @@ class OpSink:
 
     def member(self, idx: int, group: str) -> None:
         self.members.append((int(idx), group))
+
+    def decide(self, idx: int, segment_id: str, tier: str | None, outcome: str, **detail) -> None:
+        """Record why a stage that considered segment ``idx`` in ``tier`` (None: every tier) left
+        something undone: ``outcome`` (a short code, e.g. ``not_loaded``, ``short``,
+        ``no_destination``, ``deferred``) and ``detail`` (JSON-able: target, count, top ``B``,
+        the servers tried and what stopped each). Only for segments a stage considered, so the
+        record stays small; read back by :func:`segment_balancer.explain.explain_plan`."""
+        self.decisions.append((int(idx), segment_id, tier, outcome, detail))
 
     def defer(self, seg: SegmentRef, drops: int) -> None:
         """Record that ``drops`` drops of ``seg`` wait for a later run (the availability rule)."""

@@ -58,14 +58,20 @@ def unload_excess(seg: SegmentRef, loaded: int, required: int, tiers: Mapping[st
                        for c in state.candidates)
         candidates += [(key, name, tier) for key, name in keyed[:cap]]
     candidates.sort()
-    dropped = 0
+    dropped, refused = 0, []
     for _, name, tier in candidates:
         if dropped == excess:
             break
         counted = 1 if tiers[tier].target > 0 else 0
         if loaded - counted < required:
+            refused.append([tier, name])
             continue
         sink.drop(seg, name, tier, "overreplicated", (seg.idx, tier, float(sink.next_seq())))
         loaded -= counted
         dropped += 1
-    return min(excess, len(candidates)) - dropped
+    deferred = min(excess, len(candidates)) - dropped
+    if deferred > 0:
+        sink.decide(seg.idx, seg.segment_id, None, "deferred", deferred=deferred, loaded=loaded, required=required,
+                    refused=refused, targets={t: s.target for t, s in sorted(tiers.items())},
+                    counts={t: s.count for t, s in sorted(tiers.items())})
+    return deferred

@@ -74,6 +74,7 @@ def run_app(spark, name: str, snapshot, work, groups_in: dict | None, overrides:
             module.stage(run, groups)
         result = {"stage": stage, "groups": G.encode_all(groups)}
     _record_timing(Path(work), stage, name, time.monotonic() - started)
+    record_groups(Path(work), name, result)
     return result
 
 
@@ -118,11 +119,24 @@ def skip_if_idle(name: str, work, groups_in: dict | None) -> dict | None:
     getattr(module, "start_groups", _no_start)(groups)
     reset_manifest(Path(work), stage)
     _record_timing(Path(work), stage, name, 0.0, skipped=True)
-    return {"stage": stage, "groups": G.encode_all(groups)}
+    result = {"stage": stage, "groups": G.encode_all(groups)}
+    record_groups(Path(work), name, result)
+    return result
 
 
 def _no_start(groups) -> None:
     """A stage without ``start_groups`` starts from its input groups as they are."""
+
+
+def record_groups(work, name: str, xcom: dict) -> None:
+    """Keep the groups application ``name`` hands on (its XCom's ``groups``: ``{group name: base64
+    roaring bitmap}``) as ``WORK/groups/<name>.json``, so ``explain`` can say which groups a
+    segment was in after every stage (``assemble`` gathers them into the plan's
+    ``stage_groups.json``). Applications without groups (``used_segments``) write nothing."""
+    from ..io import write_json_atomic
+
+    if "groups" in xcom and name != "assemble":
+        write_json_atomic(xcom["groups"], work / "groups" / f"{name}.json")
 
 
 def _record_timing(work, stage: int, name: str, seconds: float, skipped: bool = False) -> None:

@@ -45,7 +45,7 @@ def stage(run: Run, groups) -> None:
     over = run.spark.read.parquet(f"{run.work_uri}/{over_rel}")
     tiers = sorted(r[0] for r in over.select("tier").distinct().collect())
     excess = _excess(run, counts, over_rel, tiers) if tiers else None
-    out = _everywhere(run, state)
+    out = _everywhere(run, state).unionByName(_waiting(run, state))
     out = (out if excess is None else excess.unionByName(out)).cache()
     deferred = out.filter("kind = 'deferred'").agg(
         F.count("*").alias("segments"), F.sum("o1").alias("drops"),
@@ -126,3 +126,17 @@ def _everywhere(run: Run, state):
         "size_bytes", "reason", F.when(F.col("idx") >= 0, F.col("idx")).otherwise(F.lit(1 << 62)).alias("o1"),
         F.concat_ws("|", "segment_id", "server").alias("o2"), F.lit(0.0).alias("o3"))
     return conform(everywhere, OUT_FIELDS)
+
+
+def _waiting(run: Run, state):
+    """``decision`` rows (outcome ``waiting``, the servers in ``detail``) of the overshadowed
+    segments stage 12 keeps because a segment overshadowing them is served nowhere yet
+    (ALGORITHM.md stage 12), one per segment still served (Spark DataFrame of ``OUT_COLUMNS``)."""
+    from pyspark.sql import functions as F
+
+    segs = run.table("segments").filter("idx is null and overshadowed and waiting").select("segment_id")
+    serving = state.filter("kind = 'replica' and served and not dropping").select("segment_id", "idx", "server")
+    rows = segs.join(serving, "segment_id").groupBy("segment_id").agg(
+        F.min("idx").alias("idx"), F.to_json(F.struct(F.array_sort(F.collect_list("server")).alias("servers"))).alias("detail"))
+    return conform(rows.select(F.lit("decision").alias("kind"), "idx", "segment_id", F.lit(None).cast("string").alias("tier"),
+                               F.lit("waiting").alias("reason"), "detail"), OUT_FIELDS)
