@@ -140,3 +140,30 @@ def test_unlisted_segment_ids_are_parsed_as_druid_does(planned):
     assert not old.used and not old.listed
     gone = segs.loc[UNLISTED["gone2"]]
     assert (gone.datasource, gone.version, int(gone.end_ms - gone.start_ms)) == ("gone", "2019-09-01T00:00:00.000Z", 86_400_000)
+
+
+def test_explain_tells_why_each_case_was_left_alone(planned):
+    """``explain --plan`` on the cases above: the reasons worked out in availability_snapshot.py."""
+    from segment_balancer.explain import explain_plan
+
+    base, _, _, _ = planned
+
+    def decisions(name, app):
+        stage = next(s for s in explain_plan(base / "plan", ID[name])["stages"] if s["app"] == app)
+        return [(d["tier"], d["outcome"], d["detail"]) for d in stage["decisions"]]
+
+    # V1 waits for V2 (overshadowing, served nowhere yet): kept on both holders
+    assert decisions("V1", "stage12_unload") == [(None, "waiting", {"servers": ["hot0", "hot1"]})]
+    # Q: the only candidate is in cold (target 0) and nothing is loaded yet: 0 < required 1
+    ((tier, outcome, detail),) = decisions("Q", "stage12_unload")
+    assert (tier, outcome) == (None, "deferred")
+    assert (detail["deferred"], detail["loaded"], detail["required"], detail["refused"]) == (1, 0, 1, [["cold", "cold0"]])
+    # G: both replicas are excess (its tier is absent) and both drops are refused
+    ((_, outcome, detail),) = decisions("G", "stage12_unload")
+    assert (outcome, detail["deferred"], detail["loaded"], detail["required"]) == ("deferred", 2, 0, 2)
+    assert sorted(detail["refused"]) == [["_default_tier", "d2"], ["cold", "cold1"]]
+    # X: stage 5 leaves the decommissioning replica (the tier holds its target without it) for stage 12
+    assert decisions("X", "stage05_decommissioning") == [
+        ("_default_tier", "excess_on_decomm", {"target": 1, "count": 2, "on_decommissioning": 1})]
+    x12 = next(s for s in explain_plan(base / "plan", ID["X"])["stages"] if s["app"] == "stage12_unload")
+    assert [(o["action"], o["server"], o["reason"]) for o in x12["operations"]] == [("DROP", "d1", "overreplicated")]
