@@ -106,7 +106,8 @@ def _explain_tables(run: Run, plan: Path) -> None:
     """Write what ``explain --plan`` reads into ``plan``: ``decisions.parquet`` (the decision log,
     :data:`~segment_balancer.run.DECISION_COLUMNS`, by segment then stage), ``segments.parquet``
     (:data:`PLAN_SEGMENT_COLUMNS`, by segment id) and ``stage_groups.json`` (``{application:
-    {group: base64 bitmap}}``, the groups after each application, in run order)."""
+    {"names": [group, ...], "changed": {group: base64 bitmap}}}``, in run order: the groups each
+    application handed on, with only the bitmaps that differ from the previous application's)."""
     from pyspark.sql import functions as F
 
     from .run import DECISION_COLUMNS
@@ -125,11 +126,14 @@ def _explain_tables(run: Run, plan: Path) -> None:
     segments = run.table("segments").join(targets, "idx", "left").select(*PLAN_SEGMENT_COLUMNS)
     write_parquet_atomic(segments.orderBy("segment_id").coalesce(1), plan / "segments.parquet")
     _flatten(plan / "segments.parquet")
-    stage_groups = {}
+    stage_groups, previous = {}, {}
     for name in APP_NAMES:
         path = run.work / "groups" / f"{name}.json"
         if path.exists():
-            stage_groups[name] = json.loads(path.read_text())
+            groups = json.loads(path.read_text())
+            stage_groups[name] = {"names": sorted(groups),
+                                  "changed": {g: text for g, text in sorted(groups.items()) if previous.get(g) != text}}
+            previous = groups
     write_json_atomic(stage_groups, plan / "stage_groups.json")
 
 

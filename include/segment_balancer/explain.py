@@ -186,14 +186,18 @@ def explain_plan(plan_dir: str | Path, segment_id: str) -> dict:
     stage_groups = json.loads((plan / "stage_groups.json").read_text())
     counts = {t: len(servers_before.get(t, ())) for t in tiers}
     idx = seg["idx"]
+    member: dict[str, bool] = {}
     for name in APP_NAMES:
         if name not in stage_groups:
             continue
         stage = stage_number(name)
+        entry = stage_groups[name]
+        member = {g: member.get(g, False) for g in entry["names"]}
+        member.update({g: idx is not None and idx in G.decode(text) for g, text in entry["changed"].items()})
         mine = [o for o in ops if o["stage"] == stage]
         for o in mine:
             counts[o["tier"]] = counts.get(o["tier"], 0) + (1 if o["action"] == "LOAD" else -1)
-        groups = sorted(g for g, text in stage_groups[name].items() if idx is not None and idx in G.decode(text))
+        groups = sorted(g for g, yes in member.items() if yes)
         why = [{"tier": d["tier"], "outcome": d["outcome"], "why": OUTCOME_TEXT.get(d["outcome"], d["outcome"]),
                 "step": d["step"], "detail": json.loads(d["detail"]) if d["detail"] else {}}
                for d in decisions if d["stage"] == stage]
