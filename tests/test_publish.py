@@ -7,6 +7,7 @@ import os
 
 import pytest
 
+from plan_summaries import summary
 from segment_balancer import publish
 from segment_balancer.publish import PublishError, plan_fingerprint, publish_plan
 
@@ -16,7 +17,7 @@ def make_plan(path, content: bytes, success=True, fingerprint=True):
     path.mkdir(parents=True)
     (path / "operations.parquet").write_bytes(b"ops:" + content)
     (path / "assignment.parquet").write_bytes(b"assign:" + content)
-    (path / "summary.json").write_text(json.dumps({"content": content.decode()}))
+    (path / "summary.json").write_text(json.dumps(summary(cluster=content.decode())))
     report = {"success": success, "checks": [{"name": "capacity", "success": success}]}
     if fingerprint:
         report["plan_files"] = plan_fingerprint(path)
@@ -30,11 +31,19 @@ def snapshot(root):
             if p.is_file()}
 
 
+def published(dest, plan) -> bool:
+    """``dest`` holds exactly the files of ``plan`` and the plan's report, which names its cluster."""
+    files = snapshot(dest)
+    report = files.pop("report.html").decode()
+    cluster = json.loads((plan / "summary.json").read_text())["cluster"]
+    return files == snapshot(plan) and f"Segment balancing plan — {cluster}" in report
+
+
 def test_publish_copies_and_writes_latest(tmp_path):
     plan = make_plan(tmp_path / "plan", b"v1")
     dest = tmp_path / "published" / "run-1"
     assert publish_plan(plan, dest) == dest.resolve()
-    assert snapshot(dest) == snapshot(plan)
+    assert published(dest, plan)
     assert (dest.parent / "LATEST").read_text() == "run-1\n"
     assert sorted(p.name for p in dest.parent.iterdir()) == ["LATEST", "run-1"]
 
@@ -45,9 +54,9 @@ def test_republish_replaces(tmp_path):
     (dest / "stale.txt").write_text("only in the old one")
     new = make_plan(tmp_path / "b", b"new")
     publish_plan(new, dest)
-    assert snapshot(dest) == snapshot(new)
+    assert published(dest, new)
     publish_plan(new, dest)  # idempotent
-    assert snapshot(dest) == snapshot(new)
+    assert published(dest, new)
     assert sorted(p.name for p in dest.parent.iterdir()) == ["LATEST", "current"]
 
 
@@ -124,9 +133,22 @@ def test_publishes_a_plan_validated_by_gx(tmp_path):
     fixtures = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(fixtures)
     plan, work = fixtures.write_plan(tmp_path)
+    (plan / "summary.json").write_text(json.dumps(summary(cluster="gx")))
     assert validate_plan(plan, work)["success"]
     dest = publish_plan(plan, tmp_path / "out" / "plan-1")
-    assert snapshot(dest) == snapshot(plan)
+    assert published(dest, plan)
+
+
+def test_a_plan_whose_report_cannot_be_made_is_not_published(tmp_path):
+    dest = tmp_path / "pub" / "current"
+    publish_plan(make_plan(tmp_path / "good", b"good"), dest)
+    before = snapshot(dest)
+    plan = make_plan(tmp_path / "new", b"new")
+    (plan / "summary.json").write_text("{}")  # no counts to report
+    with pytest.raises(PublishError, match="summary.json"):
+        publish_plan(plan, dest)
+    assert snapshot(dest) == before
+    assert sorted(p.name for p in dest.parent.iterdir()) == ["LATEST", "current"]
 
 
 def test_replace_dir_is_whole_or_nothing(tmp_path):

@@ -16,6 +16,7 @@ from pathlib import Path
 from . import groups as G
 from .druid_metrics import druid_metrics
 from .engine.state import split_group_name
+from .instants import format_instant_ms
 from .io import _aside, replace_path, write_json_atomic, write_parquet_atomic
 from .run import OPS_COLUMNS, Run
 from .status import balance, replication_counts, status_pass
@@ -61,6 +62,7 @@ def assemble(run: Run, groups, snapshot: Path) -> Path:
     summary = {
         "snapshot_id": run.meta["snapshot_id"],
         "cluster": run.meta["cluster"],
+        "snapshot_time": format_instant_ms(int(run.meta["now_ms"])),
         "snapshot": str(snapshot),
         "operations": int(ops.count()),
         "loads": int(ops.filter("action = 'LOAD'").count()),

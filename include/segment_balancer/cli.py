@@ -4,6 +4,8 @@
 ``python -m segment_balancer explain --plan PLAN_DIR --segment ID [--json]``
 ``python -m segment_balancer explain --snapshot DIR --segment ID [--tier T] [--config FILE.json]``
 ``python -m segment_balancer summary PLAN_DIR``
+``python -m segment_balancer report DIR`` (a plan directory, or a simulation directory)
+``python -m segment_balancer plans PLANS_ROOT [--cluster NAME] [--json]``
 ``python -m segment_balancer simulate --snapshot DIR --runs N --out DIR [--config FILE.json] [--loads-per-run N] [--load-failure-rate P] [--seed N]``
 ``python -m segment_balancer capture --coordinator URL --broker URL --out DIR [--cluster NAME] [--user USER]``
 ``python -m segment_balancer generate OUT_DIR [--seed N] [--segments N] [--servers N]``
@@ -112,6 +114,36 @@ def print_summary(plan: Path) -> None:
         console.print(f"[yellow]alert[/yellow] {alert['kind']}: {alert['message']}")
 
 
+def _signed(n: int) -> str:
+    return f"{n:+d}" if n else "±0"
+
+
+def print_plans(entries, root: Path) -> None:
+    """The plan history (:func:`segment_balancer.history.plan_history`) as a rich table: per plan its
+    snapshot time, cluster, name, operations, unreplicated and underreplicated segments once it
+    succeeded, max − min segments per tier, each with the change from the previous plan."""
+    from rich.console import Console
+    from rich.table import Table
+
+    console = Console()
+    if not entries:
+        console.print(f"no plans published yet under {root}")
+        return
+    table = Table("snapshot time", "cluster", "plan", "operations", "unreplicated after", "underreplicated after",
+                  "max − min after", "compared with")
+    for e in entries:
+        n, d = e.numbers, e.diff
+
+        def cell(key: str) -> str:
+            return f"{n[key]:,}" + (f" ({_signed(d[key])})" if d else "")
+
+        spread = ", ".join(f"{t} {v}" + (f" ({_signed(d['max_minus_min_after'][t])})" if t in d.get("max_minus_min_after", {}) else "")
+                           for t, v in sorted(n["max_minus_min_after"].items()))
+        table.add_row(e.snapshot_time, e.cluster, e.name + (" (what-if)" if e.whatif else ""), cell("operations"),
+                      cell("unreplicated_after"), cell("underreplicated_after"), spread, e.previous or "-")
+    console.print(table)
+
+
 def print_runs(table) -> None:
     """The ``runs.csv`` table of a simulation (rich table)."""
     from rich.console import Console
@@ -160,6 +192,13 @@ def _parser() -> argparse.ArgumentParser:
     cap.add_argument("--timeout", type=float, default=300.0, help="seconds to wait for a connection or a read")
     sm = sub.add_parser("summary", help="print the summary of a plan directory")
     sm.add_argument("plan", type=Path)
+    rep = sub.add_parser("report", help="(re)build report.html of a plan directory, or of a simulation and its runs")
+    rep.add_argument("dir", type=Path, help="a plan directory (summary.json) or a simulation directory (runs.csv)")
+    hist = sub.add_parser("plans", help="the published plans under a root, newest first, with the change from the "
+                                        "previous plan of the same cluster")
+    hist.add_argument("root", type=Path, help="the plans root, e.g. var/plans")
+    hist.add_argument("--cluster", help="only this cluster's plans")
+    hist.add_argument("--json", action="store_true", help="print the list as JSON")
     gen = sub.add_parser("generate", help="write the seeded realistic sample snapshot")
     gen.add_argument("out", type=Path)
     gen.add_argument("--seed", type=int, default=7458)
@@ -175,6 +214,7 @@ def main(argv=None) -> int:
     """Entry point of ``python -m segment_balancer``."""
     from .capture import CaptureError
     from .explain import PlanExplainError
+    from .report import ReportError
     from .snapshot.errors import SnapshotError
     from .validation import PlanValidationError
 
@@ -183,6 +223,19 @@ def main(argv=None) -> int:
     try:
         if args.command == "summary":
             print_summary(args.plan)
+        elif args.command == "report":
+            from .report import rebuild
+
+            for path in rebuild(args.dir):
+                print(f"report written to {path}")
+        elif args.command == "plans":
+            from .history import plan_history
+
+            entries = plan_history(args.root, args.cluster)
+            if args.json:
+                print(json.dumps([e.as_dict() for e in entries], indent=2))
+            else:
+                print_plans(entries, args.root)
         elif args.command == "generate":
             from .sample import generate_snapshot
 
@@ -225,7 +278,7 @@ def main(argv=None) -> int:
                 print_runs(table)
             else:
                 print(json.dumps(explain(spark, args.snapshot, args.segment, args.tier, overrides), indent=2))
-    except (SnapshotError, PlanValidationError, ValueError, CaptureError, PlanExplainError) as exc:
+    except (SnapshotError, PlanValidationError, ValueError, CaptureError, PlanExplainError, ReportError) as exc:
         print(f"error: {exc}", file=sys.stderr)
         return 2
     return 0

@@ -42,13 +42,18 @@ def remove_path(path: Path) -> None:
         path.unlink()
 
 
-def write_json_atomic(obj, path: Path) -> None:
-    """Write ``obj`` as indented JSON to ``path`` atomically."""
+def write_text_atomic(text: str, path: Path) -> None:
+    """Write ``text`` (UTF-8) to ``path`` atomically."""
     path = Path(path)
     path.parent.mkdir(parents=True, exist_ok=True)
     tmp = _aside(path)
-    tmp.write_text(json.dumps(obj, indent=2, sort_keys=False, default=str))
+    tmp.write_text(text, encoding="utf-8")
     replace_path(tmp, path)
+
+
+def write_json_atomic(obj, path: Path) -> None:
+    """Write ``obj`` as indented JSON to ``path`` atomically."""
+    write_text_atomic(json.dumps(obj, indent=2, sort_keys=False, default=str), path)
 
 
 def write_parquet_atomic(frame, path: Path) -> None:

@@ -1,7 +1,7 @@
 """Atomic publish of a validated plan directory.
 
-``publish_plan(plan_dir, dest_dir)`` copies the plan to a hidden temporary sibling of ``dest_dir``
-and renames it into place; an existing ``dest_dir`` is renamed aside first and deleted only after
+``publish_plan(plan_dir, dest_dir)`` copies the plan to a hidden temporary sibling of ``dest_dir``,
+writes its ``report.html`` there and renames it into place; an existing ``dest_dir`` is renamed aside first and deleted only after
 the new one is in (:func:`replace_dir`, which the simulation of a DAG run uses too). A ``LATEST``
 file beside ``dest_dir`` then names the published directory.
 """
@@ -127,7 +127,9 @@ def publish_plan(plan_dir: str | Path, dest_dir: str | Path) -> Path:
 
     Requires ``plan_dir/validation.json`` with ``"success": true`` (and, when it records
     ``plan_files``, unchanged plan files). Every file of ``plan_dir`` except dotfiles is copied
-    into place with :func:`replace_dir`. ``dest_dir.parent/LATEST`` is then replaced atomically
+    into place with :func:`replace_dir`, with the plan's ``report.html``
+    (:func:`segment_balancer.report.write_report`) written beside them: a published plan always
+    has its report. ``dest_dir.parent/LATEST`` is then replaced atomically
     with ``"<dest_dir name>\\n"``. Raises ``PublishError``; on any failure the previously
     published ``dest_dir`` is left as it was and temporaries are removed.
     """
@@ -139,7 +141,10 @@ def publish_plan(plan_dir: str | Path, dest_dir: str | Path) -> Path:
     _check_validated(plan_dir)
 
     def copy(tmp: Path) -> None:
+        from .report import write_report
+
         shutil.copytree(plan_dir, tmp, ignore=shutil.ignore_patterns(".*"), dirs_exist_ok=True)
+        write_report(tmp)
 
     try:
         replace_dir(dest, copy)

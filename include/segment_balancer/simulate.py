@@ -20,7 +20,8 @@ then :func:`apply_plan` writes the next snapshot:
 Segments, rules and the dynamic config are carried over unchanged. Every run's plan and the snapshot
 it produced are kept under ``out/run-NNN/``, and ``out/runs.csv`` has one row per run
 (:data:`RUN_COLUMNS`), ``out/run-NNN/historicals.csv`` the segments and bytes per historical after
-the run.
+the run; ``out/report.html`` charts the runs and links every run's plan report
+(:func:`segment_balancer.report.write_simulation_report`).
 
 Source: issue #9 of this project; Druid's test-only simulator
 (``server/src/test/java/org/apache/druid/server/coordinator/simulate/``) loads queued segments the
@@ -40,6 +41,7 @@ import pandas as pd
 
 from .instants import format_instant_ms, parse_instant_ms
 from .io import link_or_copy, write_json_atomic
+from .report import write_simulation_report
 
 log = logging.getLogger(__name__)
 
@@ -279,4 +281,5 @@ def simulate(spark, snapshot: Path, out: Path, runs: int, overrides: dict | None
     tmp = out / "runs.csv.tmp"
     table.to_csv(tmp, index=False)
     tmp.replace(out / "runs.csv")
+    write_simulation_report(out)
     return table
