@@ -19,11 +19,15 @@ resolve_snapshot ─▶ used_segments ─▶ prepare ─▶ stage01 … stage13 
   `spark_apps/<name>.py`); each hands its segment groups (roaring bitsets) to the next one through
   XCom (large values go to the object-storage XCom backend).
 - **validate_plan** runs the Great Expectations checks; **publish_plan** atomically publishes the
-  plan to `$SEGMENT_BALANCER_HOME/plans/<run id>`.
+  plan with its `report.html` to `$SEGMENT_BALANCER_HOME/plans/<run id>` and emits the Asset
+  `segment_balancer_plans` (extra: the plan directory and its headline numbers), on which a DAG that
+  applies plans can be scheduled. The run's plan shows in the UI under the run's "Plan report" tab;
+  every published plan is listed under Browse → "Segment plans".
 - **simulate** (skipped unless the `simulate_runs` param is above 0) asks "where does the cluster
   end?": it applies the published plan as a cluster would, plans again, and so on, `simulate_runs`
   Coordinator runs in all (the first is this plan), and publishes `plans/<run id>/simulation/`
-  (`runs.csv`, one row per run, and every run's plan and snapshot; see docs/SIMULATION.md).
+  (`runs.csv`, one row per run, `report.html` charting the runs, and every run's plan and snapshot;
+  see docs/SIMULATION.md).
 
 Trigger with the defaults to plan on the newest snapshot; fill in `snapshot` to plan on a given
 one, the Coordinator config fields or the what-if edits to ask "what if".
@@ -31,19 +35,16 @@ one, the Coordinator config fields or the what-if edits to ask "what if".
 
 from __future__ import annotations
 
-import os
 from datetime import datetime, timedelta, timezone
-from pathlib import Path
 
 from airflow.sdk import chain, dag, task
 from airflow.timetables.assets import AssetOrTimeSchedule
 from airflow.timetables.trigger import CronTriggerTimetable
 from segment_balancer.stages import APP_NAMES
-from segment_balancer_airflow.assets import SNAPSHOTS
+from segment_balancer_airflow.assets import PLANS, SNAPSHOTS
 from segment_balancer_airflow.operators import SimulateSubmitOperator, StageSubmitOperator
 from segment_balancer_airflow.params import dag_params, default_snapshots_root
 
-REPO = Path(__file__).resolve().parents[1]
 
 # Stage operators read the run's paths from resolve_snapshot's XCom.
 RUN = "{{{{ ti.xcom_pull(task_ids='resolve_snapshot')['{}'] }}}}"
@@ -65,10 +66,9 @@ def segment_balancing():
     @task
     def resolve_snapshot(params=None, run_id=None, logical_date=None, dag_run=None) -> dict:
         """Pick the snapshot, apply the what-if edits, create a fresh work directory, write the config."""
-        from segment_balancer_airflow.resolve import resolve_run
+        from segment_balancer_airflow.resolve import resolve_run, segment_balancer_home
 
-        home = Path(os.environ.get("SEGMENT_BALANCER_HOME", REPO / "var"))
-        return resolve_run(params, run_id, logical_date or dag_run.run_after, home)
+        return resolve_run(params, run_id, logical_date or dag_run.run_after, segment_balancer_home())
 
     @task
     def validate_plan(run: dict) -> dict:
@@ -78,12 +78,14 @@ def segment_balancing():
         require_valid(run["plan_dir"], run["work"])
         return {"plan_dir": run["plan_dir"], "valid": True}
 
-    @task
-    def publish_plan(run: dict) -> str:
-        """Atomically publish the validated plan; returns where it went."""
+    @task(outlets=[PLANS])
+    def publish_plan(run: dict, outlet_events=None) -> str:
+        """Atomically publish the validated plan with its report; emit the plans Asset; returns where it went."""
         from segment_balancer.publish import publish_plan as publish
+        from segment_balancer_airflow.assets import plan_event_extra
 
         publish(run["plan_dir"], run["publish_dir"])
+        outlet_events[PLANS].extra = plan_event_extra(run["publish_dir"])
         return run["publish_dir"]
 
     run = resolve_snapshot()

@@ -1,11 +1,14 @@
 """The first task of a ``segment_balancing`` run: which snapshot, with which config and edits, where.
 
 :func:`resolve_run` is what the DAG's ``resolve_snapshot`` task does; it runs no Spark.
+:func:`segment_balancer_home` and :func:`run_paths` say where a run works and publishes; the DAG and
+the plans UI (``ui``) share them.
 """
 
 from __future__ import annotations
 
 import json
+import os
 import re
 import shutil
 from datetime import datetime
@@ -13,6 +16,12 @@ from pathlib import Path
 
 from segment_balancer_airflow.params import config_overrides, what_if
 from segment_balancer_airflow.snapshots import pick_snapshot
+
+
+def segment_balancer_home() -> Path:
+    """The directory runs work in and plans are published to: ``$SEGMENT_BALANCER_HOME``, else
+    ``var/`` of this checkout (what ``make airflow`` exports). :func:`run_paths` lays it out."""
+    return Path(os.environ.get("SEGMENT_BALANCER_HOME", Path(__file__).resolve().parents[2] / "var"))
 
 
 def run_paths(home: Path, run_id: str) -> dict[str, Path]:

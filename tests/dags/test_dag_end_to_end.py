@@ -63,6 +63,20 @@ def run_dag(snapshot: Path, **conf) -> Path:
     plans = Path(os.environ["SEGMENT_BALANCER_HOME"]) / "plans"
     published = plans / (plans / "LATEST").read_text().strip()
     assert json.loads((published / "validation.json").read_text())["success"] is True
+    assert (published / "report.html").is_file()
+    # publish_plan emitted the plans Asset, its extra naming the plan and its headline numbers
+    from airflow.models.asset import AssetEvent, AssetModel
+    from airflow.utils.session import create_session
+
+    with create_session() as session:
+        events = (session.query(AssetEvent, AssetModel).filter(AssetEvent.asset_id == AssetModel.id)
+                  .filter(AssetEvent.source_run_id == run.run_id).all())
+    assert [(a.name, e.source_task_id) for e, a in events] == [("segment_balancer_plans", "publish_plan")]
+    summary = json.loads((published / "summary.json").read_text())
+    extra = events[0][0].extra
+    assert extra["plan_dir"] == str(published) and extra["cluster"] == summary["cluster"]
+    assert (extra["operations"], extra["loads"], extra["unreplicated_after"]) == (
+        summary["operations"], summary["loads"], summary["status_after"]["unreplicated"])
     return published
 
 
@@ -106,6 +120,7 @@ def test_segment_balancing_dag_publishes_the_plan_of_the_cli(airflow_home, compa
     # The what-if simulation, published beside the plan: run 1 is this plan, run 2 plans on the
     # snapshot it left.
     simulation = published / "simulation"
+    assert (simulation / "report.html").is_file() and (simulation / "run-002" / "plan" / "report.html").is_file()
     runs = pd.read_csv(simulation / "runs.csv")
     assert list(runs.run) == [1, 2]
     assert (runs.loc[0, "loads"], runs.loc[0, "drops"]) == (summary["loads"], summary["drops"])

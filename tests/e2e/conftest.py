@@ -37,7 +37,7 @@ START_TIMEOUT = 240  # seconds: db migrate + airflow standalone + first parse
 
 # Not even collected by `make test` (pytest's testpaths include tests/): only `make e2e` sets this.
 if not os.environ.get("SEGMENT_BALANCER_E2E"):
-    collect_ignore = ["test_ui.py"]
+    collect_ignore = ["test_ui.py", "test_report.py"]
 
 
 def free_port() -> int:

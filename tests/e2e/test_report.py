@@ -1,0 +1,91 @@
+"""The reports as a person sees them: ``report.html`` of the ``druid_sample`` plan, of the compaction
+snapshot's plan and of a two-run simulation, opened from disk (``file://``, offline) in chromium.
+
+Each report: its headline numbers are ``summary.json``'s, every chart renders (a Plotly SVG with
+its bars or markers drawn), the browser logs no error; a full-page screenshot goes to the
+artifacts directory. Collected only by ``make e2e`` (``conftest.py``); the plans come from the
+session fixtures of ``tests/conftest.py`` (the CLI path, which publishes with the report).
+"""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+
+#: headline card -> its value in summary.json
+FROM_SUMMARY = {
+    "operations": lambda s: s["operations"], "loads": lambda s: s["loads"], "drops": lambda s: s["drops"],
+    "moves": lambda s: s["moves"],
+    "unreplicated_before": lambda s: s["status_before"]["unreplicated"],
+    "unreplicated_after": lambda s: s["status_after"]["unreplicated"],
+    "underreplicated_before": lambda s: sum(t.get("underreplicated", 0) for t in s["status_before"]["tiers"].values()),
+    "underreplicated_after": lambda s: sum(t.get("underreplicated", 0) for t in s["status_after"]["tiers"].values()),
+    "deferred_drops": lambda s: s["availability"]["deferred_drops"],
+    "overshadowed_waiting": lambda s: s["overshadowed_waiting"]["segments"],
+}
+
+
+def open_report(browser, path: Path, artifacts: Path, name: str):
+    """Open ``path`` in a fresh page; screenshot it whole; return (page, console errors)."""
+    page = browser.new_page(viewport={"width": 1300, "height": 900})
+    errors: list[str] = []
+    page.on("console", lambda m: errors.append(m.text) if m.type == "error" else None)
+    page.on("pageerror", lambda exc: errors.append(f"page error: {exc}"))
+    page.on("request", lambda r: errors.append(f"fetched {r.url}") if not r.url.startswith(("file:", "data:")) else None)
+    page.goto(path.as_uri())
+    page.wait_for_load_state("networkidle")
+    page.screenshot(path=str(artifacts / f"{name}.png"), full_page=True)
+    return page, errors
+
+
+def charts_render(page, expected: int) -> None:
+    """``expected`` Plotly charts, each with its SVG drawn and at least one bar, point or marker."""
+    charts = page.locator(".js-plotly-plot")
+    assert charts.count() == expected
+    for i in range(expected):
+        chart = charts.nth(i)
+        assert chart.locator("svg.main-svg").count() >= 1, i
+        drawn = chart.locator("g.trace path, g.trace .point").count()
+        assert drawn > 0, f"chart {chart.get_attribute('id')} drew nothing"
+
+
+@pytest.mark.parametrize("fixture", ["druid_sample_planned", "compaction_planned"])
+def test_plan_report(request, browser, artifacts, fixture):
+    base, summary, _ops = request.getfixturevalue(fixture)
+    report = base / "plan" / "report.html"
+    assert json.loads((base / "plan" / "summary.json").read_text()) == summary
+    page, errors = open_report(browser, report, artifacts, f"report-{fixture.removesuffix('_planned')}")
+    for key, value in FROM_SUMMARY.items():
+        card = page.get_by_test_id(f"headline-{key}")
+        assert card.get_attribute("data-value") == str(value(summary)), key
+        assert card.locator(".value").inner_text() == f"{value(summary):,}", key
+    assert page.get_by_test_id("validation-status").inner_text() == "passed"
+    tiers = sorted({s["tier"] for s in summary["servers"]})
+    # status, balance, operations, timings, timeline, and one holdings chart per tier
+    charts_render(page, 5 + len(tiers))
+    for tier in tiers:
+        assert page.locator(f".chart[data-tier='{tier}'] .js-plotly-plot").count() == 1
+    checks = json.loads((base / "plan" / "validation.json").read_text())["checks"]
+    assert page.locator("tr[data-check]").count() == len(checks)
+    page.close()
+    assert not errors, errors
+
+
+def test_simulation_report(spark, browser, artifacts, tmp_path):
+    from druid_sample_plan import SNAPSHOT
+    from segment_balancer.simulate import simulate
+
+    table = simulate(spark, SNAPSHOT, tmp_path / "sim", 2)
+    page, errors = open_report(browser, tmp_path / "sim" / "report.html", artifacts, "report-simulation")
+    charts_render(page, 3)
+    assert page.locator("tr[data-run]").count() == len(table) == 2
+    # every run's own report opens from the simulation's
+    page.get_by_role("link", name="run 2").click()
+    page.wait_for_load_state("networkidle")
+    run2 = json.loads((tmp_path / "sim" / "run-002" / "plan" / "summary.json").read_text())
+    assert page.get_by_test_id("headline-operations").get_attribute("data-value") == str(run2["operations"])
+    assert int(table.loc[1, "operations"]) == run2["operations"]
+    page.close()
+    assert not errors, errors
