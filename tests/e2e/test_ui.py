@@ -8,9 +8,11 @@ The tests run in this order and share the logged-in page (``conftest.py``):
    snapshot (``late``);
 3. "Run Backfill" over 2024-01-02 .. 2024-01-03 from the same dialog: two runs, which plan on
    ``early`` and ``late`` (each on the newest snapshot at or before its logical date);
-4. the capture DAG, unpaused, captures the (fake, loopback) Druid cluster into the snapshots root
+4. the triggered run's "Plan report" tab shows its report, and explains a segment it moved;
+5. the capture DAG, unpaused, captures the (fake, loopback) Druid cluster into the snapshots root
    and emits its Asset; ``segment_balancing`` then runs by itself on that capture;
-5. no task instance failed, and the Airflow UI logged no error to the browser console.
+6. Browse -> "Segment plans" lists every published plan with its change from the previous one;
+7. no task instance failed, and the Airflow UI logged no error to the browser console.
 
 Screenshots go to the artifacts directory (``conftest.ARTIFACTS``).
 """
@@ -172,6 +174,49 @@ def test_trigger_form_and_run(page, deployment, artifacts):
     assert summary["whatif"] in (None, {}, []) or not any(summary["whatif"].values()), summary["whatif"]
 
 
+def plan_frame(page, view: str):
+    """The frame of the plugin's external view ``view`` ("Plan report", "Segment plans")."""
+    return page.frame_locator(f"iframe[title='{view}']")
+
+
+def test_the_runs_plan_in_the_ui(page, deployment, artifacts):
+    """The run's "Plan report" tab shows its published report (headline numbers of its
+    summary.json, every chart drawn); "Explain a segment" there answers for a segment the plan
+    moved, with the move's operations and their reasons."""
+    import pandas as pd
+    from playwright.sync_api import expect
+    from segment_balancer_airflow.resolve import run_paths
+
+    run_id = STATE["manual_run"]
+    summary = summary_of(deployment, run_id)
+    page.goto(f"/dags/{DAG_ID}/runs/{run_id}")
+    page.get_by_text("Plan report", exact=True).click()
+    page.wait_for_url(re.compile(r"/plugin/segment-balancer-plan$"))
+    report = plan_frame(page, "Plan report")
+    expect(report.get_by_test_id("headline-operations")).to_have_attribute("data-value", str(summary["operations"]))
+    expect(report.get_by_test_id("headline-unreplicated_after")).to_have_attribute(
+        "data-value", str(summary["status_after"]["unreplicated"]))
+    expect(report.get_by_test_id("validation-status")).to_have_text("passed")
+    tiers = {s["tier"] for s in summary["servers"]}
+    expect(report.locator(".js-plotly-plot svg.main-svg").first).to_be_visible()
+    assert report.locator(".js-plotly-plot").count() == 5 + len(tiers)
+    page.wait_for_load_state("networkidle")
+    shot(page, artifacts, "09-plan-report-tab")
+
+    ops = pd.read_parquet(run_paths(deployment.var, run_id)["publish_dir"] / "operations.parquet")
+    moved = ops[ops.depends_on.notna()].iloc[0]  # a DROP waiting for its LOAD: a move or a callback
+    load = ops[ops.op_id == moved.depends_on].iloc[0]
+    report.get_by_role("link", name="Explain a segment").click()
+    report.locator("input[name=segment]").fill(moved.segment_id)
+    report.locator("input[name=segment]").press("Enter")
+    for op in (load, moved):
+        row = report.locator(f"tr[data-op='{int(op.op_id)}']")
+        expect(row).to_contain_text(op.server)
+        expect(row).to_contain_text(op.reason)
+    page.wait_for_load_state("networkidle")
+    shot(page, artifacts, "10-explain-a-segment")
+
+
 def pick_datetime(page, field_index: int, when: datetime) -> None:
     """Fill one of the dialog's date-time pickers (a popover with a date and a time text field)."""
     page.get_by_test_id("datetime-input").nth(field_index).click()
@@ -243,6 +288,32 @@ def test_a_capture_lands_and_is_planned_on_by_itself(page, deployment, artifacts
     page.goto(f"/dags/{DAG_ID}/runs")
     page.wait_for_load_state("networkidle")
     shot(page, artifacts, "08-asset-triggered-run")
+
+
+def test_plans_page(page, deployment, artifacts):
+    """Browse -> "Segment plans" lists every published plan newest snapshot first, each with its
+    numbers and the change from the previous plan of its cluster."""
+    from playwright.sync_api import expect
+    from segment_balancer.history import plan_history
+
+    page.goto("/")
+    page.get_by_role("button", name="Browse").click()
+    page.get_by_role("menuitem", name="Segment plans").click()
+    page.wait_for_url(re.compile(r"/plugin/segment-balancer-plans$"))
+    plans = plan_frame(page, "Segment plans")
+    expected = plan_history(deployment.var / "plans")
+    assert len(expected) >= 4  # the triggered run, two backfill dates, the asset-triggered run
+    rows = plans.locator("tr[data-plan]")
+    expect(rows).to_have_count(len(expected))
+    assert [rows.nth(i).get_attribute("data-plan") for i in range(len(expected))] == [e.name for e in expected]
+    for i, entry in enumerate(expected):
+        ops = rows.nth(i).locator("td[data-col=operations]")
+        expect(ops).to_contain_text(f"{entry.numbers['operations']:,}")
+        if entry.diff:
+            d = entry.diff["operations"]
+            expect(ops).to_contain_text(f"+{d:,}" if d > 0 else f"\N{MINUS SIGN}{-d:,}" if d < 0 else "\N{PLUS-MINUS SIGN}0")
+    page.wait_for_load_state("networkidle")
+    shot(page, artifacts, "11-plans-page")
 
 
 def test_no_failures_and_no_console_errors(page, deployment, artifacts, console):
