@@ -1,0 +1,213 @@
+"""The published plans in the Airflow UI: the FastAPI app the ``segment_balancer`` plugin
+(``plugins/segment_balancer_plugin.py``) mounts at :data:`URL_PREFIX`.
+
+Routes, under the prefix:
+
+- ``GET /runs/{run_id}``: the ``report.html`` of a DAG run's published plan
+  (``run_paths(segment_balancer_home(), run_id)["publish_dir"]``) with a navigation bar after its
+  ``<body>`` tag; for a run that published no plan (still running, failed, a run of another DAG), a
+  page saying so, naming the run and where its plan would be (404).
+- ``GET /plans`` (``?cluster=``): every published plan newest first, with its headline numbers and
+  their change since the plan it is compared with (``segment_balancer.history.plan_history``);
+  ``GET /plans.json``: the same list as JSON (``PlanEntry.as_dict()`` each).
+- ``GET /plans/{name}/explain?segment=ID[&format=json]``: a form, and what the plan did with the
+  segment and why (``segment_balancer.explain.explain_plan``), as HTML or JSON; 404 with
+  ``PlanExplainError``'s message for an unknown segment or a plan without explain tables.
+- ``GET /plans/{name}/{path}``: the files named ``report.html`` of a plan (``report.html``,
+  ``simulation/report.html``, ``simulation/run-NNN/plan/report.html``).
+
+A plan ``name`` is a non-hidden directory right under ``<home>/plans``; a file must resolve inside
+its plan directory and have no hidden name on its way. Anything else is 404.
+
+Auth: Airflow protects no plugin app by itself, so every route depends on :data:`AUTHORIZED`: the
+auth manager's user of the request (the JWT of an ``Authorization: Bearer`` header, else of the
+``_token`` cookie the browser holds once logged in to the UI; 401 without one) must be allowed to
+read runs of the ``segment_balancing`` DAG (403 otherwise).
+
+Pages are Jinja2 templates (``templates/``, autoescaped) with inline CSS and no external resource;
+every link is an absolute path under :data:`URL_PREFIX` (:func:`href`), so it works inside the UI's
+iframe. Import-light: ``explain`` (pandas) is imported by its route only.
+"""
+
+from __future__ import annotations
+
+import re
+from pathlib import Path
+from typing import Literal
+from urllib.parse import quote
+
+from airflow.api_fastapi.auth.managers.models.resource_details import DagAccessEntity
+from airflow.api_fastapi.core_api.security import requires_access_dag
+from fastapi import Depends, FastAPI, Query
+from fastapi.responses import FileResponse, HTMLResponse, JSONResponse, Response
+from jinja2 import Environment, FileSystemLoader, StrictUndefined
+from segment_balancer.history import plan_history
+from segment_balancer_airflow.resolve import run_paths, segment_balancer_home
+
+URL_PREFIX = "/segment-balancer"
+"""Where the plugin mounts :data:`app`; also the path the browser sees, as ``[api] base_url`` has
+no sub-path."""
+DAG_ID = "segment_balancing"
+REPORT = "report.html"
+
+AUTHORIZED = requires_access_dag(method="GET", access_entity=DagAccessEntity.RUN, param_dag_id=DAG_ID)
+"""The dependency of every route: the request's user may read runs of ``segment_balancing``
+(``HTTPException`` 401 without a valid JWT, 403 when the auth manager refuses)."""
+
+app = FastAPI(title="segment_balancer plans", dependencies=[Depends(AUTHORIZED)],
+              docs_url=None, redoc_url=None, openapi_url=None)
+
+NO_CACHE = {"Cache-Control": "no-cache"}  # a re-run replaces the plan under the same URL
+_BODY = re.compile(r"<body\b[^>]*>", re.IGNORECASE)
+_DETAIL_LISTS = ("tried", "tiers", "top_b", "refused")
+
+
+def href(*parts: str) -> str:
+    """The absolute URL path of a page of :data:`app`, the one way pages link: :data:`URL_PREFIX`,
+    then ``parts`` joined by ``/`` (each percent-encoded, ``/`` kept): ``href("plans", name,
+    "explain")`` is ``/segment-balancer/plans/<name>/explain``."""
+    return "/".join([URL_PREFIX, *(quote(p, safe="/") for p in parts)])
+
+
+def number(n: int) -> str:
+    """``n`` with thousands separators: ``1,234``."""
+    return f"{n:,}"
+
+
+def change(n: int) -> str:
+    """A difference as a person reads it: ``+3``, ``−2`` (a minus sign), ``±0``; thousands separated."""
+    return f"+{n:,}" if n > 0 else f"\N{MINUS SIGN}{-n:,}" if n < 0 else "\N{PLUS-MINUS SIGN}0"
+
+
+def detail_facts(detail: dict) -> list[tuple[str, object]]:
+    """The plain facts of a decision's detail, in order: every key but the server lists
+    (``tried``, ``tiers``, ``top_b``, ``refused``), as ``explain.render_explain`` shows them."""
+    return [(k, v) for k, v in detail.items() if k not in _DETAIL_LISTS]
+
+
+_templates = Environment(loader=FileSystemLoader(Path(__file__).resolve().parent / "templates"), autoescape=True,
+                         undefined=StrictUndefined, trim_blocks=True, lstrip_blocks=True)
+_templates.globals["href"] = href
+_templates.filters.update(number=number, change=change, detail_facts=detail_facts)
+
+
+def _page(template: str, status_code: int = 200, **context) -> HTMLResponse:
+    return HTMLResponse(_templates.get_template(template).render(**context), status_code=status_code)
+
+
+def _not_found(title: str, *message: str) -> HTMLResponse:
+    return _page("message.html", 404, title=title, message=message)
+
+
+def _plans_root() -> Path:
+    return segment_balancer_home() / "plans"
+
+
+def plan_dir(name: str) -> Path | None:
+    """The directory of the published plan ``name``: a non-hidden directory right under
+    ``<home>/plans`` (also once resolved); None for any other name (``/``, ``..``, leading ``.``)."""
+    if not name or "/" in name or ".." in name or name.startswith("."):
+        return None
+    root = _plans_root()
+    path = root / name
+    return path if path.is_dir() and path.resolve().parent == root.resolve() else None
+
+
+@app.get("/runs/{run_id:path}", response_class=HTMLResponse)
+def run_view(run_id: str, dag_id: str = DAG_ID) -> HTMLResponse:
+    """The report of DAG run ``run_id``'s published plan, the navigation bar inserted after its
+    ``<body>`` tag (at the start without one); a 404 page naming the run and where its plan would
+    be when the run published none (or a plan without a report), or when ``dag_id`` (the UI fills
+    it in: the tab is on the runs of every DAG) is not ``segment_balancing``, whose runs alone
+    publish plans (a run of another DAG may have the same run id)."""
+    if dag_id != DAG_ID:
+        return _not_found("No plan for this run",
+                          f"DAG run {run_id} is a run of {dag_id}: only runs of {DAG_ID} publish plans.")
+    publish_dir = run_paths(segment_balancer_home(), run_id)["publish_dir"]
+    plan = plan_dir(publish_dir.name) if publish_dir.parent == _plans_root() else None
+    if plan is None:
+        return _not_found("No plan for this run",
+                          f"DAG run {run_id} has no published plan: there is nothing at {publish_dir}.",
+                          "A run publishes its plan when it succeeds; a run still running, a failed run "
+                          f"or a run of another DAG than {DAG_ID} has none.")
+    if not (plan / REPORT).is_file():
+        return _not_found("No report for this run",
+                          f"The plan of DAG run {run_id} is published at {plan}, but it has no {REPORT} "
+                          "(it was published before reports were written).")
+    report = (plan / REPORT).read_text(encoding="utf-8")
+    nav = _templates.get_template("nav.html").render(name=plan.name,
+                                                    simulation=(plan / "simulation" / REPORT).is_file())
+    head_end = report.lower().find("</head>")
+    body = _BODY.search(report, max(head_end, 0))
+    at = body.end() if body else 0
+    return HTMLResponse(report[:at] + nav + report[at:], headers=NO_CACHE)
+
+
+@app.get("/plans", response_class=HTMLResponse)
+def plans_page(cluster: str | None = None) -> HTMLResponse:
+    """Every published plan (of ``cluster`` when given), newest first: headline numbers, their
+    change since the plan each is compared with, and links to its report, simulation and explain."""
+    root = _plans_root()
+    return _page("plans.html", entries=plan_history(root, cluster or None), cluster=cluster or None, root=str(root))
+
+
+@app.get("/plans.json")
+def plans_json(cluster: str | None = None) -> list[dict]:
+    """:func:`plans_page`'s list as JSON: ``PlanEntry.as_dict()`` of each plan, newest first."""
+    return [entry.as_dict() for entry in plan_history(_plans_root(), cluster or None)]
+
+
+@app.get("/plans/{name}/explain", response_class=HTMLResponse)
+def explain_page(name: str, segment: str | None = None,
+                 fmt: Literal["html", "json"] = Query("html", alias="format")) -> Response:
+    """The explain form of plan ``name`` and, for ``segment``, ``explain_plan``'s answer as HTML
+    (the stages ``render_explain`` shows) or, with ``format=json``, as JSON. 404 (message on the
+    page, ``{"detail": message}`` in JSON) for an unknown plan or segment or a plan without
+    explain tables; JSON without ``segment`` is 400."""
+    from segment_balancer.explain import NOTHING_UNDONE, PlanExplainError, explain_plan
+
+    plan = plan_dir(name)
+    answer, error = None, None
+    if plan is None:
+        error = f"no published plan named {name} under {_plans_root()}"
+    elif segment:
+        try:
+            answer = explain_plan(plan, segment)
+        except PlanExplainError as exc:
+            error = str(exc)
+    if fmt == "json":
+        if error is None and answer is None:
+            return JSONResponse({"detail": "no segment given: add ?segment=<segment id>"}, status_code=400)
+        return JSONResponse(answer) if error is None else JSONResponse({"detail": error}, status_code=404)
+    if plan is None:
+        return _not_found("No such plan", error)
+    return _page("explain.html", 404 if error else 200, name=name, segment=segment or "", error=error,
+                 answer=answer, stages=shown_stages(answer) if answer else [], has_report=(plan / REPORT).is_file(),
+                 nothing_undone=NOTHING_UNDONE)
+
+
+def shown_stages(answer: dict) -> list[dict]:
+    """The stages of an ``explain_plan`` answer that ``render_explain`` shows, in order: those with
+    operations or decisions, or whose groups differ from the last shown stage's; each with
+    ``groups_changed`` (then its groups and counts are shown)."""
+    shown, previous = [], None
+    for stage in answer["stages"]:
+        changed = stage["groups"] != previous
+        if stage["operations"] or stage["decisions"] or changed:
+            shown.append({**stage, "groups_changed": changed})
+            previous = stage["groups"]
+    return shown
+
+
+@app.get("/plans/{name}/{path:path}")
+def plan_file(name: str, path: str) -> Response:
+    """A file named ``report.html`` of plan ``name`` at ``path`` (``report.html``,
+    ``simulation/report.html``, ``simulation/run-002/plan/report.html``) as ``text/html``; 404 for
+    any other name, a hidden part, a path resolving outside the plan, or a missing file."""
+    plan = plan_dir(name)
+    parts = path.split("/")
+    if plan is not None and parts[-1] == REPORT and not any(p.startswith(".") for p in parts):
+        target = (plan / path).resolve()
+        if target.is_relative_to(plan.resolve()) and target.is_file():
+            return FileResponse(target, media_type="text/html", headers=NO_CACHE)
+    return _not_found("Not found", f"No report {path} in a published plan named {name}.")
