@@ -86,6 +86,6 @@ def test_plans_command(tmp_path, capsys):
     listed = json.loads(capsys.readouterr().out)
     assert [(p["name"], p["previous"], p["diff"].get("operations")) for p in listed] == [("b", "a", -2), ("a", None, None)]
     assert main(["plans", str(root)]) == 0
-    assert "-2" in capsys.readouterr().out
+    assert "(\N{MINUS SIGN}2)" in capsys.readouterr().out
     assert main(["plans", str(tmp_path / "none")]) == 0
     assert "no plans published yet" in capsys.readouterr().out

@@ -114,16 +114,14 @@ def print_summary(plan: Path) -> None:
         console.print(f"[yellow]alert[/yellow] {alert['kind']}: {alert['message']}")
 
 
-def _signed(n: int) -> str:
-    return f"{n:+d}" if n else "±0"
-
-
 def print_plans(entries, root: Path) -> None:
     """The plan history (:func:`segment_balancer.history.plan_history`) as a rich table: per plan its
     snapshot time, cluster, name, operations, unreplicated and underreplicated segments once it
     succeeded, max − min segments per tier, each with the change from the previous plan."""
     from rich.console import Console
     from rich.table import Table
+
+    from .history import signed_change
 
     console = Console()
     if not entries:
@@ -135,9 +133,9 @@ def print_plans(entries, root: Path) -> None:
         n, d = e.numbers, e.diff
 
         def cell(key: str) -> str:
-            return f"{n[key]:,}" + (f" ({_signed(d[key])})" if d else "")
+            return f"{n[key]:,}" + (f" ({signed_change(d[key])})" if d else "")
 
-        spread = ", ".join(f"{t} {v}" + (f" ({_signed(d['max_minus_min_after'][t])})" if t in d.get("max_minus_min_after", {}) else "")
+        spread = ", ".join(f"{t} {v}" + (f" ({signed_change(d['max_minus_min_after'][t])})" if t in d.get("max_minus_min_after", {}) else "")
                            for t, v in sorted(n["max_minus_min_after"].items()))
         table.add_row(e.snapshot_time, e.cluster, e.name + (" (what-if)" if e.whatif else ""), cell("operations"),
                       cell("unreplicated_after"), cell("underreplicated_after"), spread, e.previous or "-")

@@ -122,6 +122,11 @@ def read_plan(plan_dir: Path) -> PlanEntry:
         has_simulation=(plan_dir / "simulation" / "report.html").is_file(), numbers=numbers)
 
 
+def signed_change(n: int) -> str:
+    """A difference as a person reads it: ``+3``, ``−2`` (a minus sign), ``±0``; thousands separated."""
+    return f"+{n:,}" if n > 0 else f"\N{MINUS SIGN}{-n:,}" if n < 0 else "\N{PLUS-MINUS SIGN}0"
+
+
 def diff(current: dict, previous: dict) -> dict:
     """``current`` minus ``previous`` (two :func:`headline` dicts): every :data:`DIFF_KEYS` and
     ``max_minus_min_after`` for the tiers both have."""

@@ -41,7 +41,7 @@ from airflow.api_fastapi.core_api.security import requires_access_dag
 from fastapi import Depends, FastAPI, Query
 from fastapi.responses import FileResponse, HTMLResponse, JSONResponse, Response
 from jinja2 import Environment, FileSystemLoader, StrictUndefined
-from segment_balancer.history import plan_history
+from segment_balancer.history import plan_history, signed_change
 from segment_balancer_airflow.resolve import run_paths, segment_balancer_home
 
 URL_PREFIX = "/segment-balancer"
@@ -74,11 +74,6 @@ def number(n: int) -> str:
     return f"{n:,}"
 
 
-def change(n: int) -> str:
-    """A difference as a person reads it: ``+3``, ``−2`` (a minus sign), ``±0``; thousands separated."""
-    return f"+{n:,}" if n > 0 else f"\N{MINUS SIGN}{-n:,}" if n < 0 else "\N{PLUS-MINUS SIGN}0"
-
-
 def detail_facts(detail: dict) -> list[tuple[str, object]]:
     """The plain facts of a decision's detail, in order: every key but the server lists
     (``tried``, ``tiers``, ``top_b``, ``refused``), as ``explain.render_explain`` shows them."""
@@ -88,7 +83,7 @@ def detail_facts(detail: dict) -> list[tuple[str, object]]:
 _templates = Environment(loader=FileSystemLoader(Path(__file__).resolve().parent / "templates"), autoescape=True,
                          undefined=StrictUndefined, trim_blocks=True, lstrip_blocks=True)
 _templates.globals["href"] = href
-_templates.filters.update(number=number, change=change, detail_facts=detail_facts)
+_templates.filters.update(number=number, change=signed_change, detail_facts=detail_facts)
 
 
 def _page(template: str, status_code: int = 200, **context) -> HTMLResponse:

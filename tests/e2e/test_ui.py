@@ -294,7 +294,7 @@ def test_plans_page(page, deployment, artifacts):
     """Browse -> "Segment plans" lists every published plan newest snapshot first, each with its
     numbers and the change from the previous plan of its cluster."""
     from playwright.sync_api import expect
-    from segment_balancer.history import plan_history
+    from segment_balancer.history import plan_history, signed_change
 
     page.goto("/")
     page.get_by_role("button", name="Browse").click()
@@ -310,8 +310,7 @@ def test_plans_page(page, deployment, artifacts):
         ops = rows.nth(i).locator("td[data-col=operations]")
         expect(ops).to_contain_text(f"{entry.numbers['operations']:,}")
         if entry.diff:
-            d = entry.diff["operations"]
-            expect(ops).to_contain_text(f"+{d:,}" if d > 0 else f"\N{MINUS SIGN}{-d:,}" if d < 0 else "\N{PLUS-MINUS SIGN}0")
+            expect(ops).to_contain_text(signed_change(entry.diff["operations"]))
     page.wait_for_load_state("networkidle")
     shot(page, artifacts, "11-plans-page")
 
