@@ -94,7 +94,7 @@ demo: airflow-home
 	  airflow dags test segment_balancing --conf "{\"snapshot\": \"$$snap\"}"; \
 	  plan=$$(cat $$latest 2>/dev/null || true); \
 	  [[ -n "$$plan" && "$$plan" != "$$before" ]] || { echo "no plan was published for $$snap" >&2; exit 1; }; \
-	  echo "plan for $$snap published at $(VAR_ABS)/plans/$$plan"; \
+	  echo "plan for $$snap published at $(VAR_ABS)/plans/$$plan (report: $(VAR_ABS)/plans/$$plan/report.html)"; \
 	  $(PY) -m segment_balancer summary $(VAR_ABS)/plans/$$plan \
 	    || echo "(no summary: see $(VAR_ABS)/plans/$$plan)"; \
 	done; \
