@@ -21,6 +21,8 @@ def test_plan_report_shows_the_summary(tmp_path):
     s = summary("prod", loads=1234, drops=5, moves=3, unreplicated=(7, 2), underreplicated=(11, 4), spread=(9, 2),
                 deferred=6, waiting=1, whatif={"snapshot": "/snap", "decommission": ["h1"], "remove": [], "added": []})
     s["alerts"] = [{"kind": "unknown_tier", "message": "tier cold is named by a rule but has no historical server"}]
+    s["config"].update(decommissioningNodes=["h1"], topBReuse=True)
+    s["ignored_config"] = [{"key": "maxSegmentsToMove", "value": 100, "note": "retired by the seed"}]
     plan = write_plan_dir(tmp_path / "plan", s)
     html = write_report(plan).read_text()
     assert headline_values(html) == {"operations": 1239, "loads": 1234, "drops": 5, "moves": 3, "unreplicated_before": 7,
@@ -29,6 +31,9 @@ def test_plan_report_shows_the_summary(tmp_path):
     assert '<div class="value">1,234</div>' in html  # thousands separators
     assert "decommission h1" in html and "tier cold is named by a rule" in html
     assert 'data-testid="validation-status">passed<' in html
+    # config values as Druid's JSON has them
+    assert "<td>[&#34;h1&#34;]</td>" in html and "<td>true</td>" in html
+    assert "<td><code>maxSegmentsToMove</code></td><td>100</td><td>retired by the seed</td>" in html
     # one chart per kind and one holdings chart for the tier
     for div in ("chart-status", "chart-balance", "chart-operations", "chart-timings", "chart-timeline", "chart-holdings-0"):
         assert f'id="{div}"' in html, div

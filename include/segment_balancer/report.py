@@ -59,7 +59,7 @@ def _environment():
     env = Environment(loader=PackageLoader("segment_balancer", "templates"), autoescape=select_autoescape(["html", "j2"]),
                       trim_blocks=True, lstrip_blocks=True)
     env.filters["num"] = lambda v: f"{v:,}" if isinstance(v, int) and not isinstance(v, bool) else v
-    env.filters["gb"] = lambda v: f"{v / 1e9:,.2f} GB"
+    env.filters["value"] = lambda v: v if isinstance(v, str) else json.dumps(v)  # a config value as Druid's JSON has it
     return env
 
 
