@@ -6,13 +6,18 @@
 #   make demo    run the Airflow DAG once on every bundled snapshot, publish plans under var/plans/
 #   make cluster-demo  the same on a Spark standalone cluster (master + worker on 127.0.0.1)
 #   make airflow the Airflow 3 deployment (scheduler, DAG processor, API server, triggerer) on
-#                http://127.0.0.1:$(AIRFLOW_PORT); user admin, password in var/airflow_home/
+#                http://127.0.0.1:$(AIRFLOW_PORT) and the Spark Connect server the stages run on
+#                (sc://127.0.0.1:$(SPARK_CONNECT_PORT)); user admin, password in var/airflow_home/
 #                simple_auth_manager_passwords.json.generated; snapshots under var/snapshots
+#   make connect-start / connect-stop  the Spark Connect server alone (log under var/connect/)
 #   make clean   remove var/ (runs, plans, Airflow home); the venv is kept
 #   make chromium  install Debian's chromium (apt) for the browser tests, unless already installed
 #   make e2e     the browser test (Playwright + chromium) of a throw-away `make airflow` deployment
 #
-# Variables you may override: PYTHON (interpreter that creates the venv), VENV, VAR, SNAPSHOTS.
+# Variables you may override: PYTHON (interpreter that creates the venv), VENV, VAR, SNAPSHOTS,
+# SPARK_MODE (connect | spark-submit: how the DAG's Spark tasks run), SPARK_MASTER (the Connect
+# server's master: local[*], spark://host:port, yarn), SPARK_CONNECT_PORT, SPARK_CONNECT_MEMORY
+# (the Connect server's driver memory).
 
 SHELL := /bin/bash
 .SHELLFLAGS := -euo pipefail -c
@@ -41,7 +46,27 @@ export PYSPARK_DRIVER_PYTHON      := $(PY)
 export SEGMENT_BALANCER_HOME      := $(VAR_ABS)
 export AIRFLOW_CONN_SPARK_DEFAULT := {"conn_type": "spark", "host": "local[*]"}
 
-.PHONY: venv test demo cluster-demo airflow-home airflow clean chromium e2e
+# The DAG's Spark tasks: on a Spark Connect server (one session per DAG run) or one spark-submit each.
+SPARK_MODE           ?= connect
+SPARK_MASTER         ?= local[*]
+SPARK_CONNECT_PORT   ?= 15002
+SPARK_CONNECT_MEMORY ?= 4g
+CONNECT_DIR          := $(VAR_ABS)/connect
+CONNECT              := $(PY) -m segment_balancer.connect_server --dir $(CONNECT_DIR) --port $(SPARK_CONNECT_PORT)
+export AIRFLOW__SEGMENT_BALANCER__SPARK_MODE := $(SPARK_MODE)
+export AIRFLOW_CONN_SPARK_CONNECT_DEFAULT    := {"conn_type": "spark_connect", "host": "sc://127.0.0.1", "port": $(SPARK_CONNECT_PORT)}
+export SEGMENT_BALANCER_CONNECT_MEMORY       := $(SPARK_CONNECT_MEMORY)
+
+# In a recipe: start this checkout's Connect server unless it already answers (then it is left
+# running afterwards), and stop the one it started when the recipe's shell ends, however it ends.
+define with_connect_server
+if [[ "$(SPARK_MODE)" == connect ]] && ! $(CONNECT) status >/dev/null 2>&1; then \
+  $(CONNECT) start --master '$(SPARK_MASTER)' --stop-with $$$$; \
+  trap '$(CONNECT) stop' EXIT; trap 'exit 143' TERM HUP; trap 'exit 130' INT; \
+fi
+endef
+
+.PHONY: venv test demo cluster-demo airflow-home airflow clean chromium e2e connect-start connect-stop
 
 venv: $(STAMP) $(JSA)
 
@@ -86,7 +111,8 @@ airflow-home: venv
 
 # Each run publishes to var/plans/<run id>/ and names it in var/plans/LATEST.
 demo: airflow-home
-	@shopt -s nullglob; found=0; latest=$(VAR_ABS)/plans/LATEST; \
+	@$(with_connect_server); \
+	shopt -s nullglob; found=0; latest=$(VAR_ABS)/plans/LATEST; \
 	for meta in $(SNAPSHOTS)/*/snapshot.json; do \
 	  snap=$$(dirname $$meta); found=1; \
 	  echo "=== segment_balancing on $$snap"; \
@@ -100,7 +126,8 @@ demo: airflow-home
 	done; \
 	test $$found = 1 || { echo "no snapshots under $(SNAPSHOTS)" >&2; exit 1; }
 
-# The demo with every spark-submit going to a Spark standalone cluster started from the installed
+# The demo with every Spark job going to a Spark standalone cluster (the Connect server's master, or
+# every spark-submit's with SPARK_MODE=spark-submit) started from the installed
 # PySpark (segment_balancer/standalone.py: a master and one worker on 127.0.0.1, logs under
 # var/standalone/), stopped afterwards whatever happens.
 STANDALONE_DIR  := $(VAR_ABS)/standalone
@@ -109,7 +136,8 @@ cluster-demo: airflow-home
 	@$(PY) -m segment_balancer.standalone start --dir $(STANDALONE_DIR) --port $(STANDALONE_PORT); \
 	trap '$(PY) -m segment_balancer.standalone stop --dir $(STANDALONE_DIR) --port $(STANDALONE_PORT)' EXIT; \
 	export AIRFLOW_CONN_SPARK_DEFAULT='{"conn_type": "spark", "host": "spark://127.0.0.1", "port": $(STANDALONE_PORT)}'; \
-	$(MAKE) --no-print-directory demo AIRFLOW_CONN_SPARK_DEFAULT="$$AIRFLOW_CONN_SPARK_DEFAULT"
+	$(MAKE) --no-print-directory demo AIRFLOW_CONN_SPARK_DEFAULT="$$AIRFLOW_CONN_SPARK_DEFAULT" \
+	  SPARK_MASTER=spark://127.0.0.1:$(STANDALONE_PORT) CONNECT_DIR=$(VAR_ABS)/connect-cluster
 
 # A real deployment: `airflow standalone` (scheduler, DAG processor, API server, triggerer) on the
 # rendered config, in the foreground (Ctrl-C stops it). Snapshots live under var/snapshots, seeded
@@ -122,8 +150,15 @@ airflow: airflow-home
 	@for snap in $(SNAPSHOTS)/*/; do \
 	  name=$$(basename $$snap); [[ -e $(VAR_ABS)/snapshots/$$name ]] || ln -s $${snap%/} $(VAR_ABS)/snapshots/$$name; \
 	done
-	@echo "Airflow on http://127.0.0.1:$(AIRFLOW_PORT): user admin, password in $(AIRFLOW_HOME_DIR)/simple_auth_manager_passwords.json.generated"
+	@$(with_connect_server); \
+	echo "Airflow on http://127.0.0.1:$(AIRFLOW_PORT): user admin, password in $(AIRFLOW_HOME_DIR)/simple_auth_manager_passwords.json.generated"; \
 	airflow standalone
+
+# The Spark Connect server alone (for the CLI's --remote / SPARK_REMOTE, or a deployment that keeps it up).
+connect-start: venv
+	$(CONNECT) start --master '$(SPARK_MASTER)'
+connect-stop: venv
+	$(CONNECT) stop
 
 clean:
 	rm -rf $(VAR_ABS)

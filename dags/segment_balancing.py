@@ -3,11 +3,13 @@
 
 Plans the segment loads, moves and drops of a Druid cluster with the thirteen-stage Coordinator
 algorithm of Druid issue #7458, one Spark application per stage, from a snapshot of the cluster.
+The stages run on a Spark Connect server (connection `spark_connect_default`), all tasks of a run on
+one session, or as one `spark-submit` each (`[segment_balancer] spark_mode = spark-submit`).
 Runs daily, and each time `druid_snapshot_capture` lands a new snapshot (the Asset
 `segment_balancer_snapshots`).
 
 ```
-resolve_snapshot ─▶ used_segments ─▶ prepare ─▶ stage01 … stage13 ─▶ assemble ─▶ validate_plan ─▶ publish_plan ─▶ simulate
+resolve_snapshot ─▶ used_segments ─▶ prepare ─▶ stage01 … stage13 ─▶ assemble ─▶ validate_plan ─▶ publish_plan ─▶ simulate ─▶ release_spark_session
 ```
 
 - **resolve_snapshot** picks the snapshot (the `snapshot` param, else the newest under
@@ -15,9 +17,11 @@ resolve_snapshot ─▶ used_segments ─▶ prepare ─▶ stage01 … stage13 
   its `run_after`), creates a fresh work directory `$SEGMENT_BALANCER_HOME/runs/<run id>/work`,
   applies the what-if edits (`whatif_*` params) to a copy of the snapshot there, and writes the config
   overrides (`config_overrides` with the typed Coordinator config fields over it).
-- **prepare**, **stage01…13**, **assemble** are `StageSubmitOperator`s (spark-submit of
-  `spark_apps/<name>.py`); each hands its segment groups (roaring bitsets) to the next one through
-  XCom (large values go to the object-storage XCom backend).
+- **used_segments**, **prepare**, **stage01…13**, **assemble** run the stage applications: on the
+  run's Spark Connect session (`StageConnectOperator`), or as `spark-submit` of
+  `spark_apps/<name>.py` (`StageSubmitOperator`); each hands its segment groups (roaring bitsets)
+  to the next one through XCom (large values go to the object-storage XCom backend). A stage with
+  nothing to schedule runs no Spark job.
 - **validate_plan** runs the Great Expectations checks; **publish_plan** atomically publishes the
   plan with its `report.html` to `$SEGMENT_BALANCER_HOME/plans/<run id>` and emits the Asset
   `segment_balancer_plans` (extra: the plan directory and its headline numbers), on which a DAG that
@@ -28,6 +32,8 @@ resolve_snapshot ─▶ used_segments ─▶ prepare ─▶ stage01 … stage13 
   Coordinator runs in all (the first is this plan), and publishes `plans/<run id>/simulation/`
   (`runs.csv`, one row per run, `report.html` charting the runs, and every run's plan and snapshot;
   see docs/SIMULATION.md).
+- **release_spark_session** (a teardown: it runs whatever became of the run and does not decide its
+  state) releases the run's Spark Connect session on the server.
 
 Trigger with the defaults to plan on the newest snapshot; fill in `snapshot` to plan on a given
 one, the Coordinator config fields or the what-if edits to ask "what if".
@@ -37,12 +43,12 @@ from __future__ import annotations
 
 from datetime import datetime, timedelta, timezone
 
-from airflow.sdk import chain, dag, task
+from airflow.sdk import chain, dag, task, teardown
 from airflow.timetables.assets import AssetOrTimeSchedule
 from airflow.timetables.trigger import CronTriggerTimetable
 from segment_balancer.stages import APP_NAMES
 from segment_balancer_airflow.assets import PLANS, SNAPSHOTS
-from segment_balancer_airflow.operators import SimulateSubmitOperator, StageSubmitOperator
+from segment_balancer_airflow.connect import simulate_operator, stage_operator
 from segment_balancer_airflow.params import dag_params, default_snapshots_root
 
 
@@ -88,11 +94,18 @@ def segment_balancing():
         outlet_events[PLANS].extra = plan_event_extra(run["publish_dir"])
         return run["publish_dir"]
 
+    @teardown
+    def release_spark_session(dag=None, run_id=None) -> str:
+        """Release the run's Spark Connect session, whatever became of the run (spark-submit mode: nothing)."""
+        from segment_balancer_airflow.connect import release_session
+
+        return release_session(dag.dag_id, run_id)
+
     run = resolve_snapshot()
     stages, previous = [], None
     for app in APP_NAMES:
         stages.append(
-            StageSubmitOperator(
+            stage_operator(
                 stage_app=app,
                 groups_from=previous,
                 snapshot=RUN.format("snapshot"),
@@ -102,7 +115,7 @@ def segment_balancing():
         )
         previous = app
     validated = validate_plan(run)
-    simulate = SimulateSubmitOperator(
+    simulate = simulate_operator(
         runs="{{ params.simulate_runs }}",
         loads_per_run="{{ params.simulate_loads_per_run }}",
         load_failure_rate="{{ params.simulate_load_failure_rate }}",
@@ -112,7 +125,7 @@ def segment_balancing():
         out=RUN.format("simulation_dir"),
         config_file=RUN.format("config_file"),
     )
-    chain(run, *stages, validated, publish_plan(run), simulate)
+    chain(run, *stages, validated, publish_plan(run), simulate, release_spark_session())
 
 
 segment_balancing()

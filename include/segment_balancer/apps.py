@@ -74,17 +74,43 @@ def add_simulate_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--seed", type=int, default=0, help="seed of the load failures")
 
 
-def simulate_main(argv=None) -> int:
-    """``spark-submit spark_apps/simulate.py --snapshot S --plan P --work W --runs N --out O
-    [--config C] [--loads-per-run N] [--load-failure-rate P] [--seed N]``: simulate ``N`` Coordinator
-    runs of which the first is the plan ``P`` already made in work directory ``W`` (a DAG run's
-    published plan), with :func:`segment_balancer.simulate.simulate`. ``O`` is written whole or not
-    at all (:func:`segment_balancer.publish.replace_dir`). Returns 0; exits with code 2 on bad
-    input (a refused snapshot, ``runs`` < 1), leaving an earlier ``O`` as it was.
+class SimulationRefused(ValueError):
+    """A simulation that cannot start: a refused snapshot or bad options (``runs`` < 1); nothing
+    was written."""
+
+
+def simulate_published(spark, snapshot: Path, plan: Path, work: Path, runs: int, out: Path,
+                       overrides: dict | None = None, loads_per_run: int | None = None,
+                       load_failure_rate: float = 0.0, seed: int = 0) -> None:
+    """Simulate ``runs`` Coordinator runs of which the first is the plan ``plan`` already made in
+    work directory ``work`` (a DAG run's published plan), with
+    :func:`segment_balancer.simulate.simulate`, into ``out``, written whole or not at all
+    (:func:`segment_balancer.publish.replace_dir`). Shared by ``spark_apps/simulate.py`` and the
+    DAG's Spark Connect task. Raises :class:`SimulationRefused` on bad input, leaving an earlier
+    ``out`` as it was.
     """
     from .publish import PublishError, replace_dir
     from .simulate import simulate
     from .snapshot.errors import SnapshotError
+
+    snapshot, plan, work, out = (Path(p).absolute() for p in (snapshot, plan, work, out))
+    try:
+        replace_dir(out, lambda tmp: simulate(
+            spark, snapshot, tmp, runs, overrides, loads_per_run=loads_per_run,
+            load_failure_rate=load_failure_rate, seed=seed, first_plan=plan, first_work=work))
+    except PublishError as exc:
+        cause = exc.__cause__
+        if isinstance(cause, (SnapshotError, ValueError)):
+            raise SimulationRefused(f"simulation refused: {cause}") from exc
+        raise
+
+
+def simulate_main(argv=None) -> int:
+    """``spark-submit spark_apps/simulate.py --snapshot S --plan P --work W --runs N --out O
+    [--config C] [--loads-per-run N] [--load-failure-rate P] [--seed N]``: :func:`simulate_published`.
+    Returns 0; exits with code 2 on bad input (a refused snapshot, ``runs`` < 1), leaving an
+    earlier ``O`` as it was.
+    """
     from .sparkutil import get_session
 
     logging.basicConfig(level=logging.INFO, format="%(asctime)s %(levelname)s %(name)s: %(message)s")
@@ -96,17 +122,14 @@ def simulate_main(argv=None) -> int:
     log = logging.getLogger("simulate")
     spark = get_session("segment_balancer.simulate")
     try:
-        replace_dir(args.out, lambda tmp: simulate(
-            spark, args.snapshot, tmp, args.runs, read_overrides(args.config), loads_per_run=args.loads_per_run,
-            load_failure_rate=args.load_failure_rate, seed=args.seed, first_plan=args.plan, first_work=args.work))
-    except PublishError as exc:
-        cause = exc.__cause__
-        if isinstance(cause, (SnapshotError, ValueError)):
-            log.error("simulation refused: %s", cause)
-            print(f"simulation refused: {cause}", file=sys.stderr)
-            spark.stop()
-            raise SystemExit(2) from exc
-        raise
+        simulate_published(spark, args.snapshot, args.plan, args.work, args.runs, args.out,
+                           read_overrides(args.config), loads_per_run=args.loads_per_run,
+                           load_failure_rate=args.load_failure_rate, seed=args.seed)
+    except SimulationRefused as exc:
+        log.error("%s", exc)
+        print(str(exc), file=sys.stderr)
+        spark.stop()
+        raise SystemExit(2) from exc
     log.info("simulation of %d runs written to %s", args.runs, args.out)
     spark.stop()
     return 0

@@ -42,7 +42,7 @@ def run_plan(spark, snapshot: Path, out: Path, overrides: dict | None = None, wo
     from .whatif import apply_to_run
 
     own_work = work is None
-    work = Path(work or tempfile.mkdtemp(prefix="segment_balancer-work-"))
+    work = Path(work or tempfile.mkdtemp(prefix="segment_balancer-work-")).absolute()
     log = logging.getLogger("segment_balancer.plan")
     try:
         if edits is not None:
@@ -155,6 +155,10 @@ def print_runs(table) -> None:
     Console().print(out)
 
 
+REMOTE_HELP = ("the Spark Connect server to run on (sc://host:port); default $SPARK_REMOTE, else an in-process "
+               "Spark on $SPARK_MASTER or local[*]")
+
+
 def _parser() -> argparse.ArgumentParser:
     p = argparse.ArgumentParser(prog="python -m segment_balancer", description=__doc__.splitlines()[0])
     sub = p.add_subparsers(dest="command", required=True)
@@ -163,6 +167,7 @@ def _parser() -> argparse.ArgumentParser:
     plan.add_argument("--out", required=True, type=Path)
     plan.add_argument("--config", type=Path, help="JSON object of dynamic config overrides")
     plan.add_argument("--work", type=Path, help="keep the work directory here (default: a temporary one)")
+    plan.add_argument("--remote", metavar="URL", help=REMOTE_HELP)
     what = plan.add_argument_group("what-if edits of the cluster (applied to a copy of the snapshot)")
     what.add_argument("--decommission", action="append", default=[], metavar="SERVER",
                       help="decommission this historical too (repeatable)")
@@ -179,8 +184,10 @@ def _parser() -> argparse.ArgumentParser:
     ex.add_argument("--tier", help="with --snapshot: only this tier")
     ex.add_argument("--config", type=Path, help="with --snapshot: dynamic config overrides")
     ex.add_argument("--json", action="store_true", help="with --plan: print the answer as JSON")
+    ex.add_argument("--remote", metavar="URL", help="with --snapshot: " + REMOTE_HELP)
     sim = sub.add_parser("simulate", help="plan, apply the plan as a cluster would, repeat: where does the cluster end?")
     add_simulate_arguments(sim)
+    sim.add_argument("--remote", metavar="URL", help=REMOTE_HELP)
     cap = sub.add_parser("capture", help="capture a snapshot from a live Druid cluster (whole or not at all)")
     cap.add_argument("--coordinator", required=True, help="Coordinator URL, e.g. http://coordinator:8081")
     cap.add_argument("--broker", required=True, help="Broker (or Router) URL, e.g. http://broker:8082")
@@ -214,6 +221,7 @@ def main(argv=None) -> int:
     from .explain import PlanExplainError
     from .report import ReportError
     from .snapshot.errors import SnapshotError
+    from .sparkutil import SparkUnreachable
     from .validation import PlanValidationError
 
     logging.basicConfig(level=logging.INFO, format="%(asctime)s %(levelname)s %(name)s: %(message)s")
@@ -260,7 +268,11 @@ def main(argv=None) -> int:
         else:
             from .sparkutil import local_session
 
-            spark = local_session(f"segment_balancer.{args.command}")
+            # Spark (a Connect server above all) resolves paths from its own working directory.
+            for key in ("snapshot", "out", "work"):
+                if getattr(args, key, None) is not None:
+                    setattr(args, key, getattr(args, key).absolute())
+            spark = local_session(f"segment_balancer.{args.command}", remote=args.remote)
             overrides = read_overrides(args.config)
             if args.command == "plan":
                 from .whatif import WhatIf, parse_add
@@ -276,7 +288,8 @@ def main(argv=None) -> int:
                 print_runs(table)
             else:
                 print(json.dumps(explain(spark, args.snapshot, args.segment, args.tier, overrides), indent=2))
-    except (SnapshotError, PlanValidationError, ValueError, CaptureError, PlanExplainError, ReportError) as exc:
+    except (SnapshotError, PlanValidationError, ValueError, CaptureError, PlanExplainError, ReportError,
+            SparkUnreachable) as exc:
         print(f"error: {exc}", file=sys.stderr)
         return 2
     return 0

@@ -39,20 +39,26 @@ def decode_all(encoded: Mapping[str, str]) -> dict[str, BitMap]:
 def bitmaps_from_members(members_df) -> dict[str, BitMap]:
     """Collect a Spark DataFrame (``group`` str, ``idx`` long) into one bitmap per group.
 
-    Each partition builds its own bitmaps; only the serialised bitmaps travel to the driver, where
-    they are OR-ed together — never the member rows.
+    Each partition builds its own bitmaps (``mapInArrow``); only the serialised bitmaps travel to
+    the driver (a row per group and partition), where they are OR-ed together — never the member
+    rows. One Spark job.
     """
 
-    def per_partition(rows: Iterable) -> Iterable[tuple[str, bytes]]:
+    def per_partition(batches):
+        import pyarrow as pa
+
         built: dict[str, BitMap] = {}
-        for row in rows:
-            built.setdefault(row["group"], BitMap()).add(int(row["idx"]))
-        return [(name, bm.serialize()) for name, bm in built.items()]
+        for batch in batches:
+            for name, idx in zip(batch.column("group").to_pylist(), batch.column("idx").to_pylist()):
+                built.setdefault(name, BitMap()).add(int(idx))
+        if built:
+            names = sorted(built)
+            yield pa.RecordBatch.from_pydict({"group": names, "data": [built[n].serialize() for n in names]},
+                                             schema=pa.schema([("group", pa.string()), ("data", pa.binary())]))
 
     out: dict[str, BitMap] = {}
-    parts = members_df.select("group", "idx").rdd.mapPartitions(per_partition)
-    for name, data in parts.reduceByKey(lambda a, b: (BitMap.deserialize(a) | BitMap.deserialize(b)).serialize()).collect():
-        out[name] = BitMap.deserialize(data)
+    for row in members_df.select("group", "idx").mapInArrow(per_partition, "group string, data binary").collect():
+        out[row["group"]] = out.get(row["group"], BitMap()) | BitMap.deserialize(row["data"])
     return out
 
 

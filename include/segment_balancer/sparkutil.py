@@ -1,19 +1,37 @@
-"""One place that builds the Spark session.
+"""One place that builds the Spark session, and the few Spark idioms every application shares.
 
-The master is never set here when running under ``spark-submit`` (the submitter decides: the
-``spark_default`` connection); the CLI and the tests use :func:`local_session`. Whatever the master,
-the session gets ``LEAN_CONF``; on a ``local`` master it also gets ``LOCAL_SQL_CONF``: on one
-machine the fixed cost of every shuffle stage dominates small runs, so adaptive execution is off. On every master,
-shuffles use one partition per core the application has (``defaultParallelism``) unless
-``spark.sql.shuffle.partitions`` is set (the connection's or the submit's conf): Spark's 200 cost
-seconds of Python-worker tasks per shuffle on the tables of a plan. On a cluster adaptive execution
-stays on, so the same applications scale out.
+Three ways to a session, the same applications on each (issue 24):
+
+- **a Spark Connect server** (``SPARK_REMOTE`` / ``remote=``, ``sc://host:port/;session_id=…``):
+  the server (:mod:`segment_balancer.connect_server`) stays up between applications, so an
+  application pays no JVM start and attaches to a warm session. The DAG's stage tasks attach to one
+  session per DAG run; the CLI attaches when ``SPARK_REMOTE`` or ``--remote`` is set;
+- **under ``spark-submit``** (the DAG's ``spark-submit`` mode, YARN or Kubernetes): the master is
+  never set here, the submitter decides (the ``spark_default`` connection);
+- **in process** (:func:`local_session`: the CLI and the tests without a server): ``local[*]``.
+
+Whatever the way, the applications use no ``SparkContext`` (Connect has none): per-task work goes
+through :func:`run_tasks` (one Spark task per item, ``mapInArrow`` over ``spark.range``), the
+number of cores through :func:`parallelism`.
+
+The session gets ``LEAN_CONF`` (set at start where it is a static setting, as SQL settings on a
+Connect session); on a ``local`` master also ``LOCAL_SQL_CONF``: on one machine the fixed cost of
+every shuffle stage dominates small runs, so adaptive execution is off. Shuffles use one partition
+per core the application has unless ``spark.sql.shuffle.partitions`` is set (the connection's, the
+submit's or the Connect server's conf): Spark's 200 cost seconds of Python-worker tasks per shuffle
+on the tables of a plan. On a cluster adaptive execution stays on, so the same applications scale
+out.
 """
 
 from __future__ import annotations
 
 import os
+import pickle
+import socket
 import sys
+from collections.abc import Callable, Sequence
+from typing import Any
+from urllib.parse import urlparse
 
 from .jvm_archive import local_driver_java_options
 
@@ -26,19 +44,80 @@ LEAN_CONF = {
     "spark.driver.memory": "2g",
 }
 
+# The SQL settings of LEAN_CONF: the only ones a Connect client can set on its session.
+SESSION_SQL_CONF = {k: v for k, v in LEAN_CONF.items() if k.startswith("spark.sql.")}
+
 # Set at run time on local masters only (SQL settings can change after the session starts);
 # shuffles get one partition per core (``spark.sql.shuffle.partitions`` = the default parallelism).
 LOCAL_SQL_CONF = {
     "spark.sql.adaptive.enabled": "false",
 }
 
+#: Seconds to wait for a Spark Connect server's port before failing (not the client's 10-minute retries).
+CONNECT_TIMEOUT_S = 10.0
 
-def get_session(app_name: str = "segment_balancer", master: str | None = None):
-    """Return the active SparkSession, creating one if needed.
+
+class SparkUnreachable(RuntimeError):
+    """The Spark Connect server of a ``sc://`` URL does not answer; the message names the URL and
+    how to start a server."""
+
+
+def is_connect(spark) -> bool:
+    """Whether ``spark`` is a Spark Connect session (no ``SparkContext``, no JVM in this process)."""
+    return type(spark).__module__.startswith("pyspark.sql.connect")
+
+
+def check_reachable(url: str, timeout: float = CONNECT_TIMEOUT_S) -> None:
+    """Fail at once, with :class:`SparkUnreachable`, when nothing listens at the host and port of
+    the Spark Connect URL ``url`` (``sc://host[:port]/…``; port 15002 when absent). The client's own
+    retries would take about ten minutes to give up."""
+    parsed = urlparse(url)
+    host, port = parsed.hostname or "localhost", parsed.port or 15002
+    try:
+        with socket.create_connection((host, port), timeout=timeout):
+            return
+    except OSError as exc:
+        raise SparkUnreachable(
+            f"no Spark Connect server answers at {url.split(';')[0]} ({exc.strerror or exc}); start one with "
+            f"`python -m segment_balancer.connect_server start --port {port}` (make airflow and make demo start it), "
+            f"or point the connection at a running server") from exc
+
+
+def remote_session(url: str):
+    """A Spark Connect session at ``url`` (``sc://host:port/[;session_id=<uuid>;…]``): the session
+    of that id when the URL names one (attached, or created under that id), else a new one. Gets
+    :data:`SESSION_SQL_CONF`. Raises :class:`SparkUnreachable` when the server does not answer
+    within :data:`CONNECT_TIMEOUT_S`."""
+    check_reachable(url)
+    from pyspark.sql import SparkSession
+
+    # Through pyspark.sql's builder, which marks the process as a Connect client (pyspark.sql.functions
+    # then build Connect expressions): one process is either a Connect client or a classic driver.
+    session = SparkSession.builder.remote(url).getOrCreate()
+    for key, value in SESSION_SQL_CONF.items():
+        session.conf.set(key, value)
+    return session
+
+
+def detach(spark) -> None:
+    """Leave the session without ending it: a Connect session stays on the server for the next
+    task of the run (closed here, not released there); a classic session is left as it is."""
+    if is_connect(spark):
+        spark.release_session_on_close = False
+        spark.stop()
+
+
+def get_session(app_name: str = "segment_balancer", master: str | None = None, remote: str | None = None):
+    """Return a SparkSession: on the Connect server ``remote`` (or ``$SPARK_REMOTE``) when given,
+    else the active classic session, creating one if needed.
 
     ``master``: set only by local callers (CLI, tests); ``None`` leaves it to ``spark-submit``.
     Python workers use this interpreter (``PYSPARK_PYTHON``) so they see the same packages.
+    Raises :class:`SparkUnreachable` for a Connect server that does not answer.
     """
+    remote = remote or os.environ.get("SPARK_REMOTE")
+    if remote:
+        return remote_session(remote)
     os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
     os.environ.setdefault("PYSPARK_DRIVER_PYTHON", sys.executable)
     from pyspark.sql import SparkSession
@@ -59,10 +138,47 @@ def get_session(app_name: str = "segment_balancer", master: str | None = None):
     return session
 
 
-def local_session(app_name: str = "segment_balancer"):
-    """A session on ``SPARK_MASTER`` or ``local[*]`` (every core), for the CLI and the tests (the driver JVM
-    gets ``jvm_archive.local_driver_java_options()`` unless ``PYSPARK_SUBMIT_ARGS`` is already set)."""
+def local_session(app_name: str = "segment_balancer", remote: str | None = None):
+    """A session for the CLI and the tests: on the Connect server ``remote`` or ``$SPARK_REMOTE``
+    when set, else in process on ``SPARK_MASTER`` or ``local[*]`` (every core; the driver JVM gets
+    ``jvm_archive.local_driver_java_options()`` unless ``PYSPARK_SUBMIT_ARGS`` is already set)."""
+    remote = remote or os.environ.get("SPARK_REMOTE")
+    if remote:
+        return remote_session(remote)
     master = os.environ.get("SPARK_MASTER", "local[*]")
     if master.startswith("local"):
         os.environ.setdefault("PYSPARK_SUBMIT_ARGS", f'--driver-java-options "{local_driver_java_options()}" pyspark-shell')
     return get_session(app_name, master)
+
+
+def parallelism(spark) -> int:
+    """The cores the application's shuffles are spread over: ``spark.sql.shuffle.partitions``
+    (:func:`get_session` sets it to the default parallelism; a Connect server is started with it),
+    at least 2."""
+    return max(2, int(spark.conf.get("spark.sql.shuffle.partitions") or 2))
+
+
+def run_tasks(spark, items: Sequence[Any], fn: Callable[[Any], Any]) -> list[Any]:
+    """``[fn(item) for item in items]``, each call a Spark task of its own, in one Spark job.
+
+    The replacement of ``sparkContext.parallelize(items, n).map(fn).collect()`` that Connect
+    lacks: ``spark.range(n)`` in ``n`` partitions, one row each, ``mapInArrow`` calls ``fn`` on its
+    row's item (``items`` and ``fn`` travel pickled with the function) and returns the pickled
+    result. ``fn`` and its results must be picklable; results come back in the order of ``items``
+    and should be small (bitmaps, paths, counts): they are collected to the driver.
+    """
+    items = list(items)
+    if not items:
+        return []
+
+    def per_partition(batches):
+        import pyarrow as pa
+
+        for batch in batches:
+            ids = batch.column(0).to_pylist()
+            yield pa.RecordBatch.from_pydict(
+                {"i": ids, "result": [pickle.dumps(fn(items[i])) for i in ids]},
+                schema=pa.schema([("i", pa.int64()), ("result", pa.binary())]))
+
+    rows = spark.range(0, len(items), 1, len(items)).mapInArrow(per_partition, "i long, result binary").collect()
+    return [pickle.loads(r["result"]) for r in sorted(rows, key=lambda r: r["i"])]

@@ -16,6 +16,7 @@ from pyroaring import BitMap
 
 from .io import filesystem
 from .runstate import holds_mask, read_tier_state, replica_flags
+from .sparkutil import run_tasks
 
 
 GROUP_KINDS = ("Underreplicated", "FullyReplicated", "Overreplicated", "ToMoveAwayFromDecommServers", "Balanceable",
@@ -135,7 +136,7 @@ def status_pass(spark, work_uri: str, state_dirs: dict[str, str], servers_pdf: p
         return tier, {k: bm.serialize() for k, bm in status.items()}, held_per_server(rows), missing_replicas(rows)
 
     tiers = sorted(state_dirs)
-    results = spark.sparkContext.parallelize(tiers, max(1, len(tiers))).map(task).collect() if tiers else []
+    results = run_tasks(spark, tiers, task)
     groups = combine({tier: {k: BitMap.deserialize(v) for k, v in packed.items()} for tier, packed, _, _ in results})
     held = {server: n for _, _, per, _ in results for server, n in per.items()}
     missing = {tier: n for tier, _, _, n in results}

@@ -32,6 +32,7 @@ from .engine.state import OpSink, split_group_name
 from .io import filesystem
 from .run import OUT_FIELDS, OUT_SCHEMA, Run, num_best_function, out_frame
 from .runstate import TierRun, arrow_schema, read_tier_state, tier_dir_name, write_tier_state
+from .sparkutil import run_tasks
 
 log = logging.getLogger(__name__)
 
@@ -115,8 +116,7 @@ def kernel_pass(run: Run, stage: int, step: str, tiers: list[str], body: Body, r
             members.setdefault(group, BitMap()).add(idx)
         return written, {g: bm.serialize() for g, bm in members.items()}
 
-    sc = run.spark.sparkContext
-    results = sc.parallelize(list(enumerate(tasks)), max(1, len(tasks))).map(task).collect()
+    results = run_tasks(run.spark, list(enumerate(tasks)), task)
     state, members = dict(current), {}
     for written, packed in results:
         state.update(written)
@@ -158,7 +158,7 @@ def apply_drops_pass(run: Run, stage: int, step: str, drops, state: dict[str, st
         write_tier_state(fs, f"{base}/{out}", rows)
         return tier, out
 
-    written = dict(run.spark.sparkContext.parallelize(tiers, len(tiers)).map(task).collect())
+    written = dict(run_tasks(run.spark, tiers, task))
     return {**state, **written}
 
 

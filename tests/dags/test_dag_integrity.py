@@ -31,7 +31,9 @@ EXPECTED = [
     "validate_plan",
     "publish_plan",
     "simulate",
+    "release_spark_session",
 ]
+APPS = EXPECTED[1:-4]  # used_segments … assemble
 
 
 @pytest.fixture(scope="module")
@@ -63,26 +65,57 @@ def test_every_dag_has_tags_and_retries(dagbag):
 def test_tasks_are_wired_in_order(dag):
     from segment_balancer.stages import APP_NAMES
 
-    assert EXPECTED[1:-3] == APP_NAMES
+    assert APPS == APP_NAMES
     assert sorted(dag.task_ids) == sorted(EXPECTED)
     for upstream, downstream in zip(EXPECTED, EXPECTED[1:]):
         assert upstream in dag.get_task(downstream).upstream_task_ids, f"{upstream} -> {downstream}"
     assert dag.get_task("resolve_snapshot").upstream_task_ids == set()
-    assert dag.get_task("simulate").downstream_task_ids == set()
+    assert dag.get_task("release_spark_session").downstream_task_ids == set()
 
 
-def test_stage_operators_hand_groups_along(dag):
-    from segment_balancer_airflow.operators import StageSubmitOperator
+def test_the_session_is_released_by_a_teardown(dag):
+    """The run's Connect session is released whatever became of the run, and the release does not
+    decide the run's state (a teardown), so a failed stage still fails the run."""
+    release = dag.get_task("release_spark_session")
+    assert release.is_teardown
+    assert release.trigger_rule == "all_done_setup_success"
+    assert release.upstream_task_ids == {"simulate"}
 
-    stages = [dag.get_task(t) for t in EXPECTED[1:-3]]
-    assert all(isinstance(op, StageSubmitOperator) for op in stages)
+
+@pytest.mark.parametrize("mode", ["connect", "spark-submit"])
+def test_stage_operators_hand_groups_along(mode, monkeypatch):
+    """Both Spark modes build the same graph; connect runs the applications on the run's session
+    (``spark_connect_default``), spark-submit submits ``spark_apps/<name>.py``."""
+    from airflow.dag_processing.dagbag import DagBag
+    from segment_balancer_airflow.connect import SimulateConnectOperator, StageConnectOperator
+    from segment_balancer_airflow.operators import SimulateSubmitOperator, StageSubmitOperator
+
+    monkeypatch.setenv("AIRFLOW__SEGMENT_BALANCER__SPARK_MODE", mode)
+    dag = DagBag(dag_folder=str(DAGS)).dags["segment_balancing"]
+    assert sorted(dag.task_ids) == sorted(EXPECTED)
+    stages = [dag.get_task(t) for t in APPS]
+    kind, simulate_kind = ((StageConnectOperator, SimulateConnectOperator) if mode == "connect"
+                           else (StageSubmitOperator, SimulateSubmitOperator))
+    assert all(type(op) is kind for op in stages)
+    assert type(dag.get_task("simulate")) is simulate_kind
     assert stages[0].groups_from is None
     for previous, op in zip(stages, stages[1:]):
         assert op.groups_from == previous.task_id
     for op in stages:
-        assert Path(op.application) == REPO / "spark_apps" / f"{op.task_id}.py"
-        assert Path(op.application).is_file()
         assert "resolve_snapshot" in op.snapshot and "resolve_snapshot" in op.work
+        if mode == "connect":
+            assert op.conn_id == "spark_connect_default"
+        else:
+            assert Path(op.application) == REPO / "spark_apps" / f"{op.task_id}.py"
+            assert Path(op.application).is_file()
+
+
+def test_an_unknown_spark_mode_is_refused(monkeypatch):
+    from segment_balancer_airflow.connect import spark_mode
+
+    monkeypatch.setenv("AIRFLOW__SEGMENT_BALANCER__SPARK_MODE", "yarn")
+    with pytest.raises(ValueError, match="spark_mode = 'yarn'.*connect, spark-submit"):
+        spark_mode()
 
 
 def test_schedule_docs_and_params(dag):
@@ -119,11 +152,10 @@ def test_the_defaults_are_valid_and_every_empty_field_is_allowed(dag):
 
 
 def test_simulate_follows_publish_on_the_published_plan(dag):
-    from segment_balancer_airflow.operators import SimulateSubmitOperator
+    from segment_balancer_airflow.connect import SimulateConnectOperator
 
     op = dag.get_task("simulate")
-    assert isinstance(op, SimulateSubmitOperator)
-    assert Path(op.application) == REPO / "spark_apps" / "simulate.py" and Path(op.application).is_file()
+    assert isinstance(op, SimulateConnectOperator)  # the default spark_mode; spark-submit's: see above
     assert "params.simulate_runs" in op.runs and "params.simulate_loads_per_run" in op.loads_per_run
     assert "publish_dir" in op.plan and "simulation_dir" in op.out and "'work'" in op.work
 

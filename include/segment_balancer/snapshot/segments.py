@@ -10,6 +10,7 @@ from pathlib import Path
 
 from ..instants import with_interval_instants
 from ..io import remove_path, write_parquet_atomic
+from ..sparkutil import parallelism
 from .errors import SnapshotError
 from .lines import numbered_lines, with_row_numbers
 
@@ -59,7 +60,7 @@ def read_segments(spark, snapshot: Path):
     raw = numbered_lines(spark, path)
     if path.suffix == ".gz":
         # gzip is read by one task: spread the parsing over the cores once the lines are numbered
-        raw = raw.repartition(spark.sparkContext.defaultParallelism)
+        raw = raw.repartition(parallelism(spark))
     parsed = raw.filter(F.trim("text") != "").select(
         "line", F.from_json("text", SEGMENT_JSON_SCHEMA, {"mode": "PERMISSIVE"}).alias("j"), "text"
     )

@@ -36,18 +36,44 @@ def run_app(spark, name: str, snapshot, work, groups_in: dict | None, overrides:
 
     ``groups_in``: the previous application's XCom (None for ``prepare``). Re-running an
     application first removes what it and later stages wrote, so retries are idempotent. A stage
-    with nothing to schedule returns at once (:func:`skip_if_idle`).
+    with nothing to schedule returns at once (:func:`skip_if_idle`). Its Spark jobs carry the tag
+    :func:`job_tag` (``spark.job.tags``), on a classic session as on a Connect one.
     Raises ``KeyError`` for an unknown name, ``SnapshotError`` for bad input (``prepare``).
     """
     import time
     from pathlib import Path
 
-    from .. import groups as G
-
     if name not in APP_NAMES:
         raise KeyError(f"unknown application {name!r}; one of {APP_NAMES}")
     stage = stage_number(name)
+    # Spark resolves a relative path from its own working directory (a Connect server's is not ours).
+    snapshot, work = Path(snapshot).absolute(), Path(work).absolute()
     started = time.monotonic()
+    spark.addTag(job_tag(name))
+    try:
+        result = _run(spark, name, stage, snapshot, work, groups_in, overrides)
+    finally:
+        spark.removeTag(job_tag(name))
+    if result.get("skipped"):
+        return result["xcom"]
+    _record_timing(Path(work), stage, name, time.monotonic() - started)
+    record_groups(Path(work), name, result)
+    return result
+
+
+def job_tag(name: str) -> str:
+    """The Spark job tag of application ``name``'s jobs (``spark.job.tags`` in the event log and the
+    Spark UI), so jobs can be counted per application on a shared session or server."""
+    return f"segment_balancer_app_{name}"
+
+
+def _run(spark, name: str, stage: int, snapshot, work, groups_in, overrides) -> dict:
+    """The body of :func:`run_app`: the application's XCom, or ``{"skipped": True, "xcom": …}``
+    for a stage that has nothing to schedule."""
+    from pathlib import Path
+
+    from .. import groups as G
+
     if name == "used_segments":
         from ..used_segments import used_segments
 
@@ -57,7 +83,7 @@ def run_app(spark, name: str, snapshot, work, groups_in: dict | None, overrides:
 
         result = prepare(spark, Path(snapshot), Path(work), overrides)
     elif (idle := skip_if_idle(name, work, groups_in)) is not None:
-        return idle
+        return {"skipped": True, "xcom": idle}
     else:
         from ..run import Run
 
@@ -73,8 +99,6 @@ def run_app(spark, name: str, snapshot, work, groups_in: dict | None, overrides:
             getattr(module, "start_groups", _no_start)(groups)
             module.stage(run, groups)
         result = {"stage": stage, "groups": G.encode_all(groups)}
-    _record_timing(Path(work), stage, name, time.monotonic() - started)
-    record_groups(Path(work), name, result)
     return result
 
 
