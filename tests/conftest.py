@@ -49,3 +49,22 @@ def compaction_planned(spark, tmp_path_factory):
     base = tmp_path_factory.mktemp("compaction")
     summary = run_plan(spark, write_snapshot(base / "snapshot"), base / "plan", work=base / "work")
     return base, summary, pd.read_parquet(base / "plan" / "operations.parquet")
+
+
+@pytest.fixture(scope="session")
+def connect_server(tmp_path_factory):
+    """A Spark Connect server (``segment_balancer.connect_server``) on a free port of 127.0.0.1, for
+    the tests that run applications as Connect clients; stopped at the end. Clients run in child
+    processes: one Python process is either a Connect client or a classic driver (the ``spark``
+    fixture's), never both."""
+    import socket
+
+    from segment_balancer.connect_server import ConnectServer
+
+    with socket.socket() as s:  # a free port; the Spark UI takes the next one
+        s.bind(("127.0.0.1", 0))
+        port = s.getsockname()[1]
+    server = ConnectServer(tmp_path_factory.mktemp("connect"), port=port, driver_memory="2g", event_log=True)
+    server.start()
+    yield server
+    server.stop()

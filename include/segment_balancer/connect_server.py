@@ -226,7 +226,7 @@ class ConnectServer:
     def stop_with(self, pid: int) -> None:
         """Stop this server when process ``pid`` ends (a detached watchdog, polling every second):
         ``make airflow`` and ``make demo`` leave nothing running however their shell ends."""
-        subprocess.Popen([sys.executable, "-m", __name__, "watch", "--dir", str(self.root), "--port", str(self.port),
+        subprocess.Popen([sys.executable, "-m", "segment_balancer.connect_server", "watch", "--dir", str(self.root), "--port", str(self.port),
                           "--pid", str(pid)], env=self._env(), stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL,
                          stderr=subprocess.DEVNULL, start_new_session=True)
 

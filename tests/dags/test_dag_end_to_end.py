@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import json
 import os
+import sys
 from pathlib import Path
 
 import pandas as pd
@@ -58,7 +59,8 @@ def run_dag(snapshot: Path, **conf) -> Path:
 
     states = {ti.task_id: ti.state for ti in run.get_task_instances()}
     assert run.state == "success", states
-    assert set(states) == {"resolve_snapshot", *APP_NAMES, "validate_plan", "publish_plan", "simulate"}
+    assert set(states) == {"resolve_snapshot", *APP_NAMES, "validate_plan", "publish_plan", "simulate",
+                           "release_spark_session"}
     assert set(states.values()) == {"success"}
     plans = Path(os.environ["SEGMENT_BALANCER_HOME"]) / "plans"
     published = plans / (plans / "LATEST").read_text().strip()
@@ -92,6 +94,7 @@ def test_segment_balancing_dag_publishes_the_plan_of_the_cli(airflow_home, compa
     once more: 25 is then served, so run 2 drops the 24 replicas that waited for it."""
     from segment_balancer.standalone import connection_json
 
+    monkeypatch.setenv("AIRFLOW__SEGMENT_BALANCER__SPARK_MODE", "spark-submit")
     monkeypatch.setenv("AIRFLOW_CONN_SPARK_DEFAULT", connection_json(standalone_master.master_url))
     base, cli_summary, cli_ops = compaction_planned
     published = run_dag(base / "snapshot", simulate_runs=2)
@@ -128,3 +131,64 @@ def test_segment_balancing_dag_publishes_the_plan_of_the_cli(airflow_home, compa
     run2 = pd.read_parquet(simulation / "run-002" / "plan" / "operations.parquet")
     waited = run2[(run2.action == "DROP") & run2.depends_on.isna() & run2.reason.eq("overshadowed")]
     assert {line_of(s) for s in waited.segment_id} == WAITING
+
+
+@pytest.mark.spark_submit
+def test_segment_balancing_dag_on_spark_connect_publishes_the_same_plan(airflow_home, compaction_planned,
+                                                                      connect_server):
+    """The default mode: every Spark task of the run is a client of the Connect server, all on the
+    run's one session (``run_session_id``), released by the teardown at the end; the plan and the
+    two-run simulation are the CLI's, as in spark-submit mode. ``airflow dags test`` runs in a child
+    process: a Connect client cannot share its process with this worker's classic session."""
+    import re
+    import subprocess
+
+    from airflow.models.dagrun import DagRun
+    from airflow.utils.session import create_session
+
+    from segment_balancer_airflow.connect import run_session_id
+
+    base, cli_summary, cli_ops = compaction_planned
+    env = {**os.environ, "AIRFLOW__SEGMENT_BALANCER__SPARK_MODE": "connect",
+           "AIRFLOW_CONN_SPARK_CONNECT_DEFAULT": json.dumps(
+               {"conn_type": "spark_connect", "host": "sc://127.0.0.1", "port": connect_server.port})}
+    env.pop("SPARK_CONNECT_MODE_ENABLED", None)
+    conf = json.dumps({"snapshot": str(base / "snapshot"), "simulate_runs": 2})
+    airflow = str(Path(sys.executable).parent / "airflow")
+    done = subprocess.run([airflow, "dags", "test", "segment_balancing", "--conf", conf], env=env,
+                          capture_output=True, text=True, timeout=1200)
+    assert done.returncode == 0, done.stdout[-4000:] + done.stderr[-4000:]
+    with create_session() as session:
+        run = session.query(DagRun).filter(DagRun.dag_id == "segment_balancing").order_by(DagRun.id.desc()).first()
+        states = {ti.task_id: ti.state for ti in run.get_task_instances(session=session)}
+        run_id, run_state = run.run_id, run.state
+    assert run_state == "success" and set(states.values()) <= {"success"}, states
+    plans = Path(os.environ["SEGMENT_BALANCER_HOME"]) / "plans"
+    published = plans / (plans / "LATEST").read_text().strip()
+    pd.testing.assert_frame_equal(pd.read_parquet(published / "operations.parquet"), cli_ops)
+    summary = json.loads((published / "summary.json").read_text())
+    skipped = {n for n, t in summary["timings_seconds"].items() if t.get("skipped")}
+    assert skipped == {n for n, t in cli_summary["timings_seconds"].items() if t.get("skipped")}
+    pd.testing.assert_frame_equal(
+        pd.read_parquet(published / "simulation" / "run-001" / "plan" / "operations.parquet"), cli_ops)
+
+    # Every tagged job of the run's applications ran in the run's one session …
+    session_id = run_session_id("segment_balancing", run_id)
+    sessions, apps = set(), set()
+    for log in (connect_server.root / "events").iterdir():
+        for line in open(log, errors="replace"):
+            if '"SparkListenerJobStart"' not in line:
+                continue
+            tags = json.loads(line)["Properties"].get("spark.job.tags", "")
+            if app := re.search(r"segment_balancer_app_(\w+)", tags):
+                apps.add(app.group(1))
+                sessions.update(re.findall(r"Session_([0-9a-f-]{36})", tags))
+    ran = {n for n in APP_NAMES if n not in skipped}
+    assert ran <= apps
+    assert session_id in sessions
+    # … which the teardown released: the id can no longer be attached to.
+    probe = ("import sys; from pyspark.sql import SparkSession as S; "
+             "s = S.builder.remote(sys.argv[1]).getOrCreate(); s.range(1).count()")
+    url = f"{connect_server.url}/;session_id={session_id}"
+    again = subprocess.run([sys.executable, "-c", probe, url], capture_output=True, text=True, timeout=120, env=env)
+    assert again.returncode != 0 and "SESSION_CLOSED" in again.stderr, again.stderr[-2000:]

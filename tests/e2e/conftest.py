@@ -177,7 +177,8 @@ def deployment(tmp_path_factory, artifacts, druid):
     port = free_port()
     log = artifacts / "deployment.log"
     cmd = ["make", "--no-print-directory", "-C", str(REPO), "airflow",
-           f"VAR={tmp / 'var'}", f"AIRFLOW_PORT={port}", f"SNAPSHOTS={tmp / 'snapshots_src'}"]
+           f"VAR={tmp / 'var'}", f"AIRFLOW_PORT={port}", f"SNAPSHOTS={tmp / 'snapshots_src'}",
+           f"SPARK_CONNECT_PORT={free_port()}"]
     with open(log, "wb") as out:
         host, druid_port = druid.url.split("//")[1].split(":")
         env = {**_clean_env(), **{f"AIRFLOW_CONN_{c}": json.dumps({"conn_type": t, "host": host, "port": int(druid_port)})

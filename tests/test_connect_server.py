@@ -1,0 +1,106 @@
+"""The Spark Connect server and the applications as its clients: the same plan as in process, a
+server that does not answer named at once, nothing left running after ``stop``."""
+
+from __future__ import annotations
+
+import json
+import os
+import socket
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pandas as pd
+import pytest
+
+from segment_balancer.connect_server import ConnectServer
+from segment_balancer.sparkutil import SparkUnreachable, check_reachable
+
+REPO = Path(__file__).resolve().parents[1]
+
+
+def _free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def _cli(*args: str, env: dict | None = None, timeout: float = 600) -> subprocess.CompletedProcess:
+    clean = {k: v for k, v in os.environ.items() if k not in ("SPARK_REMOTE", "SPARK_CONNECT_MODE_ENABLED")}
+    return subprocess.run([sys.executable, "-m", "segment_balancer", *args], capture_output=True, text=True,
+                          timeout=timeout, env={**clean, **(env or {})})
+
+
+def test_an_unreachable_server_is_named_at_once():
+    """No server on the port: the error names the URL and how to start one, in seconds (the
+    client's own retries would take ten minutes)."""
+    port = _free_port()
+    started = time.monotonic()
+    with pytest.raises(SparkUnreachable, match=rf"sc://127.0.0.1:{port}.*connect_server start --port {port}"):
+        check_reachable(f"sc://127.0.0.1:{port}/;session_id=0f0e0d0c-0b0a-4909-8807-060504030201")
+    assert time.monotonic() - started < 5
+
+
+def test_the_cli_refuses_an_unreachable_remote_with_exit_code_2(tmp_path):
+    port = _free_port()
+    done = _cli("plan", "--snapshot", str(REPO / "include/segment_balancer/snapshots/druid_sample"),
+                "--out", str(tmp_path / "plan"), "--remote", f"sc://127.0.0.1:{port}", timeout=120)
+    assert done.returncode == 2, done.stderr[-2000:]
+    assert f"no Spark Connect server answers at sc://127.0.0.1:{port}" in done.stderr
+    assert not (tmp_path / "plan").exists()
+
+
+def test_the_cli_on_the_server_gives_the_in_process_plan(connect_server, druid_sample_planned, tmp_path):
+    """``plan --remote`` runs every application on the Connect server and publishes exactly the plan
+    of the in-process session; every Spark job it ran carries its application's tag."""
+    _, summary, ops = druid_sample_planned
+    done = _cli("plan", "--snapshot", str(REPO / "include/segment_balancer/snapshots/druid_sample"),
+                "--out", str(tmp_path / "plan"), "--work", str(tmp_path / "work"), "--remote", connect_server.url)
+    assert done.returncode == 0, done.stderr[-3000:]
+    pd.testing.assert_frame_equal(pd.read_parquet(tmp_path / "plan" / "operations.parquet"), ops)
+    remote = json.loads((tmp_path / "plan" / "summary.json").read_text())
+    assert remote["status_after"] == summary["status_after"]
+    assert remote["druid_metrics"] == summary["druid_metrics"]
+
+
+def test_start_is_idempotent_and_stop_leaves_nothing_running(tmp_path):
+    server = ConnectServer(tmp_path / "connect", port=_free_port(), driver_memory="1g")
+    url = server.start()
+    pid = server.pid()
+    try:
+        assert url == f"sc://127.0.0.1:{server.port}" and pid is not None
+        assert server.healthy()
+        assert server.start() == url and server.pid() == pid  # already answering: kept
+        other = ConnectServer(tmp_path / "other", port=server.port, driver_memory="1g")
+        with pytest.raises(RuntimeError, match=f"port 127.0.0.1:{server.port} is taken"):
+            other.start()
+    finally:
+        assert server.stop() is True
+    with pytest.raises(ProcessLookupError):
+        os.kill(pid, 0)
+    assert not server.healthy()
+    assert server.stop() is False
+    assert "SparkConnectServer" in (tmp_path / "connect" / "connect-server.log").read_text()
+
+
+def test_the_watchdog_stops_the_server_when_its_owner_ends(tmp_path):
+    """``start --stop-with PID`` (make airflow, make demo): the server goes when PID goes."""
+    owner = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(600)"])
+    port = _free_port()
+    cmd = [sys.executable, "-m", "segment_balancer.connect_server", "start", "--dir", str(tmp_path), "--port", str(port),
+           "--driver-memory", "1g", "--stop-with", str(owner.pid)]
+    done = subprocess.run(cmd, capture_output=True, text=True, timeout=180)
+    assert done.returncode == 0, done.stderr
+    server = ConnectServer(tmp_path, port=port)
+    pid = server.pid()
+    assert pid is not None
+    owner.kill()
+    owner.wait()
+    deadline = time.monotonic() + 40
+    while time.monotonic() < deadline and server.pid() is not None:
+        time.sleep(0.5)
+    try:
+        assert server.pid() is None, "the server outlived its owner"
+    finally:
+        server.stop()
