@@ -36,6 +36,20 @@ OUT_SCHEMA = ", ".join(f"`{n}` {t}" for n, t in OUT_FIELDS)
 OPS_COLUMNS = ["op_id", "stage", "action", "queue_type", "idx", "segment_id", "datasource", "tier",
                "server", "size_bytes", "depends_on", "reason"]
 
+def _ops_arrow_schema():
+    import pyarrow as pa
+
+    types = {"op_id": pa.int64(), "stage": pa.int32(), "idx": pa.int64(), "size_bytes": pa.int64(),
+             "depends_on": pa.int64()}
+    return pa.schema([(c, types.get(c, pa.string())) for c in OPS_COLUMNS])
+
+
+OPS_ARROW_SCHEMA = _ops_arrow_schema()
+"""The op log's parquet schema (``WORK/ops/stage_NN_step.parquet``): ``op_id``, ``idx``,
+``size_bytes``, ``depends_on`` int64 (``depends_on`` null for an independent op), ``stage`` int32,
+the rest strings."""
+
+
 DECISION_COLUMNS = ["stage", "step", "idx", "segment_id", "tier", "outcome", "detail"]
 """The decision log (``WORK/decisions/stage_NN_step.parquet``, then the plan's ``decisions.parquet``):
 why a stage that considered a segment left it undone. ``stage`` int, ``step`` str, ``idx`` long,
@@ -191,32 +205,51 @@ class Run:
         return reduce(lambda a, b: a.unionByName(b), parts)
 
     def write_ops(self, stage: int, step: str, kernel_out, facts: dict | None = None, state=None) -> int:
-        """Give the ops of one step their global ``op_id`` (in ``o1, o2, o3`` order), resolve
-        ``depends_on`` and append them to the op log. ``facts``: counts the step reports (e.g.
-        deferred drops), kept with the step in the manifest for the summary. ``state``: the run
-        state after the step, ``{tier: directory}`` of every tier (:mod:`.tierpass` wrote the
-        changed ones); None keeps the current one. The manifest written last commits the step.
-        Returns the number of ops written."""
-        from pyspark.sql import Window
+        """Give the ops of one step their global ``op_id`` (in ``o1, o2, o3, action, server``
+        order), resolve ``depends_on`` and append them to the op log. ``facts``: counts the step
+        reports (e.g. deferred drops), kept with the step in the manifest for the summary.
+        ``state``: the run state after the step, ``{tier: directory}`` of every tier
+        (:mod:`.tierpass` wrote the changed ones); None keeps the current one. The manifest written
+        last commits the step. Returns the number of ops written.
+
+        Two Spark jobs: the step's ops (bounded by the load queues: M x servers, never a table of
+        segments) are collected once and numbered in pandas; the decisions are written by Spark,
+        one file in ``idx, tier`` order.
+        """
+        import pyarrow as pa
+        import pyarrow.parquet as pq
         from pyspark.sql import functions as F
+
+        from .io import replace_path, _aside
 
         manifest = self.manifest()
         offset = manifest["count"]
-        ops = kernel_out.filter("kind = 'op'").drop("kind", "group")
-        # The op log of one step is bounded by M x servers, so one ordered window is fine here.
-        order = Window.orderBy("o1", "o2", "o3", "action", "server")
-        with_id = ops.withColumn("op_id", (F.row_number().over(order) - 1 + F.lit(offset)).cast("long"))
-        loads = with_id.filter("action = 'LOAD'").select("idx", F.col("server").alias("dep_server"), F.col("op_id").alias("depends_on"))
-        final = (with_id.join(loads, ["idx", "dep_server"], "left")
-                 .withColumn("stage", F.lit(stage).cast("int")).select(*OPS_COLUMNS).orderBy("op_id"))
+        cols = ["o1", "o2", "o3", "action", "queue_type", "idx", "segment_id", "datasource", "tier", "server",
+                "size_bytes", "reason", "dep_server"]
+        ops = kernel_out.filter("kind = 'op'").select(*cols).toPandas()
+        ops = ops.sort_values(["o1", "o2", "o3", "action", "server"], kind="stable", na_position="first")
+        ops = ops.reset_index(drop=True)
+        ops["op_id"] = range(offset, offset + len(ops))
+        loads = ops.loc[ops["action"] == "LOAD", ["idx", "server", "op_id"]].rename(
+            columns={"server": "dep_server", "op_id": "depends_on"})
+        final = ops.merge(loads, on=["idx", "dep_server"], how="left")
+        final["depends_on"] = final["depends_on"].astype("Int64")
+        final["stage"] = stage
+        final = final.sort_values("op_id", kind="stable")[OPS_COLUMNS]
         name = f"stage_{stage:02d}_{step}.parquet"
-        write_parquet_atomic(final.coalesce(1), self.work / "ops" / name)
-        n = self.spark.read.parquet(str(self.work / "ops" / name)).count()
+        table = pa.Table.from_pandas(final, schema=OPS_ARROW_SCHEMA, preserve_index=False)
+        path = self.work / "ops" / name
+        path.parent.mkdir(parents=True, exist_ok=True)
+        tmp = _aside(path)
+        pq.write_table(table, tmp)
+        replace_path(tmp, path)
+        n = len(final)
         entry = {"stage": stage, "step": step, "ops": n, **({"facts": facts} if facts else {})}
         decisions = kernel_out.filter("kind = 'decision'").select(
             F.lit(stage).cast("int").alias("stage"), F.lit(step).alias("step"), "idx", "segment_id", "tier",
             F.col("reason").alias("outcome"), "detail")
-        write_parquet_atomic(decisions.orderBy("idx", "tier").coalesce(1), self.work / "decisions" / name)
+        # one file in (idx, tier) order: one partition sorted in place, no range-partitioning pass
+        write_parquet_atomic(decisions.coalesce(1).sortWithinPartitions("idx", "tier"), self.work / "decisions" / name)
         entry["decisions"] = name
         if state is not None:
             entry["state"] = dict(sorted(state.items()))
