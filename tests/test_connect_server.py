@@ -77,8 +77,9 @@ def test_start_is_idempotent_and_stop_leaves_nothing_running(tmp_path):
             other.start()
     finally:
         assert server.stop() is True
-    with pytest.raises(ProcessLookupError):
-        os.kill(pid, 0)
+    from segment_balancer.connect_server import _alive
+
+    assert not _alive(pid)
     assert not server.healthy()
     assert server.stop() is False
     assert "SparkConnectServer" in (tmp_path / "connect" / "connect-server.log").read_text()
@@ -104,3 +105,71 @@ def test_the_watchdog_stops_the_server_when_its_owner_ends(tmp_path):
         assert server.pid() is None, "the server outlived its owner"
     finally:
         server.stop()
+
+
+# A Connect client that runs the applications from FIRST on, each one's XCom kept in WORK/xcom-<name>.json
+# and handed to the next, as the DAG's tasks do; a re-run from the failed application resumes as
+# clearing that task does.
+RESUMABLE = """
+import json, sys
+from pathlib import Path
+from segment_balancer.sparkutil import remote_session
+from segment_balancer.stages import APP_NAMES, run_app
+url, snapshot, work, first = sys.argv[1:5]
+work = Path(work)
+spark = remote_session(url)
+apps = APP_NAMES[APP_NAMES.index(first):]
+previous = APP_NAMES[APP_NAMES.index(first) - 1] if first != APP_NAMES[0] else None
+xcom = json.loads((work / f"xcom-{previous}.json").read_text()) if previous else None
+for name in apps:
+    print("running", name, flush=True)
+    xcom = run_app(spark, name, snapshot, work, xcom)
+    (work / f"xcom-{name}.json").write_text(json.dumps(xcom))
+print("all done", flush=True)
+"""
+
+
+def test_a_server_killed_mid_run_fails_the_application_soon_and_a_resumed_run_gives_the_same_plan(
+        tmp_path, druid_sample_planned):
+    """The server dies while ``stage03`` runs: the client fails within seconds (short retries, not
+    the client's ten minutes); after a restart on the same port, running again from the failed
+    application on the kept work directory (what clearing the failed task does) assembles exactly
+    the plan of an uninterrupted in-process run."""
+    from segment_balancer.publish import publish_plan
+    from segment_balancer.validation import require_valid
+
+    _, _, ops = druid_sample_planned
+    snapshot = REPO / "include/segment_balancer/snapshots/druid_sample"
+    work = tmp_path / "work"
+    work.mkdir()
+    port = _free_port()
+    server = ConnectServer(tmp_path / "connect", port=port, driver_memory="1g")
+    server.start()
+    env = {k: v for k, v in os.environ.items() if k not in ("SPARK_REMOTE", "SPARK_CONNECT_MODE_ENABLED")}
+    try:
+        client = subprocess.Popen([sys.executable, "-c", RESUMABLE, server.url, str(snapshot), str(work),
+                                   "used_segments"], stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
+                                  env=env)
+        out = []
+        for line in client.stdout:
+            out.append(line)
+            if line.startswith("running stage03"):
+                server.stop(grace=0)  # TERM at once; KILL if it lingers
+                killed = time.monotonic()
+                break
+        rest = client.communicate(timeout=120)[0]
+        failed_after = time.monotonic() - killed
+        assert client.returncode != 0, "".join(out) + rest
+        assert "all done" not in rest
+        assert failed_after < 60, f"the client took {failed_after:.0f} s to give up"
+        assert not (work / "xcom-stage03_underreplicated.json").exists()
+
+        server.start()
+        again = subprocess.run([sys.executable, "-c", RESUMABLE, server.url, str(snapshot), str(work),
+                                "stage03_underreplicated"], capture_output=True, text=True, timeout=600, env=env)
+        assert again.returncode == 0, again.stdout[-3000:] + again.stderr[-3000:]
+    finally:
+        server.stop()
+    require_valid(work / "plan", work)
+    publish_plan(work / "plan", tmp_path / "plan")
+    pd.testing.assert_frame_equal(pd.read_parquet(tmp_path / "plan" / "operations.parquet"), ops)

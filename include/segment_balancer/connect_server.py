@@ -206,12 +206,13 @@ class ConnectServer:
 
     def stop(self, grace: float = 20.0) -> bool:
         """Stop the server of this directory (its whole process group: the JVM and its Python
-        workers): TERM, then KILL after ``grace`` seconds. Returns whether one was running."""
+        workers): TERM, then KILL after ``grace`` seconds, and wait for it to be gone (at most 30 s
+        more). Returns whether one was running."""
         pid = self.pid()
         self.pid_path.unlink(missing_ok=True)
         if pid is None:
             return False
-        for sig, wait in ((signal.SIGTERM, grace), (signal.SIGKILL, 5.0)):
+        for sig, wait in ((signal.SIGTERM, grace), (signal.SIGKILL, 30.0)):
             try:
                 os.killpg(pid, sig)
             except OSError:

@@ -56,6 +56,11 @@ LOCAL_SQL_CONF = {
 #: Seconds to wait for a Spark Connect server's port before failing (not the client's 10-minute retries).
 CONNECT_TIMEOUT_S = 10.0
 
+#: How a Connect client retries a call the server did not answer (server gone, restarting): about
+#: 10 s in all (0.05, 0.2, 0.8, 3.2, 5 s), where the client's default waits some 10 minutes. A stage
+#: then fails soon and its task is retried by Airflow, or cleared once the server is back.
+CONNECT_RETRY = {"max_retries": 5, "backoff_multiplier": 4.0, "initial_backoff": 50, "max_backoff": 5000}
+
 
 class SparkUnreachable(RuntimeError):
     """The Spark Connect server of a ``sc://`` URL does not answer; the message names the URL and
@@ -86,14 +91,17 @@ def check_reachable(url: str, timeout: float = CONNECT_TIMEOUT_S) -> None:
 def remote_session(url: str):
     """A Spark Connect session at ``url`` (``sc://host:port/[;session_id=<uuid>;…]``): the session
     of that id when the URL names one (attached, or created under that id), else a new one. Gets
-    :data:`SESSION_SQL_CONF`. Raises :class:`SparkUnreachable` when the server does not answer
-    within :data:`CONNECT_TIMEOUT_S`."""
+    :data:`SESSION_SQL_CONF` and the short retries of :data:`CONNECT_RETRY`. Raises
+    :class:`SparkUnreachable` when the server does not answer within :data:`CONNECT_TIMEOUT_S`."""
     check_reachable(url)
     from pyspark.sql import SparkSession
 
     # Through pyspark.sql's builder, which marks the process as a Connect client (pyspark.sql.functions
     # then build Connect expressions): one process is either a Connect client or a classic driver.
     session = SparkSession.builder.remote(url).getOrCreate()
+    from pyspark.sql.connect.client.retries import DefaultPolicy
+
+    session.client.set_retry_policies([DefaultPolicy(**CONNECT_RETRY)])
     for key, value in SESSION_SQL_CONF.items():
         session.conf.set(key, value)
     return session
