@@ -121,6 +121,19 @@ def event_conf(events: Path, conf_dir: Path) -> None:
         "spark.eventLog.compress false\nspark.eventLog.rolling.enabled false\n")
 
 
+def observe(mode: str, tmp: Path, env: dict, server) -> tuple[Path, Watch]:
+    """Where the run's Spark event log goes, and the watch over its processes: the server's log and
+    tree in connect mode; else a fresh event-log directory (``SPARK_CONF_DIR`` set in ``env``)."""
+    if mode == "connect":
+        return server.root / "events", Watch([server.pid()])
+    events = tmp / "events"
+    shutil.rmtree(events, ignore_errors=True)
+    events.mkdir(parents=True)
+    event_conf(events, tmp / "conf")
+    env["SPARK_CONF_DIR"] = str(tmp / "conf")
+    return events, Watch()
+
+
 def start_server(tmp: Path):
     from segment_balancer.connect_server import ConnectServer
 
@@ -153,14 +166,7 @@ def run_cli(snapshot: Path, mode: str, tmp: Path, server, timeout: float) -> dic
            "--work", str(work)]
     if mode == "connect":
         cmd += ["--remote", server.url]
-        events, watch = server.root / "events", Watch([server.pid()])
-    else:
-        events = tmp / "events"
-        shutil.rmtree(events, ignore_errors=True)
-        events.mkdir(parents=True)
-        event_conf(events, tmp / "conf")
-        env["SPARK_CONF_DIR"] = str(tmp / "conf")
-        watch = Watch()
+    events, watch = observe(mode, tmp, env, server)
     since = int(time.time() * 1000)
     started = time.monotonic()
     rc = watch.run(cmd, env, tmp / "cli.log", timeout)
@@ -187,14 +193,7 @@ def run_dag(snapshot: Path, mode: str, tmp: Path, server, timeout: float) -> dic
     if mode == "connect":
         env["AIRFLOW_CONN_SPARK_CONNECT_DEFAULT"] = json.dumps(
             {"conn_type": "spark_connect", "host": "sc://127.0.0.1", "port": server.port})
-        events, watch = server.root / "events", Watch([server.pid()])
-    else:
-        events = tmp / "events"
-        shutil.rmtree(events, ignore_errors=True)
-        events.mkdir(parents=True)
-        event_conf(events, tmp / "conf")
-        env["SPARK_CONF_DIR"] = str(tmp / "conf")
-        watch = Watch()
+    events, watch = observe(mode, tmp, env, server)
     since = int(time.time() * 1000)
     cmd = [str(Path(sys.executable).parent / "airflow"), "dags", "test", "segment_balancing", "--conf",
            json.dumps({"snapshot": str(snapshot)})]

@@ -99,19 +99,13 @@ class StageConnectOperator(BaseOperator):
         from segment_balancer.apps import read_overrides
         from segment_balancer.snapshot.errors import SnapshotError
         from segment_balancer.sparkutil import detach, remote_session
-        from segment_balancer.stages import run_app, skip_if_idle
+        from segment_balancer.stages import run_app
 
-        from .operators import _unset
+        from .operators import _unset, input_groups
 
-        groups = None
-        if self.groups_from:
-            groups = context["ti"].xcom_pull(task_ids=self.groups_from)
-            if groups is None:
-                raise ValueError(f"{self.task_id}: task {self.groups_from!r} left no groups in XCom")
-            idle = skip_if_idle(self.stage_app, Path(self.work), groups)
-            if idle is not None:
-                self.log.info("%s: nothing to schedule (every group it reads is empty); no Spark job", self.stage_app)
-                return idle
+        groups, idle = input_groups(self, context)
+        if idle is not None:
+            return idle
         overrides = None if _unset(self.config_file) else read_overrides(Path(self.config_file))
         url = _context_session_url(self.conn_id, context)
         self.log.info("%s on Spark Connect %s", self.stage_app, url.split(";")[0])

@@ -119,14 +119,10 @@ class StageSubmitOperator(_SubmitHere):
         groups_out.unlink(missing_ok=True)  # a retry must not return the previous try's output
 
         args = ["--snapshot", str(self.snapshot), "--work", str(self.work)]
-        if self.groups_from:
-            groups = context["ti"].xcom_pull(task_ids=self.groups_from)
-            if groups is None:
-                raise ValueError(f"{self.task_id}: task {self.groups_from!r} left no groups in XCom")
-            idle = skip_if_idle(self.stage_app, Path(self.work), groups)
-            if idle is not None:
-                self.log.info("%s: nothing to schedule (every group it reads is empty); not submitted", self.stage_app)
-                return idle
+        groups, idle = input_groups(self, context)
+        if idle is not None:
+            return idle
+        if groups is not None:
             groups_in = xcom_dir / f"{self.task_id}.in.json"
             groups_in.write_text(json.dumps(groups))
             args += ["--groups-in", str(groups_in)]
@@ -139,6 +135,22 @@ class StageSubmitOperator(_SubmitHere):
         if not groups_out.is_file():
             raise FileNotFoundError(f"{self.stage_app} finished without writing {groups_out}")
         return json.loads(groups_out.read_text())
+
+
+def input_groups(op: Any, context: Any) -> tuple[dict | None, dict | None]:
+    """``(groups, idle)`` of stage task ``op`` (``stage_app``, ``groups_from``, ``work``): the XCom of
+    ``groups_from`` (None when it is None), and the XCom the stage hands on when it has nothing to
+    schedule (``segment_balancer.stages.skip_if_idle``; then it needs no Spark), else None.
+    Raises ``ValueError`` when ``groups_from`` left no XCom."""
+    if not op.groups_from:
+        return None, None
+    groups = context["ti"].xcom_pull(task_ids=op.groups_from)
+    if groups is None:
+        raise ValueError(f"{op.task_id}: task {op.groups_from!r} left no groups in XCom")
+    idle = skip_if_idle(op.stage_app, Path(op.work), groups)
+    if idle is not None:
+        op.log.info("%s: nothing to schedule (every group it reads is empty); no Spark job", op.stage_app)
+    return groups, idle
 
 
 def _driver_runs_here(conn_id: str) -> bool:
