@@ -43,12 +43,13 @@ from __future__ import annotations
 import argparse
 import os
 import signal
-import socket
 import subprocess
 import sys
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
+
+from .sparkutil import port_open
 
 SERVER_CLASS = "org.apache.spark.sql.connect.service.SparkConnectServer"
 DEFAULT_PORT = 15002
@@ -62,14 +63,6 @@ def spark_home() -> Path:
     import pyspark
 
     return Path(pyspark.__file__).resolve().parent
-
-
-def _port_open(host: str, port: int, timeout: float = 1.0) -> bool:
-    try:
-        with socket.create_connection((host, port), timeout=timeout):
-            return True
-    except OSError:
-        return False
 
 
 @dataclass
@@ -164,7 +157,7 @@ class ConnectServer:
     def healthy(self, timeout: float = 60.0) -> bool:
         """Whether the server answers: its port is open and a new session runs a Python function
         over Arrow within ``timeout`` seconds (the session is released afterwards)."""
-        if not _port_open(self.host, self.port):
+        if not port_open(self.host, self.port):
             return False
         try:
             return _probe(self.url, timeout)
@@ -182,7 +175,7 @@ class ConnectServer:
         self.root.mkdir(parents=True, exist_ok=True)
         if self.pid() is not None and self.healthy():
             return self.url
-        if self.pid() is None and _port_open(self.host, self.port):
+        if self.pid() is None and port_open(self.host, self.port):
             raise RuntimeError(f"port {self.host}:{self.port} is taken by another process; "
                                f"start the Spark Connect server on another port (--port / SPARK_CONNECT_PORT)")
         with open(self.log_path, "ab") as log:
@@ -195,7 +188,7 @@ class ConnectServer:
         while time.monotonic() < deadline:
             if proc.poll() is not None:
                 break
-            if _port_open(self.host, self.port):
+            if port_open(self.host, self.port):
                 if _probe(self.url, max(5.0, deadline - time.monotonic())):
                     return self.url
             time.sleep(0.5)

@@ -57,15 +57,19 @@ def write_json_atomic(obj, path: Path) -> None:
 
 
 def write_parquet_atomic(frame, path: Path) -> None:
-    """Write a Spark DataFrame (a directory of parts) or a pandas DataFrame (one file) to ``path``
-    atomically."""
+    """Write a Spark DataFrame (a directory of parts), a pandas DataFrame or a pyarrow Table (one
+    file, with the table's own schema) to ``path`` atomically."""
     path = Path(path)
     path.parent.mkdir(parents=True, exist_ok=True)
     tmp = _aside(path)
     if hasattr(frame, "sparkSession"):
         frame.write.mode("overwrite").parquet(str(tmp))
-    else:
+    elif hasattr(frame, "to_parquet"):
         frame.to_parquet(tmp, index=False)
+    else:
+        import pyarrow.parquet as pq
+
+        pq.write_table(frame, tmp)
     replace_path(tmp, path)
 
 

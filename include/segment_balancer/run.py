@@ -212,15 +212,12 @@ class Run:
         (:mod:`.tierpass` wrote the changed ones); None keeps the current one. The manifest written
         last commits the step. Returns the number of ops written.
 
-        Two Spark jobs: the step's ops (bounded by the load queues: M x servers, never a table of
+        Two Spark jobs (beside the step's kernel pass): the step's ops (bounded by the load queues: M x servers, never a table of
         segments) are collected once and numbered in pandas; the decisions are written by Spark,
         one file in ``idx, tier`` order.
         """
         import pyarrow as pa
-        import pyarrow.parquet as pq
         from pyspark.sql import functions as F
-
-        from .io import replace_path, _aside
 
         manifest = self.manifest()
         offset = manifest["count"]
@@ -237,12 +234,8 @@ class Run:
         final["stage"] = stage
         final = final.sort_values("op_id", kind="stable")[OPS_COLUMNS]
         name = f"stage_{stage:02d}_{step}.parquet"
-        table = pa.Table.from_pandas(final, schema=OPS_ARROW_SCHEMA, preserve_index=False)
-        path = self.work / "ops" / name
-        path.parent.mkdir(parents=True, exist_ok=True)
-        tmp = _aside(path)
-        pq.write_table(table, tmp)
-        replace_path(tmp, path)
+        write_parquet_atomic(pa.Table.from_pandas(final, schema=OPS_ARROW_SCHEMA, preserve_index=False),
+                             self.work / "ops" / name)
         n = len(final)
         entry = {"stage": stage, "step": step, "ops": n, **({"facts": facts} if facts else {})}
         decisions = kernel_out.filter("kind = 'decision'").select(

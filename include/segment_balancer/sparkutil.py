@@ -72,6 +72,15 @@ def is_connect(spark) -> bool:
     return type(spark).__module__.startswith("pyspark.sql.connect")
 
 
+def port_open(host: str, port: int, timeout: float = 1.0) -> bool:
+    """Whether something accepts a TCP connection at ``host:port`` within ``timeout`` seconds."""
+    try:
+        with socket.create_connection((host, port), timeout=timeout):
+            return True
+    except OSError:
+        return False
+
+
 def check_reachable(url: str, timeout: float = CONNECT_TIMEOUT_S) -> None:
     """Fail at once, with :class:`SparkUnreachable`, when nothing listens at the host and port of
     the Spark Connect URL ``url`` (``sc://host[:port]/…``; port 15002 when absent). The client's own
