@@ -13,12 +13,15 @@ import json
 import shutil
 from pathlib import Path
 
+import pandas as pd
+
 from . import groups as G
 from .druid_metrics import druid_metrics
 from .engine.state import split_group_name
 from .instants import format_instant_ms
 from .io import _aside, replace_path, write_json_atomic, write_parquet_atomic
 from .run import OPS_COLUMNS, Run
+from .sparkutil import collect_small
 from .status import balance, replication_counts, status_pass
 from .whatif import load_record
 
@@ -43,17 +46,30 @@ def assemble(run: Run, groups, snapshot: Path) -> Path:
     spark = run.spark
     if ops is None:
         ops = spark.createDataFrame([], "op_id long, stage int, action string, queue_type string, idx long, segment_id string, datasource string, tier string, server string, size_bytes long, depends_on long, reason string")
-    ops_plan = ops.orderBy("op_id").select(*PLAN_OPS_COLUMNS)
-    write_parquet_atomic(ops_plan.coalesce(1), tmp / "operations.parquet")
+    # One file each, sorted inside its one partition (no global sort: no sampling job).
+    write_parquet_atomic(ops.coalesce(1).sortWithinPartitions("op_id").select(*PLAN_OPS_COLUMNS), tmp / "operations.parquet")
     _flatten(tmp / "operations.parquet")
     assignment = end_assignment(run)
     # the start of the run as prepare measured it (the same pass over the initial state)
     held_before = {server: tuple(n) for server, n in run.meta.get("held", {}).items()}
     after = status_pass(spark, run.work_uri, run.state_dirs(), run.servers_pdf)
-    write_parquet_atomic(assignment.orderBy("segment_id", "server").coalesce(1), tmp / "assignment.parquet")
+    write_parquet_atomic(assignment.coalesce(1).sortWithinPartitions("segment_id", "server"), tmp / "assignment.parquet")
     _flatten(tmp / "assignment.parquet")
-    by_stage = [r.asDict() for r in ops.groupBy("stage", "tier", "action").count().orderBy("stage", "tier", "action").collect()]
-    by_reason = {r["reason"]: r["count"] for r in ops.groupBy("reason").count().collect()}
+    # every count of the summary in one job
+    found = collect_small({
+        "totals": ops.agg(F.count("*").alias("operations"), F.count(F.when(F.col("action") == "LOAD", 1)).alias("loads"),
+                          F.count(F.when(F.col("action") == "DROP", 1)).alias("drops"),
+                          F.count("depends_on").alias("moves")),
+        "by_stage": ops.groupBy("stage", "tier", "action").count(),
+        "by_reason": ops.groupBy("reason").count(),
+        "metrics": ops.groupBy("tier", "action", "queue_type", "reason").count(),
+    })
+    by_stage = sorted(({k: r.get(k) for k in ("stage", "tier", "action", "count")} for r in found["by_stage"]),
+                      key=lambda r: (r["stage"], r["tier"] or "", r["action"] or ""))
+    by_reason = {r.get("reason"): r["count"] for r in found["by_reason"]}
+    totals = found["totals"][0]
+    metrics = pd.DataFrame([{k: r.get(k) for k in ("tier", "action", "queue_type", "reason", "count")} for r in found["metrics"]],
+                           columns=["tier", "action", "queue_type", "reason", "count"]).astype({"count": "int64"})
     _explain_tables(run, tmp)
     final_groups = [{"name": name, "kind": split_group_name(name)[0], "tier": split_group_name(name)[1],
                      "count": len(bm), "bitset": G.encode(bm)} for name, bm in sorted(groups.items())]
@@ -64,10 +80,10 @@ def assemble(run: Run, groups, snapshot: Path) -> Path:
         "cluster": run.meta["cluster"],
         "snapshot_time": format_instant_ms(int(run.meta["now_ms"])),
         "snapshot": str(snapshot),
-        "operations": int(ops.count()),
-        "loads": int(ops.filter("action = 'LOAD'").count()),
-        "drops": int(ops.filter("action = 'DROP'").count()),
-        "moves": int(ops.filter(F.col("depends_on").isNotNull()).count()),
+        "operations": int(totals["operations"]),
+        "loads": int(totals["loads"]),
+        "drops": int(totals["drops"]),
+        "moves": int(totals["moves"]),
         "by_stage_tier_action": by_stage,
         "by_reason": by_reason,
         "status_before": replication_counts(run.meta.get("status_counts", {})),
@@ -78,7 +94,7 @@ def assemble(run: Run, groups, snapshot: Path) -> Path:
         "balance_after": balance(after.held, run.servers_pdf),
         "servers": server_rows(run.servers_pdf, held_before, after.held),
         "druid_metrics": druid_metrics(
-            ops.groupBy("tier", "action", "queue_type", "reason").count().toPandas(), run.servers_pdf,
+            metrics, run.servers_pdf,
             run.meta.get("missing_replicas", {}), after.missing,
             run.meta.get("status_counts", {}).get("Unreplicated", 0), after.counts.get("Unreplicated", 0)),
         "timeline": run.meta.get("timeline", {}),
@@ -119,14 +135,14 @@ def _explain_tables(run: Run, plan: Path) -> None:
     if decisions is None:
         decisions = run.spark.createDataFrame(
             [], "stage int, step string, idx long, segment_id string, tier string, outcome string, detail string")
-    write_parquet_atomic(decisions.select(*DECISION_COLUMNS).orderBy("segment_id", "stage", "tier").coalesce(1),
+    write_parquet_atomic(decisions.select(*DECISION_COLUMNS).coalesce(1).sortWithinPartitions("segment_id", "stage", "tier"),
                          plan / "decisions.parquet")
     _flatten(plan / "decisions.parquet")
     targets = (run.table("targets").groupBy("idx")
                .agg(F.to_json(F.map_from_entries(F.transform(F.array_sort(F.collect_list(F.struct("tier_pos", "tier", "target"))),
                                                              lambda x: F.struct(x["tier"], x["target"])))).alias("targets")))
     segments = run.table("segments").join(targets, "idx", "left").select(*PLAN_SEGMENT_COLUMNS)
-    write_parquet_atomic(segments.orderBy("segment_id").coalesce(1), plan / "segments.parquet")
+    write_parquet_atomic(segments.coalesce(1).sortWithinPartitions("segment_id"), plan / "segments.parquet")
     _flatten(plan / "segments.parquet")
     stage_groups, previous = {}, {}
     for name in APP_NAMES:

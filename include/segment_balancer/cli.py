@@ -38,8 +38,10 @@ def run_plan(spark, snapshot: Path, out: Path, overrides: dict | None = None, wo
     """
     from .publish import publish_plan
     from .stages import APP_NAMES, run_app
-    from .validation import require_valid
+    from .validation import import_in_background, require_valid
     from .whatif import apply_to_run
+
+    import_in_background()
 
     own_work = work is None
     work = Path(work or tempfile.mkdtemp(prefix="segment_balancer-work-")).absolute()

@@ -199,8 +199,8 @@ class ConnectServer:
 
     def stop(self, grace: float = 20.0) -> bool:
         """Stop the server of this directory (its whole process group: the JVM and its Python
-        workers): TERM, then KILL after ``grace`` seconds, and wait for it to be gone (at most 30 s
-        more). Returns whether one was running."""
+        workers): TERM, then KILL after ``grace`` seconds, and wait for it to be gone and its port
+        free (at most 30 s more). Returns whether one was running."""
         pid = self.pid()
         self.pid_path.unlink(missing_ok=True)
         if pid is None:
@@ -209,12 +209,16 @@ class ConnectServer:
             try:
                 os.killpg(pid, sig)
             except OSError:
-                return True
+                break
             deadline = time.monotonic() + wait
-            while time.monotonic() < deadline:
-                if not _alive(pid):
-                    return True
+            while time.monotonic() < deadline and _alive(pid):
                 time.sleep(0.2)
+            if not _alive(pid):
+                break
+        # the group's last processes (the JVM under its launcher) may hold the port a moment longer
+        deadline = time.monotonic() + 10.0
+        while time.monotonic() < deadline and port_open(self.host, self.port):
+            time.sleep(0.2)
         return True
 
     def stop_with(self, pid: int) -> None:

@@ -36,13 +36,11 @@ def decode_all(encoded: Mapping[str, str]) -> dict[str, BitMap]:
     return {name: decode(text) for name, text in encoded.items()}
 
 
-def bitmaps_from_members(members_df) -> dict[str, BitMap]:
-    """Collect a Spark DataFrame (``group`` str, ``idx`` long) into one bitmap per group.
-
-    Each partition builds its own bitmaps (``mapInArrow``); only the serialised bitmaps travel to
-    the driver (a row per group and partition), where they are OR-ed together — never the member
-    rows. One Spark job.
-    """
+def bitmaps_frame(members_df):
+    """The bitmaps of a Spark DataFrame (``group`` str, ``idx`` long) as a lazy DataFrame
+    (``group`` str, ``data`` binary: a serialised bitmap), one row per group and partition: each
+    partition builds its own bitmaps (``mapInArrow``), so only they travel, never the member rows.
+    :func:`bitmaps_from_rows` OR-s them together."""
 
     def per_partition(batches):
         import pyarrow as pa
@@ -56,10 +54,26 @@ def bitmaps_from_members(members_df) -> dict[str, BitMap]:
             yield pa.RecordBatch.from_pydict({"group": names, "data": [built[n].serialize() for n in names]},
                                              schema=pa.schema([("group", pa.string()), ("data", pa.binary())]))
 
+    return members_df.select("group", "idx").mapInArrow(per_partition, "group string, data binary")
+
+
+def bitmaps_from_rows(rows) -> dict[str, BitMap]:
+    """One bitmap per group from the rows of :func:`bitmaps_frame` (Rows, or dicts whose ``data``
+    is base64 text, as :func:`segment_balancer.sparkutil.collect_small` returns them)."""
+    import base64
+
     out: dict[str, BitMap] = {}
-    for row in members_df.select("group", "idx").mapInArrow(per_partition, "group string, data binary").collect():
-        out[row["group"]] = out.get(row["group"], BitMap()) | BitMap.deserialize(row["data"])
+    for row in rows:
+        data = row["data"]
+        bm = BitMap.deserialize(base64.b64decode(data) if isinstance(data, str) else bytes(data))
+        out[row["group"]] = out.get(row["group"], BitMap()) | bm
     return out
+
+
+def bitmaps_from_members(members_df) -> dict[str, BitMap]:
+    """Collect a Spark DataFrame (``group`` str, ``idx`` long) into one bitmap per group, in one
+    Spark job (:func:`bitmaps_frame`, :func:`bitmaps_from_rows`)."""
+    return bitmaps_from_rows(bitmaps_frame(members_df).collect())
 
 
 def members_frame(spark, groups: Mapping[str, BitMap], names: Iterable[str], chunk: int = 1 << 20):

@@ -6,6 +6,8 @@ import json
 import os
 import shutil
 import uuid
+from collections.abc import Iterator
+from contextlib import contextmanager
 from pathlib import Path
 
 
@@ -70,6 +72,24 @@ def write_parquet_atomic(frame, path: Path) -> None:
         import pyarrow.parquet as pq
 
         pq.write_table(frame, tmp)
+    replace_path(tmp, path)
+
+
+@contextmanager
+def staged_parquet(frame, path: Path) -> Iterator[Path]:
+    """Write the Spark DataFrame ``frame`` aside, yield where it is (to read it back and check it),
+    and move it to ``path`` when the block ends; when the block raises, the aside copy is removed
+    and whatever was at ``path`` stays as it was. So one Spark job both writes a table and lets a
+    check read it, and a table that fails its check never appears."""
+    path = Path(path)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    tmp = _aside(path)
+    try:
+        frame.write.mode("overwrite").parquet(str(tmp))
+        yield tmp
+    except BaseException:
+        remove_path(tmp)
+        raise
     replace_path(tmp, path)
 
 

@@ -13,10 +13,9 @@ import logging
 from pathlib import Path
 
 from . import groups as G
-from .io import remove_path, write_json_atomic, write_parquet_atomic, write_partitioned_atomic
+from .io import staged_parquet, write_json_atomic, write_parquet_atomic, write_partitioned_atomic
 from .rules import rule_index_for
 from .snapshot import loader
-from .snapshot.errors import SnapshotError
 from .snapshot.lines import with_row_numbers
 from .snapshot.segments import read_server_segments, unlisted_segments
 from .used_segments import read_summary
@@ -40,10 +39,10 @@ def stage_limits(config) -> dict[str, dict]:
     return {str(stage): config.limit(stage).to_meta() for stage in STAGE_NUMBERS}
 
 
-def _rules_table(spark, rules: dict, datasources: list[str], tiers: set[str]):
-    """Per datasource the flattened rule list (its own, then ``_default``) as rows
+def _rules_rows(rules: dict, datasources: list[str], tiers: set[str]) -> list[tuple]:
+    """Per datasource the flattened rule list (its own, then ``_default``) as tuples
     (``datasource``, ``rule_idx``, ``rule_kind``, ``tier``, ``target``, ``tier_pos``,
-    ``replicants_total``). ``tier`` is null and ``target`` 0 for a tier absent from the snapshot;
+    ``replicants_total``). ``tier`` is None and ``target`` 0 for a tier absent from the snapshot;
     ``replicants_total`` sums every ``tieredReplicants`` value of the rule, absent tiers included
     (what ``required(s)`` counts, ALGORITHM.md "Availability")."""
     rows = []
@@ -55,12 +54,14 @@ def _rules_table(spark, rules: dict, datasources: list[str], tiers: set[str]):
                 rows.append((ds, i, rule.kind, None, 0, 0, total))
             for pos, (tier, n) in enumerate(replicants):
                 rows.append((ds, i, rule.kind, tier if tier in tiers else None, int(n) if tier in tiers else 0, pos, total))
-    return spark.createDataFrame(
-        rows, "datasource string, rule_idx int, rule_kind string, tier string, target int, tier_pos int, replicants_total int")
+    return rows
 
 
 def _assign_rules(segments, rules: dict, now_ms: int):
-    """Adds ``rule_idx`` (int, −1 when no rule applies) with a vectorised pass per batch."""
+    """Adds ``rule_idx`` (int, −1 when no rule applies: the first applying rule of the
+    datasource's own rules then ``_default``), its ``rule_kind`` (str, null when none applies) and
+    ``replicants_total`` (int: the sum of a load rule's ``tieredReplicants``, absent tiers
+    included) with a vectorised pass per batch."""
     flat = {ds: rules.get(ds, []) + rules.get("_default", []) for ds in rules}
     default = rules.get("_default", [])
 
@@ -74,11 +75,21 @@ def _assign_rules(segments, rules: dict, now_ms: int):
                 lst = flat.get(ds, default)
                 out[part.index.to_numpy()] = rule_index_for(
                     lst, part["start_ms"].to_numpy(), part["end_ms"].to_numpy(), now_ms)
-            yield pdf.assign(rule_idx=out)
+            kind = np.full(len(pdf), None, dtype=object)
+            total = np.zeros(len(pdf), dtype=np.int32)
+            for ds, part in pdf.groupby("datasource", sort=False):
+                lst = flat.get(ds, default)
+                rows = part.index.to_numpy()
+                for i, rule in enumerate(lst):
+                    hit = rows[out[rows] == i]
+                    kind[hit] = rule.kind
+                    total[hit] = sum(int(n) for n in (rule.tiered_replicants or {}).values()) if rule.kind == "load" else 0
+            yield pdf.assign(rule_idx=out, rule_kind=kind, replicants_total=total)
 
-    from pyspark.sql.types import IntegerType, StructField, StructType
+    from pyspark.sql.types import IntegerType, StringType, StructField, StructType
 
-    schema = StructType(segments.schema.fields + [StructField("rule_idx", IntegerType())])
+    schema = StructType(segments.schema.fields + [StructField("rule_idx", IntegerType()), StructField("rule_kind", StringType()),
+                                                  StructField("replicants_total", IntegerType())])
     return segments.mapInPandas(assign, schema)
 
 
@@ -86,10 +97,16 @@ def prepare(spark, snapshot: Path, work: Path, overrides: dict | None = None) ->
     """Run stage 0: write ``WORK/prepared/*`` (see docs/ARCHITECTURE.md) and return the initial
     groups as the XCom dict ``{"stage": 0, "groups": {name: base64 roaring}}``.
 
-    Raises :class:`SnapshotError` for any invalid input, before any prepared table is written
-    (the replica file, parsed into ``prepared/server_segments.parquet`` to be checked, is removed).
+    About a dozen Spark jobs whatever the size: one writes the parsed replica file aside and one
+    checks it (with the ids of unlisted segments); one writes each prepared table (after two that
+    sort and number the used-segment index); one reads every count the servers, alerts and
+    summaries need; one writes the run state and one reads its groups. Raises
+    :class:`SnapshotError` for any invalid input, before any prepared table is written.
     """
     from pyspark.sql import functions as F
+
+    from .snapshot.segments import first_problems, first_unlisted_problem, refuse, refuse_unlisted
+    from .sparkutil import collect_small, lookup
 
     snapshot, work = Path(snapshot), Path(work)
     servers, all_names, queues, rules, config, smeta = load_small_inputs(snapshot, overrides)
@@ -103,28 +120,32 @@ def prepare(spark, snapshot: Path, work: Path, overrides: dict | None = None) ->
     timeline = work / "timeline" / "segments.parquet"
     if not timeline.exists():
         raise FileNotFoundError(f"{timeline} is missing: run the used_segments application first")
+    timeline_summary = read_summary(work)
     # Every segment with the timeline's answer: ``overshadowed`` is computed (stage 0), the
     # input's flag is kept as ``input_overshadowed``. Tombstones are never loaded.
     segs = spark.read.parquet(str(timeline))
     segs = segs.withColumn("used", F.col("used") & (F.col("shard_type") != "tombstone")).withColumn("listed", F.lit(True))
     prepared = work / "prepared"
-    served = read_server_segments(spark, snapshot, historicals, all_names, prepared / "server_segments.parquet")
     qdf = _queue_frame(spark, queues)
-    # Replicas and queue entries of segments segments.jsonl lacks: unused segments (ALGORITHM.md "Inputs").
-    try:
-        unlisted = unlisted_segments(spark, served, qdf, segs)
-    except SnapshotError:
-        remove_path(prepared / "server_segments.parquet")
-        raise
-    unlisted = unlisted.select(
-        "*", F.lit(0).cast("long").alias("size_bytes"), F.lit(False).alias("used"), F.lit(False).alias("overshadowed"),
+    rows, replica_file, word = read_server_segments(spark, snapshot, historicals, all_names)
+    good = "historical and problem is null"
+    # The replica file is parsed once, into prepared/server_segments.parquet, and checked there
+    # together with the ids of unlisted segments (replicas and queue entries of segments
+    # segments.jsonl lacks: unused segments, ALGORITHM.md "Inputs").
+    with staged_parquet(rows, prepared / "server_segments.parquet") as written:
+        checked = spark.read.parquet(str(written))
+        unlisted = unlisted_segments(checked.filter(good), qdf, segs, list(timeline_summary["per_datasource"]))
+        found = collect_small({"replicas": first_problems(checked, key="row"), "unlisted": first_unlisted_problem(unlisted)})
+        refuse(replica_file, found["replicas"], word, key="row")
+        refuse_unlisted(found["unlisted"])
+    served = spark.read.parquet(str(prepared / "server_segments.parquet")).filter(good).select("row", "server", "segment_id")
+    unlisted = unlisted_segments(served, qdf, segs, list(timeline_summary["per_datasource"])).select(
+        "segment_id", "datasource", "start_ms", "end_ms", "version", "partition_num",
+        F.lit(0).cast("long").alias("size_bytes"), F.lit(False).alias("used"), F.lit(False).alias("overshadowed"),
         F.lit("unused").alias("status"), F.lit("unknown").alias("shard_type"), F.lit(False).alias("listed"))
     segs = segs.unionByName(unlisted, allowMissingColumns=True)
-    datasources = [r[0] for r in segs.select("datasource").distinct().collect()]
     segs = _assign_rules(segs, rules, now_ms)
-    rules_df = _rules_table(spark, rules, datasources, set(tiers))
-    kinds = rules_df.select("datasource", "rule_idx", "rule_kind", "replicants_total").distinct()
-    segs = segs.join(F.broadcast(kinds), ["datasource", "rule_idx"], "left")
+    rule_rows = _rules_rows(rules, sorted(timeline_summary["per_datasource"]), set(tiers))
     segs = segs.withColumn("required", F.when(F.col("rule_kind") == "load", F.least(F.lit(2), F.col("replicants_total"))))
     segs = _with_waiting(segs, served, qdf)
 
@@ -144,19 +165,29 @@ def prepare(spark, snapshot: Path, work: Path, overrides: dict | None = None) ->
     segments = spark.read.parquet(str(prepared / "segments.parquet"))
 
     servers_pdf = _servers_frame(servers, decommissioning)
-    server_df = spark.createDataFrame(servers_pdf[["server", "tier"]])
-    replicas = _replicas(served, qdf, segments, server_df)
-    write_parquet_atomic(replicas, prepared / "replicas.parquet")
+    write_parquet_atomic(_replicas(served, qdf, segments, dict(zip(servers_pdf["server"], servers_pdf["tier"]))),
+                         prepared / "replicas.parquet")
     replicas = spark.read.parquet(str(prepared / "replicas.parquet"))
 
-    servers_pdf = _mark_broadcast_only(servers_pdf, replicas, segments)
-    write_parquet_atomic(servers_pdf, prepared / "servers.parquet")
-
-    targets = (segments.filter("idx is not null and rule_kind = 'load'").select("idx", "datasource", "rule_idx")
-               .join(F.broadcast(rules_df.filter("tier is not null and target > 0")), ["datasource", "rule_idx"])
-               .select("idx", "tier", F.col("target").cast("int").alias("target"), "tier_pos"))
+    per_rule: dict[str, list] = {}
+    for ds, i, _, tier, target, pos, _ in rule_rows:
+        if tier is not None and target > 0:
+            per_rule.setdefault(f"{ds}\x00{i}", []).append(
+                F.struct(F.lit(tier).alias("tier"), F.lit(target).alias("target"), F.lit(pos).alias("tier_pos")))
+    rule_key = F.concat_ws("\x00", "datasource", F.col("rule_idx").cast("string"))
+    targets = (segments.filter("idx is not null and rule_kind = 'load'")
+               .select("idx", F.explode(lookup(rule_key, {k: F.array(*v) for k, v in per_rule.items()},
+                                               "array<struct<tier:string,target:int,tier_pos:int>>")).alias("t"))
+               .select("idx", "t.tier", F.col("t.target").cast("int").alias("target"), "t.tier_pos"))
     write_parquet_atomic(targets, prepared / "targets.parquet")
     targets = spark.read.parquet(str(prepared / "targets.parquet"))
+
+    # Everything meta.json and servers.parquet need from the tables, in one job.
+    limit_ms = int(float(cfg.get("segmentLoadingMaxSecondsBeforeAlerting", 900)) * 1000)
+    found = collect_small({**_per_server_queries(replicas, segments), **_alert_queries(replicas, segments, now_ms - limit_ms),
+                           **_unlisted_queries(segments, replicas), **_waiting_queries(segments, replicas)})
+    servers_pdf = _mark_broadcast_only(servers_pdf, found["per_server"])
+    write_parquet_atomic(servers_pdf, prepared / "servers.parquet")
 
     from .runstate import INITIAL_STATE_DIR, initial_state, initial_state_dirs
     from .status import status_pass
@@ -175,13 +206,13 @@ def prepare(spark, snapshot: Path, work: Path, overrides: dict | None = None) ->
         "ignored_config": list(getattr(config, "ignored", [])),
         "stage_limits": stage_limits(config),
         "tiers": _tiers_meta(servers_pdf),
-        "alerts": _alerts(rules, set(tiers), decommissioning, historicals, replicas, segments, cfg, now_ms),
+        "alerts": _alerts(rules, set(tiers), decommissioning, historicals, found, limit_ms),
         "status_counts": counts,
         "held": {server: list(n) for server, n in sorted(status.held.items())},
         "missing_replicas": dict(sorted(status.missing.items())),
-        "timeline": read_summary(work),
-        "unlisted": _unlisted_counts(segments, replicas),
-        "overshadowed_waiting": _waiting_counts(segments, replicas),
+        "timeline": timeline_summary,
+        "unlisted": _unlisted_counts(found),
+        "overshadowed_waiting": _waiting_counts(found),
     }
     if meta["timeline"]["flag_disagreements"]:
         n = meta["timeline"]["flag_disagreements"]
@@ -238,9 +269,12 @@ def _with_waiting(segs, served, qdf):
             .drop("pending"))
 
 
-def _replicas(served, qdf, segments, server_df):
-    """One row per (segment, server) that is served or queued (docs/ARCHITECTURE.md)."""
+def _replicas(served, qdf, segments, tier_of: dict[str, str]):
+    """One row per (segment, server) that is served or queued (docs/ARCHITECTURE.md); ``tier_of``:
+    the tier of every historical."""
     from pyspark.sql import functions as F
+
+    from .sparkutil import lookup
 
     qdf = qdf.drop("place")
     s = served.select("server", "segment_id").withColumn("served", F.lit(True))
@@ -250,19 +284,28 @@ def _replicas(served, qdf, segments, server_df):
         F.coalesce("queued_load", F.lit(False)).alias("queued_load"),
         F.when(F.col("queued_load"), F.coalesce("queue_type", F.lit("loading"))).alias("queue_type"),
         "requested_at_ms", F.coalesce("queued_drop", F.lit(False)).alias("queued_drop"))
-    rep = rep.join(F.broadcast(server_df), "server").join(segments.select("segment_id", "idx"), "segment_id")
+    rep = (rep.withColumn("tier", lookup("server", tier_of, "string")).filter("tier is not null")
+           .join(segments.select("segment_id", "idx"), "segment_id"))
     return rep.select("segment_id", "idx", "server", "tier", "served", "queued_load", "queue_type", "requested_at_ms", "queued_drop")
 
 
-def _mark_broadcast_only(servers_pdf, replicas, segments):
-    """Adds ``projected_size`` (current + queued loads, bytes) and ``broadcast_only``."""
+def _per_server_queries(replicas, segments) -> dict:
+    """``per_server``: per server the bytes of its queued loads and its served replicas that are
+    not of used broadcast segments (a query for ``collect_small``)."""
     from pyspark.sql import functions as F
 
     j = replicas.drop("idx").join(segments.select("segment_id", "size_bytes", "rule_kind", "idx"), "segment_id")
-    per = j.groupBy("server").agg(
+    return {"per_server": j.groupBy("server").agg(
         F.sum(F.when(F.col("queued_load"), F.col("size_bytes")).otherwise(0)).alias("queued_bytes"),
         F.sum(F.when(F.col("served") & ~(F.col("idx").isNotNull() & (F.col("rule_kind") == "broadcast")), 1).otherwise(0)).alias("non_broadcast"),
-    ).toPandas()
+    )}
+
+
+def _mark_broadcast_only(servers_pdf, per_server: list[dict]):
+    """Adds ``projected_size`` (current + queued loads, bytes) and ``broadcast_only``."""
+    import pandas as pd
+
+    per = pd.DataFrame(per_server, columns=["server", "queued_bytes", "non_broadcast"])
     out = servers_pdf.merge(per, on="server", how="left").fillna({"queued_bytes": 0, "non_broadcast": 0})
     out["projected_size"] = (out["current_size"] + out["queued_bytes"]).astype("int64")
     out["broadcast_only"] = out["decommissioning"] & (out["non_broadcast"] == 0)
@@ -277,56 +320,75 @@ def _tiers_meta(servers_pdf) -> dict:
     return out
 
 
-def _alerts(rules, tiers, decommissioning, historicals, replicas, segments, cfg, now_ms) -> list[dict]:
-    """Unknown tiers, unknown decommissioning nodes, loads queued too long, segments no rule matches."""
+def _alert_queries(replicas, segments, stale_before_ms: int) -> dict:
+    """Loads queued since before ``stale_before_ms`` and used segments no rule matches: how many
+    and the first few (queries for ``collect_small``)."""
     from pyspark.sql import functions as F
 
+    stale = replicas.filter(F.col("queued_load") & (F.col("requested_at_ms") < stale_before_ms))
+    norule = segments.filter("idx is not null and rule_kind is null")
+    return {"stale_n": stale.agg(F.count("*").alias("n")),
+            "stale": stale.select("segment_id", "server", "requested_at_ms").orderBy("requested_at_ms", "server").limit(5),
+            "norule_n": norule.agg(F.count("*").alias("n")),
+            "norule": norule.select("idx", "segment_id").orderBy("idx").limit(5)}
+
+
+def _alerts(rules, tiers, decommissioning, historicals, found: dict, limit_ms: int) -> list[dict]:
+    """Unknown tiers, unknown decommissioning nodes, loads queued too long, segments no rule
+    matches (``found``: the answers of :func:`_alert_queries`)."""
     alerts = []
     named = {t for lst in rules.values() for r in lst for t in (r.tiered_replicants or {})}
     for tier in sorted(named - tiers):
         alerts.append({"kind": "unknown_tier", "message": f"tier {tier} is named by a rule but has no historical server; left out of every sum"})
     for name in sorted(decommissioning - historicals):
         alerts.append({"kind": "unknown_decommissioning_node", "message": f"decommissioningNodes names {name}, which is not a historical server"})
-    limit_ms = int(float(cfg.get("segmentLoadingMaxSecondsBeforeAlerting", 900)) * 1000)
-    stale = replicas.filter(F.col("queued_load") & (F.col("requested_at_ms") < now_ms - limit_ms))
-    n_stale = stale.count()
+    n_stale = found["stale_n"][0]["n"]
     if n_stale:
-        ex = [f"{r['segment_id']} on {r['server']}" for r in stale.orderBy("requested_at_ms", "server").limit(5).collect()]
+        ex = [f"{r['segment_id']} on {r['server']}" for r in found["stale"]]
         alerts.append({"kind": "load_queued_too_long", "count": n_stale,
                        "message": f"{n_stale} loads queued longer than {limit_ms // 1000} s", "examples": ex})
-    norule = segments.filter("idx is not null and rule_kind is null")
-    n_norule = norule.count()
+    n_norule = found["norule_n"][0]["n"]
     if n_norule:
-        ex = [r["segment_id"] for r in norule.orderBy("idx").limit(5).collect()]
+        ex = [r["segment_id"] for r in found["norule"]]
         alerts.append({"kind": "no_rule_matches", "count": n_norule,
                        "message": f"{n_norule} used segments match no rule; left where they are", "examples": ex})
     return alerts
 
 
-def _unlisted_counts(segments, replicas) -> dict:
-    """Segments that replicas or queue entries name but ``segments.jsonl`` lacks (unused; stage 12
-    drops their replicas): how many, how many replicas, per datasource, a few examples."""
+def _unlisted_queries(segments, replicas) -> dict:
+    """Segments that replicas or queue entries name but ``segments.jsonl`` lacks: per datasource
+    how many and their served replicas, and a few ids (queries for ``collect_small``)."""
     from pyspark.sql import functions as F
 
-    rows = (segments.filter(~F.col("listed")).join(replicas.select("segment_id", "served"), "segment_id", "left")
-            .groupBy("datasource").agg(F.countDistinct("segment_id").alias("segments"),
-                                       F.sum(F.col("served").cast("int")).alias("replicas"))
-            .orderBy("datasource").collect())
-    examples = [r[0] for r in segments.filter(~F.col("listed")).select("segment_id").orderBy("segment_id").limit(5).collect()]
-    per = {r["datasource"]: {"segments": int(r["segments"]), "served_replicas": int(r["replicas"] or 0)} for r in rows}
+    unlisted = segments.filter(~F.col("listed"))
+    return {"unlisted": (unlisted.join(replicas.select("segment_id", "served"), "segment_id", "left")
+                         .groupBy("datasource").agg(F.countDistinct("segment_id").alias("segments"),
+                                                    F.sum(F.col("served").cast("int")).alias("replicas"))),
+            "unlisted_ids": unlisted.select("segment_id").orderBy("segment_id").limit(5)}
+
+
+def _unlisted_counts(found: dict) -> dict:
+    """Unused segments still served or queued (stage 12 drops their replicas): how many, how many
+    replicas, per datasource, a few examples (from :func:`_unlisted_queries`)."""
+    per = {r["datasource"]: {"segments": int(r["segments"]), "served_replicas": int(r.get("replicas") or 0)}
+           for r in sorted(found["unlisted"], key=lambda r: r["datasource"])}
     return {"segments": sum(v["segments"] for v in per.values()),
             "served_replicas": sum(v["served_replicas"] for v in per.values()),
-            "per_datasource": per, "examples": examples}
+            "per_datasource": per, "examples": [r["segment_id"] for r in found["unlisted_ids"]]}
 
 
-def _waiting_counts(segments, replicas) -> dict:
+def _waiting_queries(segments, replicas) -> dict:
     """Overshadowed segments that still serve somewhere and wait for what overshadows them to be
-    served (stage 12 keeps them): per datasource, segments and served replicas."""
+    served: per datasource, segments and served replicas (a query for ``collect_small``)."""
     from pyspark.sql import functions as F
 
-    rows = (segments.filter("waiting").join(replicas.filter("served").select("segment_id"), "segment_id")
-            .groupBy("datasource").agg(F.countDistinct("segment_id").alias("segments"), F.count("*").alias("replicas"))
-            .orderBy("datasource").collect())
-    per = {r["datasource"]: {"segments": int(r["segments"]), "served_replicas": int(r["replicas"])} for r in rows}
+    return {"waiting": (segments.filter("waiting").join(replicas.filter("served").select("segment_id"), "segment_id")
+                        .groupBy("datasource").agg(F.countDistinct("segment_id").alias("segments"), F.count("*").alias("replicas")))}
+
+
+def _waiting_counts(found: dict) -> dict:
+    """Overshadowed segments that stage 12 keeps (from :func:`_waiting_queries`)."""
+    per = {r["datasource"]: {"segments": int(r["segments"]), "served_replicas": int(r["replicas"])}
+           for r in sorted(found["waiting"], key=lambda r: r["datasource"])}
     return {"segments": sum(v["segments"] for v in per.values()),
             "served_replicas": sum(v["served_replicas"] for v in per.values()), "per_datasource": per}

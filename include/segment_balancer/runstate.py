@@ -473,9 +473,9 @@ def initial_state(segments, replicas, targets, servers_pdf, spark):
         "server", "served", F.when(F.col("queued_load"), F.col("queue_type")).alias("load_type"),
         F.col("queued_drop").alias("dropping")).join(attrs.drop("idx", "rule_kind", "required"), "segment_id")
     used = attrs.filter("idx is not null")
-    tiers = spark.createDataFrame([(t,) for t in sorted(set(servers_pdf["tier"]))], "tier string")
+    tiers = F.array(*[F.lit(t) for t in sorted(set(servers_pdf["tier"]))]) if len(servers_pdf) else F.array().cast("array<string>")
     pairs = (targets.select("idx", "tier").unionByName(replicas.filter("idx is not null").select("idx", "tier"))
-             .unionByName(used.filter("rule_kind = 'broadcast'").select("idx").crossJoin(F.broadcast(tiers)))
+             .unionByName(used.filter("rule_kind = 'broadcast'").select("idx", F.explode(tiers).alias("tier")))
              .distinct())
     seg = (pairs.join(targets.select("idx", "tier", "target", "tier_pos"), ["idx", "tier"], "left")
            .join(used, "idx")

@@ -16,7 +16,8 @@ number of cores through :func:`parallelism`.
 
 The session gets ``LEAN_CONF`` (set at start where it is a static setting, as SQL settings on a
 Connect session); on a ``local`` master also ``LOCAL_SQL_CONF``: on one machine the fixed cost of
-every shuffle stage dominates small runs, so adaptive execution is off. Shuffles use one partition
+every shuffle stage dominates small runs, so adaptive execution is off, and so are automatic
+broadcast joins (each broadcast is a Spark job of its own). Shuffles use one partition
 per core the application has unless ``spark.sql.shuffle.partitions`` is set (the connection's, the
 submit's or the Connect server's conf): Spark's 200 cost seconds of Python-worker tasks per shuffle
 on the tables of a plan. On a cluster adaptive execution stays on, so the same applications scale
@@ -51,6 +52,10 @@ SESSION_SQL_CONF = {k: v for k, v in LEAN_CONF.items() if k.startswith("spark.sq
 # shuffles get one partition per core (``spark.sql.shuffle.partitions`` = the default parallelism).
 LOCAL_SQL_CONF = {
     "spark.sql.adaptive.enabled": "false",
+    # a broadcast join costs a Spark job of its own (the broadcast side is collected first); on
+    # one machine a shuffle join of the same tables costs stages inside the query's one job.
+    # Explicit ``F.broadcast`` hints still broadcast.
+    "spark.sql.autoBroadcastJoinThreshold": "-1",
 }
 
 #: Seconds to wait for a Spark Connect server's port before failing (not the client's 10-minute retries).
@@ -199,3 +204,48 @@ def run_tasks(spark, items: Sequence[Any], fn: Callable[[Any], Any]) -> list[Any
 
     rows = spark.range(0, len(items), 1, len(items)).mapInArrow(per_partition, "i long, result binary").collect()
     return [pickle.loads(r["result"]) for r in sorted(rows, key=lambda r: r["i"])]
+
+
+def collect_small(frames: dict[str, Any]) -> dict[str, list[dict]]:
+    """Several small answers in one Spark job: ``{name: [row as dict, …]}`` for each DataFrame of
+    ``frames``, each already cut to a few rows (a ``limit``, an aggregate per datasource or tier).
+
+    The frames are turned into (``query``, ``row`` JSON text) rows and unioned, so that the checks
+    and the counts of a stage read their tables in one job instead of one job each. A row's null
+    fields are absent from its dict (``.get``); a binary column comes back as base64 text. Rows of
+    one frame keep the frame's order (an ``orderBy(…).limit(n)`` stays sorted).
+    """
+    import json
+    from functools import reduce
+
+    from pyspark.sql import functions as F
+
+    parts = [df.select(F.lit(name).alias("query"), F.to_json(F.struct(*df.columns)).alias("row"))
+             for name, df in frames.items()]
+    out: dict[str, list[dict]] = {name: [] for name in frames}
+    if not parts:
+        return out
+    for row in reduce(lambda a, b: a.unionAll(b), parts).collect():
+        out[row["query"]].append(json.loads(row["row"]))
+    return out
+
+
+def lookup(key, mapping: dict, dtype: str | None = None):
+    """A Spark column: ``mapping[key]`` (null for a key ``mapping`` lacks), the mapping inlined in
+    the plan as a literal map. For the small per-server, per-tier or per-rule tables a stage joins
+    with: a join with a local table is broadcast, and a broadcast costs a Spark job of its own.
+    ``key``: a column or column name; values are literals (``F.lit``-able, or Spark columns for
+    arrays and structs); ``dtype``: the Spark type of the result when ``mapping`` may be empty."""
+    from pyspark.sql import Column
+    from pyspark.sql import functions as F
+
+    key = F.col(key) if isinstance(key, str) else key
+    if not mapping:
+        return F.lit(None).cast(dtype) if dtype else F.lit(None)
+    def value(v):
+        if isinstance(v, Column):
+            return v
+        return F.lit(v).cast(dtype) if dtype else F.lit(v)
+
+    pairs = [x for k, v in sorted(mapping.items()) for x in (F.lit(k), value(v))]
+    return F.create_map(*pairs)[key]

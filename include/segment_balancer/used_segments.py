@@ -17,7 +17,7 @@ from pathlib import Path
 
 import pandas as pd
 
-from .io import write_json_atomic, write_parquet_atomic
+from .io import staged_parquet, write_json_atomic
 from .snapshot.errors import SnapshotError
 
 BUCKET_MS = 366 * 86_400_000
@@ -46,15 +46,14 @@ def _classify_piece(pdf: pd.DataFrame) -> pd.DataFrame:
 
 
 def classify(segments):
-    """Timeline status of every used segment.
+    """Timeline status of every used segment, lazily.
 
-    ``segments``: DataFrame of :func:`segment_balancer.snapshot.segments.read_segments`. Returns
-    (``segment_id``, ``status`` — ``visible``/``standby``/``overshadowed`` —, ``overshadowed_by``
-    array<string>, ``reason``) for used segments, and the cached frame of timeline pieces it is
-    built on (so the timelines are computed once, for the check and for the answer): the caller
-    unpersists the second once it has written the first. Raises
-    :class:`SnapshotError` (file ``segments.jsonl``) when a datasource's segments cannot form a
-    timeline (e.g. two overlapping intervals with the same version).
+    ``segments``: the good lines of :func:`segment_balancer.snapshot.segments.read_segments`.
+    Returns a DataFrame (``segment_id``, ``status`` — ``visible``/``standby``/``overshadowed`` —,
+    ``overshadowed_by`` array<string>, ``reason``, ``timeline_error``) for used segments.
+    ``timeline_error`` (str) is set on the first segment of a datasource whose segments cannot
+    form a timeline (e.g. two overlapping intervals with the same version): the caller refuses it
+    (file ``segments.jsonl``) once it has the table.
     """
     from pyspark.sql import functions as F
 
@@ -68,21 +67,17 @@ def classify(segments):
         "end_ms", F.least("end_ms", b0 + F.lit(BUCKET_MS)))
     pieces = pieces.withColumn("end_ms", F.greatest("end_ms", F.col("start_ms") + 1))
     cols = TIMELINE_COLUMNS + ["datasource", "bucket", "line"]
-    out = pieces.select(*cols).groupBy("datasource", "bucket").applyInPandas(_classify_piece, PIECE_SCHEMA).cache()
-    bad = out.filter("error is not null").limit(1).collect()
-    if bad:
-        out.unpersist()
-        raise SnapshotError("segments.jsonl", None, bad[0]["error"])
+    out = pieces.select(*cols).groupBy("datasource", "bucket").applyInPandas(_classify_piece, PIECE_SCHEMA)
     rank = F.create_map(*[x for k, v in STATUS_RANK.items() for x in (F.lit(k), F.lit(v))])
     agg = out.groupBy("segment_id").agg(
         F.min(rank[F.col("status")]).alias("best"),
         F.array_sort(F.array_distinct(F.flatten(F.collect_list("overshadowed_by")))).alias("overshadowed_by"),
-        F.first("reason").alias("reason"))
+        F.first("reason").alias("reason"),
+        F.first("error", ignorenulls=True).alias("timeline_error"))
     names = F.create_map(*[x for k, v in STATUS_RANK.items() for x in (F.lit(v), F.lit(k))])
-    status = agg.select("segment_id", names[F.col("best")].alias("status"),
-                        F.when(F.col("best") == 2, F.col("overshadowed_by")).otherwise(F.array()).alias("overshadowed_by"),
-                        "reason")
-    return status, out
+    return agg.select("segment_id", names[F.col("best")].alias("status"),
+                      F.when(F.col("best") == 2, F.col("overshadowed_by")).otherwise(F.array()).alias("overshadowed_by"),
+                      "reason", "timeline_error")
 
 
 def used_segments(spark, snapshot: Path, work: Path) -> dict:
@@ -90,37 +85,53 @@ def used_segments(spark, snapshot: Path, work: Path) -> dict:
     ``WORK/timeline/segments.parquet`` (every segment with ``status``, ``overshadowed_by``,
     ``reason`` and ``input_overshadowed``) and ``WORK/timeline/summary.json`` (counts per datasource
     and status, flag disagreements), and return the XCom dict: groups ``Visible``, ``Standby``,
-    ``Overshadowed`` as bitmaps over the segment's row in ``segments.jsonl`` (line − 1)."""
+    ``Overshadowed`` as bitmaps over the segment's row in ``segments.jsonl`` (line − 1).
+
+    Three Spark jobs: the lines are numbered; the table is parsed, classified and written aside;
+    its checks, counts and groups are read back in one job. Raises :class:`SnapshotError` naming
+    the file and line of the first bad rows (or the datasource whose timeline cannot be built), and
+    then no table is left behind.
+    """
     from pyspark.sql import functions as F
 
     from . import groups as G
-    from .snapshot.segments import read_segments
+    from .snapshot.segments import first_problems, read_segments, refuse, segments_path
+    from .sparkutil import collect_small
 
+    file = segments_path(Path(snapshot)).name
     segs = read_segments(spark, Path(snapshot))
-    status, pieces = classify(segs)
+    status = classify(segs.filter("problem is null"))
     table = (segs.drop("interval", "interval_parts").withColumnRenamed("overshadowed", "input_overshadowed")
              .join(status, "segment_id", "left")
              .withColumn("status", F.coalesce("status", F.lit("unused")))
              .withColumn("overshadowed", F.col("status") == "overshadowed"))
     out = Path(work) / "timeline"
-    write_parquet_atomic(table, out / "segments.parquet")
-    segs.unpersist()
-    pieces.unpersist()
-    table = spark.read.parquet(str(out / "segments.parquet"))
-    counts = table.groupBy("datasource", "status").count().collect()
-    per_ds: dict = {}
-    for r in counts:
-        per_ds.setdefault(r["datasource"], {})[r["status"]] = r["count"]
-    mismatch = table.filter(F.col("used") & F.col("overshadowed_given")
+    with staged_parquet(table, out / "segments.parquet") as written:
+        segs.unpersist()
+        t = spark.read.parquet(str(written))
+        mismatch = t.filter(F.col("used") & F.col("overshadowed_given")
                             & (F.col("input_overshadowed") != F.col("overshadowed")))
+        members = t.filter("status != 'unused'").select(F.initcap("status").alias("group"), (F.col("line") - 1).alias("idx"))
+        found = collect_small({
+            "problems": first_problems(t),
+            "timeline": t.filter("timeline_error is not null").select("line", "timeline_error").orderBy("line").limit(1),
+            "counts": t.groupBy("datasource", "status").count(),
+            "mismatch": mismatch.select("line", "segment_id", "input_overshadowed", "status").orderBy("line").limit(5),
+            "mismatches": mismatch.agg(F.count("*").alias("n")),
+            "groups": G.bitmaps_frame(members),
+        })
+        refuse(file, found["problems"])
+        if found["timeline"]:
+            raise SnapshotError("segments.jsonl", None, found["timeline"][0]["timeline_error"])
+    per_ds: dict = {}
+    for r in found["counts"]:
+        per_ds.setdefault(r["datasource"], {})[r["status"]] = r["count"]
     examples = [f"{r['segment_id']}: input says {'not ' if not r['input_overshadowed'] else ''}overshadowed, "
-                f"timeline says {r['status']}" for r in mismatch.orderBy("line").limit(5).collect()]
-    summary = {"per_datasource": dict(sorted(per_ds.items())), "flag_disagreements": mismatch.count(),
-               "flag_examples": examples}
+                f"timeline says {r['status']}" for r in found["mismatch"]]
+    summary = {"per_datasource": {ds: dict(sorted(v.items())) for ds, v in sorted(per_ds.items())},
+               "flag_disagreements": found["mismatches"][0]["n"], "flag_examples": examples}
     write_json_atomic(summary, out / "summary.json")
-    members = table.filter("status != 'unused'").select(
-        F.initcap("status").alias("group"), (F.col("line") - 1).alias("idx"))
-    groups = G.bitmaps_from_members(members)
+    groups = G.bitmaps_from_rows(found["groups"])
     return {"stage": 0, "index": "segments.jsonl row (line - 1)", "groups": G.encode_all(groups)}
 
 

@@ -26,16 +26,11 @@ from datetime import datetime, timezone
 from pathlib import Path
 from typing import Any
 
-os.environ.setdefault("GX_ANALYTICS_ENABLED", "false")
+import pandas as pd
 
-import great_expectations as gx  # noqa: E402
-import pandas as pd  # noqa: E402
-from great_expectations.data_context.types.base import ProgressBarsConfig  # noqa: E402
+from segment_balancer.engine.state import QUEUE_TYPES
+from segment_balancer.publish import plan_fingerprint
 
-from segment_balancer.engine.state import QUEUE_TYPES  # noqa: E402
-from segment_balancer.publish import plan_fingerprint  # noqa: E402
-
-E = gx.expectations
 ACTIONS = ("LOAD", "DROP")
 STAGES = range(1, 14)
 MAX_EXAMPLES = 10
@@ -48,6 +43,31 @@ _REQUIRED = {
     "segments": ["segment_id", "size_bytes", "rule_kind"],
     "replicas": ["segment_id", "server", "queued_load", "queue_type"],
 }
+
+
+def gx():
+    """The ``great_expectations`` module, imported on first use (its import takes some 4 s: a
+    caller that plans first, such as the CLI, starts it in the background with
+    :func:`import_in_background`), with GX's usage analytics off."""
+    os.environ.setdefault("GX_ANALYTICS_ENABLED", "false")
+    import great_expectations
+
+    return great_expectations
+
+
+def import_in_background() -> None:
+    """Import Great Expectations in a daemon thread, so that its import overlaps the Spark work of
+    a plan instead of following it (the thread waits on nothing; a failed import surfaces again,
+    with its traceback, when :func:`validate_plan` imports it)."""
+    import threading
+
+    def load() -> None:
+        try:
+            gx()
+        except Exception:  # noqa: BLE001 - validate_plan's own import reports it
+            pass
+
+    threading.Thread(target=load, name="import-great-expectations", daemon=True).start()
 
 
 class PlanValidationError(RuntimeError):
@@ -203,6 +223,7 @@ def _checks(inp: PlanInputs) -> list[tuple[str, pd.DataFrame, list, list[str]]]:
     known = ops.assign(segment_known=ops["segment_id"].isin(inp.segments["segment_id"])
                        .astype("boolean").where(ops["segment_id"].notna()))
     not_null = ["op_id", "stage", "action", "segment_id", "server", "size_bytes"]
+    E = gx().expectations
     return [
         ("known_servers_and_segments", known, [
             E.ExpectColumnValuesToBeInSet(column="server",
@@ -260,7 +281,7 @@ def _exception_message(info: Any) -> str | None:
 
 def _run_check(source, name: str, frame: pd.DataFrame, exps: list, cols: list[str]) -> dict:
     batch_def = source.add_dataframe_asset(name).add_batch_definition_whole_dataframe("all")
-    suite = gx.ExpectationSuite(name=name)
+    suite = gx().ExpectationSuite(name=name)
     for exp in exps:
         suite.add_expectation(exp)
     result = batch_def.get_batch(batch_parameters={"dataframe": frame}).validate(
@@ -332,7 +353,9 @@ def validate_plan(plan_dir: str | Path, work_dir: str | Path) -> dict:
     """
     plan_dir = Path(plan_dir)
     inp = load_inputs(plan_dir, work_dir)
-    ctx = gx.get_context(mode="ephemeral")
+    from great_expectations.data_context.types.base import ProgressBarsConfig
+
+    ctx = gx().get_context(mode="ephemeral")
     ctx.variables.progress_bars = ProgressBarsConfig(globally=False)
     source = ctx.data_sources.add_pandas("segment_balancer_plan")
     checks = [_run_check(source, *spec) for spec in _checks(inp)]
@@ -340,7 +363,7 @@ def validate_plan(plan_dir: str | Path, work_dir: str | Path) -> dict:
         "success": all(c["success"] for c in checks),
         "checks": checks,
         "validated_at": datetime.now(timezone.utc).isoformat(),
-        "gx_version": gx.__version__,
+        "gx_version": gx().__version__,
         "plan_files": plan_fingerprint(plan_dir),
     }
     _write_json_atomic(plan_dir / "validation.json", report)

@@ -122,7 +122,7 @@ def _rows_by_layout(spark, tmp_path, layout: str, edit=None):
     """``read_server_segments`` of the druid_sample replicas written as ``layout``: ``compact``
     (a one-line JSON array), ``per_line`` (``[`` / one object per line / ``]``), ``pretty``
     (``json.dumps(indent=2)``), ``jsonl`` or ``jsonl.gz`` (Druid SQL objectLines)."""
-    from segment_balancer.snapshot.segments import read_server_segments
+    from segment_balancer.snapshot.segments import first_problems, read_server_segments, refuse
 
     snap = tmp_path / layout
     shutil.copytree(SAMPLE, snap)
@@ -144,7 +144,9 @@ def _rows_by_layout(spark, tmp_path, layout: str, edit=None):
                 out.write(text)
     servers = json.loads((SAMPLE / "servers.json").read_text())
     historicals = {s["server"] for s in servers if s["server_type"] == "historical"}
-    return read_server_segments(spark, snap, historicals, {s["server"] for s in servers}, tmp_path / f"{layout}.parquet")
+    rows, file, word = read_server_segments(spark, snap, historicals, {s["server"] for s in servers})
+    refuse(file, [r.asDict() for r in first_problems(rows, key="row").collect()], word, key="row")
+    return rows.filter("historical")
 
 
 @pytest.mark.parametrize("layout", ["compact", "per_line", "pretty", "jsonl", "jsonl.gz"])

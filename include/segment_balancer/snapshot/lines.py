@@ -19,18 +19,17 @@ def with_row_numbers(df, name: str, first: int = 1):
     """
     from pyspark.sql import functions as F
 
+    from ..sparkutil import lookup
+
     tagged = df.withColumn("__part", F.spark_partition_id()).withColumn("__mono", F.monotonically_increasing_id())
     counts = sorted((r[0], r[1]) for r in tagged.groupBy("__part").count().collect())
     offsets, total = [], first
     for part, n in counts:
         offsets.append((part, total))
         total += n
-    spark = df.sparkSession
-    table = spark.createDataFrame(offsets or [(0, first)], "__part int, __offset long")
     position = F.col("__mono").bitwiseAND(F.lit((1 << 33) - 1))
-    return (tagged.join(F.broadcast(table), "__part", "left")
-            .withColumn(name, F.col("__offset") + position)
-            .drop("__part", "__mono", "__offset"))
+    offset = lookup("__part", dict(offsets), "long")
+    return tagged.withColumn(name, offset + position).drop("__part", "__mono")
 
 
 def numbered_lines(spark, path, first: int = 1):

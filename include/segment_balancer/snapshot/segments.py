@@ -9,8 +9,7 @@ from __future__ import annotations
 from pathlib import Path
 
 from ..instants import with_interval_instants
-from ..io import remove_path, write_parquet_atomic
-from ..sparkutil import parallelism
+from ..sparkutil import lookup, parallelism
 from .errors import SnapshotError
 from .lines import numbered_lines, with_row_numbers
 
@@ -40,7 +39,7 @@ def _more(word: str, rows, key: str | None = None) -> str:
 
 
 def read_segments(spark, snapshot: Path):
-    """All segments of the snapshot as a DataFrame, validated.
+    """All segments of the snapshot as a DataFrame, each line with what is wrong with it, if anything.
 
     Returns columns ``line`` (long, 1-based), ``segment_id``, ``datasource``, ``version`` (str),
     ``start_ms``, ``end_ms`` (long, epoch ms UTC), ``partition_num`` (int: ``partitionNum``, or
@@ -48,12 +47,16 @@ def read_segments(spark, snapshot: Path):
     ``start_root_partition_id``, ``end_root_partition_id``, ``minor_version``,
     ``atomic_update_group_size`` (nullable ints from the shardSpec, for the timeline),
     ``size_bytes`` (long), ``used``, ``overshadowed`` (bool; false when absent) and
-    ``overshadowed_given`` (bool: the line has the key), and the raw ``interval`` text with its
-    ``interval_parts``. Raises :class:`SnapshotError`
-    naming the line of the first bad rows: malformed JSON, a missing field, a bad interval
-    (unparseable or end before start), a negative size, a duplicate segment id. The frame is
-    built on a cached one: the caller unpersists it (``unpersist()``) once it has written it.
+    ``overshadowed_given`` (bool: the line has the key), the raw ``interval`` text with its
+    ``interval_parts``, and ``problem`` (str, null on a good line): malformed JSON, a missing
+    field, a bad interval (unparseable or end before start), a negative size, or a repeated segment
+    id (on every line after its first).
+
+    Nothing is checked here: the frame is lazy (one Spark job numbers the lines) and cached, so
+    that the caller writes it and checks it in the same jobs (:func:`first_problems`,
+    :func:`refuse`), then unpersists it.
     """
+    from pyspark.sql import Window
     from pyspark.sql import functions as F
 
     path = segments_path(snapshot)
@@ -88,8 +91,7 @@ def read_segments(spark, snapshot: Path):
     df = with_interval_instants(df, "start_text", "end_text")
     seg_id = F.concat_ws("_", "datasource", "start_printed", "end_printed", "version")
     seg_id = F.when(F.col("partition_num") > 0, F.concat_ws("_", seg_id, F.col("partition_num").cast("string"))).otherwise(seg_id)
-    # Cached: the checks below and the caller read it (the JSON is parsed once).
-    df = df.withColumn("segment_id", seg_id).drop("start_text", "end_text", "start_printed", "end_printed").cache()
+    df = df.withColumn("segment_id", seg_id).drop("start_text", "end_text", "start_printed", "end_printed")
     problem = (
         F.when(F.col("datasource").isNull(), F.lit("dataSource is missing or the line is not a JSON object"))
         .when(F.col("version").isNull(), F.lit("version is missing"))
@@ -101,20 +103,28 @@ def read_segments(spark, snapshot: Path):
         .when(F.col("size_bytes") < 0, F.concat(F.lit("size must be >= 0, got "), F.col("size_bytes").cast("string")))
         .when(F.col("partition_num") < 0, F.lit("shardSpec.partitionNum must be >= 0"))
     )
-    bad = df.select("line", problem.alias("problem")).filter(F.col("problem").isNotNull()).orderBy("line").limit(5).collect()
-    if bad:
-        df.unpersist()
-        raise SnapshotError(path.name, bad[0]["line"], bad[0]["problem"] + _more("line", bad[1:]), "line")
-    # lines of repeated ids: min and second-smallest line per id, without collecting every id's lines
-    firsts = df.groupBy("segment_id").agg(F.count("*").alias("n"), F.min("line").alias("first")).filter("n > 1")
-    dup = (df.join(firsts, "segment_id").filter(F.col("line") > F.col("first"))
-           .groupBy("segment_id", "first").agg(F.min("line").alias("second"))
-           .orderBy("second").limit(1).collect()) if firsts.limit(1).count() else []
-    if dup:
-        df.unpersist()
-        raise SnapshotError(path.name, dup[0]["second"],
-                            f"duplicate segment {dup[0]['segment_id']} (first on line {dup[0]['first']})", "line")
-    return df
+    df = df.withColumn("problem", problem)
+    # a repeated id: every line after the id's first (lines that are bad already share one window)
+    first = F.min("line").over(Window.partitionBy(F.when(F.col("problem").isNull(), F.col("segment_id"))))
+    duplicate = F.when(F.col("problem").isNull() & (F.col("line") > first), F.concat(
+        F.lit("duplicate segment "), F.col("segment_id"), F.lit(" (first on line "), first.cast("string"), F.lit(")")))
+    # Cached: the caller writes it and classifies it in one job (the JSON is parsed once).
+    return df.withColumn("problem", F.coalesce("problem", duplicate)).cache()
+
+
+def first_problems(df, key: str = "line", n: int = 5):
+    """The first ``n`` rows of ``df`` with a ``problem``, by ``key``: (``key``, ``problem``), for
+    :func:`refuse` (a query for :func:`segment_balancer.sparkutil.collect_small`)."""
+    return df.filter("problem is not null").select(key, "problem").orderBy(key).limit(n)
+
+
+def refuse(file: str, rows: list[dict], word: str = "line", key: str = "line") -> None:
+    """Raise the :class:`SnapshotError` for the bad rows ``rows`` of ``file`` (dicts with ``key``
+    and ``problem``, the first first, as :func:`first_problems` gives them), if there are any: the
+    first row is the error's row, the others are named after it. ``word`` names a row (``line``:
+    1-based line, ``row``: 0-based index)."""
+    if rows:
+        raise SnapshotError(file, rows[0][key], rows[0]["problem"] + _more(word, rows[1:], key=key), _KIND[word])
 
 
 SERVER_SEGMENTS_FILES = ("server_segments.jsonl.gz", "server_segments.jsonl", "server_segments.json")
@@ -167,68 +177,66 @@ def _replica_rows(spark, path: Path):
 _KIND = {"line": "line", "row": "index"}  # SnapshotError.row_kind of each word
 
 
-def read_server_segments(spark, snapshot: Path, historicals: set[str], known_servers: set[str], table: Path):
-    """The replica file's rows on historical servers as DataFrame (``row`` long, ``server``,
-    ``segment_id``); rows of known non-historical servers (peons, brokers) are dropped.
-
-    The file is parsed once, into the parquet directory ``table`` (every row, with ``corrupt``
-    and ``historical``); the checks and the returned frame read that table. On a bad row the
-    table is removed before the error is raised.
+def read_server_segments(spark, snapshot: Path, historicals: set[str], known_servers: set[str]):
+    """The replica file's rows, each with what is wrong with it, if anything: a lazy DataFrame
+    (``row`` long, ``server``, ``segment_id``, ``historical`` bool — null for a server
+    ``servers.json`` lacks —, ``problem`` str, null on a good row), the file's name and the word
+    that names its rows (``line`` or ``row``, for :func:`refuse`).
 
     The file is ``server_segments.jsonl[.gz]`` (Druid SQL ``resultFormat: objectLines`` of
     ``sys.server_segments``; ``row`` = its line, 1-based) or ``server_segments.json`` (a JSON array;
-    ``row`` = the array index, 0-based). A segment id that ``segments.jsonl`` lacks is accepted
-    (an unused segment: :func:`unlisted_segments`). Raises :class:`SnapshotError` naming the file
-    and row of the first bad row: invalid JSON, an unknown server, a missing field or a duplicate
-    (server, segment) row.
+    ``row`` = the array index, 0-based). A problem is invalid JSON, a missing field, an unknown
+    server or a repeated (server, segment) row on a historical (on every row after the first).
+    Rows of known non-historical servers (peons, brokers) are kept with ``historical`` false: the
+    caller keeps the historicals' good rows. A segment id that ``segments.jsonl`` lacks is fine
+    here (an unused segment: :func:`unlisted_segments`). One Spark job numbers the rows; the caller
+    writes the frame and checks it (:func:`first_problems` with ``key="row"``).
     """
+    from pyspark.sql import Window
     from pyspark.sql import functions as F
 
     path = server_segments_path(snapshot)
     rows, word = _replica_rows(spark, path)
-    known = spark.createDataFrame([(s, s in historicals) for s in sorted(known_servers)], "server string, historical boolean")
-    write_parquet_atomic(rows.join(F.broadcast(known), "server", "left"), table)
-    checked = spark.read.parquet(str(table))
+    rows = rows.withColumn("historical", lookup("server", {s: s in historicals for s in known_servers}, "boolean"))
     problem = (
         F.when(F.col("corrupt").isNotNull(), F.lit("not valid JSON"))
         .when(F.col("server").isNull() | F.col("segment_id").isNull(), F.lit("server and segment_id are required"))
         .when(F.col("historical").isNull(), F.concat(F.lit("unknown server "), F.col("server"), F.lit(" (not in servers.json)")))
     )
-    bad = checked.select("row", problem.alias("problem")).filter(F.col("problem").isNotNull()).orderBy("row").limit(5).collect()
-    if bad:
-        remove_path(table)
-        raise SnapshotError(path.name, bad[0]["row"], bad[0]["problem"] + _more(word, bad[1:], key="row"), _KIND[word])
-    served = checked.filter("historical").select("row", "server", "segment_id")
-    dup = served.groupBy("server", "segment_id").agg(F.min("row").alias("first"), F.max("row").alias("row"), F.count("*").alias("n")).filter("n > 1").orderBy("row").limit(1).collect()
-    if dup:
-        remove_path(table)
-        raise SnapshotError(path.name, dup[0]["row"],
-                            f"duplicate row: {dup[0]['server']} already serves {dup[0]['segment_id']} ({word} {dup[0]['first']})", _KIND[word])
-    return served
+    rows = rows.withColumn("problem", problem)
+    good = F.col("problem").isNull() & F.col("historical")
+    first = F.min("row").over(Window.partitionBy(F.when(good, F.col("server")), F.when(good, F.col("segment_id"))))
+    duplicate = F.when(good & (F.col("row") > first), F.concat(
+        F.lit("duplicate row: "), F.col("server"), F.lit(" already serves "), F.col("segment_id"),
+        F.lit(f" ({word} "), first.cast("string"), F.lit(")")))
+    rows = rows.select("row", "server", "segment_id", "historical", F.coalesce("problem", duplicate).alias("problem"))
+    return rows, path.name, word
 
 
 UNLISTED_SCHEMA = ("segment_id string, datasource string, start_ms long, end_ms long, version string, "
                    "partition_num int, file string, row long, place string, problem string")
 
 
-def unlisted_segments(spark, served, queued, segments):
+def unlisted_segments(served, queued, segments, datasources: list[str]):
     """The segments that replicas or queue entries name but ``segments.jsonl`` lacks: unused
     segments (ALGORITHM.md "Inputs"), parsed from their ids by
-    :func:`segment_balancer.segment_id.parse_segment_id` in a Spark job.
+    :func:`segment_balancer.segment_id.parse_segment_id` in Spark tasks; a lazy DataFrame.
 
-    ``served``: (``row``, ``server``, ``segment_id``) of :func:`read_server_segments`; ``queued``:
-    (``server``, ``segment_id``, ``place``) of ``load_queues.json`` entries; ``segments``: the
-    segments read from ``segments.jsonl`` (``segment_id``, ``datasource``). Returns (``segment_id``,
-    ``datasource``, ``start_ms``, ``end_ms`` long epoch ms, ``version``, ``partition_num`` int), one
-    row per segment. Raises :class:`SnapshotError` naming the file and row of the first id that is
-    no Druid segment id.
+    ``served``: (``row``, ``server``, ``segment_id``) of the good rows of
+    :func:`read_server_segments`; ``queued``: (``server``, ``segment_id``, ``place``) of
+    ``load_queues.json`` entries; ``segments``: the segments read from ``segments.jsonl``
+    (``segment_id``); ``datasources``: every datasource of ``segments.jsonl`` (a segment id is
+    split at a known datasource first). Returns (``segment_id``, ``datasource``, ``start_ms``,
+    ``end_ms`` long epoch ms, ``version``, ``partition_num`` int, and where it is first named:
+    ``file``, ``row``, ``place``), one row per segment, with ``problem`` (str) when the id is no
+    Druid segment id: the caller refuses the first (:func:`refuse_unlisted`).
     """
     import pandas as pd
     from pyspark.sql import functions as F
 
     from ..segment_id import parse_segment_id
 
-    datasources = sorted(r[0] for r in segments.select("datasource").distinct().collect())
+    datasources = sorted(datasources)
     named = served.select("segment_id", F.lit("server_segments.json").alias("file"), "row",
                           F.lit(None).cast("string").alias("place")).unionByName(
         queued.select("segment_id", F.lit("load_queues.json").alias("file"), F.lit(None).cast("long").alias("row"), "place"))
@@ -249,10 +257,20 @@ def unlisted_segments(spark, served, queued, segments):
             yield frame.astype({"start_ms": "Int64", "end_ms": "Int64", "row": "Int64", "partition_num": "Int32",
                                 **{c: object for c in ("datasource", "version", "file", "place", "problem")}})
 
-    # cached: few rows (unused segments still served or queued), read by the check and the caller
-    parsed = first.mapInPandas(parse, UNLISTED_SCHEMA).cache()
-    bad = parsed.filter("problem is not null").orderBy("file", "row", "place", "segment_id").limit(1).collect()
-    if bad:
-        where = f"{bad[0]['place']}: " if bad[0]["place"] else ""
-        raise SnapshotError(bad[0]["file"], bad[0]["row"], where + bad[0]["problem"])
-    return parsed.select("segment_id", "datasource", "start_ms", "end_ms", "version", "partition_num")
+    return first.mapInPandas(parse, UNLISTED_SCHEMA)
+
+
+def first_unlisted_problem(unlisted):
+    """The first unlisted segment id that is no Druid segment id (a query for
+    :func:`segment_balancer.sparkutil.collect_small`; :func:`refuse_unlisted` raises it)."""
+    return (unlisted.filter("problem is not null").select("file", "row", "place", "segment_id", "problem")
+            .orderBy("file", "row", "place", "segment_id").limit(1))
+
+
+def refuse_unlisted(rows: list[dict]) -> None:
+    """Raise the :class:`SnapshotError` of :func:`first_unlisted_problem`'s row, if there is one:
+    the file and row (or queue place) that name the id."""
+    if rows:
+        bad = rows[0]
+        where = f"{bad['place']}: " if bad.get("place") else ""
+        raise SnapshotError(bad["file"], bad.get("row"), where + bad["problem"])
