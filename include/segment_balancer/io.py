@@ -83,7 +83,8 @@ def staged_parquet(frame, path: Path) -> Iterator[Path]:
     check read it, and a table that fails its check never appears."""
     path = Path(path)
     path.parent.mkdir(parents=True, exist_ok=True)
-    tmp = _aside(path)
+    # not hidden (no leading dot): Spark warns that it ignores a hidden path it is asked to read
+    tmp = path.with_name(f"{path.name}.staged-{uuid.uuid4().hex[:8]}")
     try:
         frame.write.mode("overwrite").parquet(str(tmp))
         yield tmp

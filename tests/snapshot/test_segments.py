@@ -35,6 +35,11 @@ def refused(spark, snap: Path, tmp_path: Path) -> SnapshotError:
         used_segments(spark, snap, work)  # segments.jsonl is read and checked here
         prepare(spark, snap, work)  # server_segments.json here
     assert not (work / "prepared" / "meta.json").exists()
+    if info.value.file.startswith("segments.jsonl"):  # the table that failed its check never appears
+        assert not (work / "timeline" / "segments.parquet").exists()
+    else:
+        assert not (work / "prepared" / "server_segments.parquet").exists()
+    assert not [p for p in work.rglob("*") if ".tmp-" in p.name or ".staged-" in p.name]  # nor an aside copy of it
     return info.value
 
 
