@@ -51,8 +51,8 @@ the rest strings."""
 
 
 DECISION_COLUMNS = ["stage", "step", "idx", "segment_id", "tier", "outcome", "detail"]
-"""The decision log (``WORK/decisions/stage_NN_step.parquet``, then the plan's ``decisions.parquet``):
-why a stage that considered a segment left it undone. ``stage`` int, ``step`` str, ``idx`` long,
+"""The decision log (the ``kind = 'decision'`` rows of each step's output, ``WORK/passes/NN_step/``,
+then the plan's ``decisions.parquet``): why a stage that considered a segment left it undone. ``stage`` int, ``step`` str, ``idx`` long,
 ``segment_id`` str, ``tier`` str (null: every tier), ``outcome`` str (code), ``detail`` str (JSON)."""
 
 
@@ -160,11 +160,20 @@ class Run:
         return [{"stage": s["stage"], "step": s["step"], **s["facts"]} for s in self.manifest()["steps"] if s.get("facts")]
 
     def decisions(self):
-        """Every decision recorded so far (Spark DataFrame of ``DECISION_COLUMNS``), or None."""
-        files = [s["decisions"] for s in self.manifest()["steps"] if s.get("decisions")]
-        if not files:
+        """Every decision recorded so far (Spark DataFrame of ``DECISION_COLUMNS``), or None: the
+        ``kind = 'decision'`` rows of each step's output (``decisions`` in the manifest: the
+        step's output directory, relative to the work directory)."""
+        from functools import reduce
+
+        from pyspark.sql import functions as F
+
+        steps = [s for s in self.manifest()["steps"] if s.get("decisions")]
+        if not steps:
             return None
-        return self.spark.read.parquet(*[str(self.work / "decisions" / f) for f in files])
+        parts = [self.spark.read.schema(OUT_SCHEMA).parquet(f"{self.work_uri}/{s['decisions']}").filter("kind = 'decision'")
+                 .select(F.lit(int(s["stage"])).alias("stage"), F.lit(s["step"]).alias("step"), "idx", "segment_id", "tier",
+                         F.col("reason").alias("outcome"), "detail") for s in steps]
+        return reduce(lambda a, b: a.unionByName(b), parts)
 
     def ops(self):
         """Every op scheduled so far (Spark DataFrame of ``OPS_COLUMNS``), or None."""
@@ -206,24 +215,37 @@ class Run:
 
     def write_ops(self, stage: int, step: str, kernel_out, facts: dict | None = None, state=None) -> int:
         """Give the ops of one step their global ``op_id`` (in ``o1, o2, o3, action, server``
-        order), resolve ``depends_on`` and append them to the op log. ``facts``: counts the step
-        reports (e.g. deferred drops), kept with the step in the manifest for the summary.
+        order), resolve ``depends_on`` and append them to the op log; keep the step's decisions
+        where they are. ``kernel_out``: the step's output rows (:data:`OUT_COLUMNS`), either the
+        directory (relative to the work directory) the tasks of its kernel pass wrote them to, or
+        a Spark DataFrame, written first to ``passes/NN_step/out.parquet``. ``facts``: counts the
+        step reports (e.g. deferred drops), kept with the step in the manifest for the summary.
         ``state``: the run state after the step, ``{tier: directory}`` of every tier
         (:mod:`.tierpass` wrote the changed ones); None keeps the current one. The manifest written
         last commits the step. Returns the number of ops written.
 
-        Two Spark jobs (beside the step's kernel pass): the step's ops (bounded by the load queues: M x servers, never a table of
-        segments) are collected once and numbered in pandas; the decisions are written by Spark,
-        one file in ``idx, tier`` order.
+        No Spark job for a kernel pass's directory, one for a DataFrame: the step's ops (bounded
+        by the load queues: M x servers, and stage 12's drops) are read from the output files with
+        pyarrow and numbered in pandas; the decisions stay in the output files, which
+        :meth:`decisions` reads.
         """
         import pyarrow as pa
-        from pyspark.sql import functions as F
+        import pyarrow.dataset as ds
+
+        from .io import filesystem
+        from .runstate import arrow_schema
 
         manifest = self.manifest()
         offset = manifest["count"]
+        if not isinstance(kernel_out, str):
+            rel = f"passes/{stage:02d}_{step}/out.parquet"
+            write_parquet_atomic(kernel_out.select(*OUT_COLUMNS), self.work / rel)
+            kernel_out = rel
         cols = ["o1", "o2", "o3", "action", "queue_type", "idx", "segment_id", "datasource", "tier", "server",
                 "size_bytes", "reason", "dep_server"]
-        ops = kernel_out.filter("kind = 'op'").select(*cols).toPandas()
+        fs, base = filesystem(self.work_uri)
+        files = ds.dataset(f"{base}/{kernel_out}", format="parquet", filesystem=fs, schema=arrow_schema(OUT_FIELDS))
+        ops = files.to_table(filter=ds.field("kind") == "op", columns=cols).to_pandas()
         ops = ops.sort_values(["o1", "o2", "o3", "action", "server"], kind="stable", na_position="first")
         ops = ops.reset_index(drop=True)
         ops["op_id"] = range(offset, offset + len(ops))
@@ -237,13 +259,7 @@ class Run:
         write_parquet_atomic(pa.Table.from_pandas(final, schema=OPS_ARROW_SCHEMA, preserve_index=False),
                              self.work / "ops" / name)
         n = len(final)
-        entry = {"stage": stage, "step": step, "ops": n, **({"facts": facts} if facts else {})}
-        decisions = kernel_out.filter("kind = 'decision'").select(
-            F.lit(stage).cast("int").alias("stage"), F.lit(step).alias("step"), "idx", "segment_id", "tier",
-            F.col("reason").alias("outcome"), "detail")
-        # one file in (idx, tier) order: one partition sorted in place, no range-partitioning pass
-        write_parquet_atomic(decisions.coalesce(1).sortWithinPartitions("idx", "tier"), self.work / "decisions" / name)
-        entry["decisions"] = name
+        entry = {"stage": stage, "step": step, "ops": n, **({"facts": facts} if facts else {}), "decisions": kernel_out}
         if state is not None:
             entry["state"] = dict(sorted(state.items()))
         manifest["files"].append(name)

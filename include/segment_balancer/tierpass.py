@@ -43,13 +43,15 @@ Body = Callable[[dict[str, TierRun], OpSink], "list[dict] | None"]
 
 @dataclass
 class PassResult:
-    """What a pass leaves: ``out`` (Spark DataFrame of ``OUT_COLUMNS`` read from the task files),
-    ``state`` (``{tier: directory}`` of every tier after the pass) and ``members``
-    (``{group name: BitMap}`` of the memberships the kernels recorded)."""
+    """What a pass leaves: ``out_dir`` (the task files of ``OUT_COLUMNS`` rows, relative to the work
+    directory), ``out`` (a Spark DataFrame over them), ``state`` (``{tier: directory}`` of every
+    tier after the pass) and ``members`` (``{group name: BitMap}`` of the memberships the kernels
+    recorded)."""
 
     out: object
     state: dict[str, str]
     members: dict[str, BitMap]
+    out_dir: str = ""
 
 
 def step_dir(stage: int, step: str) -> str:
@@ -123,7 +125,7 @@ def kernel_pass(run: Run, stage: int, step: str, tiers: list[str], body: Body, r
         for group, data in packed.items():
             members[group] = members.get(group, BitMap()) | BitMap.deserialize(data)
     out = run.spark.read.schema(OUT_SCHEMA).parquet(f"{work}/{pdir}")
-    return PassResult(out, state, members)
+    return PassResult(out, state, members, pdir)
 
 
 def apply_drops_pass(run: Run, stage: int, step: str, drops, state: dict[str, str]) -> dict[str, str]:
@@ -196,11 +198,11 @@ def merge(groups, result: dict[str, BitMap], replaced) -> None:
 def finish(run: Run, stage: int, step: str, result: PassResult, drops=None, facts: dict | None = None) -> dict[str, BitMap]:
     """Commit a step: its ops (``result.out``'s and ``drops``') to the op log and its state (with
     ``drops`` applied) to the manifest. Returns the memberships the kernels recorded."""
-    ops, state = result.out, result.state
+    ops, state = result.out_dir or result.out, result.state
     if drops is not None:
         drops = drops.cache()
         state = apply_drops_pass(run, stage, step, drops, state)
-        ops = ops.unionByName(drops)
+        ops = result.out.unionByName(drops)
     run.write_ops(stage, step, ops, facts, state=state)
     if drops is not None:
         drops.unpersist()
