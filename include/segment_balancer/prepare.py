@@ -106,7 +106,7 @@ def prepare(spark, snapshot: Path, work: Path, overrides: dict | None = None) ->
     from pyspark.sql import functions as F
 
     from .snapshot.segments import first_problems, first_unlisted_problem, refuse, refuse_unlisted
-    from .sparkutil import collect_small, lookup
+    from .sparkutil import collect_small, lookup, read_parquet
 
     snapshot, work = Path(snapshot), Path(work)
     servers, all_names, queues, rules, config, smeta = load_small_inputs(snapshot, overrides)
@@ -123,7 +123,7 @@ def prepare(spark, snapshot: Path, work: Path, overrides: dict | None = None) ->
     timeline_summary = read_summary(work)
     # Every segment with the timeline's answer: ``overshadowed`` is computed (stage 0), the
     # input's flag is kept as ``input_overshadowed``. Tombstones are never loaded.
-    segs = spark.read.parquet(str(timeline))
+    segs = read_parquet(spark, timeline)
     segs = segs.withColumn("used", F.col("used") & (F.col("shard_type") != "tombstone")).withColumn("listed", F.lit(True))
     prepared = work / "prepared"
     qdf = _queue_frame(spark, queues)
@@ -133,12 +133,12 @@ def prepare(spark, snapshot: Path, work: Path, overrides: dict | None = None) ->
     # together with the ids of unlisted segments (replicas and queue entries of segments
     # segments.jsonl lacks: unused segments, ALGORITHM.md "Inputs").
     with staged_parquet(rows, prepared / "server_segments.parquet") as written:
-        checked = spark.read.parquet(str(written))
+        checked = read_parquet(spark, written)
         unlisted = unlisted_segments(checked.filter(good), qdf, segs, list(timeline_summary["per_datasource"]))
         found = collect_small({"replicas": first_problems(checked, key="row"), "unlisted": first_unlisted_problem(unlisted)})
         refuse(replica_file, found["replicas"], word, key="row")
         refuse_unlisted(found["unlisted"])
-    served = spark.read.parquet(str(prepared / "server_segments.parquet")).filter(good).select("row", "server", "segment_id")
+    served = read_parquet(spark, prepared / "server_segments.parquet").filter(good).select("row", "server", "segment_id")
     unlisted = unlisted_segments(served, qdf, segs, list(timeline_summary["per_datasource"])).select(
         "segment_id", "datasource", "start_ms", "end_ms", "version", "partition_num",
         F.lit(0).cast("long").alias("size_bytes"), F.lit(False).alias("used"), F.lit(False).alias("overshadowed"),
@@ -152,7 +152,7 @@ def prepare(spark, snapshot: Path, work: Path, overrides: dict | None = None) ->
     # The used-segment index: newest first (end desc, start desc, id desc), numbered in the JVM
     # over the sorted partitions (the sort is cached: numbering counts its partitions first).
     # Unlisted segments are unused: the timeline table alone names every used segment.
-    used = spark.read.parquet(str(timeline)).filter(
+    used = read_parquet(spark, timeline).filter(
         F.col("used") & (F.col("shard_type") != "tombstone") & ~F.col("overshadowed")).select("segment_id", "start_ms", "end_ms")
     ordered = used.orderBy(F.desc("end_ms"), F.desc("start_ms"), F.desc("segment_id")).select("segment_id").cache()
     index = with_row_numbers(ordered, "idx", first=0)
@@ -162,12 +162,12 @@ def prepare(spark, snapshot: Path, work: Path, overrides: dict | None = None) ->
         "rule_kind", "rule_idx", F.col("required").cast("int").alias("required"), "waiting", "listed", "shard_type", "line")
     write_parquet_atomic(segments, prepared / "segments.parquet")
     ordered.unpersist()
-    segments = spark.read.parquet(str(prepared / "segments.parquet"))
+    segments = read_parquet(spark, prepared / "segments.parquet")
 
     servers_pdf = _servers_frame(servers, decommissioning)
     write_parquet_atomic(_replicas(served, qdf, segments, dict(zip(servers_pdf["server"], servers_pdf["tier"]))),
                          prepared / "replicas.parquet")
-    replicas = spark.read.parquet(str(prepared / "replicas.parquet"))
+    replicas = read_parquet(spark, prepared / "replicas.parquet")
 
     per_rule: dict[str, list] = {}
     for ds, i, _, tier, target, pos, _ in rule_rows:
@@ -180,7 +180,7 @@ def prepare(spark, snapshot: Path, work: Path, overrides: dict | None = None) ->
                                                "array<struct<tier:string,target:int,tier_pos:int>>")).alias("t"))
                .select("idx", "t.tier", F.col("t.target").cast("int").alias("target"), "t.tier_pos"))
     write_parquet_atomic(targets, prepared / "targets.parquet")
-    targets = spark.read.parquet(str(prepared / "targets.parquet"))
+    targets = read_parquet(spark, prepared / "targets.parquet")
 
     # Everything meta.json and servers.parquet need from the tables, in one job.
     limit_ms = int(float(cfg.get("segmentLoadingMaxSecondsBeforeAlerting", 900)) * 1000)

@@ -17,6 +17,7 @@ import pandas as pd
 from .engine.state import StageLimit
 from .io import write_json_atomic, write_parquet_atomic
 from .runstate import STATE_COLUMNS, STATE_FIELDS, STATE_SCHEMA, TIER_FILE_SCHEMA, initial_state_dirs
+from .sparkutil import read_parquet
 
 log = logging.getLogger(__name__)
 
@@ -127,7 +128,7 @@ class Run:
     def table(self, name: str):
         """A prepared table as a Spark DataFrame (``segments``, ``replicas``, ``targets``)."""
         if name not in self._tables:
-            self._tables[name] = self.spark.read.parquet(str(self.prepared / f"{name}.parquet"))
+            self._tables[name] = read_parquet(self.spark, self.prepared / f"{name}.parquet")
         return self._tables[name]
 
     @property
@@ -180,7 +181,7 @@ class Run:
         files = self.manifest()["files"]
         if not files:
             return None
-        return self.spark.read.parquet(*[str(self.work / "ops" / f) for f in files])
+        return read_parquet(self.spark, *[self.work / "ops" / f for f in files])
 
     # ---- run state ----------------------------------------------------------------------------
     @property
@@ -213,6 +214,14 @@ class Run:
             return self.spark.createDataFrame([], STATE_SCHEMA)
         return reduce(lambda a, b: a.unionByName(b), parts)
 
+    def write_output(self, stage: int, step: str, frame) -> str:
+        """Write a step's output rows (Spark DataFrame of :data:`OUT_COLUMNS`) to
+        ``passes/NN_step/out.parquet`` (one Spark job) and return that path, relative to the work
+        directory."""
+        rel = f"passes/{stage:02d}_{step}/out.parquet"
+        write_parquet_atomic(frame.select(*OUT_COLUMNS), self.work / rel)
+        return rel
+
     def write_ops(self, stage: int, step: str, kernel_out, facts: dict | None = None, state=None) -> int:
         """Give the ops of one step their global ``op_id`` (in ``o1, o2, o3, action, server``
         order), resolve ``depends_on`` and append them to the op log; keep the step's decisions
@@ -238,9 +247,7 @@ class Run:
         manifest = self.manifest()
         offset = manifest["count"]
         if not isinstance(kernel_out, str):
-            rel = f"passes/{stage:02d}_{step}/out.parquet"
-            write_parquet_atomic(kernel_out.select(*OUT_COLUMNS), self.work / rel)
-            kernel_out = rel
+            kernel_out = self.write_output(stage, step, kernel_out)
         cols = ["o1", "o2", "o3", "action", "queue_type", "idx", "segment_id", "datasource", "tier", "server",
                 "size_bytes", "reason", "dep_server"]
         fs, base = filesystem(self.work_uri)

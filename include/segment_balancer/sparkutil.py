@@ -249,3 +249,30 @@ def lookup(key, mapping: dict, dtype: str | None = None):
 
     pairs = [x for k, v in sorted(mapping.items()) for x in (F.lit(k), value(v))]
     return F.create_map(*pairs)[key]
+
+
+def read_parquet(spark, *paths):
+    """``spark.read.parquet(*paths)`` with the schema given, so that opening a table costs no Spark
+    job: left to infer it, Spark runs a job that reads a footer. The schema is the one Spark wrote
+    into the first file's footer (``org.apache.spark.sql.parquet.row.metadata``), or the Arrow
+    schema of a table pyarrow wrote. ``paths``: parquet files or directories (local paths or URIs
+    pyarrow's filesystems read), all of one schema. Raises ``FileNotFoundError`` when the first
+    path holds no parquet file."""
+    import json
+
+    import pyarrow.dataset as ds
+    from pyspark.sql.pandas.types import from_arrow_schema
+    from pyspark.sql.types import StructType
+
+    from .io import filesystem
+
+    fs, base = filesystem(str(paths[0]) if "://" in str(paths[0]) else os.path.abspath(paths[0]))
+    files = ds.dataset(base, format="parquet", filesystem=fs).files
+    if not files:
+        raise FileNotFoundError(f"no parquet file under {paths[0]}")
+    import pyarrow.parquet as pq
+
+    meta = pq.read_metadata(files[0], filesystem=fs).metadata or {}
+    text = meta.get(b"org.apache.spark.sql.parquet.row.metadata")
+    schema = StructType.fromJson(json.loads(text)) if text else from_arrow_schema(pq.read_schema(files[0], filesystem=fs))
+    return spark.read.schema(schema).parquet(*[str(p) for p in paths])

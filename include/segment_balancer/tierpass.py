@@ -32,7 +32,7 @@ from .engine.state import OpSink, split_group_name
 from .io import filesystem
 from .run import OUT_FIELDS, OUT_SCHEMA, Run, num_best_function, out_frame
 from .runstate import TierRun, arrow_schema, read_tier_state, tier_dir_name, write_tier_state
-from .sparkutil import run_tasks
+from .sparkutil import read_parquet, run_tasks
 
 log = logging.getLogger(__name__)
 
@@ -128,19 +128,13 @@ def kernel_pass(run: Run, stage: int, step: str, tiers: list[str], body: Body, r
     return PassResult(out, state, members, pdir)
 
 
-def apply_drops_pass(run: Run, stage: int, step: str, drops, state: dict[str, str]) -> dict[str, str]:
-    """Mark ``dropping`` on the replica rows that ``drops`` (Spark DataFrame with ``kind``,
-    ``tier``, ``server``, ``segment_id``; its ``kind = 'op'`` rows) names, one task per tier it
-    touches, writing those tiers into the step's directory. ``state``: ``{tier: directory}``
-    before; returns it after."""
-    from pyspark.sql import functions as F
-
-    from .io import write_parquet_atomic
-
-    rel = f"{pass_dir(stage, step)}/drops.parquet"
-    write_parquet_atomic(drops.filter(F.col("kind") == "op").select("tier", "server", "segment_id"), run.work / rel)
-    marks = run.spark.read.parquet(f"{run.work_uri}/{rel}")
-    tiers = sorted(r[0] for r in marks.select("tier").distinct().collect() if r[0] in state)
+def apply_drops_pass(run: Run, stage: int, step: str, output: str, state: dict[str, str]) -> dict[str, str]:
+    """Mark ``dropping`` on the replica rows that the DROP ops of the step's output name, one task
+    per tier of ``state`` (one Spark job); a tier with such drops is written into the step's
+    directory. ``output``: the step's output files (:data:`OUT_COLUMNS`, relative to the work
+    directory: :meth:`Run.write_output`); a DROP the kernel itself scheduled is marked already, so
+    marking it again changes nothing. ``state``: ``{tier: directory}`` before; returns it after."""
+    tiers = sorted(state)
     if not tiers:
         return dict(state)
     work, sdir = run.work_uri, step_dir(stage, step)
@@ -149,10 +143,13 @@ def apply_drops_pass(run: Run, stage: int, step: str, drops, state: dict[str, st
         import pyarrow.dataset as ds
 
         fs, base = filesystem(work)
-        rows = read_tier_state(fs, f"{base}/{state[tier]}")
-        named = ds.dataset(f"{base}/{rel}", format="parquet", filesystem=fs).to_table(
-            filter=ds.field("tier") == tier, columns=["server", "segment_id"])
+        named = ds.dataset(f"{base}/{output}", format="parquet", filesystem=fs).to_table(
+            filter=(ds.field("tier") == tier) & (ds.field("kind") == "op") & (ds.field("action") == "DROP"),
+            columns=["server", "segment_id"])
         pairs = set(zip(named.column("server").to_pylist(), named.column("segment_id").to_pylist()))
+        if not pairs:
+            return tier, None
+        rows = read_tier_state(fs, f"{base}/{state[tier]}")
         hit = [(k == "replica" and (s, i) in pairs)
                for k, s, i in zip(rows["kind"], rows["server"], rows["segment_id"])]
         rows["dropping"] = rows["dropping"].astype("boolean").mask(pd.Series(hit, index=rows.index), True)
@@ -160,8 +157,16 @@ def apply_drops_pass(run: Run, stage: int, step: str, drops, state: dict[str, st
         write_tier_state(fs, f"{base}/{out}", rows)
         return tier, out
 
-    written = dict(run_tasks(run.spark, tiers, task))
+    written = {tier: out for tier, out in run_tasks(run.spark, tiers, task) if out is not None}
     return {**state, **written}
+
+
+def commit_with_drops(run: Run, stage: int, step: str, output, state: dict[str, str], facts: dict | None = None) -> None:
+    """Commit a step whose output (Spark DataFrame of :data:`OUT_COLUMNS`) holds drops decided
+    outside a tier pass (stage-3 callbacks, stages 12 and 13): write the output once, mark its
+    drops in the state (:func:`apply_drops_pass`), append its ops to the op log. Two Spark jobs."""
+    rel = run.write_output(stage, step, output)
+    run.write_ops(stage, step, rel, facts, state=apply_drops_pass(run, stage, step, rel, state))
 
 
 # ---- groups between the driver and the tasks --------------------------------------------------
@@ -198,14 +203,10 @@ def merge(groups, result: dict[str, BitMap], replaced) -> None:
 def finish(run: Run, stage: int, step: str, result: PassResult, drops=None, facts: dict | None = None) -> dict[str, BitMap]:
     """Commit a step: its ops (``result.out``'s and ``drops``') to the op log and its state (with
     ``drops`` applied) to the manifest. Returns the memberships the kernels recorded."""
-    ops, state = result.out_dir or result.out, result.state
-    if drops is not None:
-        drops = drops.cache()
-        state = apply_drops_pass(run, stage, step, drops, state)
-        ops = result.out.unionByName(drops)
-    run.write_ops(stage, step, ops, facts, state=state)
-    if drops is not None:
-        drops.unpersist()
+    if drops is None:
+        run.write_ops(stage, step, result.out_dir, facts, state=result.state)
+    else:
+        commit_with_drops(run, stage, step, result.out.unionByName(drops), result.state, facts)
     return result.members
 
 

@@ -96,7 +96,7 @@ def used_segments(spark, snapshot: Path, work: Path) -> dict:
 
     from . import groups as G
     from .snapshot.segments import first_problems, read_segments, refuse, segments_path
-    from .sparkutil import collect_small
+    from .sparkutil import collect_small, read_parquet
 
     file = segments_path(Path(snapshot)).name
     segs = read_segments(spark, Path(snapshot))
@@ -108,7 +108,7 @@ def used_segments(spark, snapshot: Path, work: Path) -> dict:
     out = Path(work) / "timeline"
     with staged_parquet(table, out / "segments.parquet") as written:
         segs.unpersist()
-        t = spark.read.parquet(str(written))
+        t = read_parquet(spark, written)
         mismatch = t.filter(F.col("used") & F.col("overshadowed_given")
                             & (F.col("input_overshadowed") != F.col("overshadowed")))
         members = t.filter("status != 'unused'").select(F.initcap("status").alias("group"), (F.col("line") - 1).alias("idx"))

@@ -2,23 +2,26 @@
 segments of drop rules, unused segments, and overshadowed segments once what overshadows them is
 served (ALGORITHM.md stage 12 and "Availability"; seed 000 stage 12).
 
-Reads the run state only (no groups). Unlimited (drops take no load queue). Three Spark passes:
-the replica tally per (segment, tier) and the overreplicated pairs (Spark SQL); one task per tier
-with excess that lists the holders in drop order against the state at the start of the stage; one
-job per bucket of segments that picks the drops (:func:`segment_balancer.engine.unload.unload_excess`).
+Reads the run state only (no groups). Unlimited (drops take no load queue). Four Spark jobs:
+the replica tally per (segment, tier) and the overreplicated pairs (Spark SQL, written partitioned
+by tier); one task per tier with excess that lists the holders in drop order against the state at
+the start of the stage; the stage's output written, its excess drops picked by one task per bucket
+of segments (:func:`segment_balancer.engine.unload.unload_excess`); the drops marked in the state,
+one task per tier.
 """
 
 from __future__ import annotations
 
 import json
 import logging
+from urllib.parse import unquote
 from dataclasses import astuple
 
 import pandas as pd
 
 from ..engine import unload
 from ..engine.state import OpSink, SegmentRef
-from ..io import filesystem, write_parquet_atomic
+from ..io import filesystem, write_partitioned_atomic
 from ..run import OUT_COLUMNS, OUT_FIELDS, OUT_SCHEMA, Run, out_frame
 from ..runstate import conform, replica_tally
 from ..tierpass import apply_drops_pass, kernel_pass, pass_dir
@@ -41,24 +44,32 @@ def stage(run: Run, groups) -> None:
     counts = (replica_tally(state).withColumn("total_count", F.sum("count").over(w)).withColumn("total_target", F.sum("target").over(w))
               .withColumn("total_loaded", F.sum("loaded").over(w)).filter("total_count > total_target").cache())
     over_rel = f"{pass_dir(STAGE, 'unload')}/over.parquet"
-    write_parquet_atomic(counts.filter("count > target").select("idx", "tier"), run.work / over_rel)
-    over = run.spark.read.parquet(f"{run.work_uri}/{over_rel}")
-    tiers = sorted(r[0] for r in over.select("tier").distinct().collect())
+    # partitioned by tier: the tiers with excess are its directories (no job to find them)
+    write_partitioned_atomic(counts.filter("count > target").select("idx", "tier"), run.work / over_rel, "tier")
+    tiers = sorted(unquote(p.name.split("=", 1)[1]) for p in (run.work / over_rel).glob("tier=*"))
     excess = _excess(run, counts, over_rel, tiers) if tiers else None
     out = _everywhere(run, state).unionByName(_waiting(run, state))
-    out = (out if excess is None else excess.unionByName(out)).cache()
-    deferred = out.filter("kind = 'deferred'").agg(
-        F.count("*").alias("segments"), F.sum("o1").alias("drops"),
-        F.slice(F.array_sort(F.collect_list("segment_id")), 1, 5).alias("examples")).collect()[0]
-    facts = {"deferred_drops": int(deferred["drops"] or 0), "deferred_segments": int(deferred["segments"]),
-             "deferred_examples": list(deferred["examples"] or [])}
-    new_state = apply_drops_pass(run, STAGE, "unload", out, run.state_dirs())
-    run.write_ops(STAGE, "unload", out, facts, state=new_state)
-    out.unpersist()
+    out = out if excess is None else excess.unionByName(out)
+    rel = run.write_output(STAGE, "unload", out)
     counts.unpersist()
+    facts = _deferred_facts(run, rel)
+    run.write_ops(STAGE, "unload", rel, facts, state=apply_drops_pass(run, STAGE, "unload", rel, run.state_dirs()))
     if facts["deferred_drops"]:
         log.info("stage %d: %d drops of %d segments deferred by the availability rule", STAGE,
                  facts["deferred_drops"], facts["deferred_segments"])
+
+
+def _deferred_facts(run: Run, output: str) -> dict:
+    """``deferred_drops``, ``deferred_segments`` and the first five ``deferred_examples`` (segment
+    ids) from the ``deferred`` rows of the stage's output (one per segment whose excess drops the
+    availability rule held back; ``o1``: how many), read with pyarrow."""
+    import pyarrow.dataset as ds
+
+    fs, base = filesystem(run.work_uri)
+    rows = ds.dataset(f"{base}/{output}", format="parquet", filesystem=fs).to_table(
+        filter=ds.field("kind") == "deferred", columns=["segment_id", "o1"])
+    return {"deferred_drops": int(sum(x or 0 for x in rows.column("o1").to_pylist())), "deferred_segments": rows.num_rows,
+            "deferred_examples": sorted(rows.column("segment_id").to_pylist())[:5]}
 
 
 def _excess(run: Run, counts, over_rel: str, tiers: list[str]):
@@ -74,7 +85,7 @@ def _excess(run: Run, counts, over_rel: str, tiers: list[str]):
         fs, base = filesystem(work)
         extra = []
         for tier, tier_run in runs.items():
-            wanted = ds.dataset(f"{base}/{over_rel}", format="parquet", filesystem=fs).to_table(
+            wanted = ds.dataset(f"{base}/{over_rel}", format="parquet", filesystem=fs, partitioning="hive").to_table(
                 filter=ds.field("tier") == tier, columns=["idx"]).column("idx").to_pylist()
             for idx in sorted(wanted):
                 seg = tier_run.segment(idx)

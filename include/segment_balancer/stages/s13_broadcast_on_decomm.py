@@ -10,7 +10,7 @@ from pathlib import Path
 
 from ..run import OUT_FIELDS, Run
 from ..runstate import conform
-from ..tierpass import apply_drops_pass
+from ..tierpass import commit_with_drops
 
 STAGE = 13
 READS = WRITES = ()
@@ -36,7 +36,5 @@ def stage(run: Run, groups) -> None:
     ops = conform(rows.select(
         F.lit("op").alias("kind"), F.lit("DROP").alias("action"), "idx", "segment_id", "datasource", "tier", "server",
         "size_bytes", F.lit("broadcast_on_decommissioning").alias("reason"), F.lit(0).cast("long").alias("o1"),
-        F.col("server").alias("o2"), F.col("idx").cast("double").alias("o3")), OUT_FIELDS).cache()
-    state = apply_drops_pass(run, STAGE, "broadcast_on_decommissioning", ops, run.state_dirs())
-    run.write_ops(STAGE, "broadcast_on_decommissioning", ops, state=state)
-    ops.unpersist()
+        F.col("server").alias("o2"), F.col("idx").cast("double").alias("o3")), OUT_FIELDS)
+    commit_with_drops(run, STAGE, "broadcast_on_decommissioning", ops, run.state_dirs())
