@@ -13,15 +13,14 @@ import json
 import shutil
 from pathlib import Path
 
-import pandas as pd
+import pyarrow.parquet as pq
 
 from . import groups as G
 from .druid_metrics import druid_metrics
 from .engine.state import split_group_name
 from .instants import format_instant_ms
 from .io import _aside, replace_path, write_json_atomic, write_parquet_atomic
-from .run import OPS_COLUMNS, Run
-from .sparkutil import collect_small
+from .run import OPS_ARROW_SCHEMA, OPS_COLUMNS, Run
 from .status import balance, replication_counts, status_pass
 from .whatif import load_record
 
@@ -36,40 +35,34 @@ def end_assignment(run: Run):
 
 
 def assemble(run: Run, groups, snapshot: Path) -> Path:
-    """Write the plan to ``WORK/plan`` (replacing an earlier one) and return its path."""
-    from pyspark.sql import functions as F
-
+    """Write the plan to ``WORK/plan`` (replacing an earlier one) and return its path. Four
+    Spark jobs: the end assignment, the final status (one task per tier), the decision log and the
+    segments table; the operations and their counts come from the op log's files."""
     plan = run.work / "plan"
     tmp = _aside(plan)
     tmp.mkdir(parents=True)
-    ops = run.ops()
     spark = run.spark
-    if ops is None:
-        ops = spark.createDataFrame([], "op_id long, stage int, action string, queue_type string, idx long, segment_id string, datasource string, tier string, server string, size_bytes long, depends_on long, reason string")
-    # One file each, sorted inside its one partition (no global sort: no sampling job).
-    write_parquet_atomic(ops.coalesce(1).sortWithinPartitions("op_id").select(*PLAN_OPS_COLUMNS), tmp / "operations.parquet")
-    _flatten(tmp / "operations.parquet")
+    # The op log's files, numbered one step after another by write_ops, already read on the
+    # driver once there: one file here, and the summary's counts from it (no Spark job).
+    ops = _op_log(run)
+    pq.write_table(ops.select(PLAN_OPS_COLUMNS), tmp / "operations.parquet")
+    ops = ops.to_pandas()
     assignment = end_assignment(run)
     # the start of the run as prepare measured it (the same pass over the initial state)
     held_before = {server: tuple(n) for server, n in run.meta.get("held", {}).items()}
     after = status_pass(spark, run.work_uri, run.state_dirs(), run.servers_pdf)
     write_parquet_atomic(assignment.coalesce(1).sortWithinPartitions("segment_id", "server"), tmp / "assignment.parquet")
     _flatten(tmp / "assignment.parquet")
-    # every count of the summary in one job
-    found = collect_small({
-        "totals": ops.agg(F.count("*").alias("operations"), F.count(F.when(F.col("action") == "LOAD", 1)).alias("loads"),
-                          F.count(F.when(F.col("action") == "DROP", 1)).alias("drops"),
-                          F.count("depends_on").alias("moves")),
-        "by_stage": ops.groupBy("stage", "tier", "action").count(),
-        "by_reason": ops.groupBy("reason").count(),
-        "metrics": ops.groupBy("tier", "action", "queue_type", "reason").count(),
-    })
-    by_stage = sorted(({k: r.get(k) for k in ("stage", "tier", "action", "count")} for r in found["by_stage"]),
-                      key=lambda r: (r["stage"], r["tier"] or "", r["action"] or ""))
-    by_reason = {r.get("reason"): r["count"] for r in found["by_reason"]}
-    totals = found["totals"][0]
-    metrics = pd.DataFrame([{k: r.get(k) for k in ("tier", "action", "queue_type", "reason", "count")} for r in found["metrics"]],
-                           columns=["tier", "action", "queue_type", "reason", "count"]).astype({"count": "int64"})
+    by_stage = [{"stage": int(k[0]), "tier": _value(k[1]), "action": _value(k[2]), "count": int(n)}
+                for k, n in ops.groupby(["stage", "tier", "action"], dropna=False).size().items()]
+    by_stage.sort(key=lambda r: (r["stage"], r["tier"] or "", r["action"] or ""))
+    by_reason = {_value(k): int(n) for k, n in ops.groupby("reason", dropna=False).size().items()}
+    totals = {"operations": len(ops), "loads": int((ops["action"] == "LOAD").sum()),
+              "drops": int((ops["action"] == "DROP").sum()), "moves": int(ops["depends_on"].notna().sum())}
+    metrics = (ops.groupby(["tier", "action", "queue_type", "reason"], dropna=False).size().rename("count").reset_index()
+               .astype({"count": "int64"}))
+    keys = ["tier", "action", "queue_type", "reason"]
+    metrics[keys] = metrics[keys].astype(object).where(metrics[keys].notna(), None)
     _explain_tables(run, tmp)
     final_groups = [{"name": name, "kind": split_group_name(name)[0], "tier": split_group_name(name)[1],
                      "count": len(bm), "bitset": G.encode(bm)} for name, bm in sorted(groups.items())]
@@ -153,6 +146,22 @@ def _explain_tables(run: Run, plan: Path) -> None:
                                   "changed": {g: text for g, text in sorted(groups.items()) if previous.get(g) != text}}
             previous = groups
     write_json_atomic(stage_groups, plan / "stage_groups.json")
+
+
+def _op_log(run: Run):
+    """Every op of the run's op log as one pyarrow Table (:data:`~segment_balancer.run.OPS_ARROW_SCHEMA`),
+    in ``op_id`` order."""
+    import pyarrow as pa
+
+    files = [run.work / "ops" / f for f in run.manifest()["files"]]
+    tables = [pq.read_table(f, schema=OPS_ARROW_SCHEMA) for f in files]
+    table = pa.concat_tables(tables) if tables else OPS_ARROW_SCHEMA.empty_table()
+    return table.sort_by("op_id")
+
+
+def _value(x):
+    """A pandas group key as JSON wants it: None for a missing value."""
+    return None if x is None or (isinstance(x, float) and x != x) else x
 
 
 def server_rows(servers_pdf, held_before: dict, held_after: dict) -> list[dict]:

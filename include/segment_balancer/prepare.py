@@ -13,7 +13,7 @@ import logging
 from pathlib import Path
 
 from . import groups as G
-from .io import staged_parquet, write_json_atomic, write_parquet_atomic, write_partitioned_atomic
+from .io import staged_parquet, write_json_atomic, write_parquet_atomic
 from .rules import rule_index_for
 from .snapshot import loader
 from .snapshot.lines import with_row_numbers
@@ -100,7 +100,7 @@ def prepare(spark, snapshot: Path, work: Path, overrides: dict | None = None) ->
     About a dozen Spark jobs whatever the size: one writes the parsed replica file aside and one
     checks it (with the ids of unlisted segments); one writes each prepared table (after two that
     sort and number the used-segment index); one reads every count the servers, alerts and
-    summaries need; one writes the run state and one reads its groups. Raises
+    summaries need; one writes the run state and measures its groups, one task per tier. Raises
     :class:`SnapshotError` for any invalid input, before any prepared table is written.
     """
     from pyspark.sql import functions as F
@@ -189,13 +189,13 @@ def prepare(spark, snapshot: Path, work: Path, overrides: dict | None = None) ->
     servers_pdf = _mark_broadcast_only(servers_pdf, found["per_server"])
     write_parquet_atomic(servers_pdf, prepared / "servers.parquet")
 
-    from .runstate import INITIAL_STATE_DIR, initial_state, initial_state_dirs
-    from .status import status_pass
+    from .runstate import INITIAL_STATE_DIR, initial_state
+    from .status import write_state_with_status
 
     # The run state every stage reads and writes (no start-of-run ranking: a segment is ranked in
-    # a tier when a stage first considers it there, ALGORITHM.md "Best servers").
-    write_partitioned_atomic(initial_state(segments, replicas, targets, servers_pdf, spark), work / INITIAL_STATE_DIR, "tier")
-    status = status_pass(spark, str(work.absolute()), initial_state_dirs(work), servers_pdf)
+    # a tier when a stage first considers it there, ALGORITHM.md "Best servers"), and its groups.
+    status = write_state_with_status(initial_state(segments, replicas, targets, servers_pdf, spark), work,
+                                     INITIAL_STATE_DIR, servers_pdf)
     groups, counts = status.groups, status.counts
 
     meta = {

@@ -9,6 +9,7 @@ Source: ALGORITHM.md "Terms"; seed 000 "Terminology".
 from __future__ import annotations
 
 from dataclasses import dataclass
+from pathlib import Path
 
 import numpy as np
 import pandas as pd
@@ -119,6 +120,55 @@ class Status:
     missing: dict[str, int]
 
 
+def _tier_result(fs, path: str, tier: str, servers_pdf: pd.DataFrame) -> tuple:
+    """``(tier, {group: serialized bitmap}, held_per_server, missing_replicas)`` of the tier state
+    directory ``path``."""
+    rows = read_tier_state(fs, path)
+    status = tier_status(rows, servers_pdf[servers_pdf["tier"] == tier])
+    return tier, {k: bm.serialize() for k, bm in status.items()}, held_per_server(rows), missing_replicas(rows)
+
+
+def _combine(results: list[tuple]) -> Status:
+    groups = combine({tier: {k: BitMap.deserialize(v) for k, v in packed.items()} for tier, packed, _, _ in results})
+    held = {server: n for _, _, per, _ in results for server, n in per.items()}
+    missing = {tier: n for tier, _, _, n in results}
+    return Status(groups, {name: len(bm) for name, bm in sorted(groups.items())}, held, missing)
+
+
+def write_state_with_status(state, work: Path, rel_dir: str, servers_pdf: pd.DataFrame) -> Status:
+    """Write the run state ``state`` (Spark DataFrame of ``STATE_COLUMNS``) as one directory per
+    tier (``rel_dir/tier=T``, relative to the local work directory ``work``, as every stage reads
+    it) and return its :class:`Status`, in one Spark job: one ``applyInPandas`` group per tier
+    writes its rows (:func:`~segment_balancer.runstate.write_tier_state`) and measures them as
+    :func:`status_pass` does. The tiers are written aside and moved into place together; a tier
+    with no rows gets no directory. ``prepare`` writes the initial state with it."""
+    import pickle
+    import uuid
+
+    from .io import remove_path, replace_path
+    from .runstate import tier_dir_name, write_tier_state
+
+    work = Path(work).absolute()
+    work_uri = str(work)
+    tmp_rel = f"{rel_dir}.tmp-{uuid.uuid4().hex[:8]}"
+
+    def per_tier(pdf: pd.DataFrame) -> pd.DataFrame:
+        tier = pdf["tier"].iloc[0]
+        fs, base = filesystem(work_uri)
+        path = f"{base}/{tmp_rel}/{tier_dir_name(tier)}"
+        write_tier_state(fs, path, pdf)
+        return pd.DataFrame({"tier": [tier], "data": [pickle.dumps(_tier_result(fs, path, tier, servers_pdf))]})
+
+    try:
+        rows = state.groupBy("tier").applyInPandas(per_tier, "tier string, data binary").collect()
+    except BaseException:
+        remove_path(work / tmp_rel)
+        raise
+    (work / tmp_rel).mkdir(parents=True, exist_ok=True)  # no tier has rows: an empty state
+    replace_path(work / tmp_rel, work / rel_dir)
+    return _combine(sorted((pickle.loads(r["data"]) for r in rows), key=lambda r: r[0]))
+
+
 def status_pass(spark, work_uri: str, state_dirs: dict[str, str], servers_pdf: pd.DataFrame) -> Status:
     """The :class:`Status` of a run state: one Spark task per tier reads its state directory
     (pyarrow, through the work-directory URI) and returns :func:`tier_status` as serialized
@@ -131,16 +181,9 @@ def status_pass(spark, work_uri: str, state_dirs: dict[str, str], servers_pdf: p
     """
     def task(tier):
         fs, base = filesystem(work_uri)
-        rows = read_tier_state(fs, f"{base}/{state_dirs[tier]}")
-        status = tier_status(rows, servers_pdf[servers_pdf["tier"] == tier])
-        return tier, {k: bm.serialize() for k, bm in status.items()}, held_per_server(rows), missing_replicas(rows)
+        return _tier_result(fs, f"{base}/{state_dirs[tier]}", tier, servers_pdf)
 
-    tiers = sorted(state_dirs)
-    results = run_tasks(spark, tiers, task)
-    groups = combine({tier: {k: BitMap.deserialize(v) for k, v in packed.items()} for tier, packed, _, _ in results})
-    held = {server: n for _, _, per, _ in results for server, n in per.items()}
-    missing = {tier: n for tier, _, _, n in results}
-    return Status(groups, {name: len(bm) for name, bm in sorted(groups.items())}, held, missing)
+    return _combine(run_tasks(spark, sorted(state_dirs), task))
 
 
 def replication_counts(counts: dict[str, int]) -> dict:
