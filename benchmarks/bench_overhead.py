@@ -1,7 +1,7 @@
 """Where a plan's time goes: JVM starts, Spark jobs and wall per application, for the DAG and the CLI.
 
 Two kinds of run, each in a child process whose whole process tree is watched (every 0.2 s: peak
-resident memory, and every ``java`` process that appears, i.e. JVM starts):
+resident memory, every 2 s proportional memory, and every ``java`` process that appears, i.e. JVM starts):
 
 - ``dag``: ``airflow dags test segment_balancing`` on a bundled snapshot, in a fresh Airflow home
   (``make airflow-home VAR=<tmp>``), in the ``--mode`` given: ``connect`` (a Spark Connect server
@@ -59,15 +59,24 @@ def _free_port() -> int:
 
 
 class Watch:
-    """Samples a process tree (and optional extra trees) until the root ends: peak RSS and the pids
-    of every ``java`` process seen."""
+    """Samples a process tree (and optional extra trees) until the root ends: the peak of the sum of
+    resident sizes (RSS: a forked Python worker's shared pages counted once per worker, an upper
+    bound), the peak of the sum of proportional sizes (PSS: shared pages split between the
+    processes sharing them, what the tree really occupies), and the pids of every ``java`` process
+    seen."""
+
+    PSS_EVERY = 2.0
+    """Seconds between PSS samples: reading a JVM's memory map stalls it, so far less often than RSS."""
 
     def __init__(self, extra_pids: list[int] | None = None):
         self.extra = [psutil.Process(p) for p in extra_pids or []]
-        self.peak, self.jvms = 0, set()
+        self.peak, self.peak_pss, self.jvms, self.pss_at = 0, 0, set(), 0.0
 
     def sample(self, proc: psutil.Process) -> None:
-        total = 0
+        total, pss = 0, 0
+        with_pss = time.monotonic() - self.pss_at >= self.PSS_EVERY
+        if with_pss:
+            self.pss_at = time.monotonic()
         for root in [proc, *self.extra]:
             try:
                 tree = [root, *root.children(recursive=True)]
@@ -75,12 +84,16 @@ class Watch:
                 continue
             for p in tree:
                 try:
-                    total += p.memory_info().rss
+                    if with_pss:
+                        info = p.memory_full_info()
+                        total, pss = total + info.rss, pss + info.pss
+                    else:
+                        total += p.memory_info().rss
                     if p.name() == "java" and root is proc:
                         self.jvms.add(p.pid)
                 except psutil.Error:
                     pass
-        self.peak = max(self.peak, total)
+        self.peak, self.peak_pss = max(self.peak, total), max(self.peak_pss, pss)
 
     def run(self, cmd: list[str], env: dict, log: Path, timeout: float) -> int:
         with open(log, "wb") as out:
@@ -174,7 +187,7 @@ def run_cli(snapshot: Path, mode: str, tmp: Path, server, timeout: float) -> dic
     if rc != 0:
         raise RuntimeError(f"plan failed ({rc}); see {tmp / 'cli.log'}:\n" + (tmp / "cli.log").read_text()[-3000:])
     timings = json.loads((work / "timings.json").read_text())
-    return {"wall": wall, "peak": watch.peak, "jvms": len(watch.jvms), "jobs": jobs_per_app(events, since),
+    return {"wall": wall, "peak": watch.peak, "pss": watch.peak_pss, "jvms": len(watch.jvms), "jobs": jobs_per_app(events, since),
             "apps": {k: v["seconds"] for k, v in timings.items()},
             "ops": json.loads((out / "summary.json").read_text())["operations"]}
 
@@ -208,18 +221,18 @@ def run_dag(snapshot: Path, mode: str, tmp: Path, server, timeout: float) -> dic
         "select task_id, start_date, end_date from task_instance where dag_id = 'segment_balancing'")}
     parse = lambda v: datetime.fromisoformat(v).timestamp()  # noqa: E731
     latest = (var / "plans" / "LATEST").read_text().strip()
-    return {"wall": wall, "run": parse(end) - parse(start), "peak": watch.peak, "jvms": len(watch.jvms),
+    return {"wall": wall, "run": parse(end) - parse(start), "peak": watch.peak, "pss": watch.peak_pss, "jvms": len(watch.jvms),
             "jobs": jobs_per_app(events, since), "apps": {t: parse(e) - parse(s) for t, (s, e) in tasks.items()},
             "ops": json.loads((var / "plans" / latest / "summary.json").read_text())["operations"]}
 
 
 def print_tables(kind: str, results: list[tuple[str, dict]]) -> None:
     extra = f" {'DAG run s':>9}" if kind == "dag" else ""
-    print(f"{'input':<14} {'wall s':>7}{extra} {'JVM starts':>10} {'spark jobs':>10} {'peak GiB':>8} {'operations':>10}")
+    print(f"{'input':<14} {'wall s':>7}{extra} {'JVM starts':>10} {'spark jobs':>10} {'RSS GiB':>8} {'PSS GiB':>8} {'operations':>10}")
     for name, r in results:
         run = f" {r['run']:>9.1f}" if kind == "dag" else ""
         print(f"{name:<14} {r['wall']:>7.1f}{run} {r['jvms']:>10} {sum(r['jobs'].values()):>10} "
-              f"{r['peak'] / 2**30:>8.2f} {r['ops']:>10}")
+              f"{r['peak'] / 2**30:>8.2f} {r['pss'] / 2**30:>8.2f} {r['ops']:>10}")
     print()
     names = ([*(["resolve_snapshot"]), *APP_NAMES, "validate_plan", "publish_plan", "simulate", "release_spark_session"]
              if kind == "dag" else APP_NAMES)
