@@ -344,12 +344,12 @@ def _alerts(rules, tiers, decommissioning, historicals, found: dict, limit_ms: i
         alerts.append({"kind": "unknown_decommissioning_node", "message": f"decommissioningNodes names {name}, which is not a historical server"})
     n_stale = found["stale_n"][0]["n"]
     if n_stale:
-        ex = [f"{r['segment_id']} on {r['server']}" for r in found["stale"]]
+        ex = [f"{r['segment_id']} on {r['server']}" for r in sorted(found["stale"], key=lambda r: (r["requested_at_ms"], r["server"]))]
         alerts.append({"kind": "load_queued_too_long", "count": n_stale,
                        "message": f"{n_stale} loads queued longer than {limit_ms // 1000} s", "examples": ex})
     n_norule = found["norule_n"][0]["n"]
     if n_norule:
-        ex = [r["segment_id"] for r in found["norule"]]
+        ex = [r["segment_id"] for r in sorted(found["norule"], key=lambda r: r["idx"])]
         alerts.append({"kind": "no_rule_matches", "count": n_norule,
                        "message": f"{n_norule} used segments match no rule; left where they are", "examples": ex})
     return alerts
@@ -374,7 +374,7 @@ def _unlisted_counts(found: dict) -> dict:
            for r in sorted(found["unlisted"], key=lambda r: r["datasource"])}
     return {"segments": sum(v["segments"] for v in per.values()),
             "served_replicas": sum(v["served_replicas"] for v in per.values()),
-            "per_datasource": per, "examples": [r["segment_id"] for r in found["unlisted_ids"]]}
+            "per_datasource": per, "examples": sorted(r["segment_id"] for r in found["unlisted_ids"])}
 
 
 def _waiting_queries(segments, replicas) -> dict:

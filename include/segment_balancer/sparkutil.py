@@ -213,7 +213,8 @@ def collect_small(frames: dict[str, Any]) -> dict[str, list[dict]]:
     The frames are turned into (``query``, ``row`` JSON text) rows and unioned, so that the checks
     and the counts of a stage read their tables in one job instead of one job each. A row's null
     fields are absent from its dict (``.get``); a binary column comes back as base64 text. Rows of
-    one frame keep the frame's order (an ``orderBy(…).limit(n)`` stays sorted).
+    one frame come back in the frame's order on a local master (an ``orderBy(…).limit(n)`` is one
+    sorted partition); callers that need an order sort again, as a cluster's plan may differ.
     """
     import json
     from functools import reduce

@@ -127,7 +127,7 @@ def used_segments(spark, snapshot: Path, work: Path) -> dict:
     for r in found["counts"]:
         per_ds.setdefault(r["datasource"], {})[r["status"]] = r["count"]
     examples = [f"{r['segment_id']}: input says {'not ' if not r['input_overshadowed'] else ''}overshadowed, "
-                f"timeline says {r['status']}" for r in found["mismatch"]]
+                f"timeline says {r['status']}" for r in sorted(found["mismatch"], key=lambda r: r["line"])]
     summary = {"per_datasource": {ds: dict(sorted(v.items())) for ds, v in sorted(per_ds.items())},
                "flag_disagreements": found["mismatches"][0]["n"], "flag_examples": examples}
     write_json_atomic(summary, out / "summary.json")

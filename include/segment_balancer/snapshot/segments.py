@@ -123,6 +123,7 @@ def refuse(file: str, rows: list[dict], word: str = "line", key: str = "line") -
     and ``problem``, the first first, as :func:`first_problems` gives them), if there are any: the
     first row is the error's row, the others are named after it. ``word`` names a row (``line``:
     1-based line, ``row``: 0-based index)."""
+    rows = sorted(rows, key=lambda r: r[key])
     if rows:
         raise SnapshotError(file, rows[0][key], rows[0]["problem"] + _more(word, rows[1:], key=key), _KIND[word])
 
