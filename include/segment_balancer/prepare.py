@@ -194,7 +194,7 @@ def prepare(spark, snapshot: Path, work: Path, overrides: dict | None = None) ->
 
     # The run state every stage reads and writes (no start-of-run ranking: a segment is ranked in
     # a tier when a stage first considers it there, ALGORITHM.md "Best servers"), and its groups.
-    status = write_state_with_status(initial_state(segments, replicas, targets, servers_pdf, spark), work,
+    status = write_state_with_status(initial_state(segments, replicas, targets, servers_pdf), work,
                                      INITIAL_STATE_DIR, servers_pdf)
     groups, counts = status.groups, status.counts
 

@@ -461,7 +461,7 @@ def write_tier_state(fs, path: str, rows: pd.DataFrame) -> None:
 
 
 # ---- Spark side -------------------------------------------------------------------------------
-def initial_state(segments, replicas, targets, servers_pdf, spark):
+def initial_state(segments, replicas, targets, servers_pdf):
     """The state at the start of the run (Spark DataFrame of ``STATE_COLUMNS``) from the prepared
     tables: replica rows for every served or queued replica, segment rows for every used segment
     in every tier where it has a target or a replica, and for broadcast segments in every tier."""
