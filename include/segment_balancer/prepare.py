@@ -39,29 +39,31 @@ def stage_limits(config) -> dict[str, dict]:
     return {str(stage): config.limit(stage).to_meta() for stage in STAGE_NUMBERS}
 
 
-def _rules_rows(rules: dict, datasources: list[str], tiers: set[str]) -> list[tuple]:
-    """Per datasource the flattened rule list (its own, then ``_default``) as tuples
-    (``datasource``, ``rule_idx``, ``rule_kind``, ``tier``, ``target``, ``tier_pos``,
-    ``replicants_total``). ``tier`` is None and ``target`` 0 for a tier absent from the snapshot;
-    ``replicants_total`` sums every ``tieredReplicants`` value of the rule, absent tiers included
-    (what ``required(s)`` counts, ALGORITHM.md "Availability")."""
-    rows = []
+def _replicants_total(rule) -> int:
+    """Σ of a load rule's ``tieredReplicants``, absent tiers included (what ``required(s)``
+    counts, ALGORITHM.md "Availability"); 0 for any other rule."""
+    return sum(int(n) for n in (rule.tiered_replicants or {}).values()) if rule.kind == "load" else 0
+
+
+def _rule_targets(rules: dict, datasources: list[str], tiers: set[str]) -> dict[str, list[tuple]]:
+    """Per (datasource, rule index) of the flattened rule list (its own rules, then ``_default``),
+    keyed ``"<datasource>\x00<rule_idx>"``: the load rule's ``(tier, target, tier_pos)`` for every
+    tier of the snapshot it asks replicas of, in the rule's tier order."""
+    out: dict[str, list[tuple]] = {}
     for ds in datasources:
         for i, rule in enumerate(rules.get(ds, []) + rules.get("_default", [])):
-            replicants = list((rule.tiered_replicants or {}).items()) if rule.kind == "load" else []
-            total = sum(int(n) for _, n in replicants)
-            if not replicants:
-                rows.append((ds, i, rule.kind, None, 0, 0, total))
-            for pos, (tier, n) in enumerate(replicants):
-                rows.append((ds, i, rule.kind, tier if tier in tiers else None, int(n) if tier in tiers else 0, pos, total))
-    return rows
+            if rule.kind != "load":
+                continue
+            for pos, (tier, n) in enumerate((rule.tiered_replicants or {}).items()):
+                if tier in tiers and int(n) > 0:
+                    out.setdefault(f"{ds}\x00{i}", []).append((tier, int(n), pos))
+    return out
 
 
 def _assign_rules(segments, rules: dict, now_ms: int):
     """Adds ``rule_idx`` (int, −1 when no rule applies: the first applying rule of the
     datasource's own rules then ``_default``), its ``rule_kind`` (str, null when none applies) and
-    ``replicants_total`` (int: the sum of a load rule's ``tieredReplicants``, absent tiers
-    included) with a vectorised pass per batch."""
+    ``replicants_total`` (int, :func:`_replicants_total`) with a vectorised pass per batch."""
     flat = {ds: rules.get(ds, []) + rules.get("_default", []) for ds in rules}
     default = rules.get("_default", [])
 
@@ -71,19 +73,15 @@ def _assign_rules(segments, rules: dict, now_ms: int):
         for pdf in batches:
             pdf = pdf.reset_index(drop=True)
             out = np.full(len(pdf), -1, dtype=np.int32)
-            for ds, part in pdf.groupby("datasource", sort=False):
-                lst = flat.get(ds, default)
-                out[part.index.to_numpy()] = rule_index_for(
-                    lst, part["start_ms"].to_numpy(), part["end_ms"].to_numpy(), now_ms)
             kind = np.full(len(pdf), None, dtype=object)
             total = np.zeros(len(pdf), dtype=np.int32)
             for ds, part in pdf.groupby("datasource", sort=False):
                 lst = flat.get(ds, default)
                 rows = part.index.to_numpy()
+                out[rows] = rule_index_for(lst, part["start_ms"].to_numpy(), part["end_ms"].to_numpy(), now_ms)
                 for i, rule in enumerate(lst):
                     hit = rows[out[rows] == i]
-                    kind[hit] = rule.kind
-                    total[hit] = sum(int(n) for n in (rule.tiered_replicants or {}).values()) if rule.kind == "load" else 0
+                    kind[hit], total[hit] = rule.kind, _replicants_total(rule)
             yield pdf.assign(rule_idx=out, rule_kind=kind, replicants_total=total)
 
     from pyspark.sql.types import IntegerType, StringType, StructField, StructType
@@ -121,6 +119,7 @@ def prepare(spark, snapshot: Path, work: Path, overrides: dict | None = None) ->
     if not timeline.exists():
         raise FileNotFoundError(f"{timeline} is missing: run the used_segments application first")
     timeline_summary = read_summary(work)
+    datasources = sorted(timeline_summary["per_datasource"])
     # Every segment with the timeline's answer: ``overshadowed`` is computed (stage 0), the
     # input's flag is kept as ``input_overshadowed``. Tombstones are never loaded.
     segs = read_parquet(spark, timeline)
@@ -134,18 +133,17 @@ def prepare(spark, snapshot: Path, work: Path, overrides: dict | None = None) ->
     # segments.jsonl lacks: unused segments, ALGORITHM.md "Inputs").
     with staged_parquet(rows, prepared / "server_segments.parquet") as written:
         checked = read_parquet(spark, written)
-        unlisted = unlisted_segments(checked.filter(good), qdf, segs, list(timeline_summary["per_datasource"]))
+        unlisted = unlisted_segments(checked.filter(good), qdf, segs, datasources)
         found = collect_small({"replicas": first_problems(checked, key="row"), "unlisted": first_unlisted_problem(unlisted)})
         refuse(replica_file, found["replicas"], word, key="row")
         refuse_unlisted(found["unlisted"])
     served = read_parquet(spark, prepared / "server_segments.parquet").filter(good).select("row", "server", "segment_id")
-    unlisted = unlisted_segments(served, qdf, segs, list(timeline_summary["per_datasource"])).select(
+    unlisted = unlisted_segments(served, qdf, segs, datasources).select(
         "segment_id", "datasource", "start_ms", "end_ms", "version", "partition_num",
         F.lit(0).cast("long").alias("size_bytes"), F.lit(False).alias("used"), F.lit(False).alias("overshadowed"),
         F.lit("unused").alias("status"), F.lit("unknown").alias("shard_type"), F.lit(False).alias("listed"))
     segs = segs.unionByName(unlisted, allowMissingColumns=True)
     segs = _assign_rules(segs, rules, now_ms)
-    rule_rows = _rules_rows(rules, sorted(timeline_summary["per_datasource"]), set(tiers))
     segs = segs.withColumn("required", F.when(F.col("rule_kind") == "load", F.least(F.lit(2), F.col("replicants_total"))))
     segs = _with_waiting(segs, served, qdf)
 
@@ -169,15 +167,12 @@ def prepare(spark, snapshot: Path, work: Path, overrides: dict | None = None) ->
                          prepared / "replicas.parquet")
     replicas = read_parquet(spark, prepared / "replicas.parquet")
 
-    per_rule: dict[str, list] = {}
-    for ds, i, _, tier, target, pos, _ in rule_rows:
-        if tier is not None and target > 0:
-            per_rule.setdefault(f"{ds}\x00{i}", []).append(
-                F.struct(F.lit(tier).alias("tier"), F.lit(target).alias("target"), F.lit(pos).alias("tier_pos")))
+    per_rule = {key: F.array(*[F.struct(F.lit(t).alias("tier"), F.lit(n).alias("target"), F.lit(pos).alias("tier_pos"))
+                               for t, n, pos in tiers_of])
+                for key, tiers_of in _rule_targets(rules, datasources, set(tiers)).items()}
     rule_key = F.concat_ws("\x00", "datasource", F.col("rule_idx").cast("string"))
     targets = (segments.filter("idx is not null and rule_kind = 'load'")
-               .select("idx", F.explode(lookup(rule_key, {k: F.array(*v) for k, v in per_rule.items()},
-                                               "array<struct<tier:string,target:int,tier_pos:int>>")).alias("t"))
+               .select("idx", F.explode(lookup(rule_key, per_rule, "array<struct<tier:string,target:int,tier_pos:int>>")).alias("t"))
                .select("idx", "t.tier", F.col("t.target").cast("int").alias("target"), "t.tier_pos"))
     write_parquet_atomic(targets, prepared / "targets.parquet")
     targets = read_parquet(spark, prepared / "targets.parquet")

@@ -57,6 +57,25 @@ then the plan's ``decisions.parquet``): why a stage that considered a segment le
 ``segment_id`` str, ``tier`` str (null: every tier), ``outcome`` str (code), ``detail`` str (JSON)."""
 
 
+def read_output(work_uri: str, rel: str, columns: list[str], kind: str, **equal):
+    """The rows of a step's output files (:data:`OUT_COLUMNS`, the directory or file ``rel`` under
+    the work directory ``work_uri``) of ``kind`` (``op``, ``decision``, ``deferred``, …) whose
+    columns equal ``equal`` (e.g. ``tier=``, ``action=``), as a pyarrow Table of ``columns``: read
+    with pyarrow where the caller runs (a Spark task, or the driver for what the load queues
+    bound), never through a Spark job."""
+    import pyarrow.dataset as ds
+
+    from .io import filesystem
+    from .runstate import arrow_schema
+
+    fs, base = filesystem(work_uri)
+    cond = ds.field("kind") == kind
+    for name, value in equal.items():
+        cond = cond & (ds.field(name) == value)
+    return ds.dataset(f"{base}/{rel}", format="parquet", filesystem=fs, schema=arrow_schema(OUT_FIELDS)).to_table(
+        filter=cond, columns=columns)
+
+
 def num_best_function(cfg: dict):
     """``B(numServersInTier, targetReplicants)`` from the effective config dict of ``meta.json``:
     clamp(floor(f(n, t)), t, n) (ALGORITHM.md "Best servers"). Picklable inputs, so executors
@@ -239,10 +258,6 @@ class Run:
         :meth:`decisions` reads.
         """
         import pyarrow as pa
-        import pyarrow.dataset as ds
-
-        from .io import filesystem
-        from .runstate import arrow_schema
 
         manifest = self.manifest()
         offset = manifest["count"]
@@ -250,9 +265,7 @@ class Run:
             kernel_out = self.write_output(stage, step, kernel_out)
         cols = ["o1", "o2", "o3", "action", "queue_type", "idx", "segment_id", "datasource", "tier", "server",
                 "size_bytes", "reason", "dep_server"]
-        fs, base = filesystem(self.work_uri)
-        files = ds.dataset(f"{base}/{kernel_out}", format="parquet", filesystem=fs, schema=arrow_schema(OUT_FIELDS))
-        ops = files.to_table(filter=ds.field("kind") == "op", columns=cols).to_pandas()
+        ops = read_output(self.work_uri, kernel_out, cols, "op").to_pandas()
         ops = ops.sort_values(["o1", "o2", "o3", "action", "server"], kind="stable", na_position="first")
         ops = ops.reset_index(drop=True)
         ops["op_id"] = range(offset, offset + len(ops))

@@ -262,6 +262,7 @@ def read_parquet(spark, *paths):
     import json
 
     import pyarrow.dataset as ds
+    import pyarrow.parquet as pq
     from pyspark.sql.pandas.types import from_arrow_schema
     from pyspark.sql.types import StructType
 
@@ -271,8 +272,6 @@ def read_parquet(spark, *paths):
     files = ds.dataset(base, format="parquet", filesystem=fs).files
     if not files:
         raise FileNotFoundError(f"no parquet file under {paths[0]}")
-    import pyarrow.parquet as pq
-
     meta = pq.read_metadata(files[0], filesystem=fs).metadata or {}
     text = meta.get(b"org.apache.spark.sql.parquet.row.metadata")
     schema = StructType.fromJson(json.loads(text)) if text else from_arrow_schema(pq.read_schema(files[0], filesystem=fs))

@@ -30,9 +30,9 @@ from pyroaring import BitMap
 
 from .engine.state import OpSink, split_group_name
 from .io import filesystem
-from .run import OUT_FIELDS, OUT_SCHEMA, Run, num_best_function, out_frame
+from .run import OUT_FIELDS, OUT_SCHEMA, Run, num_best_function, out_frame, read_output
 from .runstate import TierRun, arrow_schema, read_tier_state, tier_dir_name, write_tier_state
-from .sparkutil import read_parquet, run_tasks
+from .sparkutil import run_tasks
 
 log = logging.getLogger(__name__)
 
@@ -140,12 +140,8 @@ def apply_drops_pass(run: Run, stage: int, step: str, output: str, state: dict[s
     work, sdir = run.work_uri, step_dir(stage, step)
 
     def task(tier):
-        import pyarrow.dataset as ds
-
         fs, base = filesystem(work)
-        named = ds.dataset(f"{base}/{output}", format="parquet", filesystem=fs).to_table(
-            filter=(ds.field("tier") == tier) & (ds.field("kind") == "op") & (ds.field("action") == "DROP"),
-            columns=["server", "segment_id"])
+        named = read_output(work, output, ["server", "segment_id"], "op", tier=tier, action="DROP")
         pairs = set(zip(named.column("server").to_pylist(), named.column("segment_id").to_pylist()))
         if not pairs:
             return tier, None

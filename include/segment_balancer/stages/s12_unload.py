@@ -22,7 +22,7 @@ import pandas as pd
 from ..engine import unload
 from ..engine.state import OpSink, SegmentRef
 from ..io import filesystem, write_partitioned_atomic
-from ..run import OUT_COLUMNS, OUT_FIELDS, OUT_SCHEMA, Run, out_frame
+from ..run import OUT_COLUMNS, OUT_FIELDS, OUT_SCHEMA, Run, out_frame, read_output
 from ..runstate import conform, replica_tally
 from ..tierpass import apply_drops_pass, kernel_pass, pass_dir
 
@@ -63,11 +63,7 @@ def _deferred_facts(run: Run, output: str) -> dict:
     """``deferred_drops``, ``deferred_segments`` and the first five ``deferred_examples`` (segment
     ids) from the ``deferred`` rows of the stage's output (one per segment whose excess drops the
     availability rule held back; ``o1``: how many), read with pyarrow."""
-    import pyarrow.dataset as ds
-
-    fs, base = filesystem(run.work_uri)
-    rows = ds.dataset(f"{base}/{output}", format="parquet", filesystem=fs).to_table(
-        filter=ds.field("kind") == "deferred", columns=["segment_id", "o1"])
+    rows = read_output(run.work_uri, output, ["segment_id", "o1"], "deferred")
     return {"deferred_drops": int(sum(x or 0 for x in rows.column("o1").to_pylist())), "deferred_segments": rows.num_rows,
             "deferred_examples": sorted(rows.column("segment_id").to_pylist())[:5]}
 
