@@ -7,7 +7,7 @@ leaves the root as it was."""
 from __future__ import annotations
 
 import json
-from datetime import datetime, timezone
+from datetime import datetime, timedelta, timezone
 from pathlib import Path
 
 import fake_druid as fd
@@ -21,12 +21,18 @@ def connect(monkeypatch, fake) -> None:
         monkeypatch.setenv(f"AIRFLOW_CONN_{conn_id}", json.dumps({"conn_type": conn_type, "host": host, "port": int(port)}))
 
 
-def run_capture_dag(root: Path, **conf):
+def run_capture_dag(root: Path, retry_delay: timedelta | None = None, **conf):
+    """``dag.test()`` of the capture DAG; ``retry_delay`` replaces the tasks' (a minute) so that a
+    failing task's retry does not keep the test waiting."""
     from airflow.dag_processing.dagbag import DagBag
 
     bag = DagBag(dag_folder=str(REPO / "dags"))
     assert bag.import_errors == {}
-    run = bag.dags["druid_snapshot_capture"].test(run_conf={"snapshots_root": str(root), "cluster": "prod", **conf})
+    dag = bag.dags["druid_snapshot_capture"]
+    if retry_delay is not None:
+        for t in dag.tasks:
+            t.retry_delay = retry_delay
+    run = dag.test(run_conf={"snapshots_root": str(root), "cluster": "prod", **conf})
     return run, {ti.task_id: ti.state for ti in run.get_task_instances()}
 
 
@@ -60,6 +66,9 @@ def test_a_failing_druid_fails_the_capture_and_leaves_nothing(airflow_home, tmp_
     root.mkdir()
     with fd.fake_druid(fail_status={"server_segments": 500}) as fake:
         connect(monkeypatch, fake)
-        run, states = run_capture_dag(root)
+        run, states = run_capture_dag(root, retry_delay=timedelta(seconds=1))
+        asked = [body for _, _, body in fake.requests if "server_segments" in json.dumps(body)]
+    # tried twice (retries 1), the failing query each time
+    assert len(asked) == 2, asked
     assert run.state == "failed" and states["capture"] == "failed", states
     assert list(root.iterdir()) == []
