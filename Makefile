@@ -170,4 +170,4 @@ chromium:
 # The browser test (tests/e2e/): starts `make airflow` in a temporary directory on a free port,
 # drives the UI in chromium; screenshots and the deployment's log under var/e2e-artifacts/.
 e2e: venv chromium
-	cd $(ROOT) && SEGMENT_BALANCER_E2E=1 SEGMENT_BALANCER_E2E_ARTIFACTS=$(VAR_ABS)/e2e-artifacts $(PY) -m pytest -q -p no:cacheprovider tests/e2e
+	cd $(ROOT) && SEGMENT_BALANCER_E2E=1 SEGMENT_BALANCER_E2E_ARTIFACTS=$(VAR_ABS)/e2e-artifacts $(PY) -m pytest -q -p no:cacheprovider --durations=15 tests/e2e
