@@ -242,3 +242,24 @@ def test_missing_stage_limits_is_an_error(tmp_path):
     plan, work = write_plan(tmp_path, limits={"1": LIMITS["1"]})
     with pytest.raises(ValueError, match="stage_limits"):
         validate_plan(plan, work)
+
+
+def test_great_expectations_set_up_lines_stay_out_of_the_log(caplog):
+    """Importing GX (``validation.gx``) logs none of its own INFO set-up lines ("Skipping registering
+    function …", some 200 of them), unless its logger's level was set by whoever runs us."""
+    import logging
+
+    from segment_balancer.validation import gx
+
+    gx_log = logging.getLogger("great_expectations")
+    before = gx_log.level
+    try:
+        gx_log.setLevel(logging.NOTSET)
+        with caplog.at_level(logging.INFO):
+            gx()
+        assert gx_log.getEffectiveLevel() == logging.WARNING
+        gx_log.setLevel(logging.DEBUG)
+        gx()
+        assert gx_log.level == logging.DEBUG  # a level set before is kept
+    finally:
+        gx_log.setLevel(before)

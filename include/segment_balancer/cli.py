@@ -227,9 +227,6 @@ def main(argv=None) -> int:
     from .validation import PlanValidationError
 
     logging.basicConfig(level=logging.INFO, format="%(asctime)s %(levelname)s %(name)s: %(message)s")
-    # Great Expectations logs some 200 INFO lines of its own set-up on import ("Skipping registering
-    # function …"): the plan's progress is what the log is for.
-    logging.getLogger("great_expectations").setLevel(logging.WARNING)
     args = _parser().parse_args(argv)
     try:
         if args.command == "summary":

@@ -19,6 +19,7 @@ Checks, in report order (see ``docs/ARCHITECTURE.md`` and ``ALGORITHM.md``):
 from __future__ import annotations
 
 import json
+import logging
 import os
 import tempfile
 from dataclasses import dataclass, field
@@ -48,8 +49,13 @@ _REQUIRED = {
 def gx():
     """The ``great_expectations`` module, imported on first use (its import takes some 4 s: a
     caller that plans first, such as the CLI, starts it in the background with
-    :func:`import_in_background`), with GX's usage analytics off."""
+    :func:`import_in_background`), with GX's usage analytics off and, unless a level was set for
+    it, its logger at WARNING: on import GX logs some 200 INFO lines of its own set-up ("Skipping
+    registering function …"), in the CLI's log and the validate task's alike."""
     os.environ.setdefault("GX_ANALYTICS_ENABLED", "false")
+    gx_log = logging.getLogger("great_expectations")
+    if gx_log.level == logging.NOTSET:
+        gx_log.setLevel(logging.WARNING)
     import great_expectations
 
     return great_expectations
