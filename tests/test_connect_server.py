@@ -173,3 +173,27 @@ def test_a_server_killed_mid_run_fails_the_application_soon_and_a_resumed_run_gi
     require_valid(work / "plan", work)
     publish_plan(work / "plan", tmp_path / "plan")
     pd.testing.assert_frame_equal(pd.read_parquet(tmp_path / "plan" / "operations.parquet"), ops)
+
+
+def test_the_servers_python_workers_give_freed_memory_back(connect_server):
+    """The server's Python workers (which keep their allocators' memory from one stage to the next)
+    run with the allocator settings of ``WORKER_MEMORY_ENV``: seen from inside a Python function
+    the server runs."""
+    from segment_balancer.connect_server import WORKER_MEMORY_ENV
+
+    client = (
+        "import json, os, sys\n"
+        "from pyspark.sql import SparkSession\n"
+        "spark = SparkSession.builder.remote(sys.argv[1]).getOrCreate()\n"
+        "names = json.loads(sys.argv[2])\n"
+        "def env(batches):\n"
+        "    import os, pyarrow as pa\n"
+        "    for _ in batches:\n"
+        "        yield pa.RecordBatch.from_pydict({'k': names, 'v': [os.environ.get(n) for n in names]})\n"
+        "print(json.dumps({r.k: r.v for r in spark.range(1).mapInArrow(env, 'k string, v string').collect()}))\n"
+    )
+    clean = {k: v for k, v in os.environ.items() if k not in ("SPARK_REMOTE", "SPARK_CONNECT_MODE_ENABLED")}
+    done = subprocess.run([sys.executable, "-c", client, connect_server.url, json.dumps(sorted(WORKER_MEMORY_ENV))],
+                          capture_output=True, text=True, timeout=120, env=clean)
+    assert done.returncode == 0, done.stderr[-2000:]
+    assert json.loads(done.stdout.strip().splitlines()[-1]) == WORKER_MEMORY_ENV

@@ -19,7 +19,8 @@ spark-internal``, which :class:`ConnectServer` runs in the background, detached,
 - the gRPC port (``--port``, default :data:`DEFAULT_PORT`) bound to ``--host`` (127.0.0.1), the
   Spark UI on ``--ui-port`` (default: port + 1);
 - Python workers on this interpreter (``PYSPARK_PYTHON``): the UDFs of the stages are functions
-  of this package, pickled by reference, so the server's Python must import it;
+  of this package, pickled by reference, so the server's Python must import it; their allocators
+  set to give freed memory back (:data:`WORKER_MEMORY_ENV`);
 - its log, its pid and (when asked) its event log under ``--dir``.
 
 Usage::
@@ -56,6 +57,14 @@ DEFAULT_PORT = 15002
 DEFAULT_HOST = "127.0.0.1"
 DEFAULT_DRIVER_MEMORY = "4g"
 MEMORY_ENV = "SEGMENT_BALANCER_CONNECT_MEMORY"
+
+#: The environment of the server's Python workers (they inherit the server's), unless already set:
+#: Arrow buffers from the system allocator, and at most two glibc malloc arenas per process. A
+#: worker is reused from stage to stage and keeps what its allocators hold after its largest tier
+#: pass; with these it returns freed memory. Measured on a 100k-segment plan: the peak proportional
+#: memory of server, workers and client 3.4 GiB instead of 4.3 GiB, the same wall time
+#: (benchmarks/README.md).
+WORKER_MEMORY_ENV = {"ARROW_DEFAULT_MEMORY_POOL": "system", "MALLOC_ARENA_MAX": "2"}
 
 
 def spark_home() -> Path:
@@ -148,6 +157,8 @@ class ConnectServer:
         env = dict(os.environ, SPARK_HOME=str(spark_home()), PYSPARK_PYTHON=python, PYSPARK_DRIVER_PYTHON=python)
         if self._on_this_machine():
             env.setdefault("SPARK_LOCAL_IP", self.host)
+        for key, value in WORKER_MEMORY_ENV.items():
+            env.setdefault(key, value)
         for key in ("SPARK_REMOTE", "SPARK_CONNECT_MODE_ENABLED", "PYSPARK_SUBMIT_ARGS"):
             env.pop(key, None)
         bin_dir = str(Path(python).parent)
