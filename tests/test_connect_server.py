@@ -197,3 +197,52 @@ def test_the_servers_python_workers_give_freed_memory_back(connect_server):
                           capture_output=True, text=True, timeout=120, env=clean)
     assert done.returncode == 0, done.stderr[-2000:]
     assert json.loads(done.stdout.strip().splitlines()[-1]) == WORKER_MEMORY_ENV
+
+
+RELEASE_CLIENT = """
+import json, sys
+from pyspark.sql import SparkSession
+from segment_balancer.sparkutil import end_python_daemons, python_workers_id, release
+
+def daemons(workers_id):  # the session's daemon and its workers
+    import psutil
+    marker = f"SPARK_JOB_ARTIFACT_UUID={workers_id}".encode()
+    found = []
+    for p in psutil.process_iter(["cmdline"]):
+        if "pyspark.daemon" in (p.info["cmdline"] or []):
+            try:
+                if marker in open(f"/proc/{p.pid}/environ", "rb").read().split(b"\\0"):
+                    found.append(p.pid)
+            except OSError:
+                pass
+    return found
+
+a = SparkSession.builder.remote(sys.argv[1]).create()
+b = SparkSession.builder.remote(sys.argv[1]).create()
+ids = {"a": python_workers_id(a), "b": python_workers_id(b)}
+before = {k: len(daemons(v)) for k, v in ids.items()}
+release(b)
+import time; time.sleep(2)
+after = {k: len(daemons(v)) for k, v in ids.items()}
+still = a.range(5).mapInArrow(lambda it: (x for x in it), "id long").count()
+release(a)
+time.sleep(2)
+print(json.dumps({"ids": ids, "before": before, "after": after, "a_still_runs": still,
+                  "a_after_release": len(daemons(ids["a"]))}))
+"""
+
+
+def test_a_released_session_leaves_no_python_daemon_and_spares_the_others(connect_server):
+    """Spark 4.2 keeps a Connect session's Python daemon after the session is released
+    (SPARK-54055): a server that stays up would gather one per DAG run and CLI plan. ``release``
+    ends the released session's daemon (and its workers) on this machine, and only that one: another
+    session's daemon stays, and that session still runs Python functions."""
+    clean = {k: v for k, v in os.environ.items() if k not in ("SPARK_REMOTE", "SPARK_CONNECT_MODE_ENABLED")}
+    done = subprocess.run([sys.executable, "-c", RELEASE_CLIENT, connect_server.url], capture_output=True, text=True,
+                          timeout=180, env=clean)
+    assert done.returncode == 0, done.stderr[-3000:]
+    seen = json.loads(done.stdout.strip().splitlines()[-1])
+    assert seen["ids"]["a"] and seen["ids"]["b"] and seen["ids"]["a"] != seen["ids"]["b"], seen
+    assert seen["before"]["a"] >= 1 and seen["before"]["b"] >= 1, seen  # a daemon (and workers) per session
+    assert seen["after"] == {"a": seen["before"]["a"], "b": 0}, seen  # b's ended, a's spared
+    assert seen["a_still_runs"] == 5 and seen["a_after_release"] == 0, seen

@@ -161,6 +161,25 @@ REMOTE_HELP = ("the Spark Connect server to run on (sc://host:port); default $SP
                "Spark on $SPARK_MASTER or local[*]")
 
 
+def _run_spark_command(spark, args) -> None:
+    """``plan``, ``simulate`` or ``explain --snapshot`` on session ``spark``."""
+    overrides = read_overrides(args.config)
+    if args.command == "plan":
+        from .whatif import WhatIf, parse_add
+
+        edits = WhatIf.parse(args.decommission, args.remove, [parse_add(a) for a in args.add])
+        run_plan(spark, args.snapshot, args.out, overrides, args.work, edits)
+        print_summary(args.out)
+    elif args.command == "simulate":
+        from .simulate import simulate
+
+        table = simulate(spark, args.snapshot, args.out, args.runs, overrides, loads_per_run=args.loads_per_run,
+                         load_failure_rate=args.load_failure_rate, seed=args.seed)
+        print_runs(table)
+    else:
+        print(json.dumps(explain(spark, args.snapshot, args.segment, args.tier, overrides), indent=2))
+
+
 def _parser() -> argparse.ArgumentParser:
     p = argparse.ArgumentParser(prog="python -m segment_balancer", description=__doc__.splitlines()[0])
     sub = p.add_subparsers(dest="command", required=True)
@@ -268,28 +287,17 @@ def main(argv=None) -> int:
 
             print(f"{import_druid_segments_sql(args.sql, args.out)} segments written to {args.out}")
         else:
-            from .sparkutil import local_session
+            from .sparkutil import local_session, release
 
             # Spark (a Connect server above all) resolves paths from its own working directory.
             for key in ("snapshot", "out", "work"):
                 if getattr(args, key, None) is not None:
                     setattr(args, key, getattr(args, key).absolute())
             spark = local_session(f"segment_balancer.{args.command}", remote=args.remote)
-            overrides = read_overrides(args.config)
-            if args.command == "plan":
-                from .whatif import WhatIf, parse_add
-
-                edits = WhatIf.parse(args.decommission, args.remove, [parse_add(a) for a in args.add])
-                run_plan(spark, args.snapshot, args.out, overrides, args.work, edits)
-                print_summary(args.out)
-            elif args.command == "simulate":
-                from .simulate import simulate
-
-                table = simulate(spark, args.snapshot, args.out, args.runs, overrides, loads_per_run=args.loads_per_run,
-                                 load_failure_rate=args.load_failure_rate, seed=args.seed)
-                print_runs(table)
-            else:
-                print(json.dumps(explain(spark, args.snapshot, args.segment, args.tier, overrides), indent=2))
+            try:
+                _run_spark_command(spark, args)
+            finally:
+                release(spark)  # a Connect session: released, its Python daemon ended
     except (SnapshotError, PlanValidationError, ValueError, CaptureError, PlanExplainError, ReportError,
             SparkUnreachable) as exc:
         print(f"error: {exc}", file=sys.stderr)

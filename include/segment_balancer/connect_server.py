@@ -284,12 +284,13 @@ def _local_cores(master: str) -> int:
 def _probe(url: str, timeout: float) -> bool:
     """Run a tiny Arrow Python function in a fresh session of the server at ``url`` in a child
     process (a Connect client that cannot reach its server retries for minutes: the child is
-    killed after ``timeout`` seconds). True when it printed the expected answer."""
+    killed after ``timeout`` seconds), then release the session (``sparkutil.release``: a health
+    check leaves no Python daemon behind). True when it printed the expected answer."""
     code = ("import sys; from pyspark.sql.connect.session import SparkSession as S; "
             "s = S.builder.remote(sys.argv[1]).getOrCreate(); "
             "f = lambda it: (b for b in it); "
             "print('answer', s.range(3).mapInArrow(f, 'id long').count()); "
-            "import time; time.sleep(0.3); s.stop()")
+            "from segment_balancer.sparkutil import release; release(s)")
     env = {k: v for k, v in os.environ.items() if k not in ("SPARK_REMOTE", "PYSPARK_SUBMIT_ARGS")}
     try:
         done = subprocess.run([sys.executable, "-c", code, url], capture_output=True, text=True, timeout=timeout,

@@ -129,6 +129,83 @@ def detach(spark) -> None:
         spark.stop()
 
 
+#: The environment variable Spark gives the Python workers of one Connect session (its artifact
+#: state's id): every session has its own ``pyspark.daemon``, which Spark 4.2 does not end when the
+#: session is released (SPARK-54055), so a server that stays up would keep one per session ever run.
+SESSION_WORKERS_ENV = "SPARK_JOB_ARTIFACT_UUID"
+
+
+def python_workers_id(spark) -> str | None:
+    """The :data:`SESSION_WORKERS_ENV` value of the Python workers of Connect session ``spark``,
+    read by a one-row Python function (one small Spark job); None when Spark sets none."""
+    name = SESSION_WORKERS_ENV
+
+    def env(batches):
+        import os
+
+        import pyarrow as pa
+
+        for _ in batches:
+            yield pa.RecordBatch.from_pydict({"id": [os.environ.get(name)]}, schema=pa.schema([("id", pa.string())]))
+
+    rows = spark.range(0, 1, 1, 1).mapInArrow(env, "id string").collect()
+    return rows[0]["id"] if rows else None
+
+
+def end_python_daemons(workers_id: str) -> list[int]:
+    """End (SIGTERM) the ``pyspark.daemon`` processes on this machine whose environment has
+    :data:`SESSION_WORKERS_ENV` = ``workers_id``, and so their workers; returns their pids. Only for
+    a session that is released: its daemon gets no more tasks (a live session's next Python task
+    would fail). Processes this user may not read, and servers on other machines, are left alone."""
+    import signal
+
+    import psutil
+
+    ended = []
+    marker = f"{SESSION_WORKERS_ENV}={workers_id}".encode()
+    for proc in psutil.process_iter(["cmdline"]):
+        cmdline = proc.info.get("cmdline") or []
+        if "pyspark.daemon" not in cmdline:
+            continue
+        try:
+            with open(f"/proc/{proc.pid}/environ", "rb") as handle:
+                if marker not in handle.read().split(b"\0"):
+                    continue
+            if "pyspark.daemon" in (proc.parent().cmdline() if proc.parent() else []):
+                continue  # a worker: its daemon ends it
+            proc.send_signal(signal.SIGTERM)
+            ended.append(proc.pid)
+        except (OSError, psutil.Error):
+            continue
+    return ended
+
+
+def release(spark) -> None:
+    """End a session for good: a Connect session is released on the server (its cached tables,
+    views and state) and its Python daemon on this machine ended (:func:`end_python_daemons`; a
+    server elsewhere keeps it until it restarts). A classic session is left as it is (it ends
+    with its process). Never raises for a server that is gone."""
+    if not is_connect(spark):
+        return
+    import logging
+
+    log = logging.getLogger(__name__)
+    try:
+        workers = python_workers_id(spark)
+    except Exception as exc:  # noqa: BLE001 - a server that is gone has nothing left to end
+        log.warning("could not ask the session for its Python workers: %s", exc)
+        workers = None
+    spark.release_session_on_close = True
+    try:
+        spark.stop()
+    except Exception as exc:  # noqa: BLE001
+        log.warning("could not release the Spark Connect session: %s", exc)
+    if workers:
+        ended = end_python_daemons(workers)
+        log.info("released the Spark Connect session; its Python daemon %s", f"ended (pid {ended[0]})" if ended
+                 else "is not on this machine (it stays on the server until the server restarts)")
+
+
 def get_session(app_name: str = "segment_balancer", master: str | None = None, remote: str | None = None):
     """Return a SparkSession: on the Connect server ``remote`` (or ``$SPARK_REMOTE``) when given,
     else the active classic session, creating one if needed.

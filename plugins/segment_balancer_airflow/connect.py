@@ -166,14 +166,14 @@ class SimulateConnectOperator(BaseOperator):
 
 def release_session(dag_id: str, run_id: str, conn_id: str = DEFAULT_CONNECT_CONN_ID) -> str:
     """Release the run's Spark Connect session on the server (its cached tables, views and Python
-    workers). Nothing to do in ``spark-submit`` mode. A server that does not answer is not an
+    workers: ``sparkutil.release``). Nothing to do in ``spark-submit`` mode. A server that does not answer is not an
     error here (the session, if any, expires there). Returns what was done, for the task log."""
     import logging
 
     log = logging.getLogger(__name__)
     if spark_mode() != "connect":
         return "spark-submit mode: no Spark Connect session to release"
-    from segment_balancer.sparkutil import SparkUnreachable, remote_session
+    from segment_balancer.sparkutil import SparkUnreachable, release, remote_session
 
     url = session_url(conn_id, dag_id, run_id)
     try:
@@ -181,7 +181,7 @@ def release_session(dag_id: str, run_id: str, conn_id: str = DEFAULT_CONNECT_CON
     except SparkUnreachable as exc:
         log.warning("%s", exc)
         return f"server unreachable; session {run_session_id(dag_id, run_id)} expires there"
-    spark.stop()  # stop() of a Connect session releases it on the server
+    release(spark)  # released on the server, its Python daemon ended
     return f"released Spark Connect session {run_session_id(dag_id, run_id)}"
 
 
