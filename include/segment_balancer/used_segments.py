@@ -87,8 +87,9 @@ def used_segments(spark, snapshot: Path, work: Path) -> dict:
     and status, flag disagreements), and return the XCom dict: groups ``Visible``, ``Standby``,
     ``Overshadowed`` as bitmaps over the segment's row in ``segments.jsonl`` (line − 1).
 
-    Three Spark jobs: the lines are numbered; the table is parsed, classified and written aside;
-    its checks, counts and groups are read back in one job. Raises :class:`SnapshotError` naming
+    Three Spark jobs (two for ``segments.jsonl.gz``, whose lines are numbered as they are read):
+    the lines are numbered; the table is parsed, classified and written aside; its checks, counts
+    and groups are read back in one job. Raises :class:`SnapshotError` naming
     the file and line of the first bad rows (or the datasource whose timeline cannot be built), and
     then no table is left behind.
     """

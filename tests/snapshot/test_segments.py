@@ -180,3 +180,15 @@ def test_a_line_that_is_no_json_object_is_named(spark, tmp_path):
     with pytest.raises(SnapshotError) as info:
         _rows_by_layout(spark, tmp_path, "jsonl", lambda rows: rows[:2] + ["not json"] + rows[2:])
     assert str(info.value) == "server_segments.jsonl line 3: not valid JSON"
+
+
+def test_a_bad_line_of_a_gzip_segments_file_is_named_by_its_line(spark, tmp_path):
+    """``segments.jsonl.gz`` (one partition: its rows numbered without a counting job) names a bad
+    row by its line in the file, blank lines counted, as the plain file does."""
+    snap = snapshot_with(tmp_path, lambda segs: segs[:2] + ["", " "] + segs[2:4] + ["{not json"] + segs[4:])
+    text = (snap / "segments.jsonl").read_text()
+    (snap / "segments.jsonl").unlink()
+    with gzip.open(snap / "segments.jsonl.gz", "wt") as out:
+        out.write(text)
+    err = refused(spark, snap, tmp_path)
+    assert str(err).startswith("segments.jsonl.gz line 7: "), str(err)

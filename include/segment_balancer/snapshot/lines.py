@@ -33,6 +33,15 @@ def with_row_numbers(df, name: str, first: int = 1):
 
 
 def numbered_lines(spark, path, first: int = 1):
-    """The lines of the text file ``path`` (gzip read by Spark) as (``line`` long from ``first``, ``text``)."""
+    """The lines of the text file ``path`` (gzip read by Spark) as (``line`` long from ``first``, ``text``).
+
+    A gzip file cannot be split, so Spark reads it as one partition, whose row positions are the
+    line numbers themselves: it costs no counting job (which would decompress and read the whole
+    file once more). A plain file is split into many partitions and numbered by
+    :func:`with_row_numbers` (one job)."""
+    from pyspark.sql import functions as F
+
     raw = spark.read.text(str(path)).withColumnRenamed("value", "text")
+    if str(path).endswith(".gz"):
+        return raw.select((F.monotonically_increasing_id() + F.lit(first)).alias("line"), "text")
     return with_row_numbers(raw, "line", first).select("line", "text")
