@@ -29,7 +29,8 @@ import pytest
 
 DAG_ID = "segment_balancing"
 
-#: How long the runs may take (each is ~20 tasks, a dozen of them spark-submits, one task at a time).
+#: How long the runs may take (each is ~20 tasks, a minute or so on the Connect server; 20 minutes leaves
+#: room for spark-submit mode and a slow machine).
 RUN_TIMEOUT = 20 * 60
 #: how long the UI may take to answer a submitted form (it refetches before it says so)
 UI_TIMEOUT = 60_000
