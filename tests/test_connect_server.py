@@ -202,20 +202,9 @@ def test_the_servers_python_workers_give_freed_memory_back(connect_server):
 RELEASE_CLIENT = """
 import json, sys
 from pyspark.sql import SparkSession
-from segment_balancer.sparkutil import end_python_daemons, python_workers_id, release
+from segment_balancer.sparkutil import python_workers_id, release, session_python_processes
 
-def daemons(workers_id):  # the session's daemon and its workers
-    import psutil
-    marker = f"SPARK_JOB_ARTIFACT_UUID={workers_id}".encode()
-    found = []
-    for p in psutil.process_iter(["cmdline"]):
-        if "pyspark.daemon" in (p.info["cmdline"] or []):
-            try:
-                if marker in open(f"/proc/{p.pid}/environ", "rb").read().split(b"\\0"):
-                    found.append(p.pid)
-            except OSError:
-                pass
-    return found
+daemons = session_python_processes  # a session's daemon and its workers
 
 a = SparkSession.builder.remote(sys.argv[1]).create()
 b = SparkSession.builder.remote(sys.argv[1]).create()

@@ -152,30 +152,45 @@ def python_workers_id(spark) -> str | None:
     return rows[0]["id"] if rows else None
 
 
+def session_python_processes(workers_id: str) -> list:
+    """The ``pyspark.daemon`` processes on this machine whose environment has
+    :data:`SESSION_WORKERS_ENV` = ``workers_id``: one Connect session's daemon and the workers it
+    forked (``psutil.Process`` objects). Processes this user may not read are left out."""
+    import psutil
+
+    marker = f"{SESSION_WORKERS_ENV}={workers_id}".encode()
+    found = []
+    for proc in psutil.process_iter(["cmdline"]):
+        if "pyspark.daemon" not in (proc.info.get("cmdline") or []):
+            continue
+        try:
+            with open(f"/proc/{proc.pid}/environ", "rb") as handle:
+                if marker in handle.read().split(b"\0"):
+                    found.append(proc)
+        except OSError:
+            continue
+    return found
+
+
 def end_python_daemons(workers_id: str) -> list[int]:
-    """End (SIGTERM) the ``pyspark.daemon`` processes on this machine whose environment has
-    :data:`SESSION_WORKERS_ENV` = ``workers_id``, and so their workers; returns their pids. Only for
-    a session that is released: its daemon gets no more tasks (a live session's next Python task
-    would fail). Processes this user may not read, and servers on other machines, are left alone."""
+    """End (SIGTERM) the daemon among :func:`session_python_processes` of ``workers_id`` (which ends
+    its workers); returns the pids signalled. Only for a session that is released: its daemon gets
+    no more tasks (a live session's next Python task would fail). A server on another machine is
+    left alone."""
     import signal
 
     import psutil
 
+    procs = session_python_processes(workers_id)
+    pids = {p.pid for p in procs}
     ended = []
-    marker = f"{SESSION_WORKERS_ENV}={workers_id}".encode()
-    for proc in psutil.process_iter(["cmdline"]):
-        cmdline = proc.info.get("cmdline") or []
-        if "pyspark.daemon" not in cmdline:
-            continue
+    for proc in procs:
         try:
-            with open(f"/proc/{proc.pid}/environ", "rb") as handle:
-                if marker not in handle.read().split(b"\0"):
-                    continue
-            if "pyspark.daemon" in (proc.parent().cmdline() if proc.parent() else []):
+            if proc.ppid() in pids:
                 continue  # a worker: its daemon ends it
             proc.send_signal(signal.SIGTERM)
             ended.append(proc.pid)
-        except (OSError, psutil.Error):
+        except psutil.Error:
             continue
     return ended
 
