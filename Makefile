@@ -52,7 +52,7 @@ SPARK_MASTER         ?= local[*]
 SPARK_CONNECT_PORT   ?= 15002
 SPARK_CONNECT_MEMORY ?= 4g
 CONNECT_DIR          := $(VAR_ABS)/connect
-CONNECT              := $(PY) -m segment_balancer.connect_server --dir $(CONNECT_DIR) --port $(SPARK_CONNECT_PORT)
+CONNECT              := $(PY) -m segment_balancer.spark.connect_server --dir $(CONNECT_DIR) --port $(SPARK_CONNECT_PORT)
 export AIRFLOW__SEGMENT_BALANCER__SPARK_MODE := $(SPARK_MODE)
 export AIRFLOW_CONN_SPARK_CONNECT_DEFAULT    := {"conn_type": "spark_connect", "host": "sc://127.0.0.1", "port": $(SPARK_CONNECT_PORT)}
 export SEGMENT_BALANCER_CONNECT_MEMORY       := $(SPARK_CONNECT_MEMORY)
@@ -86,7 +86,7 @@ $(STAMP): $(ROOT)/requirements.txt $(ROOT)/pyproject.toml
 # 50 s to build, then every local spark-submit starts some 4 s sooner. Rebuilt with the venv.
 $(JSA): $(STAMP)
 	@echo "building the Spark driver class archive $@"
-	$(PY) -m segment_balancer.jvm_archive $@
+	$(PY) -m segment_balancer.spark.jvm_archive $@
 
 # One pytest-xdist worker per core, at most 4 (each holds a Spark driver); a test module runs on one
 # worker, so its module and session fixtures (a whole plan) are computed once there.
@@ -133,8 +133,8 @@ demo: airflow-home
 STANDALONE_DIR  := $(VAR_ABS)/standalone
 STANDALONE_PORT ?= 7177
 cluster-demo: airflow-home
-	@$(PY) -m segment_balancer.standalone start --dir $(STANDALONE_DIR) --port $(STANDALONE_PORT); \
-	trap '$(PY) -m segment_balancer.standalone stop --dir $(STANDALONE_DIR) --port $(STANDALONE_PORT)' EXIT; \
+	@$(PY) -m segment_balancer.spark.standalone start --dir $(STANDALONE_DIR) --port $(STANDALONE_PORT); \
+	trap '$(PY) -m segment_balancer.spark.standalone stop --dir $(STANDALONE_DIR) --port $(STANDALONE_PORT)' EXIT; \
 	export AIRFLOW_CONN_SPARK_DEFAULT='{"conn_type": "spark", "host": "spark://127.0.0.1", "port": $(STANDALONE_PORT)}'; \
 	$(MAKE) --no-print-directory demo AIRFLOW_CONN_SPARK_DEFAULT="$$AIRFLOW_CONN_SPARK_DEFAULT" \
 	  SPARK_MASTER=spark://127.0.0.1:$(STANDALONE_PORT) CONNECT_DIR=$(VAR_ABS)/connect-cluster

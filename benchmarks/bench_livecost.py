@@ -31,8 +31,8 @@ sys.path.insert(0, str(ROOT / "benchmarks"))
 def read_tiers(snapshot: Path):
     """Per tier: server names and (segment index, server index) of served replicas; per segment:
     datasource, start, end (epoch ms)."""
-    from segment_balancer.importer import segment_id
-    from segment_balancer.instants import parse_instant_ms
+    from segment_balancer.druid.importer import segment_id
+    from segment_balancer.druid.instants import parse_instant_ms
 
     ids, ds, start, end = {}, [], [], []
     with gzip.open(snapshot / "segments.jsonl.gz", "rt") as lines:
@@ -57,8 +57,8 @@ def read_tiers(snapshot: Path):
 
 
 def bench(snapshot: Path, sample: int, rng) -> list[tuple]:
-    from segment_balancer.cost import placement_cost, rank_servers
-    from segment_balancer.livecost import IntervalKeys, TierCosts
+    from segment_balancer.planner.cost import placement_cost, rank_servers
+    from segment_balancer.planner.livecost import IntervalKeys, TierCosts
 
     ds, start, end, tiers, avail = read_tiers(snapshot)
     keys, key_of = IntervalKeys.build(ds, start, end)

@@ -14,7 +14,7 @@ resident memory, every 2 s proportional memory, and every ``java`` process that 
 
 Spark jobs are counted in Spark's event log (the server's, or the in-process driver's and each
 spark-submit's through ``SPARK_CONF_DIR``) and attributed to applications by their job tag
-(``segment_balancer.stages.job_tag``). In ``connect`` mode the memory is the client's tree plus the
+(``segment_balancer.planner.stages.job_tag``). In ``connect`` mode the memory is the client's tree plus the
 server's (the server's Python workers included). Usage::
 
     .venv/bin/python benchmarks/bench_overhead.py dag [--snapshots druid_sample generated] [--mode connect]
@@ -47,7 +47,7 @@ ROOT = Path(__file__).resolve().parent.parent
 SNAPSHOTS = ROOT / "include" / "segment_balancer" / "snapshots"
 sys.path.insert(0, str(ROOT / "include"))
 
-from segment_balancer.stages import APP_NAMES  # noqa: E402
+from segment_balancer.planner.stages import APP_NAMES  # noqa: E402
 
 TAG = re.compile(r"segment_balancer_app_(\w+)")
 
@@ -148,7 +148,7 @@ def observe(mode: str, tmp: Path, env: dict, server) -> tuple[Path, Watch]:
 
 
 def start_server(tmp: Path):
-    from segment_balancer.connect_server import ConnectServer
+    from segment_balancer.spark.connect_server import ConnectServer
 
     server = ConnectServer(tmp / "connect", port=_free_port(), event_log=True)
     started = time.monotonic()

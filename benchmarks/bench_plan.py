@@ -121,7 +121,7 @@ def main() -> None:
     parser.add_argument("--cache", type=Path, default=Path(tempfile.gettempdir()) / "segment_balancer-bench")
     args = parser.parse_args()
     sys.path.insert(0, str(ROOT / "include"))
-    from segment_balancer.stages import APP_NAMES
+    from segment_balancer.planner.stages import APP_NAMES
 
     args.cache.mkdir(parents=True, exist_ok=True)
     results = []

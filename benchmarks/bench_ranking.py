@@ -41,8 +41,8 @@ def make_frames(spark, n_segments: int, n_servers: int, seed: int = 0):
 
 
 def main(argv: list[str]) -> None:
-    from segment_balancer.ranking import start_of_run_rankings
-    from segment_balancer.sparkutil import local_session
+    from segment_balancer.planner.ranking import start_of_run_rankings
+    from segment_balancer.spark.session import local_session
 
     sizes = [tuple(int(x) for x in a.split(":")) for a in argv] or [(1_000, 5), (10_000, 10), (50_000, 20)]
     spark = local_session("bench_ranking")

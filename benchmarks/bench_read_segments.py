@@ -22,7 +22,7 @@ T0 = 1_356_998_400_000  # 2013-01-01
 
 
 def write_snapshot(directory: Path, n: int) -> Path:
-    from segment_balancer.instants import format_instant_ms
+    from segment_balancer.druid.instants import format_instant_ms
 
     directory.mkdir(parents=True, exist_ok=True)
     with open(directory / "segments.jsonl", "w") as out:
@@ -58,7 +58,7 @@ def full_range(spark, snapshot: Path):
     """Instants as ``instants.with_interval_instants`` (Druid's whole range)."""
     from pyspark.sql import functions as F
 
-    from segment_balancer.instants import with_interval_instants
+    from segment_balancer.druid.instants import with_interval_instants
 
     df = with_interval_instants(_parsed(spark, snapshot), "start_text", "end_text")
     return df.select("start_ms", "end_ms", F.concat_ws("_", "datasource", "start_printed", "end_printed", "version").alias("segment_id"))
@@ -71,8 +71,8 @@ def _noop(df) -> float:
 
 
 def main(sizes: list[int]) -> None:
-    from segment_balancer.snapshot.segments import read_segments
-    from segment_balancer.sparkutil import local_session
+    from segment_balancer.druid.snapshot.segments import read_segments
+    from segment_balancer.spark.session import local_session
 
     spark = local_session("bench_read_segments")
     print(f"{'segments':>10} {'full range s':>13} {'spark builtin s':>16} {'ratio':>6} {'read_segments s':>16}")

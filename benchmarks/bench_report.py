@@ -4,7 +4,7 @@ The report reads only the plan's ``summary.json`` (never the segment tables), so
 the historicals and tiers, not the segments. This takes the summary of a published plan (default:
 the bundled ``druid_sample`` planned by the CLI into a temporary directory) and gives each of its
 tiers N historicals (holdings spread evenly from the original ones), then times
-``segment_balancer.report.plan_report`` (best of three) and measures the HTML.
+``segment_balancer.plan.report.plan_report`` (best of three) and measures the HTML.
 
     .venv/bin/python benchmarks/bench_report.py [--plan PLAN_DIR] [--historicals 30 200 1000]
 """
@@ -38,14 +38,14 @@ def main() -> None:
     parser.add_argument("--historicals", type=int, nargs="+", default=[30, 200, 1000], help="historicals per tier")
     args = parser.parse_args()
 
-    from segment_balancer.report import plan_report
+    from segment_balancer.plan.report import plan_report
 
     tmp = Path(tempfile.mkdtemp(prefix="bench_report-"))
     try:
         plan = args.plan
         if plan is None:
-            from segment_balancer.cli import run_plan
-            from segment_balancer.sparkutil import local_session
+            from segment_balancer.tools.cli import run_plan
+            from segment_balancer.spark.session import local_session
 
             spark = local_session("bench_report")
             plan = tmp / "druid_sample"

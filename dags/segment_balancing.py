@@ -46,7 +46,7 @@ from datetime import datetime, timedelta, timezone
 from airflow.sdk import chain, dag, task, teardown
 from airflow.timetables.assets import AssetOrTimeSchedule
 from airflow.timetables.trigger import CronTriggerTimetable
-from segment_balancer.stages import APP_NAMES
+from segment_balancer.planner.stages import APP_NAMES
 from segment_balancer_airflow.assets import PLANS, SNAPSHOTS
 from segment_balancer_airflow.connect import simulate_operator, stage_operator
 from segment_balancer_airflow.params import dag_params, default_snapshots_root
@@ -79,7 +79,7 @@ def segment_balancing():
     @task
     def validate_plan(run: dict) -> dict:
         """Great Expectations checks of the assembled plan; fails the run when a check fails."""
-        from segment_balancer.validation import require_valid
+        from segment_balancer.plan.validation import require_valid
 
         require_valid(run["plan_dir"], run["work"])
         return {"plan_dir": run["plan_dir"], "valid": True}
@@ -87,7 +87,7 @@ def segment_balancing():
     @task(outlets=[PLANS])
     def publish_plan(run: dict, outlet_events=None) -> str:
         """Atomically publish the validated plan with its report; emit the plans Asset; returns where it went."""
-        from segment_balancer.publish import publish_plan as publish
+        from segment_balancer.plan.publish import publish_plan as publish
         from segment_balancer_airflow.assets import plan_event_extra
 
         publish(run["plan_dir"], run["publish_dir"])

@@ -5,7 +5,7 @@ Spark entry point: ``spark-submit spark_apps/stage03_underreplicated.py --snapsh
 --groups-in FILE --groups-out FILE [--config FILE]`` (see docs/ARCHITECTURE.md).
 """
 
-from segment_balancer.apps import main
+from segment_balancer.spark.apps import main
 
 if __name__ == "__main__":
     main("stage03_underreplicated")

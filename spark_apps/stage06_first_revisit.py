@@ -4,7 +4,7 @@ Spark entry point: ``spark-submit spark_apps/stage06_first_revisit.py --snapshot
 --groups-in FILE --groups-out FILE [--config FILE]`` (see docs/ARCHITECTURE.md).
 """
 
-from segment_balancer.apps import main
+from segment_balancer.spark.apps import main
 
 if __name__ == "__main__":
     main("stage06_first_revisit")

@@ -5,9 +5,9 @@ DAG end-to-end test. Segments are numbered by their line in ``segments.jsonl`` (
 import json
 from pathlib import Path
 
-from segment_balancer.importer import segment_id
-from segment_balancer.rules import format_instant_ms
-from segment_balancer.used_segments import BUCKET_MS, CLAMP_LO_MS
+from segment_balancer.druid.importer import segment_id
+from segment_balancer.druid.rules import format_instant_ms
+from segment_balancer.spark.used_segments import BUCKET_MS, CLAMP_LO_MS
 
 HOUR, DAY = 3_600_000, 86_400_000
 DAY0 = 1_577_836_800_000  # 2020-01-01

@@ -12,7 +12,7 @@ from conftest_airflow import airflow_home  # noqa: E402,F401
 
 @pytest.fixture(scope="session")
 def spark():
-    from segment_balancer.sparkutil import local_session
+    from segment_balancer.spark.session import local_session
 
     session = local_session("segment_balancer_tests")
     yield session
@@ -29,7 +29,7 @@ def druid_sample_planned(spark, tmp_path_factory):
     import pandas as pd
 
     from druid_sample_plan import SNAPSHOT
-    from segment_balancer.cli import run_plan
+    from segment_balancer.tools.cli import run_plan
 
     base = tmp_path_factory.mktemp("druid_sample")
     summary = run_plan(spark, SNAPSHOT, base / "plan", work=base / "work")
@@ -44,7 +44,7 @@ def compaction_planned(spark, tmp_path_factory):
     import pandas as pd
 
     from compaction_snapshot import write_snapshot
-    from segment_balancer.cli import run_plan
+    from segment_balancer.tools.cli import run_plan
 
     base = tmp_path_factory.mktemp("compaction")
     summary = run_plan(spark, write_snapshot(base / "snapshot"), base / "plan", work=base / "work")
@@ -53,13 +53,13 @@ def compaction_planned(spark, tmp_path_factory):
 
 @pytest.fixture(scope="session")
 def connect_server(tmp_path_factory):
-    """A Spark Connect server (``segment_balancer.connect_server``) on a free port of 127.0.0.1, for
+    """A Spark Connect server (``segment_balancer.spark.connect_server``) on a free port of 127.0.0.1, for
     the tests that run applications as Connect clients; stopped at the end. Clients run in child
     processes: one Python process is either a Connect client or a classic driver (the ``spark``
     fixture's), never both."""
     import socket
 
-    from segment_balancer.connect_server import ConnectServer
+    from segment_balancer.spark.connect_server import ConnectServer
 
     with socket.socket() as s:  # a free port; the Spark UI takes the next one
         s.bind(("127.0.0.1", 0))

@@ -11,8 +11,8 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
-from segment_balancer.importer import segment_id
-from segment_balancer.rules import format_instant_ms
+from segment_balancer.druid.importer import segment_id
+from segment_balancer.druid.rules import format_instant_ms
 
 DAY = 86_400_000
 JAN_1_2022 = 1_640_995_200_000

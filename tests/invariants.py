@@ -7,8 +7,8 @@ from pathlib import Path
 
 import pandas as pd
 
-from segment_balancer.rules import first_applying_rule, parse_instant_ms
-from segment_balancer.snapshot.loader import load_rules
+from segment_balancer.druid.rules import first_applying_rule, parse_instant_ms
+from segment_balancer.druid.snapshot.loader import load_rules
 
 
 def _segments(snap: Path) -> dict[str, dict]:

@@ -10,8 +10,8 @@ import pytest
 from availability_snapshot import ID, NAME, UNLISTED, write_snapshot
 from invariants import assert_no_drop_costs_availability
 
-from segment_balancer.cli import run_plan
-from segment_balancer.groups import decode
+from segment_balancer.tools.cli import run_plan
+from segment_balancer.planner.groups import decode
 
 
 @pytest.fixture(scope="module")
@@ -111,7 +111,7 @@ def test_eternity_segment_is_read_and_its_costs_are_druids(spark, planned):
     """E has Druid's eternity interval. Its joint cost with a day is 2 × 24² / ln 2 (a day against
     all time: ∫∫ e^(−λ|x−y|) = 24 h × 2/λ, λ = ln 2 / 24 h); in doubles the day's scaled length
     comes out of a difference of two numbers near 3.7e10, so allow 1e-4 relative."""
-    from segment_balancer.explain import explain_segment
+    from segment_balancer.plan.explain import explain_segment
 
     base, _, _, _ = planned
     assert ID["E"] == ("all_-146136543-09-08T08:23:32.096Z_146140482-04-24T15:36:27.903Z_2019-01-01T00:00:00.000Z")
@@ -144,7 +144,7 @@ def test_unlisted_segment_ids_are_parsed_as_druid_does(planned):
 
 def test_explain_tells_why_each_case_was_left_alone(planned):
     """``explain --plan`` on the cases above: the reasons worked out in availability_snapshot.py."""
-    from segment_balancer.explain import explain_plan
+    from segment_balancer.plan.explain import explain_plan
 
     base, _, _, _ = planned
 

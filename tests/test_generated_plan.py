@@ -7,8 +7,8 @@ import pytest
 
 from invariants import assert_no_drop_costs_availability
 
-from segment_balancer.cli import run_plan
-from segment_balancer.sample import SNAPSHOTS_DIR, UNEXPORTED
+from segment_balancer.tools.cli import run_plan
+from segment_balancer.tools.sample import SNAPSHOTS_DIR, UNEXPORTED
 
 GENERATED = SNAPSHOTS_DIR + "/generated"
 

@@ -50,10 +50,10 @@ import numpy as np
 
 from druid_sample_plan import EXPECTED_STAGES_1_TO_5, SNAPSHOT, rows, server, short
 
-from segment_balancer.cli import run_plan
-from segment_balancer.stages import APP_NAMES
-from segment_balancer.publish import PublishError, publish_plan
-from segment_balancer.validation import PlanValidationError, require_valid
+from segment_balancer.tools.cli import run_plan
+from segment_balancer.planner.stages import APP_NAMES
+from segment_balancer.plan.publish import PublishError, publish_plan
+from segment_balancer.plan.validation import PlanValidationError, require_valid
 
 @pytest.fixture(scope="module")
 def planned(druid_sample_planned):
@@ -150,7 +150,7 @@ def test_explain_ranks_every_server_of_each_tier(spark, planned):
     day of the same datasource (cost > 0); B(2 candidates, target 1) = 1. In _default_tier, d3
     projects only wk (August, outside the 45-day window: cost 0), d2 holds tw01 and tw02, and d1 is
     decommissioning, so not a candidate."""
-    from segment_balancer.explain import explain_segment
+    from segment_balancer.plan.explain import explain_segment
 
     base, _, _ = planned
     seg = "twitterstream_2013-01-03T00:00:00.000Z_2013-01-04T00:00:00.000Z_2013-01-04T04:09:13.590Z_v9"

@@ -1,7 +1,7 @@
-"""``python -m segment_balancer``: see :mod:`segment_balancer.cli`."""
+"""``python -m segment_balancer``: see :mod:`segment_balancer.tools.cli`."""
 
 import sys
 
-from .cli import main
+from segment_balancer.tools.cli import main
 
 sys.exit(main())

@@ -17,9 +17,9 @@ PLANS = Asset(name="segment_balancer_plans", uri="segment-balancer://plans", gro
 def plan_event_extra(plan_dir: str) -> dict:
     """The extra of a :data:`PLANS` event: ``plan_dir`` (str path), ``cluster``, ``snapshot_id``,
     ``snapshot_time``, ``whatif`` (bool) and the headline numbers of
-    :func:`segment_balancer.history.headline` (``operations``, ``loads``, ``drops``, ``moves``,
+    :func:`segment_balancer.plan.history.headline` (``operations``, ``loads``, ``drops``, ``moves``,
     ``unreplicated_after``, ``underreplicated_after`` …, ints; ``max_minus_min_*`` per tier)."""
-    from segment_balancer.history import read_plan
+    from segment_balancer.plan.history import read_plan
 
     entry = read_plan(plan_dir)
     return {"plan_dir": str(plan_dir), "cluster": entry.cluster, "snapshot_id": entry.snapshot_id,

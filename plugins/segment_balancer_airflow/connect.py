@@ -3,7 +3,7 @@
 With ``[segment_balancer] spark_mode = connect`` (the default; environment variable
 ``AIRFLOW__SEGMENT_BALANCER__SPARK_MODE``) every Spark task of a ``segment_balancing`` run is a
 :class:`StageConnectOperator` (or :class:`SimulateConnectOperator`): it runs the same
-``segment_balancer.stages.run_app(spark, name, …)`` that ``spark_apps/<name>.py`` runs under
+``segment_balancer.planner.stages.run_app(spark, name, …)`` that ``spark_apps/<name>.py`` runs under
 ``spark-submit``, in the task's own process, against a session of the Spark Connect server that the
 Spark provider's connection ``spark_connect_default`` (type ``spark_connect``, ``SparkConnectHook``)
 names. Same code, same plan, no JVM start per task.
@@ -74,7 +74,7 @@ def _context_session_url(conn_id: str, context: Any) -> str:
 class StageConnectOperator(BaseOperator):
     """Run one stage application on the run's Spark Connect session; groups travel through XCom.
 
-    :param stage_app: application name of ``segment_balancer.stages.APP_NAMES``; the default ``task_id``.
+    :param stage_app: application name of ``segment_balancer.planner.stages.APP_NAMES``; the default ``task_id``.
     :param groups_from: task id whose XCom holds the input groups, or None (``used_segments``, ``prepare``).
     :param snapshot: snapshot directory; ``work``: the run's work directory; ``config_file``: JSON
         file of coordinator config overrides, or empty (all templated).
@@ -96,10 +96,10 @@ class StageConnectOperator(BaseOperator):
 
     def execute(self, context: Any) -> dict:
         from airflow.sdk.exceptions import AirflowFailException
-        from segment_balancer.apps import read_overrides
-        from segment_balancer.snapshot.errors import SnapshotError
-        from segment_balancer.sparkutil import detach, remote_session
-        from segment_balancer.stages import run_app
+        from segment_balancer.spark.apps import read_overrides
+        from segment_balancer.druid.snapshot.errors import SnapshotError
+        from segment_balancer.spark.session import detach, remote_session
+        from segment_balancer.planner.stages import run_app
 
         from .operators import _unset, input_groups
 
@@ -120,7 +120,7 @@ class StageConnectOperator(BaseOperator):
 
 class SimulateConnectOperator(BaseOperator):
     """The what-if simulation after a published plan, on the run's Spark Connect session
-    (``segment_balancer.apps.simulate_published``): ``runs`` Coordinator runs of which the first is
+    (``segment_balancer.spark.apps.simulate_published``): ``runs`` Coordinator runs of which the first is
     the published plan; the output goes to ``out`` whole or not at all. Skipped when ``runs``
     renders to 0 or empty. Parameters as :class:`~.operators.SimulateSubmitOperator`'s, and
     ``conn_id`` as :class:`StageConnectOperator`'s. Returns ``out``."""
@@ -141,8 +141,8 @@ class SimulateConnectOperator(BaseOperator):
 
     def execute(self, context: Any) -> str:
         from airflow.sdk.exceptions import AirflowFailException, AirflowSkipException
-        from segment_balancer.apps import SimulationRefused, read_overrides, simulate_published
-        from segment_balancer.sparkutil import detach, remote_session
+        from segment_balancer.spark.apps import SimulationRefused, read_overrides, simulate_published
+        from segment_balancer.spark.session import detach, remote_session
 
         from .operators import _unset
 
@@ -173,7 +173,7 @@ def release_session(dag_id: str, run_id: str, conn_id: str = DEFAULT_CONNECT_CON
     log = logging.getLogger(__name__)
     if spark_mode() != "connect":
         return "spark-submit mode: no Spark Connect session to release"
-    from segment_balancer.sparkutil import SparkUnreachable, release, remote_session
+    from segment_balancer.spark.session import SparkUnreachable, release, remote_session
 
     url = session_url(conn_id, dag_id, run_id)
     try:

@@ -6,7 +6,7 @@ docs/ARCHITECTURE.md, "Spark applications"). The operator:
 
 1. pulls the XCom of ``groups_from`` (the previous stage) and writes it as JSON to
    ``WORK/xcom/<task_id>.in.json`` (skipped when ``groups_from`` is None, i.e. for ``prepare``);
-   when the stage has nothing to schedule (``segment_balancer.stages.skip_if_idle``: every group
+   when the stage has nothing to schedule (``segment_balancer.planner.stages.skip_if_idle``: every group
    it reads is empty) it returns the groups the stage would hand on and submits nothing;
 2. runs ``spark-submit <apps_dir>/<stage_app>.py --snapshot S --work W [--groups-in IN]
    --groups-out OUT [--config CFG]`` through the Spark provider (connection ``spark_default``);
@@ -28,9 +28,9 @@ from pathlib import Path
 from typing import Any
 
 from airflow.providers.apache.spark.operators.spark_submit import SparkSubmitOperator
-from segment_balancer.jvm_archive import local_driver_java_options
-from segment_balancer.sparkutil import LEAN_CONF  # the one place for lean Spark settings
-from segment_balancer.stages import skip_if_idle
+from segment_balancer.spark.jvm_archive import local_driver_java_options
+from segment_balancer.spark.session import LEAN_CONF  # the one place for lean Spark settings
+from segment_balancer.planner.stages import skip_if_idle
 
 #: ``spark_apps/`` of this checkout; ``SEGMENT_BALANCER_APPS`` or ``apps_dir=`` override it.
 DEFAULT_APPS_DIR = Path(__file__).resolve().parents[2] / "spark_apps"
@@ -76,7 +76,7 @@ class StageSubmitOperator(_SubmitHere):
     :param config_file: JSON file of coordinator config overrides, or empty (templated).
     :param apps_dir: where the applications live (default: ``$SEGMENT_BALANCER_APPS`` or the
         checkout's ``spark_apps/``).
-    :param conf: extra Spark conf, merged over ``segment_balancer.sparkutil.LEAN_CONF`` (every submit
+    :param conf: extra Spark conf, merged over ``segment_balancer.spark.session.LEAN_CONF`` (every submit
         starts its own JVM: no UI, few shuffle partitions, small driver).
     Other keyword arguments go to ``SparkSubmitOperator`` (``conn_id`` defaults to ``spark_default``).
     """
@@ -140,7 +140,7 @@ class StageSubmitOperator(_SubmitHere):
 def input_groups(op: Any, context: Any) -> tuple[dict | None, dict | None]:
     """``(groups, idle)`` of stage task ``op`` (``stage_app``, ``groups_from``, ``work``): the XCom of
     ``groups_from`` (None when it is None), and the XCom the stage hands on when it has nothing to
-    schedule (``segment_balancer.stages.skip_if_idle``; then it needs no Spark), else None.
+    schedule (``segment_balancer.planner.stages.skip_if_idle``; then it needs no Spark), else None.
     Raises ``ValueError`` when ``groups_from`` left no XCom."""
     if not op.groups_from:
         return None, None
@@ -156,7 +156,7 @@ def input_groups(op: Any, context: Any) -> tuple[dict | None, dict | None]:
 def _driver_runs_here(conn_id: str) -> bool:
     """Whether the Spark driver runs on this machine: a ``local`` master, or client deploy mode
     (the connection's ``deploy-mode`` extra, client by default) on a cluster. Then the driver JVM
-    gets the short-run options of ``segment_balancer.jvm_archive.local_driver_java_options()``: C1
+    gets the short-run options of ``segment_balancer.spark.jvm_archive.local_driver_java_options()``: C1
     JIT, serial GC and the class-data-sharing archive of this environment when built."""
     from airflow.sdk import BaseHook
 
@@ -171,7 +171,7 @@ def _driver_runs_here(conn_id: str) -> bool:
 
 class SimulateSubmitOperator(_SubmitHere):
     """What-if simulation after a published plan: submit ``spark_apps/simulate.py``
-    (``segment_balancer.apps.simulate_main``), ``runs`` Coordinator runs of which the first is the
+    (``segment_balancer.spark.apps.simulate_main``), ``runs`` Coordinator runs of which the first is the
     published plan; the output goes to ``out`` whole or not at all. Skipped (``AirflowSkipException``)
     when ``runs`` renders to 0 or empty.
 
@@ -195,7 +195,7 @@ class SimulateSubmitOperator(_SubmitHere):
                  conn_id: str = "spark_default", **kwargs: Any) -> None:
         apps = Path(apps_dir or os.environ.get("SEGMENT_BALANCER_APPS") or DEFAULT_APPS_DIR)
         kwargs.setdefault("task_id", "simulate")
-        kwargs.setdefault("name", "segment_balancer.simulate")
+        kwargs.setdefault("name", "segment_balancer.tools.simulate")
         super().__init__(application=str(apps / "simulate.py"), conf={**LEAN_CONF, **(conf or {})},
                          conn_id=conn_id, **kwargs)
         self.runs, self.snapshot, self.plan, self.work, self.out = runs, snapshot, plan, work, out

@@ -11,7 +11,7 @@ defaults: the form turns an emptied field into null, and refuses null for a type
   Druid's names; empty = the snapshot's value), and ``config_overrides`` for any other key.
 - *What-if: cluster edits*: ``whatif_decommission``, ``whatif_remove`` (server names, one per line)
   and ``whatif_add`` (``[{"tier", "count", "max_size"}]``, bytes), applied to a copy of the
-  snapshot (``segment_balancer.whatif``).
+  snapshot (``segment_balancer.tools.whatif``).
 - *What-if simulation*: ``simulate_runs``, ``simulate_loads_per_run``, ``simulate_load_failure_rate``.
 
 Parsing the DAG file must stay cheap: :func:`snapshot_examples` lists at most two directory levels
@@ -141,7 +141,7 @@ def config_overrides(params: dict) -> dict:
 
 
 def what_if(params: dict):
-    """The run's cluster edits (``segment_balancer.whatif.WhatIf``; ``WhatIfError`` when malformed)."""
-    from segment_balancer.whatif import WhatIf
+    """The run's cluster edits (``segment_balancer.tools.whatif.WhatIf``; ``WhatIfError`` when malformed)."""
+    from segment_balancer.tools.whatif import WhatIf
 
     return WhatIf.parse(params.get("whatif_decommission"), params.get("whatif_remove"), params.get("whatif_add"))

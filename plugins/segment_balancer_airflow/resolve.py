@@ -38,7 +38,7 @@ def resolve_run(params: dict, run_id: str, when: datetime, home: Path) -> dict[s
     The snapshot: the ``snapshot`` param (a directory, or a name under ``snapshots_root``), else the
     newest under ``snapshots_root`` (of the ``cluster`` param, when set) taken at or before ``when``.
     The what-if edits (``whatif_*`` params) give an edited copy in the work directory, which the run
-    plans on (``segment_balancer.whatif.apply_to_run``); the config overrides are ``config_overrides``
+    plans on (``segment_balancer.tools.whatif.apply_to_run``); the config overrides are ``config_overrides``
     with the typed config params over it (and the decommissioned historicals added).
 
     Returns the XCom the stage operators read: ``snapshot`` (what the run plans on), ``work``,
@@ -62,7 +62,7 @@ def resolve_run(params: dict, run_id: str, when: datetime, home: Path) -> dict[s
     work = paths["work"]
     shutil.rmtree(work, ignore_errors=True)  # re-running a run starts clean
     work.mkdir(parents=True)
-    from segment_balancer.whatif import apply_to_run
+    from segment_balancer.tools.whatif import apply_to_run
 
     planned, overrides = apply_to_run(snapshot.resolve(), work, edits, overrides)
     config_file = work / "config_overrides.json"

@@ -8,10 +8,10 @@ Routes, under the prefix:
   ``<body>`` tag; for a run that published no plan (still running, failed, a run of another DAG), a
   page saying so, naming the run and where its plan would be (404).
 - ``GET /plans`` (``?cluster=``): every published plan newest first, with its headline numbers and
-  their change since the plan it is compared with (``segment_balancer.history.plan_history``);
+  their change since the plan it is compared with (``segment_balancer.plan.history.plan_history``);
   ``GET /plans.json``: the same list as JSON (``PlanEntry.as_dict()`` each).
 - ``GET /plans/{name}/explain?segment=ID[&format=json]``: a form, and what the plan did with the
-  segment and why (``segment_balancer.explain.explain_plan``), as HTML or JSON; 404 with
+  segment and why (``segment_balancer.plan.explain.explain_plan``), as HTML or JSON; 404 with
   ``PlanExplainError``'s message for an unknown segment or a plan without explain tables.
 - ``GET /plans/{name}/{path}``: the files named ``report.html`` of a plan (``report.html``,
   ``simulation/report.html``, ``simulation/run-NNN/plan/report.html``).
@@ -41,7 +41,7 @@ from airflow.api_fastapi.core_api.security import requires_access_dag
 from fastapi import Depends, FastAPI, Query
 from fastapi.responses import FileResponse, HTMLResponse, JSONResponse, Response
 from jinja2 import Environment, FileSystemLoader, StrictUndefined
-from segment_balancer.history import plan_history, signed_change
+from segment_balancer.plan.history import plan_history, signed_change
 from segment_balancer_airflow.resolve import run_paths, segment_balancer_home
 
 URL_PREFIX = "/segment-balancer"
@@ -159,7 +159,7 @@ def explain_page(name: str, segment: str | None = None,
     (the stages ``render_explain`` shows) or, with ``format=json``, as JSON. 404 (message on the
     page, ``{"detail": message}`` in JSON) for an unknown plan or segment or a plan without
     explain tables; JSON without ``segment`` is 400."""
-    from segment_balancer.explain import NOTHING_UNDONE, PlanExplainError, explain_plan
+    from segment_balancer.plan.explain import NOTHING_UNDONE, PlanExplainError, explain_plan
 
     plan = plan_dir(name)
     answer, error = None, None

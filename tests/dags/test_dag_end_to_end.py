@@ -8,7 +8,7 @@ test_used_segments.py checks by hand; test_pipeline.py checks the CLI's plan of 
 ``druid_sample`` data, and ``make demo`` runs this DAG on it).
 
 The DAG runs on a Spark standalone cluster (a master and a worker on 127.0.0.1, started from the
-installed PySpark by ``segment_balancer.standalone``), with ``spark_default`` pointed at it: the
+installed PySpark by ``segment_balancer.spark.standalone``), with ``spark_default`` pointed at it: the
 executors are JVMs and Python workers of their own that share nothing with the driver but the work
 directory, so the plan being the CLI's (computed on ``local[*]``) shows the applications run
 unchanged on a real cluster."""
@@ -24,7 +24,7 @@ import pandas as pd
 import pytest
 
 from compaction_snapshot import OVERSHADOWED, WAITING, line_of
-from segment_balancer.stages import APP_NAMES
+from segment_balancer.planner.stages import APP_NAMES
 
 REPO = Path(__file__).resolve().parents[2]
 
@@ -35,7 +35,7 @@ def standalone_master(tmp_path_factory):
     stopped after the module."""
     import socket
 
-    from segment_balancer.standalone import StandaloneCluster
+    from segment_balancer.spark.standalone import StandaloneCluster
 
     with socket.socket() as s:  # a free port; the UIs take the next two
         s.bind(("127.0.0.1", 0))
@@ -51,7 +51,7 @@ def run_dag(snapshot: Path, **conf) -> Path:
     check every task succeeded and return the published plan directory."""
     from airflow.dag_processing.dagbag import DagBag
 
-    from segment_balancer.stages import APP_NAMES
+    from segment_balancer.planner.stages import APP_NAMES
 
     bag = DagBag(dag_folder=str(REPO / "dags"))
     assert bag.import_errors == {}
@@ -92,7 +92,7 @@ def test_segment_balancing_dag_publishes_the_plan_of_the_cli(airflow_home, compa
 
     With ``simulate_runs`` 2 the ``simulate`` task applies that plan as a cluster would and plans
     once more: 25 is then served, so run 2 drops the 24 replicas that waited for it."""
-    from segment_balancer.standalone import connection_json
+    from segment_balancer.spark.standalone import connection_json
 
     monkeypatch.setenv("AIRFLOW__SEGMENT_BALANCER__SPARK_MODE", "spark-submit")
     monkeypatch.setenv("AIRFLOW_CONN_SPARK_DEFAULT", connection_json(standalone_master.master_url))
@@ -106,7 +106,7 @@ def test_segment_balancing_dag_publishes_the_plan_of_the_cli(airflow_home, compa
     assert {1, 5, 7, 12}.isdisjoint(int(n[5:7]) for n in skipped)
     ran = standalone_master.completed_apps()
     assert sorted(ran) == sorted([*(f"segment_balancer.{name}" for name in APP_NAMES if name not in skipped),
-                                  "segment_balancer.simulate"]), ran
+                                  "segment_balancer.tools.simulate"]), ran
     ops = pd.read_parquet(published / "operations.parquet")
     # Determinism: one spark-submit per application under Airflow give exactly the plan of the one-session CLI,
     # loads (stage 1), moves off a decommissioning server (stage 5), balancing and drops included.

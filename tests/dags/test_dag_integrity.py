@@ -63,7 +63,7 @@ def test_every_dag_has_tags_and_retries(dagbag):
 
 
 def test_tasks_are_wired_in_order(dag):
-    from segment_balancer.stages import APP_NAMES
+    from segment_balancer.planner.stages import APP_NAMES
 
     assert APPS == APP_NAMES
     assert sorted(dag.task_ids) == sorted(EXPECTED)
@@ -184,7 +184,7 @@ def test_parsing_imports_nothing_heavy():
     code = (
         "import sys, runpy; runpy.run_path(sys.argv[1]); "
         "heavy = sorted(m for m in sys.modules if m.split('.')[0] in "
-        "('pyspark', 'pandas', 'great_expectations', 'pyroaring') or m.startswith('segment_balancer.engine')); "
+        "('pyspark', 'pandas', 'great_expectations', 'pyroaring') or m.startswith('segment_balancer.planner.kernels')); "
         "print(heavy); sys.exit(1 if heavy else 0)"
     )
     done = subprocess.run(

@@ -89,7 +89,7 @@ def test_cluster_param_and_captures_two_levels_down(resolve, monkeypatch, tmp_pa
 def test_what_if_edits_give_an_edited_copy_and_unknown_servers_fail_first(resolve, monkeypatch, tmp_path):
     from whatif_cluster import write_cluster
 
-    from segment_balancer.whatif import WhatIfError
+    from segment_balancer.tools.whatif import WhatIfError
 
     snap = write_cluster(tmp_path / "snaps" / "w")
     run = _call(resolve, tmp_path / "snaps", monkeypatch, tmp_path, snapshot="w", whatif_decommission=["a:8083"],

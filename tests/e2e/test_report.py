@@ -75,7 +75,7 @@ def test_plan_report(request, browser, artifacts, fixture):
 
 def test_simulation_report(spark, browser, artifacts, tmp_path):
     from druid_sample_plan import SNAPSHOT
-    from segment_balancer.simulate import simulate
+    from segment_balancer.tools.simulate import simulate
 
     table = simulate(spark, SNAPSHOT, tmp_path / "sim", 2)
     page, errors = open_report(browser, tmp_path / "sim" / "report.html", artifacts, "report-simulation")

@@ -295,7 +295,7 @@ def test_plans_page(page, deployment, artifacts):
     """Browse -> "Segment plans" lists every published plan newest snapshot first, each with its
     numbers and the change from the previous plan of its cluster."""
     from playwright.sync_api import expect
-    from segment_balancer.history import plan_history, signed_change
+    from segment_balancer.plan.history import plan_history, signed_change
 
     page.goto("/")
     page.get_by_role("button", name="Browse").click()

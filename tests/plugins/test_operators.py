@@ -84,8 +84,8 @@ def test_groups_go_through_xcom(tmp_path, local_spark):
 
 def test_a_local_driver_starts_with_the_class_archive(tmp_path, local_spark):
     """On a local master the driver JVM gets C1-only JIT, the serial collector and, once
-    ``make venv`` has built it, the class-data-sharing archive (segment_balancer.jvm_archive)."""
-    from segment_balancer.jvm_archive import archive_path
+    ``make venv`` has built it, the class-data-sharing archive (segment_balancer.spark.jvm_archive)."""
+    from segment_balancer.spark.jvm_archive import archive_path
 
     if not archive_path().is_file():
         pytest.skip(f"no JVM class archive at {archive_path()} (`make venv` builds it)")

@@ -88,7 +88,7 @@ def write_explain_tables(plan):
     import pyarrow as pa
     import pyarrow.parquet as pq
     from pyroaring import BitMap
-    from segment_balancer.groups import encode
+    from segment_balancer.planner.groups import encode
 
     pq.write_table(pa.table({
         "segment_id": [S, T], "idx": pa.array([0, 1], pa.int64()), "datasource": ["wiki", "wiki"],

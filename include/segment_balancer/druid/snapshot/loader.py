@@ -1,0 +1,253 @@
+"""Readers of the small snapshot files (docs/ARCHITECTURE.md "Input snapshot directory").
+
+Every function validates fully and raises ``SnapshotError(file, row, problem)`` on the first problem,
+so a bad snapshot is refused before any stage runs. JSON must be standard (no NaN/Infinity) and
+objects must not repeat a key. ``segments.jsonl`` and ``server_segments.json`` are read with Spark
+elsewhere (``snapshot/segments.py``).
+"""
+
+from __future__ import annotations
+
+import json
+import os
+from pathlib import Path
+from typing import Any
+
+from pydantic import ValidationError
+
+from segment_balancer.planner.config import CONFIG_FILE, EffectiveConfig, build_config
+from segment_balancer.druid.rules import DEFAULT_RULES_KEY, RULE_KINDS, Rule, format_instant_ms, parse_instant_ms
+from segment_balancer.druid.snapshot.errors import SnapshotError, describe_validation_error, json_error
+from segment_balancer.druid.snapshot.models import QueueEntry, QueueItem, RuleSpec, Server, ServerRow, SnapshotMeta
+
+__all__ = ["load_servers", "load_all_servers", "load_load_queues", "load_rules", "load_config", "load_snapshot_meta", "read_json"]
+
+SERVERS_FILE = "servers.json"
+QUEUES_FILE = "load_queues.json"
+RULES_FILE = "rules.json"
+META_FILE = "snapshot.json"
+
+
+class _DuplicateKey(ValueError):
+    pass
+
+
+def _no_duplicates(pairs: list[tuple[str, Any]]) -> dict[str, Any]:
+    out: dict[str, Any] = {}
+    for key, value in pairs:
+        if key in out:
+            raise _DuplicateKey(f"duplicate key {key!r} in a JSON object")
+        out[key] = value
+    return out
+
+
+def _no_constant(name: str) -> Any:
+    raise _DuplicateKey(f"{name} is not valid JSON")
+
+
+def read_json(directory: str | os.PathLike[str], name: str, required: bool = True) -> Any:
+    """Parse ``directory/name`` as strict JSON; ``None`` if absent and not ``required``.
+
+    Raises:
+        SnapshotError: missing required file, malformed JSON (``line N``, column in the problem),
+            a repeated object key, NaN/Infinity.
+    """
+    path = Path(directory) / name
+    if not path.is_file():
+        if required:
+            raise SnapshotError(name, None, f"file is missing from the snapshot directory {str(directory)!r}")
+        return None
+    try:
+        text = path.read_text(encoding="utf-8")
+    except UnicodeDecodeError as exc:
+        raise SnapshotError(name, None, f"not UTF-8 text: {exc}") from None
+    try:
+        return json.loads(text, object_pairs_hook=_no_duplicates, parse_constant=_no_constant)
+    except json.JSONDecodeError as exc:
+        raise json_error(name, exc) from None
+    except _DuplicateKey as exc:
+        raise SnapshotError(name, None, str(exc)) from None
+
+
+def load_servers(directory: str | os.PathLike[str]) -> list[Server]:
+    """Historical servers of ``servers.json`` (``sys.servers`` rows), in file order: the first
+    item of :func:`load_all_servers`."""
+    return load_all_servers(directory)[0]
+
+
+def load_all_servers(directory: str | os.PathLike[str]) -> tuple[list[Server], set[str]]:
+    """Historical servers of ``servers.json`` (``sys.servers`` rows), in file order, and the names
+    of every server of the file (peons and brokers too: their replicas are known and ignored).
+
+    Rows whose ``server_type`` is not ``historical`` (any case) are validated and dropped. Sizes are
+    bytes; ``current_size`` or Druid's ``curr_size``; ``priority`` defaults to 0.
+
+    Raises:
+        SnapshotError: row = 0-based array index; wrong types, negative sizes, missing tier or size of
+            a historical, a server name repeated.
+    """
+    data = read_json(directory, SERVERS_FILE)
+    if not isinstance(data, list):
+        raise SnapshotError(SERVERS_FILE, None, f"must be a JSON array of sys.servers rows, got {type(data).__name__}")
+    seen: dict[str, int] = {}
+    out: list[Server] = []
+    for i, raw in enumerate(data):
+        if not isinstance(raw, dict):
+            raise SnapshotError(SERVERS_FILE, i, f"must be an object, got {json.dumps(raw)[:60]}")
+        try:
+            row = ServerRow.model_validate(raw)
+        except ValidationError as exc:
+            raise SnapshotError(SERVERS_FILE, i, describe_validation_error(exc)) from None
+        if row.server in seen:
+            raise SnapshotError(SERVERS_FILE, i, f"server {row.server!r} repeats row {seen[row.server]}")
+        seen[row.server] = i
+        if row.is_historical:
+            try:
+                out.append(row.to_server())
+            except ValueError as exc:
+                raise SnapshotError(SERVERS_FILE, i, f"server {row.server!r}: {exc}") from None
+    return out, set(seen)
+
+
+def _queue_item(entry: Any, where: str) -> QueueItem:
+    if isinstance(entry, str):
+        if not entry:
+            raise SnapshotError(QUEUES_FILE, None, f"{where}: empty segment id")
+        return QueueItem(segment_id=entry)
+    if not isinstance(entry, dict):
+        raise SnapshotError(QUEUES_FILE, None, f"{where}: must be a segment id or an object, got {json.dumps(entry)[:60]}")
+    try:
+        item = QueueItem.model_validate(entry)
+        item.requested_at_ms()
+        return item
+    except ValidationError as exc:
+        raise SnapshotError(QUEUES_FILE, None, describe_validation_error(exc, where)) from None
+    except ValueError as exc:
+        raise SnapshotError(QUEUES_FILE, None, f"{where} requested_at {exc}") from None
+
+
+def load_load_queues(directory: str | os.PathLike[str], servers: set[str]) -> list[QueueEntry]:
+    """Queued loads and drops of ``load_queues.json`` (optional; absent = empty queues).
+
+    Format: ``{server: {"segmentsToLoad": [...], "segmentsToDrop": [...]}}``; an entry is a segment id or
+    ``{"segment_id", "queue_type", "requested_at"}``. Untyped loads are ``loading``; drops have no queue
+    type. ``requested_at`` is ISO-8601, returned as epoch ms UTC. Order: servers as in the file, loads
+    then drops, each in list order.
+
+    Args:
+        servers: names of the historical servers (from ``load_servers``).
+
+    Raises:
+        SnapshotError (row None; the problem names server, list and 0-based position): unknown server,
+            unknown key, wrong type, a queue type on a drop, a segment listed twice in one server's
+            queue, or both loading and dropping on one server.
+    """
+    data = read_json(directory, QUEUES_FILE, required=False)
+    if data is None:
+        return []
+    if not isinstance(data, dict):
+        raise SnapshotError(QUEUES_FILE, None, f"must be a JSON object {{server: queues}}, got {type(data).__name__}")
+    out: list[QueueEntry] = []
+    for server, queues in data.items():
+        if server not in servers:
+            raise SnapshotError(QUEUES_FILE, None, f"server {server!r} is not a historical server of servers.json")
+        if not isinstance(queues, dict):
+            raise SnapshotError(QUEUES_FILE, None, f"server {server!r}: must be an object with segmentsToLoad/segmentsToDrop")
+        unknown = sorted(set(queues) - {"segmentsToLoad", "segmentsToDrop"})
+        if unknown:
+            raise SnapshotError(QUEUES_FILE, None, f"server {server!r}: unknown key(s) {', '.join(unknown)}")
+        actions: dict[str, str] = {}
+        for key, action in (("segmentsToLoad", "LOAD"), ("segmentsToDrop", "DROP")):
+            entries = queues.get(key) or []
+            if not isinstance(entries, list):
+                raise SnapshotError(QUEUES_FILE, None, f"server {server!r} {key}: must be a list")
+            for j, entry in enumerate(entries):
+                where = f"server {server!r} {key}[{j}]"
+                item = _queue_item(entry, where)
+                if action == "DROP" and item.queue_type is not None:
+                    raise SnapshotError(QUEUES_FILE, None, f"{where}: a drop has no queue_type, got {item.queue_type!r}")
+                previous = actions.get(item.segment_id)
+                if previous == action:
+                    raise SnapshotError(QUEUES_FILE, None, f"{where}: segment {item.segment_id!r} is listed twice")
+                if previous is not None:
+                    raise SnapshotError(QUEUES_FILE, None,
+                                        f"{where}: segment {item.segment_id!r} is both in segmentsToLoad and segmentsToDrop")
+                actions[item.segment_id] = action
+                out.append(QueueEntry(server=server, segment_id=item.segment_id, action=action,  # type: ignore[arg-type]
+                                      queue_type=(item.queue_type or "loading") if action == "LOAD" else None,
+                                      requested_at_ms=item.requested_at_ms()))
+    return out
+
+
+def load_rules(directory: str | os.PathLike[str]) -> dict[str, list[Rule]]:
+    """Retention rules of ``rules.json``: ``{datasource: [rule, ...]}``, which must contain ``_default``.
+
+    Every Druid rule type (``rules.RULE_KINDS``) with Druid's fields and defaults (``models.RuleSpec``).
+
+    Raises:
+        SnapshotError (row None; the problem names the datasource and the rule's 0-based position):
+            no ``_default``, not a list, unknown rule type, wrong or foreign fields, bad interval/period,
+            negative replicants.
+    """
+    data = read_json(directory, RULES_FILE)
+    if not isinstance(data, dict):
+        raise SnapshotError(RULES_FILE, None, f"must be a JSON object {{datasource: [rules]}}, got {type(data).__name__}")
+    if DEFAULT_RULES_KEY not in data:
+        raise SnapshotError(RULES_FILE, None, f"the {DEFAULT_RULES_KEY!r} rule list is missing (it may be empty)")
+    out: dict[str, list[Rule]] = {}
+    for datasource, rules in data.items():
+        if not isinstance(rules, list):
+            raise SnapshotError(RULES_FILE, None, f"datasource {datasource!r}: rules must be a list")
+        parsed = []
+        for j, raw in enumerate(rules):
+            where = f"datasource {datasource!r} rule [{j}] (0-based)"
+            if not isinstance(raw, dict):
+                raise SnapshotError(RULES_FILE, None, f"{where}: must be an object")
+            rtype = raw.get("type")
+            if rtype not in RULE_KINDS:
+                raise SnapshotError(RULES_FILE, None, f"{where}: unknown rule type {rtype!r}; known: {', '.join(RULE_KINDS)}")
+            try:
+                parsed.append(RuleSpec.model_validate(raw).to_rule())
+            except ValidationError as exc:
+                raise SnapshotError(RULES_FILE, None, describe_validation_error(exc, f"{where} ({rtype})")) from None
+            except ValueError as exc:
+                raise SnapshotError(RULES_FILE, None, f"{where} ({rtype}): {exc}") from None
+        out[datasource] = parsed
+    return out
+
+
+def load_config(directory: str | os.PathLike[str], overrides: dict[str, Any] | None = None) -> EffectiveConfig:
+    """The effective dynamic config: ``coordinator_config.json`` (absent = defaults) merged with ``overrides``.
+
+    Raises:
+        SnapshotError: see ``config.build_config``; also a file that is not a JSON object.
+    """
+    data = read_json(directory, CONFIG_FILE, required=False)
+    return build_config(data if data is not None else {}, overrides)
+
+
+def load_snapshot_meta(directory: str | os.PathLike[str]) -> SnapshotMeta:
+    """``snapshot.json`` ``{"snapshot_time": ISO-8601, "cluster": name}``.
+
+    Returns ``SnapshotMeta`` with ``snapshot_time_ms`` (epoch ms UTC) and
+    ``snapshot_id = cluster + "@" + yyyy-MM-ddTHH:mm:ss.SSSZ``.
+
+    Raises:
+        SnapshotError: missing file or key, unknown key, bad time, empty cluster.
+    """
+    data = read_json(directory, META_FILE)
+    if not isinstance(data, dict):
+        raise SnapshotError(META_FILE, None, "must be a JSON object")
+    unknown = sorted(set(data) - {"snapshot_time", "cluster"})
+    if unknown:
+        raise SnapshotError(META_FILE, None, f"unknown key(s) {', '.join(unknown)}")
+    cluster, when = data.get("cluster"), data.get("snapshot_time")
+    if not isinstance(cluster, str) or not cluster:
+        raise SnapshotError(META_FILE, None, f"cluster must be a non-empty string, got {cluster!r}")
+    if not isinstance(when, str):
+        raise SnapshotError(META_FILE, None, f"snapshot_time must be an ISO-8601 string, got {when!r}")
+    try:
+        ms = parse_instant_ms(when)
+    except ValueError as exc:
+        raise SnapshotError(META_FILE, None, f"snapshot_time: {exc}") from None
+    return SnapshotMeta(snapshot_time_ms=ms, cluster=cluster, snapshot_id=f"{cluster}@{format_instant_ms(ms)}")

@@ -1,0 +1,196 @@
+"""Pydantic models of the small snapshot files (docs/ARCHITECTURE.md "Input snapshot directory").
+
+``Server``, ``QueueEntry`` and ``SnapshotMeta`` are what the loaders return; ``ServerRow``,
+``QueueItem`` and ``RuleSpec`` validate raw JSON. Sizes are bytes, instants epoch ms UTC.
+"""
+
+from __future__ import annotations
+
+from typing import Annotated, Any, Literal
+
+from pydantic import (BaseModel, BeforeValidator, ConfigDict, Field, StrictBool, StrictInt, StrictStr,
+                      model_validator)
+
+from segment_balancer.planner.kernels.state import QUEUE_TYPES
+from segment_balancer.druid.rules import RULE_KINDS, Period, Rule, parse_instant_ms, parse_interval
+
+__all__ = ["Server", "ServerRow", "QueueEntry", "QueueItem", "RuleSpec", "SnapshotMeta", "QUEUE_TYPES",
+           "DRUID_DEFAULT_TIER", "DRUID_DEFAULT_NUM_REPLICANTS"]
+
+DRUID_DEFAULT_TIER = "_default_tier"  # DruidServer.DEFAULT_TIER
+DRUID_DEFAULT_NUM_REPLICANTS = 2  # DruidServer.DEFAULT_NUM_REPLICANTS
+_INT32 = 2**31 - 1
+
+_Frozen = ConfigDict(frozen=True, extra="forbid")
+
+
+def _jackson_bool(value: Any) -> Any:
+    """Jackson coerces the strings "true"/"false" (any case) to Boolean; so do we."""
+    if isinstance(value, str) and value.lower() in ("true", "false"):
+        return value.lower() == "true"
+    return value
+
+
+JacksonBool = Annotated[StrictBool, BeforeValidator(_jackson_bool)]
+
+
+class Server(BaseModel):
+    """A historical server (a ``sys.servers`` row with ``server_type`` historical).
+
+    ``current_size``/``max_size`` in bytes; ``priority`` Druid's ``druid.server.priority``.
+    """
+
+    model_config = _Frozen
+    server: str
+    host: str
+    tier: str
+    current_size: int
+    max_size: int
+    priority: int = 0
+
+
+class ServerRow(BaseModel):
+    """Raw ``servers.json`` row (``sys.servers``); extra columns are ignored."""
+
+    model_config = ConfigDict(extra="ignore")
+    server: StrictStr = Field(min_length=1)
+    server_type: StrictStr
+    host: StrictStr | None = None
+    tier: StrictStr | None = None
+    current_size: StrictInt | None = Field(default=None, ge=0)
+    curr_size: StrictInt | None = Field(default=None, ge=0)
+    max_size: StrictInt | None = Field(default=None, ge=0)
+    priority: StrictInt = Field(default=0, ge=-_INT32 - 1, le=_INT32)
+
+    @property
+    def is_historical(self) -> bool:
+        return self.server_type.lower() == "historical"
+
+    def to_server(self) -> Server:
+        """The ``Server`` of a historical row. Raises ValueError on a missing tier/size."""
+        if not self.tier:
+            raise ValueError("tier is required for a historical server")
+        if self.max_size is None:
+            raise ValueError("max_size is required for a historical server")
+        if self.current_size is not None and self.curr_size is not None and self.current_size != self.curr_size:
+            raise ValueError(f"current_size {self.current_size} and curr_size {self.curr_size} disagree")
+        size = self.current_size if self.current_size is not None else self.curr_size
+        if size is None:
+            raise ValueError("current_size (or curr_size) is required for a historical server")
+        return Server(server=self.server, host=self.host or self.server, tier=self.tier,
+                      current_size=size, max_size=self.max_size, priority=self.priority)
+
+
+class QueueEntry(BaseModel):
+    """One queued segment action on a server at snapshot time (``load_queues.json``).
+
+    ``queue_type`` is ``loading``/``decommissioning``/``balancing`` for loads, ``None`` for drops;
+    ``requested_at_ms`` epoch ms UTC or ``None``.
+    """
+
+    model_config = _Frozen
+    server: str
+    segment_id: str
+    action: Literal["LOAD", "DROP"]
+    queue_type: Literal["loading", "decommissioning", "balancing"] | None = None
+    requested_at_ms: int | None = None
+
+
+class QueueItem(BaseModel):
+    """Raw object entry of ``segmentsToLoad``/``segmentsToDrop``."""
+
+    model_config = ConfigDict(extra="forbid")
+    segment_id: StrictStr = Field(min_length=1)
+    queue_type: Literal["loading", "decommissioning", "balancing"] | None = None
+    requested_at: StrictStr | None = None
+
+    def requested_at_ms(self) -> int | None:
+        return None if self.requested_at is None else parse_instant_ms(self.requested_at)
+
+
+class SnapshotMeta(BaseModel):
+    """``snapshot.json``: ``snapshot_time_ms`` (epoch ms UTC, the ``now`` of period rules), ``cluster``,
+    and ``snapshot_id`` = ``cluster@yyyy-MM-ddTHH:mm:ss.SSSZ``."""
+
+    model_config = _Frozen
+    snapshot_time_ms: int
+    cluster: str
+    snapshot_id: str
+
+
+class RuleSpec(BaseModel):
+    """Raw Druid rule JSON, validated per ``type`` as Druid's Jackson bindings do.
+
+    Fields: ``type``; ``tieredReplicants`` ({tier: int >= 0}) and ``useDefaultTierForNull`` (load rules;
+    a missing map means ``{"_default_tier": 2}``, or ``{}`` with ``useDefaultTierForNull: false``, as
+    ``LoadRule`` does); ``interval`` (``*ByInterval``); ``period`` (``*ByPeriod``); ``includeFuture``
+    (``loadByPeriod``, ``dropByPeriod``, ``broadcastByPeriod``; default true). Legacy (Druid < 0.7)
+    ``tier`` + ``replicants`` on load rules mean ``{tier: replicants}`` when ``tieredReplicants`` is
+    absent. ``colocatedDataSources`` (broadcast rules of Druid 0.12-0.18) is accepted and ignored.
+    Any other field is an error.
+    """
+
+    model_config = ConfigDict(extra="forbid", populate_by_name=True)
+    type: StrictStr
+    tieredReplicants: dict[str, StrictInt | None] | None = None
+    useDefaultTierForNull: JacksonBool | None = None
+    tier: StrictStr | None = None
+    replicants: StrictInt | None = None
+    interval: StrictStr | None = None
+    period: StrictStr | None = None
+    includeFuture: JacksonBool | None = None
+    colocatedDataSources: list[StrictStr] | None = None
+
+    @model_validator(mode="after")
+    def _check_fields(self) -> "RuleSpec":
+        t = self.type
+        if t not in RULE_KINDS:
+            raise ValueError(f"unknown rule type {t!r}; known: {', '.join(RULE_KINDS)}")
+        allowed = {"type"}
+        if RULE_KINDS[t] == "load":
+            allowed |= {"tieredReplicants", "useDefaultTierForNull", "tier", "replicants"}
+        if RULE_KINDS[t] == "broadcast":
+            allowed |= {"colocatedDataSources"}
+        if t.endswith("ByInterval"):
+            allowed.add("interval")
+        if t.endswith("ByPeriod"):
+            allowed.add("period")
+            if t != "dropBeforeByPeriod":
+                allowed.add("includeFuture")
+        given = {k for k in type(self).model_fields if getattr(self, k) is not None}
+        wrong = sorted(given - allowed)
+        if wrong:
+            raise ValueError(f"field(s) {', '.join(wrong)} not allowed in a {t} rule")
+        if t.endswith("ByInterval") and self.interval is None:
+            raise ValueError(f"a {t} rule needs an interval")
+        if t.endswith("ByPeriod") and self.period is None:
+            raise ValueError(f"a {t} rule needs a period")
+        if (self.tier is None) != (self.replicants is None):
+            raise ValueError("legacy 'tier' and 'replicants' must be given together")
+        for tier, n in (self.tieredReplicants or {}).items():
+            if n is None:
+                raise ValueError(f"invalid number of replicas for tier [{tier}]: must not be null")
+            if n < 0:
+                raise ValueError(f"invalid number of replicas for tier [{tier}]: must be >= 0, got {n}")
+        if self.replicants is not None and self.replicants < 0:
+            raise ValueError(f"replicants must be >= 0, got {self.replicants}")
+        return self
+
+    def to_rule(self) -> Rule:
+        """The ``Rule``. Raises ValueError on a malformed interval or period."""
+        kind = RULE_KINDS[self.type]
+        tiered: dict[str, int] = {}
+        if kind == "load":
+            if self.tieredReplicants is not None:
+                tiered = {k: int(v) for k, v in self.tieredReplicants.items() if v is not None}
+            elif self.tier is not None and self.replicants is not None:
+                tiered = {self.tier: self.replicants}
+            elif self.useDefaultTierForNull is not False:
+                tiered = {DRUID_DEFAULT_TIER: DRUID_DEFAULT_NUM_REPLICANTS}
+        start = end = None
+        if self.interval is not None:
+            start, end = parse_interval(self.interval)
+        period = Period.parse(self.period) if self.period is not None else None
+        return Rule(type=self.type, kind=kind, tiered_replicants=tiered, interval_start_ms=start,
+                    interval_end_ms=end, period=period,
+                    include_future=True if self.includeFuture is None else self.includeFuture)

@@ -1,0 +1,277 @@
+"""Reads ``segments.jsonl[.gz]`` and ``server_segments.json`` (or ``.jsonl[.gz]``) with Spark, and validates them.
+
+The files may hold millions of rows, so they are parsed and checked by Spark jobs; only the first
+few bad rows come back to the driver, to name them in a :class:`SnapshotError`.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from segment_balancer.druid.instants import with_interval_instants
+from segment_balancer.spark.session import lookup, parallelism
+from segment_balancer.druid.snapshot.errors import SnapshotError
+from segment_balancer.druid.snapshot.lines import numbered_lines, with_row_numbers
+
+SEGMENT_JSON_SCHEMA = (
+    "dataSource string, interval string, version string, size long, "
+    "shardSpec struct<type: string, partitionNum: int, partitionId: int, partitions: int, numCorePartitions: int, "
+    "startRootPartitionId: int, endRootPartitionId: int, minorVersion: int, atomicUpdateGroupSize: int>, "
+    "used boolean, overshadowed boolean"
+)
+
+
+def segments_path(snapshot: Path) -> Path:
+    """``segments.jsonl`` or ``segments.jsonl.gz`` in ``snapshot``; raises SnapshotError if neither."""
+    for name in ("segments.jsonl", "segments.jsonl.gz"):
+        if (snapshot / name).exists():
+            return snapshot / name
+    raise SnapshotError("segments.jsonl", None, "file is missing (segments.jsonl or segments.jsonl.gz)")
+
+
+def _more(word: str, rows, key: str | None = None) -> str:
+    """`` (also line 7: …; line 9: …)`` for the further bad rows (their number in column ``key``,
+    by default ``word``'s), or nothing."""
+    if not rows:
+        return ""
+    key = key or ("line" if word == "line" else "row")
+    return " (also " + "; ".join(f"{word} {r[key]}: {r['problem']}" for r in rows) + ")"
+
+
+def read_segments(spark, snapshot: Path):
+    """All segments of the snapshot as a DataFrame, each line with what is wrong with it, if anything.
+
+    Returns columns ``line`` (long, 1-based), ``segment_id``, ``datasource``, ``version`` (str),
+    ``start_ms``, ``end_ms`` (long, epoch ms UTC), ``partition_num`` (int: ``partitionNum``, or
+    ``partitionId`` of ``numbered_overwrite``), ``shard_type`` (str), ``num_core_partitions``,
+    ``start_root_partition_id``, ``end_root_partition_id``, ``minor_version``,
+    ``atomic_update_group_size`` (nullable ints from the shardSpec, for the timeline),
+    ``size_bytes`` (long), ``used``, ``overshadowed`` (bool; false when absent) and
+    ``overshadowed_given`` (bool: the line has the key), the raw ``interval`` text with its
+    ``interval_parts``, and ``problem`` (str, null on a good line): malformed JSON, a missing
+    field, a bad interval (unparseable or end before start), a negative size, or a repeated segment
+    id (on every line after its first).
+
+    Nothing is checked here: the frame is lazy (one Spark job numbers the lines) and cached, so
+    that the caller writes it and checks it in the same jobs (:func:`first_problems`,
+    :func:`refuse`), then unpersists it.
+    """
+    from pyspark.sql import Window
+    from pyspark.sql import functions as F
+
+    path = segments_path(snapshot)
+    raw = numbered_lines(spark, path)
+    if path.suffix == ".gz":
+        # gzip is read by one task: spread the parsing over the cores once the lines are numbered
+        raw = raw.repartition(parallelism(spark))
+    parsed = raw.filter(F.trim("text") != "").select(
+        "line", F.from_json("text", SEGMENT_JSON_SCHEMA, {"mode": "PERMISSIVE"}).alias("j"), "text"
+    )
+    interval = F.split("j.interval", "/")
+    df = parsed.select(
+        "line",
+        F.col("j.dataSource").alias("datasource"),
+        F.col("j.version").alias("version"),
+        F.coalesce("j.shardSpec.partitionNum", "j.shardSpec.partitionId", F.lit(0)).alias("partition_num"),
+        F.coalesce("j.shardSpec.numCorePartitions", "j.shardSpec.partitions").alias("num_core_partitions"),
+        F.col("j.shardSpec.startRootPartitionId").alias("start_root_partition_id"),
+        F.col("j.shardSpec.endRootPartitionId").alias("end_root_partition_id"),
+        F.col("j.shardSpec.minorVersion").alias("minor_version"),
+        F.col("j.shardSpec.atomicUpdateGroupSize").alias("atomic_update_group_size"),
+        F.coalesce("j.shardSpec.type", F.lit("none")).alias("shard_type"),
+        F.col("j.size").alias("size_bytes"),
+        F.coalesce("j.used", F.lit(True)).alias("used"),
+        F.coalesce("j.overshadowed", F.lit(False)).alias("overshadowed"),
+        F.col("j.overshadowed").isNotNull().alias("overshadowed_given"),
+        F.col("j.interval").alias("interval"),
+        F.size(interval).alias("interval_parts"),
+        interval.getItem(0).alias("start_text"),
+        interval.getItem(1).alias("end_text"),
+    )
+    df = with_interval_instants(df, "start_text", "end_text")
+    seg_id = F.concat_ws("_", "datasource", "start_printed", "end_printed", "version")
+    seg_id = F.when(F.col("partition_num") > 0, F.concat_ws("_", seg_id, F.col("partition_num").cast("string"))).otherwise(seg_id)
+    df = df.withColumn("segment_id", seg_id).drop("start_text", "end_text", "start_printed", "end_printed")
+    problem = (
+        F.when(F.col("datasource").isNull(), F.lit("dataSource is missing or the line is not a JSON object"))
+        .when(F.col("version").isNull(), F.lit("version is missing"))
+        .when(F.col("interval").isNull(), F.lit("interval is missing"))
+        .when(F.col("start_ms").isNull() | F.col("end_ms").isNull() | (F.col("interval_parts") != 2),
+              F.concat(F.lit("interval is not start/end ISO-8601: "), F.col("interval")))
+        .when(F.col("end_ms") < F.col("start_ms"), F.concat(F.lit("interval ends before it starts: "), F.col("interval")))
+        .when(F.col("size_bytes").isNull(), F.lit("size is missing"))
+        .when(F.col("size_bytes") < 0, F.concat(F.lit("size must be >= 0, got "), F.col("size_bytes").cast("string")))
+        .when(F.col("partition_num") < 0, F.lit("shardSpec.partitionNum must be >= 0"))
+    )
+    df = df.withColumn("problem", problem)
+    # a repeated id: every line after the id's first (lines that are bad already share one window)
+    first = F.min("line").over(Window.partitionBy(F.when(F.col("problem").isNull(), F.col("segment_id"))))
+    duplicate = F.when(F.col("problem").isNull() & (F.col("line") > first), F.concat(
+        F.lit("duplicate segment "), F.col("segment_id"), F.lit(" (first on line "), first.cast("string"), F.lit(")")))
+    # Cached: the caller writes it and classifies it in one job (the JSON is parsed once).
+    return df.withColumn("problem", F.coalesce("problem", duplicate)).cache()
+
+
+def first_problems(df, key: str = "line", n: int = 5):
+    """The first ``n`` rows of ``df`` with a ``problem``, by ``key``: (``key``, ``problem``), for
+    :func:`refuse` (a query for :func:`segment_balancer.spark.session.collect_small`)."""
+    return df.filter("problem is not null").select(key, "problem").orderBy(key).limit(n)
+
+
+def refuse(file: str, rows: list[dict], word: str = "line", key: str = "line") -> None:
+    """Raise the :class:`SnapshotError` for the bad rows ``rows`` of ``file`` (dicts with ``key``
+    and ``problem``, the first first, as :func:`first_problems` gives them), if there are any: the
+    first row is the error's row, the others are named after it. ``word`` names a row (``line``:
+    1-based line, ``row``: 0-based index)."""
+    rows = sorted(rows, key=lambda r: r[key])
+    if rows:
+        raise SnapshotError(file, rows[0][key], rows[0]["problem"] + _more(word, rows[1:], key=key), _KIND[word])
+
+
+SERVER_SEGMENTS_FILES = ("server_segments.jsonl.gz", "server_segments.jsonl", "server_segments.json")
+
+
+def server_segments_path(snapshot: Path) -> Path:
+    """The snapshot's replica file, the first of :data:`SERVER_SEGMENTS_FILES` present; raises
+    :class:`SnapshotError` if none is."""
+    for name in SERVER_SEGMENTS_FILES:
+        if (snapshot / name).exists():
+            return snapshot / name
+    raise SnapshotError("server_segments.json", None, "file is missing (server_segments.json, or .jsonl[.gz])")
+
+
+def _array_one_object_per_line(path: Path) -> bool:
+    """Whether the JSON array ``path`` is laid out ``[`` / one object per line / ``]`` (how the
+    generator and ``jq -c`` write it), so that its lines can be read in parallel."""
+    with open(path, "rb") as handle:
+        head = [handle.readline().strip() for _ in range(2)]
+    return head[0] == b"[" and (head[1].startswith(b"{") and head[1].rstrip(b",").endswith(b"}") or head[1] == b"]")
+
+
+def _replica_rows(spark, path: Path):
+    """(``row`` long, ``server``, ``segment_id``, ``corrupt``) of the replica file, and the word that
+    names a row in errors: ``line`` (1-based) for JSON lines, ``row`` (0-based array index) for an
+    array. Lines and arrays of one object per line are parsed in parallel; any other array (one
+    line, or pretty-printed) by Spark's multi-line JSON reader, in one task."""
+    from pyspark.sql import functions as F
+
+    schema = "server string, segment_id string, _corrupt_record string"
+    if path.name.endswith((".jsonl", ".jsonl.gz")):
+        lines = numbered_lines(spark, path).filter(F.trim("text") != "")
+        parsed, word = lines.select(F.col("line").alias("row"), "text"), "line"
+    elif _array_one_object_per_line(path):
+        lines = spark.read.text(str(path)).withColumnRenamed("value", "text").filter(~F.trim("text").isin("[", "]", ""))
+        parsed = with_row_numbers(lines, "row", first=0).select("row", F.regexp_replace(F.trim("text"), ",$", "").alias("text"))
+        word = "row"
+    else:
+        raw = spark.read.option("multiLine", True).schema(schema).json(str(path))
+        rows = with_row_numbers(raw.coalesce(1), "row", first=0)
+        return rows.select("row", "server", "segment_id", F.col("_corrupt_record").alias("corrupt")), "row"
+    j = F.from_json("text", schema, {"mode": "PERMISSIVE", "columnNameOfCorruptRecord": "_corrupt_record"})
+    parsed = parsed.select("row", j.alias("j"), "text")
+    # a line that is valid JSON but no object (a number, a list) has no fields: corrupt too
+    corrupt = F.when(F.col("j._corrupt_record").isNotNull() | ~F.trim("text").startswith("{"), F.col("text"))
+    return parsed.select("row", F.col("j.server").alias("server"), F.col("j.segment_id").alias("segment_id"),
+                         corrupt.alias("corrupt")), word
+
+
+_KIND = {"line": "line", "row": "index"}  # SnapshotError.row_kind of each word
+
+
+def read_server_segments(spark, snapshot: Path, historicals: set[str], known_servers: set[str]):
+    """The replica file's rows, each with what is wrong with it, if anything: a lazy DataFrame
+    (``row`` long, ``server``, ``segment_id``, ``historical`` bool — null for a server
+    ``servers.json`` lacks —, ``problem`` str, null on a good row), the file's name and the word
+    that names its rows (``line`` or ``row``, for :func:`refuse`).
+
+    The file is ``server_segments.jsonl[.gz]`` (Druid SQL ``resultFormat: objectLines`` of
+    ``sys.server_segments``; ``row`` = its line, 1-based) or ``server_segments.json`` (a JSON array;
+    ``row`` = the array index, 0-based). A problem is invalid JSON, a missing field, an unknown
+    server or a repeated (server, segment) row on a historical (on every row after the first).
+    Rows of known non-historical servers (peons, brokers) are kept with ``historical`` false: the
+    caller keeps the historicals' good rows. A segment id that ``segments.jsonl`` lacks is fine
+    here (an unused segment: :func:`unlisted_segments`). One Spark job numbers the rows; the caller
+    writes the frame and checks it (:func:`first_problems` with ``key="row"``).
+    """
+    from pyspark.sql import Window
+    from pyspark.sql import functions as F
+
+    path = server_segments_path(snapshot)
+    rows, word = _replica_rows(spark, path)
+    rows = rows.withColumn("historical", lookup("server", {s: s in historicals for s in known_servers}, "boolean"))
+    problem = (
+        F.when(F.col("corrupt").isNotNull(), F.lit("not valid JSON"))
+        .when(F.col("server").isNull() | F.col("segment_id").isNull(), F.lit("server and segment_id are required"))
+        .when(F.col("historical").isNull(), F.concat(F.lit("unknown server "), F.col("server"), F.lit(" (not in servers.json)")))
+    )
+    rows = rows.withColumn("problem", problem)
+    good = F.col("problem").isNull() & F.col("historical")
+    first = F.min("row").over(Window.partitionBy(F.when(good, F.col("server")), F.when(good, F.col("segment_id"))))
+    duplicate = F.when(good & (F.col("row") > first), F.concat(
+        F.lit("duplicate row: "), F.col("server"), F.lit(" already serves "), F.col("segment_id"),
+        F.lit(f" ({word} "), first.cast("string"), F.lit(")")))
+    rows = rows.select("row", "server", "segment_id", "historical", F.coalesce("problem", duplicate).alias("problem"))
+    return rows, path.name, word
+
+
+UNLISTED_SCHEMA = ("segment_id string, datasource string, start_ms long, end_ms long, version string, "
+                   "partition_num int, file string, row long, place string, problem string")
+
+
+def unlisted_segments(served, queued, segments, datasources: list[str]):
+    """The segments that replicas or queue entries name but ``segments.jsonl`` lacks: unused
+    segments (ALGORITHM.md "Inputs"), parsed from their ids by
+    :func:`segment_balancer.druid.segment_id.parse_segment_id` in Spark tasks; a lazy DataFrame.
+
+    ``served``: (``row``, ``server``, ``segment_id``) of the good rows of
+    :func:`read_server_segments`; ``queued``: (``server``, ``segment_id``, ``place``) of
+    ``load_queues.json`` entries; ``segments``: the segments read from ``segments.jsonl``
+    (``segment_id``); ``datasources``: every datasource of ``segments.jsonl`` (a segment id is
+    split at a known datasource first). Returns (``segment_id``, ``datasource``, ``start_ms``,
+    ``end_ms`` long epoch ms, ``version``, ``partition_num`` int, and where it is first named:
+    ``file``, ``row``, ``place``), one row per segment, with ``problem`` (str) when the id is no
+    Druid segment id: the caller refuses the first (:func:`refuse_unlisted`).
+    """
+    import pandas as pd
+    from pyspark.sql import functions as F
+
+    from segment_balancer.druid.segment_id import parse_segment_id
+
+    datasources = sorted(datasources)
+    named = served.select("segment_id", F.lit("server_segments.json").alias("file"), "row",
+                          F.lit(None).cast("string").alias("place")).unionByName(
+        queued.select("segment_id", F.lit("load_queues.json").alias("file"), F.lit(None).cast("long").alias("row"), "place"))
+    missing = named.join(segments.select("segment_id"), "segment_id", "left_anti")
+    first = missing.groupBy("segment_id").agg(F.min(F.struct("file", "row", "place")).alias("at")).select("segment_id", "at.*")
+
+    def parse(batches):
+        for pdf in batches:
+            out = []
+            for sid, file, row, place in zip(pdf["segment_id"], pdf["file"], pdf["row"], pdf["place"]):
+                parts = parse_segment_id(sid, datasources)
+                out.append({"segment_id": sid, "file": file, "row": row, "place": place,
+                            **({"datasource": parts.datasource, "start_ms": parts.start_ms, "end_ms": parts.end_ms,
+                                "version": parts.version, "partition_num": parts.partition_num, "problem": None}
+                               if parts else {"problem": f"segment {sid} is not in segments.jsonl and is not a Druid segment id "
+                                                         "(dataSource_start_end_version[_partitionNum])"})})
+            frame = pd.DataFrame(out, columns=[f.split()[0] for f in UNLISTED_SCHEMA.split(", ")])
+            yield frame.astype({"start_ms": "Int64", "end_ms": "Int64", "row": "Int64", "partition_num": "Int32",
+                                **{c: object for c in ("datasource", "version", "file", "place", "problem")}})
+
+    return first.mapInPandas(parse, UNLISTED_SCHEMA)
+
+
+def first_unlisted_problem(unlisted):
+    """The first unlisted segment id that is no Druid segment id (a query for
+    :func:`segment_balancer.spark.session.collect_small`; :func:`refuse_unlisted` raises it)."""
+    return (unlisted.filter("problem is not null").select("file", "row", "place", "segment_id", "problem")
+            .orderBy("file", "row", "place", "segment_id").limit(1))
+
+
+def refuse_unlisted(rows: list[dict]) -> None:
+    """Raise the :class:`SnapshotError` of :func:`first_unlisted_problem`'s row, if there is one:
+    the file and row (or queue place) that name the id."""
+    if rows:
+        bad = rows[0]
+        where = f"{bad['place']}: " if bad.get("place") else ""
+        raise SnapshotError(bad["file"], bad.get("row"), where + bad["problem"])

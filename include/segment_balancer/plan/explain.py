@@ -1,0 +1,258 @@
+"""``explain``: every candidate server's placement cost for one segment, its rank, whether it is in
+the top ``B``, and why it is ineligible if it is (ALGORITHM.md "Best servers"); the segment's
+``required`` loaded replicas and whether it waits for the segments that overshadow it
+(ALGORITHM.md "Availability", stage 12)."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pandas as pd
+
+from segment_balancer.planner.cost import COST_WINDOW_MS
+from segment_balancer.planner.ranking import rank_one
+
+
+def explain_segment(spark, work: Path, segment_id: str, tier: str | None = None) -> dict:
+    """Explain ``segment_id`` against the start-of-run state prepared in ``work``.
+
+    Collects only the projected segments inside the segment's cost window. Raises ``KeyError``
+    for an unknown segment id.
+    """
+    from pyspark.sql import functions as F
+
+    from segment_balancer.spark.workdir import num_best_function
+    from segment_balancer.planner.status import start_projection
+
+    prepared = Path(work) / "prepared"
+    meta = json.loads((prepared / "meta.json").read_text())
+    segments = spark.read.parquet(str(prepared / "segments.parquet"))
+    found = segments.filter(F.col("segment_id") == segment_id).limit(1).collect()
+    if not found:
+        raise KeyError(f"segment {segment_id} is not in the snapshot")
+    seg = found[0].asDict()
+    servers = pd.read_parquet(prepared / "servers.parquet")
+    replicas = spark.read.parquet(str(prepared / "replicas.parquet"))
+    targets = spark.read.parquet(str(prepared / "targets.parquet")).filter(F.col("idx") == F.lit(seg["idx"])).collect() if seg["idx"] is not None else []
+    target = {r["tier"]: int(r["target"]) for r in targets}
+    mine = replicas.filter(F.col("segment_id") == segment_id).collect()
+    here = {r["server"]: r.asDict() for r in mine}
+    tiers = sorted({t for t in target} | {r["tier"] for r in mine}) if tier is None else [tier]
+    window = start_projection(replicas, segments).filter(
+        (F.col("start_ms") < seg["end_ms"] + COST_WINDOW_MS) & (F.col("end_ms") > seg["start_ms"] - COST_WINDOW_MS)
+        & F.col("tier").isin(tiers)).toPandas()
+    num_best = num_best_function(meta["config"])
+    out = {"segment_id": segment_id, "idx": seg["idx"], "used": bool(seg["used"]), "overshadowed": bool(seg["overshadowed"]),
+           "rule_kind": seg["rule_kind"], "size_bytes": int(seg["size_bytes"]),
+           # min(2, Σ tieredReplicants): loaded replicas stage 12 keeps (ALGORITHM.md "Availability")
+           "required": seg["required"],
+           # overshadowed, and kept: some overshadowing segment needs a replica and is served nowhere
+           "waiting": seg["waiting"],
+           # false: only server_segments.json / load_queues.json name it (unused, size unknown)
+           "listed": bool(seg["listed"]),
+           "timeline": _timeline(spark, Path(work), seg), "tiers": []}
+    for t in tiers:
+        part = servers[servers["tier"] == t].copy()
+        part["available_bytes"] = part["max_size"] - part["projected_size"]
+        order, costs = rank_one(seg, window[window["tier"] == t], part)
+        b = num_best(len(order), target.get(t, 0)) if target.get(t, 0) > 0 else 0
+        rows = []
+        for rank, (name, cost) in enumerate(zip(order, costs), start=1):
+            srv = part[part["server"] == name].iloc[0]
+            rows.append({"server": name, "rank": rank, "cost": cost, "in_top_b": rank <= b,
+                         "available_bytes": int(srv["available_bytes"]), "ineligible": _why(name, srv, seg, here)})
+        for _, srv in part[part["decommissioning"]].iterrows():
+            rows.append({"server": srv["server"], "rank": None, "cost": None, "in_top_b": False,
+                         "available_bytes": int(srv["available_bytes"]), "ineligible": "decommissioning"})
+        out["tiers"].append({"tier": t, "target": target.get(t, 0), "b": b, "servers": rows})
+    return out
+
+
+def _why(name: str, srv, seg: dict, here: dict) -> str | None:
+    rep = here.get(name)
+    if rep and rep["served"] and not rep["queued_drop"]:
+        return "serves the segment"
+    if rep and rep["queued_load"]:
+        return "is already loading the segment"
+    if int(srv["available_bytes"]) < int(seg["size_bytes"]):
+        return f"not enough room ({int(srv['available_bytes'])} bytes available)"
+    return None
+
+
+def _timeline(spark, work: Path, seg: dict) -> dict:
+    """The segment's timeline status and which segments overshadow it and why, from the used
+    segments of its datasource that overlap it (the only ones that can)."""
+    from pyspark.sql import functions as F
+
+    from segment_balancer.druid.timeline import explain_overshadowing
+    from segment_balancer.spark.used_segments import TIMELINE_COLUMNS
+
+    table = spark.read.parquet(str(work / "timeline" / "segments.parquet"))
+    near = table.filter((F.col("datasource") == seg["datasource"]) & F.col("used")
+                        & (F.col("start_ms") < seg["end_ms"]) & (F.col("end_ms") > seg["start_ms"]))
+    pdf = near.select(*TIMELINE_COLUMNS).toPandas()
+    if seg["segment_id"] not in set(pdf["segment_id"]):
+        return {"status": "unused"}
+    return explain_overshadowing(pdf, seg["segment_id"])
+
+
+# ---- explain --plan: what the plan did with a segment, and why ------------------------------------
+OUTCOME_TEXT = {
+    "no_target": "no tier has a target for it, so no stage can load it",
+    "not_loaded": "no server of any tier's top B could take its first replica",
+    "short": "the tier still holds fewer replicas than its target",
+    "underbroadcast": "some servers that should hold this broadcast segment could not load it",
+    "left_on_decomm": "replicas stay on decommissioning servers: no destination could take them",
+    "excess_on_decomm": "replicas on decommissioning servers not moved: the tier holds its target without them, "
+                        "stage 12 drops them",
+    "no_destination": "the balancing trigger picked a holder to move, but no better server of top B could take it",
+    "balanced": "drawn for balancing, and no holder ranks behind a better non-holding server of top B: nothing to move",
+    "already_visited": "drawn again after an earlier balancing stage had visited it",
+    "deferred": "drops refused by the availability rule: fewer loaded replicas than required would remain",
+    "waiting": "overshadowed, kept until a segment overshadowing it is served",
+}
+"""One sentence per decision outcome (:mod:`segment_balancer.planner.kernels.decisions`)."""
+NOTHING_UNDONE = {"balanced", "already_visited", "excess_on_decomm"}
+"""Outcomes where the stage had nothing to do for the segment (the others left something undone)."""
+
+
+class PlanExplainError(LookupError):
+    """``explain --plan`` cannot answer: the plan directory lacks its explain tables, or the
+    segment is not in the plan's snapshot."""
+
+
+def _rows(path: Path, segment_id: str, columns: list[str] | None = None) -> list[dict]:
+    import pyarrow.dataset as ds
+
+    table = ds.dataset(str(path), format="parquet").to_table(filter=ds.field("segment_id") == segment_id, columns=columns)
+    return table.to_pylist()
+
+
+def explain_plan(plan_dir: str | Path, segment_id: str) -> dict:
+    """What the published plan in ``plan_dir`` did with ``segment_id``, and why (issue 11).
+
+    Reads only the segment's rows of the plan's ``segments.parquet``, ``operations.parquet``,
+    ``assignment.parquet`` and ``decisions.parquet`` (pyarrow filters, no Spark) and its
+    memberships in ``stage_groups.json``. Returns a dict:
+
+    - the segment (``idx``, ``datasource``, ``size_bytes`` bytes, ``used``, ``overshadowed``,
+      ``rule_kind``, ``required``, ``waiting``);
+    - ``tiers``: per tier, ``target``, ``count_before``/``count_after`` (``count(s, T)`` at the
+      snapshot and once every operation succeeded) and ``servers_before``/``servers_after``;
+    - ``stages``: per application of the run (``used_segments`` … ``stage13_…``), ``stage``,
+      ``groups`` (the groups it was in afterwards), ``counts`` (``{tier: count}`` afterwards),
+      ``operations`` (its ops of the segment: ``op_id``, ``action``, ``tier``, ``server``,
+      ``queue_type``, ``reason``, ``depends_on``) and ``decisions`` (why the stage left it undone:
+      ``outcome``, ``why`` (a sentence), ``tier`` and ``detail``: the servers tried and what
+      stopped each).
+
+    Raises ``PlanExplainError`` when the plan has no explain tables or the segment is unknown.
+    Source: :mod:`segment_balancer.planner.kernels.decisions`; ALGORITHM.md "Stages".
+    """
+    from segment_balancer.planner import groups as G
+    from segment_balancer.planner.stages import APP_NAMES, stage_number
+
+    plan = Path(plan_dir)
+    needed = ["segments.parquet", "decisions.parquet", "stage_groups.json", "operations.parquet", "assignment.parquet"]
+    missing = [n for n in needed if not (plan / n).exists()]
+    if missing:
+        raise PlanExplainError(f"{plan}: no {', '.join(missing)}; the plan was made before explain --plan existed, "
+                               "plan again to explain it")
+    found = _rows(plan / "segments.parquet", segment_id)
+    if not found:
+        raise PlanExplainError(f"segment {segment_id} is not in the snapshot of the plan {plan}")
+    seg = found[0]
+    targets = json.loads(seg["targets"]) if seg["targets"] else {}
+    ops = sorted(_rows(plan / "operations.parquet", segment_id), key=lambda o: o["op_id"])
+    after = _rows(plan / "assignment.parquet", segment_id)
+    decisions = _rows(plan / "decisions.parquet", segment_id)
+
+    servers_after: dict[str, set[str]] = {}
+    for r in after:
+        servers_after.setdefault(r["tier"], set()).add(r["server"])
+    servers_before = {t: set(s) for t, s in servers_after.items()}
+    for op in reversed(ops):
+        held = servers_before.setdefault(op["tier"], set())
+        (held.discard if op["action"] == "LOAD" else held.add)(op["server"])
+    tiers = sorted(set(targets) | set(servers_before) | set(servers_after))
+    out = {"segment_id": segment_id, **{k: seg[k] for k in ("idx", "datasource", "size_bytes", "used", "overshadowed",
+                                                          "rule_kind", "required", "waiting")},
+           "tiers": {t: {"target": int(targets.get(t, 0)),
+                         "count_before": len(servers_before.get(t, ())), "count_after": len(servers_after.get(t, ())),
+                         "servers_before": sorted(servers_before.get(t, ())),
+                         "servers_after": sorted(servers_after.get(t, ()))} for t in tiers},
+           "stages": []}
+    stage_groups = json.loads((plan / "stage_groups.json").read_text())
+    counts = {t: len(servers_before.get(t, ())) for t in tiers}
+    idx = seg["idx"]
+    member: dict[str, bool] = {}
+    for name in APP_NAMES:
+        if name not in stage_groups:
+            continue
+        stage = stage_number(name)
+        entry = stage_groups[name]
+        member = {g: member.get(g, False) for g in entry["names"]}
+        member.update({g: idx is not None and idx in G.decode(text) for g, text in entry["changed"].items()})
+        mine = [o for o in ops if o["stage"] == stage]
+        for o in mine:
+            counts[o["tier"]] = counts.get(o["tier"], 0) + (1 if o["action"] == "LOAD" else -1)
+        groups = sorted(g for g, yes in member.items() if yes)
+        why = [{"tier": d["tier"], "outcome": d["outcome"], "why": OUTCOME_TEXT.get(d["outcome"], d["outcome"]),
+                "step": d["step"], "detail": json.loads(d["detail"]) if d["detail"] else {}}
+               for d in decisions if d["stage"] == stage]
+        out["stages"].append({"app": name, "stage": stage, "groups": groups, "counts": dict(sorted(counts.items())),
+                              "operations": [{k: o[k] for k in ("op_id", "action", "tier", "server", "queue_type", "reason",
+                                                                 "depends_on")} for o in mine],
+                              "decisions": why})
+    return out
+
+
+def render_explain(report: dict) -> str:
+    """:func:`explain_plan`'s answer as text for a person: the segment, its tiers before and after,
+    then stage by stage what it did and, where a stage left the segment undone, why."""
+    lines = [f"segment {report['segment_id']}",
+             f"  datasource {report['datasource']}, {report['size_bytes']} bytes, rule {report['rule_kind'] or 'none'}"
+             f"{', unused' if not report['used'] else ''}{', overshadowed' if report['overshadowed'] else ''}"
+             f"{', waiting for what overshadows it' if report['waiting'] else ''}"]
+    for tier, t in report["tiers"].items():
+        lines.append(f"  tier {tier}: target {t['target']}, count {t['count_before']} -> {t['count_after']}  "
+                     f"[{', '.join(t['servers_before']) or '-'}] -> [{', '.join(t['servers_after']) or '-'}]")
+    previous: list[str] | None = None
+    for st in report["stages"]:
+        changed = st["groups"] != previous
+        if not (st["operations"] or st["decisions"] or changed):
+            continue
+        lines.append(f"{st['app']} (stage {st['stage']}):")
+        if changed:
+            lines.append(f"  groups after: {', '.join(st['groups']) or '-'}; counts {st['counts']}")
+        previous = st["groups"]
+        for o in st["operations"]:
+            dep = f", after op {o['depends_on']}" if o["depends_on"] is not None else ""
+            queue = f" ({o['queue_type']} queue)" if o["queue_type"] else ""
+            lines.append(f"  op {o['op_id']}: {o['action']} on {o['server']} [{o['tier']}]{queue}, reason {o['reason']}{dep}")
+        for d in st["decisions"]:
+            where = f" in {d['tier']}" if d["tier"] else ""
+            label = "considered" if d["outcome"] in NOTHING_UNDONE else "why not"
+            lines.append(f"  {label}{where}: {d['why']}")
+            lines += _detail_lines(d["detail"])
+    return "\n".join(lines)
+
+
+def _detail_lines(detail: dict) -> list[str]:
+    out = []
+    if "tiers" in detail and isinstance(detail["tiers"], dict):
+        for tier, sub in detail["tiers"].items():
+            out.append(f"    tier {tier}:")
+            out += ["  " + line for line in _detail_lines(sub)]
+        return out
+    facts = {k: v for k, v in detail.items() if k not in ("tried", "tiers", "top_b", "refused")}
+    if facts:
+        out.append("    " + ", ".join(f"{k} {v}" for k, v in facts.items()))
+    if detail.get("top_b"):
+        out.append(f"    top B: {', '.join(detail['top_b'])}")
+    for server, why in detail.get("tried", []):
+        out.append(f"    {server}: {why}")
+    for tier, server in detail.get("refused", []):
+        out.append(f"    dropping from {server} [{tier}] refused: it would leave fewer than {detail.get('required')} loaded replicas")
+    return out

@@ -1,0 +1,157 @@
+"""Atomic publish of a validated plan directory.
+
+``publish_plan(plan_dir, dest_dir)`` copies the plan to a hidden temporary sibling of ``dest_dir``,
+writes its ``report.html`` there and renames it into place; an existing ``dest_dir`` is renamed aside first and deleted only after
+the new one is in (:func:`replace_dir`, which the simulation of a DAG run uses too). A ``LATEST``
+file beside ``dest_dir`` then names the published directory.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+import shutil
+import tempfile
+import uuid
+from collections.abc import Callable
+from pathlib import Path
+
+FINGERPRINTED = ("operations.parquet", "assignment.parquet")
+
+
+class PublishError(RuntimeError):
+    """The plan was not published (not validated, changed since validation, or an I/O failure)."""
+
+
+def plan_fingerprint(plan_dir: str | Path) -> dict[str, str]:
+    """``{file name: sha256 hex}`` of the validated plan files present in ``plan_dir``."""
+    out = {}
+    for name in FINGERPRINTED:
+        path = Path(plan_dir) / name
+        if path.is_file():
+            digest = hashlib.sha256()
+            with path.open("rb") as fh:
+                for chunk in iter(lambda: fh.read(1 << 20), b""):
+                    digest.update(chunk)
+            out[name] = digest.hexdigest()
+    return out
+
+
+def _check_validated(plan_dir: Path) -> None:
+    report_path = plan_dir / "validation.json"
+    try:
+        report = json.loads(report_path.read_text())
+    except FileNotFoundError:
+        raise PublishError(f"{plan_dir}: no validation.json; validate the plan first") from None
+    except (OSError, ValueError) as exc:
+        raise PublishError(f"{report_path}: unreadable ({exc})") from exc
+    if not isinstance(report, dict) or report.get("success") is not True:
+        failed = [c.get("name") for c in report.get("checks", []) if not c.get("success")] \
+            if isinstance(report, dict) else []
+        raise PublishError(f"{plan_dir}: validation did not succeed (failed checks: {failed})")
+    expected = report.get("plan_files")
+    if expected is not None and plan_fingerprint(plan_dir) != expected:
+        raise PublishError(f"{plan_dir}: plan files changed since validation; validate again")
+
+
+def _fsync_tree(root: Path) -> None:
+    for dirpath, _dirs, files in os.walk(root):
+        for name in files:
+            with open(os.path.join(dirpath, name), "rb") as fh:
+                os.fsync(fh.fileno())
+    _fsync_dir(root)
+
+
+def _fsync_dir(path: Path) -> None:
+    try:
+        fd = os.open(path, os.O_RDONLY)
+    except OSError:
+        return
+    try:
+        os.fsync(fd)
+    except OSError:
+        pass
+    finally:
+        os.close(fd)
+
+
+def _write_latest(parent: Path, name: str) -> None:
+    fd, tmp = tempfile.mkstemp(prefix=".LATEST.", suffix=".tmp", dir=parent)
+    try:
+        with os.fdopen(fd, "w") as fh:
+            fh.write(name + "\n")
+            fh.flush()
+            os.fsync(fh.fileno())
+        os.replace(tmp, parent / "LATEST")
+    except BaseException:
+        Path(tmp).unlink(missing_ok=True)
+        raise
+
+
+def replace_dir(dest_dir: str | Path, fill: Callable[[Path], object]) -> Path:
+    """Make ``dest_dir`` whole or not at all: ``fill(tmp)`` writes the new content into the hidden
+    sibling ``tmp`` = ``dest_dir.parent/.<name>.tmp-<id>`` (created empty), which is then renamed
+    to ``dest_dir``; an existing ``dest_dir`` is renamed aside first and deleted once the new one
+    is in. Returns ``dest_dir``. Raises ``PublishError`` when ``fill`` or the renames fail; then
+    ``dest_dir`` is left as it was and the temporaries are removed.
+    """
+    dest = Path(dest_dir).resolve()
+    parent = dest.parent
+    token = uuid.uuid4().hex[:12]
+    tmp, old = parent / f".{dest.name}.tmp-{token}", parent / f".{dest.name}.old-{token}"
+    moved_aside = False
+    try:
+        tmp.mkdir(parents=True)
+        fill(tmp)
+        _fsync_tree(tmp)
+        if dest.exists():
+            os.rename(dest, old)
+            moved_aside = True
+        os.rename(tmp, dest)
+        _fsync_dir(parent)
+    except BaseException as exc:
+        if moved_aside and not dest.exists():
+            os.rename(old, dest)
+        shutil.rmtree(tmp, ignore_errors=True)
+        if isinstance(exc, Exception) and not isinstance(exc, PublishError):
+            raise PublishError(f"writing {dest} failed: {exc}") from exc
+        raise
+    if moved_aside:
+        shutil.rmtree(old, ignore_errors=True)
+    return dest
+
+
+def publish_plan(plan_dir: str | Path, dest_dir: str | Path) -> Path:
+    """Publish the validated plan in ``plan_dir`` as ``dest_dir``; return ``dest_dir``.
+
+    Requires ``plan_dir/validation.json`` with ``"success": true`` (and, when it records
+    ``plan_files``, unchanged plan files). Every file of ``plan_dir`` except dotfiles is copied
+    into place with :func:`replace_dir`, with the plan's ``report.html``
+    (:func:`segment_balancer.plan.report.write_report`) written beside them: a published plan always
+    has its report. ``dest_dir.parent/LATEST`` is then replaced atomically
+    with ``"<dest_dir name>\\n"``. Raises ``PublishError``; on any failure the previously
+    published ``dest_dir`` is left as it was and temporaries are removed.
+    """
+    plan_dir, dest = Path(plan_dir).resolve(), Path(dest_dir).resolve()
+    if not plan_dir.is_dir():
+        raise PublishError(f"{plan_dir}: not a directory")
+    if dest == plan_dir or plan_dir in dest.parents or dest in plan_dir.parents:
+        raise PublishError(f"cannot publish {plan_dir} onto {dest}")
+    _check_validated(plan_dir)
+
+    def copy(tmp: Path) -> None:
+        from segment_balancer.plan.report import write_report
+
+        shutil.copytree(plan_dir, tmp, ignore=shutil.ignore_patterns(".*"), dirs_exist_ok=True)
+        write_report(tmp)
+
+    try:
+        replace_dir(dest, copy)
+    except PublishError as exc:
+        raise PublishError(f"publishing {plan_dir} to {dest} failed: {exc.__cause__ or exc}") from exc
+    try:
+        _write_latest(dest.parent, dest.name)
+    except OSError as exc:
+        raise PublishError(f"{dest} published but LATEST not updated: {exc}") from exc
+    return dest

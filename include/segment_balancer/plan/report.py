@@ -1,0 +1,310 @@
+"""``report.html``: a plan, or a simulation, as a self-contained HTML report for a person (issue 11).
+
+A plan's report (:func:`write_report`) is built from the files of the plan directory only
+(``summary.json``, ``validation.json``), so any published plan can be reported again
+(``python -m segment_balancer report PLAN_DIR``). It shows the headline numbers
+(:func:`segment_balancer.plan.history.headline`), per tier the segments and bytes of every historical
+before and after the plan (with its ``max_size``), the max − min balance before and after, the
+replication status before and after, the operations per stage × tier × action, the drops the
+availability rule deferred and the overshadowed segments kept waiting, alerts, the timeline counts
+per datasource, the per-stage timings, the Great Expectations result, Druid's metric names, the
+effective config and the what-if edits.
+
+A simulation's report (:func:`write_simulation_report`) charts its runs (``runs.csv`` and every run's
+plan and ``historicals.csv``, :mod:`segment_balancer.tools.simulate`): unreplicated and underreplicated
+segments, the max − min of segments per tier and the moves, run by run; it links every run's own
+plan report.
+
+Charts are Plotly figures; ``plotly.js`` is inlined once per page, so a report opens offline
+(about 5 MB). Element ids are fixed, so the same plan gives the same file.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+from pathlib import Path
+
+import pandas as pd
+
+from segment_balancer.plan.history import headline
+from segment_balancer.common.files import write_text_atomic
+
+log = logging.getLogger(__name__)
+
+REPORT_FILE = "report.html"
+HEADLINES = (
+    ("operations", "operations"), ("loads", "loads"), ("drops", "drops"), ("moves", "drops waiting for a load (moves, callbacks)"),
+    ("unreplicated_before", "unreplicated at the snapshot"), ("unreplicated_after", "unreplicated once the plan succeeded"),
+    ("underreplicated_before", "underreplicated at the snapshot"),
+    ("underreplicated_after", "underreplicated once the plan succeeded"),
+    ("deferred_drops", "drops deferred (availability rule)"), ("overshadowed_waiting", "overshadowed segments waiting"),
+)
+"""The report's headline cards: (key of :func:`~segment_balancer.plan.history.headline`, label). Each card
+is an element ``data-testid="headline-<key>"`` with ``data-value`` = the integer."""
+
+BEFORE, AFTER = "#9aa5b1", "#1f77b4"
+STATUS_COLORS = {"unreplicated": "#d62728", "underreplicated": "#ff7f0e", "fully_replicated": "#2ca02c",
+                 "overreplicated": "#9467bd"}
+
+
+class ReportError(ValueError):
+    """The directory is no plan (no ``summary.json``) or no simulation (no ``runs.csv``), or one of
+    its files cannot be read."""
+
+
+def _environment():
+    from jinja2 import Environment, PackageLoader, select_autoescape
+
+    env = Environment(loader=PackageLoader("segment_balancer.plan", "templates"), autoescape=select_autoescape(["html", "j2"]),
+                      trim_blocks=True, lstrip_blocks=True)
+    env.filters["num"] = lambda v: f"{v:,}" if isinstance(v, int) and not isinstance(v, bool) else v
+    env.filters["value"] = lambda v: v if isinstance(v, str) else json.dumps(v)  # a config value as Druid's JSON has it
+    return env
+
+
+def _plotlyjs() -> str:
+    from plotly.offline import get_plotlyjs
+
+    return get_plotlyjs()
+
+
+def _html(fig, div_id: str) -> str:
+    """The figure as a ``<div>`` and its script (no ``plotly.js``), with a fixed id."""
+    fig.update_layout(template="plotly_white", font={"size": 12})
+    return fig.to_html(full_html=False, include_plotlyjs=False, div_id=div_id,
+                       config={"displaylogo": False, "responsive": True})
+
+
+def _read_json(path: Path, what: str):
+    try:
+        return json.loads(path.read_text())
+    except FileNotFoundError:
+        raise ReportError(f"{path.parent}: no {path.name}; not {what}") from None
+    except (OSError, ValueError) as exc:
+        raise ReportError(f"{path}: unreadable ({exc})") from exc
+
+
+# ---- the charts of one plan ------------------------------------------------------------------------
+def holdings_figure(servers: list[dict], tier: str):
+    """Segments and bytes of each historical of ``tier`` before and after the plan, and its
+    ``max_size`` (bytes), from ``summary.json``'s ``servers`` rows. Decommissioning historicals are
+    marked ``(decommissioning)``."""
+    import plotly.graph_objects as go
+    from plotly.subplots import make_subplots
+
+    rows = [r for r in servers if r["tier"] == tier]
+    names = [r["server"] + (" (decommissioning)" if r["decommissioning"] else "") for r in rows]
+    fig = make_subplots(rows=2, cols=1, shared_xaxes=True, vertical_spacing=0.16,
+                        subplot_titles=("segments per historical", "bytes per historical (GB) and max_size"))
+    for when, color in (("before", BEFORE), ("after", AFTER)):
+        fig.add_trace(go.Bar(x=names, y=[r[f"segments_{when}"] for r in rows], name=f"{when}", marker_color=color,
+                             legendgroup=when), row=1, col=1)
+        fig.add_trace(go.Bar(x=names, y=[r[f"bytes_{when}"] / 1e9 for r in rows], name=f"{when}", marker_color=color,
+                             legendgroup=when, showlegend=False), row=2, col=1)
+    fig.add_trace(go.Scatter(x=names, y=[r["max_size"] / 1e9 for r in rows], name="max_size", mode="markers",
+                             marker={"symbol": "line-ew-open", "size": 28, "color": "#d62728", "line": {"width": 3}}),
+                  row=2, col=1)
+    fig.update_layout(title=f"tier {tier}: holdings before and after", barmode="group", height=480)
+    fig.update_layout(margin={"t": 90})
+    return fig
+
+
+def balance_figure(before: dict, after: dict):
+    """max − min of segments and of bytes over each tier's non-decommissioning historicals, before
+    and after (``summary.json``'s ``balance_before`` / ``balance_after``)."""
+    import plotly.graph_objects as go
+    from plotly.subplots import make_subplots
+
+    tiers = sorted(set(before) | set(after))
+    fig = make_subplots(rows=1, cols=2, subplot_titles=("max − min segments", "max − min bytes (GB)"))
+    for when, data, color in (("before", before, BEFORE), ("after", after, AFTER)):
+        fig.add_trace(go.Bar(x=tiers, y=[data.get(t, {}).get("segments_max_minus_min", 0) for t in tiers], name=when,
+                             marker_color=color, legendgroup=when), row=1, col=1)
+        fig.add_trace(go.Bar(x=tiers, y=[data.get(t, {}).get("bytes_max_minus_min", 0) / 1e9 for t in tiers], name=when,
+                             marker_color=color, legendgroup=when, showlegend=False), row=1, col=2)
+    fig.update_layout(title="balance per tier (smaller is more even)", barmode="group", height=340)
+    return fig
+
+
+def status_figure(before: dict, after: dict):
+    """Used load-rule segments per tier by replication status, before and after the plan, stacked;
+    unreplicated segments (no replica in any tier) in a column of their own (``status_before`` /
+    ``status_after`` of ``summary.json``)."""
+    import plotly.graph_objects as go
+
+    tiers = sorted(set(before.get("tiers", {})) | set(after.get("tiers", {})))
+    x = [[t for t in tiers for _ in (0, 1)] + ["(any tier)", "(any tier)"],
+         ["before", "after"] * len(tiers) + ["before", "after"]]
+    fig = go.Figure()
+    for status in ("underreplicated", "fully_replicated", "overreplicated"):
+        y = [s.get("tiers", {}).get(t, {}).get(status, 0) for t in tiers for s in (before, after)] + [0, 0]
+        fig.add_trace(go.Bar(x=x, y=y, name=status.replace("_", " "), marker_color=STATUS_COLORS[status]))
+    fig.add_trace(go.Bar(x=x, y=[0] * (2 * len(tiers)) + [before.get("unreplicated", 0), after.get("unreplicated", 0)],
+                         name="unreplicated", marker_color=STATUS_COLORS["unreplicated"]))
+    fig.update_layout(title="replication status per tier, before and after", barmode="stack", height=380)
+    return fig
+
+
+def operations_figure(by_stage: list[dict]):
+    """Operations per stage, stacked by tier and action (``summary.json``'s ``by_stage_tier_action``)."""
+    import plotly.graph_objects as go
+
+    fig = go.Figure()
+    frame = pd.DataFrame(by_stage, columns=["stage", "tier", "action", "count"])
+    stages = [str(s) for s in range(1, 14)]
+    for (tier, action), part in frame.groupby(["tier", "action"], sort=True):
+        per = dict(zip(part["stage"].astype(str), part["count"].astype(int)))
+        fig.add_trace(go.Bar(x=stages, y=[per.get(s, 0) for s in stages], name=f"{tier} {action}"))
+    fig.update_layout(title="operations per stage × tier × action", barmode="stack", height=380,
+                      xaxis={"title": "stage", "type": "category"}, yaxis={"title": "operations"})
+    return fig
+
+
+def timeline_figure(per_datasource: dict):
+    """Used segments per datasource by timeline status (visible, standby, overshadowed), stacked
+    (``summary.json``'s ``timeline.per_datasource``)."""
+    import plotly.graph_objects as go
+
+    names = sorted(per_datasource)
+    fig = go.Figure()
+    for status, color in (("visible", "#2ca02c"), ("standby", "#ff7f0e"), ("overshadowed", "#9aa5b1")):
+        fig.add_trace(go.Bar(x=names, y=[per_datasource[n].get(status, 0) for n in names], name=status, marker_color=color))
+    fig.update_layout(title="used segments per datasource on the timeline", barmode="stack", height=340)
+    return fig
+
+
+def timings_figure(timings: dict):
+    """Seconds per application, in run order; skipped stages (nothing to schedule) shown as 0 and
+    named so (``summary.json``'s ``timings_seconds``)."""
+    import plotly.graph_objects as go
+
+    names = [n + (" (skipped)" if t.get("skipped") else "") for n, t in timings.items()]
+    fig = go.Figure(go.Bar(y=names, x=[t.get("seconds", 0) for t in timings.values()], orientation="h",
+                           marker_color=AFTER))
+    fig.update_layout(title="seconds per application", height=120 + 24 * len(names),
+                      yaxis={"autorange": "reversed"}, xaxis={"title": "seconds"})
+    return fig
+
+
+def plan_report(plan_dir: str | Path) -> str:
+    """The HTML of the report of the plan in ``plan_dir`` (module docstring). Raises
+    :class:`ReportError` when ``summary.json`` is missing or unreadable; a missing
+    ``validation.json`` is reported as not validated."""
+    plan = Path(plan_dir)
+    summary = _read_json(plan / "summary.json", "a plan directory")
+    validation = _read_json(plan / "validation.json", "validated") if (plan / "validation.json").is_file() else None
+    try:
+        return _plan_report(plan, summary, validation)
+    except (KeyError, TypeError, AttributeError) as exc:
+        raise ReportError(f"{plan / 'summary.json'}: not a plan summary ({type(exc).__name__}: {exc})") from exc
+
+
+def _plan_report(plan: Path, summary: dict, validation: dict | None) -> str:
+    numbers = headline(summary)
+    tiers = sorted({r["tier"] for r in summary.get("servers", [])})
+    charts = {"status": _html(status_figure(summary["status_before"], summary["status_after"]), "chart-status"),
+              "balance": _html(balance_figure(summary["balance_before"], summary["balance_after"]), "chart-balance"),
+              "operations": _html(operations_figure(summary["by_stage_tier_action"]), "chart-operations"),
+              "timings": _html(timings_figure(summary.get("timings_seconds", {})), "chart-timings")}
+    per_ds = summary.get("timeline", {}).get("per_datasource", {})
+    if per_ds:
+        charts["timeline"] = _html(timeline_figure(per_ds), "chart-timeline")
+    holdings = [(t, _html(holdings_figure(summary["servers"], t), f"chart-holdings-{i}")) for i, t in enumerate(tiers)]
+    metrics: dict[tuple, dict] = {}
+    for e in summary.get("druid_metrics", []):
+        metrics.setdefault((e["metric"], e.get("tier") or ""), {})[e["at"]] = e["value"]
+    config = {k: v for k, v in summary.get("config", {}).items() if k not in ("ignored", "derived")}
+    return _environment().get_template("plan_report.html.j2").render(
+        title=f"Plan {plan.name}", summary=summary, numbers=numbers, headlines=HEADLINES, charts=charts,
+        holdings=holdings, validation=validation, metrics=sorted(metrics.items()), config=config,
+        plotlyjs=_plotlyjs())
+
+
+def write_report(plan_dir: str | Path) -> Path:
+    """Write ``plan_dir/report.html`` atomically (:func:`plan_report`) and return its path."""
+    path = Path(plan_dir) / REPORT_FILE
+    write_text_atomic(plan_report(plan_dir), path)
+    log.info("report written to %s", path)
+    return path
+
+
+# ---- a simulation ----------------------------------------------------------------------------------
+def simulation_frames(sim_dir: Path) -> tuple[pd.DataFrame, pd.DataFrame]:
+    """``(runs, spread)`` of a simulation directory: ``runs.csv`` as a frame, and ``spread`` with one
+    row per (``run``, ``tier``): ``segments_max_minus_min`` (int) over the tier's historicals after
+    applying the run (``run-NNN/historicals.csv``), the decommissioning ones (``servers`` of the
+    run's plan summary) left out. Raises :class:`ReportError` without ``runs.csv``."""
+    try:
+        runs = pd.read_csv(sim_dir / "runs.csv")
+    except FileNotFoundError:
+        raise ReportError(f"{sim_dir}: no runs.csv; not a simulation directory") from None
+    rows = []
+    for run in runs["run"]:
+        base = sim_dir / f"run-{int(run):03d}"
+        held = pd.read_csv(base / "historicals.csv")
+        servers = _read_json(base / "plan" / "summary.json", "a simulated run's plan").get("servers", [])
+        decommissioning = {s["server"] for s in servers if s["decommissioning"]}
+        live = held[~held["server"].isin(decommissioning)]
+        for tier, part in live.groupby("tier"):
+            rows.append({"run": int(run), "tier": tier, "segments_max_minus_min": int(part["segments"].max() - part["segments"].min())})
+    return runs, pd.DataFrame(rows, columns=["run", "tier", "segments_max_minus_min"])
+
+
+def simulation_report(sim_dir: str | Path) -> str:
+    """The HTML of a simulation's report (module docstring). Raises :class:`ReportError`."""
+    import plotly.graph_objects as go
+
+    sim = Path(sim_dir)
+    runs, spread = simulation_frames(sim)
+    x = runs["run"].astype(int).tolist()
+    status = go.Figure()
+    for column, name, color in (("unreplicated_before", "unreplicated", STATUS_COLORS["unreplicated"]),
+                                ("underreplicated_before", "underreplicated", STATUS_COLORS["underreplicated"])):
+        status.add_trace(go.Scatter(x=x, y=runs[column].astype(int).tolist(), name=name, mode="lines+markers",
+                                    line={"color": color}))
+    status.update_layout(title="segments at the start of each run", xaxis={"title": "run", "dtick": 1}, height=340)
+    balance = go.Figure()
+    for tier, part in spread.groupby("tier"):
+        balance.add_trace(go.Scatter(x=part["run"].tolist(), y=part["segments_max_minus_min"].tolist(), name=tier,
+                                     mode="lines+markers"))
+    balance.update_layout(title="max − min segments per tier after each run", xaxis={"title": "run", "dtick": 1}, height=340)
+    moves = go.Figure()
+    for column, name in (("loads", "loads"), ("drops", "drops"), ("moves", "moves"), ("balancing_moves", "balancing moves")):
+        moves.add_trace(go.Bar(x=x, y=runs[column].astype(int).tolist(), name=name))
+    moves.update_layout(title="operations planned per run", barmode="group", xaxis={"title": "run", "dtick": 1}, height=340)
+    charts = {"status": _html(status, "chart-sim-status"), "balance": _html(balance, "chart-sim-balance"),
+              "moves": _html(moves, "chart-sim-moves")}
+    reports = {int(r): f"run-{int(r):03d}/plan/{REPORT_FILE}" for r in x
+               if (sim / f"run-{int(r):03d}" / "plan" / REPORT_FILE).is_file()}
+    return _environment().get_template("simulation_report.html.j2").render(
+        title=f"Simulation {sim.parent.name}/{sim.name}", runs=runs.to_dict("records"), columns=list(runs.columns),
+        charts=charts, reports=reports, plotlyjs=_plotlyjs())
+
+
+def write_simulation_report(sim_dir: str | Path) -> Path:
+    """Write ``sim_dir/report.html`` atomically (:func:`simulation_report`) and return its path."""
+    path = Path(sim_dir) / REPORT_FILE
+    write_text_atomic(simulation_report(sim_dir), path)
+    log.info("simulation report written to %s", path)
+    return path
+
+
+def rebuild(directory: str | Path) -> list[Path]:
+    """``python -m segment_balancer report DIR``: (re)write the report of a plan directory, or of a
+    simulation directory and of each of its runs' plans; a plan directory with a ``simulation/``
+    gets both. Returns the reports written. Raises :class:`ReportError` when ``DIR`` is neither."""
+    d = Path(directory)
+    written = []
+    if (d / "summary.json").is_file():
+        written.append(write_report(d))
+        if (d / "simulation" / "runs.csv").is_file():
+            written += rebuild(d / "simulation")
+    elif (d / "runs.csv").is_file():
+        for plan in sorted(d.glob("run-*/plan")):
+            if (plan / "summary.json").is_file():
+                written.append(write_report(plan))
+        written.append(write_simulation_report(d))
+    else:
+        raise ReportError(f"{d}: neither a plan directory (summary.json) nor a simulation (runs.csv)")
+    return written

@@ -1,0 +1,392 @@
+"""Great Expectations checks of a plan, on pandas frames.
+
+``validate_plan(plan_dir, work_dir)`` reads the plan (``operations.parquet``, ``assignment.parquet``)
+and the prepared start state of the run (``WORK/prepared/``), derives small frames with pandas
+(projected size per server, queue counts per stage, dependency targets, ...) and lets GX
+expectations decide each check. The report is written atomically to ``PLAN/validation.json``.
+
+Checks, in report order (see ``docs/ARCHITECTURE.md`` and ``ALGORITHM.md``):
+
+1. ``known_servers_and_segments``  every op's server and segment exist in the start state
+2. ``assignment_unique``           no duplicate (segment_id, server) in the assignment
+3. ``capacity``                    current + queued loads + plan loads <= max_size (drops ignored)
+4. ``no_replicated_load_to_decommissioning``  no LOAD of a ``rule_kind == "load"`` segment there
+5. ``queue_limits``                per-stage load-queue limits and the total ``M`` after each stage
+6. ``dependencies``                depends_on -> earlier LOAD of the same segment; dependents are DROPs
+7. ``well_formed``                 unique op ids, action/queue type/stage domains, sizes >= 0
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import os
+import tempfile
+from dataclasses import dataclass, field
+from datetime import datetime, timezone
+from pathlib import Path
+from typing import Any
+
+import pandas as pd
+
+from segment_balancer.planner.kernels.state import QUEUE_TYPES
+from segment_balancer.plan.publish import plan_fingerprint
+
+ACTIONS = ("LOAD", "DROP")
+STAGES = range(1, 14)
+MAX_EXAMPLES = 10
+
+_REQUIRED = {
+    "operations": ["op_id", "stage", "action", "queue_type", "segment_id", "datasource", "tier",
+                   "server", "size_bytes", "depends_on", "reason"],
+    "assignment": ["segment_id", "server", "tier"],
+    "servers": ["server", "tier", "max_size", "current_size", "decommissioning"],
+    "segments": ["segment_id", "size_bytes", "rule_kind"],
+    "replicas": ["segment_id", "server", "queued_load", "queue_type"],
+}
+
+
+def gx():
+    """The ``great_expectations`` module, imported on first use (its import takes some 4 s: a
+    caller that plans first, such as the CLI, starts it in the background with
+    :func:`import_in_background`), with GX's usage analytics off and, unless a level was set for
+    it, its logger at WARNING: on import GX logs some 200 INFO lines of its own set-up ("Skipping
+    registering function …"), in the CLI's log and the validate task's alike."""
+    os.environ.setdefault("GX_ANALYTICS_ENABLED", "false")
+    gx_log = logging.getLogger("great_expectations")
+    if gx_log.level == logging.NOTSET:
+        gx_log.setLevel(logging.WARNING)
+    import great_expectations
+
+    return great_expectations
+
+
+def import_in_background() -> None:
+    """Import Great Expectations in a daemon thread, so that its import overlaps the Spark work of
+    a plan instead of following it (the thread waits on nothing; a failed import surfaces again,
+    with its traceback, when :func:`validate_plan` imports it)."""
+    import threading
+
+    def load() -> None:
+        try:
+            gx()
+        except Exception:  # noqa: BLE001 - validate_plan's own import reports it
+            pass
+
+    threading.Thread(target=load, name="import-great-expectations", daemon=True).start()
+
+
+class PlanValidationError(RuntimeError):
+    """A plan failed validation; ``report`` holds the full report of ``validate_plan``."""
+
+    def __init__(self, message: str, report: dict):
+        super().__init__(message)
+        self.report = report
+
+
+@dataclass
+class PlanInputs:
+    """Frames of one validation: plan tables, prepared start state, stage limits by stage number."""
+
+    operations: pd.DataFrame
+    assignment: pd.DataFrame
+    servers: pd.DataFrame
+    segments: pd.DataFrame
+    replicas: pd.DataFrame
+    stage_limits: dict[int, dict] = field(default_factory=dict)
+
+
+def load_inputs(plan_dir: str | Path, work_dir: str | Path) -> PlanInputs:
+    """Read the plan and the prepared start state.
+
+    ``operations.depends_on`` is returned as nullable ``Int64``. ``stage_limits`` maps the stage
+    number (int) to ``{"queue_type": str|None, "limit": int|None, "total": int|None}``.
+    Raises ``FileNotFoundError`` for a missing file and ``ValueError`` for a missing column or a
+    ``meta.json`` without ``stage_limits`` for every stage 1–13.
+    """
+    plan_dir, prepared = Path(plan_dir), Path(work_dir) / "prepared"
+    frames = {
+        "operations": pd.read_parquet(plan_dir / "operations.parquet"),
+        "assignment": pd.read_parquet(plan_dir / "assignment.parquet"),
+        "servers": pd.read_parquet(prepared / "servers.parquet"),
+        "segments": pd.read_parquet(prepared / "segments.parquet"),
+        "replicas": pd.read_parquet(prepared / "replicas.parquet"),
+    }
+    for name, cols in _REQUIRED.items():
+        missing = [c for c in cols if c not in frames[name].columns]
+        if missing:
+            raise ValueError(f"{name}: missing columns {missing}")
+    ops = frames["operations"]
+    ops["depends_on"] = ops["depends_on"].astype("Int64")
+    meta = json.loads((prepared / "meta.json").read_text())
+    raw = meta.get("stage_limits")
+    if not isinstance(raw, dict) or any(str(k) not in raw for k in STAGES):
+        raise ValueError("meta.json: stage_limits must name every stage 1-13")
+    limits = {int(k): dict(v) for k, v in raw.items()}
+    return PlanInputs(**frames, stage_limits=limits)
+
+
+def capacity_frame(inp: PlanInputs) -> pd.DataFrame:
+    """Projected size of every known server that receives at least one LOAD in the plan.
+
+    Columns: ``server``, ``tier`` (str), ``max_size``, ``current_size``, ``queued_bytes`` (sizes of
+    queued loads in the start state), ``plan_load_bytes`` (sizes of the plan's LOADs),
+    ``projected_size`` (sum of the three), all int64 bytes. Drops are not subtracted.
+    """
+    sizes = inp.segments.drop_duplicates("segment_id").set_index("segment_id")["size_bytes"]
+    queued = inp.replicas[inp.replicas["queued_load"].fillna(False).astype(bool)]
+    queued_bytes = queued["segment_id"].map(sizes).fillna(0).groupby(queued["server"]).sum()
+    loads = inp.operations[inp.operations["action"] == "LOAD"]
+    load_bytes = loads.groupby("server")["size_bytes"].sum()
+    out = inp.servers.loc[inp.servers["server"].isin(load_bytes.index),
+                          ["server", "tier", "max_size", "current_size"]].reset_index(drop=True)
+    out["queued_bytes"] = out["server"].map(queued_bytes).fillna(0).astype("int64")
+    out["plan_load_bytes"] = out["server"].map(load_bytes).fillna(0).astype("int64")
+    out["projected_size"] = out["current_size"] + out["queued_bytes"] + out["plan_load_bytes"]
+    return out
+
+
+def decommissioning_load_frame(inp: PlanInputs) -> pd.DataFrame:
+    """The plan's LOADs of replicated segments (``rule_kind == "load"``).
+
+    Columns: ``op_id`` (int64), ``stage``, ``segment_id``, ``server`` (str), ``decommissioning``
+    (bool; null for an unknown server, which check 1 reports).
+    """
+    loads = inp.operations[inp.operations["action"] == "LOAD"]
+    kinds = inp.segments.drop_duplicates("segment_id").set_index("segment_id")["rule_kind"]
+    loads = loads[loads["segment_id"].map(kinds) == "load"]
+    decomm = inp.servers.drop_duplicates("server").set_index("server")["decommissioning"]
+    out = loads[["op_id", "stage", "segment_id", "server"]].reset_index(drop=True)
+    out["decommissioning"] = out["server"].map(decomm).astype("boolean")
+    return out
+
+
+def queue_frame(inp: PlanInputs) -> pd.DataFrame:
+    """Queue counts after each stage, for each server that received a LOAD in that stage.
+
+    Stages are replayed in order; queued loads of the start state count with their type (untyped =
+    loading), as do the plan's LOADs (a LOAD without a type counts as loading; check 7 reports it).
+    Columns: ``stage`` (int64), ``server`` (str), ``counted_type`` (str: the stage's queue type or
+    ``"all"``), ``count`` (int64: loads of that type), ``limit`` (Int64, null = none),
+    ``total_count`` (int64: all loads), ``total`` (Int64, null = unlimited).
+    """
+    rep = inp.replicas[inp.replicas["queued_load"].fillna(False).astype(bool)]
+    start = pd.DataFrame({"server": rep["server"], "qt": rep["queue_type"].fillna("loading"),
+                          "stage": 0})
+    ops = inp.operations
+    ops = ops[(ops["action"] == "LOAD") & ops["stage"].notna() & ops["server"].notna()]
+    loads = pd.DataFrame({"server": ops["server"], "qt": ops["queue_type"].fillna("loading"),
+                          "stage": ops["stage"].astype("int64")})
+    queued = pd.concat([start, loads], ignore_index=True)
+    rows = []
+    for k in sorted(loads["stage"].unique()):
+        counts = (queued[queued["stage"] <= k].groupby(["server", "qt"]).size()
+                  .unstack(fill_value=0))
+        lim = inp.stage_limits.get(int(k), {})
+        qtype = lim.get("queue_type")
+        for server in sorted(loads.loc[loads["stage"] == k, "server"].unique()):
+            row = counts.loc[server]
+            rows.append({"stage": int(k), "server": server, "counted_type": qtype or "all",
+                         "count": int(row.get(qtype, 0) if qtype else row.sum()),
+                         "limit": lim.get("limit"), "total_count": int(row.sum()),
+                         "total": lim.get("total")})
+    cols = ["stage", "server", "counted_type", "count", "limit", "total_count", "total"]
+    out = pd.DataFrame(rows, columns=cols)
+    for c in ("stage", "count", "total_count"):
+        out[c] = out[c].astype("int64")
+    for c in ("limit", "total"):
+        out[c] = out[c].astype("Int64")
+    return out
+
+
+def dependency_frame(inp: PlanInputs) -> pd.DataFrame:
+    """Every op with a non-null ``depends_on``, joined with the op it points to.
+
+    Columns: ``op_id`` (int64), ``action``, ``segment_id``, ``server`` (str), ``depends_on``
+    (Int64), ``target_action``, ``target_segment_id`` (str; ``"<missing>"`` when no op has that id).
+    """
+    ops = inp.operations
+    dep = ops.loc[ops["depends_on"].notna(),
+                  ["op_id", "action", "segment_id", "server", "depends_on"]]
+    targets = (ops[["op_id", "action", "segment_id"]].drop_duplicates("op_id")
+               .rename(columns={"op_id": "depends_on", "action": "target_action",
+                                "segment_id": "target_segment_id"}))
+    targets["depends_on"] = targets["depends_on"].astype("Int64")
+    out = dep.merge(targets, on="depends_on", how="left").reset_index(drop=True)
+    for c in ("target_action", "target_segment_id"):
+        out[c] = out[c].astype(object).where(out[c].notna(), "<missing>")
+    return out
+
+
+def _checks(inp: PlanInputs) -> list[tuple[str, pd.DataFrame, list, list[str]]]:
+    """(name, frame, expectations, example columns) of every check, in report order."""
+    ops = inp.operations.reset_index(drop=True)
+    key = ["op_id", "stage", "action", "segment_id", "server"]
+    wf = ops.copy()
+    wf["action_queue_type"] = wf["action"].astype(str) + ":" + wf["queue_type"].fillna("null")
+    pair_ok = [f"LOAD:{q}" for q in QUEUE_TYPES] + ["DROP:null"]
+    # Segment ids are checked through a flag: a value_set of a million ids makes GX take minutes.
+    known = ops.assign(segment_known=ops["segment_id"].isin(inp.segments["segment_id"])
+                       .astype("boolean").where(ops["segment_id"].notna()))
+    not_null = ["op_id", "stage", "action", "segment_id", "server", "size_bytes"]
+    E = gx().expectations
+    return [
+        ("known_servers_and_segments", known, [
+            E.ExpectColumnValuesToBeInSet(column="server",
+                                          value_set=sorted(inp.servers["server"].unique())),
+            E.ExpectColumnValuesToBeInSet(column="segment_known", value_set=[True]),
+        ], key),
+        ("assignment_unique", inp.assignment.reset_index(drop=True), [
+            E.ExpectCompoundColumnsToBeUnique(column_list=["segment_id", "server"]),
+        ], ["segment_id", "server", "tier"]),
+        ("capacity", capacity_frame(inp), [
+            E.ExpectColumnPairValuesAToBeGreaterThanB(column_A="max_size",
+                                                      column_B="projected_size", or_equal=True),
+        ], ["server", "max_size", "current_size", "queued_bytes", "plan_load_bytes",
+            "projected_size"]),
+        ("no_replicated_load_to_decommissioning", decommissioning_load_frame(inp), [
+            E.ExpectColumnValuesToBeInSet(column="decommissioning", value_set=[False]),
+        ], ["op_id", "stage", "segment_id", "server"]),
+        ("queue_limits", queue_frame(inp), [
+            E.ExpectColumnPairValuesAToBeGreaterThanB(column_A="limit", column_B="count",
+                                                      or_equal=True,
+                                                      ignore_row_if="either_value_is_missing"),
+            E.ExpectColumnPairValuesAToBeGreaterThanB(column_A="total", column_B="total_count",
+                                                      or_equal=True,
+                                                      ignore_row_if="either_value_is_missing"),
+        ], ["stage", "server", "counted_type", "count", "limit", "total_count", "total"]),
+        ("dependencies", dependency_frame(inp), [
+            E.ExpectColumnPairValuesAToBeGreaterThanB(column_A="op_id", column_B="depends_on"),
+            E.ExpectColumnValuesToBeInSet(column="target_action", value_set=["LOAD"]),
+            E.ExpectColumnPairValuesToBeEqual(column_A="segment_id",
+                                              column_B="target_segment_id"),
+            E.ExpectColumnValuesToBeInSet(column="action", value_set=["DROP"]),
+        ], ["op_id", "action", "segment_id", "depends_on", "target_action", "target_segment_id"]),
+        ("well_formed", wf, [
+            E.ExpectColumnValuesToBeUnique(column="op_id"),
+            *[E.ExpectColumnValuesToNotBeNull(column=c) for c in not_null],
+            E.ExpectColumnValuesToBeInSet(column="action", value_set=list(ACTIONS)),
+            E.ExpectColumnValuesToBeInSet(column="action_queue_type", value_set=pair_ok),
+            E.ExpectColumnValuesToBeBetween(column="stage", min_value=1, max_value=13),
+            E.ExpectColumnValuesToBeBetween(column="size_bytes", min_value=0),
+        ], key + ["queue_type", "size_bytes"]),
+    ]
+
+
+def _exception_message(info: Any) -> str | None:
+    if not isinstance(info, dict):
+        return None
+    if info.get("raised_exception"):
+        return str(info.get("exception_message"))
+    for v in info.values():
+        msg = _exception_message(v)
+        if msg:
+            return msg
+    return None
+
+
+def _run_check(source, name: str, frame: pd.DataFrame, exps: list, cols: list[str]) -> dict:
+    batch_def = source.add_dataframe_asset(name).add_batch_definition_whole_dataframe("all")
+    suite = gx().ExpectationSuite(name=name)
+    for exp in exps:
+        suite.add_expectation(exp)
+    result = batch_def.get_batch(batch_parameters={"dataframe": frame}).validate(
+        suite, result_format={"result_format": "SUMMARY", "partial_unexpected_count": 5})
+    examples, unexpected, details = [], 0, []
+    for res in result.results:
+        etype = res.expectation_config.type
+        count = int(res.result.get("unexpected_count") or 0)
+        unexpected += count
+        details.append({"expectation": etype, "kwargs": _short_kwargs(res.expectation_config.kwargs),
+                        "success": bool(res.success), "unexpected_count": count})
+        if res.success:
+            continue
+        error = _exception_message(res.exception_info)
+        if error:
+            examples.append({"expectation": etype,
+                             "columns": _columns_of(res.expectation_config.kwargs),
+                             "error": error})
+            continue
+        idx = res.result.get("partial_unexpected_index_list") or []
+        rows = json.loads(frame.loc[list(idx), [c for c in cols if c in frame]]
+                          .to_json(orient="records"))
+        on = _columns_of(res.expectation_config.kwargs)
+        examples.extend({"expectation": etype, "columns": on, **row} for row in rows)
+    return {"name": name, "success": bool(result.success), "unexpected_count": unexpected,
+            "examples": examples[:MAX_EXAMPLES], "expectations": details}
+
+
+def _columns_of(kwargs: Any) -> list[str]:
+    kw = dict(kwargs)
+    if "column_list" in kw:
+        return list(kw["column_list"])
+    return [kw[k] for k in ("column", "column_A", "column_B") if k in kw]
+
+
+def _short_kwargs(kwargs: Any) -> dict:
+    out = {}
+    for k, v in dict(kwargs).items():
+        if k in ("batch_id", "result_format"):
+            continue
+        if isinstance(v, (list, tuple)) and len(v) > 10:
+            v = f"<{len(v)} values>"
+        out[k] = v
+    return out
+
+
+def _write_json_atomic(path: Path, payload: dict) -> None:
+    fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
+    try:
+        with os.fdopen(fd, "w") as fh:
+            json.dump(payload, fh, indent=2, default=str)
+            fh.flush()
+            os.fsync(fh.fileno())
+        os.replace(tmp, path)
+    except BaseException:
+        Path(tmp).unlink(missing_ok=True)
+        raise
+
+
+def validate_plan(plan_dir: str | Path, work_dir: str | Path) -> dict:
+    """Validate the plan in ``plan_dir`` against the start state in ``work_dir/prepared``.
+
+    Returns ``{"success": bool, "checks": [{"name", "success", "unexpected_count", "examples",
+    "expectations"}], "validated_at": ISO-8601 UTC, "gx_version": str, "plan_files": {file:
+    sha256}}`` and writes it atomically to ``plan_dir/validation.json`` (temp file + os.replace).
+    ``examples`` are up to 10 offending rows of the check's frame (sizes in bytes), each with the
+    expectation type that flagged it. Raises what ``load_inputs`` raises; a failed check never
+    raises here (see ``require_valid``).
+    """
+    plan_dir = Path(plan_dir)
+    inp = load_inputs(plan_dir, work_dir)
+    from great_expectations.data_context.types.base import ProgressBarsConfig
+
+    ctx = gx().get_context(mode="ephemeral")
+    ctx.variables.progress_bars = ProgressBarsConfig(globally=False)
+    source = ctx.data_sources.add_pandas("segment_balancer_plan")
+    checks = [_run_check(source, *spec) for spec in _checks(inp)]
+    report = {
+        "success": all(c["success"] for c in checks),
+        "checks": checks,
+        "validated_at": datetime.now(timezone.utc).isoformat(),
+        "gx_version": gx().__version__,
+        "plan_files": plan_fingerprint(plan_dir),
+    }
+    _write_json_atomic(plan_dir / "validation.json", report)
+    return report
+
+
+def require_valid(plan_dir: str | Path, work_dir: str | Path) -> dict:
+    """``validate_plan``, raising ``PlanValidationError`` (failed checks with examples) on failure.
+
+    Returns the report when every check passed; ``validation.json`` is written either way.
+    """
+    report = validate_plan(plan_dir, work_dir)
+    if report["success"]:
+        return report
+    lines = [f"plan {plan_dir} failed validation:"]
+    for check in report["checks"]:
+        if not check["success"]:
+            lines.append(f"- {check['name']}: {check['unexpected_count']} unexpected; "
+                         f"examples: {json.dumps(check['examples'][:3], default=str)}")
+    raise PlanValidationError("\n".join(lines), report)

@@ -1,0 +1,398 @@
+"""The effective Coordinator dynamic config of a run (seed "Configurations"; ALGORITHM.md "Load-queue limits").
+
+``build_config(file_values, overrides)`` merges ``coordinator_config.json`` with overrides (overrides win
+per key), applies the seed's defaults and derivations, accepts every Druid key the seed retires or
+this algorithm does not use (listed in ``EffectiveConfig.ignored``) and refuses unknown keys, all
+before any stage runs. Errors are ``SnapshotError`` naming ``coordinator_config.json`` or
+``config overrides``.
+
+Keys (Druid camelCase), defaults and derivations:
+
+- ``maxSegmentsInNodeLoadingQueue`` ``M`` (500; 0 = unlimited).
+- ``numBestServersChoosingFunction`` (the seed's JavaScript text; it may use the name
+  ``numBestServersChoosingFunctionDefaultLogBase``), ``numBestServersChoosingFunctionDefaultLogBase`` (5).
+- ``loadingMinPercent`` (70), ``decommissioningMinPercent`` (10), ``balancingMinPercent`` (20): one given,
+  the other two share ``100 - given`` in their default proportion; two given, the third complements;
+  three given, they must sum to 100. Computed exactly (decimal fractions), floored only in limits.
+- ``decommissioningMaxPercent`` (70; else legacy ``decommissioningMaxPercentOfMaxSegmentsToMove``).
+- ``segmentLoadingMaxSecondsBeforeAlerting`` (900; else legacy ``replicantLifetime`` x coordinator period).
+  The period comes from ``druid.coordinator.period`` (ISO period, e.g. ``PT60S``) or
+  ``coordinatorPeriodMillis``; default 60 s, Druid's default ``druid.coordinator.period``.
+- ``decommissioningNodes`` (list of server names, or Druid's comma-separated string; default none).
+- ``balancerRandomSeed`` (0), ``balancingIterationWindow`` (100), ``balancingFailedIterationThreshold`` (80).
+- ``balancingMoveTrigger``: when balancing (stages 7, 10, 11) moves a replica (ALGORITHM.md stage 7):
+  ``"betterServerInTopB"`` (default, the seed's "alternative design": a non-holding server of top
+  ``B`` ranks ahead of the worst-ranked holder) or ``"outsideTopB"`` (the seed's first design: a
+  holder is outside top ``B``).
+- ``topBReuse`` (true): loading and decommissioning stages reuse a segment's top ``B`` from the
+  stage that first ranked it (ALGORITHM.md "When a segment is ranked"); false ranks it afresh every
+  time a stage considers it (the seed's open doubt, measured in docs/SIMULATION.md).
+"""
+
+from __future__ import annotations
+
+import difflib
+import math
+from collections.abc import Callable, Mapping
+from fractions import Fraction
+from typing import Any
+
+from pydantic import BaseModel, ConfigDict, PrivateAttr
+
+from segment_balancer.planner.kernels.state import QueueType, StageLimit
+from segment_balancer.planner.jsfunc import JsFunctionError, compile_function
+from segment_balancer.druid.rules import Period
+from segment_balancer.druid.snapshot.errors import SnapshotError
+
+__all__ = ["EffectiveConfig", "StageLimit", "build_config", "DEFAULT_FUNCTION", "RETIRED_KEYS", "CONFIG_FILE",
+           "OVERRIDES"]
+
+CONFIG_FILE = "coordinator_config.json"
+OVERRIDES = "config overrides"
+LOG_BASE_KEY = "numBestServersChoosingFunctionDefaultLogBase"
+DEFAULT_FUNCTION = (
+    "function (numServersInTier, targetReplicants) { return targetReplicants + "
+    "Math.floor(Math.log(numServersInTier) / Math.log(numBestServersChoosingFunctionDefaultLogBase)); }"
+)
+_MIN_PERCENTS = {"loadingMinPercent": 70, "decommissioningMinPercent": 10, "balancingMinPercent": 20}
+_PERIOD_KEYS = ("druid.coordinator.period", "coordinatorPeriodMillis")
+MOVE_TRIGGERS = ("betterServerInTopB", "outsideTopB")
+"""Values of ``balancingMoveTrigger``, the default first."""
+_DEFAULT_PERIOD_MS = 60_000
+
+_UNUSED = "a Druid key this algorithm does not use"
+RETIRED_KEYS: dict[str, str] = {
+    "maxSegmentsToMove": "retired by the seed (balancing ends on the failed-iteration rule)",
+    "replicationThrottleLimit": "retired by the seed (load-queue limits replace it)",
+    "replicantLifetime": "retired by the seed",
+    "decommissioningMaxPercentOfMaxSegmentsToMove": "retired by the seed",
+    "historicalNodesInMaintenance": "pre-release name of decommissioningNodes; not mapped",
+    "nodesInMaintenancePriority": "pre-release name of decommissioningMaxPercentOfMaxSegmentsToMove; not mapped",
+    "pauseCoordination": _UNUSED + " (the plan is computed as if coordination ran)",
+    "smartSegmentLoading": _UNUSED + " (limits come from maxSegmentsInNodeLoadingQueue and the percents)",
+    **{k: _UNUSED for k in (
+        "balancerComputeThreads", "costBalancerThreads", "emitBalancingStats", "mergeBytesLimit",
+        "mergeSegmentsLimit", "millisToWaitBeforeDeleting", "killDataSourceWhitelist", "killAllDataSources",
+        "killPendingSegmentsSkipList", "killTaskSlotRatio", "maxKillTaskSlots", "compactionConfigs",
+        "compactionTaskSlotRatio", "maxCompactionTaskSlots", "replicateAfterLoadTimeout",
+        "maxNonPrimaryReplicantsToLoad", "useBatchedSegmentSampler", "percentOfSegmentsToConsiderPerMove",
+        "useRoundRobinSegmentAssignment", "debugDimensions", "turboLoadingNodes", "cloneServers")},
+}
+_KNOWN = {"maxSegmentsInNodeLoadingQueue", "numBestServersChoosingFunction", LOG_BASE_KEY, *_MIN_PERCENTS,
+          "decommissioningMaxPercent", "segmentLoadingMaxSecondsBeforeAlerting", "decommissioningNodes",
+          "balancerRandomSeed", "balancingIterationWindow", "balancingFailedIterationThreshold", "balancingMoveTrigger", "topBReuse", *_PERIOD_KEYS}
+
+_STAGE_QUEUE_TYPE: dict[int, QueueType | None] = {
+    1: "loading", 2: "loading", 3: "loading", 4: "loading", 5: "decommissioning", 6: "loading",
+    7: "balancing", 8: "loading", 9: "decommissioning", 10: "balancing", 11: "balancing", 12: None, 13: None}
+
+
+class EffectiveConfig(BaseModel):
+    """The effective dynamic config; build it with ``build_config`` or ``loader.load_config``.
+
+    Percents are floats for display; exact values (``Fraction``) drive ``limit``. Sizes none; times:
+    ``segment_loading_max_seconds_before_alerting`` seconds, ``coordinator_period_ms`` ms.
+    ``ignored``: ``[{"key", "value", "note"}]`` for retired/unused keys. ``derived``: ``{key: how}``.
+    """
+
+    model_config = ConfigDict(frozen=True)
+    max_segments_in_node_loading_queue: int = 500
+    num_best_servers_choosing_function: str = DEFAULT_FUNCTION
+    num_best_servers_choosing_function_default_log_base: float = 5.0
+    loading_min_percent: float = 70.0
+    decommissioning_min_percent: float = 10.0
+    balancing_min_percent: float = 20.0
+    decommissioning_max_percent: float = 70.0
+    segment_loading_max_seconds_before_alerting: float = 900.0
+    coordinator_period_ms: int = _DEFAULT_PERIOD_MS
+    decommissioning_nodes: tuple[str, ...] = ()
+    balancer_random_seed: int = 0
+    balancing_iteration_window: int = 100
+    balancing_failed_iteration_threshold: int = 80
+    balancing_move_trigger: str = MOVE_TRIGGERS[0]
+    top_b_reuse: bool = True
+    ignored: tuple[dict[str, Any], ...] = ()
+    derived: dict[str, str] = {}
+    _exact: dict[str, Fraction] = PrivateAttr(default_factory=dict)
+    _fn: Callable[[float, float], float] | None = PrivateAttr(default=None)
+
+    @property
+    def segment_loading_max_ms(self) -> int:
+        """``segmentLoadingMaxSecondsBeforeAlerting`` in ms (rounded)."""
+        return int(round(self.segment_loading_max_seconds_before_alerting * 1000))
+
+    def _pct(self, key: str) -> Fraction:
+        return self._exact[key] if key in self._exact else Fraction(str(getattr(self, key)))
+
+    def limit(self, stage: int) -> StageLimit:
+        """The load-queue limits of ``stage`` (1-13), table of ALGORITHM.md "Load-queue limits".
+
+        Raises:
+            ValueError: stage outside 1-13.
+        """
+        if stage not in _STAGE_QUEUE_TYPE:
+            raise ValueError(f"stage must be 1..13, got {stage}")
+        qt = _STAGE_QUEUE_TYPE[stage]
+        m = self.max_segments_in_node_loading_queue
+        if m == 0 or qt is None:
+            return StageLimit(stage, qt, None, None, None if m == 0 else m)
+        lo, dmin = self._pct("loading_min_percent"), self._pct("decommissioning_min_percent")
+        spec: dict[int, tuple[str, Fraction]] = {
+            1: ("loading", lo), 2: ("loading", lo), 3: ("loading", lo), 4: ("loading", lo),
+            5: ("decommissioning", dmin), 6: ("all", lo + dmin),
+            7: ("balancing", self._pct("balancing_min_percent")),
+            9: ("decommissioning", self._pct("decommissioning_max_percent")),
+        }
+        counted, pct = spec.get(stage, ("all", Fraction(100)))
+        return StageLimit(stage, qt, counted, math.floor(m * pct / 100), m)  # type: ignore[arg-type]
+
+    def num_best_servers(self, num_servers_in_tier: int, target_replicants: int) -> int:
+        """``B = min(max(floor(f(n, t)), t), n)`` (ALGORITHM.md "Best servers").
+
+        ``f`` is ``numBestServersChoosingFunction``; a NaN result counts as ``t``; ``n`` wins when
+        ``t > n`` (no more servers than the tier has).
+        """
+        n, t = int(num_servers_in_tier), int(target_replicants)
+        if self._fn is None:
+            self._fn = _compile(self.num_best_servers_choosing_function, self)
+        value = self._fn(float(n), float(t))
+        b = t if value != value else (math.floor(value) if math.isfinite(value) else (n if value > 0 else t))
+        return max(0, min(max(b, t), n))
+
+    def as_dict(self) -> dict[str, Any]:
+        """The effective config by Druid key, plus ``ignored`` and ``derived``, for the run summary."""
+        return {
+            "maxSegmentsInNodeLoadingQueue": self.max_segments_in_node_loading_queue,
+            "numBestServersChoosingFunction": self.num_best_servers_choosing_function,
+            LOG_BASE_KEY: self.num_best_servers_choosing_function_default_log_base,
+            "loadingMinPercent": self.loading_min_percent,
+            "decommissioningMinPercent": self.decommissioning_min_percent,
+            "balancingMinPercent": self.balancing_min_percent,
+            "decommissioningMaxPercent": self.decommissioning_max_percent,
+            "segmentLoadingMaxSecondsBeforeAlerting": self.segment_loading_max_seconds_before_alerting,
+            "coordinatorPeriodMillis": self.coordinator_period_ms,
+            "decommissioningNodes": list(self.decommissioning_nodes),
+            "balancerRandomSeed": self.balancer_random_seed,
+            "balancingIterationWindow": self.balancing_iteration_window,
+            "balancingFailedIterationThreshold": self.balancing_failed_iteration_threshold,
+            "balancingMoveTrigger": self.balancing_move_trigger,
+            "topBReuse": self.top_b_reuse,
+            "ignored": [dict(e) for e in self.ignored],
+            "derived": dict(self.derived),
+        }
+
+
+def _compile(text: str, cfg: EffectiveConfig) -> Callable[[float, float], float]:
+    return compile_function(text, {LOG_BASE_KEY: cfg.num_best_servers_choosing_function_default_log_base})
+
+
+# ------------------------------------------------------------------------------------ building
+
+class _Ctx:
+    def __init__(self, file_values: Mapping[str, Any], overrides: Mapping[str, Any]):
+        self.values = {**file_values, **overrides}
+        self.from_override = set(overrides)
+
+    def src(self, *keys: str) -> str:
+        over = [k in self.from_override for k in keys if k in self.values]
+        if over and all(over):
+            return OVERRIDES
+        return CONFIG_FILE + (" (with config overrides)" if any(over) else "")
+
+    def fail(self, key: str, problem: str, *others: str) -> SnapshotError:
+        return SnapshotError(self.src(key, *others), None, f"{key} {problem}")
+
+    def get(self, key: str) -> Any:
+        return self.values.get(key)
+
+    def given(self, key: str) -> bool:
+        return self.values.get(key) is not None
+
+    def integer(self, key: str, default: int, lo: int | None = None, hi: int | None = None) -> int:
+        v = self.get(key)
+        if v is None:
+            return default
+        if isinstance(v, bool) or not isinstance(v, int):
+            raise self.fail(key, f"must be an integer, got {v!r}")
+        if lo is not None and v < lo:
+            raise self.fail(key, f"must be >= {lo}, got {v}")
+        if hi is not None and v > hi:
+            raise self.fail(key, f"must be <= {hi}, got {v}")
+        return v
+
+    def number(self, key: str) -> Fraction | None:
+        v = self.get(key)
+        if v is None:
+            return None
+        if isinstance(v, bool) or not isinstance(v, (int, float)) or not math.isfinite(v):
+            raise self.fail(key, f"must be a finite number, got {v!r}")
+        return Fraction(str(v)) if isinstance(v, float) else Fraction(v)
+
+    def percent(self, key: str) -> Fraction | None:
+        v = self.number(key)
+        if v is not None and not 0 <= v <= 100:
+            raise self.fail(key, f"must be between 0 and 100, got {self.get(key)!r}")
+        return v
+
+
+def _min_percents(ctx: _Ctx, derived: dict[str, str]) -> dict[str, Fraction]:
+    given = {k: ctx.percent(k) for k in _MIN_PERCENTS}
+    known = {k: v for k, v in given.items() if v is not None}
+    missing = [k for k in _MIN_PERCENTS if k not in known]
+    rest = 100 - sum(known.values(), Fraction(0))
+    if len(known) == 3:
+        if rest != 0:
+            shown = " + ".join(f"{k}={ctx.get(k)}" for k in _MIN_PERCENTS)
+            raise ctx.fail("loadingMinPercent", f"+ decommissioningMinPercent + balancingMinPercent must be 100, "
+                           f"got {shown} = {float(100 - rest):g}", *_MIN_PERCENTS)
+        return known
+    if rest < 0:
+        raise ctx.fail(" + ".join(known), f"sum to {float(100 - rest):g}, more than 100", *known)
+    if len(known) == 2:
+        known[missing[0]] = rest
+        derived[missing[0]] = f"100 - {' - '.join(k for k in _MIN_PERCENTS if k != missing[0])}"
+        return known
+    share = sum(_MIN_PERCENTS[k] for k in missing)
+    for k in missing:
+        known[k] = rest * _MIN_PERCENTS[k] / share
+        if len(missing) < 3:
+            derived[k] = (f"(100 - {next(iter(given.keys() - set(missing)))}) x "
+                          f"{_MIN_PERCENTS[k]}/{share} (default proportion)")
+    return known
+
+
+def _period_ms(ctx: _Ctx) -> int:
+    ms = None
+    if ctx.given("druid.coordinator.period"):
+        text = ctx.get("druid.coordinator.period")
+        try:
+            ms = Period.parse(text).fixed_ms()
+        except ValueError as exc:
+            raise ctx.fail("druid.coordinator.period", f"must be a fixed ISO-8601 period like PT60S: {exc}")
+    if ctx.given("coordinatorPeriodMillis"):
+        other = ctx.integer("coordinatorPeriodMillis", 0, lo=1)
+        if ms is not None and ms != other:
+            raise ctx.fail("coordinatorPeriodMillis", f"{other} disagrees with druid.coordinator.period ({ms} ms)",
+                           "druid.coordinator.period")
+        ms = other
+    if ms is not None and ms <= 0:
+        raise ctx.fail("druid.coordinator.period", f"must be positive, got {ms} ms")
+    return _DEFAULT_PERIOD_MS if ms is None else ms
+
+
+def _nodes(ctx: _Ctx) -> tuple[str, ...]:
+    v = ctx.get("decommissioningNodes")
+    if v is None:
+        return ()
+    if isinstance(v, str):  # Druid's parseJsonStringOrArray accepts "a,b"
+        v = [p.strip() for p in v.split(",") if p.strip()]
+    if not isinstance(v, list) or not all(isinstance(x, str) and x for x in v):
+        raise ctx.fail("decommissioningNodes", f"must be a list of server names, got {v!r}")
+    return tuple(dict.fromkeys(v))
+
+
+def build_config(file_values: Mapping[str, Any] | None, overrides: Mapping[str, Any] | None = None) -> EffectiveConfig:
+    """Build the effective config from the file's values and overrides (module docstring).
+
+    Args:
+        file_values: the JSON object of ``coordinator_config.json`` (``None``/``{}``: all defaults).
+        overrides: keys that replace the file's (e.g. the ``--config`` file of a run).
+
+    Raises:
+        SnapshotError: unknown key, wrong type or range, min-percents not summing to 100, invalid
+            ``numBestServersChoosingFunction`` text. ``file`` is ``coordinator_config.json`` or
+            ``config overrides``; ``row`` is ``None``.
+    """
+    for name, values in ((CONFIG_FILE, file_values), (OVERRIDES, overrides)):
+        if values is not None and not isinstance(values, Mapping):
+            raise SnapshotError(name, None, f"must be a JSON object, got {type(values).__name__}")
+        for key in values or {}:
+            if key not in _KNOWN and key not in RETIRED_KEYS:
+                close = difflib.get_close_matches(key, sorted(_KNOWN | set(RETIRED_KEYS)), n=1)
+                hint = f" (did you mean {close[0]!r}?)" if close else ""
+                raise SnapshotError(name, None, f"unknown key {key!r}{hint}")
+    ctx = _Ctx(file_values or {}, overrides or {})
+    derived: dict[str, str] = {}
+    ignored: list[dict[str, Any]] = []
+
+    m = ctx.integer("maxSegmentsInNodeLoadingQueue", 500, lo=0)
+    base = ctx.number(LOG_BASE_KEY)
+    if base is not None and (base <= 0 or base == 1):
+        raise ctx.fail(LOG_BASE_KEY, f"must be > 0 and not 1, got {ctx.get(LOG_BASE_KEY)!r}")
+    fn_text = ctx.get("numBestServersChoosingFunction")
+    if fn_text is None:
+        fn_text = DEFAULT_FUNCTION
+    pcts = _min_percents(ctx, derived)
+
+    dmax = ctx.percent("decommissioningMaxPercent")
+    legacy_dmax = ctx.get("decommissioningMaxPercentOfMaxSegmentsToMove")
+    if dmax is None and legacy_dmax is not None:
+        dmax = ctx.percent("decommissioningMaxPercentOfMaxSegmentsToMove")
+        derived["decommissioningMaxPercent"] = "decommissioningMaxPercentOfMaxSegmentsToMove (legacy)"
+    dmax = Fraction(70) if dmax is None else dmax
+
+    period_ms = _period_ms(ctx)
+    alert = ctx.number("segmentLoadingMaxSecondsBeforeAlerting")
+    if alert is not None and alert < 0:
+        raise ctx.fail("segmentLoadingMaxSecondsBeforeAlerting", f"must be >= 0, got {ctx.get('segmentLoadingMaxSecondsBeforeAlerting')}")
+    if alert is None and ctx.given("replicantLifetime"):
+        lifetime = ctx.integer("replicantLifetime", 0, lo=0)
+        alert = Fraction(lifetime * period_ms, 1000)
+        derived["segmentLoadingMaxSecondsBeforeAlerting"] = (
+            f"replicantLifetime ({lifetime}) x coordinator period ({period_ms} ms) (legacy)")
+    alert = Fraction(900) if alert is None else alert
+
+    window = ctx.integer("balancingIterationWindow", 100, lo=1)
+    threshold = ctx.integer("balancingFailedIterationThreshold", 80, lo=0, hi=window)
+    trigger = ctx.get("balancingMoveTrigger")
+    if trigger is None:
+        trigger = MOVE_TRIGGERS[0]
+    elif trigger not in MOVE_TRIGGERS:
+        raise ctx.fail("balancingMoveTrigger", f"must be one of {', '.join(map(repr, MOVE_TRIGGERS))}, got {trigger!r}")
+    reuse = ctx.get("topBReuse")
+    if reuse is not None and not isinstance(reuse, bool):
+        raise ctx.fail("topBReuse", f"must be true or false, got {reuse!r}")
+
+    for key in (file_values or {}).keys() | (overrides or {}).keys():
+        if key in RETIRED_KEYS:
+            note = RETIRED_KEYS[key]
+            if key == "decommissioningMaxPercentOfMaxSegmentsToMove":
+                note += ("; mapped to decommissioningMaxPercent" if "decommissioningMaxPercent" in derived
+                         else "; superseded by decommissioningMaxPercent")
+            if key == "replicantLifetime":
+                note += ("; mapped to segmentLoadingMaxSecondsBeforeAlerting"
+                         if "segmentLoadingMaxSecondsBeforeAlerting" in derived
+                         else "; superseded by segmentLoadingMaxSecondsBeforeAlerting")
+            ignored.append({"key": key, "value": ctx.get(key), "note": note})
+    ignored.sort(key=lambda e: e["key"])
+
+    cfg = EffectiveConfig(
+        max_segments_in_node_loading_queue=m,
+        num_best_servers_choosing_function=fn_text if isinstance(fn_text, str) else str(fn_text),
+        num_best_servers_choosing_function_default_log_base=float(base) if base is not None else 5.0,
+        loading_min_percent=float(pcts["loadingMinPercent"]),
+        decommissioning_min_percent=float(pcts["decommissioningMinPercent"]),
+        balancing_min_percent=float(pcts["balancingMinPercent"]),
+        decommissioning_max_percent=float(dmax),
+        segment_loading_max_seconds_before_alerting=float(alert),
+        coordinator_period_ms=period_ms,
+        decommissioning_nodes=_nodes(ctx),
+        balancer_random_seed=ctx.integer("balancerRandomSeed", 0),
+        balancing_iteration_window=window,
+        balancing_move_trigger=trigger,
+        top_b_reuse=True if reuse is None else reuse,
+        balancing_failed_iteration_threshold=threshold,
+        ignored=tuple(ignored),
+        derived=derived,
+    )
+    cfg._exact.update({"loading_min_percent": pcts["loadingMinPercent"],
+                       "decommissioning_min_percent": pcts["decommissioningMinPercent"],
+                       "balancing_min_percent": pcts["balancingMinPercent"],
+                       "decommissioning_max_percent": dmax})
+    if not isinstance(fn_text, str):
+        raise ctx.fail("numBestServersChoosingFunction", f"must be a string, got {fn_text!r}")
+    try:
+        cfg._fn = _compile(fn_text, cfg)
+    except JsFunctionError as exc:
+        raise ctx.fail("numBestServersChoosingFunction", f"is not accepted: {exc}") from None
+    return cfg

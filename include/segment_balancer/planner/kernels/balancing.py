@@ -1,0 +1,146 @@
+"""Balancing stages 7, 10 and 11 in one tier, ranked afresh against the live projected state.
+
+A balancing stage ranks a drawn segment against the projected state that includes every operation
+scheduled so far (a moved segment counts on its destination and no longer on its source), so moves
+do not herd onto one server.
+
+Source: seed 000 stages 7, 10, 11; ALGORITHM.md stages 7, 10, 11.
+"""
+
+from __future__ import annotations
+
+import zlib
+from collections import deque
+
+import numpy as np
+
+from segment_balancer.planner.runstate import SegmentInTier, TierRun
+from segment_balancer.planner.kernels.decisions import refusals
+from segment_balancer.planner.kernels.state import OpSink, ServerHolder, StageLimit, group_name
+
+
+def _holders(run: TierRun, seg: SegmentInTier) -> set[str]:
+    """Candidate servers serving the segment with no drop of it (decommissioning replicas belong
+    to stages 5 and 9)."""
+    return {s for s in seg.serving() if s not in run.decommissioning}
+
+
+def _move(run: TierRun, seg: SegmentInTier, source: str, dest: ServerHolder, reason: str, order: tuple) -> None:
+    run.load(seg, dest.server, "balancing", reason, order)
+    run.drop(seg, source, reason, order[:-1] + (order[-1] + 0.5,), dep_server=dest.server)
+
+
+def movable_holders(run: TierRun, seg: SegmentInTier, ranking: list[str], b: int, trigger: str) -> list[str]:
+    """The holders that the balancing trigger moves, worst-ranked first (ALGORITHM.md stage 7).
+
+    ``ranking``: the tier's candidate servers, best first; ``b``: the segment's ``B``. With
+    ``trigger`` ``"betterServerInTopB"`` (the default, the seed's "alternative design") the holders
+    ranked behind the best non-holding server of top ``B``; with ``"outsideTopB"`` (the seed's first
+    design) the holders outside top ``B``. Holders serve the segment with no drop of it and are not
+    decommissioning (:func:`_holders`)."""
+    holders = _holders(run, seg)
+    if trigger == "outsideTopB":
+        first = b
+    else:
+        present = seg.present()
+        first = next((i + 1 for i, name in enumerate(ranking[:b]) if name not in present), None)
+        if first is None:
+            return []
+    return [name for name in ranking[first:] if name in holders][::-1]
+
+
+def destination(run: TierRun, seg: SegmentInTier, ranking: list[str], b: int, source: str,
+                limit: StageLimit) -> ServerHolder | None:
+    """The best non-holding server of top ``B`` ranked ahead of ``source`` that passes ``limit``
+    (queue and capacity), or None."""
+    present = seg.present()
+    for name in ranking[:min(b, ranking.index(source))]:
+        if name not in present and run.servers[name].can_load(seg.size_bytes, limit):
+            return run.servers[name]
+    return None
+
+
+def _no_move(run: TierRun, seg: SegmentInTier, ranking: list[str], b: int, source: str | None, limit: StageLimit,
+             sink: OpSink, trigger: str) -> None:
+    """Record why a balancing stage moved nothing of ``seg``: ``balanced`` (the trigger picked no
+    holder: ``holders`` and ``top_b``) or ``no_destination`` (``source`` picked, ``tried``: every
+    non-holder ranked ahead of it in top ``B`` and what stopped it)."""
+    detail = {"target": seg.target, "count": seg.count(), "b": b, "top_b": ranking[:b], "trigger": trigger,
+              "holders": sorted(_holders(run, seg))}
+    if source is None:
+        sink.decide(seg.idx, seg.segment_id, run.tier, "balanced", **detail)
+        return
+    ahead = ranking[:min(b, ranking.index(source))]
+    sink.decide(seg.idx, seg.segment_id, run.tier, "no_destination", source=source,
+                tried=refusals(run, seg, ahead, limit), **detail)
+
+
+def tier_rng(seed: int, stage: int, tier: str) -> np.random.Generator:
+    """The seeded generator of one tier in one balancing stage: (balancerRandomSeed, stage, crc32(tier))."""
+    return np.random.default_rng([int(seed), int(stage), zlib.crc32(tier.encode())])
+
+
+def balance_tier(run: TierRun, population: np.ndarray, limit: StageLimit, rng: np.random.Generator,
+                 visited: set[int], window: int, threshold: int, sink: OpSink, record_to_be_balanced: bool,
+                 trigger: str = "betterServerInTopB") -> dict:
+    """Stage 7 (``record_to_be_balanced``) or stage 11 in one tier.
+
+    ``population``: sorted int64 array of eligible segment indexes (fully replicated or
+    underreplicated in the tier at the start of the run, served by a candidate server);
+    ``visited``: indexes visited earlier (mutated). Draws with replacement until at least
+    ``window`` iterations ran and ``threshold`` of the last ``window`` failed. A drawn segment
+    whose trigger (:func:`movable_holders`, ``balancingMoveTrigger``) selects a holder moves its
+    worst-ranked one to :func:`destination`; when no destination passes, the iteration fails and
+    (stage 7) the segment joins ``ToBeBalanced[T]``. Returns counts.
+    """
+    last = deque(maxlen=window)
+    iterations = moves = 0
+    n = len(population)
+    redrawn: dict[int, int] = {}
+    while n:
+        if iterations >= window and sum(last) >= threshold:
+            break
+        iterations += 1
+        idx = int(population[int(rng.integers(n))])
+        if idx in visited:
+            redrawn[idx] = redrawn.get(idx, 0) + 1
+            last.append(1)
+            continue
+        visited.add(idx)
+        seg = run.segment(idx)
+        ranking, b = run.rank(seg), run.b(seg)
+        movable = movable_holders(run, seg, ranking, b, trigger)
+        source = movable[0] if movable else None
+        dest = destination(run, seg, ranking, b, source, limit) if source else None
+        if dest is None:
+            if source is not None and record_to_be_balanced:
+                sink.member(idx, group_name("ToBeBalanced", run.tier))
+            _no_move(run, seg, ranking, b, source, limit, sink, trigger)
+            last.append(1)
+            continue
+        _move(run, seg, source, dest, "balancing", (0, run.tier, float(sink.next_seq())))
+        moves += 1
+        last.append(0)
+    for idx, times in sorted(redrawn.items()):
+        sink.decide(idx, run.segment(idx).segment_id, run.tier, "already_visited", times=times)
+    return {"iterations": iterations, "moves": moves}
+
+
+def balance_listed(run: TierRun, indexes, limit: StageLimit, sink: OpSink, trigger: str = "betterServerInTopB") -> int:
+    """Stage 10 in one tier: for each ToBeBalanced segment (index order), ranked once, move every
+    holder the stage-7 trigger selects (:func:`movable_holders`), worst first, each to
+    :func:`destination`, as many as pass. A segment all of whose such holders got a move leaves
+    ``ToBeBalanced[T]``; the others are written back as its members. Returns the number of moves."""
+    moves = 0
+    for idx in sorted(int(i) for i in indexes):
+        seg = run.segment(idx)
+        ranking, b = run.rank(seg), run.b(seg)
+        for source in movable_holders(run, seg, ranking, b, trigger):
+            dest = destination(run, seg, ranking, b, source, limit)
+            if dest is None:
+                sink.member(idx, group_name("ToBeBalanced", run.tier))
+                _no_move(run, seg, ranking, b, source, limit, sink, trigger)
+                break
+            _move(run, seg, source, dest, "to_be_balanced", (0, run.tier, float(sink.next_seq())))
+            moves += 1
+    return moves

@@ -1,0 +1,216 @@
+"""Placement costs of one segment on every server of a tier, in closed form, against a live state.
+
+Source: ALGORITHM.md "Best servers (top B)"; Druid ``CostBalancerStrategy.computePlacementCost``.
+:mod:`.cost` evaluates Druid's joint cost pair by pair; here the same sum is kept so that a load or
+a drop changes it in O(1) and ranking one segment on S servers is a few vectorised dot products.
+
+For intervals that do not overlap, the joint cost factorises (lambda-scaled time, lambda = ln 2 / 24 h;
+``len(X) = x1 - x0``)::
+
+    B before A (b1 <= a0):  I(A, B) = e^(b1 - a0) * (1 - e^-len(A)) * (1 - e^-len(B))
+    B after A  (b0 >= a1):  I(A, B) = e^(a1 - b0) * (1 - e^-len(A)) * (1 - e^-len(B))
+
+so the cost of A on server v over the intervals that end in A's window before it is
+``(1 - e^-len(A)) * sum over end instants e of e^(e - a0) * P_v[e]``, where
+``P_v[e] = sum over B on v ending at e of weight(B) * (1 - e^-len(B))`` (likewise over start instants
+for the intervals after A). Every factor ``e^(e - a0)`` lies in ``[e^-31.2, 1]``: 45 days is 31.2 in
+lambda-scaled time, so nothing over- or underflows and no term cancels another (unlike running
+sums over all of time, or a float Fenwick tree after removals). The intervals that overlap A (few:
+the same hour, the day or month containing it, the eternity of an ALL-granularity segment) are
+evaluated by Druid's formula (:func:`.cost.joint_cost`) times each server's integer count.
+Ranking one segment costs O(S * w), where w is the number of distinct instants in its ±45-day
+window (bounded by the window, not by the number of segments); an update costs O(1).
+
+Weights: 1 for every projected segment plus 1 more for one of A's datasource (Druid's doubling),
+kept as an all-datasource table and one table per datasource.
+Windows as Druid: B counts when it overlaps ``[a0 - 45 d, a1 + 45 d)``.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+
+from segment_balancer.planner.cost import COST_WINDOW_MS, INV_LAMBDA_SQUARE, MILLIS_FACTOR, joint_cost_same
+
+
+@dataclass(frozen=True)
+class IntervalKeys:
+    """The distinct ``(datasource, interval)`` keys a tier's segments can have (a fixed universe).
+
+    Attributes (all numpy arrays of length K, key ``k`` at position ``k``):
+        datasource: int32 datasource code (0 … D-1); ``datasources`` names them.
+        start_ms, end_ms: int64 epoch ms (``end >= start``; Druid's eternity allowed).
+    """
+
+    datasource: np.ndarray
+    start_ms: np.ndarray
+    end_ms: np.ndarray
+    datasources: tuple[str, ...]
+
+    @classmethod
+    def build(cls, datasource: np.ndarray, start_ms: np.ndarray, end_ms: np.ndarray) -> tuple["IntervalKeys", np.ndarray]:
+        """Distinct keys of the per-segment arrays (str datasource, int64 start/end, length N).
+
+        Returns ``(keys, key_of_segment)``: ``key_of_segment`` int64 (N,) indexes ``keys``. Keys are
+        in (datasource name, start, end) order, so the same segments always give the same keys.
+        """
+        names, ds_code = np.unique(np.asarray(datasource, dtype=object).astype(str), return_inverse=True)
+        table = np.stack([ds_code.astype(np.int64), np.asarray(start_ms, np.int64), np.asarray(end_ms, np.int64)], axis=1)
+        distinct, key_of = np.unique(table, axis=0, return_inverse=True)
+        keys = cls(distinct[:, 0].astype(np.int32), distinct[:, 1].copy(), distinct[:, 2].copy(), tuple(names.tolist()))
+        return keys, key_of.reshape(-1).astype(np.int64)
+
+    def __len__(self) -> int:
+        return len(self.start_ms)
+
+
+def _scaled(ms: np.ndarray) -> np.ndarray:
+    """Lambda-scaled time of epoch-ms differences (float64; Druid converts longs to double first)."""
+    return np.asarray(ms, dtype=np.float64) / MILLIS_FACTOR
+
+
+def _decay_factor(start_ms, end_ms) -> np.ndarray:
+    """``1 - e^-len`` of intervals (float64), exact near 0 (``-expm1``); 1.0 for eternity."""
+    length = np.asarray(end_ms, dtype=np.float64) - np.asarray(start_ms, dtype=np.float64)
+    return -np.expm1(-length / MILLIS_FACTOR)
+
+
+class _InstantSums:
+    """Per server, ``sum of weight * (1 - e^-len)`` of the projected keys at each distinct instant
+    (end instants for the intervals before a segment, start instants for those after).
+
+    ``instants``: int64 (I,), sorted, distinct; ``sums``: float64 (I, S) (a window is one contiguous
+    block of rows); ``slot``: int64 (K,), the
+    slot of every key of ``keys`` (the end or start instant), -1 for keys not counted here;
+    ``lo``/``hi``: int64 (K,), every key's window of slots (ends in ``(a0 - 45 d, a0]``, or starts in
+    ``[a1, a1 + 45 d)``).
+    """
+
+    def __init__(self, n_servers: int, keys: IntervalKeys, mine: np.ndarray, ends: bool):
+        own = (keys.end_ms if ends else keys.start_ms)[mine]
+        self.instants = np.unique(own)
+        self.sums = np.zeros((len(self.instants), n_servers), dtype=np.float64)
+        self.slot = np.full(len(keys), -1, dtype=np.int64)
+        self.slot[mine] = np.searchsorted(self.instants, own)
+        # (eternity ± 45 days, ±2**62 ± 3.9e9 ms, stays far inside int64)
+        if ends:
+            lo_ms, hi_ms = keys.start_ms - COST_WINDOW_MS, keys.start_ms
+        else:
+            lo_ms, hi_ms = keys.end_ms, keys.end_ms + COST_WINDOW_MS
+        side = "right" if ends else "left"
+        self.lo = np.searchsorted(self.instants, lo_ms, side)
+        self.hi = np.searchsorted(self.instants, hi_ms, side)
+        self.ends = ends
+
+    def weighted(self, key: int, a0: int, a1: int) -> np.ndarray:
+        """``sum over the key's window of e^(instant - a0) * sums`` (ends) or ``e^(a1 - instant) * sums`` (starts), (S,)."""
+        lo, hi = self.lo[key], self.hi[key]
+        if lo == hi:
+            return np.zeros(self.sums.shape[1])
+        instants = self.instants[lo:hi]
+        factor = np.exp(_scaled(instants - a0) if self.ends else _scaled(a1 - instants))
+        return factor @ self.sums[lo:hi]
+
+
+class TierCosts:
+    """Live placement costs of a tier: integer counts of projected segments per (server, key), and
+    the instant sums that give every server's cost for a segment in a few dot products.
+
+    Args:
+        keys: the universe of ``(datasource, interval)`` keys (:class:`IntervalKeys`).
+        n_servers: S, the tier's servers (indexed 0 … S-1 by the caller).
+
+    ``add(server, key, +1/-1)`` is the one mutator (a load or a drop counts at once, ALGORITHM.md
+    "Projected state"); ``add_many`` counts an initial state in bulk. ``costs(key, holders)``
+    returns float64 (S,): Druid's placement cost of a segment of ``key`` on every server, leaving
+    the segment itself out on ``holders`` (servers that serve or are loading it: the self joint
+    cost is subtracted). Everything that depends on the keys only (windows, the overlapping keys
+    and their pair costs) is computed once, here.
+    """
+
+    SHORT_SPAN_MS = 31 * 86_400_000  # keys up to a month long are found by a range of start instants
+
+    def __init__(self, keys: IntervalKeys, n_servers: int):
+        self.keys = keys
+        self.n_servers = n_servers
+        k = len(keys)
+        self.counts = np.zeros((n_servers, k), dtype=np.int32)
+        self._decay = _decay_factor(keys.start_ms, keys.end_ms)
+        everything = np.ones(k, dtype=bool)
+        self._sides = [_InstantSums(n_servers, keys, everything, ends) for ends in (True, False)]
+        # per datasource: the same sums over that datasource's keys only (the doubled weight)
+        self._ds_sides = [[_InstantSums(n_servers, keys, keys.datasource == d, ends) for ends in (True, False)]
+                          for d in range(len(keys.datasources))]
+        self._overlap_csr()
+
+    def _overlap_csr(self) -> None:
+        """Per key, the keys whose interval overlaps it (Joda ``overlaps``: ``b0 < a1 and b1 > a0``)
+        and the joint cost of the pair (:func:`.cost.joint_cost_same`), as CSR arrays."""
+        k = self.keys
+        length = k.end_ms - k.start_ms
+        long_keys = np.flatnonzero(length > self.SHORT_SPAN_MS)
+        short = np.flatnonzero(length <= self.SHORT_SPAN_MS)
+        short = short[np.argsort(k.start_ms[short], kind="stable")]
+        short_starts = k.start_ms[short]
+        lo = np.searchsorted(short_starts, k.start_ms - self.SHORT_SPAN_MS, "left")
+        hi = np.searchsorted(short_starts, k.end_ms, "left")
+        lists = []
+        for key in range(len(k)):
+            cand = np.concatenate([short[lo[key]:hi[key]], long_keys])
+            lists.append(cand[(k.start_ms[cand] < k.end_ms[key]) & (k.end_ms[cand] > k.start_ms[key])])
+        sizes = np.array([len(x) for x in lists], dtype=np.int64)
+        self._offsets = np.concatenate([[0], np.cumsum(sizes)])
+        self._over = np.concatenate(lists) if lists else np.zeros(0, np.int64)
+        a = np.repeat(np.arange(len(k)), sizes)
+        self._pair = joint_cost_same(k.start_ms[a], k.end_ms[a], k.start_ms[self._over], k.end_ms[self._over],
+                                     k.datasource[a] == k.datasource[self._over])
+        self._pair[k.end_ms[a] == k.start_ms[a]] = 0.0
+        self._self_pos = np.full(len(k), -1, dtype=np.int64)
+        mine = np.flatnonzero(self._over == a)
+        self._self_pos[a[mine]] = mine - self._offsets[a[mine]]
+
+    def add(self, server: int, key: int, delta: int) -> None:
+        """Count ``delta`` (+1 a load or a served replica, -1 a drop) segments of ``key`` on ``server``.
+
+        Raises ``ValueError`` if a count would go negative (a drop of a segment the server lacks).
+        """
+        if self.counts[server, key] + delta < 0:
+            raise ValueError(f"server {server} has no projected segment of key {key} to drop")
+        self.counts[server, key] += delta
+        value = delta * self._decay[key]
+        for side in self._sides + self._ds_sides[self.keys.datasource[key]]:
+            side.sums[side.slot[key], server] += value
+
+    def add_many(self, servers: np.ndarray, keys: np.ndarray) -> None:
+        """Count one segment of ``keys[i]`` on ``servers[i]`` for every i (the initial state), in bulk."""
+        servers, keys = np.asarray(servers, np.int64), np.asarray(keys, np.int64)
+        np.add.at(self.counts, (servers, keys), 1)
+        value = self._decay[keys]
+        for side in self._sides:
+            np.add.at(side.sums, (side.slot[keys], servers), value)
+        ds = self.keys.datasource[keys]
+        for d in np.unique(ds):
+            mine = ds == d
+            for side in self._ds_sides[d]:
+                np.add.at(side.sums, (side.slot[keys[mine]], servers[mine]), value[mine])
+
+    def costs(self, key: int, holders: np.ndarray | None = None) -> np.ndarray:
+        """Placement cost (float64 (S,), Druid's units) of a segment of ``key`` on every server.
+
+        ``holders``: bool (S,) or None, servers whose projection already contains this segment; its
+        self joint cost is left out there. Zero-length segments cost 0 everywhere (Druid).
+        """
+        k = self.keys
+        a0, a1 = int(k.start_ms[key]), int(k.end_ms[key])
+        if a1 == a0:
+            return np.zeros(self.n_servers)
+        disjoint = np.zeros(self.n_servers)
+        for side in self._sides + self._ds_sides[k.datasource[key]]:
+            disjoint = disjoint + side.weighted(key, a0, a1)
+        lo, hi = self._offsets[key], self._offsets[key + 1]
+        counts = self.counts[:, self._over[lo:hi]].astype(np.float64)
+        if holders is not None and self._self_pos[key] >= 0:
+            counts[np.asarray(holders, bool), self._self_pos[key]] -= 1.0
+        return (INV_LAMBDA_SQUARE * self._decay[key]) * disjoint + counts @ self._pair[lo:hi]

@@ -1,0 +1,36 @@
+"""Stage 5: move replicas away from decommissioning servers to the segment's top ``B`` servers
+(ALGORITHM.md stage 5; seed 000 stage 5).
+
+Reads ``ToMoveAwayFromDecommServers[T]`` (start of run) as ``StillLoadedOnDecommServers[T]``;
+writes ``StillLoadedOnDecommServers[T]``. Limit: ``run.limit(5)`` (decommissioning queue). One
+Spark task per tier.
+"""
+
+from __future__ import annotations
+
+from segment_balancer.planner.kernels import loading
+from segment_balancer.planner.kernels.state import StageLimit
+from segment_balancer.spark.workdir import Run
+from segment_balancer.spark.tierpass import per_tier_step
+from segment_balancer.planner.stages._groups import copy_groups
+
+STAGE = 5
+READS = ("ToMoveAwayFromDecommServers[T]",)
+WRITES = ("StillLoadedOnDecommServers[T]",)
+
+
+def start_groups(groups) -> None:
+    """``StillLoadedOnDecommServers[T]`` starts as ``ToMoveAwayFromDecommServers[T]``."""
+    copy_groups(groups, "ToMoveAwayFromDecommServers", "StillLoadedOnDecommServers")
+
+
+def stage(run: Run, groups) -> None:
+    """Run stage 5 on ``groups`` (after :func:`start_groups`; updated in place)."""
+    step(run, groups, STAGE, run.limit(STAGE))
+
+
+def step(run: Run, groups, stage: int, limit: StageLimit) -> None:
+    """``StillLoadedOnDecommServers[T]`` → a load on a top-``B`` server plus the dependent drop from
+    the decommissioning one (stages 5 and 9)."""
+    per_tier_step(run, groups, stage, "StillLoadedOnDecommServers", "decommissioning",
+                  lambda r, bm, sink: loading.move_from_decommissioning(r, bm, limit, sink))

@@ -1,0 +1,56 @@
+"""Stage 7: cost-based balancing of each tier; moves that cannot be made now are recorded in
+``ToBeBalanced[T]`` for stage 10 (ALGORITHM.md stage 7; seed 000 stage 7).
+
+Reads ``Balanceable[T]`` and ``VisitedInBalancing[T]``; writes ``VisitedInBalancing[T]`` and
+``ToBeBalanced[T]``. Limit: ``run.limit(7)`` (balancing queue). One Spark task per tier; segments
+drawn with a generator seeded by ``balancerRandomSeed``, the stage and the tier.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+from pyroaring import BitMap
+
+from segment_balancer.planner.config import MOVE_TRIGGERS
+from segment_balancer.planner.kernels import balancing
+from segment_balancer.planner.kernels.state import StageLimit, group_name, split_group_name
+from segment_balancer.spark.workdir import Run
+from segment_balancer.spark.tierpass import finish, kernel_pass, merge, packed, tier_groups, unpacked
+
+STAGE = 7
+READS = ("Balanceable[T]", "VisitedInBalancing[T]")
+WRITES = ("VisitedInBalancing[T]", "ToBeBalanced[T]")
+
+
+def stage(run: Run, groups) -> None:
+    """Run stage 7 on ``groups`` (updated in place)."""
+    step(run, groups, STAGE, run.limit(STAGE), record=True)
+
+
+def step(run: Run, groups, stage: int, limit: StageLimit, record: bool) -> None:
+    """Balance every tier's ``Balanceable[T]`` (stage 7 with ``record``: moves that do not fit go
+    to ``ToBeBalanced[T]``; stage 11 without)."""
+    eligible = tier_groups(groups, "Balanceable")
+    if not eligible:
+        return
+    visited = {t: groups.get(group_name("VisitedInBalancing", t), BitMap()) for t in eligible}
+    data, seen = packed(eligible), packed(visited)
+    cfg = run.config
+    seed = int(cfg.get("balancerRandomSeed", 0) or 0)
+    window = int(cfg.get("balancingIterationWindow", 100))
+    threshold = int(cfg.get("balancingFailedIterationThreshold", 80))
+    trigger = cfg.get("balancingMoveTrigger", MOVE_TRIGGERS[0])
+
+    def body(runs, sink):
+        pops, vis = unpacked(data), unpacked(seen)
+        for tier, tier_run in runs.items():
+            population = np.array(list(pops[tier]), dtype=np.int64)
+            done = set(vis.get(tier, BitMap()))
+            balancing.balance_tier(tier_run, population, limit, balancing.tier_rng(seed, stage, tier), done,
+                                   window, threshold, sink, record, trigger)
+            for i in sorted(done):
+                sink.member(i, group_name("VisitedInBalancing", tier))
+
+    result = kernel_pass(run, stage, "balancing", list(eligible), body)
+    members = finish(run, stage, "balancing", result)
+    merge(groups, members, [n for n in members if split_group_name(n)[0] == "VisitedInBalancing"])

@@ -1,0 +1,24 @@
+"""Stage 10: make the moves stage 7 chose but could not schedule (ALGORITHM.md stage 10; seed 000
+stage 10): each holder that the stage-7 trigger (``balancingMoveTrigger``) selects moves.
+
+Reads ``ToBeBalanced[T]``; writes it (the segments fully moved leave it). Limit:
+``run.limit(10)`` (balancing queue). One Spark task per tier.
+"""
+
+from __future__ import annotations
+
+from segment_balancer.planner.config import MOVE_TRIGGERS
+from segment_balancer.planner.kernels import balancing
+from segment_balancer.spark.workdir import Run
+from segment_balancer.spark.tierpass import per_tier_step
+
+STAGE = 10
+READS = WRITES = ("ToBeBalanced[T]",)
+
+
+def stage(run: Run, groups) -> None:
+    """Run stage 10 on ``groups`` (updated in place)."""
+    limit = run.limit(STAGE)
+    trigger = run.config.get("balancingMoveTrigger", MOVE_TRIGGERS[0])
+    per_tier_step(run, groups, STAGE, "ToBeBalanced", "to_be_balanced",
+                  lambda r, bm, sink: balancing.balance_listed(r, bm, limit, sink, trigger))

@@ -1,0 +1,20 @@
+"""Stage 11: balance again the segments not yet visited in balancing, with the limit of stage 11
+(ALGORITHM.md stage 11; seed 000 stage 11).
+
+Reads ``Balanceable[T]`` and ``VisitedInBalancing[T]``; writes ``VisitedInBalancing[T]``. Limit:
+``run.limit(11)`` (balancing queue). The step of stage 7 without recording ``ToBeBalanced``.
+"""
+
+from __future__ import annotations
+
+from segment_balancer.spark.workdir import Run
+from segment_balancer.planner.stages import s07_balancing
+
+STAGE = 11
+READS = ("Balanceable[T]", "VisitedInBalancing[T]")
+WRITES = ("VisitedInBalancing[T]",)
+
+
+def stage(run: Run, groups) -> None:
+    """Run stage 11 on ``groups`` (updated in place)."""
+    s07_balancing.step(run, groups, STAGE, run.limit(STAGE), record=False)

@@ -1,0 +1,198 @@
+"""``assemble``: the plan tables from the op log (docs/ARCHITECTURE.md "Plan directory").
+
+Writes ``WORK/plan/`` atomically: ``operations.parquet``, ``assignment.parquet``, ``groups.json``,
+the tables ``explain --plan`` reads (``decisions.parquet``, ``segments.parquet``,
+``stage_groups.json``) and ``summary.json`` (counts per stage/tier/action, replication status before and after, balance
+per tier, every historical's holdings before and after, Druid-named metrics, alerts, effective
+config, snapshot id, timings). Validation adds ``validation.json``.
+"""
+
+from __future__ import annotations
+
+import json
+import shutil
+from pathlib import Path
+
+import pyarrow.parquet as pq
+
+from segment_balancer.planner import groups as G
+from segment_balancer.druid.metrics import druid_metrics
+from segment_balancer.planner.kernels.state import split_group_name
+from segment_balancer.druid.instants import format_instant_ms
+from segment_balancer.common.files import _aside, replace_path, write_json_atomic, write_parquet_atomic
+from segment_balancer.spark.workdir import OPS_ARROW_SCHEMA, OPS_COLUMNS, Run
+from segment_balancer.planner.status import balance, replication_counts, status_pass
+from segment_balancer.tools.whatif import load_record
+
+PLAN_OPS_COLUMNS = [c for c in OPS_COLUMNS if c != "idx"]
+
+
+def end_assignment(run: Run):
+    """(``segment_id``, ``server``, ``tier``) of every replica the final run state holds (the
+    projected end state once every op succeeded): served with no drop, or loading."""
+    return (run.state().filter("kind = 'replica' and (served or load_type is not null) and not dropping")
+            .select("segment_id", "server", "tier"))
+
+
+def assemble(run: Run, groups, snapshot: Path) -> Path:
+    """Write the plan to ``WORK/plan`` (replacing an earlier one) and return its path. Four
+    Spark jobs: the end assignment, the final status (one task per tier), the decision log and the
+    segments table; the operations and their counts come from the op log's files."""
+    plan = run.work / "plan"
+    tmp = _aside(plan)
+    tmp.mkdir(parents=True)
+    spark = run.spark
+    # The op log's files, numbered one step after another by write_ops, already read on the
+    # driver once there: one file here, and the summary's counts from it (no Spark job).
+    ops = _op_log(run)
+    pq.write_table(ops.select(PLAN_OPS_COLUMNS), tmp / "operations.parquet")
+    ops = ops.to_pandas()
+    assignment = end_assignment(run)
+    # the start of the run as prepare measured it (the same pass over the initial state)
+    held_before = {server: tuple(n) for server, n in run.meta.get("held", {}).items()}
+    after = status_pass(spark, run.work_uri, run.state_dirs(), run.servers_pdf)
+    write_parquet_atomic(assignment.coalesce(1).sortWithinPartitions("segment_id", "server"), tmp / "assignment.parquet")
+    _flatten(tmp / "assignment.parquet")
+    by_stage = [{"stage": int(k[0]), "tier": _value(k[1]), "action": _value(k[2]), "count": int(n)}
+                for k, n in ops.groupby(["stage", "tier", "action"], dropna=False).size().items()]
+    by_stage.sort(key=lambda r: (r["stage"], r["tier"] or "", r["action"] or ""))
+    by_reason = {_value(k): int(n) for k, n in ops.groupby("reason", dropna=False).size().items()}
+    totals = {"operations": len(ops), "loads": int((ops["action"] == "LOAD").sum()),
+              "drops": int((ops["action"] == "DROP").sum()), "moves": int(ops["depends_on"].notna().sum())}
+    metrics = (ops.groupby(["tier", "action", "queue_type", "reason"], dropna=False).size().rename("count").reset_index()
+               .astype({"count": "int64"}))
+    keys = ["tier", "action", "queue_type", "reason"]
+    metrics[keys] = metrics[keys].astype(object).where(metrics[keys].notna(), None)
+    _explain_tables(run, tmp)
+    final_groups = [{"name": name, "kind": split_group_name(name)[0], "tier": split_group_name(name)[1],
+                     "count": len(bm), "bitset": G.encode(bm)} for name, bm in sorted(groups.items())]
+    write_json_atomic(final_groups, tmp / "groups.json")
+    timings_path = run.work / "timings.json"
+    summary = {
+        "snapshot_id": run.meta["snapshot_id"],
+        "cluster": run.meta["cluster"],
+        "snapshot_time": format_instant_ms(int(run.meta["now_ms"])),
+        "snapshot": str(snapshot),
+        "operations": int(totals["operations"]),
+        "loads": int(totals["loads"]),
+        "drops": int(totals["drops"]),
+        "moves": int(totals["moves"]),
+        "by_stage_tier_action": by_stage,
+        "by_reason": by_reason,
+        "status_before": replication_counts(run.meta.get("status_counts", {})),
+        "status_after": replication_counts(after.counts),
+        "groups_before": run.meta.get("status_counts", {}),
+        "groups_after": {g["name"]: g["count"] for g in final_groups},
+        "balance_before": balance(held_before, run.servers_pdf),
+        "balance_after": balance(after.held, run.servers_pdf),
+        "servers": server_rows(run.servers_pdf, held_before, after.held),
+        "druid_metrics": druid_metrics(
+            metrics, run.servers_pdf,
+            run.meta.get("missing_replicas", {}), after.missing,
+            run.meta.get("status_counts", {}).get("Unreplicated", 0), after.counts.get("Unreplicated", 0)),
+        "timeline": run.meta.get("timeline", {}),
+        "availability": availability(run),
+        "overshadowed_waiting": run.meta.get("overshadowed_waiting", {}),
+        "unlisted": run.meta.get("unlisted", {}),
+        "alerts": run.meta.get("alerts", []),
+        "config": run.meta["config"],
+        "ignored_config": run.meta.get("ignored_config", []),
+        "whatif": load_record(run.work),
+        "timings_seconds": json.loads(timings_path.read_text()) if timings_path.exists() else {},
+    }
+    write_json_atomic(summary, tmp / "summary.json")
+    replace_path(tmp, plan)
+    return plan
+
+
+PLAN_SEGMENT_COLUMNS = ["segment_id", "idx", "datasource", "size_bytes", "used", "overshadowed", "rule_kind",
+                        "required", "waiting", "targets"]
+"""The plan's ``segments.parquet``: every segment of the snapshot, with what ``explain`` needs of it:
+``idx`` (null when unused), ``size_bytes``, ``used``, ``overshadowed``, ``rule_kind``, ``required``
+(loaded replicas stage 12 keeps), ``waiting`` and ``targets`` (JSON ``{tier: target}``, in the
+rule's tier order)."""
+
+
+def _explain_tables(run: Run, plan: Path) -> None:
+    """Write what ``explain --plan`` reads into ``plan``: ``decisions.parquet`` (the decision log,
+    :data:`~segment_balancer.spark.workdir.DECISION_COLUMNS`, by segment then stage), ``segments.parquet``
+    (:data:`PLAN_SEGMENT_COLUMNS`, by segment id) and ``stage_groups.json`` (``{application:
+    {"names": [group, ...], "changed": {group: base64 bitmap}}}``, in run order: the groups each
+    application handed on, with only the bitmaps that differ from the previous application's)."""
+    from pyspark.sql import functions as F
+
+    from segment_balancer.spark.workdir import DECISION_COLUMNS
+    from segment_balancer.planner.stages import APP_NAMES
+
+    decisions = run.decisions()
+    if decisions is None:
+        decisions = run.spark.createDataFrame(
+            [], "stage int, step string, idx long, segment_id string, tier string, outcome string, detail string")
+    write_parquet_atomic(decisions.select(*DECISION_COLUMNS).coalesce(1).sortWithinPartitions("segment_id", "stage", "tier"),
+                         plan / "decisions.parquet")
+    _flatten(plan / "decisions.parquet")
+    targets = (run.table("targets").groupBy("idx")
+               .agg(F.to_json(F.map_from_entries(F.transform(F.array_sort(F.collect_list(F.struct("tier_pos", "tier", "target"))),
+                                                             lambda x: F.struct(x["tier"], x["target"])))).alias("targets")))
+    segments = run.table("segments").join(targets, "idx", "left").select(*PLAN_SEGMENT_COLUMNS)
+    write_parquet_atomic(segments.coalesce(1).sortWithinPartitions("segment_id"), plan / "segments.parquet")
+    _flatten(plan / "segments.parquet")
+    stage_groups, previous = {}, {}
+    for name in APP_NAMES:
+        path = run.work / "groups" / f"{name}.json"
+        if path.exists():
+            groups = json.loads(path.read_text())
+            stage_groups[name] = {"names": sorted(groups),
+                                  "changed": {g: text for g, text in sorted(groups.items()) if previous.get(g) != text}}
+            previous = groups
+    write_json_atomic(stage_groups, plan / "stage_groups.json")
+
+
+def _op_log(run: Run):
+    """Every op of the run's op log as one pyarrow Table (:data:`~segment_balancer.spark.workdir.OPS_ARROW_SCHEMA`),
+    in ``op_id`` order."""
+    import pyarrow as pa
+
+    files = [run.work / "ops" / f for f in run.manifest()["files"]]
+    tables = [pq.read_table(f, schema=OPS_ARROW_SCHEMA) for f in files]
+    table = pa.concat_tables(tables) if tables else OPS_ARROW_SCHEMA.empty_table()
+    return table.sort_by("op_id")
+
+
+def _value(x):
+    """A pandas group key as JSON wants it: None for a missing value."""
+    return None if x is None or (isinstance(x, float) and x != x) else x
+
+
+def server_rows(servers_pdf, held_before: dict, held_after: dict) -> list[dict]:
+    """One row per historical (sorted by tier, server): ``server``, ``tier``, ``max_size``,
+    ``decommissioning``, and the ``segments``/``bytes`` it holds at the snapshot (``*_before``)
+    and once the plan succeeded (``*_after``); holdings as :func:`status.held_per_server`."""
+    rows = []
+    for r in servers_pdf.sort_values(["tier", "server"]).itertuples(index=False):
+        before, after = held_before.get(r.server, (0, 0)), held_after.get(r.server, (0, 0))
+        rows.append({"server": r.server, "tier": r.tier, "max_size": int(r.max_size),
+                     "decommissioning": bool(r.decommissioning),
+                     "segments_before": int(before[0]), "bytes_before": int(before[1]),
+                     "segments_after": int(after[0]), "bytes_after": int(after[1])})
+    return rows
+
+
+def availability(run: Run) -> dict:
+    """Drops deferred by the availability rule (ALGORITHM.md "Availability"), summed over the steps
+    that report them (stage 12): ``deferred_drops``, ``deferred_segments``, a few examples."""
+    facts = [f for f in run.step_facts() if "deferred_drops" in f]
+    return {"deferred_drops": sum(f["deferred_drops"] for f in facts),
+            "deferred_segments": sum(f["deferred_segments"] for f in facts),
+            "deferred_examples": sorted(x for f in facts for x in f.get("deferred_examples", []))[:5]}
+
+
+def _flatten(path: Path) -> None:
+    """Turn Spark's one-part parquet directory into a single parquet file at ``path``."""
+    parts = sorted(path.glob("part-*.parquet"))
+    if not path.is_dir() or len(parts) != 1:
+        return
+    tmp = _aside(path)
+    shutil.move(str(parts[0]), tmp)
+    shutil.rmtree(path)
+    tmp.rename(path)

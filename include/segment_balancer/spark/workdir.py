@@ -1,0 +1,290 @@
+"""One run's work directory as the stages see it: prepared tables, the run state, the op log.
+
+A stage sees the snapshot plus every operation scheduled by the stages before it, as the run state
+(:mod:`.runstate`, ``WORK/state/NN_step/``) of the last step that wrote one. The op log is
+``WORK/ops/*.parquet`` (one file per step) with a manifest that keeps the order, the count and each
+step's state, so ``op_id`` stays global and increasing in scheduling order.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+from pathlib import Path
+
+import pandas as pd
+
+from segment_balancer.planner.kernels.state import StageLimit
+from segment_balancer.common.files import write_json_atomic, write_parquet_atomic
+from segment_balancer.planner.runstate import STATE_COLUMNS, STATE_FIELDS, STATE_SCHEMA, TIER_FILE_SCHEMA, initial_state_dirs
+from segment_balancer.spark.session import read_parquet
+
+log = logging.getLogger(__name__)
+
+OUT_FIELDS = STATE_FIELDS + [
+    ("action", "string"), ("queue_type", "string"), ("reason", "string"), ("dep_server", "string"),
+    ("o1", "long"), ("o2", "string"), ("o3", "double"), ("group", "string"), ("detail", "string"),
+]
+"""What a stage kernel's task writes (``WORK/passes/NN_step/``), one ``kind`` per row: ``op`` (an operation: ``action``, ``queue_type``, ``reason``,
+``dep_server``, and ``o1, o2, o3`` that sort the ops of one step into scheduling order across
+tasks), ``member`` (``idx`` joins ``group``), ``deferred`` (``o1`` drops of ``idx`` deferred by the
+availability rule), ``decision`` (why the step left segment ``idx`` undone in ``tier``: outcome
+code in ``reason``, JSON in ``detail``; :meth:`~segment_balancer.planner.kernels.state.OpSink.decide`) and
+``over``/``candidates`` (stage-3 callback and stage-12 inputs, as JSON in
+``detail``: no array columns, which Spark hands to Python row by row)."""
+OUT_COLUMNS = [n for n, _ in OUT_FIELDS]
+OUT_SCHEMA = ", ".join(f"`{n}` {t}" for n, t in OUT_FIELDS)
+OPS_COLUMNS = ["op_id", "stage", "action", "queue_type", "idx", "segment_id", "datasource", "tier",
+               "server", "size_bytes", "depends_on", "reason"]
+
+def _ops_arrow_schema():
+    import pyarrow as pa
+
+    types = {"op_id": pa.int64(), "stage": pa.int32(), "idx": pa.int64(), "size_bytes": pa.int64(),
+             "depends_on": pa.int64()}
+    return pa.schema([(c, types.get(c, pa.string())) for c in OPS_COLUMNS])
+
+
+OPS_ARROW_SCHEMA = _ops_arrow_schema()
+"""The op log's parquet schema (``WORK/ops/stage_NN_step.parquet``): ``op_id``, ``idx``,
+``size_bytes``, ``depends_on`` int64 (``depends_on`` null for an independent op), ``stage`` int32,
+the rest strings."""
+
+
+DECISION_COLUMNS = ["stage", "step", "idx", "segment_id", "tier", "outcome", "detail"]
+"""The decision log (the ``kind = 'decision'`` rows of each step's output, ``WORK/passes/NN_step/``,
+then the plan's ``decisions.parquet``): why a stage that considered a segment left it undone. ``stage`` int, ``step`` str, ``idx`` long,
+``segment_id`` str, ``tier`` str (null: every tier), ``outcome`` str (code), ``detail`` str (JSON)."""
+
+
+def read_output(work_uri: str, rel: str, columns: list[str], kind: str, **equal):
+    """The rows of a step's output files (:data:`OUT_COLUMNS`, the directory or file ``rel`` under
+    the work directory ``work_uri``) of ``kind`` (``op``, ``decision``, ``deferred``, …) whose
+    columns equal ``equal`` (e.g. ``tier=``, ``action=``), as a pyarrow Table of ``columns``: read
+    with pyarrow where the caller runs (a Spark task, or the driver for what the load queues
+    bound), never through a Spark job."""
+    import pyarrow.dataset as ds
+
+    from segment_balancer.common.files import filesystem
+    from segment_balancer.planner.runstate import arrow_schema
+
+    fs, base = filesystem(work_uri)
+    cond = ds.field("kind") == kind
+    for name, value in equal.items():
+        cond = cond & (ds.field(name) == value)
+    return ds.dataset(f"{base}/{rel}", format="parquet", filesystem=fs, schema=arrow_schema(OUT_FIELDS)).to_table(
+        filter=cond, columns=columns)
+
+
+def num_best_function(cfg: dict):
+    """``B(numServersInTier, targetReplicants)`` from the effective config dict of ``meta.json``:
+    clamp(floor(f(n, t)), t, n) (ALGORITHM.md "Best servers"). Picklable inputs, so executors
+    rebuild it from the dict."""
+    from segment_balancer.planner.config import LOG_BASE_KEY, build_config
+
+    keys = ("numBestServersChoosingFunction", LOG_BASE_KEY)
+    return build_config({k: cfg[k] for k in keys if k in cfg}).num_best_servers
+
+
+def out_frame(sink, extra: list[dict] | None = None) -> pd.DataFrame:
+    """One pandas frame of ``OUT_COLUMNS``: the ops, memberships and deferred drops of ``sink``
+    and ``extra`` rows (``over``/``candidates``)."""
+    rows = [{"kind": "op", "action": o.action, "queue_type": o.queue_type, "idx": o.idx,
+             "segment_id": o.segment_id, "datasource": o.datasource, "tier": o.tier, "server": o.server,
+             "size_bytes": o.size_bytes, "reason": o.reason, "dep_server": o.dep_server,
+             "o1": int(o.order[0]), "o2": str(o.order[1]), "o3": float(o.order[2])}
+            for o in sink.ops]
+    rows += [{"kind": "member", "idx": idx, "group": g} for idx, g in sink.members]
+    rows += [{"kind": "deferred", "idx": idx, "segment_id": sid, "o1": n} for idx, sid, n in sink.deferred]
+    rows += [{"kind": "decision", "idx": idx, "segment_id": sid, "tier": tier, "reason": outcome,
+              "detail": json.dumps(detail, separators=(",", ":"), sort_keys=True)}
+             for idx, sid, tier, outcome, detail in sink.decisions]
+    rows += extra or []
+    frame = pd.DataFrame(rows, columns=OUT_COLUMNS)
+    for col in ("idx", "start_ms", "end_ms", "size_bytes", "o1"):
+        frame[col] = frame[col].astype("Int64").fillna(0).astype("int64")
+    frame["o3"] = frame["o3"].astype("float64")
+    for col in ("target", "tier_pos", "required"):
+        frame[col] = frame[col].astype("Int32")
+    for col in ("served", "dropping"):
+        frame[col] = frame[col].astype("boolean")
+    strings = ["tier", "kind", "segment_id", "datasource", "server", "load_type", "rule_kind", "topb", "action",
+               "queue_type", "reason", "dep_server", "o2", "group", "detail"]
+    frame[strings] = frame[strings].astype(object).where(frame[strings].notna(), None)
+    return frame
+
+
+def reset_manifest(work: Path, stage: int) -> None:
+    """Forget the steps of ``stage`` and later in ``work/ops/manifest.json`` (a retried or skipped
+    application starts clean); no Spark needed."""
+    path = Path(work) / "ops" / "manifest.json"
+    if not path.exists():
+        return
+    manifest = json.loads(path.read_text())
+    keep = [s for s in manifest["steps"] if int(s["stage"]) < stage]
+    if len(keep) == len(manifest["steps"]):
+        return
+    files = [f"stage_{s['stage']:02d}_{s['step']}.parquet" for s in keep]
+    write_json_atomic({"files": files, "count": sum(int(s["ops"]) for s in keep), "steps": keep}, path)
+
+
+class Run:
+    """One run's work directory, as the stages see it.
+
+    ``spark``: the session; ``work``: the run's work directory (prepared tables under
+    ``work/prepared``); ``meta``: ``prepared/meta.json``.
+    """
+
+    def __init__(self, spark, work: Path):
+        self.spark = spark
+        self.work = Path(work)
+        self.prepared = self.work / "prepared"
+        self.meta = json.loads((self.prepared / "meta.json").read_text())
+        self.servers_pdf = pd.read_parquet(self.prepared / "servers.parquet")
+        self._tables: dict = {}
+
+    # ---- tables -------------------------------------------------------------------------------
+    def table(self, name: str):
+        """A prepared table as a Spark DataFrame (``segments``, ``replicas``, ``targets``)."""
+        if name not in self._tables:
+            self._tables[name] = read_parquet(self.spark, self.prepared / f"{name}.parquet")
+        return self._tables[name]
+
+    @property
+    def config(self) -> dict:
+        return self.meta["config"]
+
+    def limit(self, stage: int) -> StageLimit:
+        return StageLimit.from_meta(self.meta["stage_limits"].get(str(stage)))
+
+    def num_best(self):
+        """``B(numServersInTier, targetReplicants)``: clamp(floor(f), target, servers)."""
+        return num_best_function(self.config)
+
+    # ---- op log -------------------------------------------------------------------------------
+    @property
+    def _manifest_path(self) -> Path:
+        return self.work / "ops" / "manifest.json"
+
+    def manifest(self) -> dict:
+        if self._manifest_path.exists():
+            return json.loads(self._manifest_path.read_text())
+        return {"files": [], "count": 0, "steps": []}
+
+    def reset_from(self, stage: int) -> None:
+        """Forget the ops of ``stage`` and later (a retried application starts clean)."""
+        reset_manifest(self.work, stage)
+
+    def step_facts(self) -> list[dict]:
+        """``{"stage", "step", **facts}`` of every step so far that reported facts."""
+        return [{"stage": s["stage"], "step": s["step"], **s["facts"]} for s in self.manifest()["steps"] if s.get("facts")]
+
+    def decisions(self):
+        """Every decision recorded so far (Spark DataFrame of ``DECISION_COLUMNS``), or None: the
+        ``kind = 'decision'`` rows of each step's output (``decisions`` in the manifest: the
+        step's output directory, relative to the work directory)."""
+        from functools import reduce
+
+        from pyspark.sql import functions as F
+
+        steps = [s for s in self.manifest()["steps"] if s.get("decisions")]
+        if not steps:
+            return None
+        parts = [self.spark.read.schema(OUT_SCHEMA).parquet(f"{self.work_uri}/{s['decisions']}").filter("kind = 'decision'")
+                 .select(F.lit(int(s["stage"])).alias("stage"), F.lit(s["step"]).alias("step"), "idx", "segment_id", "tier",
+                         F.col("reason").alias("outcome"), "detail") for s in steps]
+        return reduce(lambda a, b: a.unionByName(b), parts)
+
+    def ops(self):
+        """Every op scheduled so far (Spark DataFrame of ``OPS_COLUMNS``), or None."""
+        files = self.manifest()["files"]
+        if not files:
+            return None
+        return read_parquet(self.spark, *[self.work / "ops" / f for f in files])
+
+    # ---- run state ----------------------------------------------------------------------------
+    @property
+    def work_uri(self) -> str:
+        """The work directory as Spark tasks address it (absolute)."""
+        return str(self.work.absolute())
+
+    def initial_state_dirs(self) -> dict[str, str]:
+        """``{tier: directory}`` (relative to the work directory) of the state ``prepare`` wrote."""
+        return initial_state_dirs(self.work)
+
+    def state_dirs(self) -> dict[str, str]:
+        """``{tier: directory}`` (relative to the work directory) of the current run state: each
+        tier's state as the last step that changed it wrote it (``state/NN_step/tier=T``), or as
+        ``prepare`` did."""
+        steps = [st for st in self.manifest()["steps"] if st.get("state")]
+        return dict(steps[-1]["state"]) if steps else self.initial_state_dirs()
+
+    def state(self, initial: bool = False):
+        """The current run state (Spark DataFrame of ``runstate.STATE_COLUMNS``); with ``initial``,
+        the state at the start of the run."""
+        from functools import reduce
+
+        from pyspark.sql import functions as F
+
+        dirs = self.initial_state_dirs() if initial else self.state_dirs()
+        parts = [self.spark.read.schema(TIER_FILE_SCHEMA).parquet(f"{self.work_uri}/{rel}")
+                 .withColumn("tier", F.lit(tier)).select(*STATE_COLUMNS) for tier, rel in sorted(dirs.items())]
+        if not parts:
+            return self.spark.createDataFrame([], STATE_SCHEMA)
+        return reduce(lambda a, b: a.unionByName(b), parts)
+
+    def write_output(self, stage: int, step: str, frame) -> str:
+        """Write a step's output rows (Spark DataFrame of :data:`OUT_COLUMNS`) to
+        ``passes/NN_step/out.parquet`` (one Spark job) and return that path, relative to the work
+        directory."""
+        rel = f"passes/{stage:02d}_{step}/out.parquet"
+        write_parquet_atomic(frame.select(*OUT_COLUMNS), self.work / rel)
+        return rel
+
+    def write_ops(self, stage: int, step: str, kernel_out, facts: dict | None = None, state=None) -> int:
+        """Give the ops of one step their global ``op_id`` (in ``o1, o2, o3, action, server``
+        order), resolve ``depends_on`` and append them to the op log; keep the step's decisions
+        where they are. ``kernel_out``: the step's output rows (:data:`OUT_COLUMNS`), either the
+        directory (relative to the work directory) the tasks of its kernel pass wrote them to, or
+        a Spark DataFrame, written first to ``passes/NN_step/out.parquet``. ``facts``: counts the
+        step reports (e.g. deferred drops), kept with the step in the manifest for the summary.
+        ``state``: the run state after the step, ``{tier: directory}`` of every tier
+        (:mod:`.tierpass` wrote the changed ones); None keeps the current one. The manifest written
+        last commits the step. Returns the number of ops written.
+
+        No Spark job for a kernel pass's directory, one for a DataFrame: the step's ops (bounded
+        by the load queues: M x servers, and stage 12's drops) are read from the output files with
+        pyarrow and numbered in pandas; the decisions stay in the output files, which
+        :meth:`decisions` reads.
+        """
+        import pyarrow as pa
+
+        manifest = self.manifest()
+        offset = manifest["count"]
+        if not isinstance(kernel_out, str):
+            kernel_out = self.write_output(stage, step, kernel_out)
+        cols = ["o1", "o2", "o3", "action", "queue_type", "idx", "segment_id", "datasource", "tier", "server",
+                "size_bytes", "reason", "dep_server"]
+        ops = read_output(self.work_uri, kernel_out, cols, "op").to_pandas()
+        ops = ops.sort_values(["o1", "o2", "o3", "action", "server"], kind="stable", na_position="first")
+        ops = ops.reset_index(drop=True)
+        ops["op_id"] = range(offset, offset + len(ops))
+        loads = ops.loc[ops["action"] == "LOAD", ["idx", "server", "op_id"]].rename(
+            columns={"server": "dep_server", "op_id": "depends_on"})
+        final = ops.merge(loads, on=["idx", "dep_server"], how="left")
+        final["depends_on"] = final["depends_on"].astype("Int64")
+        final["stage"] = stage
+        final = final.sort_values("op_id", kind="stable")[OPS_COLUMNS]
+        name = f"stage_{stage:02d}_{step}.parquet"
+        write_parquet_atomic(pa.Table.from_pandas(final, schema=OPS_ARROW_SCHEMA, preserve_index=False),
+                             self.work / "ops" / name)
+        n = len(final)
+        entry = {"stage": stage, "step": step, "ops": n, **({"facts": facts} if facts else {}), "decisions": kernel_out}
+        if state is not None:
+            entry["state"] = dict(sorted(state.items()))
+        manifest["files"].append(name)
+        manifest["count"] = offset + n
+        manifest["steps"].append(entry)
+        write_json_atomic(manifest, self._manifest_path)
+        log.info("stage %d step %s: %d operations", stage, step, n)
+        return n

@@ -1,0 +1,305 @@
+"""Command line: the same applications as the DAG, in one Spark session.
+
+``python -m segment_balancer plan --snapshot DIR --out DIR [--config FILE.json] [--work DIR] [--decommission SERVER] [--remove SERVER] [--add TIER:COUNT:MAX_SIZE_BYTES]``
+``python -m segment_balancer explain --plan PLAN_DIR --segment ID [--json]``
+``python -m segment_balancer explain --snapshot DIR --segment ID [--tier T] [--config FILE.json]``
+``python -m segment_balancer summary PLAN_DIR``
+``python -m segment_balancer report DIR`` (a plan directory, or a simulation directory)
+``python -m segment_balancer plans PLANS_ROOT [--cluster NAME] [--json]``
+``python -m segment_balancer simulate --snapshot DIR --runs N --out DIR [--config FILE.json] [--loads-per-run N] [--load-failure-rate P] [--seed N]``
+``python -m segment_balancer capture --coordinator URL --broker URL --out DIR [--cluster NAME] [--user USER]``
+``python -m segment_balancer generate OUT_DIR [--seed N] [--segments N] [--servers N]``
+``python -m segment_balancer import-sql SQL_FILE OUT_DIR``
+
+Exit codes: 0 success, 2 bad input (snapshot refused, plan failed validation), 1 anything else.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import logging
+import shutil
+import sys
+import tempfile
+from pathlib import Path
+
+from segment_balancer.spark.apps import add_simulate_arguments, read_overrides
+
+
+def run_plan(spark, snapshot: Path, out: Path, overrides: dict | None = None, work: Path | None = None,
+             edits=None) -> dict:
+    """Run every application of ``APP_NAMES`` in order, validate, and publish to ``out``.
+
+    ``edits``: a ``whatif.WhatIf`` applied to a copy of ``snapshot`` first (recorded in the
+    summary's ``whatif``). Returns the plan's ``summary.json``. Raises ``SnapshotError`` (bad
+    input), ``WhatIfError`` (edits that do not fit the snapshot) or ``PlanValidationError``
+    (nothing published, an earlier plan at ``out`` untouched).
+    """
+    from segment_balancer.plan.publish import publish_plan
+    from segment_balancer.planner.stages import APP_NAMES, run_app
+    from segment_balancer.plan.validation import import_in_background, require_valid
+    from segment_balancer.tools.whatif import apply_to_run
+
+    import_in_background()
+
+    own_work = work is None
+    work = Path(work or tempfile.mkdtemp(prefix="segment_balancer-work-")).absolute()
+    log = logging.getLogger("segment_balancer.plan")
+    try:
+        if edits is not None:
+            snapshot, overrides = apply_to_run(snapshot, work, edits, overrides)
+        xcom = None
+        for name in APP_NAMES:
+            log.info("running %s", name)
+            xcom = run_app(spark, name, snapshot, work, xcom, overrides)
+        require_valid(work / "plan", work)
+        publish_plan(work / "plan", out)
+        return json.loads((Path(out) / "summary.json").read_text())
+    finally:
+        if own_work:
+            shutil.rmtree(work, ignore_errors=True)
+
+
+def explain(spark, snapshot: Path, segment_id: str, tier: str | None = None, overrides: dict | None = None) -> dict:
+    """Every candidate server's start-of-run placement cost, rank, top-``B`` membership and, when
+    ineligible, why; per tier where the segment has a target or a replica (or only ``tier``)."""
+    from segment_balancer.plan.explain import explain_segment
+
+    work = Path(tempfile.mkdtemp(prefix="segment_balancer-explain-"))
+    try:
+        from segment_balancer.spark.prepare import prepare
+        from segment_balancer.spark.used_segments import used_segments
+
+        used_segments(spark, snapshot, work)
+        prepare(spark, snapshot, work, overrides)
+        return explain_segment(spark, work, segment_id, tier)
+    finally:
+        shutil.rmtree(work, ignore_errors=True)
+
+
+def print_summary(plan: Path) -> None:
+    """A short human summary of a published plan (rich table)."""
+    from rich.console import Console
+    from rich.table import Table
+
+    summary = json.loads((Path(plan) / "summary.json").read_text())
+    console = Console()
+    console.print(f"[bold]Plan[/bold] {plan}  snapshot {summary['snapshot_id']}")
+    edits = summary.get("whatif")
+    if edits:
+        parts = [f"decommission {', '.join(edits['decommission'])}" if edits["decommission"] else "",
+                 f"remove {', '.join(edits['remove'])}" if edits["remove"] else "",
+                 f"add {', '.join(edits['added'])}" if edits["added"] else ""]
+        console.print(f"[bold]what-if[/bold] {'; '.join(p for p in parts if p)} (on a copy of {edits['snapshot']})")
+    console.print(f"{summary['operations']} operations: {summary['loads']} loads, {summary['drops']} drops, "
+                  f"{summary['moves']} of the drops wait for a load (moves and callbacks)")
+    table = Table("stage", "tier", "action", "count")
+    for row in summary["by_stage_tier_action"]:
+        table.add_row(str(row["stage"]), str(row["tier"]), row["action"], str(row["count"]))
+    console.print(table)
+    before, after = summary["status_before"], summary["status_after"]
+    console.print(f"unreplicated segments: {before['unreplicated']} before, {after['unreplicated']} once the plan succeeds")
+    deferred = summary.get("availability", {})
+    if deferred.get("deferred_drops"):
+        console.print(f"{deferred['deferred_drops']} drops of {deferred['deferred_segments']} segments wait for a later run: "
+                      "dropping now would leave fewer loaded replicas than required")
+    waiting = summary.get("overshadowed_waiting", {})
+    if waiting.get("segments"):
+        per = ", ".join(f"{ds} {v['segments']}" for ds, v in waiting["per_datasource"].items())
+        console.print(f"{waiting['segments']} overshadowed segments keep their replicas until what overshadows them is served ({per})")
+    unlisted = summary.get("unlisted", {})
+    if unlisted.get("segments"):
+        console.print(f"{unlisted['segments']} segments not in segments.jsonl (unused): "
+                      f"{unlisted['served_replicas']} served replicas dropped")
+    for alert in summary["alerts"]:
+        console.print(f"[yellow]alert[/yellow] {alert['kind']}: {alert['message']}")
+
+
+def print_plans(entries, root: Path) -> None:
+    """The plan history (:func:`segment_balancer.plan.history.plan_history`) as a rich table: per plan its
+    snapshot time, cluster, name, operations, unreplicated and underreplicated segments once it
+    succeeded, max − min segments per tier, each with the change from the previous plan."""
+    from rich.console import Console
+    from rich.table import Table
+
+    from segment_balancer.plan.history import signed_change
+
+    console = Console()
+    if not entries:
+        console.print(f"no plans published yet under {root}")
+        return
+    table = Table("snapshot time", "cluster", "plan", "operations", "unreplicated after", "underreplicated after",
+                  "max − min after", "compared with")
+    for e in entries:
+        n, d = e.numbers, e.diff
+
+        def cell(key: str) -> str:
+            return f"{n[key]:,}" + (f" ({signed_change(d[key])})" if d else "")
+
+        spread = ", ".join(f"{t} {v}" + (f" ({signed_change(d['max_minus_min_after'][t])})" if t in d.get("max_minus_min_after", {}) else "")
+                           for t, v in sorted(n["max_minus_min_after"].items()))
+        table.add_row(e.snapshot_time, e.cluster, e.name + (" (what-if)" if e.whatif else ""), cell("operations"),
+                      cell("unreplicated_after"), cell("underreplicated_after"), spread, e.previous or "-")
+    console.print(table)
+
+
+def print_runs(table) -> None:
+    """The ``runs.csv`` table of a simulation (rich table)."""
+    from rich.console import Console
+    from rich.table import Table
+
+    columns = ["run", "loads", "drops", "moves", "balancing_moves", "unreplicated_before", "underreplicated_before",
+               "loads_failed", "loads_still_queued", "segments_max_minus_min", "stable"]
+    out = Table(*columns)
+    for row in table[columns].itertuples(index=False):
+        out.add_row(*(str(v) for v in row))
+    Console().print(out)
+
+
+REMOTE_HELP = ("the Spark Connect server to run on (sc://host:port); default $SPARK_REMOTE, else an in-process "
+               "Spark on $SPARK_MASTER or local[*]")
+
+
+def _run_spark_command(spark, args) -> None:
+    """``plan``, ``simulate`` or ``explain --snapshot`` on session ``spark``."""
+    overrides = read_overrides(args.config)
+    if args.command == "plan":
+        from segment_balancer.tools.whatif import WhatIf, parse_add
+
+        edits = WhatIf.parse(args.decommission, args.remove, [parse_add(a) for a in args.add])
+        run_plan(spark, args.snapshot, args.out, overrides, args.work, edits)
+        print_summary(args.out)
+    elif args.command == "simulate":
+        from segment_balancer.tools.simulate import simulate
+
+        table = simulate(spark, args.snapshot, args.out, args.runs, overrides, loads_per_run=args.loads_per_run,
+                         load_failure_rate=args.load_failure_rate, seed=args.seed)
+        print_runs(table)
+    else:
+        print(json.dumps(explain(spark, args.snapshot, args.segment, args.tier, overrides), indent=2))
+
+
+def _parser() -> argparse.ArgumentParser:
+    p = argparse.ArgumentParser(prog="python -m segment_balancer", description=__doc__.splitlines()[0])
+    sub = p.add_subparsers(dest="command", required=True)
+    plan = sub.add_parser("plan", help="compute, validate and publish a plan")
+    plan.add_argument("--snapshot", required=True, type=Path)
+    plan.add_argument("--out", required=True, type=Path)
+    plan.add_argument("--config", type=Path, help="JSON object of dynamic config overrides")
+    plan.add_argument("--work", type=Path, help="keep the work directory here (default: a temporary one)")
+    plan.add_argument("--remote", metavar="URL", help=REMOTE_HELP)
+    what = plan.add_argument_group("what-if edits of the cluster (applied to a copy of the snapshot)")
+    what.add_argument("--decommission", action="append", default=[], metavar="SERVER",
+                      help="decommission this historical too (repeatable)")
+    what.add_argument("--remove", action="append", default=[], metavar="SERVER",
+                      help="remove this historical, as if lost (repeatable)")
+    what.add_argument("--add", action="append", default=[], metavar="TIER:COUNT:MAX_SIZE_BYTES",
+                      help="add COUNT empty historicals of TIER, MAX_SIZE_BYTES each (repeatable)")
+    ex = sub.add_parser("explain", help="what a plan did with one segment and why (--plan), or how every server "
+                                        "ranks for it at the start of a run (--snapshot)")
+    source = ex.add_mutually_exclusive_group(required=True)
+    source.add_argument("--plan", type=Path, help="a published plan directory: every stage's operations and decisions")
+    source.add_argument("--snapshot", type=Path, help="a snapshot: start-of-run placement costs and ranks (JSON)")
+    ex.add_argument("--segment", required=True)
+    ex.add_argument("--tier", help="with --snapshot: only this tier")
+    ex.add_argument("--config", type=Path, help="with --snapshot: dynamic config overrides")
+    ex.add_argument("--json", action="store_true", help="with --plan: print the answer as JSON")
+    ex.add_argument("--remote", metavar="URL", help="with --snapshot: " + REMOTE_HELP)
+    sim = sub.add_parser("simulate", help="plan, apply the plan as a cluster would, repeat: where does the cluster end?")
+    add_simulate_arguments(sim)
+    sim.add_argument("--remote", metavar="URL", help=REMOTE_HELP)
+    cap = sub.add_parser("capture", help="capture a snapshot from a live Druid cluster (whole or not at all)")
+    cap.add_argument("--coordinator", required=True, help="Coordinator URL, e.g. http://coordinator:8081")
+    cap.add_argument("--broker", required=True, help="Broker (or Router) URL, e.g. http://broker:8082")
+    cap.add_argument("--out", required=True, type=Path, help="the snapshot directory to write (must not exist)")
+    cap.add_argument("--cluster", default="druid", help="cluster name written in snapshot.json (default druid)")
+    cap.add_argument("--user", help="basic-auth user of both endpoints; the password is read from $DRUID_PASSWORD")
+    cap.add_argument("--timeout", type=float, default=300.0, help="seconds to wait for a connection or a read")
+    sm = sub.add_parser("summary", help="print the summary of a plan directory")
+    sm.add_argument("plan", type=Path)
+    rep = sub.add_parser("report", help="(re)build report.html of a plan directory, or of a simulation and its runs")
+    rep.add_argument("dir", type=Path, help="a plan directory (summary.json) or a simulation directory (runs.csv)")
+    hist = sub.add_parser("plans", help="the published plans under a root, newest first, with the change from the "
+                                        "previous plan of the same cluster")
+    hist.add_argument("root", type=Path, help="the plans root, e.g. var/plans")
+    hist.add_argument("--cluster", help="only this cluster's plans")
+    hist.add_argument("--json", action="store_true", help="print the list as JSON")
+    gen = sub.add_parser("generate", help="write the seeded realistic sample snapshot")
+    gen.add_argument("out", type=Path)
+    gen.add_argument("--seed", type=int, default=7458)
+    gen.add_argument("--segments", type=int, default=20000)
+    gen.add_argument("--servers", type=int, help="historicals (default: segments / 5000, at least 30)")
+    imp = sub.add_parser("import-sql", help="druid_segments SQL rows -> segments.jsonl.gz")
+    imp.add_argument("sql", type=Path)
+    imp.add_argument("out", type=Path)
+    return p
+
+
+def main(argv=None) -> int:
+    """Entry point of ``python -m segment_balancer``."""
+    from segment_balancer.druid.capture import CaptureError
+    from segment_balancer.plan.explain import PlanExplainError
+    from segment_balancer.plan.report import ReportError
+    from segment_balancer.druid.snapshot.errors import SnapshotError
+    from segment_balancer.spark.session import SparkUnreachable
+    from segment_balancer.plan.validation import PlanValidationError
+
+    logging.basicConfig(level=logging.INFO, format="%(asctime)s %(levelname)s %(name)s: %(message)s")
+    args = _parser().parse_args(argv)
+    try:
+        if args.command == "summary":
+            print_summary(args.plan)
+        elif args.command == "report":
+            from segment_balancer.plan.report import rebuild
+
+            for path in rebuild(args.dir):
+                print(f"report written to {path}")
+        elif args.command == "plans":
+            from segment_balancer.plan.history import plan_history
+
+            entries = plan_history(args.root, args.cluster)
+            if args.json:
+                print(json.dumps([e.as_dict() for e in entries], indent=2))
+            else:
+                print_plans(entries, args.root)
+        elif args.command == "generate":
+            from segment_balancer.tools.sample import generate_snapshot
+
+            print(json.dumps(generate_snapshot(args.out, seed=args.seed, n_segments=args.segments,
+                                                             n_servers=args.servers), indent=2))
+        elif args.command == "capture":
+            import os
+
+            from segment_balancer.druid.capture import DruidEndpoint, capture_to
+
+            auth = (args.user, os.environ.get("DRUID_PASSWORD", "")) if args.user else None
+            out = capture_to(DruidEndpoint(args.coordinator, auth), DruidEndpoint(args.broker, auth), args.out,
+                             args.cluster, timeout_s=args.timeout)
+            print(f"snapshot captured into {out}")
+        elif args.command == "explain" and args.plan is not None:
+            from segment_balancer.plan.explain import explain_plan, render_explain
+
+            answer = explain_plan(args.plan, args.segment)
+            print(json.dumps(answer, indent=2) if args.json else render_explain(answer))
+        elif args.command == "import-sql":
+            from segment_balancer.druid.importer import import_druid_segments_sql
+
+            print(f"{import_druid_segments_sql(args.sql, args.out)} segments written to {args.out}")
+        else:
+            from segment_balancer.spark.session import local_session, release
+
+            # Spark (a Connect server above all) resolves paths from its own working directory.
+            for key in ("snapshot", "out", "work"):
+                if getattr(args, key, None) is not None:
+                    setattr(args, key, getattr(args, key).absolute())
+            spark = local_session(f"segment_balancer.{args.command}", remote=args.remote)
+            try:
+                _run_spark_command(spark, args)
+            finally:
+                release(spark)  # a Connect session: released, its Python daemon ended
+    except (SnapshotError, PlanValidationError, ValueError, CaptureError, PlanExplainError, ReportError,
+            SparkUnreachable) as exc:
+        print(f"error: {exc}", file=sys.stderr)
+        return 2
+    return 0

@@ -1,0 +1,607 @@
+"""The bundled input snapshots: a tiny one from real Druid rows, and a seeded realistic generator.
+
+``build_druid_sample`` imports the five real ``druid_segments`` rows of Druid's own sample dump
+(``snapshots/druid_segments-sample.sql``, Apache-2.0, from Druid's ``examples/quickstart``) and adds
+a small hand-written cluster around them. ``generate_snapshot`` makes a ~20 000-segment cluster with
+the situations the algorithm of issue #7458 has to handle (a lost server, a decommissioning server,
+an added empty server, a broadcast datasource, stale load queues, unused and overshadowed segments
+still served). Both write the snapshot directory format of ``docs/ARCHITECTURE.md``.
+"""
+
+from __future__ import annotations
+
+import gzip
+import json
+import os
+
+from typing import NamedTuple
+
+import numpy as np
+
+from segment_balancer.druid.importer import import_druid_segments_sql, iso_to_ms, ms_to_iso, segment_id, write_gzip_lines, write_json, write_text_atomic
+
+SNAPSHOTS_DIR = os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))), "snapshots")
+SAMPLE_SQL = os.path.join(SNAPSHOTS_DIR, "druid_segments-sample.sql")
+MINUTE, HOUR, DAY = 60_000, 3_600_000, 86_400_000
+MB, GIB = 1_000_000, 1 << 30
+
+
+def _write_rows(path: str, rows: list[dict]) -> None:
+    """A JSON array with one compact object per line (diff-friendly), written atomically."""
+    body = ",\n".join(json.dumps(row, separators=(", ", ": ")) for row in rows)
+    write_text_atomic(path, "[\n" + body + "\n]\n" if rows else "[]\n")
+
+
+def _read_segments(out_dir: str) -> list[dict]:
+    with gzip.open(os.path.join(out_dir, "segments.jsonl.gz"), "rt", encoding="utf-8") as lines:
+        return [json.loads(line) for line in lines]
+
+
+def _historical(name: str, tier: str, curr_size: int, max_size: int, priority: int) -> dict:
+    """A ``sys.servers`` row of a historical (Druid's column names, ``curr_size`` in bytes)."""
+    return {"server": f"{name}:8083", "host": name, "plaintext_port": 8083, "tls_port": -1,
+            "server_type": "historical", "tier": tier, "curr_size": curr_size,
+            "max_size": max_size, "priority": priority}
+
+
+# ------------------------------------------------------------------------------- druid_sample
+
+def build_druid_sample(out_dir: str, sql_path: str | None = None) -> dict:
+    """Write the ``druid_sample`` snapshot to ``out_dir`` (created if needed); returns counts.
+
+    Segments: the rows of ``sql_path`` (default: the bundled ``druid_segments-sample.sql``)
+    imported by ``import_druid_segments_sql``: three ``twitterstream`` days (2013-01-01..03),
+    one ``wikipedia_editstream`` and one ``wikipedia`` segment, each ~0.41-0.45 GB except
+    wikipedia (~25 MB). Cluster at ``2013-06-01T00:00:00.000Z`` (``sys.servers`` rows with
+    ``curr_size``; sizes in bytes):
+
+    - ``_default_tier`` (priority 0, max 1.5 GB): ``hist-default-01`` (decommissioning; serves
+      twitterstream 01-01 and wikipedia_editstream), ``hist-default-02`` (twitterstream 01-01 and
+      01-02, wikipedia), ``hist-default-03`` (empty, one queued ``loading`` of wikipedia).
+    - ``hot`` (priority 10, max 1 GB): ``hist-hot-01`` (twitterstream 01-01 and 01-02; 88 % full),
+      ``hist-hot-02`` (empty). Plus one broker row (not a historical).
+    - twitterstream 01-03 is served nowhere (unreplicated); twitterstream 01-01 is overreplicated
+      in ``_default_tier`` (2 servers, target 1); wikipedia_editstream is underreplicated (1 of 2,
+      on the decommissioning server).
+    - Rules: ``twitterstream``: loadByInterval January 2013 on hot:1 + _default_tier:1, then
+      loadForever _default_tier:2; ``_default``: loadForever _default_tier:2.
+    - Config: ``maxSegmentsInNodeLoadingQueue`` 100, ``decommissioningNodes`` [hist-default-01].
+    """
+    os.makedirs(out_dir, exist_ok=True)
+    n_segments = import_druid_segments_sql(sql_path or SAMPLE_SQL, out_dir)
+    by_key = {}
+    for seg in _read_segments(out_dir):
+        by_key[(seg["dataSource"], seg["interval"][:10])] = (segment_id(seg), seg["size"])
+    tw1, tw2, tw3 = (by_key[("twitterstream", f"2013-01-0{d}")] for d in (1, 2, 3))
+    editstream, wiki = by_key[("wikipedia_editstream", "2012-12-29")], by_key[("wikipedia", "2013-08-01")]
+    serving = {
+        "hist-default-01": [tw1, editstream],
+        "hist-default-02": [tw1, tw2, wiki],
+        "hist-default-03": [],
+        "hist-hot-01": [tw1, tw2],
+        "hist-hot-02": [],
+    }
+    servers = []
+    for name, held in serving.items():
+        hot = name.startswith("hist-hot")
+        servers.append(_historical(name, "hot" if hot else "_default_tier", sum(s for _, s in held),
+                                   1_000_000_000 if hot else 1_500_000_000, 10 if hot else 0))
+    servers.append({"server": "broker-01:8082", "host": "broker-01", "plaintext_port": 8082,
+                    "tls_port": -1, "server_type": "broker", "tier": None, "curr_size": 0,
+                    "max_size": 0, "priority": 0})
+    write_json(os.path.join(out_dir, "servers.json"), servers)
+    rows = [{"server": f"{name}:8083", "segment_id": sid}
+            for name, held in serving.items() for sid, _ in sorted(held)]
+    _write_rows(os.path.join(out_dir, "server_segments.json"), rows)
+    queues = {f"{name}:8083": {"segmentsToLoad": [], "segmentsToDrop": []} for name in serving}
+    queues["hist-default-03:8083"]["segmentsToLoad"].append(
+        {"segment_id": wiki[0], "queue_type": "loading", "requested_at": "2013-05-31T23:58:00.000Z"})
+    write_json(os.path.join(out_dir, "load_queues.json"), queues)
+    write_json(os.path.join(out_dir, "rules.json"), {
+        "twitterstream": [
+            {"type": "loadByInterval",
+             "interval": "2013-01-01T00:00:00.000Z/2013-02-01T00:00:00.000Z",
+             "tieredReplicants": {"hot": 1, "_default_tier": 1}},
+            {"type": "loadForever", "tieredReplicants": {"_default_tier": 2}}],
+        "_default": [{"type": "loadForever", "tieredReplicants": {"_default_tier": 2}}]})
+    write_json(os.path.join(out_dir, "coordinator_config.json"), {
+        "maxSegmentsInNodeLoadingQueue": 100,
+        "decommissioningNodes": ["hist-default-01:8083"]})
+    write_json(os.path.join(out_dir, "snapshot.json"),
+               {"snapshot_time": "2013-06-01T00:00:00.000Z", "cluster": "druid-sample"})
+    return {"segments": n_segments, "servers": len(serving), "server_segments": len(rows),
+            "queued_loads": 1, "queued_drops": 0}
+
+
+# ------------------------------------------------------------------------------ the generator
+
+def _load_rule(period: str | None, tiers: dict) -> dict:
+    """A Druid ``loadForever`` (``period`` None) or ``loadByPeriod`` rule."""
+    if period is None:
+        return {"type": "loadForever", "tieredReplicants": tiers}
+    return {"type": "loadByPeriod", "period": period, "includeFuture": True, "tieredReplicants": tiers}
+
+
+RECENT = {"hot": 2, "cold": 1}
+GENERATED_RULES = {
+    "wikipedia": [_load_rule("P7D", RECENT), _load_rule("P90D", {"cold": 1}), {"type": "dropForever"}],
+    "clickstream": [_load_rule("P30D", RECENT), _load_rule(None, {"cold": 1, "_default_tier": 1})],
+    "metrics": [_load_rule("P30D", RECENT), {"type": "dropBeforeByPeriod", "period": "P365D"},
+                _load_rule(None, {"_default_tier": 1})],
+    "orders": [_load_rule("P30D", RECENT), _load_rule(None, {"cold": 1})],
+    "lookup_dim": [{"type": "broadcastForever"}],
+    "countries": [_load_rule(None, {"_default_tier": 2})],
+    "_default": [_load_rule(None, {"_default_tier": 2})],
+}
+
+# name: (granularity, chunks, shardSpec type, median size MB, dimensions, metrics)
+DATASOURCES = {
+    "wikipedia": ("hour", 91 * 24, "numbered", 60, "channel,page,user,namespace,isRobot",
+                  "count,added,deleted,delta"),
+    "clickstream": ("hour", 60 * 24, "numbered", 200, "session,page,referrer,country,device",
+                    "count,dwell_ms"),
+    "metrics": ("day", 368, "hashed", 120, "host,service,metric", "count,sum,min,max"),
+    "orders": ("day", 3 * 365 + 1, "none", 400, "customer,product,region,channel",
+               "count,quantity,revenue"),
+    "audit_log": ("week", 156, "none", 50, "actor,action,target", "count"),
+    "lookup_dim": ("month", 6, "none", 2, "key,value", "count"),
+}
+DECOMMISSIONING = "hist-default-04"
+
+
+class Layout(NamedTuple):
+    """The historicals of a generated cluster (names ``hist-<tier>-NN``).
+
+    ``history``: ``(name, tier, priority)`` of every historical that held segments before the
+    snapshot; ``lost``: the two of them absent from the snapshot (the last hot and the last cold
+    one); ``added``: the cold historical that joined empty; ``decommissioning``: hist-default-04.
+    """
+
+    history: list[tuple[str, str, int]]
+    lost: tuple[str, str]
+    added: str
+    decommissioning: str = DECOMMISSIONING
+
+    @property
+    def present(self) -> list[tuple[str, str, int]]:
+        """The historicals of the snapshot, ``(name, tier, priority)``: history less the lost, plus the added."""
+        return [h for h in self.history if h[0] not in self.lost] + [(self.added, "cold", 0)]
+
+    def names(self, tier: str, live: bool = False) -> list[str]:
+        """Names of ``tier`` in history (``live``: less the lost and the decommissioning server)."""
+        return [n for n, t, _ in self.history if t == tier
+                and not (live and (n in self.lost or n == self.decommissioning))]
+
+
+def server_layout(n_servers: int) -> Layout:
+    """The historicals of a snapshot with ``n_servers`` of them: about 30 % ``hot`` (priority 10),
+    20 % ``_default_tier`` (at least 4), the rest ``cold`` (one of them added empty); one hot and
+    one cold historical lost before the snapshot.
+
+    Raises ``ValueError`` below 12 historicals.
+    """
+    if n_servers < 12:
+        raise ValueError(f"a generated cluster needs at least 12 historicals, not {n_servers}")
+    hot, default = max(3, round(0.3 * n_servers)), max(4, round(0.2 * n_servers))
+    cold = n_servers - hot - default  # present, with the added one; history: the lost one instead
+    history = ([(f"hist-hot-{i:02d}", "hot", 10) for i in range(1, hot + 2)]
+               + [(f"hist-cold-{i:02d}", "cold", 0) for i in range(1, cold + 1)]
+               + [(f"hist-default-{i:02d}", "_default_tier", 0) for i in range(1, default + 1)])
+    return Layout(history, (f"hist-hot-{hot + 1:02d}", f"hist-cold-{cold:02d}"), f"hist-cold-{cold + 1:02d}")
+
+
+# Druid's Intervals.ETERNITY, the interval of an ALL-granularity segment.
+ETERNITY = "-146136543-09-08T08:23:32.096Z/146140482-04-24T15:36:27.903Z"
+# A wikipedia hour killed (deleted from the metadata store) that two cold historicals still serve:
+# the metadata export lists used segments only, so segments.jsonl lacks it.
+UNEXPORTED = ("wikipedia_2026-07-01T00:00:00.000Z_2026-07-01T01:00:00.000Z_2026-07-01T00:01:00.000Z",
+              ["hist-cold-03", "hist-cold-05"])
+MAX_SIZE_HEADROOM = {"hot": 1.3, "cold": 1.005, "_default_tier": 1.6}
+
+
+def _chunks(granularity: str, count: int, now: int) -> list[tuple[int, int]]:
+    """``count`` consecutive time chunks (epoch ms, ascending): hours ending at ``now``; days
+    and Monday-aligned weeks ending by the day before ``now``; months ending a month before."""
+    if granularity == "hour":
+        end = now // HOUR * HOUR
+        return [(end - (count - i) * HOUR, end - (count - i - 1) * HOUR) for i in range(count)]
+    if granularity in ("day", "week"):
+        step = DAY if granularity == "day" else 7 * DAY
+        end = now // DAY * DAY - DAY
+        if granularity == "week":
+            end -= ((end // DAY + 3) % 7) * DAY  # epoch day 0 is a Thursday
+        return [(end - (count - i) * step, end - (count - i - 1) * step) for i in range(count)]
+    year, month = (int(x) for x in ms_to_iso(now)[:7].split("-"))
+    firsts = []
+    for _ in range(count + 2):
+        firsts.append(iso_to_ms(f"{year:04d}-{month:02d}-01"))
+        year, month = (year, month - 1) if month > 1 else (year - 1, 12)
+    firsts = firsts[::-1][:count + 1]
+    return list(zip(firsts[:-1], firsts[1:]))
+
+
+def _rule_for(rules: list[dict], start: int, end: int, now: int, skip_drops: bool = False):
+    """First rule of ``rules`` applying to ``[start, end)`` at ``now`` (the rule types used by
+    the generator only: ``*Forever``, ``loadByPeriod`` with ``includeFuture``,
+    ``dropBeforeByPeriod``; periods ``PnD``), as Druid's ``Rule.appliesTo``."""
+    for rule in rules:
+        kind = rule["type"]
+        if skip_drops and kind.startswith("drop"):
+            continue
+        if kind.endswith("Forever"):
+            return rule
+        period = int(rule["period"][1:-1]) * DAY
+        if kind == "dropBeforeByPeriod" and end <= now - period:
+            return rule
+        if kind == "loadByPeriod" and end > now - period:
+            return rule
+    return None
+
+
+def _make_segments(rng: np.random.Generator, now: int, n_segments: int) -> list[dict]:
+    """The segments of every datasource: Druid ``DataSegment`` payloads plus bookkeeping keys
+    (``_start``, ``_end``, ``_id``) removed before writing."""
+    # wikipedia, orders (with six re-ingested days), audit_log, lookup_dim; clickstream hours and
+    # metrics days share the rest (more partitions as the cluster grows), clickstream at least 3 an hour.
+    fixed = 91 * 24 + (3 * 365 + 1 + 6) + 156 + 6
+    hours, days = DATASOURCES["clickstream"][1], DATASOURCES["metrics"][1]
+    click_mean = max(3.0, (n_segments - fixed) / 2 / hours)
+    metrics_mean = max(1.0, (n_segments - fixed - click_mean * hours) / days)
+    extra_mean = {"clickstream": click_mean - 1, "metrics": metrics_mean - 1}
+    segments = []
+    for ds, (gran, count, shard, median_mb, dims, metrics) in DATASOURCES.items():
+        for start, end in _chunks(gran, count, now):
+            if gran == "hour":
+                versions = [start + int(rng.integers(0, 5 * MINUTE))]
+            elif gran == "month":
+                versions = [end + 6 * HOUR]
+            else:
+                versions = [end + int(rng.integers(30 * MINUTE, 90 * MINUTE))]
+            if ds == "orders" and end >= now - 6 * DAY:  # re-ingested: the old version overshadowed
+                versions.append(now - 12 * HOUR + int(rng.integers(0, 2 * HOUR)))
+            parts = 1 + int(rng.poisson(extra_mean[ds])) if ds in extra_mean else 1
+            for v_index, version in enumerate(versions):
+                sizes = rng.lognormal(np.log(median_mb * MB), 0.35, size=parts).astype(np.int64)
+                compacted = _minor_compaction(ds, start, end, now, parts)
+                recompacted = compacted == "complete" and parts >= 3 and start < now - 17 * DAY
+                for num in range(parts):
+                    segments.append(_payload(ds, start, end, ms_to_iso(version), shard, num, parts,
+                                             max(int(sizes[num]), MB), dims, metrics,
+                                             overshadowed=v_index + 1 < len(versions)
+                                             or (compacted == "complete" and num < 2)
+                                             or (recompacted and num == 2)))
+                if compacted:
+                    originals = segments[-parts:]
+                    segments.append(_overwrite(originals[:2], compacted, overshadowed=recompacted))
+                    if recompacted:  # a second generation over the first and root partition 2
+                        segments.append(_overwrite([segments[-1], originals[2]], "complete", generation=2))
+    return segments
+
+
+def _minor_compaction(ds: str, start: int, end: int, now: int, parts: int) -> str | None:
+    """Minor compaction of ``metrics`` days (seed 003): root partitions 0-1 compacted into one
+    segment of minor version 1. Days 20 to 14 days old: the atomic update group is complete (the
+    originals are overshadowed), and on the days 20 to 17 days old a second generation, minor
+    version 2 over root partitions 0-2, overshadows the first and root partition 2; days 14 to 10
+    days old: the group waits for a second member (standby; the originals stay visible)."""
+    if ds != "metrics" or parts < 2:
+        return None
+    if now - 20 * DAY <= start < now - 14 * DAY:
+        return "complete"
+    if now - 14 * DAY <= start < now - 10 * DAY:
+        return "incomplete"
+    return None
+
+
+def _overwrite(originals: list[dict], state: str, generation: int = 1, overshadowed: bool = False) -> dict:
+    """The ``numbered_overwrite`` segment of minor version ``generation`` compacting ``originals``:
+    generation 1 covers root partitions 0-1 (partition id 32768), generation 2 root partitions 0-2
+    (32769). ``state`` "complete": a group of 1; else a group of 2 with one member present."""
+    seg = {k: v for k, v in originals[0].items() if not k.startswith("_") and k != "overshadowed"}
+    partition_id = 32767 + generation
+    seg["shardSpec"] = {"type": "numbered_overwrite", "partitionId": partition_id, "startRootPartitionId": 0,
+                        "endRootPartitionId": 1 + generation, "minorVersion": generation,
+                        "atomicUpdateGroupSize": 1 if state == "complete" else 2}
+    if overshadowed:
+        seg["overshadowed"] = True
+    seg["size"] = int(sum(o["size"] for o in originals) * 0.8)
+    key = seg["loadSpec"]["key"].rsplit("/", 2)[0] + f"/{partition_id}/index.zip"
+    seg["loadSpec"] = dict(seg["loadSpec"], key=key)
+    seg["_start"], seg["_end"] = originals[0]["_start"], originals[0]["_end"]
+    seg["_id"] = segment_id(seg)
+    return seg
+
+
+def _payload(ds, start, end, version, shard, num, parts, size, dims, metrics, overshadowed):
+    s, e = ms_to_iso(start), ms_to_iso(end)
+    if shard == "none":
+        spec = {"type": "none"}
+    elif shard == "hashed":
+        spec = {"type": "hashed", "partitionNum": num, "partitions": parts,
+                "partitionDimensions": ["host"]}
+    else:
+        spec = {"type": "numbered", "partitionNum": num, "partitions": parts}
+    seg = {"dataSource": ds, "interval": f"{s}/{e}", "version": version,
+           "loadSpec": {"type": "s3_zip", "bucket": "druid-deep",
+                        "key": f"segments/{ds}/{s}_{e}/{version}/{num}/index.zip"},
+           "dimensions": dims, "metrics": metrics, "shardSpec": spec, "binaryVersion": 9,
+           "size": size, "used": True}
+    if overshadowed:
+        seg["overshadowed"] = True
+    seg["_start"], seg["_end"] = start, end
+    seg["_id"] = segment_id(seg)
+    return seg
+
+
+class _Queues:
+    """Load queues being built: per server (host name), ordered load and drop entries, no
+    duplicates. Loads are typed ``{segment_id, queue_type, requested_at}`` or, untyped as Druid
+    lists them, a bare segment id; drops are ``{segment_id, requested_at}``."""
+
+    def __init__(self, servers: list[str]):
+        self.loads = {s: {} for s in servers}
+        self.drops = {s: {} for s in servers}
+
+    def load(self, server: str, sid: str, queue_type: str | None, requested_at: int | None) -> None:
+        if queue_type is None:
+            self.loads[server].setdefault(sid, sid)
+        else:
+            self.loads[server].setdefault(sid, {"segment_id": sid, "queue_type": queue_type,
+                                                "requested_at": ms_to_iso(requested_at)})
+
+    def drop(self, server: str, sid: str, requested_at: int) -> None:
+        self.drops[server].setdefault(sid, {"segment_id": sid, "requested_at": ms_to_iso(requested_at)})
+
+    def as_json(self) -> dict:
+        """``{"<name>:8083": {"segmentsToLoad": [...], "segmentsToDrop": [...]}}``."""
+        return {f"{s}:8083": {"segmentsToLoad": list(self.loads[s].values()),
+                    "segmentsToDrop": list(self.drops[s].values())} for s in sorted(self.loads)}
+
+
+def _assign(rng, segments, now, layout: Layout) -> list[set]:
+    """Where each segment was loaded before this snapshot: its rule's replicas per tier (drop
+    rules skipped, as before the segment aged out) on servers drawn without replacement with
+    uneven per-server weights (so tiers are not perfectly balanced); broadcast segments on every
+    server, the newest one on half of them only."""
+    holders = [set() for _ in segments]
+    names = {t: layout.names(t) for t in MAX_SIZE_HEADROOM}
+    weights = {t: rng.uniform(0.75, 1.25, len(ns)) for t, ns in names.items()}
+    wanted = {t: [] for t in names}
+    for i, seg in enumerate(segments):
+        rules = GENERATED_RULES.get(seg["dataSource"], GENERATED_RULES["_default"])
+        rule = _rule_for(rules, seg["_start"], seg["_end"], now - HOUR, skip_drops=True)
+        rule = rule or [r for r in rules if r["type"].startswith("load")][-1]
+        if rule["type"].startswith("broadcast"):
+            holders[i].update(n for n, _, _ in layout.history)
+        for tier, count in rule.get("tieredReplicants", {}).items():
+            wanted[tier].append((i, count))
+    for tier, items in wanted.items():
+        keys = np.log(weights[tier]) + rng.gumbel(size=(len(items), len(names[tier])))
+        order = np.argsort(-keys, axis=1, kind="stable")
+        for (i, count), row in zip(items, order):
+            holders[i].update(names[tier][j] for j in row[:count])
+    broadcast = [i for i, s in enumerate(segments) if s["dataSource"] == "lookup_dim"]
+    newest = max(broadcast, key=lambda i: segments[i]["_end"])
+    everyone = sorted(holders[newest])
+    holders[newest] = set(rng.choice(everyone, len(everyone) // 2, replace=False).tolist())
+    return holders
+
+
+def _pick(rng, items: list, k: int) -> list:
+    """``k`` items (or all) of ``items`` drawn without replacement, in ``items`` order."""
+    if len(items) <= k:
+        return list(items)
+    return [items[j] for j in sorted(rng.choice(len(items), k, replace=False).tolist())]
+
+
+def _perturb(rng, segments, holders, now, queues: _Queues, layout: Layout) -> None:
+    """The situations of a live cluster, applied in place (see ``generate_snapshot``)."""
+    def ago(lo_min: float, hi_min: float) -> int:
+        return now - int(rng.integers(int(lo_min * MINUTE), int(hi_min * MINUTE)))
+
+    hot, live_cold, default = (layout.names(t, live=True) for t in ("hot", "cold", "_default_tier"))
+    def loadable(i: int) -> bool:  # used, not overshadowed, under a load rule now
+        seg = segments[i]
+        rules = GENERATED_RULES.get(seg["dataSource"], GENERATED_RULES["_default"])
+        rule = _rule_for(rules, seg["_start"], seg["_end"], now)
+        return seg["used"] and not seg.get("overshadowed") and rule["type"].startswith("load")
+
+    current = [i for i in range(len(segments)) if loadable(i)]
+    # The lost servers: their replicas are gone; the last run queued some loads, many now stale.
+    only_lost = []
+    for i, held in enumerate(holders):
+        if held & set(layout.lost):
+            held.difference_update(layout.lost)
+            if not held and loadable(i):
+                only_lost.append(i)
+    for k, i in enumerate(_pick(rng, only_lost, 60)):
+        stale = k < 40
+        queues.load(live_cold[int(rng.integers(len(live_cold)))], segments[i]["_id"], "loading",
+                    ago(20, 50) if stale else ago(1, 10))
+    # Just handed off: the newest hour is served nowhere; clickstream's is queued on hot servers.
+    for i in current:
+        seg = segments[i]
+        if seg["_end"] == now // HOUR * HOUR and seg["dataSource"] in ("wikipedia", "clickstream"):
+            holders[i].clear()
+            if seg["dataSource"] == "clickstream":
+                queues.load(hot[int(rng.integers(len(hot)))], seg["_id"], None, None)
+    fully_hot = [i for i in current if len(holders[i] & set(hot)) == 2 and segments[i]["_end"] < now]
+    # A balancing move whose load finished: three hot replicas, six with the source's drop queued.
+    for k, i in enumerate(_pick(rng, fully_hot, 10)):
+        source = sorted(holders[i] & set(hot))[0]
+        holders[i].add(sorted(set(hot) - holders[i])[int(rng.integers(len(hot) - 2))])
+        if k < 6:
+            queues.drop(source, segments[i]["_id"], ago(0.5, 3))
+    # Balancing moves in flight.
+    for i in _pick(rng, [i for i in fully_hot if len(holders[i] & set(hot)) == 2], 8):
+        dest = sorted(set(hot) - holders[i])[int(rng.integers(len(hot) - 2))]
+        queues.load(dest, segments[i]["_id"], "balancing", ago(1, 5))
+    # An operator marked six hours of bad clickstream data unused; some drops already queued.
+    bad_day = now // DAY * DAY - 45 * DAY
+    for i in current:
+        seg = segments[i]
+        if seg["dataSource"] == "clickstream" and bad_day + 6 * HOUR <= seg["_start"] < bad_day + 12 * HOUR:
+            seg["used"] = False
+            for server in sorted(holders[i])[:1]:
+                if rng.random() < 0.5:
+                    queues.drop(server, seg["_id"], ago(0.5, 2))
+    current = [i for i in current if segments[i]["used"]]
+    # A day of wikipedia just aged out under dropForever: a few drops queued.
+    aged = [i for i, seg in enumerate(segments) if seg["dataSource"] == "wikipedia"
+            and seg["_end"] <= now - 90 * DAY and holders[i]]
+    for i in _pick(rng, aged, 5):
+        queues.drop(sorted(holders[i])[0], segments[i]["_id"], ago(0.5, 2))
+    # Decommissioning moves in flight off hist-default-04.
+    on_decom = [i for i in current if layout.decommissioning in holders[i]
+                and segments[i]["dataSource"] != "lookup_dim"]
+    for i in _pick(rng, on_decom, 12):
+        dest = [n for n in default if n not in holders[i]]
+        if dest:
+            queues.load(dest[int(rng.integers(len(dest)))], segments[i]["_id"], "decommissioning",
+                        ago(1, 12))
+    # The newest lookup_dim month: three of the servers without it have it queued (untyped).
+    broadcast = [i for i, seg in enumerate(segments) if seg["dataSource"] == "lookup_dim"]
+    newest = max(broadcast, key=lambda i: segments[i]["_end"])
+    missing = sorted({n for n, _, _ in layout.present if n != layout.added} - holders[newest])
+    for server in _pick(rng, missing, 3):
+        queues.load(server, segments[newest]["_id"], None, None)
+
+
+def _real_cluster_cases(segments: list[dict], holders: list[set], now: int) -> None:
+    """Cases of real clusters that draw no random numbers (the rest of the snapshot stays as the
+    seed made it): the newest re-ingested ``orders`` day is published but not loaded yet (its old
+    version waits, still served); ``countries``, one ALL-granularity segment (Druid's eternity
+    interval), served by hist-default-01 and the decommissioning hist-default-04. (The served
+    segment that ``segments.jsonl`` lacks, ``UNEXPORTED``, is added to the served rows only.)"""
+    reindexed = [i for i, s in enumerate(segments)
+                 if s["dataSource"] == "orders" and s["_end"] >= now - 6 * DAY and not s.get("overshadowed")]
+    holders[max(reindexed, key=lambda i: segments[i]["_start"])].clear()
+    seg = {"dataSource": "countries", "interval": ETERNITY, "version": "2024-01-01T00:00:00.000Z",
+           "loadSpec": {"type": "s3_zip", "bucket": "druid-deep", "key": "segments/countries/all/index.zip"},
+           "dimensions": "iso_code,name,continent", "metrics": "count", "shardSpec": {"type": "none"},
+           "binaryVersion": 9, "size": 5 * MB, "used": True}
+    start, end = (iso_to_ms(t) for t in ETERNITY.split("/"))
+    seg["_start"], seg["_end"] = start, end
+    seg["_id"] = segment_id(seg)
+    segments.append(seg)
+    holders.append({"hist-default-01", DECOMMISSIONING})
+
+
+def _servers(holders, segments, queues: _Queues, layout: Layout) -> list[dict]:
+    """``sys.servers`` rows (``current_size`` = bytes served; one ``max_size`` per tier leaving
+    ``MAX_SIZE_HEADROOM`` over the fullest server's served plus queued bytes, rounded up to a GiB)."""
+    size_of = {s["_id"]: s["size"] for s in segments}
+    present = layout.present
+    served = {f"{n}:8083": 0 for n, _, _ in present}
+    for seg, held in zip(segments, holders):
+        for name in held:
+            served[f"{name}:8083"] += seg["size"]
+    projected = {f"{n}:8083": served[f"{n}:8083"] + sum(size_of[sid] for sid in queues.loads[n])
+                 for n, _, _ in present}
+    rows = []
+    for tier, headroom in MAX_SIZE_HEADROOM.items():
+        top = max(projected[f"{n}:8083"] for n, t, _ in present if t == tier)
+        max_size = -(-int(top * headroom) // GIB) * GIB
+        for name, t, priority in present:
+            if t == tier:
+                rows.append({"server": f"{name}:8083", "host": name, "plaintext_port": 8083,
+                             "tls_port": -1, "server_type": "historical", "tier": tier,
+                             "current_size": served[f"{name}:8083"], "max_size": max_size,
+                             "priority": priority})
+    for name, kind, port, tier in (("broker-01", "broker", 8082, None),
+                                   ("coordinator-01", "coordinator", 8081, None),
+                                   ("middlemanager-01", "indexer-executor", 8100, "_default_tier")):
+        rows.append({"server": f"{name}:{port}", "host": name, "plaintext_port": port,
+                     "tls_port": -1, "server_type": kind, "tier": tier, "current_size": 0,
+                     "max_size": 0, "priority": 0})
+    return rows
+
+
+def default_servers(n_segments: int) -> int:
+    """Historicals of a generated cluster of ``n_segments``: one per 5 000 segments, at least 30."""
+    return max(30, n_segments // 5000)
+
+
+def generate_snapshot(out_dir: str, *, seed: int = 7458, n_segments: int = 20_000, n_servers: int | None = None,
+                      snapshot_time: str = "2026-11-01T00:00:00.000Z") -> dict:
+    """Write a realistic, seeded snapshot of a Druid cluster to ``out_dir`` (created if needed).
+
+    Deterministic: the same arguments give byte-identical files (numpy ``default_rng(seed)``,
+    gzip mtime 0). ``n_segments`` is approximate (about 3 500 segments are fixed; the partition
+    counts of ``clickstream`` hours and ``metrics`` days absorb the rest, half each);
+    ``n_servers``: historicals in the snapshot (default :func:`default_servers`, at least 12; see
+    :func:`server_layout`); ``snapshot_time`` is ISO-8601 and should be hour-aligned. The cluster
+    (sizes in bytes):
+
+    - Datasources: ``wikipedia`` hourly (91 days, 1 numbered partition, median 60 MB),
+      ``clickstream`` hourly (60 days, numbered partitions, at least 3 on average, 200 MB),
+      ``metrics`` daily (368 days, hashed partitions, 120 MB), ``orders`` daily
+      (3 years, ``{"type": "none"}``, 400 MB; the last six days re-ingested, their old versions
+      still used, ``"overshadowed": true`` and served), ``audit_log`` weekly (3 years, 50 MB, no
+      rules of its own: ``_default``), ``lookup_dim`` monthly (6, broadcastForever, 2 MB). Sizes
+      are log-normal (sigma 0.35) around those medians. Complete partition sets only; ``metrics``
+      also holds minor-compaction generations, complete, compacted twice and waiting
+      (``_minor_compaction``).
+    - Rules ``GENERATED_RULES``: recent data (P7D or P30D) on hot:2 + cold:1; older on cold:1,
+      cold:1 + _default_tier:1 or _default_tier:1; ``wikipedia`` ends with dropForever after P90D
+      (its oldest day is past it, still served), ``metrics`` has dropBeforeByPeriod P365D (its
+      oldest four days are past it, still served); ``_default`` loadForever _default_tier:2.
+    - Historicals (``sys.servers`` rows with ``current_size``): ``hot`` ~30 % (priority 10),
+      ``_default_tier`` ~20 % (``hist-default-04`` decommissioning, still serving), ``cold`` the
+      rest (the last one added and empty); the last hot and the last cold historical of before
+      were lost and are absent, leaving a few hundred segments unreplicated and more
+      underreplicated (:func:`server_layout`); plus broker, coordinator and peon
+      (``indexer-executor``) rows. Replicas were spread by weighted random choice (weights
+      0.75-1.25 per server), so tiers are unbalanced; ``current_size`` = bytes served; one
+      ``max_size`` per tier, the fullest cold server ~98 % full. Broadcast segments are on every
+      server but the added one; the newest only on half of them.
+    - State in flight: the newest hour of wikipedia and clickstream served nowhere (clickstream's
+      queued, untyped, on hot servers); ``loading`` loads of lost segments, 40 of them older than
+      15 minutes; ``balancing`` and ``decommissioning`` moves in flight; ten hot segments with a
+      third hot replica (six with a drop of an original replica queued); six hours of clickstream
+      ``"used": false`` but served (some drops queued); drops of aged-out wikipedia segments.
+    - Real-cluster cases (``_real_cluster_cases``): the newest re-ingested ``orders`` day not
+      loaded yet; ``countries``, one ALL-granularity segment (eternity interval, 5 MB,
+      ``_default_tier`` 2) on hist-default-01 and the decommissioning hist-default-04; a killed
+      wikipedia hour (``UNEXPORTED``) that segments.jsonl lacks, still served on two cold servers.
+
+    Returns counts: ``segments``, ``used``, ``overshadowed``, ``historicals``,
+    ``server_segments``, ``queued_loads``, ``queued_drops``. Raises ``ValueError`` on a bad
+    ``snapshot_time``.
+    """
+    now = iso_to_ms(snapshot_time)
+    layout = server_layout(default_servers(n_segments) if n_servers is None else n_servers)
+    rng = np.random.default_rng(seed)
+    segments = _make_segments(rng, now, n_segments)
+    holders = _assign(rng, segments, now, layout)
+    present = [n for n, _, _ in layout.present]
+    queues = _Queues(present)
+    _perturb(rng, segments, holders, now, queues, layout)
+    _real_cluster_cases(segments, holders, now)
+    servers = _servers(holders, segments, queues, layout)
+    os.makedirs(out_dir, exist_ok=True)
+    rows = sorted([(f"{n}:8083", seg["_id"]) for seg, held in zip(segments, holders) for n in held]
+                  + [(f"{n}:8083", UNEXPORTED[0]) for n in UNEXPORTED[1]])
+    _write_rows(os.path.join(out_dir, "server_segments.json"),
+                [{"server": s, "segment_id": sid} for s, sid in rows])
+    lines = [json.dumps({k: v for k, v in seg.items() if not k.startswith("_")},
+                        separators=(",", ":")) for seg in segments]
+    write_gzip_lines(os.path.join(out_dir, "segments.jsonl.gz"), lines)
+    write_json(os.path.join(out_dir, "servers.json"), servers)
+    queue_json = queues.as_json()
+    write_json(os.path.join(out_dir, "load_queues.json"), queue_json)
+    write_json(os.path.join(out_dir, "rules.json"), GENERATED_RULES)
+    write_json(os.path.join(out_dir, "coordinator_config.json"), {
+        "millisToWaitBeforeDeleting": 900000, "maxSegmentsToMove": 100, "replicantLifetime": 15,
+        "replicationThrottleLimit": 500, "balancerComputeThreads": 1,
+        "killDataSourceWhitelist": [], "maxSegmentsInNodeLoadingQueue": 500,
+        "decommissioningNodes": [f"{DECOMMISSIONING}:8083"],
+        "decommissioningMaxPercentOfMaxSegmentsToMove": 70, "loadingMinPercent": 70,
+        "segmentLoadingMaxSecondsBeforeAlerting": 900, "balancerRandomSeed": seed})
+    write_json(os.path.join(out_dir, "snapshot.json"),
+               {"snapshot_time": ms_to_iso(now), "cluster": f"generated-{seed}"})
+    return {"segments": len(segments), "used": sum(s["used"] for s in segments),
+            "overshadowed": sum(bool(s.get("overshadowed")) for s in segments),
+            "historicals": len(present), "server_segments": len(rows),
+            "queued_loads": sum(len(q["segmentsToLoad"]) for q in queue_json.values()),
+            "queued_drops": sum(len(q["segmentsToDrop"]) for q in queue_json.values())}

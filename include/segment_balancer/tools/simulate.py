@@ -1,0 +1,285 @@
+"""Many Coordinator runs in a row: plan, apply the plan to the snapshot as a cluster would, plan again.
+
+``simulate(spark, snapshot, out, runs)`` answers "where does the cluster end?" (Druid #9087): each
+run plans on the current snapshot with the CLI path (:func:`segment_balancer.tools.cli.run_plan`, Spark),
+then :func:`apply_plan` writes the next snapshot:
+
+- every historical completes up to ``loads_per_run`` loads of its queue (default: all), in queue
+  order: the loads queued in the snapshot first, then the plan's by ``op_id``; a load fails with
+  probability ``load_failure_rate`` (numpy ``default_rng([seed, run])``, servers by name), and a
+  failed load leaves the queue; loads not reached stay queued for the next run (with their queue
+  type and the time they were requested);
+- a drop that depends on a load (a move, a callback) happens only once that load completed; if the
+  load failed the drop is cancelled; while the load is still queued the drop stays queued on its
+  server (the next plan sees the replica as dropping, as Druid's Coordinator keeps the move's
+  callback) and :data:`PENDING_FILE` in the snapshot remembers which load it waits for. Every other
+  drop, queued or planned, happens;
+- ``curr_size`` of each historical follows its loads and drops (bytes); the snapshot time moves on
+  by one Coordinator period (``coordinatorPeriodMillis`` of the effective config).
+
+Segments, rules and the dynamic config are carried over unchanged. Every run's plan and the snapshot
+it produced are kept under ``out/run-NNN/``, and ``out/runs.csv`` has one row per run
+(:data:`RUN_COLUMNS`), ``out/run-NNN/historicals.csv`` the segments and bytes per historical after
+the run; ``out/report.html`` charts the runs and links every run's plan report
+(:func:`segment_balancer.plan.report.write_simulation_report`).
+
+Source: issue #9 of this project; Druid's test-only simulator
+(``server/src/test/java/org/apache/druid/server/coordinator/simulate/``) loads queued segments the
+same way (``loadQueuedSegments``: every queued load completes).
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import shutil
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import numpy as np
+import pandas as pd
+
+from segment_balancer.druid.instants import format_instant_ms, parse_instant_ms
+from segment_balancer.common.files import link_or_copy, write_json_atomic
+from segment_balancer.plan.report import write_simulation_report
+
+log = logging.getLogger(__name__)
+
+RUN_COLUMNS = [
+    "run", "snapshot_time", "operations", "loads", "drops", "moves", "balancing_moves", "unreplicated_before",
+    "underreplicated_before", "overreplicated_before", "loads_completed", "loads_failed", "loads_still_queued",
+    "drops_done", "drops_cancelled", "drops_pending", "segments_max_minus_min", "stable",
+]
+"""Columns of ``runs.csv``. ``*_before``: the replication status the run's plan started from
+(``status_before`` of its summary, summed over tiers); ``segments_max_minus_min``: after applying,
+the largest max − min of segments per historical over the tiers (decommissioning historicals left
+out); ``stable``: the plan had nothing to load and no balancing move."""
+
+BALANCING_STAGES = (7, 10, 11)
+PENDING_FILE = "pending_drops.json"
+"""Simulator-only file of a snapshot: ``[{"server", "segment_id", "after"}]``, the queued drops that
+wait for the load of the same segment on server ``after`` (the planner does not read it)."""
+CARRIED = ("segments.jsonl.gz", "segments.jsonl", "rules.json", "coordinator_config.json")
+
+
+@dataclass
+class Applied:
+    """What :func:`apply_plan` did: counts of loads completed / failed / still queued and of drops
+    done / cancelled / pending (waiting for a queued load), and ``historicals`` (DataFrame ``server``, ``tier`` str, ``segments`` int64,
+    ``bytes`` int64) after the run."""
+
+    loads_completed: int = 0
+    loads_failed: int = 0
+    loads_still_queued: int = 0
+    drops_done: int = 0
+    drops_cancelled: int = 0
+    drops_pending: int = 0
+    historicals: pd.DataFrame = field(default_factory=pd.DataFrame)
+
+
+def _read_replicas(snapshot: Path) -> pd.DataFrame:
+    """``server``, ``segment_id`` of the snapshot's replica file (any of its accepted forms)."""
+    from segment_balancer.druid.snapshot.segments import server_segments_path
+
+    path = server_segments_path(snapshot)
+    lines = path.name.endswith((".jsonl", ".jsonl.gz"))
+    frame = pd.read_json(path, lines=lines, orient="records", dtype=False)
+    if frame.empty:
+        return pd.DataFrame({"server": pd.Series(dtype=str), "segment_id": pd.Series(dtype=str)})
+    return frame[["server", "segment_id"]]
+
+
+def _resized(server: dict, delta: int) -> dict:
+    """A ``servers.json`` row with its size (``current_size`` and/or ``curr_size``, whichever the
+    row has; ``curr_size`` when neither) moved by ``delta`` bytes, at least 0."""
+    keys = [k for k in ("current_size", "curr_size") if k in server] or ["curr_size"]
+    return {**server, **{k: max(0, int(server.get(k) or 0) + delta) for k in keys}}
+
+
+def apply_plan(snapshot: Path, plan: Path, sizes: pd.Series, out: Path, run: int, *, loads_per_run: int | None = None,
+               load_failure_rate: float = 0.0, seed: int = 0, period_ms: int = 60_000) -> Applied:
+    """Write the snapshot that follows ``snapshot`` once the cluster has worked on ``plan`` for one
+    run (module docstring), atomically into ``out`` (replaced if present).
+
+    ``sizes``: bytes by segment id (``prepared/segments.parquet`` of the run), for the loads queued
+    in the snapshot. Raises ``ValueError`` for a failure rate outside [0, 1] or ``loads_per_run`` < 0.
+    """
+    from segment_balancer.druid.snapshot.loader import load_load_queues, read_json
+
+    if not 0.0 <= load_failure_rate <= 1.0:
+        raise ValueError(f"load failure rate must be within [0, 1], got {load_failure_rate}")
+    if loads_per_run is not None and loads_per_run < 0:
+        raise ValueError(f"loads per run must be >= 0, got {loads_per_run}")
+    servers = read_json(snapshot, "servers.json")
+    waiting = {(p["server"], p["segment_id"]): p["after"] for p in read_json(snapshot, PENDING_FILE, required=False) or []}
+    meta = read_json(snapshot, "snapshot.json")
+    now_ms = parse_instant_ms(meta["snapshot_time"])
+    ops = pd.read_parquet(plan / "operations.parquet").sort_values("op_id")
+    replicas = _read_replicas(snapshot)
+    historicals = {s["server"]: s for s in servers if s.get("server_type", "historical") == "historical"}
+
+    # Queues: what the snapshot had queued (read and validated as the planner reads them), then
+    # the plan's loads by op_id.
+    loads: dict[str, list[dict]] = {name: [] for name in sorted(historicals)}
+    drops: list[dict] = []
+    for e in load_load_queues(snapshot, set(historicals)):
+        if e.action == "LOAD":
+            loads[e.server].append({"segment_id": e.segment_id, "queue_type": e.queue_type,
+                                    "requested_at": None if e.requested_at_ms is None else format_instant_ms(e.requested_at_ms),
+                                    "size_bytes": int(sizes.get(e.segment_id, 0))})
+        else:
+            drops.append({"server": e.server, "segment_id": e.segment_id, "size_bytes": int(sizes.get(e.segment_id, 0)),
+                          "after": waiting.get((e.server, e.segment_id))})
+    requested = format_instant_ms(now_ms)
+    load_server = dict(zip(ops["op_id"], ops["server"]))
+    for op in ops.itertuples():
+        if op.action == "LOAD":
+            loads[op.server].append({"segment_id": op.segment_id, "queue_type": op.queue_type,
+                                     "requested_at": requested, "size_bytes": int(op.size_bytes)})
+        else:
+            after = None if pd.isna(op.depends_on) else load_server[int(op.depends_on)]
+            drops.append({"server": op.server, "segment_id": op.segment_id, "size_bytes": int(op.size_bytes),
+                          "after": after})
+
+    rng = np.random.default_rng([int(seed), int(run)])
+    applied = Applied()
+    served = set(zip(replicas["server"], replicas["segment_id"]))
+    delta = {name: 0 for name in historicals}
+    completed, remaining = set(), {}
+    for name in sorted(loads):
+        queue = loads[name]
+        budget = len(queue) if loads_per_run is None else min(loads_per_run, len(queue))
+        for item in queue[:budget]:
+            if load_failure_rate and rng.random() < load_failure_rate:
+                applied.loads_failed += 1
+                continue
+            applied.loads_completed += 1
+            if (name, item["segment_id"]) not in served:
+                served.add((name, item["segment_id"]))
+                delta[name] += item["size_bytes"]
+            completed.add((name, item["segment_id"]))
+        remaining[name] = queue[budget:]
+        applied.loads_still_queued += len(remaining[name])
+    queued = {(name, item["segment_id"]) for name, items in remaining.items() for item in items}
+    pending = []
+    for d in drops:
+        if d["after"] is not None and (d["after"], d["segment_id"]) not in completed:
+            if (d["after"], d["segment_id"]) in queued:
+                pending.append(d)
+            else:
+                applied.drops_cancelled += 1
+            continue
+        applied.drops_done += 1
+        if (d["server"], d["segment_id"]) in served:
+            served.discard((d["server"], d["segment_id"]))
+            if d["server"] in delta:
+                delta[d["server"]] -= d["size_bytes"]
+
+    tmp = out.with_name(out.name + ".tmp")
+    shutil.rmtree(tmp, ignore_errors=True)
+    tmp.mkdir(parents=True)
+    for name in CARRIED:
+        if (snapshot / name).exists():
+            link_or_copy(snapshot / name, tmp / name)
+    new_servers = [_resized(s, delta.get(s["server"], 0)) for s in servers]
+    write_json_atomic(new_servers, tmp / "servers.json")
+    write_json_atomic({name: {"segmentsToLoad": [{k: item[k] for k in ("segment_id", "queue_type", "requested_at") if item.get(k)}
+                                                 for item in remaining.get(name, [])],
+                              "segmentsToDrop": [d["segment_id"] for d in pending if d["server"] == name]}
+                       for name in sorted(historicals)}, tmp / "load_queues.json")
+    write_json_atomic([{"server": d["server"], "segment_id": d["segment_id"], "after": d["after"]} for d in pending],
+                      tmp / PENDING_FILE)
+    applied.drops_pending = len(pending)
+    write_json_atomic({**meta, "snapshot_time": format_instant_ms(now_ms + int(period_ms))}, tmp / "snapshot.json")
+    pairs = pd.DataFrame(sorted(served), columns=["server", "segment_id"])
+    pairs.to_json(tmp / "server_segments.jsonl", orient="records", lines=True)
+    shutil.rmtree(out, ignore_errors=True)
+    tmp.rename(out)
+
+    on = pairs[pairs["server"].isin(historicals)].assign(size_bytes=lambda f: f["segment_id"].map(sizes).fillna(0).astype("int64"))
+    per = on.groupby("server").agg(segments=("segment_id", "size"), bytes=("size_bytes", "sum"))
+    applied.historicals = pd.DataFrame({
+        "server": sorted(historicals),
+        "tier": [historicals[n].get("tier", "_default_tier") for n in sorted(historicals)],
+    }).merge(per, left_on="server", right_index=True, how="left").fillna({"segments": 0, "bytes": 0}).astype(
+        {"segments": "int64", "bytes": "int64"})
+    return applied
+
+
+def run_row(run: int, snapshot: Path, summary: dict, applied: Applied) -> dict:
+    """One row of ``runs.csv`` (:data:`RUN_COLUMNS`) from a run's plan summary and what applying it did."""
+    before = summary["status_before"]
+    tiers = before.get("tiers", {}).values()
+    balancing = sum(r["count"] for r in summary["by_stage_tier_action"]
+                    if r["stage"] in BALANCING_STAGES and r["action"] == "LOAD")
+    decommissioning = set(summary["config"].get("decommissioningNodes") or [])
+    live = applied.historicals[~applied.historicals["server"].isin(decommissioning)]
+    spread = live.groupby("tier")["segments"].agg(lambda s: int(s.max() - s.min())) if len(live) else pd.Series(dtype=int)
+    meta = json.loads((snapshot / "snapshot.json").read_text())
+    return {
+        "run": run, "snapshot_time": meta["snapshot_time"], "operations": summary["operations"],
+        "loads": summary["loads"], "drops": summary["drops"], "moves": summary["moves"], "balancing_moves": balancing,
+        "unreplicated_before": before.get("unreplicated", 0),
+        "underreplicated_before": sum(t.get("underreplicated", 0) for t in tiers),
+        "overreplicated_before": sum(t.get("overreplicated", 0) for t in tiers),
+        "loads_completed": applied.loads_completed, "loads_failed": applied.loads_failed,
+        "loads_still_queued": applied.loads_still_queued, "drops_done": applied.drops_done,
+        "drops_cancelled": applied.drops_cancelled, "drops_pending": applied.drops_pending,
+        "segments_max_minus_min": int(spread.max()) if len(spread) else 0,
+        "stable": summary["loads"] == 0 and balancing == 0,
+    }
+
+
+def simulate(spark, snapshot: Path, out: Path, runs: int, overrides: dict | None = None, *,
+             loads_per_run: int | None = None, load_failure_rate: float = 0.0, seed: int = 0,
+             first_plan: Path | None = None, first_work: Path | None = None) -> pd.DataFrame:
+    """Plan and apply ``runs`` times from ``snapshot``; returns the ``runs.csv`` frame
+    (:data:`RUN_COLUMNS`, one row per run) and writes ``out/`` (module docstring).
+
+    ``first_plan`` and ``first_work``: run 1's plan, already made on ``snapshot`` with ``overrides``
+    (a published plan directory and the work directory it was planned in, e.g. by the DAG): run 1
+    applies a copy of it instead of planning again; ``first_work`` is left as it is.
+
+    Raises ``ValueError`` for ``runs`` < 1 or only one of ``first_plan``/``first_work``, and what
+    :func:`apply_plan` and ``run_plan`` raise (``SnapshotError`` on bad input, ``PlanValidationError``).
+    """
+    from segment_balancer.tools.cli import run_plan
+
+    if runs < 1:
+        raise ValueError(f"runs must be >= 1, got {runs}")
+    if (first_plan is None) != (first_work is None):
+        raise ValueError("first_plan and first_work go together")
+    out = Path(out)
+    out.mkdir(parents=True, exist_ok=True)
+    current, rows = Path(snapshot), []
+    for run in range(1, runs + 1):
+        base = out / f"run-{run:03d}"
+        base.mkdir(exist_ok=True)
+        if run == 1 and first_plan is not None:
+            work = Path(first_work)
+            shutil.rmtree(base / "plan", ignore_errors=True)
+            shutil.copytree(first_plan, base / "plan", ignore=shutil.ignore_patterns(".*"))
+            summary = json.loads((base / "plan" / "summary.json").read_text())
+        else:
+            work = base / "work"
+            shutil.rmtree(work, ignore_errors=True)
+            summary = run_plan(spark, current, base / "plan", overrides, work=work)
+        sizes = pd.read_parquet(work / "prepared" / "segments.parquet", columns=["segment_id", "size_bytes"])
+        sizes = sizes.drop_duplicates("segment_id").set_index("segment_id")["size_bytes"]
+        applied = apply_plan(current, base / "plan", sizes, base / "snapshot", run, loads_per_run=loads_per_run,
+                             load_failure_rate=load_failure_rate, seed=seed,
+                             period_ms=int(summary["config"].get("coordinatorPeriodMillis", 60_000)))
+        if work == base / "work":
+            shutil.rmtree(work, ignore_errors=True)
+        applied.historicals.to_csv(base / "historicals.csv", index=False)
+        rows.append(run_row(run, current, summary, applied))
+        log.info("run %d of %d: %d loads (%d balancing moves), %d drops; max - min segments %d%s", run, runs,
+                 summary["loads"], rows[-1]["balancing_moves"], summary["drops"], rows[-1]["segments_max_minus_min"],
+                 " (stable)" if rows[-1]["stable"] else "")
+        current = base / "snapshot"
+    table = pd.DataFrame(rows, columns=RUN_COLUMNS)
+    tmp = out / "runs.csv.tmp"
+    table.to_csv(tmp, index=False)
+    tmp.replace(out / "runs.csv")
+    write_simulation_report(out)
+    return table

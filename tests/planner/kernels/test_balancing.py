@@ -1,0 +1,125 @@
+"""Balancing kernels (stages 7, 10, 11), worked by hand.
+
+Two-server tier (``model``): server ``a`` serves segments 0 and 1 (same datasource, adjacent days);
+``b`` is empty. With the default function, B(2 servers, target 1) = 1 + floor(log 2 / log 5) = 1.
+Whichever segment is drawn first costs more on ``a`` (its neighbour is there) than on empty ``b``
+(0), so ``b`` ranks first: it is a non-holding server of top 1 ahead of the holder, and the holder
+is outside top 1, so both ``balancingMoveTrigger`` values move it to ``b``. The other segment then
+costs 0 on ``a`` (nothing else there) and more on ``b``: its holder ranks first, so it stays.
+Exactly one move.
+
+Five-server tier (``second_behind_empty``), where the triggers differ: B(5, 1) = 1 + floor(log 5 /
+log 5) = 2. Segment 0 (day 0) is on ``a`` with segment 9 (day 20); ``b``, ``c``, ``d`` each serve a
+segment of day 1; ``e`` is empty. Costs of segment 0: ``e`` 0, ``a`` the day-20 term only (self left
+out), ``b``/``c``/``d`` the adjacent-day term, far larger. Ranking e, a, b, c, d: the holder ``a`` is
+inside top 2, so ``outsideTopB`` never moves it, while ``betterServerInTopB`` moves it to ``e``,
+which ranks ahead of it.
+"""
+
+import numpy as np
+import pytest
+
+from segment_balancer.planner.kernels.balancing import balance_listed, balance_tier, movable_holders, tier_rng
+from segment_balancer.planner.kernels.state import StageLimit
+
+from .tiers import tier_run
+
+
+def model():
+    return tier_run("t", [("a", 1000, False, 20), ("b", 1000)],
+                    [{"idx": 0, "day": 0, "served": ["a"]}, {"idx": 1, "day": 1, "served": ["a"]}])
+
+
+TRIGGERS = ["betterServerInTopB", "outsideTopB"]
+
+
+def second_behind_empty():
+    return tier_run("t", [("a", 1000), ("b", 1000), ("c", 1000), ("d", 1000), ("e", 1000)],
+                    [{"idx": 0, "day": 0, "served": ["a"]}, {"idx": 9, "day": 20, "served": ["a"]},
+                     {"idx": 1, "day": 1, "served": ["b"]}, {"idx": 2, "day": 1, "served": ["c"]},
+                     {"idx": 3, "day": 1, "served": ["d"]}])
+
+
+@pytest.mark.parametrize("trigger", TRIGGERS)
+def test_one_move_then_the_loop_stops_after_the_window(trigger):
+    run, visited = model(), set()
+    stats = balance_tier(run, np.array([0, 1]), StageLimit(queue_type="balancing"), tier_rng(0, 7, "t"), visited, 100, 80,
+                         run.sink, True, trigger)
+    assert [(o.action, o.server, o.queue_type, o.dep_server) for o in run.sink.ops] == [
+        ("LOAD", "b", "balancing", None), ("DROP", "a", None, "b")]
+    moved = run.sink.ops[0].idx
+    assert run.segment(moved).present() == {"a", "b"} and run.segment(moved).count() == 1
+    assert run.segment(moved).serving() == [] and run.segment(1 - moved).serving() == ["a"]
+    # 1 success and 99 failures: after 100 iterations at least 80 of the last 100 failed.
+    assert stats == {"iterations": 100, "moves": 1}
+    assert visited == {0, 1}
+    assert not any(g.startswith("ToBeBalanced") for _, g in run.sink.members)
+
+
+def test_visited_segments_are_not_moved_again():
+    run = model()
+    balance_tier(run, np.array([0, 1]), StageLimit(queue_type="balancing"), tier_rng(0, 11, "t"), {0, 1}, 100, 80, run.sink, False)
+    assert run.sink.ops == []
+
+
+@pytest.mark.parametrize("trigger", TRIGGERS)
+def test_blocked_destination_records_to_be_balanced_then_stage_10_moves_it(trigger):
+    run = model()
+    blocked = StageLimit(7, "balancing", "balancing", 0, 10)  # no balancing load may be queued
+    balance_tier(run, np.array([0, 1]), blocked, tier_rng(0, 7, "t"), set(), 100, 80, run.sink, True, trigger)
+    assert run.sink.ops == []
+    # Both segments, ranked against the unchanged state, have holder a outside top 1.
+    assert sorted(run.sink.members) == [(0, "ToBeBalanced[t]"), (1, "ToBeBalanced[t]")]
+    stage10 = model()
+    moves = balance_listed(stage10, [1, 0], StageLimit(10, "balancing", "all", 10, 10), stage10.sink, trigger)
+    # Stage 10 in index order: segment 0 moves to b; segment 1 then prefers a (now empty of others).
+    assert moves == 1
+    assert [(o.action, o.idx, o.server) for o in stage10.sink.ops] == [("LOAD", 0, "b"), ("DROP", 0, "a")]
+
+
+def test_the_triggers_differ_for_a_holder_second_behind_an_empty_server():
+    ranked = second_behind_empty()
+    seg = ranked.segment(0)
+    assert ranked.rank(seg) == ["e", "a", "b", "c", "d"] and ranked.b(seg) == 2
+    assert movable_holders(ranked, seg, ranked.rank(seg), 2, "outsideTopB") == []
+    assert movable_holders(ranked, seg, ranked.rank(seg), 2, "betterServerInTopB") == ["a"]
+
+    limit = StageLimit(queue_type="balancing")
+    moved = second_behind_empty()
+    balance_tier(moved, np.array([0]), limit, tier_rng(0, 7, "t"), set(), 100, 80, moved.sink, True, "betterServerInTopB")
+    assert [(o.action, o.idx, o.server, o.dep_server) for o in moved.sink.ops] == [("LOAD", 0, "e", None), ("DROP", 0, "a", "e")]
+    kept = second_behind_empty()
+    balance_tier(kept, np.array([0]), limit, tier_rng(0, 7, "t"), set(), 100, 80, kept.sink, True, "outsideTopB")
+    assert kept.sink.ops == [] and kept.sink.members == []  # not a failed move: nothing to record
+
+
+def test_stage_10_moves_only_the_holders_the_trigger_selects():
+    """Segment 0 of the five-server tier with target 2, held by ``a`` and ``b``: B(5, 2) = 3. Costs:
+    ``e`` 0; ``a`` the day-20 term; ``b``, ``c``, ``d`` the adjacent-day term (``b`` its own day-1
+    segment, idx 1, with the self term left out). ``current_size`` is 0 everywhere, so the tie goes
+    by name: ranking e, a, b, c, d; top 3 = e, a, b. ``betterServerInTopB``: the holders behind
+    ``e`` (the best non-holder of top 3) are a and b; b (worst) moves to e, then a has no non-holder
+    of top 3 ahead of it (e is now loading), so the segment stays listed. ``outsideTopB``: both
+    holders are inside top 3: no move, and the segment leaves the group."""
+    def tier():
+        return tier_run("t", [("a", 1000), ("b", 1000), ("c", 1000), ("d", 1000), ("e", 1000)],
+                        [{"idx": 0, "day": 0, "target": 2, "served": ["a", "b"]}, {"idx": 9, "day": 20, "served": ["a"]},
+                         {"idx": 1, "day": 1, "served": ["b"]}, {"idx": 2, "day": 1, "served": ["c"]},
+                         {"idx": 3, "day": 1, "served": ["d"]}])
+    probe = tier()
+    assert probe.rank(probe.segment(0)) == ["e", "a", "b", "c", "d"] and probe.b(probe.segment(0)) == 3
+    limit = StageLimit(10, "balancing", "all", 10, 10)
+    run = tier()
+    assert balance_listed(run, [0], limit, run.sink, "betterServerInTopB") == 1
+    assert [(o.action, o.server, o.dep_server) for o in run.sink.ops] == [("LOAD", "e", None), ("DROP", "b", "e")]
+    assert run.sink.members == [(0, "ToBeBalanced[t]")]
+    run = tier()
+    assert balance_listed(run, [0], limit, run.sink, "outsideTopB") == 0
+    assert run.sink.ops == [] and run.sink.members == []
+
+
+def test_same_seed_same_draws():
+    a = tier_rng(42, 7, "hot").integers(0, 1000, 10)
+    b = tier_rng(42, 7, "hot").integers(0, 1000, 10)
+    c = tier_rng(42, 7, "cold").integers(0, 1000, 10)
+    assert (a == b).all() and not (a == c).all()

@@ -1,0 +1,191 @@
+"""Tests of config.py; every expected number is worked out by hand from the seed and ALGORITHM.md."""
+
+from __future__ import annotations
+
+import pytest
+
+from segment_balancer.planner.config import DEFAULT_FUNCTION, build_config
+from segment_balancer.druid.snapshot.errors import SnapshotError
+
+
+def test_defaults_and_stage_limits():
+    c = build_config({})
+    assert c.max_segments_in_node_loading_queue == 500
+    assert (c.loading_min_percent, c.decommissioning_min_percent, c.balancing_min_percent) == (70, 10, 20)
+    assert c.decommissioning_max_percent == 70 and c.segment_loading_max_seconds_before_alerting == 900
+    assert c.num_best_servers_choosing_function == DEFAULT_FUNCTION
+    assert (c.balancer_random_seed, c.balancing_iteration_window, c.balancing_failed_iteration_threshold) == (0, 100, 80)
+    expected = {  # stage: (queue type of its loads, counted, cap)
+        1: ("loading", "loading", 350), 2: ("loading", "loading", 350), 3: ("loading", "loading", 350),
+        4: ("loading", "loading", 350), 5: ("decommissioning", "decommissioning", 50),
+        6: ("loading", "all", 400), 7: ("balancing", "balancing", 100), 8: ("loading", "all", 500),
+        9: ("decommissioning", "decommissioning", 350), 10: ("balancing", "all", 500),
+        11: ("balancing", "all", 500),
+    }
+    for stage, (qt, counted, cap) in expected.items():
+        lim = c.limit(stage)
+        assert (lim.queue_type, lim.counted, lim.cap, lim.total_cap) == (qt, counted, cap, 500), stage
+    assert c.limit(12).queue_type is None and c.limit(13).queue_type is None
+    with pytest.raises(ValueError):
+        c.limit(14)
+
+
+def test_admits_counts_stage_type_and_total():
+    c = build_config({})
+    assert c.limit(1).admits({"loading": 349})
+    assert not c.limit(1).admits({"loading": 350})
+    assert not c.limit(1).admits({"loading": 200, "balancing": 300})  # total would be 501
+    assert c.limit(5).admits({"loading": 400, "decommissioning": 49})
+    assert not c.limit(5).admits({"decommissioning": 50})
+    assert c.limit(6).admits({"loading": 100, "balancing": 299})      # all loads after = 400
+    assert not c.limit(6).admits({"loading": 100, "balancing": 300})
+    assert c.limit(8).admits({"loading": 499}) and not c.limit(8).admits({"balancing": 500})
+    assert not c.limit(12).admits({})
+
+
+def test_zero_means_unlimited():
+    c = build_config({"maxSegmentsInNodeLoadingQueue": 0})
+    for stage in range(1, 12):
+        lim = c.limit(stage)
+        assert lim.cap is None and lim.total_cap is None
+        assert lim.admits({"loading": 10**6, "decommissioning": 10**6, "balancing": 10**6})
+
+
+@pytest.mark.parametrize("given, expected", [
+    ({"loadingMinPercent": 40}, (40, 20, 40)),                         # 60 shared 10:20
+    ({"balancingMinPercent": 50}, (43.75, 6.25, 50)),                  # 50 shared 70:10
+    ({"loadingMinPercent": 60, "decommissioningMinPercent": 15}, (60, 15, 25)),
+    ({"decommissioningMinPercent": 0, "balancingMinPercent": 0}, (100, 0, 0)),
+    ({"loadingMinPercent": 33.3, "decommissioningMinPercent": 33.3, "balancingMinPercent": 33.4}, (33.3, 33.3, 33.4)),
+])
+def test_min_percent_derivation(given, expected):
+    c = build_config(given)
+    assert (c.loading_min_percent, c.decommissioning_min_percent, c.balancing_min_percent) == pytest.approx(expected)
+
+
+def test_fractional_derivation_floors_only_the_limit():
+    # decommissioningMinPercent 30: the other 70 shared 70:20 -> loading 490/9 = 54.44.., balancing 140/9
+    c = build_config({"decommissioningMinPercent": 30})
+    assert c.loading_min_percent == pytest.approx(54.444444, abs=1e-6)
+    assert c.limit(1).cap == 272    # floor(500 * 490/9 / 100) = floor(272.2)
+    assert c.limit(7).cap == 77     # floor(500 * 140/9 / 100) = floor(77.7)
+    assert c.limit(6).cap == 422    # floor(500 * (490/9 + 30) / 100) = floor(422.2)
+    assert c.limit(5).cap == 150
+    c = build_config({"maxSegmentsInNodeLoadingQueue": 7, "loadingMinPercent": 33.3,
+                      "decommissioningMinPercent": 33.3, "balancingMinPercent": 33.4})
+    assert c.limit(1).cap == 2 and c.limit(6).cap == 4 and c.limit(7).cap == 2   # 2.331, 4.662, 2.338
+
+
+@pytest.mark.parametrize("given, needle", [
+    ({"loadingMinPercent": 70, "decommissioningMinPercent": 10, "balancingMinPercent": 30}, "must be 100"),
+    ({"loadingMinPercent": 80, "balancingMinPercent": 30}, "more than 100"),
+    ({"loadingMinPercent": 120}, "between 0 and 100"),
+    ({"balancingMinPercent": -1}, "between 0 and 100"),
+    ({"loadingMinPercent": "70"}, "finite number"),
+    ({"maxSegmentsInNodeLoadingQueue": -1}, "must be >= 0, got -1"),
+    ({"maxSegmentsInNodeLoadingQueue": "500"}, "must be an integer"),
+    ({"maxSegmentsInNodeLoadingQueue": True}, "must be an integer"),
+    ({"maxSegmentsInNodeLoadingQueue": 5.0}, "must be an integer"),
+    ({"numBestServersChoosingFunctionDefaultLogBase": 1}, "not 1"),
+    ({"numBestServersChoosingFunctionDefaultLogBase": 0}, "> 0"),
+    ({"balancingFailedIterationThreshold": 101}, "<= 100"),
+    ({"balancingIterationWindow": 0}, ">= 1"),
+    ({"decommissioningNodes": [1, 2]}, "list of server names"),
+    ({"topBReuse": "no"}, "must be true or false, got 'no'"),
+    ({"balancingMoveTrigger": "outsideTopb"}, "must be one of 'betterServerInTopB', 'outsideTopB', got 'outsideTopb'"),
+    ({"coordinatorPeriodMillis": 30000, "druid.coordinator.period": "PT60S"}, "disagrees"),
+    ({"druid.coordinator.period": "P1M"}, "fixed ISO-8601 period"),
+    ({"maxSegmentToMove": 5}, "did you mean 'maxSegmentsToMove'"),
+    ({"somethingElse": 1}, "unknown key 'somethingElse'"),
+    ({"numBestServersChoosingFunction": "function (n, t) { return n + x; }"}, "'x' at line 1, column 30"),
+    ({"numBestServersChoosingFunction": "function (n, t) { return Math.random(); }"}, "Math.random"),
+    ({"numBestServersChoosingFunction": 5}, "must be a string"),
+])
+def test_refused(given, needle):
+    with pytest.raises(SnapshotError) as info:
+        build_config(given)
+    assert needle in str(info.value)
+    assert info.value.file == "coordinator_config.json" and info.value.row is None
+
+
+def test_overrides_win_and_are_named_in_errors():
+    c = build_config({"maxSegmentsInNodeLoadingQueue": 100, "balancerRandomSeed": 3},
+                     {"maxSegmentsInNodeLoadingQueue": 10})
+    assert c.max_segments_in_node_loading_queue == 10 and c.balancer_random_seed == 3
+    assert c.limit(1).cap == 7
+    with pytest.raises(SnapshotError) as info:
+        build_config({}, {"loadingMinPercent": 101})
+    assert info.value.file == "config overrides"
+    with pytest.raises(SnapshotError) as info:
+        build_config({}, {"bogus": 1})
+    assert str(info.value).startswith("config overrides: unknown key 'bogus'")
+
+
+def test_legacy_and_retired_keys():
+    c = build_config({"decommissioningMaxPercentOfMaxSegmentsToMove": 40, "replicantLifetime": 15,
+                      "coordinatorPeriodMillis": 30000, "maxSegmentsToMove": 100,
+                      "replicationThrottleLimit": 10, "emitBalancingStats": False, "mergeBytesLimit": 1})
+    assert c.decommissioning_max_percent == 40
+    assert c.segment_loading_max_seconds_before_alerting == 450     # 15 runs x 30 s
+    assert c.segment_loading_max_ms == 450_000
+    ignored = {e["key"]: e for e in c.ignored}
+    assert set(ignored) == {"decommissioningMaxPercentOfMaxSegmentsToMove", "replicantLifetime",
+                            "maxSegmentsToMove", "replicationThrottleLimit", "emitBalancingStats", "mergeBytesLimit"}
+    assert "mapped to decommissioningMaxPercent" in ignored["decommissioningMaxPercentOfMaxSegmentsToMove"]["note"]
+    assert "mapped to segmentLoadingMaxSecondsBeforeAlerting" in ignored["replicantLifetime"]["note"]
+    assert ignored["maxSegmentsToMove"]["value"] == 100
+    assert set(c.derived) == {"decommissioningMaxPercent", "segmentLoadingMaxSecondsBeforeAlerting"}
+
+    c = build_config({"decommissioningMaxPercent": 20, "decommissioningMaxPercentOfMaxSegmentsToMove": 40,
+                      "segmentLoadingMaxSecondsBeforeAlerting": 60, "replicantLifetime": 15})
+    assert c.decommissioning_max_percent == 20 and c.segment_loading_max_seconds_before_alerting == 60
+    assert all("superseded" in e["note"] for e in c.ignored)
+    assert build_config({"replicantLifetime": 15}).segment_loading_max_seconds_before_alerting == 900
+    assert build_config({"replicantLifetime": 15, "druid.coordinator.period": "PT2M"}
+                        ).segment_loading_max_seconds_before_alerting == 1800
+
+
+def test_decommissioning_nodes_list_or_druid_string():
+    assert build_config({"decommissioningNodes": ["h1:8083", "h2:8083"]}).decommissioning_nodes == ("h1:8083", "h2:8083")
+    assert build_config({"decommissioningNodes": "h1:8083, h2:8083,h1:8083"}).decommissioning_nodes == ("h1:8083", "h2:8083")
+    assert build_config({"decommissioningNodes": None}).decommissioning_nodes == ()
+
+
+@pytest.mark.parametrize("n, t, b", [
+    (1, 1, 1), (4, 1, 1), (5, 1, 2), (24, 1, 2), (25, 1, 3), (124, 2, 4), (125, 2, 5), (126, 1, 4),
+    (1, 2, 1),     # target above tier size: n wins
+    (0, 1, 0),
+    (3, 3, 3),
+])
+def test_num_best_servers_default(n, t, b):
+    assert build_config({}).num_best_servers(n, t) == b
+
+
+def test_num_best_servers_custom_function_and_base():
+    c = build_config({"numBestServersChoosingFunctionDefaultLogBase": 10})
+    assert c.num_best_servers(9, 1) == 1 and c.num_best_servers(10, 1) == 2 and c.num_best_servers(100, 1) == 3
+    cases = {
+        "function (n, t) { return n; }": (7, 2, 7),
+        "function (n, t) { return 0 / 0; }": (7, 2, 2),        # NaN -> target
+        "function (n, t) { return 1 / 0; }": (7, 2, 7),        # +Infinity -> all servers
+        "function (n, t) { return -1 / 0; }": (7, 2, 2),
+        "function (n, t) { return t + 0.9; }": (7, 2, 2),      # floored
+        "function (n, t) { return -5; }": (7, 2, 2),
+        "function (n, t) { return t + numBestServersChoosingFunctionDefaultLogBase; }": (30, 1, 6),
+        "function (n, t) { return n > 10 ? t * 2 : t; }": (11, 3, 6),
+    }
+    for text, (n, t, b) in cases.items():
+        assert build_config({"numBestServersChoosingFunction": text}).num_best_servers(n, t) == b, text
+
+
+def test_as_dict_uses_druid_keys():
+    d = build_config({"loadingMinPercent": 40, "maxSegmentsToMove": 5}).as_dict()
+    assert d["loadingMinPercent"] == 40 and d["decommissioningMinPercent"] == 20 and d["balancingMinPercent"] == 40
+    assert d["maxSegmentsInNodeLoadingQueue"] == 500 and d["coordinatorPeriodMillis"] == 60000
+    assert d["ignored"][0]["key"] == "maxSegmentsToMove"
+    assert set(d["derived"]) == {"decommissioningMinPercent", "balancingMinPercent"}
+
+
+def test_balancing_move_trigger_defaults_to_the_seeds_alternative_design():
+    assert build_config({}).as_dict()["balancingMoveTrigger"] == "betterServerInTopB"
+    assert build_config({}, {"balancingMoveTrigger": "outsideTopB"}).as_dict()["balancingMoveTrigger"] == "outsideTopB"

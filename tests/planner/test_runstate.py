@@ -1,0 +1,142 @@
+"""The run state of a tier (segment_balancer.planner.runstate.TierRun): live ranking, the mutators, rows.
+
+Costs are checked against the pair-by-pair ranking (``ranking.rank_one``) on the hand example of
+``test_ranking`` (values worked by hand there) and on random clusters; the mutators against counts
+worked by hand; and Druid's ``BalancingStrategiesTest`` fresh cluster (1000 segments of
+10 partitions x 100 days onto 5 empty historicals, one replica, unlimited queue) ends with 200
+segments on each historical, as in Druid.
+"""
+
+from __future__ import annotations
+
+import pandas as pd
+import pytest
+from test_ranking import C_SAME_DAY, EXPECTED, PROJECTED, SEGMENTS, SERVERS, plain_rank, random_cluster
+
+from segment_balancer.planner.config import build_config
+from segment_balancer.planner.kernels.loading import load_unreplicated
+from segment_balancer.planner.kernels.state import OpSink, StageLimit
+from segment_balancer.planner.runstate import STATE_COLUMNS, TierRun, state_frame
+
+NUM_BEST = build_config({}).num_best_servers
+
+
+def tier_from(segments, projected, servers, tier):
+    """A TierRun of ``tier`` holding ``projected`` (server, tier, idx) as served replicas, with a
+    segment row (target 1) for every segment; server sizes give the available bytes."""
+    rows = []
+    for i, (ds, start, end) in segments.items():
+        base = {"tier": tier, "idx": i, "segment_id": f"s{i}", "datasource": ds, "start_ms": start, "end_ms": end, "size_bytes": 0}
+        rows.append({**base, "kind": "segment", "target": 1, "tier_pos": 0, "rule_kind": "load", "required": 1})
+        rows += [{**base, "kind": "replica", "server": s, "served": True, "dropping": False}
+                 for s, t, j in projected if t == tier and j == i]
+    srv = pd.DataFrame([{"server": s, "tier": t, "max_size": a, "current_size": 0, "priority": 0, "decommissioning": d}
+                        for s, t, a, d in servers if t == tier])
+    return TierRun(tier, state_frame(pd.DataFrame(rows)), srv, NUM_BEST)
+
+
+def test_live_ranking_of_the_hand_example():
+    for (idx, tier), (servers, costs) in EXPECTED.items():
+        run = tier_from(SEGMENTS, PROJECTED, SERVERS, tier)
+        seg = run.segment(idx)
+        assert run.rank(seg) == servers, (idx, tier)
+        live = run.placement_costs(seg)
+        assert [live[run.pos[s]] for s in servers] == pytest.approx(costs, rel=1e-9), (idx, tier)
+    run = tier_from(SEGMENTS, PROJECTED, SERVERS, "hot")
+    # s1 holds X itself and Y: the self term is left out there only.
+    assert run.placement_costs(run.segment(1))[run.pos["s1"]] == pytest.approx(C_SAME_DAY, rel=1e-9)
+
+
+@pytest.mark.parametrize("seed", [11, 12, 13])
+def test_live_ranking_agrees_with_the_pair_by_pair_sum_on_random_clusters(seed):
+    segments, projected, servers = random_cluster(seed)
+    run = tier_from(segments, projected, servers, "hot")
+    for idx in segments:
+        order, costs = plain_rank(segments, projected, servers, idx, "hot")
+        live = run.placement_costs(run.segment(idx))
+        assert [live[run.pos[s]] for s in order] == pytest.approx(costs, rel=1e-9, abs=1e-9), idx
+        assert "h4" not in run.rank(run.segment(idx))  # decommissioning: never a candidate
+
+
+def test_mutators_change_replicas_queues_sizes_and_costs_at_once():
+    run = tier_from(SEGMENTS, PROJECTED, SERVERS, "hot")
+    x = run.segment(1)
+    assert x.count() == 2 and x.serving() == ["s1", "s6"]
+    # Load X on s5 (empty): a loading replica counts, s5's queue and size grow, and for Y (same
+    # chunk, same datasource) s5 now costs C_SAME_DAY where it cost 0.
+    assert run.placement_costs(run.segment(2))[run.pos["s5"]] == 0.0
+    run.load(x, "s5", "loading", "test", (1, "", 1))
+    assert x.count() == 3 and x.present() == {"s1", "s5", "s6"} and x.serving() == ["s1", "s6"]
+    assert run.servers["s5"].loads["loading"] == 1 and run.servers["s5"].projected_size == 0  # size 0 bytes
+    assert run.placement_costs(run.segment(2))[run.pos["s5"]] == pytest.approx(C_SAME_DAY, rel=1e-9)
+    # Drop X from s1: it leaves s1's projection at once (Y on s1 no longer pays for X).
+    run.drop(x, "s1", "test", (1, "", 2))
+    assert x.count() == 2 and x.serving() == ["s6"]
+    assert run.placement_costs(run.segment(2))[run.pos["s1"]] == pytest.approx(0.0, abs=1e-9)
+    with pytest.raises(ValueError):
+        run.load(x, "s5", "loading", "again", (1, "", 3))
+    with pytest.raises(ValueError):
+        run.drop(x, "s1", "again", (1, "", 4))
+    assert [(o.action, o.server) for o in run.sink.ops] == [("LOAD", "s5"), ("DROP", "s1")]
+
+
+def test_rows_write_back_what_changed_and_keep_the_rest():
+    run = tier_from(SEGMENTS, PROJECTED, SERVERS, "hot")
+    before = run.rows()
+    x = run.segment(1)
+    run.top_b(x)
+    run.load(x, "s5", "loading", "test", (1, "", 1))
+    run.drop(x, "s1", "test", (1, "", 2))
+    after = run.rows()
+    assert list(after.columns) == STATE_COLUMNS and len(after) == len(before) + 1
+    mine = after[(after["idx"] == 1) & (after["kind"] == "replica")].set_index("server")
+    assert mine.loc["s5", "load_type"] == "loading" and not mine.loc["s5", "served"]
+    assert mine.loc["s1", "dropping"] and mine.loc["s1", "served"]
+    assert after[(after["idx"] == 1) & (after["kind"] == "segment")]["topb"].iloc[0].split(",") == x.topb
+    # A TierRun built from the rows sees the same state.
+    again = TierRun("hot", after, run_servers(), NUM_BEST)
+    assert again.segment(1).count() == 2 and again.segment(1).topb == x.topb
+    assert again.servers["s5"].loads["loading"] == 1
+    untouched = lambda f: f[f["idx"] != 1].sort_values(["kind", "idx", "server"]).reset_index(drop=True)  # noqa: E731
+    pd.testing.assert_frame_equal(untouched(after), untouched(before))
+
+
+def test_reading_segments_changes_nothing_a_cached_top_b_or_an_op_does():
+    run = tier_from(SEGMENTS, PROJECTED, SERVERS, "hot")
+    x = run.segment(1)
+    x.count(), run.placement_costs(x), run.rank(x)
+    assert not run.changed  # nothing to write back
+    run.top_b(x)
+    assert run.changed  # the cached top B is state
+    other = tier_from(SEGMENTS, PROJECTED, SERVERS, "hot")
+    other.drop(other.segment(1), "s1", "test", (1, "", 1))
+    assert other.changed
+
+
+def run_servers():
+    return pd.DataFrame([{"server": s, "tier": t, "max_size": a, "current_size": 0, "priority": 0, "decommissioning": d}
+                         for s, t, a, d in SERVERS if t == "hot"])
+
+
+def test_druid_balancing_strategies_fresh_cluster_gets_200_segments_on_each_historical():
+    # Druid's BalancingStrategiesTest.testFreshClusterGetsBalanced: WIKI_10X100D (10 partitions of
+    # each of 100 days, 500 MB each), five empty historicals of 1 TB, load 1 replica, queue
+    # unlimited. Ranked at first visit, every load raises its server's cost for the next segment.
+    day = 86_400_000
+    start = 1_325_376_000_000  # 2012-01-01
+    rows = []
+    idx = 0
+    for d in reversed(range(100)):  # used-segment index: newest first
+        for p in range(10):
+            rows.append({"tier": "T1", "kind": "segment", "idx": idx, "segment_id": f"wiki_{d}_{p}", "datasource": "wiki",
+                         "start_ms": start + d * day, "end_ms": start + (d + 1) * day, "size_bytes": 500 << 20,
+                         "target": 1, "tier_pos": 0, "rule_kind": "load", "required": 1})
+            idx += 1
+    servers = pd.DataFrame([{"server": f"historical-{i}", "tier": "T1", "max_size": 1 << 40, "current_size": 0,
+                             "priority": 0, "decommissioning": False} for i in range(5)])
+    sink = OpSink()
+    run = TierRun("T1", state_frame(pd.DataFrame(rows)), servers, NUM_BEST, sink=sink)
+    load_unreplicated({"T1": run}, range(1000), {"T1": 0}, StageLimit(queue_type="loading"), sink)
+    per = pd.Series([o.server for o in sink.ops]).value_counts()
+    assert len(sink.ops) == 1000
+    assert per.to_dict() == {f"historical-{i}": 200 for i in range(5)}

@@ -1,0 +1,389 @@
+"""``segment_balancer.tools.simulate``: applying a plan as a cluster would (hand-worked, no Spark), and
+Druid's ``BalancingStrategiesTest`` scenarios through the simulator (plans on Spark).
+
+Applying, worked by hand. Historicals ``a`` (serves s1, s2; ``curr_size`` 30 bytes) and ``b`` (serves s3;
+``current_size`` 30 bytes: the applier keeps each row's own key) of tier ``t``; sizes s1..s5 = 10, 20, 30, 40, 50 bytes. Queued in the snapshot: a load of s4
+on ``b`` and a drop of s2 on ``a``. The plan: op 0 LOAD s1 on ``b`` (balancing), op 1 DROP s1 on
+``a`` after op 0 (a move), op 2 LOAD s5 on ``a``, op 3 DROP s3 on ``b``. Queue order on ``b``: s4
+(queued before), then s1.
+"""
+
+from __future__ import annotations
+
+import json
+import shutil
+from pathlib import Path
+
+import pandas as pd
+import pytest
+
+from druid_simulation import T1, T2, historical, wiki_segments, write_cluster
+from segment_balancer.tools.simulate import RUN_COLUMNS, apply_plan, simulate
+from segment_balancer.druid.snapshot.loader import load_load_queues
+
+SIZES = pd.Series({f"s{i}": 10 * i for i in range(1, 6)})
+
+
+def tiny(tmp_path: Path) -> tuple[Path, Path]:
+    snap, plan = tmp_path / "snap", tmp_path / "plan"
+    snap.mkdir()
+    plan.mkdir()
+    (snap / "servers.json").write_text(json.dumps([
+        {"server": "a", "server_type": "historical", "tier": "t", "curr_size": 30, "max_size": 1000},
+        {"server": "b", "server_type": "historical", "tier": "t", "current_size": 30, "max_size": 1000},
+        {"server": "broker", "server_type": "broker", "tier": None, "curr_size": 0, "max_size": 0}]))
+    (snap / "server_segments.json").write_text(json.dumps(
+        [{"server": "a", "segment_id": "s1"}, {"server": "a", "segment_id": "s2"}, {"server": "b", "segment_id": "s3"}]))
+    (snap / "load_queues.json").write_text(json.dumps({
+        "a": {"segmentsToLoad": [], "segmentsToDrop": ["s2"]},
+        "b": {"segmentsToLoad": [{"segment_id": "s4", "queue_type": "loading", "requested_at": "2021-12-31T23:59:00.000Z"}],
+              "segmentsToDrop": []}}))
+    (snap / "snapshot.json").write_text(json.dumps({"snapshot_time": "2022-01-01T00:00:00.000Z", "cluster": "c"}))
+    (snap / "rules.json").write_text("{}")
+    ops = [(0, 7, "LOAD", "balancing", "s1", "b", 10, None), (1, 7, "DROP", None, "s1", "a", 10, 0.0),
+           (2, 3, "LOAD", "loading", "s5", "a", 50, None), (3, 12, "DROP", None, "s3", "b", 30, None)]
+    pd.DataFrame(ops, columns=["op_id", "stage", "action", "queue_type", "segment_id", "server", "size_bytes",
+                               "depends_on"]).to_parquet(plan / "operations.parquet")
+    return snap, plan
+
+
+def after(out: Path) -> tuple[dict, dict, dict]:
+    served = {}
+    for line in (out / "server_segments.jsonl").read_text().splitlines():
+        row = json.loads(line)
+        served.setdefault(row["server"], set()).add(row["segment_id"])
+    sizes = {s["server"]: s.get("curr_size", s.get("current_size")) for s in json.loads((out / "servers.json").read_text())}
+    return served, sizes, json.loads((out / "load_queues.json").read_text())
+
+
+def test_every_load_completes_then_the_drops_happen(tmp_path):
+    snap, plan = tiny(tmp_path)
+    applied = apply_plan(snap, plan, SIZES, tmp_path / "next", 1)
+    served, sizes, queues = after(tmp_path / "next")
+    assert served == {"a": {"s5"}, "b": {"s1", "s4"}}
+    assert sizes == {"a": 30 + 50 - 10 - 20, "b": 30 + 40 + 10 - 30, "broker": 0}
+    assert queues == {"a": {"segmentsToLoad": [], "segmentsToDrop": []}, "b": {"segmentsToLoad": [], "segmentsToDrop": []}}
+    assert (applied.loads_completed, applied.loads_failed, applied.loads_still_queued) == (3, 0, 0)
+    assert (applied.drops_done, applied.drops_cancelled) == (3, 0)
+    assert json.loads((tmp_path / "next" / "snapshot.json").read_text())["snapshot_time"] == "2022-01-01T00:01:00.000Z"
+    assert applied.historicals.to_dict("records") == [{"server": "a", "tier": "t", "segments": 1, "bytes": 50},
+                                                      {"server": "b", "tier": "t", "segments": 2, "bytes": 50}]
+
+
+def test_loads_not_reached_stay_queued_and_their_moves_wait(tmp_path):
+    snap, plan = tiny(tmp_path)
+    applied = apply_plan(snap, plan, SIZES, tmp_path / "next", 1, loads_per_run=1, period_ms=300_000)
+    served, sizes, queues = after(tmp_path / "next")
+    # b completes s4 only; s1 stays queued with its queue type, and the move's drop from a waits,
+    # queued on a (the next plan sees a's replica as dropping).
+    assert served == {"a": {"s1", "s5"}, "b": {"s4"}}
+    assert sizes["a"] == 30 + 50 - 20 and sizes["b"] == 30 + 40 - 30
+    assert queues["b"]["segmentsToLoad"] == [{"segment_id": "s1", "queue_type": "balancing",
+                                              "requested_at": "2022-01-01T00:00:00.000Z"}]
+    assert queues["a"]["segmentsToDrop"] == ["s1"]
+    assert json.loads((tmp_path / "next" / "pending_drops.json").read_text()) == [{"server": "a", "segment_id": "s1", "after": "b"}]
+    assert (applied.loads_completed, applied.loads_still_queued) == (2, 1)
+    assert (applied.drops_done, applied.drops_cancelled, applied.drops_pending) == (2, 0, 1)
+    entries = load_load_queues(tmp_path / "next", {"a", "b"})  # the planner reads it back
+    assert [(e.server, e.segment_id, e.action, e.queue_type) for e in entries] == [
+        ("a", "s1", "DROP", None), ("b", "s1", "LOAD", "balancing")]
+    assert json.loads((tmp_path / "next" / "snapshot.json").read_text())["snapshot_time"] == "2022-01-01T00:05:00.000Z"
+
+    # The next run plans nothing; s1 loads on b, and only then is it dropped from a.
+    empty = tmp_path / "empty"
+    empty.mkdir()
+    pd.read_parquet(plan / "operations.parquet").iloc[:0].to_parquet(empty / "operations.parquet")
+    second = apply_plan(tmp_path / "next", empty, SIZES, tmp_path / "third", 2)
+    served, sizes, queues = after(tmp_path / "third")
+    assert served == {"a": {"s5"}, "b": {"s1", "s4"}} and sizes == {"a": 50, "b": 50, "broker": 0}
+    assert queues["a"] == queues["b"] == {"segmentsToLoad": [], "segmentsToDrop": []}
+    assert (second.loads_completed, second.drops_done, second.drops_pending) == (1, 1, 0)
+
+
+def test_a_failed_load_leaves_the_queue_and_cancels_its_drop(tmp_path):
+    snap, plan = tiny(tmp_path)
+    applied = apply_plan(snap, plan, SIZES, tmp_path / "next", 1, load_failure_rate=1.0)
+    served, _, queues = after(tmp_path / "next")
+    assert served == {"a": {"s1"}}  # s2 and s3 dropped (no load to wait for); s1 kept on a
+    assert queues["b"]["segmentsToLoad"] == []
+    assert (applied.loads_failed, applied.drops_done, applied.drops_cancelled) == (3, 2, 1)
+
+
+def test_failures_are_seeded(tmp_path):
+    snap, plan = tiny(tmp_path)
+    runs = [apply_plan(snap, plan, SIZES, tmp_path / f"n{k}", 4, load_failure_rate=0.5, seed=9).loads_failed for k in range(2)]
+    assert runs[0] == runs[1]
+    assert after(tmp_path / "n0") == after(tmp_path / "n1")
+
+
+def test_bad_rates_are_refused(tmp_path):
+    snap, plan = tiny(tmp_path)
+    with pytest.raises(ValueError, match="within"):
+        apply_plan(snap, plan, SIZES, tmp_path / "next", 1, load_failure_rate=1.5)
+
+
+# ---- Druid's BalancingStrategiesTest (cost strategy) through the simulator --------------------
+# WIKI_10X100D: 1000 segments of 500 MB, one tier, load 1 replica forever, queue unlimited
+# (createDynamicConfig(1000, 0, 100)), historicals of 1 TB. Every queued load completes between
+# runs (loadQueuedSegments).
+
+def per_historical(out: Path, run: int) -> dict[str, int]:
+    frame = pd.read_csv(out / f"run-{run:03d}" / "historicals.csv")
+    return dict(zip(frame["server"], frame["segments"]))
+
+
+@pytest.mark.simulation
+def test_fresh_cluster_gets_200_on_each_historical_and_then_stays(spark, tmp_path):
+    """testFreshClusterGetsBalanced: run 1 assigns all 1000 segments, 200 on each of five empty
+    historicals, and moves nothing; run 2 assigns and moves nothing."""
+    snap = write_cluster(tmp_path / "snap", wiki_segments(), {historical(i): [] for i in range(5)})
+    runs = simulate(spark, snap, tmp_path / "sim", 2)
+    assert list(runs.columns) == RUN_COLUMNS
+    assert runs.loc[0, "loads"] == 1000 and runs.loc[0, "balancing_moves"] == 0 and runs.loc[0, "unreplicated_before"] == 1000
+    assert per_historical(tmp_path / "sim", 1) == {historical(i): 200 for i in range(5)}
+    assert runs.loc[1, "operations"] == 0 and bool(runs.loc[1, "stable"])
+
+
+@pytest.mark.simulation
+def test_an_added_historical_fills_up(spark, tmp_path):
+    """testClusterGetsBalancedWhenServerIsAdded, from the state Druid's run 1 leaves (250 segments
+    on each of four historicals, round robin) plus a fifth, empty one. Druid ends within 199–201
+    after ten runs; ALGORITHM.md's trigger brings every historical within ±5% of the mean (190–210)
+    in the first run, by balancing moves only."""
+    served = {historical(i): [j for j in range(1000) if j % 4 == i] for i in range(4)}
+    snap = write_cluster(tmp_path / "snap", wiki_segments(), {**served, historical(4): []})
+    runs = simulate(spark, snap, tmp_path / "sim", 1)
+    counts = per_historical(tmp_path / "sim", 1)
+    assert sum(counts.values()) == 1000
+    assert all(190 <= n <= 210 for n in counts.values()), counts
+    assert runs.loc[0, "loads"] == runs.loc[0, "balancing_moves"] == runs.loc[0, "moves"] > 0
+    # The seed's first design moves a holder only when it is outside top B (here B = 2): a holder,
+    # whose cost leaves its own segment out, ranks second behind the empty historical, so nothing moves.
+    kept = simulate(spark, snap, tmp_path / "outside", 1, {"balancingMoveTrigger": "outsideTopB"})
+    assert kept.loc[0, "operations"] == 0 and per_historical(tmp_path / "outside", 1)[historical(4)] == 0
+
+
+@pytest.mark.simulation
+def test_a_removed_historicals_segments_spread_over_the_others(spark, tmp_path):
+    """testClusterGetsBalancedWhenServerIsRemoved: five historicals hold 200 each (round robin), the
+    fifth is removed; run 2 assigns its 200 segments and each of the four ends with 250."""
+    served = {historical(i): [j for j in range(1000) if j % 5 == i] for i in range(4)}
+    snap = write_cluster(tmp_path / "snap", wiki_segments(), served)
+    runs = simulate(spark, snap, tmp_path / "sim", 1)
+    assert runs.loc[0, "unreplicated_before"] == 200 and runs.loc[0, "loads"] >= 200
+    assert per_historical(tmp_path / "sim", 1) == {historical(i): 250 for i in range(4)}
+
+
+# ---- Druid's SegmentBalancingTest ---------------------------------------------------------------
+# WIKI_10X1D (10 partitions of one day, 500 MB each) all on tier_t1__hist__1, tier_t1__hist__2
+# empty, both 10 GB; load 1 replica; queue unlimited. B(2, 1) = 1. Worked by hand: with k of the
+# segments moved, a drawn unmoved segment costs (9 - k) same-interval terms on its holder and k on
+# the other historical, which ranks first while k < 4.5: exactly 5 moves (Druid: MOVED_COUNT 5).
+
+@pytest.fixture(scope="module")
+def one_day_moved(spark, tmp_path_factory):
+    base = tmp_path_factory.mktemp("segment_balancing")
+    snap = write_cluster(base / "snap", wiki_segments(days=1), {historical(1): list(range(10)), historical(2): []},
+                         size_mb=10_000)
+    return base, snap, simulate(spark, snap, base / "sim", 1)
+
+
+@pytest.mark.simulation
+def test_balancing_does_not_overreplicate(one_day_moved):
+    """testBalancingDoesNotOverReplicate: 5 moves, then 5 segments on each, every segment loaded once."""
+    base, _, runs = one_day_moved
+    assert runs.loc[0, "moves"] == runs.loc[0, "balancing_moves"] == runs.loc[0, "loads"] == 5
+    assert per_historical(base / "sim", 1) == {historical(1): 5, historical(2): 5}
+
+
+@pytest.mark.simulation
+def test_the_drop_does_not_happen_when_the_load_fails(one_day_moved, tmp_path):
+    """testDropDoesNotHappenWhenLoadFails: the same plan, every load failing: all 10 stay on the first."""
+    base, snap, _ = one_day_moved
+    sizes = pd.Series({s: 500 * (1 << 20) for s in pd.read_parquet(base / "sim" / "run-001" / "plan" / "operations.parquet").segment_id})
+    applied = apply_plan(snap, base / "sim" / "run-001" / "plan", sizes, tmp_path / "next", 1, load_failure_rate=1.0)
+    assert (applied.loads_failed, applied.drops_cancelled, applied.drops_done) == (5, 5, 0)
+    assert dict(zip(applied.historicals.server, applied.historicals.segments)) == {historical(1): 10, historical(2): 0}
+
+
+@pytest.mark.simulation
+def test_segments_in_the_load_queue_are_not_overreplicated(spark, one_day_moved, tmp_path):
+    """testBalancingOfFullyReplicatedSegment: the 5 moves of run 1 stay queued (no load completes);
+    run 2 drops nothing and moves nothing (each moving segment counts once: served on the first
+    historical with its drop queued, loading on the second); once the loads complete, 5 and 5."""
+    base, snap, _ = one_day_moved
+    sizes = pd.Series({s: 500 * (1 << 20) for s in pd.read_parquet(base / "sim" / "run-001" / "plan" / "operations.parquet").segment_id})
+    queued = apply_plan(snap, base / "sim" / "run-001" / "plan", sizes, tmp_path / "queued", 1, loads_per_run=0)
+    assert (queued.loads_still_queued, queued.drops_pending) == (5, 5)
+    runs = simulate(spark, tmp_path / "queued", tmp_path / "sim", 1)
+    assert runs.loc[0, "operations"] == 0 and runs.loc[0, "overreplicated_before"] == 0
+    assert (runs.loc[0, "loads_completed"], runs.loc[0, "drops_done"]) == (5, 5)
+    assert per_historical(tmp_path / "sim", 1) == {historical(1): 5, historical(2): 5}
+
+
+@pytest.mark.simulation
+def test_run_one_can_be_the_plan_a_dag_run_published(spark, one_day_moved, tmp_path):
+    """The DAG's ``simulate`` task: run 1 applies the plan the run published (sizes from its work
+    directory) and plans nothing itself (no Spark session given); the row is the one of planning
+    run 1 in the simulator, and the work directory is the DAG's, left in place."""
+    from segment_balancer.tools.cli import run_plan
+
+    base, snap, runs = one_day_moved
+    run_plan(spark, snap, tmp_path / "published", work=tmp_path / "work")
+    table = simulate(None, snap, tmp_path / "sim", 1, first_plan=tmp_path / "published", first_work=tmp_path / "work")
+    pd.testing.assert_frame_equal(table, runs)
+    assert per_historical(tmp_path / "sim", 1) == {historical(1): 5, historical(2): 5}
+    pd.testing.assert_frame_equal(pd.read_parquet(tmp_path / "sim" / "run-001" / "plan" / "operations.parquet"),
+                                  pd.read_parquet(tmp_path / "published" / "operations.parquet"))
+    assert (tmp_path / "work" / "prepared" / "segments.parquet").exists()
+    with pytest.raises(ValueError, match="go together"):
+        simulate(None, snap, tmp_path / "sim2", 1, first_plan=tmp_path / "published")
+
+
+def test_a_refused_simulation_exits_2_and_keeps_the_earlier_one(tmp_path, monkeypatch):
+    """``spark_apps/simulate.py`` with bad input: exit code 2, the earlier output untouched, no temporaries."""
+    import segment_balancer.spark.session as sparkutil
+    from segment_balancer.spark.apps import simulate_main
+
+    class NoSession:
+        def stop(self):
+            pass
+
+    monkeypatch.setattr(sparkutil, "get_session", lambda *a, **k: NoSession())
+    out = tmp_path / "plans" / "r1" / "simulation"
+    out.mkdir(parents=True)
+    (out / "runs.csv").write_text("earlier\n")
+    with pytest.raises(SystemExit) as exit_:
+        simulate_main(["--snapshot", str(tmp_path), "--plan", str(tmp_path), "--work", str(tmp_path),
+                       "--runs", "0", "--out", str(out)])
+    assert exit_.value.code == 2
+    assert (out / "runs.csv").read_text() == "earlier\n"
+    assert sorted(p.name for p in out.parent.iterdir()) == ["simulation"]
+
+
+# ---- Druid's RoundRobinAssignmentTest -------------------------------------------------------------
+
+@pytest.mark.simulation
+def test_two_replicas_of_1000_segments_spread_200_on_each_of_10_historicals(spark, tmp_path):
+    """testSegmentsAreAssignedUniformly: WIKI_10X100D with 2 replicas onto 10 empty historicals of
+    1 TB, queue unlimited: 2000 loads, 200 on each (Druid assigns round robin; here by cost, ranked
+    at first visit)."""
+    snap = write_cluster(tmp_path / "snap", wiki_segments(), {historical(i): [] for i in range(10)},
+                         rules={"_default": [{"type": "loadForever", "tieredReplicants": {"tier_t1": 2}}]})
+    runs = simulate(spark, snap, tmp_path / "sim", 1)
+    assert runs.loc[0, "loads"] == 2000
+    assert per_historical(tmp_path / "sim", 1) == {historical(i): 200 for i in range(10)}
+
+
+# ---- Druid's SegmentLoadingTest -------------------------------------------------------------------
+# Historicals of 10 GB: tier_t1__hist__1..3 in tier_t1, tier_t2__hist__1..2 in tier_t2; WIKI_10X1D.
+
+GB10 = 10_000
+
+
+def plan_ops(out: Path, run: int) -> pd.DataFrame:
+    return pd.read_parquet(out / f"run-{run:03d}" / "plan" / "operations.parquet")
+
+
+def counts(ops: pd.DataFrame) -> dict[tuple[str, str], int]:
+    """``{(action, tier): n}`` of a plan's operations."""
+    return {k: int(v) for k, v in ops.groupby(["action", "tier"]).size().items()}
+
+
+@pytest.mark.simulation
+def test_loading_does_not_overassign_a_historical(spark, tmp_path):
+    """testLoadingDoesNotOverassignHistorical: one historical of 1 GB, ten unreplicated segments of
+    500 MB, queue unlimited: two loads (1000 MB = max_size), two segments served."""
+    snap = write_cluster(tmp_path / "snap", wiki_segments(days=1), {historical(1): []}, size_mb=1000)
+    runs = simulate(spark, snap, tmp_path / "sim", 1)
+    assert runs.loc[0, "loads"] == 2 and per_historical(tmp_path / "sim", 1) == {historical(1): 2}
+
+
+@pytest.mark.simulation
+def test_a_full_queue_takes_no_more_loads(spark, tmp_path):
+    """testMaxSegmentsInNodeLoadingQueue: one historical, ten unreplicated segments,
+    maxSegmentsInNodeLoadingQueue 5. Run 1 assigns 5 (stages 1, 6 and 8 share the queue); run 2,
+    nothing having loaded, assigns none; once 2 of the queued loads complete, the next run assigns 2.
+    (Druid's run 3, where loads completed outside the queue are cancelled, has no counterpart: the
+    algorithm never cancels a queued load.)"""
+    snap = write_cluster(tmp_path / "snap", wiki_segments(days=1), {historical(1): []}, size_mb=GB10,
+                         config={"maxSegmentsInNodeLoadingQueue": 5})
+    runs = simulate(spark, snap, tmp_path / "sim", 2, loads_per_run=0)
+    assert list(runs["loads"]) == [5, 0] and runs.loc[1, "loads_still_queued"] == 5
+    sizes = pd.Series({s: 500 * (1 << 20) for s in plan_ops(tmp_path / "sim", 1).segment_id})
+    apply_plan(tmp_path / "sim" / "run-002" / "snapshot", tmp_path / "sim" / "run-002" / "plan", sizes,
+               tmp_path / "two_loaded", 3, loads_per_run=2)
+    more = simulate(spark, tmp_path / "two_loaded", tmp_path / "more", 1)
+    assert more.loc[0, "loads"] == 2
+
+
+@pytest.mark.simulation
+def test_excess_replicas_are_dropped_from_the_costliest_holder(spark, tmp_path):
+    """testSegmentsAreDroppedFromFullServersFirst: both historicals of tier_t1 serve the ten wiki
+    segments of one day (1 replica wanted); tier_t1__hist__1 also serves two koala segments of that
+    day. Druid drops 6 wiki segments from hist__1 and 4 from hist__2, which end equal in size.
+
+    Worked by hand from ALGORITHM.md. Stage 7 (B(2, 1) = 1): a koala segment costs more on hist__1
+    (ten wiki terms and its same-datasource koala partner, doubled) than on hist__2 (ten wiki terms),
+    so the first koala drawn moves to hist__2; the other then costs less on hist__1 and stays.
+    Stage 12 ranks the holders of every wiki segment against the state at the start of the stage:
+    nine wiki segments and one koala segment project on each historical (the moved koala counts on
+    hist__2 where it is loading, not on hist__1 where it is dropping), so the costs tie, and the tie
+    goes to the historical with fewer available bytes: hist__1 (6000 MB served against hist__2's
+    5000 MB plus a 500 MB load). With the order fixed at the start of the stage, all ten drops go to
+    hist__1, which ends with one segment against hist__2's eleven. This deviation is listed in
+    docs/SIMULATION.md."""
+    wiki, koala = wiki_segments(days=1), wiki_segments(days=1, partitions=100, datasource="koala")[:2]
+    snap = write_cluster(tmp_path / "snap", wiki + koala, {historical(1): list(range(12)), historical(2): list(range(10))},
+                         size_mb=GB10, rules={"_default": [{"type": "loadForever", "tieredReplicants": {T1: 1}}]})
+    runs = simulate(spark, snap, tmp_path / "sim", 1)
+    ops = plan_ops(tmp_path / "sim", 1)
+    moved = ops[ops.stage == 7]
+    assert list(moved.action) == ["LOAD", "DROP"] and set(moved.datasource) == {"koala"}
+    assert list(moved.server) == [historical(2), historical(1)]
+    drops = ops[ops.stage == 12]
+    assert len(drops) == 10 and set(drops.datasource) == {"wiki"} and set(drops.server) == {historical(1)}
+    assert runs.loc[0, "loads"] == 1
+    assert per_historical(tmp_path / "sim", 1) == {historical(1): 1, historical(2): 11}
+
+
+@pytest.mark.simulation
+def test_a_tier_shift_does_not_cause_underreplication(spark, tmp_path):
+    """testTierShiftDoesNotCauseUnderReplication: one segment served by both historicals of
+    tier_t1; its rule now wants 3 replicas in tier_t2, which has two historicals.
+
+    Worked by hand from ALGORITHM.md. Run 1: stage 3 loads it on both tier_t2 historicals, and for
+    each load a stage-3 callback drops one tier_t1 replica after that load (tier_t1 wants 0). Run 2,
+    nothing loaded yet: nothing new (the tier_t1 replicas are dropping, the tier_t2 ones loading).
+    The loads complete and then the callbacks' drops: tier_t2 serves 2, tier_t1 none. Run 3: no
+    third tier_t2 server, nothing to do. Run 4, with a third tier_t2 historical: one load on it.
+    The segment is served at least twice throughout. Druid ends the same way, but it keeps the
+    tier_t1 replicas until tier_t2 is complete (4, then 3 served). Here the callbacks drop them as
+    soon as the tier_t2 loads are served. This deviation is listed in docs/SIMULATION.md."""
+    segment = wiki_segments(days=1)[:1]
+    t2 = {historical(i, T2): T2 for i in (1, 2, 3)}
+    rules = {"_default": [{"type": "loadForever", "tieredReplicants": {T2: 3}}]}
+    snap = write_cluster(tmp_path / "snap", segment, {historical(1): [0], historical(2): [0], historical(1, T2): [],
+                                                      historical(2, T2): []}, size_mb=GB10, rules=rules, tiers=t2)
+    first = simulate(spark, snap, tmp_path / "r1", 2, loads_per_run=0)
+    ops = plan_ops(tmp_path / "r1", 1)
+    assert counts(ops) == {("LOAD", T2): 2, ("DROP", T1): 2}
+    assert set(ops[ops.action == "DROP"].reason) == {"callback"} and ops[ops.action == "DROP"].depends_on.notna().all()
+    assert plan_ops(tmp_path / "r1", 2).empty
+    assert (first.loc[1, "loads_still_queued"], first.loc[1, "drops_pending"]) == (2, 2)
+
+    third = simulate(spark, tmp_path / "r1" / "run-002" / "snapshot", tmp_path / "r3", 2)
+    assert plan_ops(tmp_path / "r3", 1).empty and plan_ops(tmp_path / "r3", 2).empty
+    assert (third.loc[0, "loads_completed"], third.loc[0, "drops_done"]) == (2, 2)
+    served = per_historical(tmp_path / "r3", 2)
+    assert served[historical(1, T2)] + served[historical(2, T2)] == 2 and served[historical(1)] + served[historical(2)] == 0
+
+    grown = tmp_path / "grown"
+    shutil.copytree(tmp_path / "r3" / "run-002" / "snapshot", grown)
+    servers = json.loads((grown / "servers.json").read_text())
+    servers.append({**servers[-1], "server": historical(3, T2), "host": historical(3, T2), "curr_size": 0})
+    (grown / "servers.json").write_text(json.dumps(servers))
+    simulate(spark, grown, tmp_path / "r4", 1)
+    assert counts(plan_ops(tmp_path / "r4", 1)) == {("LOAD", T2): 1}
+    served = per_historical(tmp_path / "r4", 1)
+    assert sum(served[historical(i, T2)] for i in (1, 2, 3)) == 3 and served[historical(1)] + served[historical(2)] == 0
