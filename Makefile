@@ -2,7 +2,8 @@
 #
 #   make venv    create/update the virtualenv ($(VENV)) from requirements.txt (pinned), and build
 #                the Spark driver's class-data-sharing archive in it (local spark-submits start faster)
-#   make test    run the test suite (pytest -q on up to 4 pytest-xdist workers)
+#   make test    check the import contracts (lint-imports, pyproject.toml) and run the test suite
+#                (pytest -q on up to 4 pytest-xdist workers)
 #   make demo    run the Airflow DAG once on every bundled snapshot, publish plans under var/plans/
 #   make cluster-demo  the same on a Spark standalone cluster (master + worker on 127.0.0.1)
 #   make airflow the Airflow 3 deployment (scheduler, DAG processor, API server, triggerer) on
@@ -82,7 +83,7 @@ $(STAMP): $(ROOT)/requirements.txt $(ROOT)/pyproject.toml
 	$(PIP) check
 	@touch $@
 
-# The class-data-sharing archive of the Spark driver JVM (segment_balancer/jvm_archive.py): about
+# The class-data-sharing archive of the Spark driver JVM (segment_balancer/spark/jvm_archive.py): about
 # 50 s to build, then every local spark-submit starts some 4 s sooner. Rebuilt with the venv.
 $(JSA): $(STAMP)
 	@echo "building the Spark driver class archive $@"
@@ -91,6 +92,7 @@ $(JSA): $(STAMP)
 # One pytest-xdist worker per core, at most 4 (each holds a Spark driver); a test module runs on one
 # worker, so its module and session fixtures (a whole plan) are computed once there.
 test: venv
+	cd $(ROOT) && $(BIN)/lint-imports --no-cache
 	cd $(ROOT) && $(PY) -m pytest -q -p no:cacheprovider --durations=10 -n auto --maxprocesses 4 --dist loadfile
 
 # --- demo: a throw-away Airflow home under var/ --------------------------------------------------
@@ -128,7 +130,7 @@ demo: airflow-home
 
 # The demo with every Spark job going to a Spark standalone cluster (the Connect server's master, or
 # every spark-submit's with SPARK_MODE=spark-submit) started from the installed
-# PySpark (segment_balancer/standalone.py: a master and one worker on 127.0.0.1, logs under
+# PySpark (segment_balancer/spark/standalone.py: a master and one worker on 127.0.0.1, logs under
 # var/standalone/), stopped afterwards whatever happens.
 STANDALONE_DIR  := $(VAR_ABS)/standalone
 STANDALONE_PORT ?= 7177

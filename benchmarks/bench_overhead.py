@@ -14,7 +14,7 @@ resident memory, every 2 s proportional memory, and every ``java`` process that 
 
 Spark jobs are counted in Spark's event log (the server's, or the in-process driver's and each
 spark-submit's through ``SPARK_CONF_DIR``) and attributed to applications by their job tag
-(``segment_balancer.planner.stages.job_tag``). In ``connect`` mode the memory is the client's tree plus the
+(``segment_balancer.spark.apps.job_tag``). In ``connect`` mode the memory is the client's tree plus the
 server's (the server's Python workers included). Usage::
 
     .venv/bin/python benchmarks/bench_overhead.py dag [--snapshots druid_sample generated] [--mode connect]

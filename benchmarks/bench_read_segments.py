@@ -58,7 +58,7 @@ def full_range(spark, snapshot: Path):
     """Instants as ``instants.with_interval_instants`` (Druid's whole range)."""
     from pyspark.sql import functions as F
 
-    from segment_balancer.druid.instants import with_interval_instants
+    from segment_balancer.druid.snapshot.segments import with_interval_instants
 
     df = with_interval_instants(_parsed(spark, snapshot), "start_text", "end_text")
     return df.select("start_ms", "end_ms", F.concat_ws("_", "datasource", "start_printed", "end_printed", "version").alias("segment_id"))

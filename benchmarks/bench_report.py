@@ -44,7 +44,7 @@ def main() -> None:
     try:
         plan = args.plan
         if plan is None:
-            from segment_balancer.tools.cli import run_plan
+            from segment_balancer.tools.pipeline import run_plan
             from segment_balancer.spark.session import local_session
 
             spark = local_session("bench_report")

@@ -54,7 +54,7 @@ def druid_snapshot_capture():
     @task(outlets=[SNAPSHOTS])
     def capture(params=None) -> str:
         """Capture the cluster into the snapshots root; returns the new snapshot directory."""
-        from segment_balancer.druid.capture import capture as capture_snapshot
+        from segment_balancer.tools.capture import capture as capture_snapshot
         from segment_balancer_airflow.druid import broker_endpoint, coordinator_endpoint
 
         out = capture_snapshot(coordinator_endpoint(params["coordinator_conn_id"]),
@@ -65,7 +65,7 @@ def druid_snapshot_capture():
     @task
     def prune(captured: str, params=None) -> list[str]:
         """Delete all but the ``keep`` newest captures of the cluster; returns what was deleted."""
-        from segment_balancer.druid.capture import prune as prune_captures
+        from segment_balancer.tools.capture import prune as prune_captures
 
         removed = prune_captures(Path(params["snapshots_root"]).expanduser(), params["cluster"], params["keep"])
         return [str(p) for p in removed]

@@ -5,7 +5,7 @@ Spark entry point: ``spark-submit spark_apps/simulate.py --snapshot DIR --plan D
 --runs N --out DIR [--config FILE] [--loads-per-run N] [--load-failure-rate P] [--seed N]``.
 """
 
-from segment_balancer.spark.apps import simulate_main
+from segment_balancer.tools.simulate import main
 
 if __name__ == "__main__":
-    simulate_main()
+    main()

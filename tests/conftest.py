@@ -29,7 +29,7 @@ def druid_sample_planned(spark, tmp_path_factory):
     import pandas as pd
 
     from druid_sample_plan import SNAPSHOT
-    from segment_balancer.tools.cli import run_plan
+    from segment_balancer.tools.pipeline import run_plan
 
     base = tmp_path_factory.mktemp("druid_sample")
     summary = run_plan(spark, SNAPSHOT, base / "plan", work=base / "work")
@@ -44,7 +44,7 @@ def compaction_planned(spark, tmp_path_factory):
     import pandas as pd
 
     from compaction_snapshot import write_snapshot
-    from segment_balancer.tools.cli import run_plan
+    from segment_balancer.tools.pipeline import run_plan
 
     base = tmp_path_factory.mktemp("compaction")
     summary = run_plan(spark, write_snapshot(base / "snapshot"), base / "plan", work=base / "work")

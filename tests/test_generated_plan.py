@@ -7,7 +7,7 @@ import pytest
 
 from invariants import assert_no_drop_costs_availability
 
-from segment_balancer.tools.cli import run_plan
+from segment_balancer.tools.pipeline import run_plan
 from segment_balancer.tools.sample import SNAPSHOTS_DIR, UNEXPORTED
 
 GENERATED = SNAPSHOTS_DIR + "/generated"

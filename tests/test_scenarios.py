@@ -23,7 +23,7 @@ from pathlib import Path
 import pandas as pd
 import pytest
 
-from segment_balancer.tools.cli import run_plan
+from segment_balancer.tools.pipeline import run_plan
 from segment_balancer.planner.groups import decode
 
 SCENARIOS = Path(__file__).parent / "scenarios"

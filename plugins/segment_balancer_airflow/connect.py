@@ -3,7 +3,7 @@
 With ``[segment_balancer] spark_mode = connect`` (the default; environment variable
 ``AIRFLOW__SEGMENT_BALANCER__SPARK_MODE``) every Spark task of a ``segment_balancing`` run is a
 :class:`StageConnectOperator` (or :class:`SimulateConnectOperator`): it runs the same
-``segment_balancer.planner.stages.run_app(spark, name, …)`` that ``spark_apps/<name>.py`` runs under
+``segment_balancer.spark.apps.run_app(spark, name, …)`` that ``spark_apps/<name>.py`` runs under
 ``spark-submit``, in the task's own process, against a session of the Spark Connect server that the
 Spark provider's connection ``spark_connect_default`` (type ``spark_connect``, ``SparkConnectHook``)
 names. Same code, same plan, no JVM start per task.
@@ -99,7 +99,7 @@ class StageConnectOperator(BaseOperator):
         from segment_balancer.spark.apps import read_overrides
         from segment_balancer.druid.snapshot.errors import SnapshotError
         from segment_balancer.spark.session import detach, remote_session
-        from segment_balancer.planner.stages import run_app
+        from segment_balancer.spark.apps import run_app
 
         from .operators import _unset, input_groups
 
@@ -120,7 +120,7 @@ class StageConnectOperator(BaseOperator):
 
 class SimulateConnectOperator(BaseOperator):
     """The what-if simulation after a published plan, on the run's Spark Connect session
-    (``segment_balancer.spark.apps.simulate_published``): ``runs`` Coordinator runs of which the first is
+    (``segment_balancer.tools.simulate.simulate_published``): ``runs`` Coordinator runs of which the first is
     the published plan; the output goes to ``out`` whole or not at all. Skipped when ``runs``
     renders to 0 or empty. Parameters as :class:`~.operators.SimulateSubmitOperator`'s, and
     ``conn_id`` as :class:`StageConnectOperator`'s. Returns ``out``."""
@@ -141,7 +141,8 @@ class SimulateConnectOperator(BaseOperator):
 
     def execute(self, context: Any) -> str:
         from airflow.sdk.exceptions import AirflowFailException, AirflowSkipException
-        from segment_balancer.spark.apps import SimulationRefused, read_overrides, simulate_published
+        from segment_balancer.spark.apps import read_overrides
+        from segment_balancer.tools.simulate import SimulationRefused, simulate_published
         from segment_balancer.spark.session import detach, remote_session
 
         from .operators import _unset

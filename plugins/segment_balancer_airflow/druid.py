@@ -13,7 +13,7 @@ A host given with its scheme (``https://coordinator``) keeps it.
 
 from __future__ import annotations
 
-from segment_balancer.druid.capture import DruidEndpoint
+from segment_balancer.tools.capture import DruidEndpoint
 
 BROKER_CONN_ID = "druid_broker_default"
 COORDINATOR_CONN_ID = "druid_coordinator_default"

@@ -6,7 +6,7 @@ docs/ARCHITECTURE.md, "Spark applications"). The operator:
 
 1. pulls the XCom of ``groups_from`` (the previous stage) and writes it as JSON to
    ``WORK/xcom/<task_id>.in.json`` (skipped when ``groups_from`` is None, i.e. for ``prepare``);
-   when the stage has nothing to schedule (``segment_balancer.planner.stages.skip_if_idle``: every group
+   when the stage has nothing to schedule (``segment_balancer.spark.apps.skip_if_idle``: every group
    it reads is empty) it returns the groups the stage would hand on and submits nothing;
 2. runs ``spark-submit <apps_dir>/<stage_app>.py --snapshot S --work W [--groups-in IN]
    --groups-out OUT [--config CFG]`` through the Spark provider (connection ``spark_default``);
@@ -30,7 +30,7 @@ from typing import Any
 from airflow.providers.apache.spark.operators.spark_submit import SparkSubmitOperator
 from segment_balancer.spark.jvm_archive import local_driver_java_options
 from segment_balancer.spark.session import LEAN_CONF  # the one place for lean Spark settings
-from segment_balancer.planner.stages import skip_if_idle
+from segment_balancer.spark.apps import skip_if_idle
 
 #: ``spark_apps/`` of this checkout; ``SEGMENT_BALANCER_APPS`` or ``apps_dir=`` override it.
 DEFAULT_APPS_DIR = Path(__file__).resolve().parents[2] / "spark_apps"
@@ -38,6 +38,24 @@ DEFAULT_APPS_DIR = Path(__file__).resolve().parents[2] / "spark_apps"
 def _unset(value: Any) -> bool:
     """True for an absent templated value (None, "" or a Jinja-rendered "None")."""
     return value is None or str(value).strip() in ("", "None")
+
+
+def _submit_environment(python: str) -> dict[str, str]:
+    """What spark-submit's process needs beyond this worker's environment (handed to the Spark
+    provider's ``env_vars``; this process's own environment is left as it is): ``PYSPARK_PYTHON``
+    and ``SPARK_HOME`` of the pyspark installed for ``python`` unless set, and ``PATH`` with
+    ``python``'s ``bin`` first when the ``spark-submit`` found on ``PATH`` is another one."""
+    env: dict[str, str] = {}
+    if "PYSPARK_PYTHON" not in os.environ:
+        env["PYSPARK_PYTHON"] = python
+    spec = importlib.util.find_spec("pyspark")
+    if "SPARK_HOME" not in os.environ and spec and spec.submodule_search_locations:
+        env["SPARK_HOME"] = spec.submodule_search_locations[0]
+    bin_dir = str(Path(python).parent)
+    ours = shutil.which("spark-submit", path=bin_dir)
+    if ours and shutil.which("spark-submit") != ours:
+        env["PATH"] = os.pathsep.join([bin_dir, os.environ.get("PATH", "")])
+    return env
 
 
 class _SubmitHere(SparkSubmitOperator):
@@ -49,14 +67,7 @@ class _SubmitHere(SparkSubmitOperator):
         """spark-submit ``self.application`` with ``self.application_args`` (set by the caller)."""
         python = sys.executable
         self.conf = {"spark.pyspark.python": python, "spark.pyspark.driver.python": python, **(self.conf or {})}
-        os.environ.setdefault("PYSPARK_PYTHON", python)
-        spec = importlib.util.find_spec("pyspark")
-        if spec and spec.submodule_search_locations:
-            os.environ.setdefault("SPARK_HOME", spec.submodule_search_locations[0])
-        bin_dir = str(Path(python).parent)
-        ours = shutil.which("spark-submit", path=bin_dir)
-        if ours and shutil.which("spark-submit") != ours:
-            os.environ["PATH"] = os.pathsep.join([bin_dir, os.environ.get("PATH", "")])
+        self.env_vars = {**_submit_environment(python), **(self.env_vars or {})}
 
         if _driver_runs_here(self._conn_id) and "spark.driver.extraJavaOptions" not in self.conf:
             self.conf["spark.driver.extraJavaOptions"] = local_driver_java_options()
@@ -140,7 +151,7 @@ class StageSubmitOperator(_SubmitHere):
 def input_groups(op: Any, context: Any) -> tuple[dict | None, dict | None]:
     """``(groups, idle)`` of stage task ``op`` (``stage_app``, ``groups_from``, ``work``): the XCom of
     ``groups_from`` (None when it is None), and the XCom the stage hands on when it has nothing to
-    schedule (``segment_balancer.planner.stages.skip_if_idle``; then it needs no Spark), else None.
+    schedule (``segment_balancer.spark.apps.skip_if_idle``; then it needs no Spark), else None.
     Raises ``ValueError`` when ``groups_from`` left no XCom."""
     if not op.groups_from:
         return None, None
@@ -171,7 +182,7 @@ def _driver_runs_here(conn_id: str) -> bool:
 
 class SimulateSubmitOperator(_SubmitHere):
     """What-if simulation after a published plan: submit ``spark_apps/simulate.py``
-    (``segment_balancer.spark.apps.simulate_main``), ``runs`` Coordinator runs of which the first is the
+    (``segment_balancer.tools.simulate.main``), ``runs`` Coordinator runs of which the first is the
     published plan; the output goes to ``out`` whole or not at all. Skipped (``AirflowSkipException``)
     when ``runs`` renders to 0 or empty.
 

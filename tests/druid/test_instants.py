@@ -5,7 +5,8 @@ import random
 
 import pytest
 
-from segment_balancer.druid.instants import CANONICAL_INSTANT, format_instant_ms, parse_instant_ms, with_interval_instants
+from segment_balancer.druid.instants import format_instant_ms, parse_instant_ms
+from segment_balancer.druid.snapshot.segments import CANONICAL_INSTANT, with_interval_instants
 
 # Druid's Intervals.ETERNITY: JodaUtils.MIN_INSTANT = Long.MIN_VALUE / 2, MAX_INSTANT = Long.MAX_VALUE / 2.
 ETERNITY = [("-146136543-09-08T08:23:32.096Z", -(2 ** 62)), ("146140482-04-24T15:36:27.903Z", 2 ** 62 - 1)]

@@ -31,7 +31,7 @@ from segment_balancer.plan.explain import PlanExplainError, explain_plan, render
 
 @pytest.fixture(scope="module")
 def plan(spark, tmp_path_factory):
-    from segment_balancer.tools.cli import run_plan
+    from segment_balancer.tools.pipeline import run_plan
 
     root = tmp_path_factory.mktemp("explain")
     run_plan(spark, write_cluster(root / "snap"), root / "plan")

@@ -11,9 +11,11 @@ import pytest
 from pyroaring import BitMap
 
 from segment_balancer.planner import groups as G
-from segment_balancer.planner.kernels.state import group_name
+from segment_balancer.planner.groups import group_name
 from segment_balancer.spark.workdir import Run
-from segment_balancer.planner.stages import APP_NAMES, run_app, skip_if_idle, stage_module, stage_number
+from segment_balancer.planner.stages import stage_module
+from segment_balancer.spark.apps import run_app, skip_if_idle
+from segment_balancer.planner.stages import APP_NAMES, stage_number
 
 
 @pytest.fixture(scope="module")

@@ -114,7 +114,8 @@ RESUMABLE = """
 import json, sys
 from pathlib import Path
 from segment_balancer.spark.session import remote_session
-from segment_balancer.planner.stages import APP_NAMES, run_app
+from segment_balancer.planner.stages import APP_NAMES
+from segment_balancer.spark.apps import run_app
 url, snapshot, work, first = sys.argv[1:5]
 work = Path(work)
 spark = remote_session(url)

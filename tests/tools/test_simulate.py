@@ -226,7 +226,7 @@ def test_run_one_can_be_the_plan_a_dag_run_published(spark, one_day_moved, tmp_p
     """The DAG's ``simulate`` task: run 1 applies the plan the run published (sizes from its work
     directory) and plans nothing itself (no Spark session given); the row is the one of planning
     run 1 in the simulator, and the work directory is the DAG's, left in place."""
-    from segment_balancer.tools.cli import run_plan
+    from segment_balancer.tools.pipeline import run_plan
 
     base, snap, runs = one_day_moved
     run_plan(spark, snap, tmp_path / "published", work=tmp_path / "work")
@@ -243,7 +243,7 @@ def test_run_one_can_be_the_plan_a_dag_run_published(spark, one_day_moved, tmp_p
 def test_a_refused_simulation_exits_2_and_keeps_the_earlier_one(tmp_path, monkeypatch):
     """``spark_apps/simulate.py`` with bad input: exit code 2, the earlier output untouched, no temporaries."""
     import segment_balancer.spark.session as sparkutil
-    from segment_balancer.spark.apps import simulate_main
+    from segment_balancer.tools.simulate import main as simulate_main
 
     class NoSession:
         def stop(self):

@@ -93,7 +93,7 @@ def ops_of(out: Path) -> list[tuple]:
 
 
 def test_decommissioning_one_more_historical_moves_its_segments_off_in_stage_5(spark, tmp_path):
-    from segment_balancer.tools.cli import run_plan
+    from segment_balancer.tools.pipeline import run_plan
 
     snap = write_cluster(tmp_path / "snap")
     baseline = run_plan(spark, snap, tmp_path / "baseline")
@@ -112,7 +112,7 @@ def test_decommissioning_one_more_historical_moves_its_segments_off_in_stage_5(s
 
 
 def test_removing_a_historical_loads_its_segments_elsewhere_in_stage_1(spark, tmp_path):
-    from segment_balancer.tools.cli import run_plan
+    from segment_balancer.tools.pipeline import run_plan
 
     snap = write_cluster(tmp_path / "snap")
     summary = run_plan(spark, snap, tmp_path / "plan", edits=WhatIf.parse(remove=["a:8083"]))

@@ -5,15 +5,14 @@ Python's ``datetime`` and Spark's timestamps stop short of Druid's ``ETERNITY``
 so the proleptic Gregorian arithmetic is done here on integers (H. Hinnant's civil-date algorithms)
 in plain Python (:func:`parse_instant_ms`, :func:`format_instant_ms`: rules, queue entries, the
 importer). Over Spark DataFrames (``segments.jsonl``, millions of rows),
-:func:`with_interval_instants` reads Druid's print form with Spark's own parsing and hands only the
-other rows to those functions.
+:func:`segment_balancer.druid.snapshot.segments.with_interval_instants` reads Druid's print form
+with Spark's own parsing and hands only the other rows to these functions.
 """
 
 from __future__ import annotations
 
 import re
 
-import pandas as pd  # module level: the pandas UDF's type hints name it
 
 DAY_MS = 86_400_000
 
@@ -96,54 +95,3 @@ def format_instant_ms(ms: int) -> str:
     ytext = f"-{-year:04d}" if year < 0 else f"{year:04d}"
     return (f"{ytext}-{month:02d}-{day:02d}T{secs // 3600:02d}:{secs // 60 % 60:02d}:"
             f"{secs % 60:02d}.{millis:03d}Z")
-
-
-# ---- the same over Spark DataFrames -------------------------------------------------------------
-# Druid's own print form (``DateTime.toString()`` in UTC) of years 1-9999: nearly every instant of a
-# real snapshot. Spark's own timestamp parsing reads it, and it prints back as it is written.
-CANONICAL_INSTANT = r"^(?!0000)\d{4}-\d{2}-\d{2}T\d{2}:\d{2}:\d{2}\.\d{3}Z$"
-
-
-def _full_range_udf():
-    """A pandas UDF (start text, end text) -> struct of ``start_ms``, ``end_ms`` (long, null where
-    malformed) and their printed forms, by :func:`parse_instant_ms` and :func:`format_instant_ms`."""
-    from pyspark.sql.functions import pandas_udf
-
-    def ms(text):
-        try:
-            return parse_instant_ms(text)
-        except ValueError:
-            return None
-
-    @pandas_udf("start_ms long, end_ms long, start_printed string, end_printed string")
-    def full_range(start: pd.Series, end: pd.Series) -> pd.DataFrame:
-        s, e = [ms(t) for t in start], [ms(t) for t in end]
-        return pd.DataFrame({"start_ms": pd.array(s, dtype="Int64"), "end_ms": pd.array(e, dtype="Int64"),
-                             "start_printed": [None if m is None else format_instant_ms(m) for m in s],
-                             "end_printed": [None if m is None else format_instant_ms(m) for m in e]})
-
-    return full_range
-
-
-def with_interval_instants(df, start: str, end: str):
-    """``df`` plus ``start_ms``, ``end_ms`` (long: epoch ms UTC of the ISO-8601 texts in the string
-    columns ``start`` and ``end``, as :func:`parse_instant_ms` reads them; null where malformed or
-    out of range, so the caller can name the bad row) and ``start_printed``, ``end_printed``
-    (string: those instants as :func:`format_instant_ms` prints them, as Druid's segment ids do).
-
-    Rows whose two instants are in Druid's print form of years 1-9999 (:data:`CANONICAL_INSTANT`)
-    take Spark's timestamp parsing and keep their text as printed; only the other rows (the
-    eternity interval, offsets, short forms) go through Python (a pandas UDF over those rows
-    alone), which reads Druid's whole range. A short plan: a Spark form of the full-range
-    arithmetic took seconds of query planning for every read, whatever its size.
-    """
-    from pyspark.sql import functions as F
-
-    canonical = F.coalesce(F.col(start).rlike(CANONICAL_INSTANT) & F.col(end).rlike(CANONICAL_INSTANT), F.lit(False))
-    s_ms, e_ms = F.unix_millis(F.try_to_timestamp(F.col(start))), F.unix_millis(F.try_to_timestamp(F.col(end)))
-    fast = df.filter(canonical).select("*", s_ms.alias("start_ms"), e_ms.alias("end_ms"))
-    fast = fast.select("*", F.when(F.col("start_ms").isNotNull(), F.col(start)).alias("start_printed"),
-                       F.when(F.col("end_ms").isNotNull(), F.col(end)).alias("end_printed"))
-    slow = df.filter(~canonical).select("*", _full_range_udf()(F.col(start), F.col(end)).alias("__instants"))
-    slow = slow.select(*df.columns, "__instants.*")
-    return fast.unionByName(slow)

@@ -29,7 +29,7 @@ from typing import Any
 
 import pandas as pd
 
-from segment_balancer.planner.kernels.state import QUEUE_TYPES
+from segment_balancer.druid.snapshot.models import QUEUE_TYPES
 from segment_balancer.plan.publish import plan_fingerprint
 
 ACTIONS = ("LOAD", "DROP")

@@ -33,16 +33,19 @@ from __future__ import annotations
 
 import difflib
 import math
+import os
 from collections.abc import Callable, Mapping
 from fractions import Fraction
 from typing import Any
 
 from pydantic import BaseModel, ConfigDict, PrivateAttr
 
-from segment_balancer.planner.kernels.state import QueueType, StageLimit
+from segment_balancer.planner.runstate import StageLimit
+from segment_balancer.druid.snapshot.models import QueueType
 from segment_balancer.planner.jsfunc import JsFunctionError, compile_function
 from segment_balancer.druid.rules import Period
 from segment_balancer.druid.snapshot.errors import SnapshotError
+from segment_balancer.druid.snapshot.loader import read_json
 
 __all__ = ["EffectiveConfig", "StageLimit", "build_config", "DEFAULT_FUNCTION", "RETIRED_KEYS", "CONFIG_FILE",
            "OVERRIDES"]
@@ -88,7 +91,7 @@ _STAGE_QUEUE_TYPE: dict[int, QueueType | None] = {
 
 
 class EffectiveConfig(BaseModel):
-    """The effective dynamic config; build it with ``build_config`` or ``loader.load_config``.
+    """The effective dynamic config; build it with ``build_config`` or ``load_config``.
 
     Percents are floats for display; exact values (``Fraction``) drive ``limit``. Sizes none; times:
     ``segment_loading_max_seconds_before_alerting`` seconds, ``coordinator_period_ms`` ms.
@@ -396,3 +399,13 @@ def build_config(file_values: Mapping[str, Any] | None, overrides: Mapping[str, 
     except JsFunctionError as exc:
         raise ctx.fail("numBestServersChoosingFunction", f"is not accepted: {exc}") from None
     return cfg
+
+
+def load_config(directory: str | os.PathLike[str], overrides: dict[str, Any] | None = None) -> EffectiveConfig:
+    """The effective dynamic config: ``coordinator_config.json`` (absent = defaults) merged with ``overrides``.
+
+    Raises:
+        SnapshotError: see :func:`build_config`; also a file that is not a JSON object.
+    """
+    data = read_json(directory, CONFIG_FILE, required=False)
+    return build_config(data if data is not None else {}, overrides)

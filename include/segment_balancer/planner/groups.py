@@ -102,3 +102,53 @@ def members_frame(spark, groups: Mapping[str, BitMap], names: Iterable[str], chu
                 yield pd.DataFrame({"group": [name] * len(idx), "idx": idx}, columns=["group", "idx"]).astype({"idx": "int64"})
 
     return df.mapInPandas(expand, "group string, idx long")
+
+
+def group_name(kind: str, tier: str | None = None) -> str:
+    """``Kind[tier]`` for per-tier groups, ``Kind`` for global ones."""
+    return f"{kind}[{tier}]" if tier is not None else kind
+
+
+def split_group_name(name: str) -> tuple[str, str | None]:
+    """Inverse of :func:`group_name`."""
+    if name.endswith("]") and "[" in name:
+        kind, tier = name[:-1].split("[", 1)
+        return kind, tier
+    return name, None
+
+
+def copy_groups(groups, src_kind: str, dst_kind: str) -> None:
+    """Every group ``src_kind[T]`` (or ``src_kind``) copied to ``dst_kind[T]``: a stage starts its
+    working group from the start-of-run one."""
+    for name in [n for n in groups if split_group_name(n)[0] == src_kind]:
+        groups[group_name(dst_kind, split_group_name(name)[1])] = groups[name].copy()
+
+
+def tier_groups(groups, kind: str) -> dict[str, BitMap]:
+    """``{tier: bitmap}`` of the non-empty per-tier groups of ``kind``."""
+    out = {}
+    for name, bm in groups.items():
+        k, tier = split_group_name(name)
+        if k == kind and tier is not None and len(bm):
+            out[tier] = bm
+    return dict(sorted(out.items()))
+
+
+def packed(bitmaps: dict[str, BitMap]) -> dict[str, bytes]:
+    """Bitmaps serialized for a task's closure."""
+    return {k: v.serialize() for k, v in bitmaps.items()}
+
+
+def unpacked(data: dict[str, bytes]) -> dict[str, BitMap]:
+    """Inverse of :func:`packed`."""
+    return {k: BitMap.deserialize(v) for k, v in data.items()}
+
+
+def merge(groups, result: dict[str, BitMap], replaced) -> None:
+    """Groups ``replaced`` take their new members from ``result`` (empty when absent); the other
+    groups of ``result`` grow."""
+    result = dict(result)
+    for name in replaced:
+        groups[name] = result.pop(name, BitMap())
+    for name, bm in result.items():
+        groups[name] = groups.get(name, BitMap()) | bm

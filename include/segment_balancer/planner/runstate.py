@@ -1,6 +1,11 @@
 """The run state: what every tier projects after the operations scheduled so far, in one place.
 
-Druid's ``ServerHolder`` + ``SegmentReplicaCount`` + ``SegmentStatusInTier`` for this run. On disk
+Druid's ``ServerHolder`` + ``SegmentReplicaCount`` + ``SegmentStatusInTier`` for this run, in one
+module: the load-queue limits of a stage (:class:`StageLimit`), servers with their projected size
+and load queue per queue type (:class:`ServerHolder`), the segments of a tier with their replicas
+and per-(segment, tier) counts (:class:`SegmentInTier`), the one ``load`` and ``drop``
+(:class:`TierRun`), the drop order (:class:`DropCandidate`) and what a stage records
+(:class:`Op`, :class:`OpSink`). On disk
 (``WORK/state/<step>/tier=T/``, one parquet directory per tier; the op-log manifest maps every
 tier to its current directory) it is one table of two kinds of rows,
 ``STATE_COLUMNS``:
@@ -16,7 +21,7 @@ tier to its current directory) it is one table of two kinds of rows,
   for none), ``dropping`` (bool: a queued or scheduled drop). ``idx`` is -1 for segments outside
   the used set (unused, overshadowed: they still weigh on costs and sizes until dropped).
 
-``prepare`` writes the first state (:func:`initial_state`); every stage application reads it, runs
+``prepare`` writes the first state (:func:`segment_balancer.spark.state_store.initial_state`); every stage application reads it, runs
 its kernel per tier on a :class:`TierRun` built from the tier's rows inside a Spark task, and
 writes the tier's rows back (``TierRun.rows``). :meth:`TierRun.load` and :meth:`TierRun.drop` are
 the only mutators: they change the replica, the server's queue and projected size, and the live
@@ -28,16 +33,17 @@ there from the next stage on.
 Source: ALGORITHM.md "Terms", "Best servers", "Load-queue limits", "Capacity".
 """
 
+
 from __future__ import annotations
 
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field
+from typing import Literal
 
 import numpy as np
 import pandas as pd
 
-from segment_balancer.planner.kernels.state import QUEUE_TYPES, Op, OpSink, ServerHolder
-from segment_balancer.planner.kernels.unload import DropCandidate
+from segment_balancer.druid.snapshot.models import QUEUE_TYPES, QueueType
 from segment_balancer.planner.cost import drop_key
 from segment_balancer.planner.livecost import IntervalKeys, TierCosts
 
@@ -48,12 +54,202 @@ STATE_FIELDS = [
     ("rule_kind", "string"), ("required", "int"), ("topb", "string"),
 ]
 STATE_COLUMNS = [name for name, _ in STATE_FIELDS]
-INITIAL_STATE_DIR = "state/00_prepare"
-"""Where ``prepare`` writes the state at the start of the run, relative to the work directory."""
-STATE_SCHEMA = ", ".join(f"`{n}` {t}" for n, t in STATE_FIELDS)
-TIER_FILE_SCHEMA = ", ".join(f"`{n}` {t}" for n, t in STATE_FIELDS if n != "tier")
-"""Spark schema of one tier's state directory (``tier=T/``): the state's columns but ``tier``,
-which the directory names."""
+
+
+@dataclass(frozen=True)
+class StageLimit:
+    """The load-queue limits of one stage (ALGORITHM.md "Load-queue limits"), in queued loads.
+
+    Attributes:
+        stage: 1-13 (None for an ad-hoc limit).
+        queue_type: the type the stage's loads get (``None`` for stages 12-13, which only drop).
+        counted: which queued loads the stage's cap counts: a queue type, ``all``, or ``None``
+            when the stage has no cap of its own.
+        cap: the stage's cap ``floor(M x percent / 100)``; ``None`` = none.
+        total_cap: ``M`` (``maxSegmentsInNodeLoadingQueue``: all loads of any type); ``None`` =
+            unlimited (``M = 0``).
+
+    Built by :meth:`segment_balancer.planner.config.EffectiveConfig.limit`; kept in ``meta.json`` by
+    :meth:`to_meta` and read back by :meth:`from_meta`.
+    """
+
+    stage: int | None = None
+    queue_type: QueueType | None = None
+    counted: Literal["loading", "decommissioning", "balancing", "all"] | None = None
+    cap: int | None = None
+    total_cap: int | None = None
+
+    def admits(self, queued: Mapping[str, int]) -> bool:
+        """Whether a server whose queue holds ``queued`` loads by type (``{"loading": n, …}``) may
+        take one more load of this stage: after it, all loads ≤ ``total_cap`` and the counted
+        loads ≤ ``cap``. Never for a stage without a load type (12, 13: they only drop).
+        Capacity is :meth:`ServerHolder.can_load`'s."""
+        return self.refusal(queued) is None
+
+    def refusal(self, queued: Mapping[str, int]) -> str | None:
+        """Why :meth:`admits` refuses one more load on a queue holding ``queued``, or None when it
+        admits it: which limit (``maxSegmentsInNodeLoadingQueue`` over all loads, or this stage's
+        cap over the loads it counts) and the queued count it reached."""
+        if self.queue_type is None:
+            return f"stage {self.stage} only drops"
+        after = {t: int(queued.get(t, 0)) for t in QUEUE_TYPES}
+        after[self.queue_type] += 1
+        total = sum(after.values())
+        if self.total_cap is not None and total > self.total_cap:
+            return f"load queue full: {total - 1} loads queued, maxSegmentsInNodeLoadingQueue {self.total_cap}"
+        if self.cap is not None and self.counted is not None:
+            value = total if self.counted == "all" else after[self.counted]
+            if value > self.cap:
+                which = "loads" if self.counted == "all" else f"{self.counted} loads"
+                return f"load queue full for stage {self.stage}: {value - 1} {which} queued, its limit {self.cap}"
+        return None
+
+    def to_meta(self) -> dict:
+        """The ``meta.json`` entry of this limit: ``stage``, ``load_type`` (``queue_type`` here),
+        ``queue_type`` (the counted type, null for all loads), ``limit`` (``cap``) and ``total``
+        (``total_cap``), the shape validation reads."""
+        counted = None if self.counted in (None, "all") else self.counted
+        return {"stage": self.stage, "load_type": self.queue_type, "queue_type": counted, "limit": self.cap,
+                "total": self.total_cap}
+
+    @classmethod
+    def from_meta(cls, entry: dict | None) -> "StageLimit":
+        """Inverse of :meth:`to_meta` (a missing entry = unlimited)."""
+        entry = entry or {}
+        cap = entry.get("limit")
+        counted = entry.get("queue_type") or ("all" if cap is not None else None)
+        return cls(entry.get("stage"), entry.get("load_type"), counted, cap, entry.get("total"))
+
+
+@dataclass
+class ServerHolder:
+    """A historical server plus its load queue, as the run sees it.
+
+    Sizes in bytes. ``projected_size`` = ``current_size`` + sizes of all queued and scheduled loads,
+    never minus drops (ALGORITHM.md "Capacity"). ``loads`` counts queued plus scheduled loads per
+    queue type.
+    """
+
+    server: str
+    tier: str
+    max_size: int
+    projected_size: int
+    decommissioning: bool = False
+    priority: int = 0
+    loads: dict[str, int] = field(default_factory=lambda: {t: 0 for t in QUEUE_TYPES})
+
+    @property
+    def available_bytes(self) -> int:
+        """``max_size`` − projected size, in bytes (may be negative on an overfull snapshot)."""
+        return self.max_size - self.projected_size
+
+    @property
+    def total_loads(self) -> int:
+        return sum(self.loads.values())
+
+    def can_load(self, size_bytes: int, limit: StageLimit) -> bool:
+        """True when one more load of ``size_bytes`` keeps capacity and the stage's limits
+        (:meth:`StageLimit.admits`)."""
+        return self.projected_size + size_bytes <= self.max_size and limit.admits(self.loads)
+
+    def refusal(self, size_bytes: int, limit: StageLimit) -> str | None:
+        """Why :meth:`can_load` refuses a load of ``size_bytes``, or None: capacity first, then
+        the load queue (:meth:`StageLimit.refusal`)."""
+        if self.projected_size + size_bytes > self.max_size:
+            return f"capacity: {max(self.available_bytes, 0)} bytes available, the segment has {size_bytes}"
+        return limit.refusal(self.loads)
+
+    def add_load(self, size_bytes: int, queue_type: str) -> None:
+        """Record a scheduled load of ``size_bytes`` of type ``queue_type``."""
+        self.projected_size += size_bytes
+        self.loads[queue_type] += 1
+
+
+@dataclass(frozen=True)
+class SegmentRef:
+    """What an op names of a segment: ``idx`` (used-segment index, -1 outside the used set),
+    ``segment_id``, ``datasource``, ``size_bytes`` (bytes)."""
+
+    idx: int
+    segment_id: str
+    datasource: str
+    size_bytes: int
+
+
+@dataclass
+class Op:
+    """One scheduled operation, before it gets its global ``op_id``.
+
+    ``order``: a key that sorts the ops of one step into scheduling order across parallel tasks;
+    ``dep_server``: for a dependent DROP, the server of the LOAD (same segment, same step) it waits
+    for.
+    """
+
+    action: str
+    idx: int
+    segment_id: str
+    datasource: str
+    tier: str
+    server: str
+    size_bytes: int
+    reason: str
+    order: tuple
+    queue_type: str | None = None
+    dep_server: str | None = None
+
+
+class OpSink:
+    """Collects the ops, group memberships and deferred drops a kernel produces, in scheduling
+    order. Ops on a tier's state come from ``TierRun.load``/``TierRun.drop``; :meth:`drop` records
+    a drop on a tier the kernel does not hold (stage-3 callbacks, stage 12), applied when the stage
+    writes the state."""
+
+    def __init__(self) -> None:
+        self.ops: list[Op] = []
+        self.members: list[tuple[int, str]] = []
+        self.deferred: list[tuple[int, str, int]] = []
+        self.decisions: list[tuple[int, str, str, str, dict]] = []
+        self._seq = 0
+
+    def next_seq(self) -> int:
+        self._seq += 1
+        return self._seq
+
+    def drop(self, seg: SegmentRef, server: str, tier: str, reason: str, order: tuple,
+             dep_server: str | None = None) -> Op:
+        """Record a DROP of ``seg`` from ``server`` of ``tier`` (dependent on the LOAD on
+        ``dep_server`` of the same step, if given)."""
+        op = Op("DROP", seg.idx, seg.segment_id, seg.datasource, tier, server, seg.size_bytes, reason, order,
+                dep_server=dep_server)
+        self.ops.append(op)
+        return op
+
+    def member(self, idx: int, group: str) -> None:
+        self.members.append((int(idx), group))
+
+    def decide(self, idx: int, segment_id: str, tier: str | None, outcome: str, **detail) -> None:
+        """Record why a stage that considered segment ``idx`` in ``tier`` (None: every tier) left
+        something undone: ``outcome`` (a short code, e.g. ``not_loaded``, ``short``,
+        ``no_destination``, ``deferred``) and ``detail`` (JSON-able: target, count, top ``B``,
+        the servers tried and what stopped each). Only for segments a stage considered, so the
+        record stays small; read back by :func:`segment_balancer.plan.explain.explain_plan`."""
+        self.decisions.append((int(idx), segment_id, tier, outcome, detail))
+
+    def defer(self, seg: SegmentRef, drops: int) -> None:
+        """Record that ``drops`` drops of ``seg`` wait for a later run (the availability rule)."""
+        if drops > 0:
+            self.deferred.append((seg.idx, seg.segment_id, int(drops)))
+
+
+@dataclass(frozen=True)
+class DropCandidate:
+    """A server serving the segment with no drop: ``decommissioning``, ``cost`` (Druid's placement
+    cost against the state at the start of the stage), ``available_bytes``, ``server``."""
+
+    decommissioning: bool
+    cost: float
+    available_bytes: int
+    server: str
 
 
 @dataclass
@@ -394,125 +590,3 @@ def state_frame(frame: pd.DataFrame) -> pd.DataFrame:
     for col in ("tier", "kind", "segment_id", "datasource", "server", "load_type", "rule_kind", "topb"):
         out[col] = out[col].astype(object).where(out[col].notna(), None)
     return out
-
-
-# ---- one tier's state directory, read and written inside a Spark task ------------------------
-_ARROW_TYPES = {"string": "string", "long": "int64", "int": "int32", "boolean": "bool_", "double": "float64"}
-
-
-def arrow_schema(fields):
-    """The pyarrow schema of ``fields`` ((name, Spark type) pairs)."""
-    import pyarrow as pa
-
-    return pa.schema([(n, getattr(pa, _ARROW_TYPES[t])()) for n, t in fields])
-
-
-def tier_dir_name(tier: str) -> str:
-    """``tier=<T>`` with ``T`` percent-escaped, as Spark names a partition directory."""
-    from urllib.parse import quote
-
-    return "tier=" + quote(tier, safe="")
-
-
-def tier_of_dir(name: str) -> str:
-    """Inverse of :func:`tier_dir_name` (also reads Spark's escaping)."""
-    from urllib.parse import unquote
-
-    return unquote(name[len("tier="):])
-
-
-def initial_state_dirs(work) -> dict[str, str]:
-    """``{tier: directory}`` (relative to the work directory ``work``, a local path) of the state
-    ``prepare`` wrote (:data:`INITIAL_STATE_DIR`)."""
-    from pathlib import Path
-
-    root = Path(work) / INITIAL_STATE_DIR
-    return {tier_of_dir(p.name): f"{INITIAL_STATE_DIR}/{p.name}"
-            for p in sorted(root.iterdir()) if p.is_dir() and p.name.startswith("tier=")}
-
-
-def read_tier_state(fs, path: str) -> pd.DataFrame:
-    """One tier's state rows (pandas, ``STATE_COLUMNS`` but ``tier``) from the directory ``path``
-    of filesystem ``fs`` (pyarrow), whoever wrote it (Spark's parts or :func:`write_tier_state`)."""
-    import pyarrow.dataset as ds
-
-    schema = arrow_schema([f for f in STATE_FIELDS if f[0] != "tier"])
-    return ds.dataset(path, format="parquet", filesystem=fs, schema=schema).to_table().to_pandas()
-
-
-def write_tier_state(fs, path: str, rows: pd.DataFrame) -> None:
-    """Write one tier's state rows as the directory ``path`` (one parquet file), replacing it:
-    written aside, then moved into place."""
-    import uuid
-
-    import pyarrow as pa
-    import pyarrow.parquet as pq
-    from pyarrow.fs import FileType
-
-    fields = [f for f in STATE_FIELDS if f[0] != "tier"]
-    frame = state_frame(rows)[[n for n, _ in fields]]
-    table = pa.Table.from_pandas(frame, schema=arrow_schema(fields), preserve_index=False)
-    tmp = f"{path}.tmp-{uuid.uuid4().hex[:8]}"
-    fs.create_dir(tmp, recursive=True)
-    pq.write_table(table, f"{tmp}/part-00000.parquet", filesystem=fs)
-    if fs.get_file_info(path).type != FileType.NotFound:
-        fs.delete_dir(path)
-    fs.move(tmp, path)
-
-
-# ---- Spark side -------------------------------------------------------------------------------
-def initial_state(segments, replicas, targets, servers_pdf):
-    """The state at the start of the run (Spark DataFrame of ``STATE_COLUMNS``) from the prepared
-    tables: replica rows for every served or queued replica, segment rows for every used segment
-    in every tier where it has a target or a replica, and for broadcast segments in every tier."""
-    from pyspark.sql import functions as F
-
-    attrs = segments.select("segment_id", "idx", "datasource", "start_ms", "end_ms", "size_bytes", "rule_kind", "required")
-    rep = replicas.select(
-        "tier", F.lit("replica").alias("kind"), F.coalesce("idx", F.lit(-1).cast("long")).alias("idx"), "segment_id",
-        "server", "served", F.when(F.col("queued_load"), F.col("queue_type")).alias("load_type"),
-        F.col("queued_drop").alias("dropping")).join(attrs.drop("idx", "rule_kind", "required"), "segment_id")
-    used = attrs.filter("idx is not null")
-    tiers = F.array(*[F.lit(t) for t in sorted(set(servers_pdf["tier"]))]) if len(servers_pdf) else F.array().cast("array<string>")
-    pairs = (targets.select("idx", "tier").unionByName(replicas.filter("idx is not null").select("idx", "tier"))
-             .unionByName(used.filter("rule_kind = 'broadcast'").select("idx", F.explode(tiers).alias("tier")))
-             .distinct())
-    seg = (pairs.join(targets.select("idx", "tier", "target", "tier_pos"), ["idx", "tier"], "left")
-           .join(used, "idx")
-           .select("tier", F.lit("segment").alias("kind"), "idx", "segment_id", "datasource", "start_ms", "end_ms",
-                   "size_bytes", F.coalesce("target", F.lit(0)).alias("target"), F.coalesce("tier_pos", F.lit(0)).alias("tier_pos"),
-                   "rule_kind", "required"))
-    return conform(rep).unionByName(conform(seg))
-
-
-def conform(df, fields=STATE_FIELDS):
-    """``df`` with exactly the columns of ``fields`` ((name, Spark type) pairs, default the state's;
-    missing ones null), cast to their types."""
-    from pyspark.sql import functions as F
-
-    cols = []
-    for name, dtype in fields:
-        col = F.col(name) if name in df.columns else F.lit(None)
-        cols.append(col.cast(dtype).alias(name))
-    return df.select(*cols)
-
-
-def replica_tally(state):
-    """Per (``idx``, ``tier``) of used load-rule segments in ``state`` (Spark DataFrame of
-    ``STATE_COLUMNS``): ``target``, ``count`` (servers holding it: serving with no drop, or
-    loading), ``loaded`` (servers serving it with no drop, counted where the target is above 0) and
-    ``required`` (ALGORITHM.md "Terms", "Availability"); a Spark DataFrame."""
-    from pyspark.sql import functions as F
-
-    rep = state.filter("kind = 'replica' and idx >= 0")
-    holds = ((F.col("served") | F.col("load_type").isNotNull()) & ~F.col("dropping")).cast("int")
-    serving = (F.col("served") & ~F.col("dropping")).cast("int")
-    per = rep.groupBy("idx", "tier").agg(F.sum(holds).alias("count"), F.sum(serving).alias("serving"))
-    seg = state.filter("kind = 'segment' and rule_kind = 'load'").select("idx", "tier", "target", "required")
-    return (seg.join(per, ["idx", "tier"], "left").fillna({"count": 0, "serving": 0})
-            .withColumn("loaded", F.when(F.col("target") > 0, F.col("serving")).otherwise(0)).drop("serving"))
-
-
-__all__ = ["STATE_COLUMNS", "STATE_SCHEMA", "TIER_FILE_SCHEMA", "Replica", "SegmentInTier", "TierRun", "concat_columns",
-           "conform", "initial_state", "initial_state_dirs", "read_tier_state", "replica_tally",
-           "state_frame", "tier_dir_name", "tier_of_dir", "write_tier_state"]

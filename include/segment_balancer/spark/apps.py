@@ -1,9 +1,12 @@
-"""Entry point shared by every Spark application in ``spark_apps/``.
+"""The Spark applications of a run (:data:`APP_NAMES`, :func:`run_app`) and the entry point every
+``spark_apps/<name>.py`` shares (:func:`main`).
 
 ``spark_apps/<name>.py`` calls :func:`main` with its name; everything the application needs arrives
-in its arguments (docs/ARCHITECTURE.md "Spark applications"). ``spark_apps/simulate.py`` calls
-:func:`simulate_main`, the DAG's what-if simulation after a plan is published. The master is never
-set here: the submitter decides where the application runs.
+in its arguments (docs/ARCHITECTURE.md "Spark applications"). The master is never set here: the
+submitter decides where the application runs.
+
+Import-light (the operators import it at parse time): Spark, pandas and the planner's engine are
+imported inside functions only.
 """
 
 from __future__ import annotations
@@ -15,6 +18,7 @@ import sys
 from pathlib import Path
 
 from segment_balancer.common.files import write_json_atomic
+from segment_balancer.planner.stages import APP_NAMES, stage_module, stage_number
 
 
 def parse_args(name: str, argv=None) -> argparse.Namespace:
@@ -41,7 +45,6 @@ def main(name: str, argv=None) -> int:
     """Run application ``name`` under ``spark-submit``; returns 0, or exits with code 2 on bad input."""
     from segment_balancer.druid.snapshot.errors import SnapshotError
     from segment_balancer.spark.session import get_session
-    from segment_balancer.planner.stages import run_app
 
     logging.basicConfig(level=logging.INFO, format="%(asctime)s %(levelname)s %(name)s: %(message)s")
     args = parse_args(name, argv)
@@ -59,77 +62,157 @@ def main(name: str, argv=None) -> int:
     return 0
 
 
-def add_simulate_arguments(parser: argparse.ArgumentParser) -> None:
-    """The options of a simulation, shared by ``python -m segment_balancer simulate`` and
-    ``spark_apps/simulate.py``: ``--snapshot``, ``--runs``, ``--out``, ``--config``,
-    ``--loads-per-run``, ``--load-failure-rate``, ``--seed``."""
-    parser.add_argument("--snapshot", required=True, type=Path)
-    parser.add_argument("--runs", required=True, type=int, help="Coordinator runs to simulate")
-    parser.add_argument("--out", required=True, type=Path,
-                        help="run-NNN/{plan,snapshot,historicals.csv} and runs.csv go here")
-    parser.add_argument("--config", type=Path, help="JSON object of dynamic config overrides, for every run")
-    parser.add_argument("--loads-per-run", type=int, help="loads each historical completes per run (default: all)")
-    parser.add_argument("--load-failure-rate", type=float, default=0.0,
-                        help="probability that a load fails (default 0)")
-    parser.add_argument("--seed", type=int, default=0, help="seed of the load failures")
+def run_app(spark, name: str, snapshot, work, groups_in: dict | None, overrides: dict | None = None) -> dict:
+    """Run one application of ``APP_NAMES`` and return its XCom dict (``stage``, ``groups``).
 
-
-class SimulationRefused(ValueError):
-    """A simulation that cannot start: a refused snapshot or bad options (``runs`` < 1); nothing
-    was written."""
-
-
-def simulate_published(spark, snapshot: Path, plan: Path, work: Path, runs: int, out: Path,
-                       overrides: dict | None = None, loads_per_run: int | None = None,
-                       load_failure_rate: float = 0.0, seed: int = 0) -> None:
-    """Simulate ``runs`` Coordinator runs of which the first is the plan ``plan`` already made in
-    work directory ``work`` (a DAG run's published plan), with
-    :func:`segment_balancer.tools.simulate.simulate`, into ``out``, written whole or not at all
-    (:func:`segment_balancer.plan.publish.replace_dir`). Shared by ``spark_apps/simulate.py`` and the
-    DAG's Spark Connect task. Raises :class:`SimulationRefused` on bad input, leaving an earlier
-    ``out`` as it was.
+    ``groups_in``: the previous application's XCom (None for ``prepare``). Re-running an
+    application first removes what it and later stages wrote, so retries are idempotent. A stage
+    with nothing to schedule returns at once (:func:`skip_if_idle`). Its Spark jobs carry the tag
+    :func:`job_tag` (``spark.job.tags``), on a classic session as on a Connect one.
+    Raises ``KeyError`` for an unknown name, ``SnapshotError`` for bad input (``prepare``).
     """
-    from segment_balancer.plan.publish import PublishError, replace_dir
-    from segment_balancer.tools.simulate import simulate
-    from segment_balancer.druid.snapshot.errors import SnapshotError
+    import time
+    from pathlib import Path
 
-    snapshot, plan, work, out = (Path(p).absolute() for p in (snapshot, plan, work, out))
+    if name not in APP_NAMES:
+        raise KeyError(f"unknown application {name!r}; one of {APP_NAMES}")
+    stage = stage_number(name)
+    # Spark resolves a relative path from its own working directory (a Connect server's is not ours).
+    snapshot, work = Path(snapshot).absolute(), Path(work).absolute()
+    started = time.monotonic()
+    spark.addTag(job_tag(name))
     try:
-        replace_dir(out, lambda tmp: simulate(
-            spark, snapshot, tmp, runs, overrides, loads_per_run=loads_per_run,
-            load_failure_rate=load_failure_rate, seed=seed, first_plan=plan, first_work=work))
-    except PublishError as exc:
-        cause = exc.__cause__
-        if isinstance(cause, (SnapshotError, ValueError)):
-            raise SimulationRefused(f"simulation refused: {cause}") from exc
-        raise
+        result = _run(spark, name, stage, snapshot, work, groups_in, overrides)
+    finally:
+        spark.removeTag(job_tag(name))
+    if result.get("skipped"):
+        return result["xcom"]
+    _record_timing(Path(work), stage, name, time.monotonic() - started)
+    record_groups(Path(work), name, result)
+    return result
 
 
-def simulate_main(argv=None) -> int:
-    """``spark-submit spark_apps/simulate.py --snapshot S --plan P --work W --runs N --out O
-    [--config C] [--loads-per-run N] [--load-failure-rate P] [--seed N]``: :func:`simulate_published`.
-    Returns 0; exits with code 2 on bad input (a refused snapshot, ``runs`` < 1), leaving an
-    earlier ``O`` as it was.
+def job_tag(name: str) -> str:
+    """The Spark job tag of application ``name``'s jobs (``spark.job.tags`` in the event log and the
+    Spark UI), so jobs can be counted per application on a shared session or server."""
+    return f"segment_balancer_app_{name}"
+
+
+def _run(spark, name: str, stage: int, snapshot, work, groups_in, overrides) -> dict:
+    """The body of :func:`run_app`: the application's XCom, or ``{"skipped": True, "xcom": …}``
+    for a stage that has nothing to schedule."""
+    from pathlib import Path
+
+    from segment_balancer.planner import groups as G
+
+    if name == "used_segments":
+        from segment_balancer.spark.used_segments import used_segments
+
+        result = used_segments(spark, Path(snapshot), Path(work))
+    elif name == "prepare":
+        from segment_balancer.spark.prepare import prepare
+
+        result = prepare(spark, Path(snapshot), Path(work), overrides)
+    elif (idle := skip_if_idle(name, work, groups_in)) is not None:
+        return {"skipped": True, "xcom": idle}
+    else:
+        from segment_balancer.spark.stage_run import SparkStageRun
+
+        run = SparkStageRun(spark, Path(work))
+        run.reset_from(stage)
+        groups = G.decode_all((groups_in or {}).get("groups", {}))
+        if name == "assemble":
+            from segment_balancer.spark.assemble import assemble
+
+            assemble(run, groups, Path(snapshot))
+        else:
+            module = stage_module(stage)
+            getattr(module, "start_groups", _no_start)(groups)
+            module.stage(run, groups)
+        result = {"stage": stage, "groups": G.encode_all(groups)}
+    return result
+
+
+def skip_if_idle(name: str, work, groups_in: dict | None) -> dict | None:
+    """The XCom of stage application ``name`` when it has nothing to schedule, else None.
+
+    Decided without Spark from the input XCom ``groups_in`` (``{"groups": {name: base64 bitmap}}``):
+    a stage is idle when every group it ``READS`` is absent or empty, or when its module's
+    ``idle(groups, work)`` says so (stage 13: no decommissioning server holds only broadcast
+    segments). Stages 12 and ``prepare``/``assemble`` always run. An idle stage's XCom is its input
+    groups after its ``start_groups`` (the copies a stage starts from), exactly what running it
+    would hand on; its ops of an earlier attempt are forgotten and its timing is recorded as
+    ``skipped``. The DAG's operator calls this before ``spark-submit`` (a JVM and a Spark session
+    cost seconds per application) and :func:`run_app` calls it too, so the CLI and the DAG agree.
     """
-    from segment_balancer.spark.session import get_session
+    from pathlib import Path
 
-    logging.basicConfig(level=logging.INFO, format="%(asctime)s %(levelname)s %(name)s: %(message)s")
-    parser = argparse.ArgumentParser(prog="simulate", description="segment_balancer what-if simulation of a DAG run")
-    add_simulate_arguments(parser)
-    parser.add_argument("--plan", required=True, type=Path, help="run 1's plan, already made (published)")
-    parser.add_argument("--work", required=True, type=Path, help="the work directory run 1's plan was made in")
-    args = parser.parse_args(argv)
-    log = logging.getLogger("simulate")
-    spark = get_session("segment_balancer.tools.simulate")
-    try:
-        simulate_published(spark, args.snapshot, args.plan, args.work, args.runs, args.out,
-                           read_overrides(args.config), loads_per_run=args.loads_per_run,
-                           load_failure_rate=args.load_failure_rate, seed=args.seed)
-    except SimulationRefused as exc:
-        log.error("%s", exc)
-        print(str(exc), file=sys.stderr)
-        spark.stop()
-        raise SystemExit(2) from exc
-    log.info("simulation of %d runs written to %s", args.runs, args.out)
+    from segment_balancer.planner import groups as G
+    from segment_balancer.planner.groups import split_group_name
+    from segment_balancer.spark.workdir import reset_manifest
+
+    if not name.startswith("stage"):
+        return None
+    stage = stage_number(name)
+    module = stage_module(stage)
+    groups = G.decode_all((groups_in or {}).get("groups", {}))
+    if hasattr(module, "idle"):
+        idle = module.idle(groups, Path(work))
+    else:
+        kinds = {r.removesuffix("[T]") for r in module.READS}
+        idle = bool(kinds) and not any(len(bm) for n, bm in groups.items() if split_group_name(n)[0] in kinds)
+    if not idle:
+        return None
+    getattr(module, "start_groups", _no_start)(groups)
+    reset_manifest(Path(work), stage)
+    _record_timing(Path(work), stage, name, 0.0, skipped=True)
+    result = {"stage": stage, "groups": G.encode_all(groups)}
+    record_groups(Path(work), name, result)
+    return result
+
+
+def _no_start(groups) -> None:
+    """A stage without ``start_groups`` starts from its input groups as they are."""
+
+
+def record_groups(work, name: str, xcom: dict) -> None:
+    """Keep the groups application ``name`` hands on (its XCom's ``groups``: ``{group name: base64
+    roaring bitmap}``) as ``WORK/groups/<name>.json``, so ``explain`` can say which groups a
+    segment was in after every stage (``assemble`` gathers them into the plan's
+    ``stage_groups.json``). Applications without groups (``used_segments``) write nothing."""
+    from segment_balancer.common.files import write_json_atomic
+
+    if "groups" in xcom and name != "assemble":
+        write_json_atomic(xcom["groups"], work / "groups" / f"{name}.json")
+
+
+def _record_timing(work, stage: int, name: str, seconds: float, skipped: bool = False) -> None:
+    import json
+
+    from segment_balancer.common.files import write_json_atomic
+
+    path = work / "timings.json"
+    timings = json.loads(path.read_text()) if path.exists() else {}
+    position = APP_NAMES.index(name)
+    timings = {k: v for k, v in timings.items() if k in APP_NAMES and APP_NAMES.index(k) < position}
+    timings[name] = {"stage": stage, "seconds": round(seconds, 3), **({"skipped": True} if skipped else {})}
+    write_json_atomic(timings, path)
+
+
+def run_workload(names: list[str], snapshot: Path, work: Path) -> None:
+    """Run the applications ``names`` in order on ``snapshot`` in one local session (work in
+    ``work``): the training run of the JVM class archive (:func:`segment_balancer.spark.jvm_archive.build_archive`
+    runs ``python -m segment_balancer.spark.apps --workload NAMES SNAPSHOT WORK``)."""
+    from segment_balancer.spark.session import local_session
+
+    spark = local_session("segment_balancer.jvm_archive")
+    xcom = None
+    for name in names:
+        xcom = run_app(spark, name, snapshot, work, xcom)
     spark.stop()
-    return 0
+
+
+if __name__ == "__main__":
+    if sys.argv[1:2] != ["--workload"] or len(sys.argv) != 5:
+        raise SystemExit("usage: python -m segment_balancer.spark.apps --workload NAME[,NAME...] SNAPSHOT WORK")
+    run_workload(sys.argv[2].split(","), Path(sys.argv[3]), Path(sys.argv[4]))

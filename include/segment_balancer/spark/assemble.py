@@ -17,12 +17,13 @@ import pyarrow.parquet as pq
 
 from segment_balancer.planner import groups as G
 from segment_balancer.druid.metrics import druid_metrics
-from segment_balancer.planner.kernels.state import split_group_name
+from segment_balancer.planner.groups import split_group_name
 from segment_balancer.druid.instants import format_instant_ms
 from segment_balancer.common.files import _aside, replace_path, write_json_atomic, write_parquet_atomic
 from segment_balancer.spark.workdir import OPS_ARROW_SCHEMA, OPS_COLUMNS, Run
-from segment_balancer.planner.status import balance, replication_counts, status_pass
-from segment_balancer.tools.whatif import load_record
+from segment_balancer.planner.status import balance, replication_counts
+from segment_balancer.spark.status import status_pass
+from segment_balancer.spark.workdir import load_record
 
 PLAN_OPS_COLUMNS = [c for c in OPS_COLUMNS if c != "idx"]
 

@@ -73,7 +73,7 @@ def build_archive(path: Path | None = None, snapshot: Path | None = None) -> Pat
     env.pop(ARCHIVE_ENV, None)
     with tempfile.TemporaryDirectory(prefix="segment_balancer-jvm-archive-") as tmp:
         done = subprocess.run(
-            [sys.executable, "-m", "segment_balancer.spark.jvm_archive", "--workload", str(snapshot), tmp],
+            [sys.executable, "-m", "segment_balancer.spark.apps", "--workload", ",".join(WORKLOAD), str(snapshot), tmp],
             env=env, capture_output=True, text=True)
     if done.returncode != 0 or not aside.is_file():
         aside.unlink(missing_ok=True)
@@ -82,25 +82,9 @@ def build_archive(path: Path | None = None, snapshot: Path | None = None) -> Pat
     return path
 
 
-def run_workload(snapshot: Path, work: Path) -> None:
-    """Run the applications of :data:`WORKLOAD` on ``snapshot`` in one local session (work in ``work``)."""
-    from segment_balancer.spark.session import local_session
-    from segment_balancer.planner.stages import run_app
-
-    spark = local_session("segment_balancer.spark.jvm_archive")
-    xcom = None
-    for name in WORKLOAD:
-        xcom = run_app(spark, name, snapshot, work, xcom)
-    spark.stop()
-
-
 def main(argv: list[str] | None = None) -> int:
-    """``python -m segment_balancer.spark.jvm_archive [PATH]``: build the archive, print where it is.
-    (``--workload SNAPSHOT WORK`` is the child process of :func:`build_archive`.)"""
+    """``python -m segment_balancer.spark.jvm_archive [PATH]``: build the archive, print where it is."""
     args = sys.argv[1:] if argv is None else argv
-    if args[:1] == ["--workload"]:
-        run_workload(Path(args[1]), Path(args[2]))
-        return 0
     path = build_archive(Path(args[0]) if args else None)
     print(f"JVM class archive for local Spark drivers: {path} ({path.stat().st_size // 2**20} MiB)")
     return 0

@@ -12,6 +12,7 @@ from __future__ import annotations
 import logging
 from pathlib import Path
 
+from segment_balancer.planner.config import load_config
 from segment_balancer.planner import groups as G
 from segment_balancer.common.files import staged_parquet, write_json_atomic, write_parquet_atomic
 from segment_balancer.druid.rules import rule_index_for
@@ -29,7 +30,7 @@ def load_small_inputs(snapshot: Path, overrides: dict | None):
     servers, all_names = loader.load_all_servers(snapshot)
     queues = loader.load_load_queues(snapshot, {s.server for s in servers})
     rules = loader.load_rules(snapshot)
-    config = loader.load_config(snapshot, overrides)
+    config = load_config(snapshot, overrides)
     meta = loader.load_snapshot_meta(snapshot)
     return servers, all_names, queues, rules, config, meta
 
@@ -104,7 +105,8 @@ def prepare(spark, snapshot: Path, work: Path, overrides: dict | None = None) ->
     from pyspark.sql import functions as F
 
     from segment_balancer.druid.snapshot.segments import first_problems, first_unlisted_problem, refuse, refuse_unlisted
-    from segment_balancer.spark.session import collect_small, lookup, read_parquet
+    from segment_balancer.spark.session import collect_small, read_parquet
+    from segment_balancer.common.spark_columns import lookup
 
     snapshot, work = Path(snapshot), Path(work)
     servers, all_names, queues, rules, config, smeta = load_small_inputs(snapshot, overrides)
@@ -184,8 +186,8 @@ def prepare(spark, snapshot: Path, work: Path, overrides: dict | None = None) ->
     servers_pdf = _mark_broadcast_only(servers_pdf, found["per_server"])
     write_parquet_atomic(servers_pdf, prepared / "servers.parquet")
 
-    from segment_balancer.planner.runstate import INITIAL_STATE_DIR, initial_state
-    from segment_balancer.planner.status import write_state_with_status
+    from segment_balancer.spark.state_store import INITIAL_STATE_DIR, initial_state
+    from segment_balancer.spark.status import write_state_with_status
 
     # The run state every stage reads and writes (no start-of-run ranking: a segment is ranked in
     # a tier when a stage first considers it there, ALGORITHM.md "Best servers"), and its groups.
@@ -269,7 +271,7 @@ def _replicas(served, qdf, segments, tier_of: dict[str, str]):
     the tier of every historical."""
     from pyspark.sql import functions as F
 
-    from segment_balancer.spark.session import lookup
+    from segment_balancer.common.spark_columns import lookup
 
     qdf = qdf.drop("place")
     s = served.select("server", "segment_id").withColumn("served", F.lit(True))

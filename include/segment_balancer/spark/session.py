@@ -265,13 +265,6 @@ def local_session(app_name: str = "segment_balancer", remote: str | None = None)
     return get_session(app_name, master)
 
 
-def parallelism(spark) -> int:
-    """The cores the application's shuffles are spread over: ``spark.sql.shuffle.partitions``
-    (:func:`get_session` sets it to the default parallelism; a Connect server is started with it),
-    at least 2."""
-    return max(2, int(spark.conf.get("spark.sql.shuffle.partitions") or 2))
-
-
 def run_tasks(spark, items: Sequence[Any], fn: Callable[[Any], Any]) -> list[Any]:
     """``[fn(item) for item in items]``, each call a Spark task of its own, in one Spark job.
 
@@ -321,27 +314,6 @@ def collect_small(frames: dict[str, Any]) -> dict[str, list[dict]]:
     for row in reduce(lambda a, b: a.unionAll(b), parts).collect():
         out[row["query"]].append(json.loads(row["row"]))
     return out
-
-
-def lookup(key, mapping: dict, dtype: str | None = None):
-    """A Spark column: ``mapping[key]`` (null for a key ``mapping`` lacks), the mapping inlined in
-    the plan as a literal map. For the small per-server, per-tier or per-rule tables a stage joins
-    with: a join with a local table is broadcast, and a broadcast costs a Spark job of its own.
-    ``key``: a column or column name; values are literals (``F.lit``-able, or Spark columns for
-    arrays and structs); ``dtype``: the Spark type of the result when ``mapping`` may be empty."""
-    from pyspark.sql import Column
-    from pyspark.sql import functions as F
-
-    key = F.col(key) if isinstance(key, str) else key
-    if not mapping:
-        return F.lit(None).cast(dtype) if dtype else F.lit(None)
-    def value(v):
-        if isinstance(v, Column):
-            return v
-        return F.lit(v).cast(dtype) if dtype else F.lit(v)
-
-    pairs = [x for k, v in sorted(mapping.items()) for x in (F.lit(k), value(v))]
-    return F.create_map(*pairs)[key]
 
 
 def read_parquet(spark, *paths):

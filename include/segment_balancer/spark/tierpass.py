@@ -22,24 +22,19 @@ Source: ALGORITHM.md "Stages"; Druid ``BalanceSegments``/``RunRules`` run tier b
 from __future__ import annotations
 
 import logging
-from collections.abc import Callable
 from dataclasses import dataclass
 
 import pandas as pd
 from pyroaring import BitMap
 
-from segment_balancer.planner.kernels.state import OpSink, split_group_name
 from segment_balancer.common.files import filesystem
-from segment_balancer.spark.workdir import OUT_FIELDS, OUT_SCHEMA, Run, num_best_function, out_frame, read_output
-from segment_balancer.planner.runstate import TierRun, arrow_schema, read_tier_state, tier_dir_name, write_tier_state
+from segment_balancer.planner.runstate import OpSink, TierRun
+from segment_balancer.planner.stages.run import Body
 from segment_balancer.spark.session import run_tasks
+from segment_balancer.spark.state_store import arrow_schema, read_tier_state, tier_dir_name, write_tier_state
+from segment_balancer.spark.workdir import OUT_FIELDS, OUT_SCHEMA, Run, num_best_function, out_frame, read_output
 
 log = logging.getLogger(__name__)
-
-Body = Callable[[dict[str, TierRun], OpSink], "list[dict] | None"]
-"""A kernel over the live tiers of one task: ``body(runs, sink)`` schedules through the
-``TierRun`` mutators and ``sink``, and may return extra output rows (dicts of ``OUT_COLUMNS``)."""
-
 
 @dataclass
 class PassResult:
@@ -165,37 +160,6 @@ def commit_with_drops(run: Run, stage: int, step: str, output, state: dict[str, 
     run.write_ops(stage, step, rel, facts, state=apply_drops_pass(run, stage, step, rel, state))
 
 
-# ---- groups between the driver and the tasks --------------------------------------------------
-def tier_groups(groups, kind: str) -> dict[str, BitMap]:
-    """``{tier: bitmap}`` of the non-empty per-tier groups of ``kind``."""
-    out = {}
-    for name, bm in groups.items():
-        k, tier = split_group_name(name)
-        if k == kind and tier is not None and len(bm):
-            out[tier] = bm
-    return dict(sorted(out.items()))
-
-
-def packed(bitmaps: dict[str, BitMap]) -> dict[str, bytes]:
-    """Bitmaps serialized for a task's closure."""
-    return {k: v.serialize() for k, v in bitmaps.items()}
-
-
-def unpacked(data: dict[str, bytes]) -> dict[str, BitMap]:
-    """Inverse of :func:`packed`."""
-    return {k: BitMap.deserialize(v) for k, v in data.items()}
-
-
-def merge(groups, result: dict[str, BitMap], replaced) -> None:
-    """Groups ``replaced`` take their new members from ``result`` (empty when absent); the other
-    groups of ``result`` grow."""
-    result = dict(result)
-    for name in replaced:
-        groups[name] = result.pop(name, BitMap())
-    for name, bm in result.items():
-        groups[name] = groups.get(name, BitMap()) | bm
-
-
 def finish(run: Run, stage: int, step: str, result: PassResult, drops=None, facts: dict | None = None) -> dict[str, BitMap]:
     """Commit a step: its ops (``result.out``'s and ``drops``') to the op log and its state (with
     ``drops`` applied) to the manifest. Returns the memberships the kernels recorded."""
@@ -204,23 +168,3 @@ def finish(run: Run, stage: int, step: str, result: PassResult, drops=None, fact
     else:
         commit_with_drops(run, stage, step, result.out.unionByName(drops), result.state, facts)
     return result.members
-
-
-def per_tier_step(run: Run, groups, stage: int, kind: str, step: str,
-                  kernel: Callable[[TierRun, BitMap, OpSink], None], ranked: bool = True) -> None:
-    """A step that runs ``kernel(tier_run, members, sink)`` on each tier's members of ``kind[T]``
-    and replaces ``kind[T]`` with what the kernel records back (stages 2, 5, 9, 10)."""
-    from segment_balancer.planner.kernels.state import group_name
-
-    members = tier_groups(groups, kind)
-    if not members:
-        return
-    data = packed(members)
-
-    def body(runs, sink):
-        for tier, bm in unpacked(data).items():
-            if tier in runs:
-                kernel(runs[tier], bm, sink)
-
-    result = kernel_pass(run, stage, step, list(members), body, ranked=ranked)
-    merge(groups, finish(run, stage, step, result), [group_name(kind, t) for t in members])

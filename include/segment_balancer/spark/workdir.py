@@ -14,12 +14,17 @@ from pathlib import Path
 
 import pandas as pd
 
-from segment_balancer.planner.kernels.state import StageLimit
+from segment_balancer.planner.runstate import StageLimit
 from segment_balancer.common.files import write_json_atomic, write_parquet_atomic
-from segment_balancer.planner.runstate import STATE_COLUMNS, STATE_FIELDS, STATE_SCHEMA, TIER_FILE_SCHEMA, initial_state_dirs
+from segment_balancer.planner.runstate import STATE_COLUMNS, STATE_FIELDS
+from segment_balancer.spark.state_store import STATE_SCHEMA, TIER_FILE_SCHEMA, initial_state_dirs
 from segment_balancer.spark.session import read_parquet
 
 log = logging.getLogger(__name__)
+
+RECORD_FILE = "whatif.json"
+"""The what-if edits a run applied to its snapshot, in the work directory (written by
+:func:`segment_balancer.tools.whatif.apply_to_run`, read by :func:`load_record`)."""
 
 OUT_FIELDS = STATE_FIELDS + [
     ("action", "string"), ("queue_type", "string"), ("reason", "string"), ("dep_server", "string"),
@@ -29,7 +34,7 @@ OUT_FIELDS = STATE_FIELDS + [
 ``dep_server``, and ``o1, o2, o3`` that sort the ops of one step into scheduling order across
 tasks), ``member`` (``idx`` joins ``group``), ``deferred`` (``o1`` drops of ``idx`` deferred by the
 availability rule), ``decision`` (why the step left segment ``idx`` undone in ``tier``: outcome
-code in ``reason``, JSON in ``detail``; :meth:`~segment_balancer.planner.kernels.state.OpSink.decide`) and
+code in ``reason``, JSON in ``detail``; :meth:`~segment_balancer.planner.runstate.OpSink.decide`) and
 ``over``/``candidates`` (stage-3 callback and stage-12 inputs, as JSON in
 ``detail``: no array columns, which Spark hands to Python row by row)."""
 OUT_COLUMNS = [n for n, _ in OUT_FIELDS]
@@ -66,7 +71,7 @@ def read_output(work_uri: str, rel: str, columns: list[str], kind: str, **equal)
     import pyarrow.dataset as ds
 
     from segment_balancer.common.files import filesystem
-    from segment_balancer.planner.runstate import arrow_schema
+    from segment_balancer.spark.state_store import arrow_schema
 
     fs, base = filesystem(work_uri)
     cond = ds.field("kind") == kind
@@ -288,3 +293,9 @@ class Run:
         write_json_atomic(manifest, self._manifest_path)
         log.info("stage %d step %s: %d operations", stage, step, n)
         return n
+
+
+def load_record(work: Path) -> dict | None:
+    """The run's applied edits (:data:`RECORD_FILE` in ``work``), or None when the run has none."""
+    path = Path(work) / RECORD_FILE
+    return json.loads(path.read_text()) if path.is_file() else None

@@ -24,41 +24,9 @@ import sys
 import tempfile
 from pathlib import Path
 
-from segment_balancer.spark.apps import add_simulate_arguments, read_overrides
-
-
-def run_plan(spark, snapshot: Path, out: Path, overrides: dict | None = None, work: Path | None = None,
-             edits=None) -> dict:
-    """Run every application of ``APP_NAMES`` in order, validate, and publish to ``out``.
-
-    ``edits``: a ``whatif.WhatIf`` applied to a copy of ``snapshot`` first (recorded in the
-    summary's ``whatif``). Returns the plan's ``summary.json``. Raises ``SnapshotError`` (bad
-    input), ``WhatIfError`` (edits that do not fit the snapshot) or ``PlanValidationError``
-    (nothing published, an earlier plan at ``out`` untouched).
-    """
-    from segment_balancer.plan.publish import publish_plan
-    from segment_balancer.planner.stages import APP_NAMES, run_app
-    from segment_balancer.plan.validation import import_in_background, require_valid
-    from segment_balancer.tools.whatif import apply_to_run
-
-    import_in_background()
-
-    own_work = work is None
-    work = Path(work or tempfile.mkdtemp(prefix="segment_balancer-work-")).absolute()
-    log = logging.getLogger("segment_balancer.plan")
-    try:
-        if edits is not None:
-            snapshot, overrides = apply_to_run(snapshot, work, edits, overrides)
-        xcom = None
-        for name in APP_NAMES:
-            log.info("running %s", name)
-            xcom = run_app(spark, name, snapshot, work, xcom, overrides)
-        require_valid(work / "plan", work)
-        publish_plan(work / "plan", out)
-        return json.loads((Path(out) / "summary.json").read_text())
-    finally:
-        if own_work:
-            shutil.rmtree(work, ignore_errors=True)
+from segment_balancer.spark.apps import read_overrides
+from segment_balancer.tools.pipeline import run_plan
+from segment_balancer.tools.simulate import add_simulate_arguments
 
 
 def explain(spark, snapshot: Path, segment_id: str, tier: str | None = None, overrides: dict | None = None) -> dict:
@@ -238,7 +206,7 @@ def _parser() -> argparse.ArgumentParser:
 
 def main(argv=None) -> int:
     """Entry point of ``python -m segment_balancer``."""
-    from segment_balancer.druid.capture import CaptureError
+    from segment_balancer.tools.capture import CaptureError
     from segment_balancer.plan.explain import PlanExplainError
     from segment_balancer.plan.report import ReportError
     from segment_balancer.druid.snapshot.errors import SnapshotError
@@ -271,7 +239,7 @@ def main(argv=None) -> int:
         elif args.command == "capture":
             import os
 
-            from segment_balancer.druid.capture import DruidEndpoint, capture_to
+            from segment_balancer.tools.capture import DruidEndpoint, capture_to
 
             auth = (args.user, os.environ.get("DRUID_PASSWORD", "")) if args.user else None
             out = capture_to(DruidEndpoint(args.coordinator, auth), DruidEndpoint(args.broker, auth), args.out,

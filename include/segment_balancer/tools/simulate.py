@@ -1,7 +1,7 @@
 """Many Coordinator runs in a row: plan, apply the plan to the snapshot as a cluster would, plan again.
 
 ``simulate(spark, snapshot, out, runs)`` answers "where does the cluster end?" (Druid #9087): each
-run plans on the current snapshot with the CLI path (:func:`segment_balancer.tools.cli.run_plan`, Spark),
+run plans on the current snapshot with the CLI path (:func:`segment_balancer.tools.pipeline.run_plan`, Spark),
 then :func:`apply_plan` writes the next snapshot:
 
 - every historical completes up to ``loads_per_run`` loads of its queue (default: all), in queue
@@ -30,9 +30,11 @@ same way (``loadQueuedSegments``: every queued load completes).
 
 from __future__ import annotations
 
+import argparse
 import json
 import logging
 import shutil
+import sys
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -243,7 +245,7 @@ def simulate(spark, snapshot: Path, out: Path, runs: int, overrides: dict | None
     Raises ``ValueError`` for ``runs`` < 1 or only one of ``first_plan``/``first_work``, and what
     :func:`apply_plan` and ``run_plan`` raise (``SnapshotError`` on bad input, ``PlanValidationError``).
     """
-    from segment_balancer.tools.cli import run_plan
+    from segment_balancer.tools.pipeline import run_plan
 
     if runs < 1:
         raise ValueError(f"runs must be >= 1, got {runs}")
@@ -283,3 +285,80 @@ def simulate(spark, snapshot: Path, out: Path, runs: int, overrides: dict | None
     tmp.replace(out / "runs.csv")
     write_simulation_report(out)
     return table
+
+
+# ---- the DAG's simulation after a published plan (spark_apps/simulate.py, the Connect task) ----
+def add_simulate_arguments(parser: argparse.ArgumentParser) -> None:
+    """The options of a simulation, shared by ``python -m segment_balancer simulate`` and
+    ``spark_apps/simulate.py``: ``--snapshot``, ``--runs``, ``--out``, ``--config``,
+    ``--loads-per-run``, ``--load-failure-rate``, ``--seed``."""
+    parser.add_argument("--snapshot", required=True, type=Path)
+    parser.add_argument("--runs", required=True, type=int, help="Coordinator runs to simulate")
+    parser.add_argument("--out", required=True, type=Path,
+                        help="run-NNN/{plan,snapshot,historicals.csv} and runs.csv go here")
+    parser.add_argument("--config", type=Path, help="JSON object of dynamic config overrides, for every run")
+    parser.add_argument("--loads-per-run", type=int, help="loads each historical completes per run (default: all)")
+    parser.add_argument("--load-failure-rate", type=float, default=0.0,
+                        help="probability that a load fails (default 0)")
+    parser.add_argument("--seed", type=int, default=0, help="seed of the load failures")
+
+
+class SimulationRefused(ValueError):
+    """A simulation that cannot start: a refused snapshot or bad options (``runs`` < 1); nothing
+    was written."""
+
+
+def simulate_published(spark, snapshot: Path, plan: Path, work: Path, runs: int, out: Path,
+                       overrides: dict | None = None, loads_per_run: int | None = None,
+                       load_failure_rate: float = 0.0, seed: int = 0) -> None:
+    """Simulate ``runs`` Coordinator runs of which the first is the plan ``plan`` already made in
+    work directory ``work`` (a DAG run's published plan), with
+    :func:`simulate`, into ``out``, written whole or not at all
+    (:func:`segment_balancer.plan.publish.replace_dir`). Shared by ``spark_apps/simulate.py`` and the
+    DAG's Spark Connect task. Raises :class:`SimulationRefused` on bad input, leaving an earlier
+    ``out`` as it was.
+    """
+    from segment_balancer.druid.snapshot.errors import SnapshotError
+    from segment_balancer.plan.publish import PublishError, replace_dir
+
+    snapshot, plan, work, out = (Path(p).absolute() for p in (snapshot, plan, work, out))
+    try:
+        replace_dir(out, lambda tmp: simulate(
+            spark, snapshot, tmp, runs, overrides, loads_per_run=loads_per_run,
+            load_failure_rate=load_failure_rate, seed=seed, first_plan=plan, first_work=work))
+    except PublishError as exc:
+        cause = exc.__cause__
+        if isinstance(cause, (SnapshotError, ValueError)):
+            raise SimulationRefused(f"simulation refused: {cause}") from exc
+        raise
+
+
+def main(argv=None) -> int:
+    """``spark-submit spark_apps/simulate.py --snapshot S --plan P --work W --runs N --out O
+    [--config C] [--loads-per-run N] [--load-failure-rate P] [--seed N]``: :func:`simulate_published`.
+    Returns 0; exits with code 2 on bad input (a refused snapshot, ``runs`` < 1), leaving an
+    earlier ``O`` as it was.
+    """
+    from segment_balancer.spark.apps import read_overrides
+    from segment_balancer.spark.session import get_session
+
+    logging.basicConfig(level=logging.INFO, format="%(asctime)s %(levelname)s %(name)s: %(message)s")
+    parser = argparse.ArgumentParser(prog="simulate", description="segment_balancer what-if simulation of a DAG run")
+    add_simulate_arguments(parser)
+    parser.add_argument("--plan", required=True, type=Path, help="run 1's plan, already made (published)")
+    parser.add_argument("--work", required=True, type=Path, help="the work directory run 1's plan was made in")
+    args = parser.parse_args(argv)
+    log = logging.getLogger("simulate")
+    spark = get_session("segment_balancer.tools.simulate")
+    try:
+        simulate_published(spark, args.snapshot, args.plan, args.work, args.runs, args.out,
+                           read_overrides(args.config), loads_per_run=args.loads_per_run,
+                           load_failure_rate=args.load_failure_rate, seed=args.seed)
+    except SimulationRefused as exc:
+        log.error("%s", exc)
+        print(str(exc), file=sys.stderr)
+        spark.stop()
+        raise SystemExit(2) from exc
+    log.info("simulation of %d runs written to %s", args.runs, args.out)
+    spark.stop()
+    return 0

@@ -27,10 +27,10 @@ from typing import Any
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
 from segment_balancer.common.files import link_or_copy, write_json_atomic
+from segment_balancer.spark.workdir import RECORD_FILE
 
 REMOVED_TYPE = "removed by what-if"
 """``server_type`` of a removed historical in the edited copy (not ``historical``: ignored by the loader)."""
-RECORD_FILE = "whatif.json"
 """The edits of a run, as applied (:meth:`WhatIf.record`), in the run's work directory; ``assemble``
 copies it into ``summary.json`` under ``whatif``."""
 
@@ -165,9 +165,3 @@ def apply_to_run(snapshot: Path, work: Path, edits: WhatIf, overrides: dict | No
     overrides, record = apply_what_if(snapshot, edits, copy, overrides)
     write_json_atomic({**record, "snapshot": str(Path(snapshot).resolve())}, Path(work) / RECORD_FILE)
     return copy, overrides
-
-
-def load_record(work: Path) -> dict | None:
-    """The run's applied edits (:data:`RECORD_FILE` in ``work``), or None when the run has none."""
-    path = Path(work) / RECORD_FILE
-    return json.loads(path.read_text()) if path.is_file() else None

@@ -10,7 +10,8 @@ from pathlib import Path
 import pytest
 
 from segment_balancer.druid.snapshot.errors import SnapshotError
-from segment_balancer.druid.snapshot.loader import load_config, load_load_queues, load_rules, load_servers, load_snapshot_meta
+from segment_balancer.druid.snapshot.loader import load_load_queues, load_rules, load_servers, load_snapshot_meta
+from segment_balancer.planner.config import load_config
 from segment_balancer.druid.snapshot.models import QueueEntry, Server
 
 SMALL = Path(__file__).parent / "data" / "small"

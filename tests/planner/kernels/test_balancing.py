@@ -20,7 +20,7 @@ import numpy as np
 import pytest
 
 from segment_balancer.planner.kernels.balancing import balance_listed, balance_tier, movable_holders, tier_rng
-from segment_balancer.planner.kernels.state import StageLimit
+from segment_balancer.planner.runstate import StageLimit
 
 from .tiers import tier_run
 

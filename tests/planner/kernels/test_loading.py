@@ -5,7 +5,7 @@ out, the kernel ranks at first visit against the live state.
 """
 
 from segment_balancer.planner.kernels.loading import load_underbroadcast, load_unreplicated, load_underreplicated, move_from_decommissioning
-from segment_balancer.planner.kernels.state import OpSink, StageLimit
+from segment_balancer.planner.runstate import OpSink, StageLimit
 
 from .tiers import ops, tier_run
 

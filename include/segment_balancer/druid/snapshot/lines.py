@@ -19,7 +19,7 @@ def with_row_numbers(df, name: str, first: int = 1):
     """
     from pyspark.sql import functions as F
 
-    from segment_balancer.spark.session import lookup
+    from segment_balancer.common.spark_columns import lookup
 
     tagged = df.withColumn("__part", F.spark_partition_id()).withColumn("__mono", F.monotonically_increasing_id())
     counts = sorted((r[0], r[1]) for r in tagged.groupBy("__part").count().collect())

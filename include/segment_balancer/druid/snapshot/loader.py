@@ -15,12 +15,11 @@ from typing import Any
 
 from pydantic import ValidationError
 
-from segment_balancer.planner.config import CONFIG_FILE, EffectiveConfig, build_config
 from segment_balancer.druid.rules import DEFAULT_RULES_KEY, RULE_KINDS, Rule, format_instant_ms, parse_instant_ms
 from segment_balancer.druid.snapshot.errors import SnapshotError, describe_validation_error, json_error
 from segment_balancer.druid.snapshot.models import QueueEntry, QueueItem, RuleSpec, Server, ServerRow, SnapshotMeta
 
-__all__ = ["load_servers", "load_all_servers", "load_load_queues", "load_rules", "load_config", "load_snapshot_meta", "read_json"]
+__all__ = ["load_servers", "load_all_servers", "load_load_queues", "load_rules", "load_snapshot_meta", "read_json"]
 
 SERVERS_FILE = "servers.json"
 QUEUES_FILE = "load_queues.json"
@@ -214,16 +213,6 @@ def load_rules(directory: str | os.PathLike[str]) -> dict[str, list[Rule]]:
                 raise SnapshotError(RULES_FILE, None, f"{where} ({rtype}): {exc}") from None
         out[datasource] = parsed
     return out
-
-
-def load_config(directory: str | os.PathLike[str], overrides: dict[str, Any] | None = None) -> EffectiveConfig:
-    """The effective dynamic config: ``coordinator_config.json`` (absent = defaults) merged with ``overrides``.
-
-    Raises:
-        SnapshotError: see ``config.build_config``; also a file that is not a JSON object.
-    """
-    data = read_json(directory, CONFIG_FILE, required=False)
-    return build_config(data if data is not None else {}, overrides)
 
 
 def load_snapshot_meta(directory: str | os.PathLike[str]) -> SnapshotMeta:

@@ -6,13 +6,17 @@
 
 from __future__ import annotations
 
-from typing import Annotated, Any, Literal
+from typing import Annotated, Any, Literal, get_args
 
 from pydantic import (BaseModel, BeforeValidator, ConfigDict, Field, StrictBool, StrictInt, StrictStr,
                       model_validator)
 
-from segment_balancer.planner.kernels.state import QUEUE_TYPES
 from segment_balancer.druid.rules import RULE_KINDS, Period, Rule, parse_instant_ms, parse_interval
+
+QueueType = Literal["loading", "decommissioning", "balancing"]
+"""The three load-queue types of a load (Druid ``SegmentAction``: LOAD, MOVE_TO from
+decommissioning servers, MOVE_TO by balancing); ALGORITHM.md "Load-queue limits"."""
+QUEUE_TYPES: tuple[QueueType, ...] = get_args(QueueType)
 
 __all__ = ["Server", "ServerRow", "QueueEntry", "QueueItem", "RuleSpec", "SnapshotMeta", "QUEUE_TYPES",
            "DRUID_DEFAULT_TIER", "DRUID_DEFAULT_NUM_REPLICANTS"]

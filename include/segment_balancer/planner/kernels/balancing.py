@@ -16,7 +16,8 @@ import numpy as np
 
 from segment_balancer.planner.runstate import SegmentInTier, TierRun
 from segment_balancer.planner.kernels.decisions import refusals
-from segment_balancer.planner.kernels.state import OpSink, ServerHolder, StageLimit, group_name
+from segment_balancer.planner.runstate import OpSink, ServerHolder, StageLimit
+from segment_balancer.planner.groups import group_name
 
 
 def _holders(run: TierRun, seg: SegmentInTier) -> set[str]:

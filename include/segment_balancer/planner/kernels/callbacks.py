@@ -9,7 +9,7 @@ from __future__ import annotations
 from collections.abc import Mapping
 from dataclasses import dataclass
 
-from segment_balancer.planner.kernels.state import OpSink, SegmentRef
+from segment_balancer.planner.runstate import OpSink, SegmentRef
 
 
 @dataclass(frozen=True)

@@ -4,7 +4,7 @@
 The kernels call these helpers only on the path where they give up on a segment, so a run that
 schedules everything it considers records nothing, and the record of a run is bounded by the
 segments its stages considered. The rows travel as ``decision`` rows of a step's output
-(:meth:`~segment_balancer.planner.kernels.state.OpSink.decide`) into the plan's ``decisions.parquet``.
+(:meth:`~segment_balancer.planner.runstate.OpSink.decide`) into the plan's ``decisions.parquet``.
 
 Outcome codes (``outcome`` column), by stage:
 
@@ -32,7 +32,7 @@ from __future__ import annotations
 from collections.abc import Iterable
 
 from segment_balancer.planner.runstate import SegmentInTier, TierRun
-from segment_balancer.planner.kernels.state import StageLimit
+from segment_balancer.planner.runstate import StageLimit
 
 HOLDS = "already holds it"
 DECOMMISSIONING = "decommissioning"

@@ -4,7 +4,7 @@ Each kernel visits segments in index order over the live state of a tier
 (:class:`~segment_balancer.planner.runstate.TierRun`): it ranks a segment the first time a loading stage
 considers it in the tier and reuses that top ``B`` afterwards, schedules through ``TierRun.load`` /
 ``TierRun.drop`` (so the next segment sees every load before it) and writes group memberships to
-an :class:`~segment_balancer.planner.kernels.state.OpSink`.
+an :class:`~segment_balancer.planner.runstate.OpSink`.
 
 Source: seed 000 stages 1–6, 8, 9; ALGORITHM.md "Stages" 1–6, 8, 9 and "Best servers".
 """
@@ -15,7 +15,8 @@ from collections.abc import Iterable, Mapping
 
 from segment_balancer.planner.runstate import SegmentInTier, TierRun
 from segment_balancer.planner.kernels.decisions import refusals, top_b_detail
-from segment_balancer.planner.kernels.state import OpSink, ServerHolder, StageLimit, group_name
+from segment_balancer.planner.runstate import OpSink, ServerHolder, StageLimit
+from segment_balancer.planner.groups import group_name
 
 
 def best_loadable(run: TierRun, seg: SegmentInTier, limit: StageLimit, present: set[str] | None = None) -> ServerHolder | None:

@@ -9,18 +9,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 
 from segment_balancer.planner.cost import drop_key
-from segment_balancer.planner.kernels.state import OpSink, SegmentRef
-
-
-@dataclass(frozen=True)
-class DropCandidate:
-    """A server serving the segment with no drop: ``decommissioning``, ``cost`` (Druid's placement
-    cost against the state at the start of the stage), ``available_bytes``, ``server``."""
-
-    decommissioning: bool
-    cost: float
-    available_bytes: int
-    server: str
+from segment_balancer.planner.runstate import OpSink, SegmentRef
 
 
 @dataclass(frozen=True)

@@ -11,9 +11,9 @@ from __future__ import annotations
 from pyroaring import BitMap
 
 from segment_balancer.planner.kernels import loading
-from segment_balancer.planner.kernels.state import StageLimit
-from segment_balancer.spark.workdir import Run
-from segment_balancer.spark.tierpass import finish, kernel_pass, merge
+from segment_balancer.planner.runstate import StageLimit
+from segment_balancer.planner.stages.run import StageRun
+from segment_balancer.planner.groups import merge
 
 STAGE = 1
 READS = ("Unreplicated",)
@@ -25,12 +25,12 @@ def start_groups(groups) -> None:
     groups["StillUnreplicated"] = groups.get("Unreplicated", BitMap()).copy()
 
 
-def stage(run: Run, groups) -> None:
+def stage(run: StageRun, groups) -> None:
     """Run stage 1 on ``groups`` (``{name: BitMap}``, after :func:`start_groups`; updated in place)."""
     step(run, groups, STAGE, run.limit(STAGE))
 
 
-def step(run: Run, groups, stage: int, limit: StageLimit) -> None:
+def step(run: StageRun, groups, stage: int, limit: StageLimit) -> None:
     """``StillUnreplicated`` → one load each, cross-tier (stage 1, and its revisits in 6 and 8)."""
     bm = groups.get("StillUnreplicated", BitMap())
     if not len(bm):
@@ -42,5 +42,5 @@ def step(run: Run, groups, stage: int, limit: StageLimit) -> None:
     def body(runs, sink):
         loading.load_unreplicated(runs, BitMap.deserialize(data), priority, limit, sink)
 
-    result = kernel_pass(run, stage, "unreplicated", tiers, body, one_task=True)
-    merge(groups, finish(run, stage, "unreplicated", result), ["StillUnreplicated"])
+    result = run.kernel_pass(stage, "unreplicated", tiers, body, one_task=True)
+    merge(groups, run.finish(stage, "unreplicated", result), ["StillUnreplicated"])

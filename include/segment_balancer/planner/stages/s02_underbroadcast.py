@@ -9,10 +9,10 @@ ranking (every eligible server gets the segment).
 from __future__ import annotations
 
 from segment_balancer.planner.kernels import loading
-from segment_balancer.planner.kernels.state import StageLimit
-from segment_balancer.spark.workdir import Run
-from segment_balancer.spark.tierpass import per_tier_step
-from segment_balancer.planner.stages._groups import copy_groups
+from segment_balancer.planner.runstate import StageLimit
+from segment_balancer.planner.stages.run import StageRun
+from segment_balancer.planner.stages.run import per_tier_step
+from segment_balancer.planner.groups import copy_groups
 
 STAGE = 2
 READS = ("Underbroadcast[T]",)
@@ -24,12 +24,12 @@ def start_groups(groups) -> None:
     copy_groups(groups, "Underbroadcast", "StillUnderbroadcast")
 
 
-def stage(run: Run, groups) -> None:
+def stage(run: StageRun, groups) -> None:
     """Run stage 2 on ``groups`` (after :func:`start_groups`; updated in place)."""
     step(run, groups, STAGE, run.limit(STAGE))
 
 
-def step(run: Run, groups, stage: int, limit: StageLimit) -> None:
+def step(run: StageRun, groups, stage: int, limit: StageLimit) -> None:
     """``StillUnderbroadcast[T]`` → loads on the tier's servers that should hold them (stage 2 and
     its revisits)."""
     from segment_balancer.planner.status import should_hold_broadcast

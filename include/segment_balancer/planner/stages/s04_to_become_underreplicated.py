@@ -7,7 +7,7 @@ Limit: ``run.limit(4)`` (loading queue). The step of stage 3 without callbacks.
 
 from __future__ import annotations
 
-from segment_balancer.spark.workdir import Run
+from segment_balancer.planner.stages.run import StageRun
 from segment_balancer.planner.stages import s03_underreplicated
 
 STAGE = 4
@@ -15,11 +15,11 @@ READS = ("ToBecomeUnderreplicated[T]",)
 WRITES = ("ToBecomeUnderreplicated[T]",)
 
 
-def stage(run: Run, groups) -> None:
+def stage(run: StageRun, groups) -> None:
     """Run stage 4 on ``groups`` (updated in place)."""
     step(run, groups, STAGE, run.limit(STAGE))
 
 
-def step(run: Run, groups, stage: int, limit) -> None:
+def step(run: StageRun, groups, stage: int, limit) -> None:
     """``ToBecomeUnderreplicated[T]`` → loads up to the target (stage 4 and its revisits)."""
     s03_underreplicated.step(run, groups, stage, limit, "ToBecomeUnderreplicated")

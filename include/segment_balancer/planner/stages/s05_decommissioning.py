@@ -9,10 +9,10 @@ Spark task per tier.
 from __future__ import annotations
 
 from segment_balancer.planner.kernels import loading
-from segment_balancer.planner.kernels.state import StageLimit
-from segment_balancer.spark.workdir import Run
-from segment_balancer.spark.tierpass import per_tier_step
-from segment_balancer.planner.stages._groups import copy_groups
+from segment_balancer.planner.runstate import StageLimit
+from segment_balancer.planner.stages.run import StageRun
+from segment_balancer.planner.stages.run import per_tier_step
+from segment_balancer.planner.groups import copy_groups
 
 STAGE = 5
 READS = ("ToMoveAwayFromDecommServers[T]",)
@@ -24,12 +24,12 @@ def start_groups(groups) -> None:
     copy_groups(groups, "ToMoveAwayFromDecommServers", "StillLoadedOnDecommServers")
 
 
-def stage(run: Run, groups) -> None:
+def stage(run: StageRun, groups) -> None:
     """Run stage 5 on ``groups`` (after :func:`start_groups`; updated in place)."""
     step(run, groups, STAGE, run.limit(STAGE))
 
 
-def step(run: Run, groups, stage: int, limit: StageLimit) -> None:
+def step(run: StageRun, groups, stage: int, limit: StageLimit) -> None:
     """``StillLoadedOnDecommServers[T]`` → a load on a top-``B`` server plus the dependent drop from
     the decommissioning one (stages 5 and 9)."""
     per_tier_step(run, groups, stage, "StillLoadedOnDecommServers", "decommissioning",

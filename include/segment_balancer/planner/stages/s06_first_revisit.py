@@ -7,14 +7,14 @@ Reads and writes ``StillUnreplicated``, ``StillUnderbroadcast[T]``, ``StillUnder
 
 from __future__ import annotations
 
-from segment_balancer.spark.workdir import Run
+from segment_balancer.planner.stages.run import StageRun
 from segment_balancer.planner.stages import s01_unreplicated, s02_underbroadcast, s03_underreplicated, s04_to_become_underreplicated
 
 STAGE = 6
 READS = WRITES = ("StillUnreplicated", "StillUnderbroadcast[T]", "StillUnderreplicated[T]", "ToBecomeUnderreplicated[T]")
 
 
-def revisit(run: Run, groups, stage: int) -> None:
+def revisit(run: StageRun, groups, stage: int) -> None:
     """Steps of stages 1, 2, 3 and 4 in order, each with the limit of ``stage`` (6 or 8)."""
     limit = run.limit(stage)
     s01_unreplicated.step(run, groups, stage, limit)
@@ -23,6 +23,6 @@ def revisit(run: Run, groups, stage: int) -> None:
     s04_to_become_underreplicated.step(run, groups, stage, limit)
 
 
-def stage(run: Run, groups) -> None:
+def stage(run: StageRun, groups) -> None:
     """Run stage 6 on ``groups`` (updated in place)."""
     revisit(run, groups, STAGE)

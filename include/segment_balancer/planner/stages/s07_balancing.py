@@ -13,21 +13,22 @@ from pyroaring import BitMap
 
 from segment_balancer.planner.config import MOVE_TRIGGERS
 from segment_balancer.planner.kernels import balancing
-from segment_balancer.planner.kernels.state import StageLimit, group_name, split_group_name
-from segment_balancer.spark.workdir import Run
-from segment_balancer.spark.tierpass import finish, kernel_pass, merge, packed, tier_groups, unpacked
+from segment_balancer.planner.runstate import StageLimit
+from segment_balancer.planner.groups import group_name, split_group_name
+from segment_balancer.planner.stages.run import StageRun
+from segment_balancer.planner.groups import merge, packed, tier_groups, unpacked
 
 STAGE = 7
 READS = ("Balanceable[T]", "VisitedInBalancing[T]")
 WRITES = ("VisitedInBalancing[T]", "ToBeBalanced[T]")
 
 
-def stage(run: Run, groups) -> None:
+def stage(run: StageRun, groups) -> None:
     """Run stage 7 on ``groups`` (updated in place)."""
     step(run, groups, STAGE, run.limit(STAGE), record=True)
 
 
-def step(run: Run, groups, stage: int, limit: StageLimit, record: bool) -> None:
+def step(run: StageRun, groups, stage: int, limit: StageLimit, record: bool) -> None:
     """Balance every tier's ``Balanceable[T]`` (stage 7 with ``record``: moves that do not fit go
     to ``ToBeBalanced[T]``; stage 11 without)."""
     eligible = tier_groups(groups, "Balanceable")
@@ -51,6 +52,6 @@ def step(run: Run, groups, stage: int, limit: StageLimit, record: bool) -> None:
             for i in sorted(done):
                 sink.member(i, group_name("VisitedInBalancing", tier))
 
-    result = kernel_pass(run, stage, "balancing", list(eligible), body)
-    members = finish(run, stage, "balancing", result)
+    result = run.kernel_pass(stage, "balancing", list(eligible), body)
+    members = run.finish(stage, "balancing", result)
     merge(groups, members, [n for n in members if split_group_name(n)[0] == "VisitedInBalancing"])

@@ -6,7 +6,7 @@ Reads and writes the groups of stage 6. Limit: ``run.limit(8)``.
 
 from __future__ import annotations
 
-from segment_balancer.spark.workdir import Run
+from segment_balancer.planner.stages.run import StageRun
 from segment_balancer.planner.stages import s06_first_revisit
 from segment_balancer.planner.stages.s06_first_revisit import revisit
 
@@ -14,6 +14,6 @@ STAGE = 8
 READS = WRITES = s06_first_revisit.READS
 
 
-def stage(run: Run, groups) -> None:
+def stage(run: StageRun, groups) -> None:
     """Run stage 8 on ``groups`` (updated in place)."""
     revisit(run, groups, STAGE)

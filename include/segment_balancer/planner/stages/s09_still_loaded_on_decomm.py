@@ -7,13 +7,13 @@ queue). The step of stage 5.
 
 from __future__ import annotations
 
-from segment_balancer.spark.workdir import Run
+from segment_balancer.planner.stages.run import StageRun
 from segment_balancer.planner.stages import s05_decommissioning
 
 STAGE = 9
 READS = WRITES = ("StillLoadedOnDecommServers[T]",)
 
 
-def stage(run: Run, groups) -> None:
+def stage(run: StageRun, groups) -> None:
     """Run stage 9 on ``groups`` (updated in place)."""
     s05_decommissioning.step(run, groups, STAGE, run.limit(STAGE))

@@ -9,14 +9,14 @@ from __future__ import annotations
 
 from segment_balancer.planner.config import MOVE_TRIGGERS
 from segment_balancer.planner.kernels import balancing
-from segment_balancer.spark.workdir import Run
-from segment_balancer.spark.tierpass import per_tier_step
+from segment_balancer.planner.stages.run import StageRun
+from segment_balancer.planner.stages.run import per_tier_step
 
 STAGE = 10
 READS = WRITES = ("ToBeBalanced[T]",)
 
 
-def stage(run: Run, groups) -> None:
+def stage(run: StageRun, groups) -> None:
     """Run stage 10 on ``groups`` (updated in place)."""
     limit = run.limit(STAGE)
     trigger = run.config.get("balancingMoveTrigger", MOVE_TRIGGERS[0])

@@ -7,7 +7,7 @@ Reads ``Balanceable[T]`` and ``VisitedInBalancing[T]``; writes ``VisitedInBalanc
 
 from __future__ import annotations
 
-from segment_balancer.spark.workdir import Run
+from segment_balancer.planner.stages.run import StageRun
 from segment_balancer.planner.stages import s07_balancing
 
 STAGE = 11
@@ -15,6 +15,6 @@ READS = ("Balanceable[T]", "VisitedInBalancing[T]")
 WRITES = ("VisitedInBalancing[T]",)
 
 
-def stage(run: Run, groups) -> None:
+def stage(run: StageRun, groups) -> None:
     """Run stage 11 on ``groups`` (updated in place)."""
     s07_balancing.step(run, groups, STAGE, run.limit(STAGE), record=False)

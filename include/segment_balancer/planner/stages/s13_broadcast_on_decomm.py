@@ -8,9 +8,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from segment_balancer.spark.workdir import OUT_FIELDS, Run
-from segment_balancer.planner.runstate import conform
-from segment_balancer.spark.tierpass import commit_with_drops
+from segment_balancer.planner.stages.run import StageRun
 
 STAGE = 13
 READS = WRITES = ()
@@ -25,16 +23,9 @@ def idle(groups, work: Path) -> bool:
     return not any(servers.column("broadcast_only").to_pylist())
 
 
-def stage(run: Run, groups) -> None:
-    """Run stage 13 (``groups`` unchanged)."""
-    from pyspark.sql import functions as F
-
+def stage(run: StageRun, groups) -> None:
+    """Run stage 13 (``groups`` unchanged): every used segment that a decommissioning server holding
+    only broadcast segments serves is dropped from it."""
     only = run.servers_pdf[run.servers_pdf["broadcast_only"]]["server"].tolist()
-    if not only:
-        return
-    rows = run.state().filter("kind = 'replica' and idx >= 0 and served and not dropping").filter(F.col("server").isin(only))
-    ops = conform(rows.select(
-        F.lit("op").alias("kind"), F.lit("DROP").alias("action"), "idx", "segment_id", "datasource", "tier", "server",
-        "size_bytes", F.lit("broadcast_on_decommissioning").alias("reason"), F.lit(0).cast("long").alias("o1"),
-        F.col("server").alias("o2"), F.col("idx").cast("double").alias("o3")), OUT_FIELDS)
-    commit_with_drops(run, STAGE, "broadcast_on_decommissioning", ops, run.state_dirs())
+    if only:
+        run.drop_served(STAGE, "broadcast_on_decommissioning", only, "broadcast_on_decommissioning")

@@ -1,6 +1,6 @@
 """ServerHolder limits: ALGORITHM.md "Load-queue limits" and "Capacity", worked by hand."""
 
-from segment_balancer.planner.kernels.state import ServerHolder, StageLimit
+from segment_balancer.planner.runstate import ServerHolder, StageLimit
 
 
 def holder(projected=0, max_size=100, **loads):

@@ -1,4 +1,4 @@
-"""``segment_balancer.druid.capture`` against a loopback fake Druid (``fake_druid.py``): the files it writes
+"""``segment_balancer.tools.capture`` against a loopback fake Druid (``fake_druid.py``): the files it writes
 (compared with a snapshot written out by hand below), the older nested segment form, every failure
 leaving the snapshots root as it was, ``prune``, and the capture loading with the snapshot loaders.
 No Spark."""
@@ -14,8 +14,9 @@ from pathlib import Path
 import pytest
 
 import fake_druid as fd
-from segment_balancer.druid import capture as cap
-from segment_balancer.druid.capture import CaptureError, DruidEndpoint, capture, capture_to, prune
+from segment_balancer.planner.config import load_config
+from segment_balancer.tools import capture as cap
+from segment_balancer.tools.capture import CaptureError, DruidEndpoint, capture, capture_to, prune
 from segment_balancer.druid.segment_id import parse_segment_id
 from segment_balancer.druid.snapshot import loader
 from segment_balancer.druid.snapshot.models import QueueEntry, Server
@@ -453,7 +454,7 @@ def test_capture_loads_with_the_snapshot_loaders(tmp_path):
         QueueEntry(server="hist-2:8083", segment_id=ID_OLD, action="DROP"),
     ]
     assert sorted(loader.load_rules(out)) == ["_default", "lookups", "wikipedia"]
-    assert loader.load_config(out).max_segments_in_node_loading_queue == 500
+    assert load_config(out).max_segments_in_node_loading_queue == 500
     meta = loader.load_snapshot_meta(out)
     assert meta.snapshot_id == "test-cluster@2026-11-23T10:15:00.000Z"
     assert meta.snapshot_time_ms == int(NOW.timestamp()) * 1000

@@ -58,6 +58,7 @@ from urllib.parse import urlsplit, urlunsplit
 
 import requests
 
+from segment_balancer.planner.config import load_config
 from segment_balancer.druid.instants import format_instant_ms
 from segment_balancer.druid.snapshot import loader
 from segment_balancer.druid.snapshot.errors import SnapshotError
@@ -404,7 +405,7 @@ def _check_loads(tmp: Path, final: Path) -> None:
         historicals, _ = loader.load_all_servers(tmp)
         loader.load_load_queues(tmp, {s.server for s in historicals})
         loader.load_rules(tmp)
-        loader.load_config(tmp)
+        load_config(tmp)
         loader.load_snapshot_meta(tmp)
     except SnapshotError as exc:
         raise CaptureError(f"the capture for {final} does not load as a snapshot: {exc}; nothing was written") from None

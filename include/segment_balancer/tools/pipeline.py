@@ -1,0 +1,46 @@
+"""One plan in one Spark session, as the DAG makes it: every application of
+:data:`segment_balancer.planner.stages.APP_NAMES` in order, the Great Expectations gate, publish. The
+CLI's ``plan`` and every run of a simulation use it."""
+
+from __future__ import annotations
+
+import json
+import logging
+import shutil
+import tempfile
+from pathlib import Path
+
+
+def run_plan(spark, snapshot: Path, out: Path, overrides: dict | None = None, work: Path | None = None,
+             edits=None) -> dict:
+    """Run every application of ``APP_NAMES`` in order, validate, and publish to ``out``.
+
+    ``edits``: a ``whatif.WhatIf`` applied to a copy of ``snapshot`` first (recorded in the
+    summary's ``whatif``). Returns the plan's ``summary.json``. Raises ``SnapshotError`` (bad
+    input), ``WhatIfError`` (edits that do not fit the snapshot) or ``PlanValidationError``
+    (nothing published, an earlier plan at ``out`` untouched).
+    """
+    from segment_balancer.plan.publish import publish_plan
+    from segment_balancer.spark.apps import run_app
+    from segment_balancer.planner.stages import APP_NAMES
+    from segment_balancer.plan.validation import import_in_background, require_valid
+    from segment_balancer.tools.whatif import apply_to_run
+
+    import_in_background()
+
+    own_work = work is None
+    work = Path(work or tempfile.mkdtemp(prefix="segment_balancer-work-")).absolute()
+    log = logging.getLogger("segment_balancer.plan")
+    try:
+        if edits is not None:
+            snapshot, overrides = apply_to_run(snapshot, work, edits, overrides)
+        xcom = None
+        for name in APP_NAMES:
+            log.info("running %s", name)
+            xcom = run_app(spark, name, snapshot, work, xcom, overrides)
+        require_valid(work / "plan", work)
+        publish_plan(work / "plan", out)
+        return json.loads((Path(out) / "summary.json").read_text())
+    finally:
+        if own_work:
+            shutil.rmtree(work, ignore_errors=True)
