@@ -11,13 +11,13 @@ names. Same code, same plan, no JVM start per task.
 All tasks of one run attach to **one** session, ``session_id`` = :func:`run_session_id` (a UUID
 derived from the DAG id and the run id), so the session's Python workers and state stay warm
 between stages, and two runs never share one. A task leaves the session open when it ends
-(``sparkutil.detach``; the provider's ``PySparkOperator`` would release it); the DAG's teardown
+(``segment_balancer.spark.session.detach``; the provider's ``PySparkOperator`` would release it); the DAG's teardown
 task ``release_spark_session`` (:func:`release_session`) releases it when the run ends, failed or
 not. A session left behind (a worker that died) expires on the server after its idle timeout
 (``spark.connect.session.manager.defaultSessionTimeout``, 60 minutes by default).
 
 A server that does not answer fails the task at once with the URL and how to start one
-(``sparkutil.SparkUnreachable``), not after the client's ten minutes of retries; bad input fails it
+(``segment_balancer.spark.session.SparkUnreachable``), not after the client's ten minutes of retries; bad input fails it
 without retries (``AirflowFailException``), as ``spark-submit`` mode's exit code 2 does.
 
 With ``spark_mode = spark-submit`` (clusters that cannot run a Connect server: YARN, Kubernetes)
@@ -96,10 +96,9 @@ class StageConnectOperator(BaseOperator):
 
     def execute(self, context: Any) -> dict:
         from airflow.sdk.exceptions import AirflowFailException
-        from segment_balancer.spark.apps import read_overrides
         from segment_balancer.druid.snapshot.errors import SnapshotError
+        from segment_balancer.spark.apps import read_overrides, run_app
         from segment_balancer.spark.session import detach, remote_session
-        from segment_balancer.spark.apps import run_app
 
         from .operators import _unset, input_groups
 
@@ -142,8 +141,8 @@ class SimulateConnectOperator(BaseOperator):
     def execute(self, context: Any) -> str:
         from airflow.sdk.exceptions import AirflowFailException, AirflowSkipException
         from segment_balancer.spark.apps import read_overrides
-        from segment_balancer.tools.simulate import SimulationRefused, simulate_published
         from segment_balancer.spark.session import detach, remote_session
+        from segment_balancer.tools.simulate import SimulationRefused, simulate_published
 
         from .operators import _unset
 
@@ -167,7 +166,7 @@ class SimulateConnectOperator(BaseOperator):
 
 def release_session(dag_id: str, run_id: str, conn_id: str = DEFAULT_CONNECT_CONN_ID) -> str:
     """Release the run's Spark Connect session on the server (its cached tables, views and Python
-    workers: ``sparkutil.release``). Nothing to do in ``spark-submit`` mode. A server that does not answer is not an
+    workers: ``segment_balancer.spark.session.release``). Nothing to do in ``spark-submit`` mode. A server that does not answer is not an
     error here (the session, if any, expires there). Returns what was done, for the task log."""
     import logging
 

@@ -80,6 +80,19 @@ def test_mutators_change_replicas_queues_sizes_and_costs_at_once():
     assert [(o.action, o.server) for o in run.sink.ops] == [("LOAD", "s5"), ("DROP", "s1")]
 
 
+def test_a_move_is_a_load_and_a_drop_that_waits_for_it():
+    run = tier_from(SEGMENTS, PROJECTED, SERVERS, "hot")
+    x = run.segment(1)  # served by s1 and s6
+    load, drop = run.move(x, "s1", "s5", "balancing", "balancing", (0, "hot", 7.0))
+    assert (load.action, load.server, load.queue_type, load.order) == ("LOAD", "s5", "balancing", (0, "hot", 7.0))
+    assert (drop.action, drop.server, drop.dep_server, drop.order) == ("DROP", "s1", "s5", (0, "hot", 7.5))
+    # the projection has X on s5 (loading) and not on s1; the count is unchanged, s5's balancing queue grew
+    assert x.count() == 2 and x.present() == {"s1", "s5", "s6"} and x.serving() == ["s6"]
+    assert run.servers["s5"].loads == {"loading": 0, "decommissioning": 0, "balancing": 1}
+    with pytest.raises(ValueError):  # s6 already holds it
+        run.move(x, "s5", "s6", "balancing", "balancing", (0, "hot", 8.0))
+
+
 def test_rows_write_back_what_changed_and_keep_the_rest():
     run = tier_from(SEGMENTS, PROJECTED, SERVERS, "hot")
     before = run.rows()

@@ -4,7 +4,7 @@ Druid's ``ServerHolder`` + ``SegmentReplicaCount`` + ``SegmentStatusInTier`` for
 module: the load-queue limits of a stage (:class:`StageLimit`), servers with their projected size
 and load queue per queue type (:class:`ServerHolder`), the segments of a tier with their replicas
 and per-(segment, tier) counts (:class:`SegmentInTier`), the one ``load`` and ``drop``
-(:class:`TierRun`), the drop order (:class:`DropCandidate`) and what a stage records
+(:class:`TierRun`: ``load``, ``drop``, ``move``), the drop order (:class:`DropCandidate`) and what a stage records
 (:class:`Op`, :class:`OpSink`). On disk
 (``WORK/state/<step>/tier=T/``, one parquet directory per tier; the op-log manifest maps every
 tier to its current directory) it is one table of two kinds of rows,
@@ -543,6 +543,17 @@ class TierRun:
                 dep_server=dep_server)
         self.sink.ops.append(op)
         return op
+
+    def move(self, seg: SegmentInTier, source: str, dest: str, queue_type: str, reason: str, order: tuple
+             ) -> tuple[Op, Op]:
+        """Schedule a move of ``seg`` from ``source`` to ``dest`` (ALGORITHM.md "Moves and
+        callbacks"): a LOAD on ``dest`` of ``queue_type`` (``decommissioning`` or ``balancing``)
+        at ``order``, then a DROP from ``source`` that depends on it, ordered just after it (the
+        last element of ``order`` plus 0.5). Raises ``ValueError`` as :meth:`load` and
+        :meth:`drop` do."""
+        load = self.load(seg, dest, queue_type, reason, order)
+        drop = self.drop(seg, source, reason, order[:-1] + (order[-1] + 0.5,), dep_server=dest)
+        return load, drop
 
     # ---- back to rows -------------------------------------------------------------------------
     def rows(self) -> pd.DataFrame:

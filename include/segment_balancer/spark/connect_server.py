@@ -284,7 +284,7 @@ def _local_cores(master: str) -> int:
 def _probe(url: str, timeout: float) -> bool:
     """Run a tiny Arrow Python function in a fresh session of the server at ``url`` in a child
     process (a Connect client that cannot reach its server retries for minutes: the child is
-    killed after ``timeout`` seconds), then release the session (``sparkutil.release``: a health
+    killed after ``timeout`` seconds), then release the session (``segment_balancer.spark.session.release``: a health
     check leaves no Python daemon behind). True when it printed the expected answer."""
     code = ("import sys; from pyspark.sql.connect.session import SparkSession as S; "
             "s = S.builder.remote(sys.argv[1]).getOrCreate(); "

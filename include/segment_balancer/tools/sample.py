@@ -333,23 +333,24 @@ def _payload(ds, start, end, version, shard, num, parts, size, dims, metrics, ov
     return seg
 
 
-class _Queues:
-    """Load queues being built: per server (host name), ordered load and drop entries, no
-    duplicates. Loads are typed ``{segment_id, queue_type, requested_at}`` or, untyped as Druid
-    lists them, a bare segment id; drops are ``{segment_id, requested_at}``."""
+class _LoadQueueFile:
+    """The ``load_queues.json`` being written (Druid's file, not the run state): per server (host
+    name), ordered load and drop entries, no duplicates. Loads are typed ``{segment_id,
+    queue_type, requested_at}`` or, untyped as Druid lists them, a bare segment id; drops are
+    ``{segment_id, requested_at}``."""
 
     def __init__(self, servers: list[str]):
         self.loads = {s: {} for s in servers}
         self.drops = {s: {} for s in servers}
 
-    def load(self, server: str, sid: str, queue_type: str | None, requested_at: int | None) -> None:
+    def add_load_entry(self, server: str, sid: str, queue_type: str | None, requested_at: int | None) -> None:
         if queue_type is None:
             self.loads[server].setdefault(sid, sid)
         else:
             self.loads[server].setdefault(sid, {"segment_id": sid, "queue_type": queue_type,
                                                 "requested_at": ms_to_iso(requested_at)})
 
-    def drop(self, server: str, sid: str, requested_at: int) -> None:
+    def add_drop_entry(self, server: str, sid: str, requested_at: int) -> None:
         self.drops[server].setdefault(sid, {"segment_id": sid, "requested_at": ms_to_iso(requested_at)})
 
     def as_json(self) -> dict:
@@ -394,7 +395,7 @@ def _pick(rng, items: list, k: int) -> list:
     return [items[j] for j in sorted(rng.choice(len(items), k, replace=False).tolist())]
 
 
-def _perturb(rng, segments, holders, now, queues: _Queues, layout: Layout) -> None:
+def _perturb(rng, segments, holders, now, queues: _LoadQueueFile, layout: Layout) -> None:
     """The situations of a live cluster, applied in place (see ``generate_snapshot``)."""
     def ago(lo_min: float, hi_min: float) -> int:
         return now - int(rng.integers(int(lo_min * MINUTE), int(hi_min * MINUTE)))
@@ -416,7 +417,7 @@ def _perturb(rng, segments, holders, now, queues: _Queues, layout: Layout) -> No
                 only_lost.append(i)
     for k, i in enumerate(_pick(rng, only_lost, 60)):
         stale = k < 40
-        queues.load(live_cold[int(rng.integers(len(live_cold)))], segments[i]["_id"], "loading",
+        queues.add_load_entry(live_cold[int(rng.integers(len(live_cold)))], segments[i]["_id"], "loading",
                     ago(20, 50) if stale else ago(1, 10))
     # Just handed off: the newest hour is served nowhere; clickstream's is queued on hot servers.
     for i in current:
@@ -424,18 +425,18 @@ def _perturb(rng, segments, holders, now, queues: _Queues, layout: Layout) -> No
         if seg["_end"] == now // HOUR * HOUR and seg["dataSource"] in ("wikipedia", "clickstream"):
             holders[i].clear()
             if seg["dataSource"] == "clickstream":
-                queues.load(hot[int(rng.integers(len(hot)))], seg["_id"], None, None)
+                queues.add_load_entry(hot[int(rng.integers(len(hot)))], seg["_id"], None, None)
     fully_hot = [i for i in current if len(holders[i] & set(hot)) == 2 and segments[i]["_end"] < now]
     # A balancing move whose load finished: three hot replicas, six with the source's drop queued.
     for k, i in enumerate(_pick(rng, fully_hot, 10)):
         source = sorted(holders[i] & set(hot))[0]
         holders[i].add(sorted(set(hot) - holders[i])[int(rng.integers(len(hot) - 2))])
         if k < 6:
-            queues.drop(source, segments[i]["_id"], ago(0.5, 3))
+            queues.add_drop_entry(source, segments[i]["_id"], ago(0.5, 3))
     # Balancing moves in flight.
     for i in _pick(rng, [i for i in fully_hot if len(holders[i] & set(hot)) == 2], 8):
         dest = sorted(set(hot) - holders[i])[int(rng.integers(len(hot) - 2))]
-        queues.load(dest, segments[i]["_id"], "balancing", ago(1, 5))
+        queues.add_load_entry(dest, segments[i]["_id"], "balancing", ago(1, 5))
     # An operator marked six hours of bad clickstream data unused; some drops already queued.
     bad_day = now // DAY * DAY - 45 * DAY
     for i in current:
@@ -444,27 +445,27 @@ def _perturb(rng, segments, holders, now, queues: _Queues, layout: Layout) -> No
             seg["used"] = False
             for server in sorted(holders[i])[:1]:
                 if rng.random() < 0.5:
-                    queues.drop(server, seg["_id"], ago(0.5, 2))
+                    queues.add_drop_entry(server, seg["_id"], ago(0.5, 2))
     current = [i for i in current if segments[i]["used"]]
     # A day of wikipedia just aged out under dropForever: a few drops queued.
     aged = [i for i, seg in enumerate(segments) if seg["dataSource"] == "wikipedia"
             and seg["_end"] <= now - 90 * DAY and holders[i]]
     for i in _pick(rng, aged, 5):
-        queues.drop(sorted(holders[i])[0], segments[i]["_id"], ago(0.5, 2))
+        queues.add_drop_entry(sorted(holders[i])[0], segments[i]["_id"], ago(0.5, 2))
     # Decommissioning moves in flight off hist-default-04.
     on_decom = [i for i in current if layout.decommissioning in holders[i]
                 and segments[i]["dataSource"] != "lookup_dim"]
     for i in _pick(rng, on_decom, 12):
         dest = [n for n in default if n not in holders[i]]
         if dest:
-            queues.load(dest[int(rng.integers(len(dest)))], segments[i]["_id"], "decommissioning",
+            queues.add_load_entry(dest[int(rng.integers(len(dest)))], segments[i]["_id"], "decommissioning",
                         ago(1, 12))
     # The newest lookup_dim month: three of the servers without it have it queued (untyped).
     broadcast = [i for i, seg in enumerate(segments) if seg["dataSource"] == "lookup_dim"]
     newest = max(broadcast, key=lambda i: segments[i]["_end"])
     missing = sorted({n for n, _, _ in layout.present if n != layout.added} - holders[newest])
     for server in _pick(rng, missing, 3):
-        queues.load(server, segments[newest]["_id"], None, None)
+        queues.add_load_entry(server, segments[newest]["_id"], None, None)
 
 
 def _real_cluster_cases(segments: list[dict], holders: list[set], now: int) -> None:
@@ -487,7 +488,7 @@ def _real_cluster_cases(segments: list[dict], holders: list[set], now: int) -> N
     holders.append({"hist-default-01", DECOMMISSIONING})
 
 
-def _servers(holders, segments, queues: _Queues, layout: Layout) -> list[dict]:
+def _servers(holders, segments, queues: _LoadQueueFile, layout: Layout) -> list[dict]:
     """``sys.servers`` rows (``current_size`` = bytes served; one ``max_size`` per tier leaving
     ``MAX_SIZE_HEADROOM`` over the fullest server's served plus queued bytes, rounded up to a GiB)."""
     size_of = {s["_id"]: s["size"] for s in segments}
@@ -575,7 +576,7 @@ def generate_snapshot(out_dir: str, *, seed: int = 7458, n_segments: int = 20_00
     segments = _make_segments(rng, now, n_segments)
     holders = _assign(rng, segments, now, layout)
     present = [n for n, _, _ in layout.present]
-    queues = _Queues(present)
+    queues = _LoadQueueFile(present)
     _perturb(rng, segments, holders, now, queues, layout)
     _real_cluster_cases(segments, holders, now)
     servers = _servers(holders, segments, queues, layout)

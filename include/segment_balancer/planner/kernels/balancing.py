@@ -26,11 +26,6 @@ def _holders(run: TierRun, seg: SegmentInTier) -> set[str]:
     return {s for s in seg.serving() if s not in run.decommissioning}
 
 
-def _move(run: TierRun, seg: SegmentInTier, source: str, dest: ServerHolder, reason: str, order: tuple) -> None:
-    run.load(seg, dest.server, "balancing", reason, order)
-    run.drop(seg, source, reason, order[:-1] + (order[-1] + 0.5,), dep_server=dest.server)
-
-
 def movable_holders(run: TierRun, seg: SegmentInTier, ranking: list[str], b: int, trigger: str) -> list[str]:
     """The holders that the balancing trigger moves, worst-ranked first (ALGORITHM.md stage 7).
 
@@ -119,7 +114,7 @@ def balance_tier(run: TierRun, population: np.ndarray, limit: StageLimit, rng: n
             _no_move(run, seg, ranking, b, source, limit, sink, trigger)
             last.append(1)
             continue
-        _move(run, seg, source, dest, "balancing", (0, run.tier, float(sink.next_seq())))
+        run.move(seg, source, dest.server, "balancing", "balancing", (0, run.tier, float(sink.next_seq())))
         moves += 1
         last.append(0)
     for idx, times in sorted(redrawn.items()):
@@ -142,6 +137,6 @@ def balance_listed(run: TierRun, indexes, limit: StageLimit, sink: OpSink, trigg
                 sink.member(idx, group_name("ToBeBalanced", run.tier))
                 _no_move(run, seg, ranking, b, source, limit, sink, trigger)
                 break
-            _move(run, seg, source, dest, "to_be_balanced", (0, run.tier, float(sink.next_seq())))
+            run.move(seg, source, dest.server, "balancing", "to_be_balanced", (0, run.tier, float(sink.next_seq())))
             moves += 1
     return moves

@@ -155,8 +155,7 @@ def move_from_decommissioning(run: TierRun, indexes: Iterable[int], limit: Stage
                 left += 1
                 continue
             seq = float(sink.next_seq())
-            run.load(seg, dest.server, "decommissioning", "decommissioning", (idx, run.tier, seq))
-            run.drop(seg, source, "decommissioning", (idx, run.tier, seq + 0.5), dep_server=dest.server)
+            run.move(seg, source, dest.server, "decommissioning", "decommissioning", (idx, run.tier, seq))
             on_decommissioning -= 1
         kind = "StillLoadedOnDecommServers" if left else "ToBecomeNotLoadedOnDecommServers"
         sink.member(idx, group_name(kind, run.tier))

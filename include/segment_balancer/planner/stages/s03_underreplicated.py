@@ -6,9 +6,10 @@ Reads ``Underreplicated[T]`` (start of run) as ``StillUnderreplicated[T]``; writ
 ``StillUnderreplicated[T]``. Limit: ``run.limit(3)`` (loading queue). Two passes: one Spark task
 per tier loads and reports, for the segments loaded in other tiers, whether it is overreplicated
 here and its holders in drop order (the state at the start of the stage); a second Spark job per
-bucket of segments decides the dependent drops (:func:`segment_balancer.planner.kernels.callbacks.add_callbacks`,
-run by :meth:`~segment_balancer.planner.stages.run.StageRun.callback_drops`),
-which are applied to their tiers before the stage commits.
+bucket of segments decides the dependent drops
+(:func:`segment_balancer.planner.kernels.callbacks.add_callbacks`, run by
+:meth:`~segment_balancer.planner.stages.run.StageRun.callback_drops`), which are applied to their
+tiers before the stage commits.
 """
 
 from __future__ import annotations

@@ -1,4 +1,4 @@
-"""``segment_balancer.planner.stages``: the application registry and the skipping of stages with nothing to
+"""``segment_balancer.spark.apps``: the applications of a run (``run_app``) and the skipping of stages with nothing to
 schedule (``skip_if_idle``), on the hand-worked ``druid_sample`` plan (tests/test_pipeline.py)."""
 
 from __future__ import annotations
@@ -12,7 +12,7 @@ from pyroaring import BitMap
 
 from segment_balancer.planner import groups as G
 from segment_balancer.planner.groups import group_name
-from segment_balancer.spark.workdir import Run
+from segment_balancer.spark.stage_run import SparkStageRun as Run
 from segment_balancer.planner.stages import stage_module
 from segment_balancer.spark.apps import run_app, skip_if_idle
 from segment_balancer.planner.stages import APP_NAMES, stage_number

@@ -1,0 +1,36 @@
+"""A hand-made work directory for the Spark glue's tests: the prepared servers and meta, and a
+first run state of a few segments per tier written as ``prepare`` writes it."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pandas as pd
+
+from segment_balancer.common.files import filesystem
+from segment_balancer.planner.runstate import state_frame
+from segment_balancer.spark.state_store import INITIAL_STATE_DIR, tier_dir_name, write_tier_state
+
+DAY = 86_400_000
+
+
+def write_workdir(work: Path, tiers: dict[str, dict]) -> Path:
+    """``tiers``: ``{tier: {"servers": [name, ...], "segments": [(idx, target, [serving server, ...]), ...]}}``;
+    every server 1000 bytes, empty; every segment 10 bytes, one day long, datasource ``ds``."""
+    servers = [{"server": s, "host": s, "tier": t, "max_size": 1000, "current_size": 0, "priority": 0,
+                "decommissioning": False, "broadcast_only": False} for t, spec in tiers.items() for s in spec["servers"]]
+    (work / "prepared").mkdir(parents=True)
+    pd.DataFrame(servers).to_parquet(work / "prepared" / "servers.parquet", index=False)
+    meta = {"config": {}, "stage_limits": {}, "tiers": {t: {"priority": 0} for t in tiers}}
+    (work / "prepared" / "meta.json").write_text(json.dumps(meta))
+    fs, base = filesystem(str(work.absolute()))
+    for tier, spec in tiers.items():
+        rows = []
+        for idx, target, serving in spec["segments"]:
+            seg = {"tier": tier, "idx": idx, "segment_id": f"seg{idx}", "datasource": "ds", "start_ms": idx * DAY,
+                   "end_ms": (idx + 1) * DAY, "size_bytes": 10}
+            rows.append({**seg, "kind": "segment", "target": target, "tier_pos": 0, "rule_kind": "load", "required": 1})
+            rows += [{**seg, "kind": "replica", "server": s, "served": True, "dropping": False} for s in serving]
+        write_tier_state(fs, f"{base}/{INITIAL_STATE_DIR}/{tier_dir_name(tier)}", state_frame(pd.DataFrame(rows)))
+    return work
