@@ -149,20 +149,3 @@ def test_a_plan_whose_report_cannot_be_made_is_not_published(tmp_path):
         publish_plan(plan, dest)
     assert snapshot(dest) == before
     assert sorted(p.name for p in dest.parent.iterdir()) == ["LATEST", "current"]
-
-
-def test_replace_dir_is_whole_or_nothing(tmp_path):
-    dest = tmp_path / "plan" / "simulation"
-    publish.replace_dir(dest, lambda tmp: (tmp / "runs.csv").write_text("run\n1\n"))
-    assert (dest / "runs.csv").read_text() == "run\n1\n"
-
-    def half_then_fail(tmp):
-        (tmp / "runs.csv").write_text("run\n")
-        raise ValueError("run 2 refused")
-
-    with pytest.raises(PublishError, match="run 2 refused"):
-        publish.replace_dir(dest, half_then_fail)
-    assert (dest / "runs.csv").read_text() == "run\n1\n"  # the earlier content is kept
-    assert sorted(p.name for p in dest.parent.iterdir()) == ["simulation"]  # no temporaries left
-    publish.replace_dir(dest, lambda tmp: (tmp / "runs.csv").write_text("run\n2\n"))
-    assert sorted(p.name for p in dest.iterdir()) == ["runs.csv"] and "2" in (dest / "runs.csv").read_text()

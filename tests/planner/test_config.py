@@ -2,10 +2,12 @@
 
 from __future__ import annotations
 
+import json
+
 import pytest
 
-from segment_balancer.planner.config import DEFAULT_FUNCTION, build_config
 from segment_balancer.druid.snapshot.errors import SnapshotError
+from segment_balancer.planner.config import DEFAULT_FUNCTION, build_config, config_from_dict
 
 
 def test_defaults_and_stage_limits():
@@ -189,3 +191,24 @@ def test_as_dict_uses_druid_keys():
 def test_balancing_move_trigger_defaults_to_the_seeds_alternative_design():
     assert build_config({}).as_dict()["balancingMoveTrigger"] == "betterServerInTopB"
     assert build_config({}, {"balancingMoveTrigger": "outsideTopB"}).as_dict()["balancingMoveTrigger"] == "outsideTopB"
+
+
+@pytest.mark.parametrize("values", [
+    {},
+    {"maxSegmentsInNodeLoadingQueue": 7, "loadingMinPercent": 65, "decommissioningMinPercent": 15,
+     "balancingMinPercent": 20, "decommissioningMaxPercent": 55, "numBestServersChoosingFunction": "function (n, t) { return t + 1; }",
+     "decommissioningNodes": ["h2", "h1"], "balancerRandomSeed": 42, "balancingMoveTrigger": "outsideTopB",
+     "topBReuse": False, "coordinatorPeriodMillis": 30_000, "segmentLoadingMaxSecondsBeforeAlerting": 60},
+    {"maxSegmentsInNodeLoadingQueue": 0, "numBestServersChoosingFunctionDefaultLogBase": 2.5},
+    {"maxSegmentsInNodeLoadingQueue": 10, "loadingMinPercent": 60},  # 13.33… and 26.66… derived
+    {"loadingMinPercent": 50, "balancingMinPercent": 25},
+])
+def test_the_config_kept_in_meta_json_reads_back_as_the_same_config(values):
+    """A run keeps its effective config in ``meta.json`` (``as_dict``); the stages read it back
+    typed (``config_from_dict``): every value, every stage's limit and ``B`` are the same."""
+    first = build_config(values)
+    again = config_from_dict(json.loads(json.dumps(first.as_dict())))
+    keep = lambda d: {k: v for k, v in d.items() if k not in ("ignored", "derived")}  # noqa: E731
+    assert keep(again.as_dict()) == keep(first.as_dict())
+    assert [again.limit(s) for s in range(1, 14)] == [first.limit(s) for s in range(1, 14)]
+    assert all(again.num_best_servers(n, t) == first.num_best_servers(n, t) for n in range(1, 40) for t in range(1, 4))

@@ -1,4 +1,7 @@
-"""Atomic writes: every file is written aside and renamed into place, so it appears whole or not at all."""
+"""Atomic writes: every file and directory is written aside and renamed into place, so it appears
+whole or not at all. The one place that does it for local files (:func:`replace_dir` also
+``fsync``s, for what is published); Spark tasks write the run state through pyarrow's filesystems
+the same way (:func:`segment_balancer.spark.state_store.write_tier_state`)."""
 
 from __future__ import annotations
 
@@ -6,7 +9,7 @@ import json
 import os
 import shutil
 import uuid
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from pathlib import Path
 
@@ -110,3 +113,65 @@ def filesystem(uri) -> tuple:
     from pyarrow.fs import FileSystem
 
     return FileSystem.from_uri(str(uri))
+
+
+class WriteError(RuntimeError):
+    """A directory was not written (:func:`replace_dir`): what was there before is left as it was;
+    the failure is the ``__cause__``."""
+
+
+def fsync_tree(root: Path) -> None:
+    """``fsync`` every file under ``root`` and ``root`` itself (before a rename publishes it)."""
+    for dirpath, _dirs, files in os.walk(root):
+        for name in files:
+            with open(os.path.join(dirpath, name), "rb") as fh:
+                os.fsync(fh.fileno())
+    fsync_dir(root)
+
+
+def fsync_dir(path: Path) -> None:
+    """``fsync`` the directory ``path`` (its entries: a rename into it), where the OS allows."""
+    try:
+        fd = os.open(path, os.O_RDONLY)
+    except OSError:
+        return
+    try:
+        os.fsync(fd)
+    except OSError:
+        pass
+    finally:
+        os.close(fd)
+
+
+def replace_dir(dest_dir: str | Path, fill: Callable[[Path], object]) -> Path:
+    """Make ``dest_dir`` whole or not at all: ``fill(tmp)`` writes the new content into the hidden
+    sibling ``tmp`` = ``dest_dir.parent/.<name>.tmp-<id>`` (created empty), which is synced and then
+    renamed to ``dest_dir``; an existing ``dest_dir`` is renamed aside first and deleted once the
+    new one is in. Returns ``dest_dir``. Raises :class:`WriteError` when ``fill`` or the renames
+    fail; then ``dest_dir`` is left as it was and the temporaries are removed. Used for published
+    plans, simulations and what-if copies of a snapshot.
+    """
+    dest = Path(dest_dir).resolve()
+    parent = dest.parent
+    token = uuid.uuid4().hex[:12]
+    tmp, old = parent / f".{dest.name}.tmp-{token}", parent / f".{dest.name}.old-{token}"
+    moved_aside = False
+    try:
+        tmp.mkdir(parents=True)
+        fill(tmp)
+        fsync_tree(tmp)
+        if dest.exists():
+            os.rename(dest, old)
+            moved_aside = True
+        os.rename(tmp, dest)
+        fsync_dir(parent)
+    except BaseException as exc:
+        if moved_aside and not dest.exists():
+            os.rename(old, dest)
+        shutil.rmtree(tmp, ignore_errors=True)
+        if isinstance(exc, Exception) and not isinstance(exc, WriteError):
+            raise WriteError(f"writing {dest} failed: {exc}") from exc
+        raise
+    if moved_aside:
+        shutil.rmtree(old, ignore_errors=True)
+    return dest

@@ -2,8 +2,8 @@
 
 ``publish_plan(plan_dir, dest_dir)`` copies the plan to a hidden temporary sibling of ``dest_dir``,
 writes its ``report.html`` there and renames it into place; an existing ``dest_dir`` is renamed aside first and deleted only after
-the new one is in (:func:`replace_dir`, which the simulation of a DAG run uses too). A ``LATEST``
-file beside ``dest_dir`` then names the published directory.
+the new one is in (:func:`segment_balancer.common.files.replace_dir`). A ``LATEST`` file beside
+``dest_dir`` then names the published directory.
 """
 
 from __future__ import annotations
@@ -13,14 +13,14 @@ import json
 import os
 import shutil
 import tempfile
-import uuid
-from collections.abc import Callable
 from pathlib import Path
+
+from segment_balancer.common.files import WriteError, fsync_dir, replace_dir
 
 FINGERPRINTED = ("operations.parquet", "assignment.parquet")
 
 
-class PublishError(RuntimeError):
+class PublishError(WriteError):
     """The plan was not published (not validated, changed since validation, or an I/O failure)."""
 
 
@@ -55,27 +55,6 @@ def _check_validated(plan_dir: Path) -> None:
         raise PublishError(f"{plan_dir}: plan files changed since validation; validate again")
 
 
-def _fsync_tree(root: Path) -> None:
-    for dirpath, _dirs, files in os.walk(root):
-        for name in files:
-            with open(os.path.join(dirpath, name), "rb") as fh:
-                os.fsync(fh.fileno())
-    _fsync_dir(root)
-
-
-def _fsync_dir(path: Path) -> None:
-    try:
-        fd = os.open(path, os.O_RDONLY)
-    except OSError:
-        return
-    try:
-        os.fsync(fd)
-    except OSError:
-        pass
-    finally:
-        os.close(fd)
-
-
 def _write_latest(parent: Path, name: str) -> None:
     fd, tmp = tempfile.mkstemp(prefix=".LATEST.", suffix=".tmp", dir=parent)
     try:
@@ -84,42 +63,10 @@ def _write_latest(parent: Path, name: str) -> None:
             fh.flush()
             os.fsync(fh.fileno())
         os.replace(tmp, parent / "LATEST")
+        fsync_dir(parent)
     except BaseException:
         Path(tmp).unlink(missing_ok=True)
         raise
-
-
-def replace_dir(dest_dir: str | Path, fill: Callable[[Path], object]) -> Path:
-    """Make ``dest_dir`` whole or not at all: ``fill(tmp)`` writes the new content into the hidden
-    sibling ``tmp`` = ``dest_dir.parent/.<name>.tmp-<id>`` (created empty), which is then renamed
-    to ``dest_dir``; an existing ``dest_dir`` is renamed aside first and deleted once the new one
-    is in. Returns ``dest_dir``. Raises ``PublishError`` when ``fill`` or the renames fail; then
-    ``dest_dir`` is left as it was and the temporaries are removed.
-    """
-    dest = Path(dest_dir).resolve()
-    parent = dest.parent
-    token = uuid.uuid4().hex[:12]
-    tmp, old = parent / f".{dest.name}.tmp-{token}", parent / f".{dest.name}.old-{token}"
-    moved_aside = False
-    try:
-        tmp.mkdir(parents=True)
-        fill(tmp)
-        _fsync_tree(tmp)
-        if dest.exists():
-            os.rename(dest, old)
-            moved_aside = True
-        os.rename(tmp, dest)
-        _fsync_dir(parent)
-    except BaseException as exc:
-        if moved_aside and not dest.exists():
-            os.rename(old, dest)
-        shutil.rmtree(tmp, ignore_errors=True)
-        if isinstance(exc, Exception) and not isinstance(exc, PublishError):
-            raise PublishError(f"writing {dest} failed: {exc}") from exc
-        raise
-    if moved_aside:
-        shutil.rmtree(old, ignore_errors=True)
-    return dest
 
 
 def publish_plan(plan_dir: str | Path, dest_dir: str | Path) -> Path:
@@ -148,7 +95,7 @@ def publish_plan(plan_dir: str | Path, dest_dir: str | Path) -> Path:
 
     try:
         replace_dir(dest, copy)
-    except PublishError as exc:
+    except WriteError as exc:
         raise PublishError(f"publishing {plan_dir} to {dest} failed: {exc.__cause__ or exc}") from exc
     try:
         _write_latest(dest.parent, dest.name)

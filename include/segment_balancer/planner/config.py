@@ -409,3 +409,13 @@ def load_config(directory: str | os.PathLike[str], overrides: dict[str, Any] | N
     """
     data = read_json(directory, CONFIG_FILE, required=False)
     return build_config(data if data is not None else {}, overrides)
+
+
+def config_from_dict(values: Mapping[str, Any]) -> EffectiveConfig:
+    """The effective config back from its :meth:`EffectiveConfig.as_dict` form (``meta.json``'s
+    ``config``): every value as it was. ``ignored`` and ``derived`` are notes of the first build,
+    not read back; a min percent the first build derived from the other two is derived again
+    (exactly: its printed float may not sum to 100 with them). Raises ``SnapshotError`` as
+    :func:`build_config` does."""
+    rederived = set(values.get("derived") or {}) & set(_MIN_PERCENTS)
+    return build_config({k: v for k, v in values.items() if k not in ("ignored", "derived", *rederived)})

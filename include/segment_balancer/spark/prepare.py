@@ -112,7 +112,7 @@ def prepare(spark, snapshot: Path, work: Path, overrides: dict | None = None) ->
     servers, all_names, queues, rules, config, smeta = load_small_inputs(snapshot, overrides)
     now_ms = smeta.snapshot_time_ms
     cfg = config.as_dict()
-    decommissioning = set(cfg.get("decommissioningNodes") or [])
+    decommissioning = set(config.decommissioning_nodes)
     historicals = {s.server for s in servers}
     tiers = sorted({s.tier for s in servers})
     log.info("snapshot %s: %d historical servers in %d tiers", smeta.snapshot_id, len(servers), len(tiers))
@@ -180,7 +180,7 @@ def prepare(spark, snapshot: Path, work: Path, overrides: dict | None = None) ->
     targets = read_parquet(spark, prepared / "targets.parquet")
 
     # Everything meta.json and servers.parquet need from the tables, in one job.
-    limit_ms = int(float(cfg.get("segmentLoadingMaxSecondsBeforeAlerting", 900)) * 1000)
+    limit_ms = config.segment_loading_max_ms
     found = collect_small({**_per_server_queries(replicas, segments), **_alert_queries(replicas, segments, now_ms - limit_ms),
                            **_unlisted_queries(segments, replicas), **_waiting_queries(segments, replicas)})
     servers_pdf = _mark_broadcast_only(servers_pdf, found["per_server"])

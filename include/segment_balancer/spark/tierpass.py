@@ -88,7 +88,7 @@ def kernel_pass(run: Run, stage: int, step: str, tiers: list[str], body: Body, r
     current = run.state_dirs()
     work, sdir, pdir = run.work_uri, step_dir(stage, step), f"{pass_dir(stage, step)}/tasks"
     _clear(run, sdir, pdir)
-    servers_pdf, cfg = run.servers_pdf, run.config
+    servers_pdf, cfg, reuse_top_b = run.servers_pdf, run.meta["config"], run.config.top_b_reuse
     tasks = [list(tiers)] if one_task else [[t] for t in tiers]
 
     def task(item):
@@ -100,7 +100,7 @@ def kernel_pass(run: Run, stage: int, step: str, tiers: list[str], body: Body, r
                 rows = read_tier_state(fs, f"{base}/{current[tier]}")
                 if len(rows):
                     runs[tier] = TierRun(tier, rows, servers_pdf[servers_pdf["tier"] == tier], num_best_function(cfg),
-                                         ranked, sink, reuse_top_b=bool(cfg.get("topBReuse", True)))
+                                         ranked, sink, reuse_top_b=reuse_top_b)
         extra = body(runs, sink)
         written = {}
         for tier, tier_run in runs.items():

@@ -14,6 +14,7 @@ from pathlib import Path
 
 import pandas as pd
 
+from segment_balancer.planner.config import EffectiveConfig, config_from_dict
 from segment_balancer.planner.runstate import StageLimit
 from segment_balancer.common.files import write_json_atomic, write_parquet_atomic
 from segment_balancer.planner.runstate import STATE_COLUMNS, STATE_FIELDS
@@ -81,14 +82,13 @@ def read_output(work_uri: str, rel: str, columns: list[str], kind: str, **equal)
         filter=cond, columns=columns)
 
 
-def num_best_function(cfg: dict):
-    """``B(numServersInTier, targetReplicants)`` from the effective config dict of ``meta.json``:
-    clamp(floor(f(n, t)), t, n) (ALGORITHM.md "Best servers"). Picklable inputs, so executors
-    rebuild it from the dict."""
-    from segment_balancer.planner.config import LOG_BASE_KEY, build_config
+def num_best_function(values: dict):
+    """``B(numServersInTier, targetReplicants)`` from the effective config's ``meta.json`` form:
+    clamp(floor(f(n, t)), t, n) (ALGORITHM.md "Best servers"). Picklable inputs, so a Spark task
+    rebuilds it from the dict (:func:`~segment_balancer.planner.config.config_from_dict`)."""
+    from segment_balancer.planner.config import config_from_dict
 
-    keys = ("numBestServersChoosingFunction", LOG_BASE_KEY)
-    return build_config({k: cfg[k] for k in keys if k in cfg}).num_best_servers
+    return config_from_dict(values).num_best_servers
 
 
 def out_frame(sink, extra: list[dict] | None = None) -> pd.DataFrame:
@@ -147,6 +147,7 @@ class Run:
         self.meta = json.loads((self.prepared / "meta.json").read_text())
         self.servers_pdf = pd.read_parquet(self.prepared / "servers.parquet")
         self._tables: dict = {}
+        self._config: EffectiveConfig | None = None
 
     # ---- tables -------------------------------------------------------------------------------
     def table(self, name: str):
@@ -156,15 +157,18 @@ class Run:
         return self._tables[name]
 
     @property
-    def config(self) -> dict:
-        return self.meta["config"]
+    def config(self) -> EffectiveConfig:
+        """The run's effective dynamic config (typed), as ``prepare`` kept it in ``meta.json``."""
+        if self._config is None:
+            self._config = config_from_dict(self.meta["config"])
+        return self._config
 
     def limit(self, stage: int) -> StageLimit:
         return StageLimit.from_meta(self.meta["stage_limits"].get(str(stage)))
 
     def num_best(self):
         """``B(numServersInTier, targetReplicants)``: clamp(floor(f), target, servers)."""
-        return num_best_function(self.config)
+        return self.config.num_best_servers
 
     # ---- op log -------------------------------------------------------------------------------
     @property

@@ -58,6 +58,7 @@ from urllib.parse import urlsplit, urlunsplit
 
 import requests
 
+from segment_balancer.common.files import fsync_dir
 from segment_balancer.planner.config import load_config
 from segment_balancer.druid.instants import format_instant_ms
 from segment_balancer.druid.snapshot import loader
@@ -246,9 +247,9 @@ def _capture_into(coordinator: DruidEndpoint, broker: DruidEndpoint, final: Path
         _capture_as_is(http, coordinator, CONFIG_PATH, tmp, CONFIG_FILE, dict)
         _write_file(tmp / META_FILE, _json_bytes({"snapshot_time": snapshot_time, "cluster": cluster}))
         _check_loads(tmp, final)
-        _fsync_dir(tmp)
+        fsync_dir(tmp)
         os.rename(tmp, final)
-        _fsync_dir(final.parent)
+        fsync_dir(final.parent)
     except BaseException as exc:
         shutil.rmtree(tmp, ignore_errors=True)
         _remove_created(created)
@@ -667,14 +668,6 @@ def _write_file(path: Path, data: bytes) -> None:
         handle.write(data)
         handle.flush()
         os.fsync(handle.fileno())
-
-
-def _fsync_dir(path: Path) -> None:
-    fd = os.open(path, os.O_RDONLY)
-    try:
-        os.fsync(fd)
-    finally:
-        os.close(fd)
 
 
 def _json_bytes(obj: Any) -> bytes:

@@ -314,19 +314,19 @@ def simulate_published(spark, snapshot: Path, plan: Path, work: Path, runs: int,
     """Simulate ``runs`` Coordinator runs of which the first is the plan ``plan`` already made in
     work directory ``work`` (a DAG run's published plan), with
     :func:`simulate`, into ``out``, written whole or not at all
-    (:func:`segment_balancer.plan.publish.replace_dir`). Shared by ``spark_apps/simulate.py`` and the
+    (:func:`segment_balancer.common.files.replace_dir`). Shared by ``spark_apps/simulate.py`` and the
     DAG's Spark Connect task. Raises :class:`SimulationRefused` on bad input, leaving an earlier
     ``out`` as it was.
     """
     from segment_balancer.druid.snapshot.errors import SnapshotError
-    from segment_balancer.plan.publish import PublishError, replace_dir
+    from segment_balancer.common.files import WriteError, replace_dir
 
     snapshot, plan, work, out = (Path(p).absolute() for p in (snapshot, plan, work, out))
     try:
         replace_dir(out, lambda tmp: simulate(
             spark, snapshot, tmp, runs, overrides, loads_per_run=loads_per_run,
             load_failure_rate=load_failure_rate, seed=seed, first_plan=plan, first_work=work))
-    except PublishError as exc:
+    except WriteError as exc:
         cause = exc.__cause__
         if isinstance(cause, (SnapshotError, ValueError)):
             raise SimulationRefused(f"simulation refused: {cause}") from exc

@@ -26,7 +26,7 @@ from typing import Any
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
-from segment_balancer.common.files import link_or_copy, write_json_atomic
+from segment_balancer.common.files import link_or_copy, replace_dir, write_json_atomic
 from segment_balancer.spark.workdir import RECORD_FILE
 
 REMOVED_TYPE = "removed by what-if"
@@ -95,12 +95,11 @@ def apply_what_if(snapshot: Path, edits: WhatIf, out: Path, overrides: dict | No
 
     Raises :class:`WhatIfError` (nothing written) when a decommissioned or removed name is no
     historical of ``servers.json``, is both, or an added name exists; ``SnapshotError`` from the
-    loader when ``servers.json`` itself is invalid; ``PublishError`` when writing the copy fails
-    (``out`` then left as it was: ``publish.replace_dir``).
+    loader when ``servers.json`` itself is invalid; ``WriteError`` when writing the copy fails
+    (``out`` then left as it was: ``common.files.replace_dir``).
     """
     from segment_balancer.druid.snapshot.loader import QUEUES_FILE, SERVERS_FILE, load_all_servers, read_json
     from segment_balancer.planner.config import CONFIG_FILE
-    from segment_balancer.plan.publish import replace_dir
 
     snapshot, out = Path(snapshot), Path(out)
     historicals, _ = load_all_servers(snapshot)

@@ -18,6 +18,7 @@ from typing import Any, Protocol
 
 from pyroaring import BitMap
 
+from segment_balancer.planner.config import EffectiveConfig
 from segment_balancer.planner.groups import group_name, merge, packed, tier_groups, unpacked
 from segment_balancer.planner.runstate import OpSink, StageLimit, TierRun
 
@@ -37,7 +38,7 @@ class StageRun(Protocol):
     """One run as a stage sees it.
 
     ``meta``: the run's ``prepared/meta.json`` (``tiers``: ``{tier: {"priority": n}}``);
-    ``config``: the effective dynamic config (camelCase keys); ``servers_pdf``: the historicals
+    ``config``: the effective dynamic config (typed); ``servers_pdf``: the historicals
     (pandas rows of ``prepared/servers.parquet``: ``server``, ``tier``, ``max_size``,
     ``current_size`` bytes, ``priority``, ``decommissioning``, ``broadcast_only``).
     """
@@ -46,7 +47,7 @@ class StageRun(Protocol):
     servers_pdf: Any
 
     @property
-    def config(self) -> dict: ...
+    def config(self) -> EffectiveConfig: ...
 
     def limit(self, stage: int) -> StageLimit:
         """The load-queue limits of ``stage`` (1–13)."""

@@ -11,7 +11,6 @@ from __future__ import annotations
 import numpy as np
 from pyroaring import BitMap
 
-from segment_balancer.planner.config import MOVE_TRIGGERS
 from segment_balancer.planner.kernels import balancing
 from segment_balancer.planner.runstate import StageLimit
 from segment_balancer.planner.groups import group_name, split_group_name
@@ -37,10 +36,8 @@ def step(run: StageRun, groups, stage: int, limit: StageLimit, record: bool) -> 
     visited = {t: groups.get(group_name("VisitedInBalancing", t), BitMap()) for t in eligible}
     data, seen = packed(eligible), packed(visited)
     cfg = run.config
-    seed = int(cfg.get("balancerRandomSeed", 0) or 0)
-    window = int(cfg.get("balancingIterationWindow", 100))
-    threshold = int(cfg.get("balancingFailedIterationThreshold", 80))
-    trigger = cfg.get("balancingMoveTrigger", MOVE_TRIGGERS[0])
+    seed, trigger = cfg.balancer_random_seed, cfg.balancing_move_trigger
+    window, threshold = cfg.balancing_iteration_window, cfg.balancing_failed_iteration_threshold
 
     def body(runs, sink):
         pops, vis = unpacked(data), unpacked(seen)

@@ -7,7 +7,6 @@ Reads ``ToBeBalanced[T]``; writes it (the segments fully moved leave it). Limit:
 
 from __future__ import annotations
 
-from segment_balancer.planner.config import MOVE_TRIGGERS
 from segment_balancer.planner.kernels import balancing
 from segment_balancer.planner.stages.run import StageRun
 from segment_balancer.planner.stages.run import per_tier_step
@@ -19,6 +18,6 @@ READS = WRITES = ("ToBeBalanced[T]",)
 def stage(run: StageRun, groups) -> None:
     """Run stage 10 on ``groups`` (updated in place)."""
     limit = run.limit(STAGE)
-    trigger = run.config.get("balancingMoveTrigger", MOVE_TRIGGERS[0])
+    trigger = run.config.balancing_move_trigger
     per_tier_step(run, groups, STAGE, "ToBeBalanced", "to_be_balanced",
                   lambda r, bm, sink: balancing.balance_listed(r, bm, limit, sink, trigger))
