@@ -44,8 +44,8 @@ def main() -> None:
     try:
         plan = args.plan
         if plan is None:
-            from segment_balancer.tools.pipeline import run_plan
             from segment_balancer.spark.session import local_session
+            from segment_balancer.tools.pipeline import run_plan
 
             spark = local_session("bench_report")
             plan = tmp / "druid_sample"

@@ -59,9 +59,9 @@ segments years away) and d3 has more room → LOAD Y on d3 + DROP Y on d1 (depen
 import json
 from pathlib import Path
 
-from segment_balancer.planner.cost import ETERNITY_END_MS, ETERNITY_START_MS
 from segment_balancer.druid.instants import parse_instant_ms
 from segment_balancer.druid.rules import format_instant_ms
+from segment_balancer.planner.cost import ETERNITY_END_MS, ETERNITY_START_MS
 
 DAY = 86_400_000
 

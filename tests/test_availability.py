@@ -10,8 +10,8 @@ import pytest
 from availability_snapshot import ID, NAME, UNLISTED, write_snapshot
 from invariants import assert_no_drop_costs_availability
 
-from segment_balancer.tools.pipeline import run_plan
 from segment_balancer.planner.groups import decode
+from segment_balancer.tools.pipeline import run_plan
 
 
 @pytest.fixture(scope="module")

@@ -50,10 +50,10 @@ import numpy as np
 
 from druid_sample_plan import EXPECTED_STAGES_1_TO_5, SNAPSHOT, rows, server, short
 
-from segment_balancer.tools.pipeline import run_plan
-from segment_balancer.planner.stages import APP_NAMES
 from segment_balancer.plan.publish import PublishError, publish_plan
 from segment_balancer.plan.validation import PlanValidationError, require_valid
+from segment_balancer.planner.stages import APP_NAMES
+from segment_balancer.tools.pipeline import run_plan
 
 @pytest.fixture(scope="module")
 def planned(druid_sample_planned):

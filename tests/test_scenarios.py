@@ -23,8 +23,8 @@ from pathlib import Path
 import pandas as pd
 import pytest
 
-from segment_balancer.tools.pipeline import run_plan
 from segment_balancer.planner.groups import decode
+from segment_balancer.tools.pipeline import run_plan
 
 SCENARIOS = Path(__file__).parent / "scenarios"
 LOADING, DECOMM, BALANCING = "loading", "decommissioning", "balancing"

@@ -11,7 +11,7 @@ import subprocess
 import pytest
 
 from segment_balancer.planner.config import DEFAULT_FUNCTION
-from segment_balancer.planner.jsfunc import JsFunctionError, compile_function, js_log, js_log2, js_log10
+from segment_balancer.planner.jsfunc import JsFunctionError, compile_function, js_log, js_log10, js_log2
 
 BASE = {"numBestServersChoosingFunctionDefaultLogBase": 5}
 

@@ -15,8 +15,7 @@ from test_ranking import C_SAME_DAY, EXPECTED, PROJECTED, SEGMENTS, SERVERS, pla
 
 from segment_balancer.planner.config import build_config
 from segment_balancer.planner.kernels.loading import load_unreplicated
-from segment_balancer.planner.runstate import OpSink, StageLimit
-from segment_balancer.planner.runstate import STATE_COLUMNS, TierRun, state_frame
+from segment_balancer.planner.runstate import OpSink, STATE_COLUMNS, StageLimit, TierRun, state_frame
 
 NUM_BEST = build_config({}).num_best_servers
 

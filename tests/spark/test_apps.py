@@ -12,10 +12,9 @@ from pyroaring import BitMap
 
 from segment_balancer.planner import groups as G
 from segment_balancer.planner.groups import group_name
-from segment_balancer.spark.stage_run import SparkStageRun as Run
-from segment_balancer.planner.stages import stage_module
+from segment_balancer.planner.stages import APP_NAMES, stage_module, stage_number
 from segment_balancer.spark.apps import run_app, skip_if_idle
-from segment_balancer.planner.stages import APP_NAMES, stage_number
+from segment_balancer.spark.stage_run import SparkStageRun as Run
 
 
 @pytest.fixture(scope="module")

@@ -2,8 +2,8 @@
 
 import base64
 
-from segment_balancer.spark.session import collect_small, run_tasks
 from segment_balancer.common.spark_columns import lookup
+from segment_balancer.spark.session import collect_small, run_tasks
 
 
 def test_collect_small_answers_every_query_in_order_with_nulls_left_out(spark):

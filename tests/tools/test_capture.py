@@ -14,12 +14,12 @@ from pathlib import Path
 import pytest
 
 import fake_druid as fd
-from segment_balancer.planner.config import load_config
-from segment_balancer.tools import capture as cap
-from segment_balancer.tools.capture import CaptureError, DruidEndpoint, capture, capture_to, prune
 from segment_balancer.druid.segment_id import parse_segment_id
 from segment_balancer.druid.snapshot import loader
 from segment_balancer.druid.snapshot.models import QueueEntry, Server
+from segment_balancer.planner.config import load_config
+from segment_balancer.tools import capture as cap
+from segment_balancer.tools.capture import CaptureError, DruidEndpoint, capture, capture_to, prune
 
 NOW = datetime(2026, 11, 23, 10, 15, tzinfo=timezone.utc)
 DIR_NAME = "2026-11-23T10-15-00Z"

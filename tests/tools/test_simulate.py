@@ -18,8 +18,8 @@ import pandas as pd
 import pytest
 
 from druid_simulation import T1, T2, historical, wiki_segments, write_cluster
-from segment_balancer.tools.simulate import RUN_COLUMNS, apply_plan, simulate
 from segment_balancer.druid.snapshot.loader import load_load_queues
+from segment_balancer.tools.simulate import RUN_COLUMNS, apply_plan, simulate
 
 SIZES = pd.Series({f"s{i}": 10 * i for i in range(1, 6)})
 

@@ -22,8 +22,8 @@ def explain_segment(spark, work: Path, segment_id: str, tier: str | None = None)
     """
     from pyspark.sql import functions as F
 
-    from segment_balancer.spark.workdir import num_best_function
     from segment_balancer.spark.status import start_projection
+    from segment_balancer.spark.workdir import num_best_function
 
     prepared = Path(work) / "prepared"
     meta = json.loads((prepared / "meta.json").read_text())

@@ -27,8 +27,8 @@ from pathlib import Path
 
 import pandas as pd
 
-from segment_balancer.plan.history import headline
 from segment_balancer.common.files import write_text_atomic
+from segment_balancer.plan.history import headline
 
 log = logging.getLogger(__name__)
 

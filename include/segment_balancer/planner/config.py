@@ -40,12 +40,12 @@ from typing import Any
 
 from pydantic import BaseModel, ConfigDict, PrivateAttr
 
-from segment_balancer.planner.runstate import StageLimit
-from segment_balancer.druid.snapshot.models import QueueType
-from segment_balancer.planner.jsfunc import JsFunctionError, compile_function
 from segment_balancer.druid.rules import Period
 from segment_balancer.druid.snapshot.errors import SnapshotError
 from segment_balancer.druid.snapshot.loader import read_json
+from segment_balancer.druid.snapshot.models import QueueType
+from segment_balancer.planner.jsfunc import JsFunctionError, compile_function
+from segment_balancer.planner.runstate import StageLimit
 
 __all__ = ["EffectiveConfig", "StageLimit", "build_config", "DEFAULT_FUNCTION", "RETIRED_KEYS", "CONFIG_FILE",
            "OVERRIDES"]

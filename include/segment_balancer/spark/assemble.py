@@ -15,15 +15,14 @@ from pathlib import Path
 
 import pyarrow.parquet as pq
 
-from segment_balancer.planner import groups as G
-from segment_balancer.druid.metrics import druid_metrics
-from segment_balancer.planner.groups import split_group_name
-from segment_balancer.druid.instants import format_instant_ms
 from segment_balancer.common.files import _aside, replace_path, write_json_atomic, write_parquet_atomic
-from segment_balancer.spark.workdir import OPS_ARROW_SCHEMA, OPS_COLUMNS, Run
+from segment_balancer.druid.instants import format_instant_ms
+from segment_balancer.druid.metrics import druid_metrics
+from segment_balancer.planner import groups as G
+from segment_balancer.planner.groups import split_group_name
 from segment_balancer.planner.status import balance, replication_counts
 from segment_balancer.spark.status import status_pass
-from segment_balancer.spark.workdir import load_record
+from segment_balancer.spark.workdir import OPS_ARROW_SCHEMA, OPS_COLUMNS, Run, load_record
 
 PLAN_OPS_COLUMNS = [c for c in OPS_COLUMNS if c != "idx"]
 
@@ -122,8 +121,8 @@ def _explain_tables(run: Run, plan: Path) -> None:
     application handed on, with only the bitmaps that differ from the previous application's)."""
     from pyspark.sql import functions as F
 
-    from segment_balancer.spark.workdir import DECISION_COLUMNS
     from segment_balancer.planner.stages import APP_NAMES
+    from segment_balancer.spark.workdir import DECISION_COLUMNS
 
     decisions = run.decisions()
     if decisions is None:

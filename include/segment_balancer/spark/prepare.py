@@ -12,13 +12,13 @@ from __future__ import annotations
 import logging
 from pathlib import Path
 
-from segment_balancer.planner.config import load_config
-from segment_balancer.planner import groups as G
 from segment_balancer.common.files import staged_parquet, write_json_atomic, write_parquet_atomic
 from segment_balancer.druid.rules import rule_index_for
 from segment_balancer.druid.snapshot import loader
 from segment_balancer.druid.snapshot.lines import with_row_numbers
 from segment_balancer.druid.snapshot.segments import read_server_segments, unlisted_segments
+from segment_balancer.planner import groups as G
+from segment_balancer.planner.config import load_config
 from segment_balancer.spark.used_segments import read_summary
 
 log = logging.getLogger(__name__)
@@ -104,9 +104,9 @@ def prepare(spark, snapshot: Path, work: Path, overrides: dict | None = None) ->
     """
     from pyspark.sql import functions as F
 
+    from segment_balancer.common.spark_columns import lookup
     from segment_balancer.druid.snapshot.segments import first_problems, first_unlisted_problem, refuse, refuse_unlisted
     from segment_balancer.spark.session import collect_small, read_parquet
-    from segment_balancer.common.spark_columns import lookup
 
     snapshot, work = Path(snapshot), Path(work)
     servers, all_names, queues, rules, config, smeta = load_small_inputs(snapshot, overrides)

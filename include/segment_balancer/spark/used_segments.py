@@ -95,8 +95,8 @@ def used_segments(spark, snapshot: Path, work: Path) -> dict:
     """
     from pyspark.sql import functions as F
 
-    from segment_balancer.planner import groups as G
     from segment_balancer.druid.snapshot.segments import first_problems, read_segments, refuse, segments_path
+    from segment_balancer.planner import groups as G
     from segment_balancer.spark.session import collect_small, read_parquet
 
     file = segments_path(Path(snapshot)).name

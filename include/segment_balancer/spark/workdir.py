@@ -14,12 +14,11 @@ from pathlib import Path
 
 import pandas as pd
 
-from segment_balancer.planner.config import EffectiveConfig, config_from_dict
-from segment_balancer.planner.runstate import StageLimit
 from segment_balancer.common.files import write_json_atomic, write_parquet_atomic
-from segment_balancer.planner.runstate import STATE_COLUMNS, STATE_FIELDS
-from segment_balancer.spark.state_store import STATE_SCHEMA, TIER_FILE_SCHEMA, initial_state_dirs
+from segment_balancer.planner.config import EffectiveConfig, config_from_dict
+from segment_balancer.planner.runstate import STATE_COLUMNS, STATE_FIELDS, StageLimit
 from segment_balancer.spark.session import read_parquet
+from segment_balancer.spark.state_store import STATE_SCHEMA, TIER_FILE_SCHEMA, initial_state_dirs
 
 log = logging.getLogger(__name__)
 

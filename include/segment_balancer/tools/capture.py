@@ -59,10 +59,10 @@ from urllib.parse import urlsplit, urlunsplit
 import requests
 
 from segment_balancer.common.files import fsync_dir
-from segment_balancer.planner.config import load_config
 from segment_balancer.druid.instants import format_instant_ms
 from segment_balancer.druid.snapshot import loader
 from segment_balancer.druid.snapshot.errors import SnapshotError
+from segment_balancer.planner.config import load_config
 
 __all__ = ["DruidEndpoint", "CaptureError", "capture", "capture_to", "prune", "snapshot_dir_name",
            "SEGMENTS_PATH", "LOAD_QUEUE_PATH", "RULES_PATH", "CONFIG_PATH", "SQL_PATH",

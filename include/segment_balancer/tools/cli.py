@@ -206,12 +206,12 @@ def _parser() -> argparse.ArgumentParser:
 
 def main(argv=None) -> int:
     """Entry point of ``python -m segment_balancer``."""
-    from segment_balancer.tools.capture import CaptureError
+    from segment_balancer.druid.snapshot.errors import SnapshotError
     from segment_balancer.plan.explain import PlanExplainError
     from segment_balancer.plan.report import ReportError
-    from segment_balancer.druid.snapshot.errors import SnapshotError
-    from segment_balancer.spark.session import SparkUnreachable
     from segment_balancer.plan.validation import PlanValidationError
+    from segment_balancer.spark.session import SparkUnreachable
+    from segment_balancer.tools.capture import CaptureError
 
     logging.basicConfig(level=logging.INFO, format="%(asctime)s %(levelname)s %(name)s: %(message)s")
     args = _parser().parse_args(argv)

@@ -41,8 +41,8 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 
-from segment_balancer.druid.instants import format_instant_ms, parse_instant_ms
 from segment_balancer.common.files import link_or_copy, write_json_atomic
+from segment_balancer.druid.instants import format_instant_ms, parse_instant_ms
 from segment_balancer.plan.report import write_simulation_report
 
 log = logging.getLogger(__name__)
@@ -318,8 +318,8 @@ def simulate_published(spark, snapshot: Path, plan: Path, work: Path, runs: int,
     DAG's Spark Connect task. Raises :class:`SimulationRefused` on bad input, leaving an earlier
     ``out`` as it was.
     """
-    from segment_balancer.druid.snapshot.errors import SnapshotError
     from segment_balancer.common.files import WriteError, replace_dir
+    from segment_balancer.druid.snapshot.errors import SnapshotError
 
     snapshot, plan, work, out = (Path(p).absolute() for p in (snapshot, plan, work, out))
     try:

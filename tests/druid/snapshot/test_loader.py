@@ -11,8 +11,8 @@ import pytest
 
 from segment_balancer.druid.snapshot.errors import SnapshotError
 from segment_balancer.druid.snapshot.loader import load_load_queues, load_rules, load_servers, load_snapshot_meta
-from segment_balancer.planner.config import load_config
 from segment_balancer.druid.snapshot.models import QueueEntry, Server
+from segment_balancer.planner.config import load_config
 
 SMALL = Path(__file__).parent / "data" / "small"
 W1 = "wiki_2024-01-01T00:00:00.000Z_2024-01-02T00:00:00.000Z_v1"

@@ -7,9 +7,9 @@ from pathlib import Path
 
 import pytest
 
+from segment_balancer.druid.snapshot.errors import SnapshotError
 from segment_balancer.spark.prepare import prepare
 from segment_balancer.spark.used_segments import used_segments
-from segment_balancer.druid.snapshot.errors import SnapshotError
 
 SAMPLE = Path(__file__).resolve().parents[3] / "include/segment_balancer/snapshots/druid_sample"
 

@@ -1,10 +1,9 @@
 """Stage-3 callbacks and stage-12 unloading, worked by hand (ALGORITHM.md "Moves and callbacks", stage 12)."""
 
-from segment_balancer.planner.kernels.callbacks import OverreplicatedTier, ScheduledLoad, add_callbacks
-from segment_balancer.planner.runstate import OpSink, SegmentRef
-from segment_balancer.planner.kernels.unload import TierReplicas, unload_excess
-from segment_balancer.planner.runstate import DropCandidate
 from segment_balancer.planner.cost import drop_key
+from segment_balancer.planner.kernels.callbacks import OverreplicatedTier, ScheduledLoad, add_callbacks
+from segment_balancer.planner.kernels.unload import TierReplicas, unload_excess
+from segment_balancer.planner.runstate import DropCandidate, OpSink, SegmentRef
 
 SEG = SegmentRef(3, "seg3", "ds", 10)
 

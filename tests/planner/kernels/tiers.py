@@ -3,8 +3,7 @@
 import pandas as pd
 
 from segment_balancer.planner.config import build_config
-from segment_balancer.planner.runstate import OpSink
-from segment_balancer.planner.runstate import TierRun, state_frame
+from segment_balancer.planner.runstate import OpSink, TierRun, state_frame
 
 DAY = 86_400_000
 NUM_BEST = build_config({}).num_best_servers

@@ -11,7 +11,7 @@ from typing import Annotated, Any, Literal, get_args
 from pydantic import (BaseModel, BeforeValidator, ConfigDict, Field, StrictBool, StrictInt, StrictStr,
                       model_validator)
 
-from segment_balancer.druid.rules import RULE_KINDS, Period, Rule, parse_instant_ms, parse_interval
+from segment_balancer.druid.rules import Period, RULE_KINDS, Rule, parse_instant_ms, parse_interval
 
 QueueType = Literal["loading", "decommissioning", "balancing"]
 """The three load-queue types of a load (Druid ``SegmentAction``: LOAD, MOVE_TO from

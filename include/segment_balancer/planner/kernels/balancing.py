@@ -14,10 +14,9 @@ from collections import deque
 
 import numpy as np
 
-from segment_balancer.planner.runstate import SegmentInTier, TierRun
-from segment_balancer.planner.kernels.decisions import refusals
-from segment_balancer.planner.runstate import OpSink, ServerHolder, StageLimit
 from segment_balancer.planner.groups import group_name
+from segment_balancer.planner.kernels.decisions import refusals
+from segment_balancer.planner.runstate import OpSink, SegmentInTier, ServerHolder, StageLimit, TierRun
 
 
 def _holders(run: TierRun, seg: SegmentInTier) -> set[str]:

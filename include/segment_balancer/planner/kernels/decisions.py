@@ -31,8 +31,7 @@ from __future__ import annotations
 
 from collections.abc import Iterable
 
-from segment_balancer.planner.runstate import SegmentInTier, TierRun
-from segment_balancer.planner.runstate import StageLimit
+from segment_balancer.planner.runstate import SegmentInTier, StageLimit, TierRun
 
 HOLDS = "already holds it"
 DECOMMISSIONING = "decommissioning"

@@ -13,10 +13,9 @@ from __future__ import annotations
 
 from collections.abc import Iterable, Mapping
 
-from segment_balancer.planner.runstate import SegmentInTier, TierRun
-from segment_balancer.planner.kernels.decisions import refusals, top_b_detail
-from segment_balancer.planner.runstate import OpSink, ServerHolder, StageLimit
 from segment_balancer.planner.groups import group_name
+from segment_balancer.planner.kernels.decisions import refusals, top_b_detail
+from segment_balancer.planner.runstate import OpSink, SegmentInTier, ServerHolder, StageLimit, TierRun
 
 
 def best_loadable(run: TierRun, seg: SegmentInTier, limit: StageLimit, present: set[str] | None = None) -> ServerHolder | None:

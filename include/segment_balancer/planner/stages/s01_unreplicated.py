@@ -10,10 +10,10 @@ from __future__ import annotations
 
 from pyroaring import BitMap
 
+from segment_balancer.planner.groups import merge
 from segment_balancer.planner.kernels import loading
 from segment_balancer.planner.runstate import StageLimit
 from segment_balancer.planner.stages.run import StageRun
-from segment_balancer.planner.groups import merge
 
 STAGE = 1
 READS = ("Unreplicated",)

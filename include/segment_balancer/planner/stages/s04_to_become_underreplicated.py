@@ -7,8 +7,8 @@ Limit: ``run.limit(4)`` (loading queue). The step of stage 3 without callbacks.
 
 from __future__ import annotations
 
-from segment_balancer.planner.stages.run import StageRun
 from segment_balancer.planner.stages import s03_underreplicated
+from segment_balancer.planner.stages.run import StageRun
 
 STAGE = 4
 READS = ("ToBecomeUnderreplicated[T]",)

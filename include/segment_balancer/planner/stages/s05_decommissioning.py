@@ -8,11 +8,10 @@ Spark task per tier.
 
 from __future__ import annotations
 
+from segment_balancer.planner.groups import copy_groups
 from segment_balancer.planner.kernels import loading
 from segment_balancer.planner.runstate import StageLimit
-from segment_balancer.planner.stages.run import StageRun
-from segment_balancer.planner.stages.run import per_tier_step
-from segment_balancer.planner.groups import copy_groups
+from segment_balancer.planner.stages.run import StageRun, per_tier_step
 
 STAGE = 5
 READS = ("ToMoveAwayFromDecommServers[T]",)

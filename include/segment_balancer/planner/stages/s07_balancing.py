@@ -11,11 +11,10 @@ from __future__ import annotations
 import numpy as np
 from pyroaring import BitMap
 
+from segment_balancer.planner.groups import group_name, merge, packed, split_group_name, tier_groups, unpacked
 from segment_balancer.planner.kernels import balancing
 from segment_balancer.planner.runstate import StageLimit
-from segment_balancer.planner.groups import group_name, split_group_name
 from segment_balancer.planner.stages.run import StageRun
-from segment_balancer.planner.groups import merge, packed, tier_groups, unpacked
 
 STAGE = 7
 READS = ("Balanceable[T]", "VisitedInBalancing[T]")

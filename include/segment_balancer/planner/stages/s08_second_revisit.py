@@ -6,8 +6,8 @@ Reads and writes the groups of stage 6. Limit: ``run.limit(8)``.
 
 from __future__ import annotations
 
-from segment_balancer.planner.stages.run import StageRun
 from segment_balancer.planner.stages import s06_first_revisit
+from segment_balancer.planner.stages.run import StageRun
 from segment_balancer.planner.stages.s06_first_revisit import revisit
 
 STAGE = 8

@@ -7,8 +7,8 @@ queue). The step of stage 5.
 
 from __future__ import annotations
 
-from segment_balancer.planner.stages.run import StageRun
 from segment_balancer.planner.stages import s05_decommissioning
+from segment_balancer.planner.stages.run import StageRun
 
 STAGE = 9
 READS = WRITES = ("StillLoadedOnDecommServers[T]",)

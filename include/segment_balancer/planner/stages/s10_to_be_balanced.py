@@ -8,8 +8,7 @@ Reads ``ToBeBalanced[T]``; writes it (the segments fully moved leave it). Limit:
 from __future__ import annotations
 
 from segment_balancer.planner.kernels import balancing
-from segment_balancer.planner.stages.run import StageRun
-from segment_balancer.planner.stages.run import per_tier_step
+from segment_balancer.planner.stages.run import StageRun, per_tier_step
 
 STAGE = 10
 READS = WRITES = ("ToBeBalanced[T]",)

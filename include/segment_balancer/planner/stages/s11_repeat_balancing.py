@@ -7,8 +7,8 @@ Reads ``Balanceable[T]`` and ``VisitedInBalancing[T]``; writes ``VisitedInBalanc
 
 from __future__ import annotations
 
-from segment_balancer.planner.stages.run import StageRun
 from segment_balancer.planner.stages import s07_balancing
+from segment_balancer.planner.stages.run import StageRun
 
 STAGE = 11
 READS = ("Balanceable[T]", "VisitedInBalancing[T]")
