@@ -53,15 +53,3 @@ def test_reindexed_day_not_loaded_keeps_its_old_version(planned):
     overshadowed_drops = ops[ops.reason == "overshadowed"]
     assert (overshadowed_drops.datasource == "orders").sum() > 0  # the five served days' old versions go
     assert summary["status_after"]["unreplicated"] <= summary["status_before"]["unreplicated"]
-
-
-def test_the_plan_is_the_one_before_the_package_move(planned):
-    """Issue 25 moved every module into packages by concept and must not change a plan: the
-    operations of the bundled ``generated`` cluster are, byte for byte as CSV, those the code made
-    at commit b37da9b, before the move (digest taken there with the same pinned pandas). A
-    deliberate change of the plan updates this digest with a note of why."""
-    import hashlib
-
-    _, _, ops = planned
-    assert len(ops) == 14698
-    assert hashlib.sha256(ops.to_csv(index=False).encode()).hexdigest()[:16] == "0c004818b60299b4"

@@ -22,20 +22,22 @@ datasource on adjacent days costs most):
    decommissioning servers < target 2, so it moves: top 2 = [d3, d2], d3 is already loading it →
    move to d2 (LOAD decommissioning + DROP d1). tw01: count 2 (d1, d2) minus 1 on decommissioning
    servers = target 1: excess, not moved (ToBecomeNotLoadedOnDecommServers), left to stage 12.
-7. Draws from numpy's default_rng([seed, 7, crc32(tier)]) over the eligible segments by index.
-   hot: tw01 and tw02 are eligible (both on h1). The first drawn moves from h1 to h2 (h2 is cheaper
-   or ties with more free bytes); the other then costs 0 on h1 and stays. _default_tier: eligible
-   are wk (idx 0: d2 + d3's queued load = target 2) and tw02 (idx 3: d2); tw01 is overreplicated
-   and ed is served only by the decommissioning d1. tw02 costs the same on d2 (tw01 the day before,
-   ed) as on d3 (tw03 the day after, ed, wk out of the window): the two adjacent-day terms are the
-   same floating-point operations. The tie goes to d3 (617,656,149 bytes free against d2's
-   148,746,709 after stage 5's load of ed), so with B(2, 1) = 1 the holder d2 is outside top B:
-   move tw02 d2 → d3 (d3 has room for its 435,325,540 bytes). wk costs 0 on both and B(2, 2) = 2
-   covers both: no move.
+7. Draws from numpy's default_rng([seed, 7, crc32(tier)]) over the eligible segments by index. A
+   non-holding server of top B moves a holder only when it is strictly cheaper (margin
+   ``balancingMinCostReductionPercent`` 0: ``cost(v) < cost(h)``); equal costs never move.
+   hot: tw01 and tw02 are eligible (both on h1); h2 projects tw03 (stage 1's load). tw02 costs the
+   same on h1 (tw01, the day before) as on h2 (tw03, the day after): the two adjacent-day terms are
+   the same floating-point operations, so tw02 never moves. tw01 costs more on h1 (tw02, the day
+   after) than on h2 (tw03, two days after): move tw01 h1 → h2, whichever is drawn first (with the
+   default seed 0 tw01 is). _default_tier: eligible are wk (idx 0: d2 + d3's queued load = target
+   2) and tw02 (idx 3: d2); tw01 is overreplicated and ed is served only by the decommissioning d1.
+   tw02 costs the same on d2 (tw01 the day before, ed) as on d3 (tw03 the day after, ed, wk out of
+   the window): a tie, so no move (before issue 26 the tie went to d3 by free bytes and tw02 moved
+   every run, back and forth between runs). wk costs 0 on both and B(2, 2) = 2 covers both: no
+   move.
 12. tw01 has 1 + 1 targets and ends with d1 and d2 in _default_tier (excess 1, d1 dropped first as
-    decommissioning). required = min(2, 1 + 1) = 2. If stage 7 moved tw02 in hot, h1 still serves
-    tw01: loaded = {h1, d1, d2} = 3 and d1 is dropped. If it moved tw01, h1's replica has a drop and
-    h2's is only loading: loaded = {d1, d2} = 2, so the drop waits for the next run (deferred 1).
+    decommissioning). required = min(2, 1 + 1) = 2. h1's replica has a (dependent) drop and h2's is
+    only loading: loaded = {d1, d2} = 2, so the drop waits for the next run (deferred 1).
 """
 
 import json
@@ -43,10 +45,6 @@ import shutil
 
 import pandas as pd
 import pytest
-
-import zlib
-
-import numpy as np
 
 from druid_sample_plan import EXPECTED_STAGES_1_TO_5, SNAPSHOT, rows, server, short
 
@@ -60,40 +58,25 @@ def planned(druid_sample_planned):
     return druid_sample_planned
 
 
-def _hot_first_draw(summary) -> str:
-    """The segment stage 7 draws first in hot, from the generator ALGORITHM.md names: eligible
-    [tw02 (idx 3), tw01 (idx 4)] sorted by index, ``integers(2)``."""
-    rng = np.random.default_rng([int(summary["config"]["balancerRandomSeed"]), 7, zlib.crc32(b"hot")])
-    return ["tw02", "tw01"][int(rng.integers(2))]
-
-
 def test_loading_decommissioning_and_unload_stages_match_the_hand_worked_plan(planned):
     _, summary, ops = planned
     assert rows(ops, [1, 2, 3, 4, 5, 6]) == EXPECTED_STAGES_1_TO_5
     assert rows(ops, [8, 9, 10, 11, 13]) == []
-    moved_in_hot = _hot_first_draw(summary)
-    if moved_in_hot == "tw01":  # loaded(tw01) = {d1, d2} = required: the drop waits
-        assert rows(ops, [12]) == []
-        assert summary["availability"]["deferred_drops"] == 1
-        assert [short(s) for s in summary["availability"]["deferred_examples"]] == ["tw01"]
-    else:
-        assert rows(ops, [12]) == [(12, "DROP", None, "tw01", "d1")]
-        assert summary["availability"]["deferred_drops"] == 0
+    assert rows(ops, [12]) == []  # loaded(tw01) = {d1, d2} = required: the drop waits
+    assert summary["availability"]["deferred_drops"] == 1
+    assert [short(s) for s in summary["availability"]["deferred_examples"]] == ["tw01"]
 
 
-def test_stage7_moves_the_first_drawn_day_in_hot_and_tw02_in_default_tier(planned):
-    _, summary, ops = planned
-    moved = rows(ops, [7])
-    assert moved == [(7, "LOAD", "balancing", "tw02", "d3"), (7, "DROP", None, "tw02", "d2"),
-                     (7, "LOAD", "balancing", _hot_first_draw(summary), "h2"),
-                     (7, "DROP", None, _hot_first_draw(summary), "h1")]
+def test_stage7_moves_tw01_in_hot_and_nothing_that_only_ties(planned):
+    _, _, ops = planned
+    assert rows(ops, [7]) == [(7, "LOAD", "balancing", "tw01", "h2"), (7, "DROP", None, "tw01", "h1")]
 
 
 def test_dependent_drops_point_at_their_loads(planned):
     _, _, ops = planned
     by_id = ops.set_index("op_id")
     deps = ops[ops.depends_on.notna()]
-    assert len(deps) == 3  # one decommissioning move and two balancing moves
+    assert len(deps) == 2  # one decommissioning move and one balancing move
     for r in deps.itertuples():
         load = by_id.loc[int(r.depends_on)]
         assert load.action == "LOAD" and load.segment_id == r.segment_id and int(r.depends_on) < r.op_id
@@ -101,20 +84,13 @@ def test_dependent_drops_point_at_their_loads(planned):
 
 
 def test_assignment_is_the_projected_end_state(planned):
-    base, summary, _ = planned
+    base, _, _ = planned
     a = pd.read_parquet(base / "plan" / "assignment.parquet")
     got = {}
     for r in a.itertuples():
         got.setdefault(short(r.segment_id), set()).add(server(r.server))
-    assert got["tw03"] == {"h2", "d3"}
-    assert got["ed"] == {"d2", "d3"}
-    assert got["wk"] == {"d2", "d3"}
-    if _hot_first_draw(summary) == "tw01":
-        assert got["tw01"] == {"h2", "d1", "d2"}  # d1's drop deferred
-        assert got["tw02"] == {"h1", "d3"}
-    else:
-        assert got["tw01"] == {"h1", "d2"}
-        assert got["tw02"] == {"h2", "d3"}
+    assert got == {"tw01": {"h2", "d1", "d2"},  # d1's drop deferred
+                   "tw02": {"h1", "d2"}, "tw03": {"h2", "d3"}, "ed": {"d2", "d3"}, "wk": {"d2", "d3"}}
 
 
 def test_summary_reports_groups_status_and_validation(planned):

@@ -130,3 +130,22 @@ def test_a_plan_without_explain_tables_is_refused_clearly(tmp_path):
     (tmp_path / "summary.json").write_text("{}")
     with pytest.raises(PlanExplainError, match="no segments.parquet, decisions.parquet, stage_groups.json"):
         explain_plan(tmp_path, "x")
+
+
+def test_a_balancing_decision_shows_the_margin_test():
+    """``explain --plan`` text of a stage-7 ``no_destination``: both costs and the threshold a
+    destination had to beat (issue 26)."""
+    from segment_balancer.plan.explain import OUTCOME_TEXT, render_explain
+
+    detail = {"target": 1, "count": 1, "b": 1, "top_b": ["b"], "trigger": "betterServerInTopB", "holders": ["a"],
+              "margin": 10.0, "costs": {"b": 0.5, "a": 2.0}, "source": "a", "threshold": 1.8,
+              "tried": [["b", "load queue full"]]}
+    report = {"segment_id": "s", "datasource": "ds", "size_bytes": 1, "rule_kind": "load", "used": True,
+              "overshadowed": False, "waiting": False, "tiers": {},
+              "stages": [{"app": "stage07_balancing", "stage": 7, "groups": [], "counts": {}, "operations": [],
+                          "decisions": [{"tier": "t", "outcome": "no_destination", "why": OUTCOME_TEXT["no_destination"],
+                                         "detail": detail}]}]}
+    text = render_explain(report)
+    assert "placement costs: b 0.5, a 2" in text
+    assert "margin test: a destination must cost below 1.8 = 2 (holder a) x (1 - 10.0/100)" in text
+    assert "    b: load queue full" in text

@@ -212,3 +212,13 @@ def test_the_config_kept_in_meta_json_reads_back_as_the_same_config(values):
     assert keep(again.as_dict()) == keep(first.as_dict())
     assert [again.limit(s) for s in range(1, 14)] == [first.limit(s) for s in range(1, 14)]
     assert all(again.num_best_servers(n, t) == first.num_best_servers(n, t) for n in range(1, 40) for t in range(1, 4))
+
+
+def test_balancing_min_cost_reduction_percent_defaults_to_0_and_is_a_number_in_0_to_100():
+    assert build_config({}).balancing_min_cost_reduction_percent == 0.0
+    assert build_config({"balancingMinCostReductionPercent": 2.5}).balancing_min_cost_reduction_percent == 2.5
+    assert build_config({}).as_dict()["balancingMinCostReductionPercent"] == 0.0
+    for bad in (-1, 100, 250, "5", True):
+        with pytest.raises(SnapshotError) as err:
+            build_config({"balancingMinCostReductionPercent": bad})
+        assert "balancingMinCostReductionPercent" in str(err.value) and repr(bad) in str(err.value)

@@ -106,8 +106,10 @@ OUTCOME_TEXT = {
     "left_on_decomm": "replicas stay on decommissioning servers: no destination could take them",
     "excess_on_decomm": "replicas on decommissioning servers not moved: the tier holds its target without them, "
                         "stage 12 drops them",
-    "no_destination": "the balancing trigger picked a holder to move, but no better server of top B could take it",
-    "balanced": "drawn for balancing, and no holder ranks behind a better non-holding server of top B: nothing to move",
+    "no_destination": "the balancing trigger picked a holder to move, but no server of top B cheaper than it by the "
+                      "margin could take it",
+    "balanced": "drawn for balancing, and no non-holding server of top B is cheaper than a holder by the margin "
+                "(balancingMinCostReductionPercent; equal costs never move): nothing to move",
     "already_visited": "drawn again after an earlier balancing stage had visited it",
     "deferred": "drops refused by the availability rule: fewer loaded replicas than required would remain",
     "waiting": "overshadowed, kept until a segment overshadowing it is served",
@@ -246,11 +248,17 @@ def _detail_lines(detail: dict) -> list[str]:
             out.append(f"    tier {tier}:")
             out += ["  " + line for line in _detail_lines(sub)]
         return out
-    facts = {k: v for k, v in detail.items() if k not in ("tried", "tiers", "top_b", "refused")}
+    facts = {k: v for k, v in detail.items() if k not in ("tried", "tiers", "top_b", "refused", "costs", "threshold")}
     if facts:
         out.append("    " + ", ".join(f"{k} {v}" for k, v in facts.items()))
     if detail.get("top_b"):
         out.append(f"    top B: {', '.join(detail['top_b'])}")
+    if isinstance(detail.get("costs"), dict):
+        out.append("    placement costs: " + ", ".join(f"{s} {c:.6g}" for s, c in detail["costs"].items()))
+    if "threshold" in detail and "source" in detail:
+        out.append(f"    margin test: a destination must cost below {detail['threshold']:.6g} = "
+                   f"{detail['costs'].get(detail['source'], float('nan')):.6g} (holder {detail['source']}) "
+                   f"x (1 - {detail.get('margin', 0)}/100)")
     for server, why in detail.get("tried", []):
         out.append(f"    {server}: {why}")
     for tier, server in detail.get("refused", []):

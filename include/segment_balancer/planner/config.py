@@ -24,6 +24,9 @@ Keys (Druid camelCase), defaults and derivations:
   ``"betterServerInTopB"`` (default, the seed's "alternative design": a non-holding server of top
   ``B`` ranks ahead of the worst-ranked holder) or ``"outsideTopB"`` (the seed's first design: a
   holder is outside top ``B``).
+- ``balancingMinCostReductionPercent`` (0, a number in [0, 100)): a balancing move needs a
+  destination whose placement cost is below the holder's by this margin,
+  ``cost(v) < cost(h) x (1 - margin / 100)``; equal costs never move (ALGORITHM.md stage 7).
 - ``topBReuse`` (true): loading and decommissioning stages reuse a segment's top ``B`` from the
   stage that first ranked it (ALGORITHM.md "When a segment is ranked"); false ranks it afresh every
   time a stage considers it (the seed's open doubt, measured in docs/SIMULATION.md).
@@ -83,7 +86,7 @@ RETIRED_KEYS: dict[str, str] = {
 }
 _KNOWN = {"maxSegmentsInNodeLoadingQueue", "numBestServersChoosingFunction", LOG_BASE_KEY, *_MIN_PERCENTS,
           "decommissioningMaxPercent", "segmentLoadingMaxSecondsBeforeAlerting", "decommissioningNodes",
-          "balancerRandomSeed", "balancingIterationWindow", "balancingFailedIterationThreshold", "balancingMoveTrigger", "topBReuse", *_PERIOD_KEYS}
+          "balancerRandomSeed", "balancingIterationWindow", "balancingFailedIterationThreshold", "balancingMoveTrigger", "balancingMinCostReductionPercent", "topBReuse", *_PERIOD_KEYS}
 
 _STAGE_QUEUE_TYPE: dict[int, QueueType | None] = {
     1: "loading", 2: "loading", 3: "loading", 4: "loading", 5: "decommissioning", 6: "loading",
@@ -113,6 +116,7 @@ class EffectiveConfig(BaseModel):
     balancing_iteration_window: int = 100
     balancing_failed_iteration_threshold: int = 80
     balancing_move_trigger: str = MOVE_TRIGGERS[0]
+    balancing_min_cost_reduction_percent: float = 0.0
     top_b_reuse: bool = True
     ignored: tuple[dict[str, Any], ...] = ()
     derived: dict[str, str] = {}
@@ -179,6 +183,7 @@ class EffectiveConfig(BaseModel):
             "balancingIterationWindow": self.balancing_iteration_window,
             "balancingFailedIterationThreshold": self.balancing_failed_iteration_threshold,
             "balancingMoveTrigger": self.balancing_move_trigger,
+            "balancingMinCostReductionPercent": self.balancing_min_cost_reduction_percent,
             "topBReuse": self.top_b_reuse,
             "ignored": [dict(e) for e in self.ignored],
             "derived": dict(self.derived),
@@ -352,6 +357,10 @@ def build_config(file_values: Mapping[str, Any] | None, overrides: Mapping[str, 
         trigger = MOVE_TRIGGERS[0]
     elif trigger not in MOVE_TRIGGERS:
         raise ctx.fail("balancingMoveTrigger", f"must be one of {', '.join(map(repr, MOVE_TRIGGERS))}, got {trigger!r}")
+    margin = ctx.number("balancingMinCostReductionPercent")
+    if margin is not None and not 0 <= margin < 100:
+        raise ctx.fail("balancingMinCostReductionPercent",
+                       f"must be at least 0 and below 100, got {ctx.get('balancingMinCostReductionPercent')!r}")
     reuse = ctx.get("topBReuse")
     if reuse is not None and not isinstance(reuse, bool):
         raise ctx.fail("topBReuse", f"must be true or false, got {reuse!r}")
@@ -383,6 +392,7 @@ def build_config(file_values: Mapping[str, Any] | None, overrides: Mapping[str, 
         balancer_random_seed=ctx.integer("balancerRandomSeed", 0),
         balancing_iteration_window=window,
         balancing_move_trigger=trigger,
+        balancing_min_cost_reduction_percent=float(margin) if margin is not None else 0.0,
         top_b_reuse=True if reuse is None else reuse,
         balancing_failed_iteration_threshold=threshold,
         ignored=tuple(ignored),

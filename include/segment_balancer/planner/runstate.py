@@ -475,10 +475,15 @@ class TierRun:
     def rank(self, seg: SegmentInTier) -> list[str]:
         """Candidate servers best first: cost ascending, then more available bytes, then the
         smaller name (ALGORITHM.md "Best servers")."""
+        return self.ranked(seg)[0]
+
+    def ranked(self, seg: SegmentInTier) -> tuple[list[str], np.ndarray]:
+        """:meth:`rank` and the placement costs it ranked by (float64 (S,), servers in name order:
+        :meth:`placement_costs`), for a stage that compares costs (balancing's margin test)."""
         costs = self.placement_costs(seg)
         cand = np.flatnonzero(self.candidate_mask)
         order = np.lexsort((cand, -self.available()[cand], costs[cand]))
-        return [self.names[int(cand[i])] for i in order]
+        return [self.names[int(cand[i])] for i in order], costs
 
     def b(self, seg: SegmentInTier) -> int:
         """Top ``B`` for ``seg`` here: clamp(floor(f(candidates, target)), target, candidates);

@@ -81,8 +81,9 @@ def test_the_triggers_differ_for_a_holder_second_behind_an_empty_server():
     ranked = second_behind_empty()
     seg = ranked.segment(0)
     assert ranked.rank(seg) == ["e", "a", "b", "c", "d"] and ranked.b(seg) == 2
-    assert movable_holders(ranked, seg, ranked.rank(seg), 2, "outsideTopB") == []
-    assert movable_holders(ranked, seg, ranked.rank(seg), 2, "betterServerInTopB") == ["a"]
+    ranking, costs = ranked.ranked(seg)
+    assert movable_holders(ranked, seg, ranking, costs, 2, "outsideTopB") == []
+    assert movable_holders(ranked, seg, ranking, costs, 2, "betterServerInTopB") == ["a"]
 
     limit = StageLimit(queue_type="balancing")
     moved = second_behind_empty()
@@ -123,3 +124,53 @@ def test_same_seed_same_draws():
     b = tier_rng(42, 7, "hot").integers(0, 1000, 10)
     c = tier_rng(42, 7, "cold").integers(0, 1000, 10)
     assert (a == b).all() and not (a == c).all()
+
+
+# ---- "better than" is strictly cheaper, by the margin (ALGORITHM.md stage 7; issue 26) ----------
+# Hand-worked costs: the joint cost of two one-day segments of one datasource decays with a 24 h
+# half-life of the gap between them, so a neighbour two days after costs exactly a quarter of an
+# adjacent one ((1/2)^2), and a neighbour the day before costs what one the day after costs.
+
+def _quarter():
+    """X (idx 0, day 10) on a beside Y (day 11); b holds Z (day 13): cost(b) = cost(a) / 4."""
+    return tier_run("t", [("a", 1000), ("b", 1000)], [
+        {"idx": 0, "day": 10, "served": ["a"]}, {"idx": 1, "day": 11, "served": ["a"]},
+        {"idx": 2, "day": 13, "served": ["b"]}])
+
+
+@pytest.mark.parametrize("margin, moves", [(0, True), (70, True), (74.9, True), (75, False), (80, False)])
+def test_a_move_needs_the_destination_cheaper_by_the_margin(margin, moves):
+    run = _quarter()
+    seg = run.segment(0)
+    ranking, costs = run.ranked(seg)
+    assert ranking == ["b", "a"] and run.b(seg) == 1
+    assert costs[run.pos["b"]] == pytest.approx(costs[run.pos["a"]] / 4, rel=1e-12)
+    balance_tier(run, np.array([0]), StageLimit(queue_type="balancing"), tier_rng(0, 7, "t"), set(), 100, 80,
+                 run.sink, True, "betterServerInTopB", margin)
+    if moves:  # cost(b) = cost(a) x 0.25 < cost(a) x (1 - margin / 100)
+        assert [(o.action, o.server, o.dep_server) for o in run.sink.ops] == [("LOAD", "b", None), ("DROP", "a", "b")]
+    else:
+        assert run.sink.ops == [] and run.sink.members == []  # nothing better: not a failed move
+        [(idx, _, tier, outcome, detail)] = [d for d in run.sink.decisions if d[3] == "balanced"]
+        assert (idx, tier, detail["margin"], detail["holders"], detail["top_b"]) == (0, "t", margin, ["a"], ["b"])
+        assert detail["costs"]["b"] == pytest.approx(detail["costs"]["a"] / 4, rel=1e-12)
+
+
+def test_equal_costs_never_move_a_replica_whatever_the_free_bytes():
+    """X (day 10) on a beside Y (day 11); b holds W (day 9) and has more room: the costs tie, the
+    ranking puts b first (more available bytes), yet nothing moves (before issue 26 it moved, and
+    moved back the next run)."""
+    run = tier_run("t", [("a", 100), ("b", 1000)], [
+        {"idx": 0, "day": 10, "served": ["a"]}, {"idx": 1, "day": 11, "served": ["a"]},
+        {"idx": 2, "day": 9, "served": ["b"]}])
+    seg = run.segment(0)
+    ranking, costs = run.ranked(seg)
+    assert costs[run.pos["a"]] == costs[run.pos["b"]] > 0 and ranking == ["b", "a"]
+    assert movable_holders(run, seg, ranking, costs, 1, "betterServerInTopB") == []
+    assert movable_holders(run, seg, ranking, costs, 1, "outsideTopB") == []
+    balance_tier(run, np.array([0]), StageLimit(queue_type="balancing"), tier_rng(0, 7, "t"), set(), 100, 80,
+                 run.sink, True)
+    assert run.sink.ops == []
+    # stage 10 on the same segment (listed by an earlier stage 7): no holder is selected, it leaves the group
+    assert balance_listed(run, [0], StageLimit(10, "balancing", "all", 10, 10), run.sink) == 0
+    assert run.sink.members == []

@@ -25,49 +25,64 @@ def _holders(run: TierRun, seg: SegmentInTier) -> set[str]:
     return {s for s in seg.serving() if s not in run.decommissioning}
 
 
-def movable_holders(run: TierRun, seg: SegmentInTier, ranking: list[str], b: int, trigger: str) -> list[str]:
+def better(run: TierRun, costs: np.ndarray, v: str, h: str, margin: float) -> bool:
+    """Whether server ``v`` is better than holder ``h`` for the segment whose placement costs are
+    ``costs`` (float64 (S,), servers in name order, :meth:`TierRun.ranked`): strictly cheaper by
+    the margin, ``cost(v) < cost(h) x (1 - margin / 100)`` (``margin``:
+    ``balancingMinCostReductionPercent``). Equal costs are never better (ALGORITHM.md stage 7)."""
+    return bool(costs[run.pos[v]] < costs[run.pos[h]] * (1.0 - margin / 100.0))
+
+
+def movable_holders(run: TierRun, seg: SegmentInTier, ranking: list[str], costs: np.ndarray, b: int, trigger: str,
+                    margin: float = 0.0) -> list[str]:
     """The holders that the balancing trigger moves, worst-ranked first (ALGORITHM.md stage 7).
 
-    ``ranking``: the tier's candidate servers, best first; ``b``: the segment's ``B``. With
-    ``trigger`` ``"betterServerInTopB"`` (the default, the seed's "alternative design") the holders
-    ranked behind the best non-holding server of top ``B``; with ``"outsideTopB"`` (the seed's first
-    design) the holders outside top ``B``. Holders serve the segment with no drop of it and are not
-    decommissioning (:func:`_holders`)."""
-    holders = _holders(run, seg)
-    if trigger == "outsideTopB":
-        first = b
-    else:
-        present = seg.present()
-        first = next((i + 1 for i, name in enumerate(ranking[:b]) if name not in present), None)
-        if first is None:
-            return []
-    return [name for name in ranking[first:] if name in holders][::-1]
+    ``ranking``: the tier's candidate servers, best first, and ``costs`` their placement costs
+    (:meth:`TierRun.ranked`); ``b``: the segment's ``B``. A holder is movable when the best
+    non-holding server of top ``B`` is :func:`better` than it; with ``trigger``
+    ``"outsideTopB"`` (the seed's first design) only holders outside top ``B`` are. Holders serve
+    the segment with no drop of it and are not decommissioning (:func:`_holders`)."""
+    holders, present = _holders(run, seg), seg.present()
+    best = next((name for name in ranking[:b] if name not in present), None)
+    if best is None:
+        return []
+    candidates = ranking[b:] if trigger == "outsideTopB" else ranking
+    return [h for h in candidates if h in holders and better(run, costs, best, h, margin)][::-1]
 
 
-def destination(run: TierRun, seg: SegmentInTier, ranking: list[str], b: int, source: str,
-                limit: StageLimit) -> ServerHolder | None:
-    """The best non-holding server of top ``B`` ranked ahead of ``source`` that passes ``limit``
-    (queue and capacity), or None."""
+def _better_open(run: TierRun, seg: SegmentInTier, ranking: list[str], costs: np.ndarray, b: int, source: str,
+                 margin: float) -> list[str]:
+    """The non-holding servers of top ``B`` better than ``source``, best first."""
     present = seg.present()
-    for name in ranking[:min(b, ranking.index(source))]:
-        if name not in present and run.servers[name].can_load(seg.size_bytes, limit):
+    return [name for name in ranking[:b] if name not in present and better(run, costs, name, source, margin)]
+
+
+def destination(run: TierRun, seg: SegmentInTier, ranking: list[str], costs: np.ndarray, b: int, source: str,
+                limit: StageLimit, margin: float = 0.0) -> ServerHolder | None:
+    """The best-ranked non-holding server of top ``B`` that is :func:`better` than ``source`` and
+    passes ``limit`` (queue and capacity), or None."""
+    for name in _better_open(run, seg, ranking, costs, b, source, margin):
+        if run.servers[name].can_load(seg.size_bytes, limit):
             return run.servers[name]
     return None
 
 
-def _no_move(run: TierRun, seg: SegmentInTier, ranking: list[str], b: int, source: str | None, limit: StageLimit,
-             sink: OpSink, trigger: str) -> None:
+def _no_move(run: TierRun, seg: SegmentInTier, ranking: list[str], costs: np.ndarray, b: int, source: str | None,
+             limit: StageLimit, sink: OpSink, trigger: str, margin: float) -> None:
     """Record why a balancing stage moved nothing of ``seg``: ``balanced`` (the trigger picked no
     holder: ``holders`` and ``top_b``) or ``no_destination`` (``source`` picked, ``tried``: every
-    non-holder ranked ahead of it in top ``B`` and what stopped it)."""
+    non-holder of top ``B`` better than it and what stopped it). Both carry the margin test:
+    ``margin`` (percent) and the placement ``costs`` of the holders and of top ``B``."""
+    holders = sorted(_holders(run, seg))
+    shown = dict.fromkeys(ranking[:b] + holders)
     detail = {"target": seg.target, "count": seg.count(), "b": b, "top_b": ranking[:b], "trigger": trigger,
-              "holders": sorted(_holders(run, seg))}
+              "holders": holders, "margin": margin, "costs": {name: float(costs[run.pos[name]]) for name in shown}}
     if source is None:
         sink.decide(seg.idx, seg.segment_id, run.tier, "balanced", **detail)
         return
-    ahead = ranking[:min(b, ranking.index(source))]
-    sink.decide(seg.idx, seg.segment_id, run.tier, "no_destination", source=source,
-                tried=refusals(run, seg, ahead, limit), **detail)
+    threshold = float(costs[run.pos[source]]) * (1.0 - margin / 100.0)
+    sink.decide(seg.idx, seg.segment_id, run.tier, "no_destination", source=source, threshold=threshold,
+                tried=refusals(run, seg, _better_open(run, seg, ranking, costs, b, source, margin), limit), **detail)
 
 
 def tier_rng(seed: int, stage: int, tier: str) -> np.random.Generator:
@@ -77,15 +92,16 @@ def tier_rng(seed: int, stage: int, tier: str) -> np.random.Generator:
 
 def balance_tier(run: TierRun, population: np.ndarray, limit: StageLimit, rng: np.random.Generator,
                  visited: set[int], window: int, threshold: int, sink: OpSink, record_to_be_balanced: bool,
-                 trigger: str = "betterServerInTopB") -> dict:
+                 trigger: str = "betterServerInTopB", margin: float = 0.0) -> dict:
     """Stage 7 (``record_to_be_balanced``) or stage 11 in one tier.
 
     ``population``: sorted int64 array of eligible segment indexes (fully replicated or
     underreplicated in the tier at the start of the run, served by a candidate server);
     ``visited``: indexes visited earlier (mutated). Draws with replacement until at least
     ``window`` iterations ran and ``threshold`` of the last ``window`` failed. A drawn segment
-    whose trigger (:func:`movable_holders`, ``balancingMoveTrigger``) selects a holder moves its
-    worst-ranked one to :func:`destination`; when no destination passes, the iteration fails and
+    whose trigger (:func:`movable_holders`, ``balancingMoveTrigger``; ``margin``:
+    ``balancingMinCostReductionPercent``) selects a holder moves its worst-ranked one to
+    :func:`destination`; when no destination passes, the iteration fails and
     (stage 7) the segment joins ``ToBeBalanced[T]``. Returns counts.
     """
     last = deque(maxlen=window)
@@ -103,14 +119,14 @@ def balance_tier(run: TierRun, population: np.ndarray, limit: StageLimit, rng: n
             continue
         visited.add(idx)
         seg = run.segment(idx)
-        ranking, b = run.rank(seg), run.b(seg)
-        movable = movable_holders(run, seg, ranking, b, trigger)
+        (ranking, costs), b = run.ranked(seg), run.b(seg)
+        movable = movable_holders(run, seg, ranking, costs, b, trigger, margin)
         source = movable[0] if movable else None
-        dest = destination(run, seg, ranking, b, source, limit) if source else None
+        dest = destination(run, seg, ranking, costs, b, source, limit, margin) if source else None
         if dest is None:
             if source is not None and record_to_be_balanced:
                 sink.member(idx, group_name("ToBeBalanced", run.tier))
-            _no_move(run, seg, ranking, b, source, limit, sink, trigger)
+            _no_move(run, seg, ranking, costs, b, source, limit, sink, trigger, margin)
             last.append(1)
             continue
         run.move(seg, source, dest.server, "balancing", "balancing", (0, run.tier, float(sink.next_seq())))
@@ -121,7 +137,8 @@ def balance_tier(run: TierRun, population: np.ndarray, limit: StageLimit, rng: n
     return {"iterations": iterations, "moves": moves}
 
 
-def balance_listed(run: TierRun, indexes, limit: StageLimit, sink: OpSink, trigger: str = "betterServerInTopB") -> int:
+def balance_listed(run: TierRun, indexes, limit: StageLimit, sink: OpSink, trigger: str = "betterServerInTopB",
+                   margin: float = 0.0) -> int:
     """Stage 10 in one tier: for each ToBeBalanced segment (index order), ranked once, move every
     holder the stage-7 trigger selects (:func:`movable_holders`), worst first, each to
     :func:`destination`, as many as pass. A segment all of whose such holders got a move leaves
@@ -129,12 +146,12 @@ def balance_listed(run: TierRun, indexes, limit: StageLimit, sink: OpSink, trigg
     moves = 0
     for idx in sorted(int(i) for i in indexes):
         seg = run.segment(idx)
-        ranking, b = run.rank(seg), run.b(seg)
-        for source in movable_holders(run, seg, ranking, b, trigger):
-            dest = destination(run, seg, ranking, b, source, limit)
+        (ranking, costs), b = run.ranked(seg), run.b(seg)
+        for source in movable_holders(run, seg, ranking, costs, b, trigger, margin):
+            dest = destination(run, seg, ranking, costs, b, source, limit, margin)
             if dest is None:
                 sink.member(idx, group_name("ToBeBalanced", run.tier))
-                _no_move(run, seg, ranking, b, source, limit, sink, trigger)
+                _no_move(run, seg, ranking, costs, b, source, limit, sink, trigger, margin)
                 break
             run.move(seg, source, dest.server, "balancing", "to_be_balanced", (0, run.tier, float(sink.next_seq())))
             moves += 1

@@ -36,6 +36,7 @@ def step(run: StageRun, groups, stage: int, limit: StageLimit, record: bool) -> 
     data, seen = packed(eligible), packed(visited)
     cfg = run.config
     seed, trigger = cfg.balancer_random_seed, cfg.balancing_move_trigger
+    margin = cfg.balancing_min_cost_reduction_percent
     window, threshold = cfg.balancing_iteration_window, cfg.balancing_failed_iteration_threshold
 
     def body(runs, sink):
@@ -44,7 +45,7 @@ def step(run: StageRun, groups, stage: int, limit: StageLimit, record: bool) -> 
             population = np.array(list(pops[tier]), dtype=np.int64)
             done = set(vis.get(tier, BitMap()))
             balancing.balance_tier(tier_run, population, limit, balancing.tier_rng(seed, stage, tier), done,
-                                   window, threshold, sink, record, trigger)
+                                   window, threshold, sink, record, trigger, margin)
             for i in sorted(done):
                 sink.member(i, group_name("VisitedInBalancing", tier))
 
