@@ -33,9 +33,11 @@ def _partition(seg: dict) -> int:
 def assert_no_drop_costs_availability(snap: Path, ops: pd.DataFrame) -> int:
     """ALGORITHM.md "Availability": after every drop of the plan, each segment that an independent
     DROP (no ``depends_on``) touched still has ``loaded ≥ required``, where ``loaded`` counts the
-    historicals of tiers with a target > 0 that serve it in the snapshot with no drop queued and
-    none in the plan, and ``required = min(2, Σ of its rule's tieredReplicants)``. Returns how many
-    independent drops of load-rule segments it checked."""
+    historicals of tiers with a target > 0 that serve it in the snapshot with no drop queued and no
+    independent drop in the plan (a dependent drop, a move's or a callback's, goes only after its
+    replacement has loaded, so the replica counts until then: ALGORITHM.md "Terms"), and
+    ``required = min(2, Σ of its rule's tieredReplicants)``. Returns how many independent drops of
+    load-rule segments it checked."""
     snap = Path(snap)
     now = parse_instant_ms(json.loads((snap / "snapshot.json").read_text())["snapshot_time"])
     rules = load_rules(snap)
@@ -48,7 +50,7 @@ def assert_no_drop_costs_availability(snap: Path, ops: pd.DataFrame) -> int:
     for row in json.loads((snap / "server_segments.json").read_text()):
         if row["server"] in servers and (row["server"], row["segment_id"]) not in dropping:
             serving.setdefault(row["segment_id"], set()).add(row["server"])
-    planned_drops = {(r.segment_id, r.server) for r in ops[ops.action == "DROP"].itertuples()}
+    planned_drops = {(r.segment_id, r.server) for r in ops[(ops.action == "DROP") & ops.depends_on.isna()].itertuples()}
     by_id = {}
     for (ds, start, end, version, partition), seg in _segments(snap).items():
         by_id.setdefault(ds, []).append((start, end, seg))

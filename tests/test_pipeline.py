@@ -36,8 +36,10 @@ datasource on adjacent days costs most):
    every run, back and forth between runs). wk costs 0 on both and B(2, 2) = 2 covers both: no
    move.
 12. tw01 has 1 + 1 targets and ends with d1 and d2 in _default_tier (excess 1, d1 dropped first as
-    decommissioning). required = min(2, 1 + 1) = 2. h1's replica has a (dependent) drop and h2's is
-    only loading: loaded = {d1, d2} = 2, so the drop waits for the next run (deferred 1).
+    decommissioning). required = min(2, 1 + 1) = 2. h1's drop is the move's, dependent on h2's
+    load, so h1 serves until h2 has loaded and counts (issue 26); h2 is only loading: loaded =
+    {h1, d1, d2} = 3, and dropping d1 leaves 2 = required -> DROP tw01 from d1. (Before issue 26
+    h1 did not count: loaded 2, and the drop waited a run.)
 """
 
 import json
@@ -62,9 +64,8 @@ def test_loading_decommissioning_and_unload_stages_match_the_hand_worked_plan(pl
     _, summary, ops = planned
     assert rows(ops, [1, 2, 3, 4, 5, 6]) == EXPECTED_STAGES_1_TO_5
     assert rows(ops, [8, 9, 10, 11, 13]) == []
-    assert rows(ops, [12]) == []  # loaded(tw01) = {d1, d2} = required: the drop waits
-    assert summary["availability"]["deferred_drops"] == 1
-    assert [short(s) for s in summary["availability"]["deferred_examples"]] == ["tw01"]
+    assert rows(ops, [12]) == [(12, "DROP", None, "tw01", "d1")]  # loaded {h1, d1, d2} = 3 > required 2
+    assert summary["availability"]["deferred_drops"] == 0
 
 
 def test_stage7_moves_tw01_in_hot_and_nothing_that_only_ties(planned):
@@ -89,7 +90,7 @@ def test_assignment_is_the_projected_end_state(planned):
     got = {}
     for r in a.itertuples():
         got.setdefault(short(r.segment_id), set()).add(server(r.server))
-    assert got == {"tw01": {"h2", "d1", "d2"},  # d1's drop deferred
+    assert got == {"tw01": {"h2", "d2"},
                    "tw02": {"h1", "d2"}, "tw03": {"h2", "d3"}, "ed": {"d2", "d3"}, "wk": {"d2", "d3"}}
 
 

@@ -57,3 +57,21 @@ def test_drops_decided_outside_a_pass_are_marked_in_the_tiers_they_name(spark, t
     ops = pd.read_parquet(run.work / "ops" / "stage_12_test.parquet")
     assert ops[["op_id", "action", "server", "segment_id", "reason"]].values.tolist() == [
         [0, "DROP", "c1", "seg1", "unused"]]
+
+
+def test_a_callbacks_drop_is_marked_dependent_an_unload_drop_is_not(spark, tmp_path):
+    """A DROP that waits for a load (``dep_server``: a stage-3 callback) keeps its replica among the
+    loaded ones until then (ALGORITHM.md "Terms"); an excess drop of stage 12 does not."""
+    tiers = {"hot": {"servers": ["h1", "h2"], "segments": [(0, 1, ["h1", "h2"]), (2, 1, ["h1", "h2"])]}}
+    run = Run(spark, write_workdir(tmp_path / "work", tiers))
+    sink = OpSink()
+    sink.drop(SegmentRef(0, "seg0", "ds", 10), "h1", "hot", "overreplicated", (0, "", 0.0), dep_server="c1")
+    sink.drop(SegmentRef(2, "seg2", "ds", 10), "h2", "hot", "overreplicated", (2, "", 0.0))
+    commit_with_drops(run, 3, "test", spark.createDataFrame(out_frame(sink), OUT_SCHEMA), run.state_dirs())
+    fs, base = filesystem(run.work_uri)
+    rows = read_tier_state(fs, f"{base}/{run.state_dirs()['hot']}")
+    reps = rows[rows["kind"] == "replica"]
+    got = {(r.segment_id, r.server): (bool(r.dropping), bool(r.drop_dependent) if pd.notna(r.drop_dependent) else False)
+           for r in reps.itertuples()}
+    assert got == {("seg0", "h1"): (True, True), ("seg0", "h2"): (False, False),
+                   ("seg2", "h1"): (False, False), ("seg2", "h2"): (True, False)}

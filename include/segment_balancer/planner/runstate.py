@@ -18,7 +18,8 @@ tier to its current directory) it is one table of two kinds of rows,
   string, not an array, because Spark hands array columns to Python row by row).
 - ``kind = "replica"``: one per (segment, server of the tier) served, loading or dropping:
   ``served`` (bool, the snapshot's), ``load_type`` (queue type of a queued or scheduled load, null
-  for none), ``dropping`` (bool: a queued or scheduled drop). ``idx`` is -1 for segments outside
+  for none), ``dropping`` (bool: a queued or scheduled drop), ``drop_dependent`` (bool: that drop
+  waits for a load of this run, a move's source or a stage-3 callback; null as false). ``idx`` is -1 for segments outside
   the used set (unused, overshadowed: they still weigh on costs and sizes until dropped).
 
 ``prepare`` writes the first state (:func:`segment_balancer.spark.state_store.initial_state`); every stage application reads it, runs
@@ -50,7 +51,7 @@ from segment_balancer.planner.livecost import IntervalKeys, TierCosts
 STATE_FIELDS = [
     ("tier", "string"), ("kind", "string"), ("idx", "long"), ("segment_id", "string"), ("datasource", "string"),
     ("start_ms", "long"), ("end_ms", "long"), ("size_bytes", "long"), ("server", "string"), ("served", "boolean"),
-    ("load_type", "string"), ("dropping", "boolean"), ("target", "int"), ("tier_pos", "int"),
+    ("load_type", "string"), ("dropping", "boolean"), ("drop_dependent", "boolean"), ("target", "int"), ("tier_pos", "int"),
     ("rule_kind", "string"), ("required", "int"), ("topb", "string"),
 ]
 STATE_COLUMNS = [name for name, _ in STATE_FIELDS]
@@ -255,12 +256,14 @@ class DropCandidate:
 @dataclass
 class Replica:
     """One server's relation to a segment: ``served`` (the snapshot's), ``load_type`` (queued or
-    scheduled load, or None), ``dropping`` (queued or scheduled drop)."""
+    scheduled load, or None), ``dropping`` (queued or scheduled drop), ``dependent`` (that drop
+    waits for a load of this run: a move's source or a stage-3 callback)."""
 
     server: str
     served: bool = False
     load_type: str | None = None
     dropping: bool = False
+    dependent: bool = False
 
     @property
     def holds(self) -> bool:
@@ -382,6 +385,7 @@ class TierRun:
             "served": reps["served"].astype("boolean").fillna(False).to_numpy(bool)[order],
             "load_type": reps["load_type"].to_numpy(object)[order],
             "dropping": reps["dropping"].astype("boolean").fillna(False).to_numpy(bool)[order],
+            "drop_dependent": reps["drop_dependent"].astype("boolean").fillna(False).to_numpy(bool)[order],
         }
         self._touched: dict[int, SegmentInTier] = {}
         self._dirty = False
@@ -452,7 +456,7 @@ class TierRun:
         for j in range(lo, hi):
             load = r["load_type"][j]
             seg.replicas[r["server"][j]] = Replica(r["server"][j], bool(r["served"][j]), None if _none_if_nan(load) is None else load,
-                                                   bool(r["dropping"][j]))
+                                                   bool(r["dropping"][j]), bool(r["drop_dependent"][j]))
         self._touched[idx] = seg
         return seg
 
@@ -541,6 +545,7 @@ class TierRun:
             raise ValueError(f"{server} does not serve {seg.segment_id} without a drop")
         held = rep.holds
         rep.dropping = True
+        rep.dependent = dep_server is not None
         self._dirty = True
         if self.costs is not None and held:
             self.costs.add(self.pos[server], seg.key, -1)
@@ -575,7 +580,7 @@ class TierRun:
                         "required": s.required, "topb": None if s.topb is None else ",".join(s.topb)})
             for r in s.replicas.values():
                 new.append({**base, "kind": "replica", "server": r.server, "served": r.served,
-                            "load_type": r.load_type, "dropping": r.dropping})
+                            "load_type": r.load_type, "dropping": r.dropping, "drop_dependent": r.dependent})
         out = concat_columns([self._segs[keep_segs], self._reps[keep_reps], pd.DataFrame(new, columns=STATE_COLUMNS)],
                              STATE_COLUMNS)
         out["tier"] = self.tier
@@ -601,7 +606,7 @@ def state_frame(frame: pd.DataFrame) -> pd.DataFrame:
         out[col] = out[col].astype("int64")
     for col in ("target", "tier_pos", "required"):
         out[col] = out[col].astype("Int32")
-    for col in ("served", "dropping"):
+    for col in ("served", "dropping", "drop_dependent"):
         out[col] = out[col].astype("boolean")
     for col in ("tier", "kind", "segment_id", "datasource", "server", "load_type", "rule_kind", "topb"):
         out[col] = out[col].astype(object).where(out[col].notna(), None)

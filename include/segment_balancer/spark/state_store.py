@@ -125,13 +125,15 @@ def conform(df, fields=STATE_FIELDS):
 def replica_tally(state):
     """Per (``idx``, ``tier``) of used load-rule segments in ``state`` (Spark DataFrame of
     ``STATE_COLUMNS``): ``target``, ``count`` (servers holding it: serving with no drop, or
-    loading), ``loaded`` (servers serving it with no drop, counted where the target is above 0) and
+    loading), ``loaded`` (servers serving it with no drop, or only a dependent one, counted where the
+    target is above 0) and
     ``required`` (ALGORITHM.md "Terms", "Availability"); a Spark DataFrame."""
     from pyspark.sql import functions as F
 
     rep = state.filter("kind = 'replica' and idx >= 0")
     holds = ((F.col("served") | F.col("load_type").isNotNull()) & ~F.col("dropping")).cast("int")
-    serving = (F.col("served") & ~F.col("dropping")).cast("int")
+    # loaded: serving with no drop, or only a dependent one (it goes after its replacement loaded)
+    serving = (F.col("served") & (~F.col("dropping") | F.coalesce(F.col("drop_dependent"), F.lit(False)))).cast("int")
     per = rep.groupBy("idx", "tier").agg(F.sum(holds).alias("count"), F.sum(serving).alias("serving"))
     seg = state.filter("kind = 'segment' and rule_kind = 'load'").select("idx", "tier", "target", "required")
     return (seg.join(per, ["idx", "tier"], "left").fillna({"count": 0, "serving": 0})

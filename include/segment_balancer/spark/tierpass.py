@@ -124,7 +124,8 @@ def kernel_pass(run: Run, stage: int, step: str, tiers: list[str], body: Body, r
 
 
 def apply_drops_pass(run: Run, stage: int, step: str, output: str, state: dict[str, str]) -> dict[str, str]:
-    """Mark ``dropping`` on the replica rows that the DROP ops of the step's output name, one task
+    """Mark ``dropping`` (and ``drop_dependent`` for a drop that waits for a load: the stage-3
+    callbacks) on the replica rows that the DROP ops of the step's output name, one task
     per tier of ``state`` (one Spark job); a tier with such drops is written into the step's
     directory. ``output``: the step's output files (:data:`OUT_COLUMNS`, relative to the work
     directory: :meth:`Run.write_output`); a DROP the kernel itself scheduled is marked already, so
@@ -136,14 +137,18 @@ def apply_drops_pass(run: Run, stage: int, step: str, output: str, state: dict[s
 
     def task(tier):
         fs, base = filesystem(work)
-        named = read_output(work, output, ["server", "segment_id"], "op", tier=tier, action="DROP")
-        pairs = set(zip(named.column("server").to_pylist(), named.column("segment_id").to_pylist()))
+        named = read_output(work, output, ["server", "segment_id", "dep_server"], "op", tier=tier, action="DROP")
+        pairs = {(s, i): d is not None for s, i, d in zip(named.column("server").to_pylist(),
+                                                         named.column("segment_id").to_pylist(),
+                                                         named.column("dep_server").to_pylist())}
         if not pairs:
             return tier, None
         rows = read_tier_state(fs, f"{base}/{state[tier]}")
         hit = [(k == "replica" and (s, i) in pairs)
                for k, s, i in zip(rows["kind"], rows["server"], rows["segment_id"])]
+        dependent = [h and pairs[(s, i)] for h, s, i in zip(hit, rows["server"], rows["segment_id"])]
         rows["dropping"] = rows["dropping"].astype("boolean").mask(pd.Series(hit, index=rows.index), True)
+        rows["drop_dependent"] = rows["drop_dependent"].astype("boolean").mask(pd.Series(dependent, index=rows.index), True)
         out = f"{sdir}/{tier_dir_name(tier)}"
         write_tier_state(fs, f"{base}/{out}", rows)
         return tier, out

@@ -110,7 +110,7 @@ def out_frame(sink, extra: list[dict] | None = None) -> pd.DataFrame:
     frame["o3"] = frame["o3"].astype("float64")
     for col in ("target", "tier_pos", "required"):
         frame[col] = frame[col].astype("Int32")
-    for col in ("served", "dropping"):
+    for col in ("served", "dropping", "drop_dependent"):
         frame[col] = frame[col].astype("boolean")
     strings = ["tier", "kind", "segment_id", "datasource", "server", "load_type", "rule_kind", "topb", "action",
                "queue_type", "reason", "dep_server", "o2", "group", "detail"]
