@@ -505,6 +505,24 @@ class TierRun:
             self._dirty = True
         return seg.topb
 
+    def rank_again_if_full(self, seg: SegmentInTier) -> bool:
+        """ALGORITHM.md "Best servers" (a stale top ``B`` is ranked again): when every server of
+        the segment's cached top ``B`` that does not hold it lacks the room for it (capacity, not
+        a queue slot, which frees up only in a later run), rank it afresh against the live state
+        and cache that top ``B`` instead. Returns True when it did, so the stage tries the tier
+        once more; False when some such server has room (or top ``B`` is ranked afresh anyway,
+        ``topBReuse`` false)."""
+        if not self.reuse_top_b:
+            return False
+        present = seg.present()
+        for name in self.top_b(seg):
+            holder = self.servers[name]
+            if name not in present and holder.projected_size + seg.size_bytes <= holder.max_size:
+                return False
+        seg.topb = self.rank(seg)[: self.b(seg)]
+        self._dirty = True
+        return True
+
     def drop_candidates(self, seg: SegmentInTier, names: Iterable[str]) -> list[DropCandidate]:
         """A :class:`~segment_balancer.planner.kernels.unload.DropCandidate` (decommissioning, cost,
         available bytes, server) for each of ``names``, costs against the live state."""

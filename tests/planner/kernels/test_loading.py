@@ -137,3 +137,39 @@ def test_top_b_is_reused_unless_the_experiment_switch_is_off():
         assert run.top_b(run.segment(0)) == ["a"]
         run.load(run.segment(1), "a", "loading", "underreplicated", (0, "t", 0.0))
         assert run.top_b(run.segment(0)) == expected, reuse
+
+
+# ---- a stale top B is ranked again (ALGORITHM.md "Best servers"; issue 26) -------------------------
+
+def _stale(a_max=15, limit_cap=None):
+    """Segment 0 (10 bytes, target 1, no replica) whose cached top B is [a]; a has 5 bytes free
+    (max ``a_max``, 10 used), b is empty with 1000. Both project nothing near the segment: cost 0,
+    so a fresh ranking puts b first (more available bytes)."""
+    run = tier_run("t", [("a", a_max, False, 10), ("b", 1000)], [{"idx": 0, "topb": ["a"]}])
+    limit = StageLimit(3, "loading", "loading", limit_cap, None) if limit_cap is not None else StageLimit(3, "loading")
+    return run, limit
+
+
+def test_a_cached_top_b_without_room_is_ranked_again_and_the_stage_tries_once_more():
+    run, limit = _stale()
+    loads = load_underreplicated(run, [0], limit, run.sink, "StillUnderreplicated", "underreplicated")
+    assert [(idx, server) for idx, server, _ in loads] == [(0, "b")]
+    assert run.segment(0).topb == ["b"]  # the new ranking replaces the cached one
+    assert run.sink.members == [(0, "ToBecomeFullyReplicated[t]")]
+
+
+def test_a_cached_top_b_whose_queue_is_full_is_not_ranked_again():
+    """a has room but its load queue is full for the stage: queues free up only in a later run, so
+    the cached top B stands and the segment stays short."""
+    run, _ = _stale(a_max=1000)
+    run.servers["a"].loads["loading"] = 1
+    limit = StageLimit(3, "loading", "loading", 1, None)
+    loads = load_underreplicated(run, [0], limit, run.sink, "StillUnderreplicated", "underreplicated")
+    assert loads == [] and run.segment(0).topb == ["a"]
+    assert run.sink.members == [(0, "StillUnderreplicated[t]")]
+
+
+def test_stage_1_ranks_a_stale_top_b_again_in_the_tier_before_falling_back():
+    run, limit = _stale()
+    load_unreplicated({"t": run}, [0], {"t": 0}, StageLimit(1, "loading"), run.sink)
+    assert [(o.action, o.server) for o in run.sink.ops] == [("LOAD", "b")]

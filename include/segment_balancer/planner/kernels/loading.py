@@ -18,16 +18,21 @@ from segment_balancer.planner.kernels.decisions import refusals, top_b_detail
 from segment_balancer.planner.runstate import OpSink, SegmentInTier, ServerHolder, StageLimit, TierRun
 
 
-def best_loadable(run: TierRun, seg: SegmentInTier, limit: StageLimit, present: set[str] | None = None) -> ServerHolder | None:
-    """The best server of the segment's top ``B`` in ``run`` that does not hold it (``present``,
-    default: the servers that serve or load it) and passes ``limit`` and capacity."""
-    present = seg.present() if present is None else present
-    for name in run.top_b(seg):
-        if name in present:
-            continue
-        server = run.servers[name]
-        if server.can_load(seg.size_bytes, limit):
-            return server
+def best_loadable(run: TierRun, seg: SegmentInTier, limit: StageLimit) -> ServerHolder | None:
+    """The best server of the segment's top ``B`` in ``run`` that does not hold it (serve or load
+    it) and passes ``limit`` and capacity; when none does because every such server is full, the
+    segment is ranked again and its new top ``B`` tried once more
+    (:meth:`~segment_balancer.planner.runstate.TierRun.rank_again_if_full`)."""
+    for attempt in range(2):
+        present = seg.present()
+        for name in run.top_b(seg):
+            if name in present:
+                continue
+            server = run.servers[name]
+            if server.can_load(seg.size_bytes, limit):
+                return server
+        if attempt or not run.rank_again_if_full(seg):
+            return None
     return None
 
 
@@ -79,23 +84,28 @@ def load_underreplicated(run: TierRun, indexes: Iterable[int], limit: StageLimit
     """Stages 3 and 4 (and their revisits) in one tier: load up to the target from top ``B``.
 
     Loads go to non-holding servers of top ``B``, best first, until ``count = target`` or no
-    server passes. Groups written: ``ToBecomeFullyReplicated[T]`` or ``still_group[T]``. Returns
+    server passes; when the segment is still short because every non-holding server of its top
+    ``B`` is full, it is ranked again and the new top ``B`` tried once more. Groups written: ``ToBecomeFullyReplicated[T]`` or ``still_group[T]``. Returns
     ``(idx, server, order)`` of every load, for the stage-3 callbacks.
     """
     loads = []
     for idx in sorted(int(i) for i in indexes):
         seg = run.segment(idx)
-        count, present = seg.count(), seg.present()
-        for name in run.top_b(seg):
-            if count >= seg.target:
+        count = seg.count()
+        for attempt in range(2):  # once more on a new top B when the cached one is full
+            present = seg.present()
+            for name in run.top_b(seg):
+                if count >= seg.target:
+                    break
+                if name in present or not run.servers[name].can_load(seg.size_bytes, limit):
+                    continue
+                order = (idx, run.tier, float(sink.next_seq()))
+                run.load(seg, name, "loading", reason, order)
+                loads.append((idx, name, order))
+                present.add(name)
+                count += 1
+            if count >= seg.target or attempt or not run.rank_again_if_full(seg):
                 break
-            if name in present or not run.servers[name].can_load(seg.size_bytes, limit):
-                continue
-            order = (idx, run.tier, float(sink.next_seq()))
-            run.load(seg, name, "loading", reason, order)
-            loads.append((idx, name, order))
-            present.add(name)
-            count += 1
         kind = "ToBecomeFullyReplicated" if count >= seg.target else still_group
         sink.member(idx, group_name(kind, run.tier))
         if count < seg.target:
