@@ -57,6 +57,10 @@ CONFIG_KEYS: dict[str, dict[str, Any]] = {
     "balancerRandomSeed": {
         "type": ["null", "integer"], "title": "balancerRandomSeed",
         "description": "Seed of the balancing draws (the same seed gives the same plan); empty = the snapshot's."},
+    "balancingMinCostReductionPercent": {
+        "type": ["null", "number"], "minimum": 0, "exclusiveMaximum": 100, "title": "balancingMinCostReductionPercent",
+        "description": "How much cheaper (%) a server must be to take a balancing move from a holder; equal costs "
+                       "never move; default 0."},
 }
 
 

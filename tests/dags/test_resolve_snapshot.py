@@ -70,9 +70,11 @@ def test_fresh_work_dir_config_and_paths(resolve, root, monkeypatch, tmp_path):
 
 def test_typed_config_fields_win_over_config_overrides(resolve, root, monkeypatch, tmp_path):
     run = _call(resolve, root, monkeypatch, tmp_path, overrides={"maxSegmentsInNodeLoadingQueue": 7, "balancingMinPercent": 5},
-                maxSegmentsInNodeLoadingQueue=100, balancerRandomSeed=3, decommissioningNodes=None)
+                maxSegmentsInNodeLoadingQueue=100, balancerRandomSeed=3, decommissioningNodes=None,
+                balancingMinCostReductionPercent=2.5)
     assert json.loads(Path(run["config_file"]).read_text()) == {
-        "maxSegmentsInNodeLoadingQueue": 100, "balancingMinPercent": 5, "balancerRandomSeed": 3}
+        "maxSegmentsInNodeLoadingQueue": 100, "balancingMinPercent": 5, "balancerRandomSeed": 3,
+        "balancingMinCostReductionPercent": 2.5}
 
 
 def test_cluster_param_and_captures_two_levels_down(resolve, monkeypatch, tmp_path):

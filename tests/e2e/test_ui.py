@@ -42,7 +42,7 @@ EXPECTED_BACKFILL = {BACKFILL_FROM: "early", BACKFILL_TO: "late"}
 SECTIONS = {
     "Snapshot": ("Snapshot", "Cluster", "Snapshots root"),
     "Coordinator dynamic config": ("maxSegmentsInNodeLoadingQueue", "decommissioningNodes", "loadingMinPercent",
-                                   "balancerRandomSeed", "Other config keys"),
+                                   "balancerRandomSeed", "balancingMinCostReductionPercent", "Other config keys"),
     "What-if: cluster edits": ("Decommission historicals", "Remove historicals (as if lost)", "Add historicals"),
     "What-if simulation": ("Simulated Coordinator runs", "Loads per historical per run", "Load failure rate"),
 }
