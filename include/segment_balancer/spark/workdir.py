@@ -165,10 +165,6 @@ class Run:
     def limit(self, stage: int) -> StageLimit:
         return StageLimit.from_meta(self.meta["stage_limits"].get(str(stage)))
 
-    def num_best(self):
-        """``B(numServersInTier, targetReplicants)``: clamp(floor(f), target, servers)."""
-        return self.config.num_best_servers
-
     # ---- op log -------------------------------------------------------------------------------
     @property
     def _manifest_path(self) -> Path:

@@ -11,28 +11,32 @@ Source: seed 000 stages 1–6, 8, 9; ALGORITHM.md "Stages" 1–6, 8, 9 and "Best
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Mapping
+from collections.abc import Iterable, Iterator, Mapping
 
 from segment_balancer.planner.groups import group_name
 from segment_balancer.planner.kernels.decisions import refusals, top_b_detail
 from segment_balancer.planner.runstate import OpSink, SegmentInTier, ServerHolder, StageLimit, TierRun
 
 
+def top_b_attempts(run: TierRun, seg: SegmentInTier) -> Iterator[list[str]]:
+    """The segment's top ``B`` to try, then, asked for again (the first fell short) and only when
+    every non-holding server of it is full, its new top ``B`` once
+    (:meth:`~segment_balancer.planner.runstate.TierRun.rank_again_if_full`)."""
+    yield run.top_b(seg)
+    if run.rank_again_if_full(seg):
+        yield run.top_b(seg)
+
+
 def best_loadable(run: TierRun, seg: SegmentInTier, limit: StageLimit) -> ServerHolder | None:
     """The best server of the segment's top ``B`` in ``run`` that does not hold it (serve or load
-    it) and passes ``limit`` and capacity; when none does because every such server is full, the
-    segment is ranked again and its new top ``B`` tried once more
-    (:meth:`~segment_balancer.planner.runstate.TierRun.rank_again_if_full`)."""
-    for attempt in range(2):
+    it) and passes ``limit`` and capacity, trying a stale top ``B`` ranked again once
+    (:func:`top_b_attempts`)."""
+    for top_b in top_b_attempts(run, seg):
         present = seg.present()
-        for name in run.top_b(seg):
-            if name in present:
-                continue
+        for name in top_b:
             server = run.servers[name]
-            if server.can_load(seg.size_bytes, limit):
+            if name not in present and server.can_load(seg.size_bytes, limit):
                 return server
-        if attempt or not run.rank_again_if_full(seg):
-            return None
     return None
 
 
@@ -92,9 +96,9 @@ def load_underreplicated(run: TierRun, indexes: Iterable[int], limit: StageLimit
     for idx in sorted(int(i) for i in indexes):
         seg = run.segment(idx)
         count = seg.count()
-        for attempt in range(2):  # once more on a new top B when the cached one is full
+        for top_b in top_b_attempts(run, seg):
             present = seg.present()
-            for name in run.top_b(seg):
+            for name in top_b:
                 if count >= seg.target:
                     break
                 if name in present or not run.servers[name].can_load(seg.size_bytes, limit):
@@ -104,7 +108,7 @@ def load_underreplicated(run: TierRun, indexes: Iterable[int], limit: StageLimit
                 loads.append((idx, name, order))
                 present.add(name)
                 count += 1
-            if count >= seg.target or attempt or not run.rank_again_if_full(seg):
+            if count >= seg.target:
                 break
         kind = "ToBecomeFullyReplicated" if count >= seg.target else still_group
         sink.member(idx, group_name(kind, run.tier))
