@@ -317,34 +317,78 @@ def test_a_full_queue_takes_no_more_loads(spark, tmp_path):
     assert more.loc[0, "loads"] == 2
 
 
-@pytest.mark.simulation
-def test_excess_replicas_are_dropped_from_the_costliest_holder(spark, tmp_path):
-    """testSegmentsAreDroppedFromFullServersFirst: both historicals of tier_t1 serve the ten wiki
-    segments of one day (1 replica wanted); tier_t1__hist__1 also serves two koala segments of that
-    day. Druid drops 6 wiki segments from hist__1 and 4 from hist__2, which end equal in size.
-
-    Worked by hand from ALGORITHM.md. Stage 7 (B(2, 1) = 1): a koala segment costs more on hist__1
-    (ten wiki terms and its same-datasource koala partner, doubled) than on hist__2 (ten wiki terms),
-    so the first koala drawn moves to hist__2; the other then costs less on hist__1 and stays.
-    Stage 12 ranks the holders of every wiki segment against the state at the start of the stage:
-    nine wiki segments and one koala segment project on each historical (the moved koala counts on
-    hist__2 where it is loading, not on hist__1 where it is dropping), so the costs tie, and the tie
-    goes to the historical with fewer available bytes: hist__1 (6000 MB served against hist__2's
-    5000 MB plus a 500 MB load). With the order fixed at the start of the stage, all ten drops go to
-    hist__1, which ends with one segment against hist__2's eleven. This deviation is listed in
-    docs/SIMULATION.md."""
+def _dropped_from_full_servers(spark, tmp_path, name: str, config: dict | None = None):
+    """The cluster of testSegmentsAreDroppedFromFullServersFirst, simulated for one run: the plan's
+    ops and the segments each historical serves once every operation completed."""
     wiki, koala = wiki_segments(days=1), wiki_segments(days=1, partitions=100, datasource="koala")[:2]
-    snap = write_cluster(tmp_path / "snap", wiki + koala, {historical(1): list(range(12)), historical(2): list(range(10))},
-                         size_mb=GB10, rules={"_default": [{"type": "loadForever", "tieredReplicants": {T1: 1}}]})
-    runs = simulate(spark, snap, tmp_path / "sim", 1)
-    ops = plan_ops(tmp_path / "sim", 1)
+    snap = write_cluster(tmp_path / f"{name}-snap", wiki + koala,
+                         {historical(1): list(range(12)), historical(2): list(range(10))}, size_mb=GB10,
+                         rules={"_default": [{"type": "loadForever", "tieredReplicants": {T1: 1}}]},
+                         config={"maxSegmentsInNodeLoadingQueue": 0, **(config or {})})
+    simulate(spark, snap, tmp_path / name, 1)
+    return plan_ops(tmp_path / name, 1), per_historical(tmp_path / name, 1)
+
+
+@pytest.mark.simulation
+def test_segments_are_dropped_from_full_servers_first(spark, tmp_path):
+    """testSegmentsAreDroppedFromFullServersFirst: both historicals of tier_t1 (10 GB) serve the ten
+    500 MB wiki segments of one day (1 replica wanted); tier_t1__hist__1 also serves two koala
+    segments of that day. Druid, with balancing off, drops 6 wiki replicas from hist__1 and 4 from
+    hist__2, which then hold the same bytes.
+
+    Worked by hand from ALGORITHM.md stage 12, every segment of one interval: a wiki–wiki pair
+    costs 2c, a wiki–koala or koala–wiki pair c. Stage 12 visits the wiki segments one by one and
+    each drop counts at once. With ``a`` and ``b`` wiki replicas left on hist__1 and hist__2 and
+    ``k`` koala on each, the next wiki segment costs 2c(a − 1) + kc there and 2c(b − 1) + kc' here;
+    a tie goes to the historical with fewer available bytes (drops free none: hist__1 throughout).
+
+    - Margin 50 (``balancingMinCostReductionPercent``), so that a koala segment, 10c on hist__2
+      against 12c on hist__1, is not moved (10c is not below 6c), as Druid's balancing is off:
+      hist__1 is chosen while 2(a − 1) + 2 ≥ 2(b − 1), i.e. a ≥ b − 1. From (10, 10): 1, 1, 2, 1,
+      2, 1, 2, 1, 2, 1 → hist__1 drops 6, hist__2 4, and each ends with 6 segments: Druid's values.
+    - Default margin 0: stage 7 moves the first koala drawn to hist__2 (10c < 12c); the other then
+      costs 10c on hist__1 against 12c on hist__2 and stays. Each historical projects one koala, so
+      hist__1 is chosen while a ≥ b: 1, 2, 1, 2, … → 5 and 5 drops; 6 segments on each.
+
+    Either way neither historical takes more than 7 of the 10 drops (issue 26)."""
+    ops, served = _dropped_from_full_servers(spark, tmp_path, "druid", {"balancingMinCostReductionPercent": 50})
+    drops = ops[ops.stage == 12]
+    assert set(ops.stage) == {12} and set(drops.datasource) == {"wiki"}
+    assert drops.server.value_counts().to_dict() == {historical(1): 6, historical(2): 4}
+    assert served == {historical(1): 6, historical(2): 6}
+
+    ops, served = _dropped_from_full_servers(spark, tmp_path, "default")
     moved = ops[ops.stage == 7]
     assert list(moved.action) == ["LOAD", "DROP"] and set(moved.datasource) == {"koala"}
     assert list(moved.server) == [historical(2), historical(1)]
     drops = ops[ops.stage == 12]
-    assert len(drops) == 10 and set(drops.datasource) == {"wiki"} and set(drops.server) == {historical(1)}
-    assert runs.loc[0, "loads"] == 1
-    assert per_historical(tmp_path / "sim", 1) == {historical(1): 1, historical(2): 11}
+    assert set(drops.datasource) == {"wiki"}
+    assert drops.server.value_counts().to_dict() == {historical(1): 5, historical(2): 5}
+    assert served == {historical(1): 6, historical(2): 6}
+
+
+@pytest.mark.simulation
+def test_one_excess_replica_across_two_tiers_is_dropped_once(spark, tmp_path):
+    """Worked by hand from ALGORITHM.md stage 12. Wiki 0's rule wants one replica in each of
+    tier_t1, tier_t2 and tier_t3; tier_t1 (x = hist__1, y = hist__2) and tier_t2 (p = hist__1,
+    q = hist__2) serve it twice, and tier_t3's one historical has no room (1 MB) for it. End count
+    4 against targets 3: one excess replica, which either tier could lose, so the two tiers are
+    decided in one Spark task (``couples_tiers``). p also serves koala 1 (rule: one replica in
+    tier_t2) of the same day, so wiki 0 costs c on p and 0 on x, y and q: the one drop is p's.
+    Stage 7 moves nothing (koala costs c on p and on q: equal costs never move). Decided tier by
+    tier, each tier would drop one replica."""
+    wiki, koala = wiki_segments(days=1)[:1], wiki_segments(days=1, datasource="koala")[:1]
+    t2, t3 = historical(1, T2), historical(1, "tier_t3")
+    rules = {"wiki": [{"type": "loadForever", "tieredReplicants": {T1: 1, T2: 1, "tier_t3": 1}}],
+             "_default": [{"type": "loadForever", "tieredReplicants": {T2: 1}}]}
+    snap = write_cluster(tmp_path / "snap", wiki + koala,
+                         {historical(1): [0], historical(2): [0], t2: [0, 1], historical(2, T2): [0], t3: []},
+                         size_mb=GB10, rules=rules, tiers={t2: T2, historical(2, T2): T2, t3: "tier_t3"})
+    servers = json.loads((snap / "servers.json").read_text())
+    (snap / "servers.json").write_text(json.dumps([{**s, "max_size": 1 << 20} if s["server"] == t3 else s for s in servers]))
+    simulate(spark, snap, tmp_path / "sim", 1)
+    ops = plan_ops(tmp_path / "sim", 1)
+    assert [(o.stage, o.action, o.tier, o.server) for o in ops.itertuples()] == [(12, "DROP", T2, t2)]
 
 
 @pytest.mark.simulation

@@ -460,6 +460,11 @@ class TierRun:
         self._touched[idx] = seg
         return seg
 
+    def segments_with_rule(self, kind: str) -> np.ndarray:
+        """int64 (n,): the ``idx`` of the tier's segments whose applying rule is of ``kind``
+        (``load``, ``drop``, ``broadcast``), ascending."""
+        return self._seg_idx[self._seg_cols["rule_kind"] == kind]
+
     # ---- ranking ------------------------------------------------------------------------------
     def placement_costs(self, seg: SegmentInTier) -> np.ndarray:
         """float64 (S,), servers in name order: Druid's placement cost of ``seg`` on every server of
@@ -558,19 +563,26 @@ class TierRun:
     def drop(self, seg: SegmentInTier, server: str, reason: str, order: tuple, dep_server: str | None = None) -> Op:
         """Schedule a DROP of ``seg`` from ``server`` (dependent on the LOAD on ``dep_server`` of
         the same step, if given). Raises ``ValueError`` if the server does not serve it."""
+        self.count_drop(seg, server)
+        seg.replicas[server].dependent = dep_server is not None
+        self._dirty = True
+        op = Op("DROP", seg.idx, seg.segment_id, seg.datasource, self.tier, server, seg.size_bytes, reason, order,
+                dep_server=dep_server)
+        self.sink.ops.append(op)
+        return op
+
+    def count_drop(self, seg: SegmentInTier, server: str) -> None:
+        """Count in the live projection a DROP of ``seg`` from ``server`` that the stage emits
+        elsewhere (stage 12's drops of drop-rule segments, listed by a join over the whole run
+        state): the replica is marked dropping and leaves the server's costs; no op is recorded.
+        Raises ``ValueError`` if the server does not serve it."""
         rep = seg.replicas.get(server)
         if rep is None or not rep.serving:
             raise ValueError(f"{server} does not serve {seg.segment_id} without a drop")
         held = rep.holds
         rep.dropping = True
-        rep.dependent = dep_server is not None
-        self._dirty = True
         if self.costs is not None and held:
             self.costs.add(self.pos[server], seg.key, -1)
-        op = Op("DROP", seg.idx, seg.segment_id, seg.datasource, self.tier, server, seg.size_bytes, reason, order,
-                dep_server=dep_server)
-        self.sink.ops.append(op)
-        return op
 
     def move(self, seg: SegmentInTier, source: str, dest: str, queue_type: str, reason: str, order: tuple
              ) -> tuple[Op, Op]:

@@ -126,7 +126,7 @@ def replica_tally(state):
     """Per (``idx``, ``tier``) of used load-rule segments in ``state`` (Spark DataFrame of
     ``STATE_COLUMNS``): ``target``, ``count`` (servers holding it: serving with no drop, or
     loading), ``loaded`` (servers serving it with no drop, or only a dependent one, counted where the
-    target is above 0) and
+    target is above 0), ``droppable`` (servers serving it with no drop: stage 12's candidates) and
     ``required`` (ALGORITHM.md "Terms", "Availability"); a Spark DataFrame."""
     from pyspark.sql import functions as F
 
@@ -134,7 +134,9 @@ def replica_tally(state):
     holds = ((F.col("served") | F.col("load_type").isNotNull()) & ~F.col("dropping")).cast("int")
     # loaded: serving with no drop, or only a dependent one (it goes after its replacement loaded)
     serving = (F.col("served") & (~F.col("dropping") | F.coalesce(F.col("drop_dependent"), F.lit(False)))).cast("int")
-    per = rep.groupBy("idx", "tier").agg(F.sum(holds).alias("count"), F.sum(serving).alias("serving"))
+    droppable = (F.col("served") & ~F.col("dropping")).cast("int")
+    per = rep.groupBy("idx", "tier").agg(F.sum(holds).alias("count"), F.sum(serving).alias("serving"),
+                                         F.sum(droppable).alias("droppable"))
     seg = state.filter("kind = 'segment' and rule_kind = 'load'").select("idx", "tier", "target", "required")
-    return (seg.join(per, ["idx", "tier"], "left").fillna({"count": 0, "serving": 0})
+    return (seg.join(per, ["idx", "tier"], "left").fillna({"count": 0, "serving": 0, "droppable": 0})
             .withColumn("loaded", F.when(F.col("target") > 0, F.col("serving")).otherwise(0)).drop("serving"))

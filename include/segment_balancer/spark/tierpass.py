@@ -80,16 +80,17 @@ def _write_out(fs, path: str, frame: pd.DataFrame) -> None:
 
 
 def kernel_pass(run: Run, stage: int, step: str, tiers: list[str], body: Body, ranked: bool = True,
-                one_task: bool = False, keep_state: bool = True) -> PassResult:
+                one_task: bool = False, keep_state: bool = True, groups: list[list[str]] | None = None) -> PassResult:
     """Run ``body`` on the live state of ``tiers``: one Spark task per tier, or one for all of them
-    (``one_task``). ``ranked``: build the live placement costs (stages that never rank skip it).
+    (``one_task``), or one per list of ``groups`` (tiers that must be decided together: stage 12's
+    segments whose drops depend on the order across tiers; ``tiers`` is then ignored). ``ranked``: build the live placement costs (stages that never rank skip it).
     ``keep_state``: write back the tiers the kernel changed (False for a pass that only reads).
     Tiers without state rows get no ``TierRun``. Returns the :class:`PassResult`."""
     current = run.state_dirs()
     work, sdir, pdir = run.work_uri, step_dir(stage, step), f"{pass_dir(stage, step)}/tasks"
     _clear(run, sdir, pdir)
     servers_pdf, cfg, reuse_top_b = run.servers_pdf, run.meta["config"], run.config.top_b_reuse
-    tasks = [list(tiers)] if one_task else [[t] for t in tiers]
+    tasks = groups if groups is not None else [list(tiers)] if one_task else [[t] for t in tiers]
 
     def task(item):
         k, names = item

@@ -1,11 +1,12 @@
 """Stage 12 in Spark: what no rule wants any more, over the whole run state (ALGORITHM.md stage 12
 and "Availability"; seed 000 stage 12).
 
-Four Spark jobs: the replica tally per (segment, tier) and the overreplicated pairs (Spark SQL,
-written partitioned by tier); one task per tier with excess that lists the holders in drop order
-against the state at the start of the stage; the stage's output written, its excess drops picked
-by one task per bucket of segments (:func:`segment_balancer.planner.kernels.unload.unload_excess`);
-the drops marked in the state, one task per tier. The stage itself is
+Spark jobs: the replica tally per (segment, tier) and the overreplicated pairs (Spark SQL, written
+partitioned by tier); when more than one tier has excess, the groups of tiers that some segment's
+drops couple (:func:`segment_balancer.planner.kernels.unload.couples_tiers`, usually none); one
+task per tier, or per coupled group, deciding the excess drops against the stage's own running
+projection (:func:`segment_balancer.planner.kernels.unload.unload_tiers`); the stage's output
+written; the drops marked in the state, one task per tier. The stage itself is
 :mod:`segment_balancer.planner.stages.s12_unload`.
 """
 
@@ -13,23 +14,23 @@ from __future__ import annotations
 
 import json
 import logging
-from dataclasses import astuple
 from urllib.parse import unquote
-
-import pandas as pd
 
 from segment_balancer.common.files import filesystem, write_partitioned_atomic
 from segment_balancer.planner.kernels import unload
-from segment_balancer.planner.runstate import DropCandidate, OpSink, SegmentRef
 from segment_balancer.spark.state_store import conform, replica_tally
 from segment_balancer.spark.tierpass import apply_drops_pass, kernel_pass, pass_dir
-from segment_balancer.spark.workdir import OUT_COLUMNS, OUT_FIELDS, OUT_SCHEMA, Run, out_frame, read_output
+from segment_balancer.spark.workdir import OUT_FIELDS, Run, read_output
 
 log = logging.getLogger(__name__)
 
 STAGE = 12
-BUCKETS = 16
-"""Spark tasks deciding the excess drops (segments by ``idx`` modulo)."""
+OVER_SCHEMA = ("idx long, target int, count long, cap long, excess long, loaded long, required int, "
+               "counts string, tier string")
+"""The overreplicated (segment, tier) pairs stage 12 decides on (``passes/12_unload/over.parquet``,
+partitioned by tier): ``cap`` = min(count − target, holders serving it with no drop); ``excess``,
+``loaded``, ``required`` of the segment; ``counts``: JSON ``{tier: [target, count]}`` of every tier
+of the segment."""
 
 
 def unload_pass(run: Run) -> None:
@@ -39,17 +40,22 @@ def unload_pass(run: Run) -> None:
 
     state = run.state()
     w = Window.partitionBy("idx")
-    counts = (replica_tally(state).withColumn("total_count", F.sum("count").over(w)).withColumn("total_target", F.sum("target").over(w))
-              .withColumn("total_loaded", F.sum("loaded").over(w)).filter("total_count > total_target").cache())
+    counts = (replica_tally(state).withColumn("total_count", F.sum("count").over(w))
+              .withColumn("total_target", F.sum("target").over(w)).withColumn("loaded", F.sum("loaded").over(w))
+              .filter("total_count > total_target")
+              .withColumn("counts", F.to_json(F.map_from_entries(F.collect_list(
+                  F.struct("tier", F.array(F.col("target").cast("long"), F.col("count")))).over(w)))))
+    over = counts.filter("count > target").select(
+        "idx", "target", "count", F.least(F.col("count") - F.col("target"), F.col("droppable")).alias("cap"),
+        (F.col("total_count") - F.col("total_target")).alias("excess"), "loaded", "required", "counts", "tier")
     over_rel = f"{pass_dir(STAGE, 'unload')}/over.parquet"
     # partitioned by tier: the tiers with excess are its directories (no job to find them)
-    write_partitioned_atomic(counts.filter("count > target").select("idx", "tier"), run.work / over_rel, "tier")
+    write_partitioned_atomic(over, run.work / over_rel, "tier")
     tiers = sorted(unquote(p.name.split("=", 1)[1]) for p in (run.work / over_rel).glob("tier=*"))
-    excess = _excess(run, counts, over_rel, tiers) if tiers else None
     out = _everywhere(run, state).unionByName(_waiting(run, state))
-    out = out if excess is None else excess.unionByName(out)
+    if tiers:
+        out = _excess(run, over_rel, tiers).unionByName(out)
     rel = run.write_output(STAGE, "unload", out)
-    counts.unpersist()
     facts = _deferred_facts(run, rel)
     run.write_ops(STAGE, "unload", rel, facts, state=apply_drops_pass(run, STAGE, "unload", rel, run.state_dirs()))
     if facts["deferred_drops"]:
@@ -66,52 +72,74 @@ def _deferred_facts(run: Run, output: str) -> dict:
             "deferred_examples": sorted(rows.column("segment_id").to_pylist())[:5]}
 
 
-def _excess(run: Run, counts, over_rel: str, tiers: list[str]):
-    """Excess drops (and ``deferred`` rows) of the overreplicated segments, as a Spark DataFrame of
-    ``OUT_COLUMNS``."""
+def _task_groups(run: Run, over_rel: str, tiers: list[str]) -> list[list[str]]:
+    """The tiers of each Spark task of stage 12: one per tier, except that tiers some segment's
+    drops couple (:func:`~segment_balancer.planner.kernels.unload.couples_tiers`) share a task
+    (their union, closed over chains). One Spark job, only when more than one tier has excess;
+    the driver collects the distinct coupled tier sets, never segments."""
     from pyspark.sql import functions as F
 
-    work = run.work_uri
+    root = {t: t for t in tiers}
 
-    def candidates(runs, sink):
+    def find(t: str) -> str:
+        while root[t] != t:
+            t = root[t]
+        return t
+
+    if len(tiers) > 1:
+        def coupled(batches):
+            import pandas as pd
+
+            for pdf in batches:
+                yield pd.DataFrame({"tiers": [
+                    sorted(c["tier"] for c in r["caps"]) for r in pdf.to_dict("records")
+                    if unload.couples_tiers(int(r["excess"]), int(r["loaded"]), int(r["required"] or 0),
+                                            {c["tier"]: (int(c["target"]), int(c["cap"])) for c in r["caps"]})]},
+                    dtype=object)
+
+        per_seg = (run.spark.read.schema(OVER_SCHEMA).parquet(f"{run.work_uri}/{over_rel}").groupBy("idx")
+                   .agg(F.first("excess").alias("excess"), F.first("loaded").alias("loaded"),
+                        F.first("required").alias("required"),
+                        F.collect_list(F.struct("tier", "target", "cap")).alias("caps"))
+                   .filter(F.size("caps") > 1))
+        for row in per_seg.mapInPandas(coupled, "tiers array<string>").distinct().collect():
+            first, *rest = row["tiers"]
+            for t in rest:
+                root[find(t)] = find(first)
+    groups: dict[str, list[str]] = {}
+    for t in tiers:
+        groups.setdefault(find(t), []).append(t)
+    return sorted(groups.values())
+
+
+def _excess(run: Run, over_rel: str, tiers: list[str]):
+    """Excess drops (and ``deferred`` rows) of the overreplicated segments, as a Spark DataFrame
+    of ``OUT_COLUMNS``: :func:`~segment_balancer.planner.kernels.unload.unload_tiers` in one task
+    per tier or coupled group of tiers, each reading its tiers' rows of ``over_rel`` with pyarrow."""
+    work = run.work_uri
+    groups = _task_groups(run, over_rel, tiers)
+    if any(len(g) > 1 for g in groups):
+        log.info("stage %d: tiers decided together (a segment's drops depend on the order across them): %s",
+                 STAGE, [g for g in groups if len(g) > 1])
+
+    def body(runs, sink):
+        import pyarrow as pa
         import pyarrow.dataset as ds
 
         fs, base = filesystem(work)
-        extra = []
-        for tier, tier_run in runs.items():
-            wanted = ds.dataset(f"{base}/{over_rel}", format="parquet", filesystem=fs, partitioning="hive").to_table(
-                filter=ds.field("tier") == tier, columns=["idx"]).column("idx").to_pylist()
-            for idx in sorted(wanted):
-                seg = tier_run.segment(idx)
-                cands = tier_run.drop_candidates(seg, seg.serving())
-                extra.append({"kind": "candidates", "idx": idx, "tier": tier, "segment_id": seg.segment_id,
-                              "datasource": seg.datasource, "size_bytes": seg.size_bytes,
-                              "detail": json.dumps([astuple(c) for c in cands])})
-        return extra
+        part = ds.partitioning(pa.schema([("tier", pa.string())]), flavor="hive")
+        table = ds.dataset(f"{base}/{over_rel}", format="parquet", filesystem=fs, partitioning=part).to_table(
+            filter=ds.field("tier").isin(list(runs)), columns=["idx", "excess", "loaded", "required", "counts"])
+        items = {}
+        for r in table.to_pylist():
+            if r["idx"] not in items:
+                items[r["idx"]] = unload.Excess(int(r["idx"]), int(r["excess"]), int(r["loaded"]), int(r["required"] or 0),
+                                                {t: (int(a), int(b)) for t, (a, b) in json.loads(r["counts"]).items()})
+        unload.unload_tiers(runs, items.values(), sink)
+        return []
 
-    cand = kernel_pass(run, STAGE, "unload", tiers, candidates, keep_state=False).out.filter(
-        "kind = 'candidates'").select("idx", "tier", "segment_id", "datasource", "size_bytes", "detail")
-    per_tier = counts.join(cand, ["idx", "tier"], "left").select(
-        "idx", "total_loaded", "required", "segment_id", "datasource", "size_bytes",
-        F.struct("tier", "target", "count", "detail").alias("t"))
-    work_df = (per_tier.groupBy("idx").agg(
-        F.first("total_loaded").alias("loaded"), F.first("required").alias("required"),
-        F.max("segment_id").alias("segment_id"), F.max("datasource").alias("datasource"),
-        F.max("size_bytes").alias("size_bytes"), F.collect_list("t").alias("tiers"))
-        .withColumn("bucket", F.col("idx") % BUCKETS))
-
-    def kernel(pdf: pd.DataFrame) -> pd.DataFrame:
-        sink = OpSink()
-        for r in pdf.sort_values("idx").to_dict("records"):
-            tiers_ = {}
-            for t in r["tiers"]:
-                cands = tuple(DropCandidate(*c) for c in json.loads(t["detail"])) if t["detail"] else ()
-                tiers_[t["tier"]] = unload.TierReplicas(int(t["target"]), int(t["count"]), cands)
-            seg = SegmentRef(int(r["idx"]), r["segment_id"], r["datasource"], int(r["size_bytes"]))
-            sink.defer(seg, unload.unload_excess(seg, int(r["loaded"]), int(r["required"] or 0), tiers_, sink))
-        return out_frame(sink)
-
-    return work_df.groupBy("bucket").applyInPandas(kernel, OUT_SCHEMA).select(*OUT_COLUMNS)
+    result = kernel_pass(run, STAGE, "unload", tiers, body, keep_state=False, groups=groups)
+    return result.out.filter("kind in ('op', 'deferred', 'decision')")
 
 
 def _everywhere(run: Run, state):

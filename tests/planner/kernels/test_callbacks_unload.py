@@ -1,9 +1,14 @@
 """Stage-3 callbacks and stage-12 unloading, worked by hand (ALGORITHM.md "Moves and callbacks", stage 12)."""
 
+import pandas as pd
+
+from segment_balancer.planner.config import build_config
 from segment_balancer.planner.cost import drop_key
 from segment_balancer.planner.kernels.callbacks import OverreplicatedTier, ScheduledLoad, add_callbacks
-from segment_balancer.planner.kernels.unload import TierReplicas, unload_excess
-from segment_balancer.planner.runstate import DropCandidate, OpSink, SegmentRef
+from segment_balancer.planner.kernels.unload import Excess, TierReplicas, couples_tiers, unload_excess, unload_tiers
+from segment_balancer.planner.runstate import DropCandidate, OpSink, SegmentRef, TierRun, state_frame
+
+NUM_BEST = build_config({}).num_best_servers
 
 SEG = SegmentRef(3, "seg3", "ds", 10)
 
@@ -92,3 +97,91 @@ def test_unload_excess_skips_a_refused_candidate_and_tries_the_next():
     sink = OpSink()
     assert unload_excess(SEG, 2, 2, tiers, sink) == 1
     assert [o.server for o in sink.ops] == ["c1"]
+
+
+# ---- stage 12's running projection (ALGORITHM.md stage 12) ------------------------------------
+# One day, 2022-01-01: every pair of segments overlaps the same way, so a same-datasource pair
+# costs 2c and a pair of different datasources c (Druid's joint cost, doubled for one datasource);
+# only comparisons of these multiples matter below.
+
+DAY_MS, JAN_1 = 86_400_000, 1_640_995_200_000
+
+
+def tier_run(tier: str, segments: list[tuple], served: dict[str, list[int]], sink: OpSink | None = None) -> TierRun:
+    """A TierRun of ``tier``: ``segments`` (idx, datasource, rule kind, target) of one day, each
+    served by the servers of ``served`` ({server: [idx]}); servers of 0 bytes, so available
+    bytes tie and a cost tie goes to the larger name; ops go to ``sink``."""
+    rows = []
+    for idx, ds, kind, target in segments:
+        base = {"tier": tier, "idx": idx, "segment_id": f"{ds}{idx}", "datasource": ds, "start_ms": JAN_1,
+                "end_ms": JAN_1 + DAY_MS, "size_bytes": 0}
+        rows.append({**base, "kind": "segment", "target": target, "tier_pos": 0, "rule_kind": kind, "required": 1})
+        rows += [{**base, "kind": "replica", "server": s, "served": True, "dropping": False}
+                 for s, held in served.items() if idx in held]
+    servers = pd.DataFrame([{"server": s, "tier": tier, "max_size": 0, "current_size": 0, "priority": 0,
+                             "decommissioning": False} for s in served])
+    return TierRun(tier, state_frame(pd.DataFrame(rows)), servers, NUM_BEST, sink=sink)
+
+
+def excess_of(idx: int, counts: dict[str, tuple[int, int]], loaded: int, required: int = 1) -> Excess:
+    return Excess(idx, sum(c for _, c in counts.values()) - sum(t for t, _ in counts.values()), loaded, required, counts)
+
+
+def dropped(sink: OpSink) -> list[tuple[int, str]]:
+    return [(o.idx, o.server) for o in sink.ops]
+
+
+def test_each_excess_drop_counts_at_once_for_the_next_segment():
+    """Wiki segments 1–3 served by a and b (target 1), koala 4 on a too.
+    Segment 1: a holds w2, w3, k4: 2c + 2c + c = 5c; b holds w2, w3: 4c → drop a.
+    Segment 2: a holds w3, k4: 3c; b holds w1, w3: 4c → drop b.
+    Segment 3: a holds w2, k4: 3c; b holds w1: 2c → drop a.
+    Drops a, b, a; a ends with w2 and k4, b with w1 and w3. Ranked once at the start of the stage,
+    every drop would go to a (5c against 4c)."""
+    segs = [(1, "wiki", "load", 1), (2, "wiki", "load", 1), (3, "wiki", "load", 1), (4, "koala", "load", 1)]
+    run = tier_run("t", segs, {"a": [1, 2, 3, 4], "b": [1, 2, 3]})
+    sink = run.sink
+    unload_tiers({"t": run}, [excess_of(i, {"t": (1, 2)}, loaded=2) for i in (1, 2, 3)], sink)
+    assert dropped(sink) == [(1, "a"), (2, "b"), (3, "a")]
+    assert [run.segment(i).serving() for i in (1, 2, 3)] == [["b"], ["a"], ["b"]]
+
+
+def test_a_drop_rule_segment_leaves_the_projection_before_the_next_segment():
+    """Koala 0 is under a drop rule and served by a: its DROP is the stage's join's, but it leaves
+    a's projection when visited (index 0, before the wiki segments).
+    Segment 1: a holds w2, w3: 4c; b the same: 4c, a tie, to the larger name → drop b.
+    Segment 2: a holds w1, w3: 4c; b holds w3: 2c → drop a.
+    Segment 3: a holds w1: 2c; b holds w2: 2c, a tie → drop b.
+    Drops b, a, b (with the koala still counted on a: a, b, a); the koala's drop is not an op here."""
+    segs = [(0, "koala", "drop", 0), (1, "wiki", "load", 1), (2, "wiki", "load", 1), (3, "wiki", "load", 1)]
+    run = tier_run("t", segs, {"a": [0, 1, 2, 3], "b": [1, 2, 3]})
+    unload_tiers({"t": run}, [excess_of(i, {"t": (1, 2)}, loaded=2) for i in (1, 2, 3)], run.sink)
+    assert dropped(run.sink) == [(1, "b"), (2, "a"), (3, "b")]
+
+
+def test_one_excess_across_two_tiers_goes_to_the_costliest_holder_of_either():
+    """Rule t1:1, t2:1, t3:1 (t3 has no server): wiki 1 is served twice in t1 (x, y) and twice in
+    t2 (p, q): total 4, targets 3, excess 1, so only one of the two overreplicated tiers loses a
+    replica and the order across them decides which. In t2, p also serves wiki 2: wiki 1 costs 2c
+    there, 0 on x, y and q → drop p. The tiers are coupled (:func:`couples_tiers`)."""
+    sink = OpSink()
+    t1 = tier_run("t1", [(1, "wiki", "load", 1)], {"x": [1], "y": [1]}, sink)
+    t2 = tier_run("t2", [(1, "wiki", "load", 1), (2, "wiki", "load", 1)], {"p": [1, 2], "q": [1]}, sink)
+    counts = {"t1": (1, 2), "t2": (1, 2), "t3": (1, 0)}
+    assert couples_tiers(1, 4, 2, {"t1": (1, 1), "t2": (1, 1)})
+    unload_tiers({"t1": t1, "t2": t2}, [excess_of(1, counts, loaded=4, required=2)], sink)
+    assert [(o.tier, o.server) for o in sink.ops] == [("t2", "p")]
+
+
+def test_which_segments_couple_their_tiers():
+    """``couples_tiers(excess, loaded, required, {tier: (target, candidates)})``, by hand."""
+    # one tier with candidates: its order alone decides
+    assert not couples_tiers(1, 3, 2, {"a": (1, 2), "b": (1, 0)})
+    # two candidates, one excess: which tier loses one depends on the order across them
+    assert couples_tiers(1, 4, 2, {"a": (1, 1), "b": (1, 1)})
+    # both go whatever the order, and 4 − 2 = 2 loaded stay ≥ required 2
+    assert not couples_tiers(2, 4, 2, {"a": (1, 1), "b": (1, 1)})
+    # both would go, but 3 − 2 = 1 < 2: the availability rule refuses one, the order says which
+    assert couples_tiers(2, 3, 2, {"a": (1, 1), "b": (1, 1)})
+    # a tier with target 0 does not count against loaded: 2 − 1 ≥ 1, both go
+    assert not couples_tiers(2, 2, 1, {"a": (1, 1), "cold": (0, 1)})

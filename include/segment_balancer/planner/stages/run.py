@@ -70,7 +70,8 @@ class StageRun(Protocol):
 
     def unload(self, stage: int) -> None:
         """Stage 12 over the whole run state, committed: excess replicas by
-        :func:`segment_balancer.planner.kernels.unload.unload_excess`, and every served replica of
+        :func:`segment_balancer.planner.kernels.unload.unload_tiers` (the stage's running
+        projection, tier by tier or coupled tiers together), and every served replica of
         drop-rule, unused and (no longer waiting) overshadowed segments."""
 
     def drop_served(self, stage: int, step: str, servers: list[str], reason: str) -> None:
