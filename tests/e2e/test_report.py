@@ -74,18 +74,34 @@ def test_plan_report(request, browser, artifacts, fixture):
 
 
 def test_simulation_report(spark, browser, artifacts, tmp_path):
+    """Two runs with the default margin and with 5 (``simulate --compare-margins 0,5``): the run
+    charts, the two margin charts (moves and bytes per run, a line per margin) and the margin
+    table, whose links open each margin's own simulation report."""
     from druid_sample_plan import SNAPSHOT
-    from segment_balancer.tools.simulate import simulate
+    from segment_balancer.plan.report import margin_summary
+    from segment_balancer.tools.simulate import simulate_margins
 
-    table = simulate(spark, SNAPSHOT, tmp_path / "sim", 2)
+    margins = simulate_margins(spark, SNAPSHOT, tmp_path / "sim", 2, [0, 5])
+    table = margins[margins["margin"] == 0].reset_index(drop=True)
     page, errors = open_report(browser, tmp_path / "sim" / "report.html", artifacts, "report-simulation")
-    charts_render(page, 3)
+    charts_render(page, 5)
+    assert page.locator("#chart-sim-margins g.trace.scatter").count() == 2  # one line per margin
     assert page.locator("tr[data-run]").count() == len(table) == 2
+    rows = page.locator("tr[data-margin]")
+    assert [rows.nth(i).get_attribute("data-margin") for i in range(rows.count())] == ["0", "5"]
+    for i, m in enumerate(margin_summary(margins)):
+        assert rows.nth(i).locator("td").nth(1).inner_text() == str(m["moves"])
+    page.locator("#sim-margins").screenshot(path=str(artifacts / "report-simulation-margins.png"))
     # every run's own report opens from the simulation's
     page.get_by_role("link", name="run 2").click()
     page.wait_for_load_state("networkidle")
     run2 = json.loads((tmp_path / "sim" / "run-002" / "plan" / "summary.json").read_text())
     assert page.get_by_test_id("headline-operations").get_attribute("data-value") == str(run2["operations"])
     assert int(table.loc[1, "operations"]) == run2["operations"]
+    page.go_back()
+    page.get_by_role("link", name="margin 5").click()
+    page.wait_for_load_state("networkidle")
+    assert page.url.endswith("/sim/margins/5/report.html")
+    assert page.locator("tr[data-run]").count() == 2 and page.locator("#sim-margins").count() == 0
     page.close()
     assert not errors, errors

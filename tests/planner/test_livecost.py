@@ -6,7 +6,7 @@ import numpy as np
 import pytest
 
 from segment_balancer.planner.cost import COST_WINDOW_MS, ETERNITY_END_MS, ETERNITY_START_MS, joint_cost, placement_cost
-from segment_balancer.planner.livecost import IntervalKeys, TierCosts
+from segment_balancer.planner.livecost import IntervalKeys, TierCosts, total_cost
 
 from test_cost import DRUID_PLACEMENT_COSTS, druid_placement_cluster
 
@@ -100,3 +100,22 @@ def test_a_drop_of_an_absent_segment_is_refused():
     keys, key_of, tier = _tier(["wiki"], [T0], [T0 + DAY], 1)
     with pytest.raises(ValueError, match="no projected segment"):
         tier.add(0, int(key_of[0]), -1)
+
+
+def test_total_cost_sums_the_joint_cost_of_every_pair_on_each_server():
+    """Server a holds wiki and koala of 2022-01-01 and wiki of the next day; b holds that next-day
+    wiki again (a pair needs two segments on one server: b adds nothing). By hand: the three pairs
+    on a, each by Druid's formula (``joint_cost``), and moving the koala to b removes its two."""
+    day, jan1 = 86_400_000, 1_640_995_200_000
+    ds = np.array(["wiki", "koala", "wiki", "wiki"], dtype=object)
+    start = np.array([jan1, jan1, jan1 + day, jan1 + day])
+    end = start + day
+
+    def pair(i, j):
+        return float(joint_cost(start[[i]], end[[i]], ds[[i]], start[[j]], end[[j]], ds[[j]])[0])
+
+    on_a = np.array(["a", "a", "a", "b"], dtype=object)
+    assert total_cost(ds, start, end, on_a) == pytest.approx(pair(0, 1) + pair(0, 2) + pair(1, 2), rel=1e-12)
+    koala_on_b = np.array(["a", "b", "a", "b"], dtype=object)
+    assert total_cost(ds, start, end, koala_on_b) == pytest.approx(pair(0, 2) + pair(1, 3), rel=1e-12)
+    assert total_cost(ds[:0], start[:0], end[:0], on_a[:0]) == 0.0

@@ -230,6 +230,12 @@ def write_report(plan_dir: str | Path) -> Path:
 
 
 # ---- a simulation ----------------------------------------------------------------------------------
+MARGINS_FILE = "margins.csv"
+"""``margins.csv`` of a simulation made with ``simulate --compare-margins``: ``margin``
+(``balancingMinCostReductionPercent``) and the ``runs.csv`` columns of each margin's runs, whose
+simulation is ``margins/<margin>/`` (the simulation's own margin: the directory itself)."""
+
+
 def simulation_frames(sim_dir: Path) -> tuple[pd.DataFrame, pd.DataFrame]:
     """``(runs, spread)`` of a simulation directory: ``runs.csv`` as a frame, and ``spread`` with one
     row per (``run``, ``tier``): ``segments_max_minus_min`` (int) over the tier's historicals after
@@ -275,11 +281,69 @@ def simulation_report(sim_dir: str | Path) -> str:
     moves.update_layout(title="operations planned per run", barmode="group", xaxis={"title": "run", "dtick": 1}, height=340)
     charts = {"status": _html(status, "chart-sim-status"), "balance": _html(balance, "chart-sim-balance"),
               "moves": _html(moves, "chart-sim-moves")}
+    margins = _margins(sim)
+    if margins is not None:
+        charts["margins"] = _html(_margin_figure(margins, "balancing_moves", "balancing moves per run by margin"),
+                                  "chart-sim-margins")
+        charts["margin_bytes"] = _html(_margin_figure(margins, "balancing_bytes", "bytes moved by balancing per run by margin"),
+                                       "chart-sim-margin-bytes")
     reports = {int(r): f"run-{int(r):03d}/plan/{REPORT_FILE}" for r in x
                if (sim / f"run-{int(r):03d}" / "plan" / REPORT_FILE).is_file()}
     return _environment().get_template("simulation_report.html.j2").render(
         title=f"Simulation {sim.parent.name}/{sim.name}", runs=runs.to_dict("records"), columns=list(runs.columns),
-        charts=charts, reports=reports, plotlyjs=_plotlyjs())
+        charts=charts, reports=reports, plotlyjs=_plotlyjs(),
+        margins=None if margins is None else margin_summary(margins, sim))
+
+
+def _margins(sim: Path) -> pd.DataFrame | None:
+    """``margins.csv`` of ``sim`` (:data:`MARGINS_FILE`) as a frame, or None without one."""
+    path = sim / MARGINS_FILE
+    if not path.is_file():
+        return None
+    try:
+        return pd.read_csv(path)
+    except (OSError, ValueError) as exc:
+        raise ReportError(f"{path}: unreadable ({exc})") from exc
+
+
+def _margin_figure(margins: pd.DataFrame, column: str, title: str):
+    """One line per margin of ``column`` over the runs (plotly figure)."""
+    import plotly.graph_objects as go
+
+    fig = go.Figure()
+    for margin, part in margins.groupby("margin"):
+        fig.add_trace(go.Scatter(x=part["run"].astype(int).tolist(), y=part[column].astype(int).tolist(),
+                                 name=f"{float(margin):g} %", mode="lines+markers"))
+    fig.update_layout(title=title, xaxis={"title": "run", "dtick": 1}, height=340,
+                      legend={"title": {"text": "balancingMinCostReductionPercent"}})
+    return fig
+
+
+def margin_summary(margins: pd.DataFrame, sim: Path | None = None) -> list[dict]:
+    """Per margin of a ``margins.csv`` frame, ascending: ``margin`` (float), ``moves`` and
+    ``bytes`` (balancing moves and their bytes over all runs), ``quiet_from`` (the first run from
+    which no run has a balancing move; None if the last run has one), ``segments_spread`` and
+    ``bytes_spread`` (max − min per historical after the last run, the largest over the tiers),
+    ``total_cost`` after the last run, and ``report`` (the margin's report, relative to ``sim``,
+    when ``sim`` is given and it exists)."""
+    out = []
+    for margin, part in margins.sort_values(["margin", "run"]).groupby("margin"):
+        moved = part["balancing_moves"].to_numpy()
+        busy = [int(r) for r, m in zip(part["run"], moved) if m > 0]
+        last_run = int(part["run"].max())
+        quiet = (busy[-1] + 1 if busy else int(part["run"].min())) if not busy or busy[-1] < last_run else None
+        last = part.iloc[-1]
+        row = {"margin": float(margin), "moves": int(moved.sum()), "bytes": int(part["balancing_bytes"].sum()),
+               "quiet_from": quiet, "segments_spread": int(last["segments_max_minus_min"]),
+               "bytes_spread": int(last["bytes_max_minus_min"]), "total_cost": float(last["total_cost"]), "report": None}
+        if sim is not None:
+            name = f"{float(margin):g}"
+            for rel in (f"margins/{name}/{REPORT_FILE}", REPORT_FILE):
+                if (sim / rel).is_file() and (rel != REPORT_FILE or not (sim / "margins" / name).is_dir()):
+                    row["report"] = rel
+                    break
+        out.append(row)
+    return out
 
 
 def write_simulation_report(sim_dir: str | Path) -> Path:

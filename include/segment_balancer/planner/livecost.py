@@ -214,3 +214,27 @@ class TierCosts:
         if holders is not None and self._self_pos[key] >= 0:
             counts[np.asarray(holders, bool), self._self_pos[key]] -= 1.0
         return (INV_LAMBDA_SQUARE * self._decay[key]) * disjoint + counts @ self._pair[lo:hi]
+
+
+def total_cost(datasource: np.ndarray, start_ms: np.ndarray, end_ms: np.ndarray, server: np.ndarray) -> float:
+    """Total placement cost of a cluster (Druid's units): over every server, the joint cost of
+    every unordered pair of distinct segments it holds, summed (Druid's ``CostBalancerStrategy``
+    joint cost, doubled for one datasource; pairs more than 45 days apart count as Druid counts
+    them in a placement cost, not at all). Lower is better spread; it is what the cost strategy
+    lowers one move at a time.
+
+    Args: one entry per replica (a segment on a server), numpy arrays of length N: ``datasource``
+    (str), ``start_ms`` and ``end_ms`` (int64 epoch ms), ``server`` (str). Returns 0.0 for N = 0.
+    """
+    if len(server) == 0:
+        return 0.0
+    keys, key_of = IntervalKeys.build(datasource, start_ms, end_ms)
+    names, srv = np.unique(np.asarray(server, dtype=object).astype(str), return_inverse=True)
+    costs = TierCosts(keys, len(names))
+    costs.add_many(srv.reshape(-1), key_of)
+    everywhere = np.ones(len(names), dtype=bool)
+    total = 0.0
+    for key in np.unique(key_of):
+        # each replica of the key on v pays the others on v: its cost with itself left out
+        total += float(costs.counts[:, key].astype(np.float64) @ costs.costs(int(key), everywhere))
+    return total / 2.0

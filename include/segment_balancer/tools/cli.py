@@ -6,7 +6,7 @@
 ``python -m segment_balancer summary PLAN_DIR``
 ``python -m segment_balancer report DIR`` (a plan directory, or a simulation directory)
 ``python -m segment_balancer plans PLANS_ROOT [--cluster NAME] [--json]``
-``python -m segment_balancer simulate --snapshot DIR --runs N --out DIR [--config FILE.json] [--loads-per-run N] [--load-failure-rate P] [--seed N]``
+``python -m segment_balancer simulate --snapshot DIR --runs N --out DIR [--config FILE.json] [--loads-per-run N] [--load-failure-rate P] [--seed N] [--compare-margins P,P,…]``
 ``python -m segment_balancer capture --coordinator URL --broker URL --out DIR [--cluster NAME] [--user USER]``
 ``python -m segment_balancer generate OUT_DIR [--seed N] [--segments N] [--servers N]``
 ``python -m segment_balancer import-sql SQL_FILE OUT_DIR``
@@ -112,6 +112,29 @@ def print_plans(entries, root: Path) -> None:
     console.print(table)
 
 
+def _margin_list(text: str) -> list[float]:
+    """``--compare-margins``: comma-separated percents, e.g. ``0,1,2,5,10``."""
+    try:
+        return [float(part) for part in text.split(",") if part.strip()]
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"expected comma-separated percents such as 0,1,2,5,10, got {text!r}") from None
+
+
+def print_margins(table) -> None:
+    """Per margin of a ``margins.csv`` frame: its churn and spread (rich table,
+    :func:`segment_balancer.plan.report.margin_summary`)."""
+    from rich.console import Console
+    from rich.table import Table
+
+    from segment_balancer.plan.report import margin_summary
+
+    out = Table("margin %", "balancing moves", "bytes moved", "no move from run", "max − min segments", "total cost")
+    for m in margin_summary(table):
+        out.add_row(f"{m['margin']:g}", f"{m['moves']:,}", f"{m['bytes']:,}", str(m["quiet_from"] or "-"),
+                    str(m["segments_spread"]), f"{m['total_cost']:.6g}")
+    Console().print(out)
+
+
 def print_runs(table) -> None:
     """The ``runs.csv`` table of a simulation (rich table)."""
     from rich.console import Console
@@ -139,11 +162,14 @@ def _run_spark_command(spark, args) -> None:
         run_plan(spark, args.snapshot, args.out, overrides, args.work, edits)
         print_summary(args.out)
     elif args.command == "simulate":
-        from segment_balancer.tools.simulate import simulate
+        from segment_balancer.tools.simulate import simulate, simulate_margins
 
-        table = simulate(spark, args.snapshot, args.out, args.runs, overrides, loads_per_run=args.loads_per_run,
-                         load_failure_rate=args.load_failure_rate, seed=args.seed)
-        print_runs(table)
+        options = {"loads_per_run": args.loads_per_run, "load_failure_rate": args.load_failure_rate, "seed": args.seed}
+        if args.compare_margins:
+            table = simulate_margins(spark, args.snapshot, args.out, args.runs, args.compare_margins, overrides, **options)
+            print_margins(table)
+        else:
+            print_runs(simulate(spark, args.snapshot, args.out, args.runs, overrides, **options))
     else:
         print(json.dumps(explain(spark, args.snapshot, args.segment, args.tier, overrides), indent=2))
 
@@ -176,6 +202,9 @@ def _parser() -> argparse.ArgumentParser:
     ex.add_argument("--remote", metavar="URL", help="with --snapshot: " + REMOTE_HELP)
     sim = sub.add_parser("simulate", help="plan, apply the plan as a cluster would, repeat: where does the cluster end?")
     add_simulate_arguments(sim)
+    sim.add_argument("--compare-margins", type=_margin_list, metavar="P,P,…",
+                     help="also simulate with each balancingMinCostReductionPercent of the list (out/margins/P/) and "
+                          "chart the balancing moves per run by margin in out/report.html")
     sim.add_argument("--remote", metavar="URL", help=REMOTE_HELP)
     cap = sub.add_parser("capture", help="capture a snapshot from a live Druid cluster (whole or not at all)")
     cap.add_argument("--coordinator", required=True, help="Coordinator URL, e.g. http://coordinator:8081")

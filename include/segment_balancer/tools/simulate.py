@@ -43,19 +43,24 @@ import pandas as pd
 
 from segment_balancer.common.files import link_or_copy, write_json_atomic
 from segment_balancer.druid.instants import format_instant_ms, parse_instant_ms
-from segment_balancer.plan.report import write_simulation_report
+from segment_balancer.plan.report import MARGINS_FILE, write_simulation_report
 
 log = logging.getLogger(__name__)
 
 RUN_COLUMNS = [
-    "run", "snapshot_time", "operations", "loads", "drops", "moves", "balancing_moves", "unreplicated_before",
-    "underreplicated_before", "overreplicated_before", "loads_completed", "loads_failed", "loads_still_queued",
-    "drops_done", "drops_cancelled", "drops_pending", "segments_max_minus_min", "stable",
+    "run", "snapshot_time", "operations", "loads", "drops", "moves", "balancing_moves", "balancing_bytes",
+    "unreplicated_before", "underreplicated_before", "overreplicated_before", "loads_completed", "loads_failed",
+    "loads_still_queued", "drops_done", "drops_cancelled", "drops_pending", "segments_max_minus_min",
+    "bytes_max_minus_min", "total_cost", "stable",
 ]
-"""Columns of ``runs.csv``. ``*_before``: the replication status the run's plan started from
-(``status_before`` of its summary, summed over tiers); ``segments_max_minus_min``: after applying,
-the largest max − min of segments per historical over the tiers (decommissioning historicals left
-out); ``stable``: the plan had nothing to load and no balancing move."""
+"""Columns of ``runs.csv``. ``balancing_bytes``: bytes of the balancing moves' loads (stages 7, 10,
+11); ``*_before``: the replication status the run's plan started from (``status_before`` of its
+summary, summed over tiers); ``segments_max_minus_min`` and ``bytes_max_minus_min``: after applying,
+the largest max − min of segments (of bytes) per historical over the tiers (decommissioning
+historicals left out); ``total_cost``: after applying, the cluster's total placement cost
+(:func:`segment_balancer.planner.livecost.total_cost`, Druid's units); ``stable``: the plan had
+nothing to load and no balancing move."""
+MARGIN_KEY = "balancingMinCostReductionPercent"
 
 BALANCING_STAGES = (7, 10, 11)
 PENDING_FILE = "pending_drops.json"
@@ -67,8 +72,9 @@ CARRIED = ("segments.jsonl.gz", "segments.jsonl", "rules.json", "coordinator_con
 @dataclass
 class Applied:
     """What :func:`apply_plan` did: counts of loads completed / failed / still queued and of drops
-    done / cancelled / pending (waiting for a queued load), and ``historicals`` (DataFrame ``server``, ``tier`` str, ``segments`` int64,
-    ``bytes`` int64) after the run."""
+    done / cancelled / pending (waiting for a queued load), ``historicals`` (DataFrame ``server``, ``tier`` str, ``segments`` int64,
+    ``bytes`` int64) and ``served`` (DataFrame ``server``, ``segment_id`` str: every replica a
+    historical serves) after the run."""
 
     loads_completed: int = 0
     loads_failed: int = 0
@@ -77,6 +83,7 @@ class Applied:
     drops_cancelled: int = 0
     drops_pending: int = 0
     historicals: pd.DataFrame = field(default_factory=pd.DataFrame)
+    served: pd.DataFrame = field(default_factory=pd.DataFrame)
 
 
 def _read_replicas(snapshot: Path) -> pd.DataFrame:
@@ -198,6 +205,7 @@ def apply_plan(snapshot: Path, plan: Path, sizes: pd.Series, out: Path, run: int
     shutil.rmtree(out, ignore_errors=True)
     tmp.rename(out)
 
+    applied.served = pairs[pairs["server"].isin(historicals)].reset_index(drop=True)
     on = pairs[pairs["server"].isin(historicals)].assign(size_bytes=lambda f: f["segment_id"].map(sizes).fillna(0).astype("int64"))
     per = on.groupby("server").agg(segments=("segment_id", "size"), bytes=("size_bytes", "sum"))
     applied.historicals = pd.DataFrame({
@@ -208,27 +216,35 @@ def apply_plan(snapshot: Path, plan: Path, sizes: pd.Series, out: Path, run: int
     return applied
 
 
-def run_row(run: int, snapshot: Path, summary: dict, applied: Applied) -> dict:
-    """One row of ``runs.csv`` (:data:`RUN_COLUMNS`) from a run's plan summary and what applying it did."""
+def run_row(run: int, snapshot: Path, summary: dict, applied: Applied, ops: pd.DataFrame, segments: pd.DataFrame) -> dict:
+    """One row of ``runs.csv`` (:data:`RUN_COLUMNS`) from a run's plan summary, its ops
+    (``operations.parquet``: ``stage``, ``action``, ``size_bytes``), what applying it did and the
+    run's segments (``segment_id``, ``datasource``, ``start_ms``, ``end_ms``, one row each)."""
+    from segment_balancer.planner.livecost import total_cost
+
     before = summary["status_before"]
     tiers = before.get("tiers", {}).values()
-    balancing = sum(r["count"] for r in summary["by_stage_tier_action"]
-                    if r["stage"] in BALANCING_STAGES and r["action"] == "LOAD")
+    balancing = ops[ops["stage"].isin(BALANCING_STAGES) & (ops["action"] == "LOAD")]
     decommissioning = set(summary["config"].get("decommissioningNodes") or [])
     live = applied.historicals[~applied.historicals["server"].isin(decommissioning)]
-    spread = live.groupby("tier")["segments"].agg(lambda s: int(s.max() - s.min())) if len(live) else pd.Series(dtype=int)
+    spread = live.groupby("tier")[["segments", "bytes"]].agg(lambda s: int(s.max() - s.min())) if len(live) else None
+    placed = applied.served.merge(segments, on="segment_id")
     meta = json.loads((snapshot / "snapshot.json").read_text())
     return {
         "run": run, "snapshot_time": meta["snapshot_time"], "operations": summary["operations"],
-        "loads": summary["loads"], "drops": summary["drops"], "moves": summary["moves"], "balancing_moves": balancing,
+        "loads": summary["loads"], "drops": summary["drops"], "moves": summary["moves"],
+        "balancing_moves": len(balancing), "balancing_bytes": int(balancing["size_bytes"].sum()),
         "unreplicated_before": before.get("unreplicated", 0),
         "underreplicated_before": sum(t.get("underreplicated", 0) for t in tiers),
         "overreplicated_before": sum(t.get("overreplicated", 0) for t in tiers),
         "loads_completed": applied.loads_completed, "loads_failed": applied.loads_failed,
         "loads_still_queued": applied.loads_still_queued, "drops_done": applied.drops_done,
         "drops_cancelled": applied.drops_cancelled, "drops_pending": applied.drops_pending,
-        "segments_max_minus_min": int(spread.max()) if len(spread) else 0,
-        "stable": summary["loads"] == 0 and balancing == 0,
+        "segments_max_minus_min": int(spread["segments"].max()) if spread is not None else 0,
+        "bytes_max_minus_min": int(spread["bytes"].max()) if spread is not None else 0,
+        "total_cost": total_cost(placed["datasource"].to_numpy(object), placed["start_ms"].to_numpy("int64"),
+                                 placed["end_ms"].to_numpy("int64"), placed["server"].to_numpy(object)),
+        "stable": summary["loads"] == 0 and len(balancing) == 0,
     }
 
 
@@ -266,15 +282,18 @@ def simulate(spark, snapshot: Path, out: Path, runs: int, overrides: dict | None
             work = base / "work"
             shutil.rmtree(work, ignore_errors=True)
             summary = run_plan(spark, current, base / "plan", overrides, work=work)
-        sizes = pd.read_parquet(work / "prepared" / "segments.parquet", columns=["segment_id", "size_bytes"])
-        sizes = sizes.drop_duplicates("segment_id").set_index("segment_id")["size_bytes"]
+        segments = pd.read_parquet(work / "prepared" / "segments.parquet",
+                                   columns=["segment_id", "datasource", "start_ms", "end_ms", "size_bytes"])
+        segments = segments.drop_duplicates("segment_id")
+        sizes = segments.set_index("segment_id")["size_bytes"]
         applied = apply_plan(current, base / "plan", sizes, base / "snapshot", run, loads_per_run=loads_per_run,
                              load_failure_rate=load_failure_rate, seed=seed,
                              period_ms=int(summary["config"].get("coordinatorPeriodMillis", 60_000)))
         if work == base / "work":
             shutil.rmtree(work, ignore_errors=True)
         applied.historicals.to_csv(base / "historicals.csv", index=False)
-        rows.append(run_row(run, current, summary, applied))
+        ops = pd.read_parquet(base / "plan" / "operations.parquet", columns=["stage", "action", "size_bytes"])
+        rows.append(run_row(run, current, summary, applied, ops, segments.drop(columns="size_bytes")))
         log.info("run %d of %d: %d loads (%d balancing moves), %d drops; max - min segments %d%s", run, runs,
                  summary["loads"], rows[-1]["balancing_moves"], summary["drops"], rows[-1]["segments_max_minus_min"],
                  " (stable)" if rows[-1]["stable"] else "")
@@ -283,6 +302,46 @@ def simulate(spark, snapshot: Path, out: Path, runs: int, overrides: dict | None
     tmp = out / "runs.csv.tmp"
     table.to_csv(tmp, index=False)
     tmp.replace(out / "runs.csv")
+    write_simulation_report(out)
+    return table
+
+
+def margin_name(margin: float) -> str:
+    """The directory and label of a margin: ``2`` for 2.0, ``2.5`` for 2.5."""
+    return f"{float(margin):g}"
+
+
+def simulate_margins(spark, snapshot: Path, out: Path, runs: int, margins: list[float], overrides: dict | None = None,
+                     **options) -> pd.DataFrame:
+    """``simulate --compare-margins``: the simulation of ``overrides`` into ``out`` as
+    :func:`simulate` writes it, and the same runs once per ``balancingMinCostReductionPercent`` of
+    ``margins`` into ``out/margins/<margin>/`` (each a whole simulation with its report); then
+    ``out/margins.csv`` (:data:`MARGINS_FILE`) and ``out/report.html`` with the balancing moves and
+    bytes moved per run by margin (issue 26: the trade-off between churn and spread). A margin
+    equal to the overrides' own is not simulated twice. ``options``: :func:`simulate`'s keywords.
+    Returns the ``margins.csv`` frame. Raises ``ValueError`` for an empty ``margins`` and what
+    :func:`simulate` raises."""
+    from segment_balancer.planner.config import load_config
+
+    if not margins:
+        raise ValueError("compare at least one margin")
+    overrides = dict(overrides or {})
+    load_config(snapshot, overrides)  # a bad override is refused before any run
+    for margin in margins:
+        load_config(snapshot, {**overrides, MARGIN_KEY: margin})
+    own = simulate(spark, snapshot, out, runs, overrides, **options)
+    own_margin = load_config(snapshot, overrides).balancing_min_cost_reduction_percent
+    frames = {float(own_margin): own}
+    for margin in sorted({float(m) for m in margins}):
+        if margin not in frames:
+            log.info("margin %s%%: simulating %d runs", margin_name(margin), runs)
+            frames[margin] = simulate(spark, snapshot, out / "margins" / margin_name(margin), runs,
+                                      {**overrides, MARGIN_KEY: margin}, **options)
+    table = pd.concat([f.assign(margin=m) for m, f in sorted(frames.items())], ignore_index=True)
+    table = table[["margin", *RUN_COLUMNS]]
+    tmp = out / f"{MARGINS_FILE}.tmp"
+    table.to_csv(tmp, index=False)
+    tmp.replace(out / MARGINS_FILE)
     write_simulation_report(out)
     return table
 

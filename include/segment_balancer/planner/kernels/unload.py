@@ -112,9 +112,8 @@ def unload_tiers(runs: Mapping[str, TierRun], excess: Iterable[Excess], sink: Op
     the drops of each tier do not depend on the others, so its tiers may run in different tasks.
     """
     wanted = {e.idx: e for e in excess}
-    events = set(wanted)
+    events, last = set(wanted), max(wanted, default=-1)
     for tier_run in runs.values():
-        last = max(wanted, default=-1)
         events.update(int(i) for i in tier_run.segments_with_rule("drop") if i < last)
     for idx in sorted(events):
         item = wanted.get(idx)
