@@ -13,6 +13,7 @@ import json
 from pathlib import Path
 
 import pytest
+from playwright.sync_api import expect
 
 #: headline card -> its value in summary.json
 FROM_SUMMARY = {
@@ -90,7 +91,7 @@ def test_simulation_report(spark, browser, artifacts, tmp_path):
     rows = page.locator("tr[data-margin]")
     assert [rows.nth(i).get_attribute("data-margin") for i in range(rows.count())] == ["0", "5"]
     for i, m in enumerate(margin_summary(margins)):
-        assert rows.nth(i).locator("td").nth(1).inner_text() == str(m["moves"])
+        assert rows.nth(i).locator("td").nth(1).inner_text() == f"{m['moves']:,}"
     page.locator("#sim-margins").screenshot(path=str(artifacts / "report-simulation-margins.png"))
     # every run's own report opens from the simulation's
     page.get_by_role("link", name="run 2").click()
@@ -100,8 +101,8 @@ def test_simulation_report(spark, browser, artifacts, tmp_path):
     assert int(table.loc[1, "operations"]) == run2["operations"]
     page.go_back()
     page.get_by_role("link", name="margin 5").click()
-    page.wait_for_load_state("networkidle")
-    assert page.url.endswith("/sim/margins/5/report.html")
-    assert page.locator("tr[data-run]").count() == 2 and page.locator("#sim-margins").count() == 0
+    page.wait_for_url("**/sim/margins/5/report.html")
+    expect(page.locator("tr[data-run]")).to_have_count(2)
+    assert page.locator("#sim-margins").count() == 0
     page.close()
     assert not errors, errors

@@ -285,7 +285,8 @@ def simulation_report(sim_dir: str | Path) -> str:
     if margins is not None:
         charts["margins"] = _html(_margin_figure(margins, "balancing_moves", "balancing moves per run by margin"),
                                   "chart-sim-margins")
-        charts["margin_bytes"] = _html(_margin_figure(margins, "balancing_bytes", "bytes moved by balancing per run by margin"),
+        charts["margin_bytes"] = _html(_margin_figure(margins.assign(balancing_bytes=margins["balancing_bytes"] / 2**30),
+                                                      "balancing_bytes", "GiB moved by balancing per run by margin"),
                                        "chart-sim-margin-bytes")
     reports = {int(r): f"run-{int(r):03d}/plan/{REPORT_FILE}" for r in x
                if (sim / f"run-{int(r):03d}" / "plan" / REPORT_FILE).is_file()}
@@ -307,14 +308,14 @@ def _margins(sim: Path) -> pd.DataFrame | None:
 
 
 def _margin_figure(margins: pd.DataFrame, column: str, title: str):
-    """One line per margin of ``column`` over the runs (plotly figure)."""
+    """One line per margin of ``column`` (numbers) over the runs (plotly figure), from 0 up."""
     import plotly.graph_objects as go
 
     fig = go.Figure()
     for margin, part in margins.groupby("margin"):
-        fig.add_trace(go.Scatter(x=part["run"].astype(int).tolist(), y=part[column].astype(int).tolist(),
+        fig.add_trace(go.Scatter(x=part["run"].astype(int).tolist(), y=part[column].round(2).tolist(),
                                  name=f"{float(margin):g} %", mode="lines+markers"))
-    fig.update_layout(title=title, xaxis={"title": "run", "dtick": 1}, height=340,
+    fig.update_layout(title=title, xaxis={"title": "run", "dtick": 1}, yaxis={"rangemode": "tozero"}, height=340,
                       legend={"title": {"text": "balancingMinCostReductionPercent"}})
     return fig
 
