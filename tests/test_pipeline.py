@@ -141,3 +141,24 @@ def test_explain_ranks_every_server_of_each_tier(spark, planned):
     default = [(server(s["server"]), s["rank"], s["in_top_b"], s["ineligible"]) for s in tiers["_default_tier"]["servers"]]
     assert default == [("d3", 1, True, None), ("d2", 2, False, None), ("d1", None, False, "decommissioning")]
     assert (tiers["hot"]["b"], tiers["_default_tier"]["b"]) == (1, 1)
+
+
+def test_a_key_of_a_newer_druid_plans_with_a_warning(spark, planned, tmp_path):
+    """``coordinator_config.json`` with a key this planner does not know (as a newer Druid release
+    would return) plans the same operations as without it; the plan's alerts, and so its report,
+    name the key and the closest known one (issue 27, part 2)."""
+    from segment_balancer.plan.report import REPORT_FILE
+
+    snap = tmp_path / "snap"
+    shutil.copytree(SNAPSHOT, snap)
+    config = json.loads((snap / "coordinator_config.json").read_text())
+    (snap / "coordinator_config.json").write_text(json.dumps({**config, "maxSegmentsInNodeLoadQueue": 3,
+                                                              "replicationThrottleLimit": None}))
+    summary = run_plan(spark, snap, tmp_path / "plan")
+    _, _, ops = planned
+    again = pd.read_parquet(tmp_path / "plan" / "operations.parquet")
+    assert rows(again, range(1, 14)) == rows(ops, range(1, 14)) and len(again) == len(ops) == 8
+    [alert] = [a for a in summary["alerts"] if a["kind"] == "unknown_config_key"]
+    assert alert["key"] == "maxSegmentsInNodeLoadQueue"
+    assert "closest known key: 'maxSegmentsInNodeLoadingQueue'" in alert["message"]
+    assert "maxSegmentsInNodeLoadQueue" in (tmp_path / "plan" / REPORT_FILE).read_text()

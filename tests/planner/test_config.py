@@ -7,7 +7,7 @@ import json
 import pytest
 
 from segment_balancer.druid.snapshot.errors import SnapshotError
-from segment_balancer.planner.config import DEFAULT_FUNCTION, build_config, config_from_dict
+from segment_balancer.planner.config import DEFAULT_FUNCTION, build_config, config_from_dict, unknown_keys
 
 
 def test_defaults_and_stage_limits():
@@ -97,8 +97,6 @@ def test_fractional_derivation_floors_only_the_limit():
     ({"balancingMoveTrigger": "outsideTopb"}, "must be one of 'betterServerInTopB', 'outsideTopB', got 'outsideTopb'"),
     ({"coordinatorPeriodMillis": 30000, "druid.coordinator.period": "PT60S"}, "disagrees"),
     ({"druid.coordinator.period": "P1M"}, "fixed ISO-8601 period"),
-    ({"maxSegmentToMove": 5}, "did you mean 'maxSegmentsToMove'"),
-    ({"somethingElse": 1}, "unknown key 'somethingElse'"),
     ({"numBestServersChoosingFunction": "function (n, t) { return n + x; }"}, "'x' at line 1, column 30"),
     ({"numBestServersChoosingFunction": "function (n, t) { return Math.random(); }"}, "Math.random"),
     ({"numBestServersChoosingFunction": 5}, "must be a string"),
@@ -108,6 +106,32 @@ def test_refused(given, needle):
         build_config(given)
     assert needle in str(info.value)
     assert info.value.file == "coordinator_config.json" and info.value.row is None
+
+
+def test_an_unknown_key_of_the_snapshot_is_a_warning_and_of_an_override_an_error(caplog):
+    """Druid ignores properties it does not know (CoordinatorDynamicConfigTest
+    .testDeserializationWithUnknownProperties): a captured config of a newer release plans, the key
+    listed with its closest known key; the user's own override stays strict."""
+    with caplog.at_level("WARNING", logger="segment_balancer.planner.config"):
+        c = build_config({"maxSegmentToMove": 5, "somethingElse": None, "maxSegmentsInNodeLoadingQueue": 7})
+    assert c.max_segments_in_node_loading_queue == 7
+    assert [(e["key"], e["value"]) for e in unknown_keys(c)] == [("maxSegmentToMove", 5), ("somethingElse", None)]
+    assert unknown_keys(c)[0]["note"].endswith("closest known key: 'maxSegmentsToMove'")
+    assert "closest" not in unknown_keys(c)[1]["note"]
+    assert "coordinator_config.json: key 'maxSegmentToMove'" in caplog.text
+    # a bad value of an unknown key is nobody's business: Druid does not read it either
+    assert unknown_keys(build_config({"newFeatureLimit": "not a number"}))[0]["value"] == "not a number"
+    with pytest.raises(SnapshotError) as info:
+        build_config({}, {"maxSegmentToMove": 5})
+    assert str(info.value) == "config overrides: unknown key 'maxSegmentToMove' (did you mean 'maxSegmentsToMove'?)"
+
+
+def test_druid_nulls_and_comma_separated_lists_are_accepted():
+    """Druid's parseJsonStringOrArray takes "a, b" for a list; a null value means the default."""
+    c = build_config({"decommissioningNodes": "h1, h2,,h1", "killDataSourceWhitelist": "a,b",
+                      "maxSegmentsInNodeLoadingQueue": None, "balancerRandomSeed": None})
+    assert c.decommissioning_nodes == ("h1", "h2") and c.max_segments_in_node_loading_queue == 500
+    assert c.balancer_random_seed == 0
 
 
 def test_overrides_win_and_are_named_in_errors():

@@ -2,8 +2,12 @@
 
 ``build_config(file_values, overrides)`` merges ``coordinator_config.json`` with overrides (overrides win
 per key), applies the seed's defaults and derivations, accepts every Druid key the seed retires or
-this algorithm does not use (listed in ``EffectiveConfig.ignored``) and refuses unknown keys, all
-before any stage runs. Errors are ``SnapshotError`` naming ``coordinator_config.json`` or
+this algorithm does not use (listed in ``EffectiveConfig.ignored``), all before any stage runs. A
+key it does not know in ``coordinator_config.json`` is accepted with a warning (logged, and listed
+in ``ignored`` with the closest known key), as Druid's Coordinator ignores properties it does not
+know (``CoordinatorDynamicConfigTest.testDeserializationWithUnknownProperties``): a snapshot of a
+newer Druid release still plans. A key it does not know in the overrides (the user's own words) is
+refused, with the closest known key. Errors are ``SnapshotError`` naming ``coordinator_config.json`` or
 ``config overrides``.
 
 Keys (Druid camelCase), defaults and derivations:
@@ -35,6 +39,7 @@ Keys (Druid camelCase), defaults and derivations:
 from __future__ import annotations
 
 import difflib
+import logging
 import math
 import os
 from collections.abc import Callable, Mapping
@@ -49,6 +54,8 @@ from segment_balancer.druid.snapshot.loader import read_json
 from segment_balancer.druid.snapshot.models import QueueType
 from segment_balancer.planner.jsfunc import JsFunctionError, compile_function
 from segment_balancer.planner.runstate import StageLimit
+
+log = logging.getLogger(__name__)
 
 __all__ = ["EffectiveConfig", "StageLimit", "build_config", "DEFAULT_FUNCTION", "RETIRED_KEYS", "CONFIG_FILE",
            "OVERRIDES"]
@@ -299,6 +306,22 @@ def _nodes(ctx: _Ctx) -> tuple[str, ...]:
     return tuple(dict.fromkeys(v))
 
 
+UNKNOWN_NOTE = "not a key this planner knows (a newer Druid release's?), ignored as Druid ignores unknown keys"
+"""The ``note`` of an unknown key of ``coordinator_config.json`` in ``EffectiveConfig.ignored``."""
+
+
+def unknown_keys(config: "EffectiveConfig") -> list[dict[str, Any]]:
+    """The entries of ``config.ignored`` for keys of ``coordinator_config.json`` this planner does
+    not know (``{"key", "value", "note"}``, by key): what the plan's alerts warn about."""
+    return [e for e in config.ignored if str(e.get("note", "")).startswith(UNKNOWN_NOTE)]
+
+
+def _closest(key: str) -> str | None:
+    """The known key (used, retired or unused) most like ``key``, or None (``difflib``)."""
+    close = difflib.get_close_matches(key, sorted(_KNOWN | set(RETIRED_KEYS)), n=1)
+    return close[0] if close else None
+
+
 def build_config(file_values: Mapping[str, Any] | None, overrides: Mapping[str, Any] | None = None) -> EffectiveConfig:
     """Build the effective config from the file's values and overrides (module docstring).
 
@@ -306,22 +329,31 @@ def build_config(file_values: Mapping[str, Any] | None, overrides: Mapping[str, 
         file_values: the JSON object of ``coordinator_config.json`` (``None``/``{}``: all defaults).
         overrides: keys that replace the file's (e.g. the ``--config`` file of a run).
 
+    An unknown key of ``file_values`` is logged as a warning and listed in ``ignored`` (note
+    :data:`UNKNOWN_NOTE` and the closest known key).
+
     Raises:
-        SnapshotError: unknown key, wrong type or range, min-percents not summing to 100, invalid
-            ``numBestServersChoosingFunction`` text. ``file`` is ``coordinator_config.json`` or
+        SnapshotError: an unknown key of ``overrides`` (with the closest known key), wrong type or
+            range, min-percents not summing to 100, invalid ``numBestServersChoosingFunction`` text. ``file`` is ``coordinator_config.json`` or
             ``config overrides``; ``row`` is ``None``.
     """
+    unknown: list[dict[str, Any]] = []
     for name, values in ((CONFIG_FILE, file_values), (OVERRIDES, overrides)):
         if values is not None and not isinstance(values, Mapping):
             raise SnapshotError(name, None, f"must be a JSON object, got {type(values).__name__}")
         for key in values or {}:
             if key not in _KNOWN and key not in RETIRED_KEYS:
-                close = difflib.get_close_matches(key, sorted(_KNOWN | set(RETIRED_KEYS)), n=1)
-                hint = f" (did you mean {close[0]!r}?)" if close else ""
-                raise SnapshotError(name, None, f"unknown key {key!r}{hint}")
-    ctx = _Ctx(file_values or {}, overrides or {})
+                close = _closest(key)
+                if name == OVERRIDES:
+                    hint = f" (did you mean {close!r}?)" if close else ""
+                    raise SnapshotError(name, None, f"unknown key {key!r}{hint}")
+                note = UNKNOWN_NOTE + (f"; closest known key: {close!r}" if close else "")
+                log.warning("%s: key %r %s", CONFIG_FILE, key, note)
+                unknown.append({"key": key, "value": values[key], "note": note})
+    known_file = {k: v for k, v in (file_values or {}).items() if k in _KNOWN or k in RETIRED_KEYS}
+    ctx = _Ctx(known_file, overrides or {})
     derived: dict[str, str] = {}
-    ignored: list[dict[str, Any]] = []
+    ignored: list[dict[str, Any]] = list(unknown)
 
     m = ctx.integer("maxSegmentsInNodeLoadingQueue", 500, lo=0)
     base = ctx.number(LOG_BASE_KEY)

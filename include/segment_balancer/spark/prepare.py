@@ -18,7 +18,7 @@ from segment_balancer.druid.snapshot import loader
 from segment_balancer.druid.snapshot.lines import with_row_numbers
 from segment_balancer.druid.snapshot.segments import read_server_segments, unlisted_segments
 from segment_balancer.planner import groups as G
-from segment_balancer.planner.config import load_config
+from segment_balancer.planner.config import CONFIG_FILE, load_config, unknown_keys
 from segment_balancer.spark.used_segments import read_summary
 
 log = logging.getLogger(__name__)
@@ -211,6 +211,9 @@ def prepare(spark, snapshot: Path, work: Path, overrides: dict | None = None) ->
         "unlisted": _unlisted_counts(found),
         "overshadowed_waiting": _waiting_counts(found),
     }
+    for entry in unknown_keys(config):
+        meta["alerts"].append({"kind": "unknown_config_key", "key": entry["key"],
+                               "message": f"{CONFIG_FILE} has key {entry['key']!r}: {entry['note']}"})
     if meta["timeline"]["flag_disagreements"]:
         n = meta["timeline"]["flag_disagreements"]
         meta["alerts"].append({"kind": "overshadowed_flag_disagrees", "count": n, "examples": meta["timeline"]["flag_examples"],
