@@ -137,10 +137,14 @@ def dag_params(snapshots_root: str) -> dict[str, Param]:
 def config_overrides(params: dict) -> dict:
     """The run's Coordinator config overrides: ``config_overrides`` (null = {}), then every typed
     field of :data:`CONFIG_KEYS` that is not null. Raises ``ValueError`` if ``config_overrides``
-    is no JSON object."""
+    is no JSON object, and ``SnapshotError`` (a ``ValueError``) naming ``param config_overrides``,
+    the key and the closest known key if it has a key the planner does not know."""
+    from segment_balancer.planner.config import check_override_keys
+
     base = params.get("config_overrides") or {}
     if not isinstance(base, dict):
         raise ValueError(f"config_overrides must be a JSON object, got {type(base).__name__}")
+    check_override_keys(base, "param config_overrides")
     return {**base, **{k: params[k] for k in CONFIG_KEYS if params.get(k) is not None}}
 
 

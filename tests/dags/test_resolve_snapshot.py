@@ -68,6 +68,18 @@ def test_fresh_work_dir_config_and_paths(resolve, root, monkeypatch, tmp_path):
     assert again["simulation_dir"] == str(home / "plans" / safe / "simulation")
 
 
+def test_an_unknown_key_of_config_overrides_is_refused_naming_the_param(resolve, root, monkeypatch, tmp_path):
+    """The user's own override stays strict (issue 27): the error names the param, the key and the
+    closest known key, before any work directory is made."""
+    from segment_balancer.druid.snapshot.errors import SnapshotError
+
+    with pytest.raises(SnapshotError) as info:
+        _call(resolve, root, monkeypatch, tmp_path, snapshot="old", overrides={"maxSegmentsInNodeLoadQueue": 7})
+    assert str(info.value) == ("param config_overrides: unknown key 'maxSegmentsInNodeLoadQueue' "
+                               "(did you mean 'maxSegmentsInNodeLoadingQueue'?)")
+    assert not (tmp_path / "home" / "runs").exists()
+
+
 def test_typed_config_fields_win_over_config_overrides(resolve, root, monkeypatch, tmp_path):
     run = _call(resolve, root, monkeypatch, tmp_path, overrides={"maxSegmentsInNodeLoadingQueue": 7, "balancingMinPercent": 5},
                 maxSegmentsInNodeLoadingQueue=100, balancerRandomSeed=3, decommissioningNodes=None,

@@ -7,7 +7,8 @@ import json
 import pytest
 
 from segment_balancer.druid.snapshot.errors import SnapshotError
-from segment_balancer.planner.config import DEFAULT_FUNCTION, build_config, config_from_dict, unknown_keys
+from segment_balancer.planner.config import (DEFAULT_FUNCTION, build_config, check_override_keys, config_from_dict,
+                                              unknown_keys)
 
 
 def test_defaults_and_stage_limits():
@@ -124,6 +125,17 @@ def test_an_unknown_key_of_the_snapshot_is_a_warning_and_of_an_override_an_error
     with pytest.raises(SnapshotError) as info:
         build_config({}, {"maxSegmentToMove": 5})
     assert str(info.value) == "config overrides: unknown key 'maxSegmentToMove' (did you mean 'maxSegmentsToMove'?)"
+
+
+def test_an_override_is_refused_where_it_was_given():
+    with pytest.raises(SnapshotError) as info:
+        check_override_keys({"maxSegmentsInNodeLoadingQueue": 3, "balancingMinCostReductionPct": 5}, "--config my.json")
+    assert str(info.value) == ("--config my.json: unknown key 'balancingMinCostReductionPct' "
+                               "(did you mean 'balancingMinCostReductionPercent'?)")
+    with pytest.raises(SnapshotError, match="must be a JSON object, got list"):
+        check_override_keys([1], "--config my.json")
+    check_override_keys({"replicationThrottleLimit": 3}, "--config my.json")  # Druid's, retired: fine
+    check_override_keys(None, "--config my.json")
 
 
 def test_druid_nulls_and_comma_separated_lists_are_accepted():

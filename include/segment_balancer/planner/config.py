@@ -316,6 +316,24 @@ def unknown_keys(config: "EffectiveConfig") -> list[dict[str, Any]]:
     return [e for e in config.ignored if str(e.get("note", "")).startswith(UNKNOWN_NOTE)]
 
 
+def check_override_keys(overrides: Mapping[str, Any] | None, source: str) -> None:
+    """Refuse an unknown key of a user's own overrides where they were given, so the error names
+    them: ``source`` is e.g. ``--config my.json`` or ``param config_overrides``.
+
+    Raises:
+        SnapshotError: ``file`` = ``source``, problem ``unknown key 'k' (did you mean 'K'?)``
+            (the closest known key, when one is close); also when ``overrides`` is no object.
+    """
+    if overrides is None:
+        return
+    if not isinstance(overrides, Mapping):
+        raise SnapshotError(source, None, f"must be a JSON object, got {type(overrides).__name__}")
+    for key in overrides:
+        if key not in _KNOWN and key not in RETIRED_KEYS:
+            close = _closest(key)
+            raise SnapshotError(source, None, f"unknown key {key!r}" + (f" (did you mean {close!r}?)" if close else ""))
+
+
 def _closest(key: str) -> str | None:
     """The known key (used, retired or unused) most like ``key``, or None (``difflib``)."""
     close = difflib.get_close_matches(key, sorted(_KNOWN | set(RETIRED_KEYS)), n=1)
@@ -343,10 +361,9 @@ def build_config(file_values: Mapping[str, Any] | None, overrides: Mapping[str, 
             raise SnapshotError(name, None, f"must be a JSON object, got {type(values).__name__}")
         for key in values or {}:
             if key not in _KNOWN and key not in RETIRED_KEYS:
-                close = _closest(key)
                 if name == OVERRIDES:
-                    hint = f" (did you mean {close!r}?)" if close else ""
-                    raise SnapshotError(name, None, f"unknown key {key!r}{hint}")
+                    check_override_keys({key: values[key]}, OVERRIDES)
+                close = _closest(key)
                 note = UNKNOWN_NOTE + (f"; closest known key: {close!r}" if close else "")
                 log.warning("%s: key %r %s", CONFIG_FILE, key, note)
                 unknown.append({"key": key, "value": values[key], "note": note})

@@ -24,6 +24,7 @@ import sys
 import tempfile
 from pathlib import Path
 
+from segment_balancer.planner.config import check_override_keys
 from segment_balancer.spark.apps import read_overrides
 from segment_balancer.tools.pipeline import run_plan
 from segment_balancer.tools.simulate import add_simulate_arguments
@@ -286,6 +287,8 @@ def main(argv=None) -> int:
         else:
             from segment_balancer.spark.session import local_session, release
 
+            # the user's own overrides: an unknown key is refused here, naming the file, before any JVM
+            check_override_keys(read_overrides(args.config), f"--config {args.config}")
             # Spark (a Connect server above all) resolves paths from its own working directory.
             for key in ("snapshot", "out", "work"):
                 if getattr(args, key, None) is not None:
