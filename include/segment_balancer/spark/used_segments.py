@@ -95,7 +95,7 @@ def used_segments(spark, snapshot: Path, work: Path) -> dict:
     """
     from pyspark.sql import functions as F
 
-    from segment_balancer.druid.snapshot.segments import first_problems, read_segments, refuse, segments_path
+    from segment_balancer.druid.snapshot.segments import first_problems, gzip_refusal, read_segments, refuse, segments_path
     from segment_balancer.planner import groups as G
     from segment_balancer.spark.session import collect_small, read_parquet
 
@@ -107,7 +107,7 @@ def used_segments(spark, snapshot: Path, work: Path) -> dict:
              .withColumn("status", F.coalesce("status", F.lit("unused")))
              .withColumn("overshadowed", F.col("status") == "overshadowed"))
     out = Path(work) / "timeline"
-    with staged_parquet(table, out / "segments.parquet") as written:
+    with gzip_refusal(file), staged_parquet(table, out / "segments.parquet") as written:
         segs.unpersist()
         t = read_parquet(spark, written)
         mismatch = t.filter(F.col("used") & F.col("overshadowed_given")

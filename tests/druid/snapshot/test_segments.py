@@ -52,6 +52,33 @@ def test_negative_size_names_the_line(spark, tmp_path):
     assert str(err) == "segments.jsonl line 3: size must be >= 0, got -5"
 
 
+@pytest.mark.parametrize("raw, problem", [
+    ('"size": NaN', "size must be a whole number of bytes, got NaN"),
+    ('"size": "big"', 'size must be a whole number of bytes, got "big"'),
+    ('"size": 1.5', "size must be a whole number of bytes, got 1.5"),
+    ('"size": null', "size is missing"),
+])
+def test_a_size_that_is_no_whole_number_names_its_value(spark, tmp_path, raw, problem):
+    """Issue 27: a size of NaN or "big" was reported as "size is missing"."""
+    def edit(segs):
+        segs[1]["size"] = "PLACEHOLDER"
+        return [json.dumps(x).replace('"size": "PLACEHOLDER"', raw) for x in segs]
+
+    err = refused(spark, snapshot_with(tmp_path, edit), tmp_path)
+    assert (err.file, err.row, err.problem) == ("segments.jsonl", 2, problem)
+
+
+def test_a_truncated_gzip_is_refused_naming_the_file(spark, tmp_path):
+    """Issue 27: half of segments.jsonl.gz ended in a Java stack trace; now one error names it."""
+    snap = tmp_path / "snap"
+    shutil.copytree(SAMPLE, snap)
+    whole = (snap / "segments.jsonl.gz").read_bytes()
+    (snap / "segments.jsonl.gz").write_bytes(whole[: len(whole) // 2])
+    err = refused(spark, snap, tmp_path)
+    assert (err.file, err.row) == ("segments.jsonl.gz", None)
+    assert err.problem.startswith("is not a whole gzip file (truncated or corrupt: Unexpected end of input stream)")
+
+
 def test_bad_interval_and_malformed_line(spark, tmp_path):
     def edit(segs):
         segs[0]["interval"] = "2013-01-02T00:00:00.000Z/2013-01-01T00:00:00.000Z"
@@ -67,6 +94,7 @@ def test_bad_interval_and_malformed_line(spark, tmp_path):
     ("2013-01-01T25:00:00.000Z/2013-01-02", "interval is not start/end ISO-8601"),
     ("2013-01-01/2013-01-02/2013-01-03", "interval is not start/end ISO-8601"),
     ("1234567890-01-01/1234567891-01-01", "interval is not start/end ISO-8601"),  # 10-digit years: past Joda
+    ("yesterday", "interval is not start/end ISO-8601: yesterday"),  # one part: was a Spark index error
 ])
 def test_malformed_interval_is_a_clear_error_not_a_spark_traceback(spark, tmp_path, interval, problem):
     def edit(segs):

@@ -6,6 +6,7 @@ few bad rows come back to the driver, to name them in a :class:`SnapshotError`.
 
 from __future__ import annotations
 
+from contextlib import contextmanager
 from pathlib import Path
 
 import pandas as pd  # module level: the pandas UDF's type hints name it
@@ -82,13 +83,15 @@ def read_segments(spark, snapshot: Path):
         F.col("j.shardSpec.atomicUpdateGroupSize").alias("atomic_update_group_size"),
         F.coalesce("j.shardSpec.type", F.lit("none")).alias("shard_type"),
         F.col("j.size").alias("size_bytes"),
+        # the size as written, to tell a missing size from one that is no whole number of bytes
+        F.regexp_extract("text", r'"size"\s*:\s*("[^"]*"|[^,}\s]+)', 1).alias("size_text"),
         F.coalesce("j.used", F.lit(True)).alias("used"),
         F.coalesce("j.overshadowed", F.lit(False)).alias("overshadowed"),
         F.col("j.overshadowed").isNotNull().alias("overshadowed_given"),
         F.col("j.interval").alias("interval"),
         F.size(interval).alias("interval_parts"),
-        interval.getItem(0).alias("start_text"),
-        interval.getItem(1).alias("end_text"),
+        F.get(interval, 0).alias("start_text"),  # get: null, not an error, for "yesterday"
+        F.get(interval, 1).alias("end_text"),
     )
     df = with_interval_instants(df, "start_text", "end_text")
     seg_id = F.concat_ws("_", "datasource", "start_printed", "end_printed", "version")
@@ -101,17 +104,43 @@ def read_segments(spark, snapshot: Path):
         .when(F.col("start_ms").isNull() | F.col("end_ms").isNull() | (F.col("interval_parts") != 2),
               F.concat(F.lit("interval is not start/end ISO-8601: "), F.col("interval")))
         .when(F.col("end_ms") < F.col("start_ms"), F.concat(F.lit("interval ends before it starts: "), F.col("interval")))
-        .when(F.col("size_bytes").isNull(), F.lit("size is missing"))
+        .when(F.col("size_bytes").isNull() & (F.col("size_text").isin("", "null")), F.lit("size is missing"))
+        .when(F.col("size_bytes").isNull(), F.concat(F.lit("size must be a whole number of bytes, got "),
+                                                     F.col("size_text")))
         .when(F.col("size_bytes") < 0, F.concat(F.lit("size must be >= 0, got "), F.col("size_bytes").cast("string")))
         .when(F.col("partition_num") < 0, F.lit("shardSpec.partitionNum must be >= 0"))
     )
-    df = df.withColumn("problem", problem)
+    df = df.withColumn("problem", problem).drop("size_text")
     # a repeated id: every line after the id's first (lines that are bad already share one window)
     first = F.min("line").over(Window.partitionBy(F.when(F.col("problem").isNull(), F.col("segment_id"))))
     duplicate = F.when(F.col("problem").isNull() & (F.col("line") > first), F.concat(
         F.lit("duplicate segment "), F.col("segment_id"), F.lit(" (first on line "), first.cast("string"), F.lit(")")))
     # Cached: the caller writes it and classifies it in one job (the JSON is parsed once).
     return df.withColumn("problem", F.coalesce("problem", duplicate)).cache()
+
+
+GZIP_FAILURES = ("Unexpected end of input stream", "Not in GZIP format", "invalid stored block lengths",
+                 "invalid distance too far back", "Corrupt GZIP trailer", "incorrect header check")
+"""Messages of Hadoop's and Java's gzip readers for a truncated or corrupt ``.gz`` file."""
+
+
+@contextmanager
+def gzip_refusal(file: str):
+    """Turn a Spark job's failure on a truncated or corrupt gzip input (:data:`GZIP_FAILURES`)
+    into a :class:`SnapshotError` naming ``file`` (a snapshot file name); other errors pass.
+
+    Raises:
+        SnapshotError: ``file``, no row: ``is not a whole gzip file (truncated or corrupt: …)``.
+    """
+    try:
+        yield
+    except Exception as exc:  # Py4JJavaError or Spark's own exception classes: matched on the message
+        text = str(exc)
+        found = next((m for m in GZIP_FAILURES if m in text), None)
+        if found is None:
+            raise
+        raise SnapshotError(file, None, f"is not a whole gzip file (truncated or corrupt: {found}); "
+                                        "copy or capture it again") from None
 
 
 def first_problems(df, key: str = "line", n: int = 5):
