@@ -16,7 +16,7 @@ from segment_balancer.common.files import staged_parquet, write_json_atomic, wri
 from segment_balancer.druid.rules import rule_index_for
 from segment_balancer.druid.snapshot import loader
 from segment_balancer.druid.snapshot.lines import with_row_numbers
-from segment_balancer.druid.snapshot.segments import read_server_segments, unlisted_segments
+from segment_balancer.druid.snapshot.segments import gzip_refusal, read_server_segments, unlisted_segments
 from segment_balancer.planner import groups as G
 from segment_balancer.planner.config import CONFIG_FILE, load_config, unknown_keys
 from segment_balancer.spark.used_segments import read_summary
@@ -133,7 +133,7 @@ def prepare(spark, snapshot: Path, work: Path, overrides: dict | None = None) ->
     # The replica file is parsed once, into prepared/server_segments.parquet, and checked there
     # together with the ids of unlisted segments (replicas and queue entries of segments
     # segments.jsonl lacks: unused segments, ALGORITHM.md "Inputs").
-    with staged_parquet(rows, prepared / "server_segments.parquet") as written:
+    with gzip_refusal(replica_file), staged_parquet(rows, prepared / "server_segments.parquet") as written:
         checked = read_parquet(spark, written)
         unlisted = unlisted_segments(checked.filter(good), qdf, segs, datasources)
         found = collect_small({"replicas": first_problems(checked, key="row"), "unlisted": first_unlisted_problem(unlisted)})

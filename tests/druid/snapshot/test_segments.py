@@ -79,6 +79,19 @@ def test_a_truncated_gzip_is_refused_naming_the_file(spark, tmp_path):
     assert err.problem.startswith("is not a whole gzip file (truncated or corrupt: Unexpected end of input stream)")
 
 
+def test_a_truncated_replica_file_is_refused_naming_the_file(spark, tmp_path):
+    """The same for ``server_segments.jsonl.gz``, read in prepare."""
+    snap = tmp_path / "snap"
+    shutil.copytree(SAMPLE, snap)
+    rows = json.loads((snap / "server_segments.json").read_text())
+    (snap / "server_segments.json").unlink()
+    whole = gzip.compress("".join(json.dumps(r) + "\n" for r in rows * 200).encode())
+    (snap / "server_segments.jsonl.gz").write_bytes(whole[: len(whole) // 2])
+    err = refused(spark, snap, tmp_path)
+    assert (err.file, err.row) == ("server_segments.jsonl.gz", None)
+    assert err.problem.startswith("is not a whole gzip file (truncated or corrupt:")
+
+
 def test_bad_interval_and_malformed_line(spark, tmp_path):
     def edit(segs):
         segs[0]["interval"] = "2013-01-02T00:00:00.000Z/2013-01-01T00:00:00.000Z"
