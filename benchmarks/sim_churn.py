@@ -85,8 +85,11 @@ def per_tier_spread(sim: Path, run: int) -> dict[str, tuple[int, float]]:
             for tier, p in held.groupby("tier")}
 
 
-def margin_dir(out: Path, margin: float, own: float = 0.0) -> Path:
-    return out if margin == own else out / "margins" / f"{margin:g}"
+def margin_dir(out: Path, margin: float) -> Path:
+    """Where ``simulate_margins`` put a margin's simulation (margin 0 is the simulation's own)."""
+    from segment_balancer.plan.report import margin_name
+
+    return out if margin == 0 else out / "margins" / margin_name(margin)
 
 
 def main() -> int:

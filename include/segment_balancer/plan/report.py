@@ -296,6 +296,11 @@ def simulation_report(sim_dir: str | Path) -> str:
         margins=None if margins is None else margin_summary(margins, sim))
 
 
+def margin_name(margin: float) -> str:
+    """A margin's label and directory name under ``margins/``: ``2`` for 2.0, ``2.5`` for 2.5."""
+    return f"{float(margin):g}"
+
+
 def _margins(sim: Path) -> pd.DataFrame | None:
     """``margins.csv`` of ``sim`` (:data:`MARGINS_FILE`) as a frame, or None without one."""
     path = sim / MARGINS_FILE
@@ -314,7 +319,7 @@ def _margin_figure(margins: pd.DataFrame, column: str, title: str):
     fig = go.Figure()
     for margin, part in margins.groupby("margin"):
         fig.add_trace(go.Scatter(x=part["run"].astype(int).tolist(), y=part[column].round(2).tolist(),
-                                 name=f"{float(margin):g} %", mode="lines+markers"))
+                                 name=f"{margin_name(margin)} %", mode="lines+markers"))
     fig.update_layout(title=title, xaxis={"title": "run", "dtick": 1}, yaxis={"rangemode": "tozero"}, height=340,
                       legend={"title": {"text": "balancingMinCostReductionPercent"}})
     return fig
@@ -330,19 +335,19 @@ def margin_summary(margins: pd.DataFrame, sim: Path | None = None) -> list[dict]
     out = []
     for margin, part in margins.sort_values(["margin", "run"]).groupby("margin"):
         moved = part["balancing_moves"].to_numpy()
-        busy = [int(r) for r, m in zip(part["run"], moved) if m > 0]
-        last_run = int(part["run"].max())
-        quiet = (busy[-1] + 1 if busy else int(part["run"].min())) if not busy or busy[-1] < last_run else None
+        last_busy = max((int(r) for r, m in zip(part["run"], moved) if m > 0), default=None)
+        if last_busy is None:
+            quiet = int(part["run"].min())
+        else:
+            quiet = last_busy + 1 if last_busy < int(part["run"].max()) else None
         last = part.iloc[-1]
         row = {"margin": float(margin), "moves": int(moved.sum()), "bytes": int(part["balancing_bytes"].sum()),
                "quiet_from": quiet, "segments_spread": int(last["segments_max_minus_min"]),
                "bytes_spread": int(last["bytes_max_minus_min"]), "total_cost": float(last["total_cost"]), "report": None}
-        if sim is not None:
-            name = f"{float(margin):g}"
-            for rel in (f"margins/{name}/{REPORT_FILE}", REPORT_FILE):
-                if (sim / rel).is_file() and (rel != REPORT_FILE or not (sim / "margins" / name).is_dir()):
-                    row["report"] = rel
-                    break
+        if sim is not None:  # the simulation's own margin has no directory under margins/
+            own = not (sim / "margins" / margin_name(margin)).is_dir()
+            rel = REPORT_FILE if own else f"margins/{margin_name(margin)}/{REPORT_FILE}"
+            row["report"] = rel if (sim / rel).is_file() else None
         out.append(row)
     return out
 

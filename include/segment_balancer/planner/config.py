@@ -355,18 +355,16 @@ def build_config(file_values: Mapping[str, Any] | None, overrides: Mapping[str, 
             range, min-percents not summing to 100, invalid ``numBestServersChoosingFunction`` text. ``file`` is ``coordinator_config.json`` or
             ``config overrides``; ``row`` is ``None``.
     """
+    if file_values is not None and not isinstance(file_values, Mapping):
+        raise SnapshotError(CONFIG_FILE, None, f"must be a JSON object, got {type(file_values).__name__}")
+    check_override_keys(overrides, OVERRIDES)
     unknown: list[dict[str, Any]] = []
-    for name, values in ((CONFIG_FILE, file_values), (OVERRIDES, overrides)):
-        if values is not None and not isinstance(values, Mapping):
-            raise SnapshotError(name, None, f"must be a JSON object, got {type(values).__name__}")
-        for key in values or {}:
-            if key not in _KNOWN and key not in RETIRED_KEYS:
-                if name == OVERRIDES:
-                    check_override_keys({key: values[key]}, OVERRIDES)
-                close = _closest(key)
-                note = UNKNOWN_NOTE + (f"; closest known key: {close!r}" if close else "")
-                log.warning("%s: key %r %s", CONFIG_FILE, key, note)
-                unknown.append({"key": key, "value": values[key], "note": note})
+    for key, value in (file_values or {}).items():
+        if key not in _KNOWN and key not in RETIRED_KEYS:
+            close = _closest(key)
+            note = UNKNOWN_NOTE + (f"; closest known key: {close!r}" if close else "")
+            log.warning("%s: key %r %s", CONFIG_FILE, key, note)
+            unknown.append({"key": key, "value": value, "note": note})
     known_file = {k: v for k, v in (file_values or {}).items() if k in _KNOWN or k in RETIRED_KEYS}
     ctx = _Ctx(known_file, overrides or {})
     derived: dict[str, str] = {}

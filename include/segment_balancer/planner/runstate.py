@@ -522,7 +522,7 @@ class TierRun:
         present = seg.present()
         for name in self.top_b(seg):
             holder = self.servers[name]
-            if name not in present and holder.projected_size + seg.size_bytes <= holder.max_size:
+            if name not in present and holder.available_bytes >= seg.size_bytes:
                 return False
         seg.topb = self.rank(seg)[: self.b(seg)]
         self._dirty = True

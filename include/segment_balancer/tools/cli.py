@@ -153,9 +153,9 @@ REMOTE_HELP = ("the Spark Connect server to run on (sc://host:port); default $SP
                "Spark on $SPARK_MASTER or local[*]")
 
 
-def _run_spark_command(spark, args) -> None:
-    """``plan``, ``simulate`` or ``explain --snapshot`` on session ``spark``."""
-    overrides = read_overrides(args.config)
+def _run_spark_command(spark, args, overrides: dict | None) -> None:
+    """``plan``, ``simulate`` or ``explain --snapshot`` on session ``spark`` with the ``--config``
+    ``overrides`` (checked)."""
     if args.command == "plan":
         from segment_balancer.tools.whatif import WhatIf, parse_add
 
@@ -288,14 +288,15 @@ def main(argv=None) -> int:
             from segment_balancer.spark.session import local_session, release
 
             # the user's own overrides: an unknown key is refused here, naming the file, before any JVM
-            check_override_keys(read_overrides(args.config), f"--config {args.config}")
+            overrides = read_overrides(args.config)
+            check_override_keys(overrides, f"--config {args.config}")
             # Spark (a Connect server above all) resolves paths from its own working directory.
             for key in ("snapshot", "out", "work"):
                 if getattr(args, key, None) is not None:
                     setattr(args, key, getattr(args, key).absolute())
             spark = local_session(f"segment_balancer.{args.command}", remote=args.remote)
             try:
-                _run_spark_command(spark, args)
+                _run_spark_command(spark, args, overrides)
             finally:
                 release(spark)  # a Connect session: released, its Python daemon ended
     except (SnapshotError, PlanValidationError, ValueError, CaptureError, PlanExplainError, ReportError,

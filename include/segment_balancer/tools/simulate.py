@@ -41,9 +41,9 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 
-from segment_balancer.common.files import link_or_copy, write_json_atomic
+from segment_balancer.common.files import link_or_copy, write_json_atomic, write_text_atomic
 from segment_balancer.druid.instants import format_instant_ms, parse_instant_ms
-from segment_balancer.plan.report import MARGINS_FILE, write_simulation_report
+from segment_balancer.plan.report import MARGINS_FILE, margin_name, write_simulation_report
 
 log = logging.getLogger(__name__)
 
@@ -299,16 +299,9 @@ def simulate(spark, snapshot: Path, out: Path, runs: int, overrides: dict | None
                  " (stable)" if rows[-1]["stable"] else "")
         current = base / "snapshot"
     table = pd.DataFrame(rows, columns=RUN_COLUMNS)
-    tmp = out / "runs.csv.tmp"
-    table.to_csv(tmp, index=False)
-    tmp.replace(out / "runs.csv")
+    write_text_atomic(table.to_csv(index=False), out / "runs.csv")
     write_simulation_report(out)
     return table
-
-
-def margin_name(margin: float) -> str:
-    """The directory and label of a margin: ``2`` for 2.0, ``2.5`` for 2.5."""
-    return f"{float(margin):g}"
 
 
 def simulate_margins(spark, snapshot: Path, out: Path, runs: int, margins: list[float], overrides: dict | None = None,
@@ -326,12 +319,11 @@ def simulate_margins(spark, snapshot: Path, out: Path, runs: int, margins: list[
     if not margins:
         raise ValueError("compare at least one margin")
     overrides = dict(overrides or {})
-    load_config(snapshot, overrides)  # a bad override is refused before any run
+    # a bad override or margin is refused before any run
+    own_margin = load_config(snapshot, overrides).balancing_min_cost_reduction_percent
     for margin in margins:
         load_config(snapshot, {**overrides, MARGIN_KEY: margin})
-    own = simulate(spark, snapshot, out, runs, overrides, **options)
-    own_margin = load_config(snapshot, overrides).balancing_min_cost_reduction_percent
-    frames = {float(own_margin): own}
+    frames = {float(own_margin): simulate(spark, snapshot, out, runs, overrides, **options)}
     for margin in sorted({float(m) for m in margins}):
         if margin not in frames:
             log.info("margin %s%%: simulating %d runs", margin_name(margin), runs)
@@ -339,9 +331,7 @@ def simulate_margins(spark, snapshot: Path, out: Path, runs: int, margins: list[
                                       {**overrides, MARGIN_KEY: margin}, **options)
     table = pd.concat([f.assign(margin=m) for m, f in sorted(frames.items())], ignore_index=True)
     table = table[["margin", *RUN_COLUMNS]]
-    tmp = out / f"{MARGINS_FILE}.tmp"
-    table.to_csv(tmp, index=False)
-    tmp.replace(out / MARGINS_FILE)
+    write_text_atomic(table.to_csv(index=False), out / MARGINS_FILE)
     write_simulation_report(out)
     return table
 
