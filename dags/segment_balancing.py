@@ -12,6 +12,11 @@ Runs daily, and each time `druid_snapshot_capture` lands a new snapshot (the Ass
 resolve_snapshot ─▶ used_segments ─▶ prepare ─▶ stage01 … stage13 ─▶ assemble ─▶ validate_plan ─▶ publish_plan ─▶ simulate ─▶ release_spark_session
 ```
 
+A bad snapshot, override or what-if edit fails its task at once, without a retry, with one line
+naming the file, the row or key, the offending value and what was expected (`input refused: …`):
+`resolve_snapshot` checks the small files and the overrides, `used_segments` and `prepare` the
+segment and replica files. Nothing is published.
+
 - **resolve_snapshot** picks the snapshot (the `snapshot` param, else the newest under
   `snapshots_root`, of the `cluster` param when set, taken at or before the run's logical date, else
   its `run_after`), creates a fresh work directory `$SEGMENT_BALANCER_HOME/runs/<run id>/work`,
@@ -50,6 +55,7 @@ from segment_balancer.planner.stages import APP_NAMES
 from segment_balancer_airflow.assets import PLANS, SNAPSHOTS
 from segment_balancer_airflow.connect import simulate_operator, stage_operator
 from segment_balancer_airflow.params import dag_params, default_snapshots_root
+from segment_balancer_airflow.refusal import RETRY_POLICY
 
 
 # Stage operators read the run's paths from resolve_snapshot's XCom.
@@ -65,16 +71,20 @@ RUN = "{{{{ ti.xcom_pull(task_ids='resolve_snapshot')['{}'] }}}}"
     max_active_runs=1,
     doc_md=__doc__,
     tags=["druid", "segment-balancing", "spark"],
-    default_args={"owner": "segment_balancer", "retries": 1, "retry_delay": timedelta(seconds=30)},
+    # A retry for what may pass the next time (a Spark server restarting); none for bad input (refusal.py).
+    default_args={"owner": "segment_balancer", "retries": 1, "retry_delay": timedelta(seconds=30),
+                  "retry_policy": RETRY_POLICY},
     params=dag_params(default_snapshots_root()),
 )
 def segment_balancing():
     @task
     def resolve_snapshot(params=None, run_id=None, logical_date=None, dag_run=None) -> dict:
         """Pick the snapshot, apply the what-if edits, create a fresh work directory, write the config."""
+        from segment_balancer_airflow.refusal import refusing_bad_input
         from segment_balancer_airflow.resolve import resolve_run, segment_balancer_home
 
-        return resolve_run(params, run_id, logical_date or dag_run.run_after, segment_balancer_home())
+        with refusing_bad_input():  # bad input: one line in the log, no retry
+            return resolve_run(params, run_id, logical_date or dag_run.run_after, segment_balancer_home())
 
     @task
     def validate_plan(run: dict) -> dict:

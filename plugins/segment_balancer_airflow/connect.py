@@ -18,7 +18,7 @@ not. A session left behind (a worker that died) expires on the server after its 
 
 A server that does not answer fails the task at once with the URL and how to start one
 (``segment_balancer.spark.session.SparkUnreachable``), not after the client's ten minutes of retries; bad input fails it
-without retries (``AirflowFailException``), as ``spark-submit`` mode's exit code 2 does.
+at once, in one log line and without retries (``refusal.InputRefused``), as in ``spark-submit`` mode.
 
 With ``spark_mode = spark-submit`` (clusters that cannot run a Connect server: YARN, Kubernetes)
 the tasks are the ``StageSubmitOperator`` / ``SimulateSubmitOperator`` of :mod:`.operators`, as
@@ -79,8 +79,8 @@ class StageConnectOperator(BaseOperator):
     :param snapshot: snapshot directory; ``work``: the run's work directory; ``config_file``: JSON
         file of coordinator config overrides, or empty (all templated).
     :param conn_id: the ``spark_connect`` connection (default ``spark_connect_default``).
-    Returns the application's XCom (``{"stage", "groups"}``). Raises ``AirflowFailException`` for a
-    refused snapshot (no retry helps), ``SparkUnreachable`` when the server does not answer.
+    Returns the application's XCom (``{"stage", "groups"}``). Raises ``refusal.InputRefused`` for a
+    refused snapshot (one line, no retry), ``SparkUnreachable`` when the server does not answer.
     """
 
     template_fields: Sequence[str] = ("snapshot", "work", "config_file")
@@ -95,12 +95,11 @@ class StageConnectOperator(BaseOperator):
         self.conn_id = conn_id
 
     def execute(self, context: Any) -> dict:
-        from airflow.sdk.exceptions import AirflowFailException
-        from segment_balancer.druid.snapshot.errors import SnapshotError
         from segment_balancer.spark.apps import read_overrides, run_app
         from segment_balancer.spark.session import detach, remote_session
 
         from .operators import _unset, input_groups
+        from .refusal import refusing_bad_input
 
         groups, idle = input_groups(self, context)
         if idle is not None:
@@ -110,9 +109,8 @@ class StageConnectOperator(BaseOperator):
         self.log.info("%s on Spark Connect %s", self.stage_app, url.split(";")[0])
         spark = remote_session(url)
         try:
-            return run_app(spark, self.stage_app, self.snapshot, self.work, groups, overrides)
-        except SnapshotError as exc:
-            raise AirflowFailException(f"snapshot refused: {exc}") from exc
+            with refusing_bad_input():
+                return run_app(spark, self.stage_app, self.snapshot, self.work, groups, overrides)
         finally:
             detach(spark)
 

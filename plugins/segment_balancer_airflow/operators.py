@@ -28,9 +28,11 @@ from pathlib import Path
 from typing import Any
 
 from airflow.providers.apache.spark.operators.spark_submit import SparkSubmitOperator
+from airflow.sdk.exceptions import AirflowException
 from segment_balancer.spark.jvm_archive import local_driver_java_options
 from segment_balancer.spark.session import LEAN_CONF  # the one place for lean Spark settings
 from segment_balancer.spark.apps import skip_if_idle
+from segment_balancer_airflow.refusal import InputRefused
 
 #: ``spark_apps/`` of this checkout; ``SEGMENT_BALANCER_APPS`` or ``apps_dir=`` override it.
 DEFAULT_APPS_DIR = Path(__file__).resolve().parents[2] / "spark_apps"
@@ -137,11 +139,18 @@ class StageSubmitOperator(_SubmitHere):
             groups_in = xcom_dir / f"{self.task_id}.in.json"
             groups_in.write_text(json.dumps(groups))
             args += ["--groups-in", str(groups_in)]
-        args += ["--groups-out", str(groups_out)]
+        refusal = xcom_dir / f"{self.task_id}.refused.txt"
+        refusal.unlink(missing_ok=True)
+        args += ["--groups-out", str(groups_out), "--refusal-out", str(refusal)]
         if not _unset(self.config_file):
             args += ["--config", str(self.config_file)]
         self.application_args = args
-        self._submit(context)
+        try:
+            self._submit(context)
+        except AirflowException:
+            if refusal.is_file():  # the application refused the snapshot (exit 2): its one line, no retry
+                raise InputRefused(refusal.read_text().strip()) from None
+            raise
 
         if not groups_out.is_file():
             raise FileNotFoundError(f"{self.stage_app} finished without writing {groups_out}")

@@ -15,7 +15,7 @@ from datetime import datetime
 from pathlib import Path
 
 from segment_balancer_airflow.params import config_overrides, what_if
-from segment_balancer_airflow.snapshots import pick_snapshot
+from segment_balancer_airflow.snapshots import NoSnapshotError, pick_snapshot
 
 
 def segment_balancer_home() -> Path:
@@ -43,9 +43,11 @@ def resolve_run(params: dict, run_id: str, when: datetime, home: Path) -> dict[s
 
     Returns the XCom the stage operators read: ``snapshot`` (what the run plans on), ``work``,
     ``config_file``, ``plan_dir``, ``publish_dir``, ``simulation_dir`` (str paths).
-    Raises ``FileNotFoundError`` (no snapshot there), ``NoSnapshotError`` (none old enough),
-    ``WhatIfError`` (edits naming no historical of the snapshot, malformed), ``ValueError``
-    (config_overrides no object), all before any stage runs.
+    Raises ``NoSnapshotError`` (no snapshot there, none old enough), ``SnapshotError`` (a small
+    file of the snapshot or an override refused: ``spark.prepare.load_small_inputs``), ``WhatIfError``
+    (edits naming no historical of the snapshot, malformed), ``ValueError`` (config_overrides no
+    object), all before any work directory is made and any stage runs. The DAG's task turns them
+    into ``refusal.InputRefused``.
     """
     root = Path(params["snapshots_root"]).expanduser()
     if params.get("snapshot"):
@@ -55,8 +57,13 @@ def resolve_run(params: dict, run_id: str, when: datetime, home: Path) -> dict[s
     else:
         snapshot = pick_snapshot(root, when, params.get("cluster") or None)
     if not (snapshot / "snapshot.json").is_file():
-        raise FileNotFoundError(f"{snapshot} is not a snapshot directory (no snapshot.json)")
+        raise NoSnapshotError(f"{snapshot} is not a snapshot directory (no snapshot.json)")
     overrides, edits = config_overrides(params), what_if(params)
+    # A bad snapshot or override is refused here, before any work directory or Spark job: the small
+    # files whole; the segment and replica files are found here and checked by used_segments (Spark).
+    from segment_balancer.spark.prepare import load_small_inputs
+
+    load_small_inputs(snapshot, overrides, "param config_overrides")
 
     paths = run_paths(home.resolve(), run_id)
     work = paths["work"]

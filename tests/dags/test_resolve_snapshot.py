@@ -3,11 +3,14 @@
 from __future__ import annotations
 
 import json
+import shutil
 from datetime import datetime, timezone
 from pathlib import Path
 from types import SimpleNamespace
 
 import pytest
+
+from segment_balancer_airflow.refusal import InputRefused
 
 REPO = Path(__file__).resolve().parents[2]
 
@@ -20,11 +23,20 @@ def resolve():
     return dag.get_task("resolve_snapshot").python_callable
 
 
+SAMPLE = REPO / "include/segment_balancer/snapshots/druid_sample"
+
+
+def sample_at(directory: Path, when: str, cluster: str = "druid") -> Path:
+    """A copy of the bundled druid_sample snapshot at ``directory``, taken at ``when`` of ``cluster``."""
+    shutil.copytree(SAMPLE, directory)
+    (directory / "snapshot.json").write_text(json.dumps({"snapshot_time": when, "cluster": cluster}))
+    return directory
+
+
 @pytest.fixture
 def root(tmp_path):
     for name, when in (("old", "2024-01-01T00:00:00Z"), ("new", "2024-06-01T00:00:00Z")):
-        (tmp_path / "snaps" / name).mkdir(parents=True)
-        (tmp_path / "snaps" / name / "snapshot.json").write_text(json.dumps({"snapshot_time": when}))
+        sample_at(tmp_path / "snaps" / name, when)
     return tmp_path / "snaps"
 
 
@@ -49,7 +61,7 @@ def test_by_date_then_run_after(resolve, root, monkeypatch, tmp_path):
 def test_param_wins_and_names_resolve_under_the_root(resolve, root, monkeypatch, tmp_path):
     assert Path(_call(resolve, root, monkeypatch, tmp_path, snapshot="old")["snapshot"]).name == "old"
     assert _call(resolve, root, monkeypatch, tmp_path, snapshot=str(root / "new"))["snapshot"] == str(root / "new")
-    with pytest.raises(FileNotFoundError, match="not a snapshot directory"):
+    with pytest.raises(InputRefused, match="not a snapshot directory"):
         _call(resolve, root, monkeypatch, tmp_path, snapshot="missing")
 
 
@@ -71,11 +83,9 @@ def test_fresh_work_dir_config_and_paths(resolve, root, monkeypatch, tmp_path):
 def test_an_unknown_key_of_config_overrides_is_refused_naming_the_param(resolve, root, monkeypatch, tmp_path):
     """The user's own override stays strict (issue 27): the error names the param, the key and the
     closest known key, before any work directory is made."""
-    from segment_balancer.druid.snapshot.errors import SnapshotError
-
-    with pytest.raises(SnapshotError) as info:
+    with pytest.raises(InputRefused) as info:
         _call(resolve, root, monkeypatch, tmp_path, snapshot="old", overrides={"maxSegmentsInNodeLoadQueue": 7})
-    assert str(info.value) == ("param config_overrides: unknown key 'maxSegmentsInNodeLoadQueue' "
+    assert info.value.message == ("param config_overrides: unknown key 'maxSegmentsInNodeLoadQueue' "
                                "(did you mean 'maxSegmentsInNodeLoadingQueue'?)")
     assert not (tmp_path / "home" / "runs").exists()
 
@@ -92,9 +102,7 @@ def test_typed_config_fields_win_over_config_overrides(resolve, root, monkeypatc
 def test_cluster_param_and_captures_two_levels_down(resolve, monkeypatch, tmp_path):
     for cluster, stamp, when in (("prod", "2024-05-01T00-00-00Z", "2024-05-01T00:00:00Z"),
                                  ("test", "2024-06-01T00-00-00Z", "2024-06-01T00:00:00Z")):
-        d = tmp_path / "captures" / cluster / stamp
-        d.mkdir(parents=True)
-        (d / "snapshot.json").write_text(json.dumps({"snapshot_time": when, "cluster": cluster}))
+        sample_at(tmp_path / "captures" / cluster / stamp, when, cluster)
     root = tmp_path / "captures"
     assert Path(_call(resolve, root, monkeypatch, tmp_path)["snapshot"]).parent.name == "test"
     assert Path(_call(resolve, root, monkeypatch, tmp_path, cluster="prod")["snapshot"]).parent.name == "prod"
@@ -102,8 +110,6 @@ def test_cluster_param_and_captures_two_levels_down(resolve, monkeypatch, tmp_pa
 
 def test_what_if_edits_give_an_edited_copy_and_unknown_servers_fail_first(resolve, monkeypatch, tmp_path):
     from whatif_cluster import write_cluster
-
-    from segment_balancer.tools.whatif import WhatIfError
 
     snap = write_cluster(tmp_path / "snaps" / "w")
     run = _call(resolve, tmp_path / "snaps", monkeypatch, tmp_path, snapshot="w", whatif_decommission=["a:8083"],
@@ -114,5 +120,5 @@ def test_what_if_edits_give_an_edited_copy_and_unknown_servers_fail_first(resolv
     assert json.loads(Path(run["config_file"]).read_text()) == {"decommissioningNodes": ["a:8083"]}
     record = json.loads((Path(run["work"]) / "whatif.json").read_text())
     assert record["snapshot"] == str(snap.resolve()) and record["added"] == ["whatif-cold-1:8083"]
-    with pytest.raises(WhatIfError, match="'nope:8083' is no historical"):
+    with pytest.raises(InputRefused, match="'nope:8083' is no historical"):
         _call(resolve, tmp_path / "snaps", monkeypatch, tmp_path, snapshot="w", whatif_remove=["nope:8083"])

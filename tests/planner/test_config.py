@@ -132,7 +132,7 @@ def test_an_override_is_refused_where_it_was_given():
         check_override_keys({"maxSegmentsInNodeLoadingQueue": 3, "balancingMinCostReductionPct": 5}, "--config my.json")
     assert str(info.value) == ("--config my.json: unknown key 'balancingMinCostReductionPct' "
                                "(did you mean 'balancingMinCostReductionPercent'?)")
-    with pytest.raises(SnapshotError, match="must be a JSON object, got list"):
+    with pytest.raises(SnapshotError, match="must be a JSON object, got an array"):
         check_override_keys([1], "--config my.json")
     check_override_keys({"replicationThrottleLimit": 3}, "--config my.json")  # Druid's, retired: fine
     check_override_keys(None, "--config my.json")

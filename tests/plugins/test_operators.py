@@ -76,7 +76,7 @@ def test_groups_go_through_xcom(tmp_path, local_spark):
     assert argv == [
         "--snapshot", str(tmp_path / "snap"), "--work", str(work),
         "--groups-in", str(work / "xcom" / "tiny.in.json"),
-        "--groups-out", str(work / "xcom" / "tiny.out.json"),
+        "--groups-out", str(work / "xcom" / "tiny.out.json"), "--refusal-out", str(work / "xcom" / "tiny.refused.txt"),
         "--config", str(config),
     ]
     assert op.conf["spark.pyspark.python"] == sys.executable
@@ -159,3 +159,21 @@ def test_simulate_submits_the_rendered_params(tmp_path, local_spark):
     assert argv == ["--snapshot", str(tmp_path / "snap"), "--plan", str(tmp_path / "plans" / "r1"),
                     "--work", str(tmp_path / "work"), "--runs", "3", "--out", str(tmp_path / "plans" / "r1" / "simulation"),
                     "--config", str(config), "--load-failure-rate", "0.25", "--seed", "0"]
+
+
+def test_a_refused_snapshot_fails_the_task_in_one_line_without_a_retry(tmp_path, local_spark, capfd):
+    """``used_segments`` submitted on a snapshot with a segment size of ``"big"``: the application
+    exits 2 after writing its refusal, and the operator raises ``InputRefused`` with that one line
+    (no retry, no traceback: ``refusal.py``); the driver's stderr holds no Java stack trace either."""
+    from bad_inputs import KINDS_BY_NAME, bad_snapshot
+    from segment_balancer_airflow.refusal import InputRefused
+
+    snap = bad_snapshot(tmp_path / "snap", KINDS_BY_NAME["segments: size a word"])
+    op = StageSubmitOperator(stage_app="used_segments", snapshot=str(snap), work=str(tmp_path / "work"))
+    with pytest.raises(InputRefused) as info:
+        op.execute({"ti": FakeTI({})})
+    assert info.value.message == 'segments.jsonl line 4: size must be a whole number of bytes, got "big"'
+    out = capfd.readouterr()
+    logged = out.out + out.err  # spark-submit's output, as the hook logs it
+    assert "snapshot refused: segments.jsonl line 4" in logged
+    assert "Traceback" not in logged and "\tat org.apache" not in logged

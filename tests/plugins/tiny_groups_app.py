@@ -22,6 +22,7 @@ def main(argv=None) -> None:
         parser.add_argument(flag, required=True)
     parser.add_argument("--groups-in")
     parser.add_argument("--config")
+    parser.add_argument("--refusal-out")
     args = parser.parse_args(argv)
 
     from pyroaring import BitMap

@@ -134,12 +134,15 @@ def parse_interval(text: str) -> tuple[int, int]:
     a_is_p, b_is_p = a[:1] in ("P", "p"), b[:1] in ("P", "p")
     if a_is_p and b_is_p:
         raise ValueError(f"interval cannot be two periods: {text!r}")
-    if a_is_p:
-        end = parse_instant_ms(b)
-        start = Period.parse(a).subtract_from(end)
-    else:
-        start = parse_instant_ms(a)
-        end = Period.parse(b).add_to(start) if b_is_p else parse_instant_ms(b)
+    try:
+        if a_is_p:
+            end = parse_instant_ms(b)
+            start = Period.parse(a).subtract_from(end)
+        else:
+            start = parse_instant_ms(a)
+            end = Period.parse(b).add_to(start) if b_is_p else parse_instant_ms(b)
+    except ValueError as exc:
+        raise ValueError(f"interval {text!r}: {exc}") from None
     if end < start:
         raise ValueError(f"interval end is before its start: {text!r}")
     return start, end

@@ -49,7 +49,7 @@ from typing import Any
 from pydantic import BaseModel, ConfigDict, PrivateAttr
 
 from segment_balancer.druid.rules import Period
-from segment_balancer.druid.snapshot.errors import SnapshotError
+from segment_balancer.druid.snapshot.errors import SnapshotError, json_kind, short_value
 from segment_balancer.druid.snapshot.loader import read_json
 from segment_balancer.druid.snapshot.models import QueueType
 from segment_balancer.planner.jsfunc import JsFunctionError, compile_function
@@ -73,6 +73,7 @@ MOVE_TRIGGERS = ("betterServerInTopB", "outsideTopB")
 """Values of ``balancingMoveTrigger``, the default first."""
 _DEFAULT_PERIOD_MS = 60_000
 
+_INT32 = 2**31 - 1  # Java's int, the type of Druid's integer config keys
 _UNUSED = "a Druid key this algorithm does not use"
 RETIRED_KEYS: dict[str, str] = {
     "maxSegmentsToMove": "retired by the seed (balancing ends on the failed-iteration rule)",
@@ -204,15 +205,16 @@ def _compile(text: str, cfg: EffectiveConfig) -> Callable[[float, float], float]
 # ------------------------------------------------------------------------------------ building
 
 class _Ctx:
-    def __init__(self, file_values: Mapping[str, Any], overrides: Mapping[str, Any]):
+    def __init__(self, file_values: Mapping[str, Any], overrides: Mapping[str, Any], overrides_source: str = OVERRIDES):
         self.values = {**file_values, **overrides}
         self.from_override = set(overrides)
+        self.overrides_source = overrides_source
 
     def src(self, *keys: str) -> str:
         over = [k in self.from_override for k in keys if k in self.values]
         if over and all(over):
-            return OVERRIDES
-        return CONFIG_FILE + (" (with config overrides)" if any(over) else "")
+            return self.overrides_source
+        return CONFIG_FILE + (f" (with {self.overrides_source})" if any(over) else "")
 
     def fail(self, key: str, problem: str, *others: str) -> SnapshotError:
         return SnapshotError(self.src(key, *others), None, f"{key} {problem}")
@@ -223,7 +225,7 @@ class _Ctx:
     def given(self, key: str) -> bool:
         return self.values.get(key) is not None
 
-    def integer(self, key: str, default: int, lo: int | None = None, hi: int | None = None) -> int:
+    def integer(self, key: str, default: int, lo: int | None = None, hi: int | None = _INT32) -> int:
         v = self.get(key)
         if v is None:
             return default
@@ -327,7 +329,7 @@ def check_override_keys(overrides: Mapping[str, Any] | None, source: str) -> Non
     if overrides is None:
         return
     if not isinstance(overrides, Mapping):
-        raise SnapshotError(source, None, f"must be a JSON object, got {type(overrides).__name__}")
+        raise SnapshotError(source, None, f"must be a JSON object, got {json_kind(overrides)}")
     for key in overrides:
         if key not in _KNOWN and key not in RETIRED_KEYS:
             close = _closest(key)
@@ -340,12 +342,15 @@ def _closest(key: str) -> str | None:
     return close[0] if close else None
 
 
-def build_config(file_values: Mapping[str, Any] | None, overrides: Mapping[str, Any] | None = None) -> EffectiveConfig:
+def build_config(file_values: Mapping[str, Any] | None, overrides: Mapping[str, Any] | None = None,
+                 overrides_source: str = OVERRIDES) -> EffectiveConfig:
     """Build the effective config from the file's values and overrides (module docstring).
 
     Args:
         file_values: the JSON object of ``coordinator_config.json`` (``None``/``{}``: all defaults).
         overrides: keys that replace the file's (e.g. the ``--config`` file of a run).
+        overrides_source: how errors name where ``overrides`` came from (``--config my.json``,
+            ``param config_overrides``; default ``config overrides``).
 
     An unknown key of ``file_values`` is logged as a warning and listed in ``ignored`` (note
     :data:`UNKNOWN_NOTE` and the closest known key).
@@ -356,8 +361,8 @@ def build_config(file_values: Mapping[str, Any] | None, overrides: Mapping[str, 
             ``config overrides``; ``row`` is ``None``.
     """
     if file_values is not None and not isinstance(file_values, Mapping):
-        raise SnapshotError(CONFIG_FILE, None, f"must be a JSON object, got {type(file_values).__name__}")
-    check_override_keys(overrides, OVERRIDES)
+        raise SnapshotError(CONFIG_FILE, None, f"must be a JSON object, got {json_kind(file_values)}")
+    check_override_keys(overrides, overrides_source)
     unknown: list[dict[str, Any]] = []
     for key, value in (file_values or {}).items():
         if key not in _KNOWN and key not in RETIRED_KEYS:
@@ -366,7 +371,7 @@ def build_config(file_values: Mapping[str, Any] | None, overrides: Mapping[str, 
             log.warning("%s: key %r %s", CONFIG_FILE, key, note)
             unknown.append({"key": key, "value": value, "note": note})
     known_file = {k: v for k, v in (file_values or {}).items() if k in _KNOWN or k in RETIRED_KEYS}
-    ctx = _Ctx(known_file, overrides or {})
+    ctx = _Ctx(known_file, overrides or {}, overrides_source)
     derived: dict[str, str] = {}
     ignored: list[dict[str, Any]] = list(unknown)
 
@@ -436,7 +441,7 @@ def build_config(file_values: Mapping[str, Any] | None, overrides: Mapping[str, 
         segment_loading_max_seconds_before_alerting=float(alert),
         coordinator_period_ms=period_ms,
         decommissioning_nodes=_nodes(ctx),
-        balancer_random_seed=ctx.integer("balancerRandomSeed", 0),
+        balancer_random_seed=ctx.integer("balancerRandomSeed", 0, hi=2**63 - 1),
         balancing_iteration_window=window,
         balancing_move_trigger=trigger,
         balancing_min_cost_reduction_percent=float(margin) if margin is not None else 0.0,
@@ -454,18 +459,19 @@ def build_config(file_values: Mapping[str, Any] | None, overrides: Mapping[str, 
     try:
         cfg._fn = _compile(fn_text, cfg)
     except JsFunctionError as exc:
-        raise ctx.fail("numBestServersChoosingFunction", f"is not accepted: {exc}") from None
+        raise ctx.fail("numBestServersChoosingFunction", f"{short_value(fn_text)} is not accepted: {exc}") from None
     return cfg
 
 
-def load_config(directory: str | os.PathLike[str], overrides: dict[str, Any] | None = None) -> EffectiveConfig:
+def load_config(directory: str | os.PathLike[str], overrides: dict[str, Any] | None = None,
+                overrides_source: str = OVERRIDES) -> EffectiveConfig:
     """The effective dynamic config: ``coordinator_config.json`` (absent = defaults) merged with ``overrides``.
 
     Raises:
         SnapshotError: see :func:`build_config`; also a file that is not a JSON object.
     """
     data = read_json(directory, CONFIG_FILE, required=False)
-    return build_config(data if data is not None else {}, overrides)
+    return build_config(data if data is not None else {}, overrides, overrides_source)
 
 
 def config_from_dict(values: Mapping[str, Any]) -> EffectiveConfig:

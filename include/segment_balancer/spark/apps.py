@@ -17,7 +17,7 @@ import logging
 import sys
 from pathlib import Path
 
-from segment_balancer.common.files import write_json_atomic
+from segment_balancer.common.files import write_json_atomic, write_text_atomic
 from segment_balancer.planner.stages import APP_NAMES, stage_module, stage_number
 
 
@@ -28,6 +28,7 @@ def parse_args(name: str, argv=None) -> argparse.Namespace:
     parser.add_argument("--groups-in", type=Path, help="XCom of the previous task, as JSON")
     parser.add_argument("--groups-out", required=True, type=Path, help="where to write this task's XCom")
     parser.add_argument("--config", type=Path, help="JSON object of coordinator dynamic config overrides")
+    parser.add_argument("--refusal-out", type=Path, help="where to write the one-line refusal of a bad snapshot")
     return parser.parse_args(argv)
 
 
@@ -42,7 +43,8 @@ def read_overrides(path: Path | None) -> dict | None:
 
 
 def main(name: str, argv=None) -> int:
-    """Run application ``name`` under ``spark-submit``; returns 0, or exits with code 2 on bad input."""
+    """Run application ``name`` under ``spark-submit``; returns 0, or exits with code 2 on bad input
+    (after writing the refusal's one line to ``--refusal-out`` when given)."""
     from segment_balancer.druid.snapshot.errors import SnapshotError
     from segment_balancer.spark.session import get_session
 
@@ -55,8 +57,10 @@ def main(name: str, argv=None) -> int:
     except SnapshotError as exc:
         logging.getLogger(name).error("snapshot refused: %s", exc)
         print(f"snapshot refused: {exc}", file=sys.stderr)
+        if args.refusal_out:
+            write_text_atomic(str(exc), args.refusal_out)
         spark.stop()
-        raise SystemExit(2) from exc
+        raise SystemExit(2) from None
     write_json_atomic(result, args.groups_out)
     spark.stop()
     return 0
@@ -180,7 +184,7 @@ def record_groups(work, name: str, xcom: dict) -> None:
     roaring bitmap}``) as ``WORK/groups/<name>.json``, so ``explain`` can say which groups a
     segment was in after every stage (``assemble`` gathers them into the plan's
     ``stage_groups.json``). Applications without groups (``used_segments``) write nothing."""
-    from segment_balancer.common.files import write_json_atomic
+    from segment_balancer.common.files import write_json_atomic, write_text_atomic
 
     if "groups" in xcom and name != "assemble":
         write_json_atomic(xcom["groups"], work / "groups" / f"{name}.json")
@@ -189,7 +193,7 @@ def record_groups(work, name: str, xcom: dict) -> None:
 def _record_timing(work, stage: int, name: str, seconds: float, skipped: bool = False) -> None:
     import json
 
-    from segment_balancer.common.files import write_json_atomic
+    from segment_balancer.common.files import write_json_atomic, write_text_atomic
 
     path = work / "timings.json"
     timings = json.loads(path.read_text()) if path.exists() else {}

@@ -29,9 +29,14 @@ ARCHIVE_ENV = "SEGMENT_BALANCER_JVM_ARCHIVE"
 #: Default place of the archive: beside this interpreter's environment (the venv).
 DEFAULT_ARCHIVE = Path(sys.prefix) / "share" / "segment_balancer" / "spark-driver.jsa"
 
+#: The log4j 2 configuration of local drivers (``log4j2.properties`` beside this module): Spark's
+#: default at WARN, without the three copies of a failed task's stack trace that precede the
+#: application's own one-line refusal of a bad input.
+LOG4J_CONFIG = Path(__file__).with_name("log4j2.properties")
+
 # Short runs: C1-only JIT and the serial collector start faster and spend less CPU than the
 # server defaults (about a quarter less per plan).
-BASE_DRIVER_JAVA_OPTIONS = "-XX:TieredStopAtLevel=1 -XX:+UseSerialGC"
+BASE_DRIVER_JAVA_OPTIONS = f"-XX:TieredStopAtLevel=1 -XX:+UseSerialGC -Dlog4j2.configurationFile={LOG4J_CONFIG}"
 
 #: Applications run to fill the archive: between them they read and write parquet, join, window,
 #: aggregate, run a kernel in ``applyInPandas`` and collect to pandas, as every later stage does.

@@ -16,21 +16,31 @@ from segment_balancer.common.files import staged_parquet, write_json_atomic, wri
 from segment_balancer.druid.rules import rule_index_for
 from segment_balancer.druid.snapshot import loader
 from segment_balancer.druid.snapshot.lines import with_row_numbers
-from segment_balancer.druid.snapshot.segments import gzip_refusal, read_server_segments, unlisted_segments
+from segment_balancer.druid.snapshot.segments import (gzip_refusal, read_server_segments, segments_path,
+                                                       server_segments_path, unlisted_segments)
 from segment_balancer.planner import groups as G
-from segment_balancer.planner.config import CONFIG_FILE, load_config, unknown_keys
+from segment_balancer.planner.config import CONFIG_FILE, OVERRIDES, load_config, unknown_keys
 from segment_balancer.spark.used_segments import read_summary
 
 log = logging.getLogger(__name__)
 STAGE_NUMBERS = range(1, 14)
 
 
-def load_small_inputs(snapshot: Path, overrides: dict | None):
-    """Servers, queue entries, rules, effective config and snapshot meta (small files)."""
+def load_small_inputs(snapshot: Path, overrides: dict | None, overrides_source: str = OVERRIDES):
+    """Servers, queue entries, rules, effective config and snapshot meta (the small files), read and
+    checked whole without Spark; the segment and replica files are only found here (Spark reads and
+    checks them: ``used_segments``, :func:`prepare`).
+
+    The CLI and the DAG's ``resolve_snapshot`` call it to refuse a bad snapshot before any Spark
+    job; ``overrides_source`` names where ``overrides`` came from in errors (``--config FILE``).
+    Returns ``(servers, all server names, queue entries, rules, EffectiveConfig, SnapshotMeta)``.
+    Raises ``SnapshotError`` naming the file, the row or key, the offending value and what was expected.
+    """
+    segments_path(snapshot), server_segments_path(snapshot)  # both present (SnapshotError if not)
     servers, all_names = loader.load_all_servers(snapshot)
     queues = loader.load_load_queues(snapshot, {s.server for s in servers})
     rules = loader.load_rules(snapshot)
-    config = load_config(snapshot, overrides)
+    config = load_config(snapshot, overrides, overrides_source)
     meta = loader.load_snapshot_meta(snapshot)
     return servers, all_names, queues, rules, config, meta
 
@@ -43,7 +53,8 @@ def stage_limits(config) -> dict[str, dict]:
 def _replicants_total(rule) -> int:
     """Σ of a load rule's ``tieredReplicants``, absent tiers included (what ``required(s)``
     counts, ALGORITHM.md "Availability"); 0 for any other rule."""
-    return sum(int(n) for n in (rule.tiered_replicants or {}).values()) if rule.kind == "load" else 0
+    total = sum(int(n) for n in (rule.tiered_replicants or {}).values()) if rule.kind == "load" else 0
+    return min(total, 2**31 - 1)  # an int column: each count is a Java int, their sum need not be
 
 
 def _rule_targets(rules: dict, datasources: list[str], tiers: set[str]) -> dict[str, list[tuple]]:

@@ -290,6 +290,10 @@ def main(argv=None) -> int:
             # the user's own overrides: an unknown key is refused here, naming the file, before any JVM
             overrides = read_overrides(args.config)
             check_override_keys(overrides, f"--config {args.config}")
+            # the snapshot's small files (servers, queues, rules, config, meta) too: refused before any JVM
+            from segment_balancer.spark.prepare import load_small_inputs
+
+            load_small_inputs(args.snapshot, overrides, f"--config {args.config}")
             # Spark (a Connect server above all) resolves paths from its own working directory.
             for key in ("snapshot", "out", "work"):
                 if getattr(args, key, None) is not None:

@@ -93,7 +93,7 @@ def describe_validation_error(exc: ValidationError, prefix: str = "") -> str:
             if text.startswith("value error, "):
                 text = text[len("value error, "):]
         if kind != "missing" and "input" in err:
-            text += f", got {_short(err['input'])}"
+            text += f", got {short_value(err['input'])}"
         parts.append(f"{where} {text}".strip())
     more = len(exc.errors()) - len(parts)
     return "; ".join(parts) + (f" (and {more} more)" if more > 0 else "")
@@ -104,12 +104,26 @@ def _is_tag(part: Any) -> bool:
     return isinstance(part, str) and part.startswith("function-")
 
 
-def _short(value: Any) -> str:
+def short_value(value: Any) -> str:
+    """``value`` as JSON text (its ``repr`` if no JSON), cut to 60 characters: how a refusal shows
+    the offending value."""
     try:
         text = json.dumps(value)
     except (TypeError, ValueError):
         text = repr(value)
     return text if len(text) <= 60 else text[:57] + "..."
+
+
+def json_kind(value: Any) -> str:
+    """What JSON calls ``value``'s type, with its article: ``an object``, ``an array``, ``a string``,
+    ``a number``, ``a boolean``, ``null``."""
+    if value is None:
+        return "null"
+    if isinstance(value, bool):
+        return "a boolean"
+    if isinstance(value, (int, float)):
+        return "a number"
+    return {dict: "an object", list: "an array", str: "a string"}.get(type(value), type(value).__name__)
 
 
 def json_error(file: str, exc: json.JSONDecodeError) -> SnapshotError:

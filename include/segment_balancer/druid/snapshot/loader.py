@@ -10,13 +10,14 @@ from __future__ import annotations
 
 import json
 import os
+import re
 from pathlib import Path
 from typing import Any
 
 from pydantic import ValidationError
 
 from segment_balancer.druid.rules import DEFAULT_RULES_KEY, RULE_KINDS, Rule, format_instant_ms, parse_instant_ms
-from segment_balancer.druid.snapshot.errors import SnapshotError, describe_validation_error, json_error
+from segment_balancer.druid.snapshot.errors import SnapshotError, describe_validation_error, json_error, json_kind, short_value
 from segment_balancer.druid.snapshot.models import QueueEntry, QueueItem, RuleSpec, Server, ServerRow, SnapshotMeta
 
 __all__ = ["load_servers", "load_all_servers", "load_load_queues", "load_rules", "load_snapshot_meta", "read_json"]
@@ -31,17 +32,34 @@ class _DuplicateKey(ValueError):
     pass
 
 
+class _NotJson(ValueError):
+    pass
+
+
 def _no_duplicates(pairs: list[tuple[str, Any]]) -> dict[str, Any]:
     out: dict[str, Any] = {}
     for key, value in pairs:
         if key in out:
-            raise _DuplicateKey(f"duplicate key {key!r} in a JSON object")
+            raise _DuplicateKey(f"duplicate key {key!r} in a JSON object (values {short_value(out[key])} and "
+                                f"{short_value(value)}); expected each key once")
         out[key] = value
     return out
 
 
 def _no_constant(name: str) -> Any:
-    raise _DuplicateKey(f"{name} is not valid JSON")
+    raise _NotJson(name)
+
+
+# A JSON string, or one of the constants Python's parser accepts and JSON does not.
+_STRING_OR_CONSTANT = re.compile(r'"(?:[^"\\]|\\.)*"|(NaN|-?Infinity)')
+
+
+def _constant_line(text: str) -> int | None:
+    """The 1-based line of the first NaN/Infinity outside a string of ``text``."""
+    for match in _STRING_OR_CONSTANT.finditer(text):
+        if match.group(1):
+            return text.count("\n", 0, match.start()) + 1
+    return None
 
 
 def read_json(directory: str | os.PathLike[str], name: str, required: bool = True) -> Any:
@@ -66,6 +84,9 @@ def read_json(directory: str | os.PathLike[str], name: str, required: bool = Tru
         raise json_error(name, exc) from None
     except _DuplicateKey as exc:
         raise SnapshotError(name, None, str(exc)) from None
+    except _NotJson as exc:
+        raise SnapshotError(name, _constant_line(text), f"{exc} is not valid JSON; expected a finite number",
+                            "line") from None
 
 
 def load_servers(directory: str | os.PathLike[str]) -> list[Server]:
@@ -87,7 +108,7 @@ def load_all_servers(directory: str | os.PathLike[str]) -> tuple[list[Server], s
     """
     data = read_json(directory, SERVERS_FILE)
     if not isinstance(data, list):
-        raise SnapshotError(SERVERS_FILE, None, f"must be a JSON array of sys.servers rows, got {type(data).__name__}")
+        raise SnapshotError(SERVERS_FILE, None, f"must be a JSON array of sys.servers rows, got {json_kind(data)}")
     seen: dict[str, int] = {}
     out: list[Server] = []
     for i, raw in enumerate(data):
@@ -145,7 +166,7 @@ def load_load_queues(directory: str | os.PathLike[str], servers: set[str]) -> li
     if data is None:
         return []
     if not isinstance(data, dict):
-        raise SnapshotError(QUEUES_FILE, None, f"must be a JSON object {{server: queues}}, got {type(data).__name__}")
+        raise SnapshotError(QUEUES_FILE, None, f"must be a JSON object {{server: queues}}, got {json_kind(data)}")
     out: list[QueueEntry] = []
     for server, queues in data.items():
         if server not in servers:
@@ -190,7 +211,7 @@ def load_rules(directory: str | os.PathLike[str]) -> dict[str, list[Rule]]:
     """
     data = read_json(directory, RULES_FILE)
     if not isinstance(data, dict):
-        raise SnapshotError(RULES_FILE, None, f"must be a JSON object {{datasource: [rules]}}, got {type(data).__name__}")
+        raise SnapshotError(RULES_FILE, None, f"must be a JSON object {{datasource: [rules]}}, got {json_kind(data)}")
     if DEFAULT_RULES_KEY not in data:
         raise SnapshotError(RULES_FILE, None, f"the {DEFAULT_RULES_KEY!r} rule list is missing (it may be empty)")
     out: dict[str, list[Rule]] = {}

@@ -6,6 +6,7 @@
 
 from __future__ import annotations
 
+import json
 from typing import Annotated, Any, Literal, get_args
 
 from pydantic import (BaseModel, BeforeValidator, ConfigDict, Field, StrictBool, StrictInt, StrictStr,
@@ -23,7 +24,8 @@ __all__ = ["Server", "ServerRow", "QueueEntry", "QueueItem", "RuleSpec", "Snapsh
 
 DRUID_DEFAULT_TIER = "_default_tier"  # DruidServer.DEFAULT_TIER
 DRUID_DEFAULT_NUM_REPLICANTS = 2  # DruidServer.DEFAULT_NUM_REPLICANTS
-_INT32 = 2**31 - 1
+_INT32 = 2**31 - 1  # Java's int: Druid's replica counts, priorities
+_INT64 = 2**63 - 1  # Java's long: Druid's sizes in bytes
 
 _Frozen = ConfigDict(frozen=True, extra="forbid")
 
@@ -61,9 +63,9 @@ class ServerRow(BaseModel):
     server_type: StrictStr
     host: StrictStr | None = None
     tier: StrictStr | None = None
-    current_size: StrictInt | None = Field(default=None, ge=0)
-    curr_size: StrictInt | None = Field(default=None, ge=0)
-    max_size: StrictInt | None = Field(default=None, ge=0)
+    current_size: StrictInt | None = Field(default=None, ge=0, le=_INT64)
+    curr_size: StrictInt | None = Field(default=None, ge=0, le=_INT64)
+    max_size: StrictInt | None = Field(default=None, ge=0, le=_INT64)
     priority: StrictInt = Field(default=0, ge=-_INT32 - 1, le=_INT32)
 
     @property
@@ -73,7 +75,7 @@ class ServerRow(BaseModel):
     def to_server(self) -> Server:
         """The ``Server`` of a historical row. Raises ValueError on a missing tier/size."""
         if not self.tier:
-            raise ValueError("tier is required for a historical server")
+            raise ValueError(f"tier is required for a historical server, got {json.dumps(self.tier)}")
         if self.max_size is None:
             raise ValueError("max_size is required for a historical server")
         if self.current_size is not None and self.curr_size is not None and self.current_size != self.curr_size:
@@ -176,8 +178,10 @@ class RuleSpec(BaseModel):
                 raise ValueError(f"invalid number of replicas for tier [{tier}]: must not be null")
             if n < 0:
                 raise ValueError(f"invalid number of replicas for tier [{tier}]: must be >= 0, got {n}")
-        if self.replicants is not None and self.replicants < 0:
-            raise ValueError(f"replicants must be >= 0, got {self.replicants}")
+            if n > _INT32:
+                raise ValueError(f"invalid number of replicas for tier [{tier}]: must be <= {_INT32}, got {n}")
+        if self.replicants is not None and not 0 <= self.replicants <= _INT32:
+            raise ValueError(f"replicants must be between 0 and {_INT32}, got {self.replicants}")
         return self
 
     def to_rule(self) -> Rule:

@@ -29,7 +29,17 @@ def segments_path(snapshot: Path) -> Path:
     for name in ("segments.jsonl", "segments.jsonl.gz"):
         if (snapshot / name).exists():
             return snapshot / name
-    raise SnapshotError("segments.jsonl", None, "file is missing (segments.jsonl or segments.jsonl.gz)")
+    raise SnapshotError("segments.jsonl", None, f"file is missing from the snapshot directory {str(snapshot)!r} "
+                                                "(expected segments.jsonl or segments.jsonl.gz)")
+
+
+def _shown(column: str, limit: int = 60):
+    """A Spark column of the text of ``column`` as a refusal shows an offending value: cut to
+    ``limit`` characters (with ``...``)."""
+    from pyspark.sql import functions as F
+
+    text = F.trim(F.col(column))
+    return F.when(F.length(text) > limit, F.concat(F.substring(text, 1, limit - 3), F.lit("..."))).otherwise(text)
 
 
 def _more(word: str, rows, key: str | None = None) -> str:
@@ -85,6 +95,8 @@ def read_segments(spark, snapshot: Path):
         F.col("j.size").alias("size_bytes"),
         # the size as written, to tell a missing size from one that is no whole number of bytes
         F.regexp_extract("text", r'"size"\s*:\s*("[^"]*"|[^,}\s]+)', 1).alias("size_text"),
+        # the line as written, where it has no dataSource (no JSON object, perhaps)
+        F.when(F.col("j.dataSource").isNull(), _shown("text")).alias("line_text"),
         F.coalesce("j.used", F.lit(True)).alias("used"),
         F.coalesce("j.overshadowed", F.lit(False)).alias("overshadowed"),
         F.col("j.overshadowed").isNotNull().alias("overshadowed_given"),
@@ -98,19 +110,22 @@ def read_segments(spark, snapshot: Path):
     seg_id = F.when(F.col("partition_num") > 0, F.concat_ws("_", seg_id, F.col("partition_num").cast("string"))).otherwise(seg_id)
     df = df.withColumn("segment_id", seg_id).drop("start_text", "end_text", "start_printed", "end_printed")
     problem = (
-        F.when(F.col("datasource").isNull(), F.lit("dataSource is missing or the line is not a JSON object"))
+        F.when(F.col("datasource").isNull(), F.concat(F.lit("dataSource is missing or the line is not a JSON object, got "),
+                                                      F.col("line_text")))
         .when(F.col("version").isNull(), F.lit("version is missing"))
         .when(F.col("interval").isNull(), F.lit("interval is missing"))
         .when(F.col("start_ms").isNull() | F.col("end_ms").isNull() | (F.col("interval_parts") != 2),
-              F.concat(F.lit("interval is not start/end ISO-8601: "), F.col("interval")))
-        .when(F.col("end_ms") < F.col("start_ms"), F.concat(F.lit("interval ends before it starts: "), F.col("interval")))
+              F.concat(F.lit("interval is not start/end ISO-8601: "), F.col("interval"),
+                       F.lit(" (expected e.g. 2013-01-01T00:00:00.000Z/2013-01-02T00:00:00.000Z)")))
+        .when(F.col("end_ms") < F.col("start_ms"), F.concat(F.lit("interval ends before it starts: "), F.col("interval"),
+                                                            F.lit(" (expected start <= end)")))
         .when(F.col("size_bytes").isNull() & (F.col("size_text").isin("", "null")), F.lit("size is missing"))
         .when(F.col("size_bytes").isNull(), F.concat(F.lit("size must be a whole number of bytes, got "),
                                                      F.col("size_text")))
         .when(F.col("size_bytes") < 0, F.concat(F.lit("size must be >= 0, got "), F.col("size_bytes").cast("string")))
         .when(F.col("partition_num") < 0, F.lit("shardSpec.partitionNum must be >= 0"))
     )
-    df = df.withColumn("problem", problem).drop("size_text")
+    df = df.withColumn("problem", problem).drop("size_text", "line_text")
     # a repeated id: every line after the id's first (lines that are bad already share one window)
     first = F.min("line").over(Window.partitionBy(F.when(F.col("problem").isNull(), F.col("segment_id"))))
     duplicate = F.when(F.col("problem").isNull() & (F.col("line") > first), F.concat(
@@ -168,7 +183,8 @@ def server_segments_path(snapshot: Path) -> Path:
     for name in SERVER_SEGMENTS_FILES:
         if (snapshot / name).exists():
             return snapshot / name
-    raise SnapshotError("server_segments.json", None, "file is missing (server_segments.json, or .jsonl[.gz])")
+    raise SnapshotError("server_segments.json", None, f"file is missing from the snapshot directory {str(snapshot)!r} "
+                                                      "(expected server_segments.json, or .jsonl[.gz])")
 
 
 def _array_one_object_per_line(path: Path) -> bool:
@@ -231,7 +247,8 @@ def read_server_segments(spark, snapshot: Path, historicals: set[str], known_ser
     rows, word = _replica_rows(spark, path)
     rows = rows.withColumn("historical", lookup("server", {s: s in historicals for s in known_servers}, "boolean"))
     problem = (
-        F.when(F.col("corrupt").isNotNull(), F.lit("not valid JSON"))
+        F.when(F.col("corrupt").isNotNull(), F.concat(F.lit("not valid JSON, got "), _shown("corrupt"),
+                                                      F.lit("; expected an object with server and segment_id")))
         .when(F.col("server").isNull() | F.col("segment_id").isNull(), F.lit("server and segment_id are required"))
         .when(F.col("historical").isNull(), F.concat(F.lit("unknown server "), F.col("server"), F.lit(" (not in servers.json)")))
     )

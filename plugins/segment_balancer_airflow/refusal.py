@@ -1,0 +1,63 @@
+"""Bad input refused by a task: one clear line in the task's log, no traceback, no retry.
+
+A snapshot, config override or what-if edit that is wrong stays wrong on a retry, and a Python
+traceback sends the user into the code instead of into the file. A task that finds bad input
+(``SnapshotError``, ``WhatIfError``, no snapshot to plan on) raises :class:`InputRefused` instead:
+
+- it is a ``SystemExit``, which the Airflow 3 task runner logs as one ``Task exited`` line carrying
+  the message (``exit_code='input refused: servers.json row 3: max_size must be >= 0, got -5'``),
+  not as ``Task failed with exception`` with a traceback;
+- :data:`RETRY_POLICY` (the DAG's ``default_args``) fails the task at once on it, whatever its
+  ``retries``, with the reason shown beside the attempt.
+
+Anything else a task raises (a Spark server gone, a full disk) keeps Airflow's usual handling: the
+traceback, and the retries.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Iterator
+from contextlib import contextmanager
+
+from airflow.sdk.definitions.retry_policy import ExceptionRetryPolicy, RetryAction, RetryRule
+
+log = logging.getLogger(__name__)
+
+#: The prefix of every refusal's message.
+PREFIX = "input refused: "
+
+
+class InputRefused(SystemExit):
+    """Bad input found by a task; ``code`` (what the task runner logs) is the one-line message:
+    :data:`PREFIX`, then the file, the row or key, the offending value and what was expected."""
+
+    def __init__(self, message: str) -> None:
+        super().__init__(PREFIX + message)
+        self.message = message
+
+
+#: Fail at once, with no retry, on :class:`InputRefused`; the usual retries for anything else.
+RETRY_POLICY = ExceptionRetryPolicy(rules=[RetryRule(
+    exception=f"{__name__}.InputRefused", action=RetryAction.FAIL,
+    reason="bad input: a retry would be refused the same way; mend the input and trigger again")])
+
+
+def bad_input_types() -> tuple[type[BaseException], ...]:
+    """The exception types that mean bad input (imported lazily: the planner is not parse-time)."""
+    from segment_balancer.druid.snapshot.errors import SnapshotError
+    from segment_balancer.tools.whatif import WhatIfError
+    from segment_balancer_airflow.snapshots import NoSnapshotError
+
+    return SnapshotError, WhatIfError, NoSnapshotError
+
+
+@contextmanager
+def refusing_bad_input() -> Iterator[None]:
+    """Turn bad input raised inside the block into :class:`InputRefused` (logged as an error first)."""
+    try:
+        yield
+    except bad_input_types() as exc:
+        message = str(exc)
+        log.error("%s%s", PREFIX, message)
+        raise InputRefused(message) from None
