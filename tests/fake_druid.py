@@ -23,7 +23,11 @@ Knobs (keyword arguments of :class:`FakeDruid`) inject failures; endpoint names 
   trailing blank line (``cut_style="close"``: no length, no chunking, so only the missing trailer
   tells; ``"chunked"``: chunked, closed before the last chunk).
 - ``delay_s={name: seconds}``: wait before answering.
-- ``auth=(login, password)``: require HTTP basic auth; 401 otherwise.
+- ``auth=(login, password)``: require HTTP basic auth; 401 otherwise. Authorization headers seen
+  are recorded in ``authorizations``.
+- ``redirect_to=URL``: be a Coordinator that is not the leader: answer every request (once
+  authenticated, as Druid's filters do) with ``307 Temporary Redirect`` to ``URL`` + the same path.
+- ``leader=URL``: what ``GET /druid/coordinator/v1/leader`` answers (default: this fake's own URL).
 - ``chunk_size``: bytes per chunk of the streamed responses.
 
 Every request is recorded in ``requests`` as ``(method, path with query, JSON body or None)``.
@@ -199,7 +203,8 @@ class FakeDruid:
                  config=None, nested_segments: bool = False, fail_status: dict[str, int] | None = None,
                  malformed: set[str] | frozenset[str] = frozenset(), cut_server_segments_after: int | None = None,
                  cut_style: str = "close", delay_s: dict[str, float] | None = None,
-                 auth: tuple[str, str] | None = None, chunk_size: int = 97):
+                 auth: tuple[str, str] | None = None, chunk_size: int = 97, redirect_to: str | None = None,
+                 leader: str | None = None):
         self.servers = copy.deepcopy(SERVERS if servers is None else servers)
         self.segments = copy.deepcopy(SEGMENTS if segments is None else segments)
         self.server_segments = copy.deepcopy(SERVER_SEGMENTS if server_segments is None else server_segments)
@@ -214,6 +219,9 @@ class FakeDruid:
         self.delay_s = dict(delay_s or {})
         self.auth = auth
         self.chunk_size = chunk_size
+        self.redirect_to = redirect_to
+        self.leader = leader
+        self.authorizations: list[str | None] = []
         self.requests: list[tuple[str, str, Any]] = []
         self._server: ThreadingHTTPServer | None = None
 
@@ -287,9 +295,14 @@ class _Handler(BaseHTTPRequestHandler):
             except ValueError:
                 return self._json(400, {"error": "Malformed JSON request"})
         fake.requests.append((method, self.path, body))
+        fake.authorizations.append(self.headers.get("Authorization"))
         if fake.auth is not None and self.headers.get("Authorization") != _basic(*fake.auth):
             return self._json(401, {"error": "Unauthorized"}, {"WWW-Authenticate": 'Basic realm="druid"'})
         parts = urlsplit(self.path)
+        if parts.path == "/druid/coordinator/v1/leader":
+            return self._bytes(200, (fake.leader or fake.url).encode(), "text/plain")
+        if fake.redirect_to is not None:
+            return self._bytes(307, b"", "text/plain", {"Location": fake.redirect_to + self.path})
         name = self._endpoint(method, parts.path, parts.query, body)
         if name is None:
             return self._json(404, {"error": f"no such path {parts.path}"})

@@ -496,3 +496,76 @@ def test_the_cli_captures_and_exits_2_leaving_nothing_on_failure(tmp_path, capsy
     with fd.fake_druid(fail_status={"rules": 503}) as fake:
         assert main(["capture", "--coordinator", fake.url, "--broker", fake.url, "--out", str(tmp_path / "bad")]) == 2
     assert "rules" in capsys.readouterr().err and not (tmp_path / "bad").exists()
+
+
+# ---- a Coordinator that is not the leader (issue 27) --------------------------------------------------------
+
+def test_a_non_leader_coordinator_redirects_and_the_capture_follows_with_the_credentials(tmp_path):
+    """Druid's ``RedirectFilter``: a Coordinator that is not the leader answers ``307`` to the leader.
+    The capture follows, sending the credentials on to the leader the Coordinator names, and the
+    snapshot is the one taken from the leader directly."""
+    auth = ("admin", "s3cret")
+    with fd.fake_druid(auth=auth) as leader, fd.fake_druid(auth=auth) as follower, fd.fake_druid(auth=auth) as broker:
+        follower.redirect_to, follower.leader = leader.url, leader.url
+        direct = capture(DruidEndpoint(leader.url, auth), DruidEndpoint(broker.url, auth), tmp_path / "direct",
+                         CLUSTER, now=NOW, timeout_s=10.0)
+        redirected = capture(DruidEndpoint(follower.url, auth), DruidEndpoint(broker.url, auth),
+                             tmp_path / "redirected", CLUSTER, now=NOW, timeout_s=10.0)
+        asked_follower = [path for _, path, _ in follower.requests]
+        leader_auth = set(leader.authorizations)
+    assert tree(direct) == tree(redirected)
+    # every Coordinator call went to the follower first, and the leader's name was asked once
+    assert sorted(set(asked_follower)) == sorted({cap.SEGMENTS_PATH, cap.LOAD_QUEUE_PATH, cap.RULES_PATH,
+                                                  cap.CONFIG_PATH, cap.LEADER_PATH})
+    assert asked_follower.count(cap.LEADER_PATH) == 1
+    assert leader_auth == {fd._basic(*auth)}  # the leader got the credentials every time
+
+
+def test_credentials_are_not_sent_to_a_redirect_outside_the_cluster(tmp_path):
+    """A redirect to a host that is neither a configured service nor the leader the Coordinator
+    names stops the capture before anything is sent there; nothing is written."""
+    auth = ("admin", "s3cret")
+    with fd.fake_druid(auth=auth) as leader, fd.fake_druid() as elsewhere, fd.fake_druid(auth=auth) as follower:
+        follower.redirect_to, follower.leader = elsewhere.url, leader.url
+        with pytest.raises(CaptureError, match="neither a configured service nor the leader") as info:
+            capture(DruidEndpoint(follower.url, auth), DruidEndpoint(leader.url, auth), tmp_path, CLUSTER, now=NOW,
+                    timeout_s=10.0)
+        assert elsewhere.requests == []
+    assert "s3cret" not in str(info.value)
+    assert os.listdir(tmp_path) == []
+
+
+def test_without_credentials_any_redirect_is_followed(tmp_path):
+    with fd.fake_druid() as leader, fd.fake_druid() as follower:
+        follower.redirect_to = leader.url
+        out = capture(DruidEndpoint(follower.url), DruidEndpoint(leader.url), tmp_path, CLUSTER, now=NOW, timeout_s=10.0)
+    assert gunzip_text(out / "segments.jsonl.gz") == EXPECTED_SEGMENTS
+
+
+def test_a_capture_killed_halfway_leaves_no_snapshot_directory(tmp_path):
+    """The capture process dies (SIGKILL) while the segment list streams: no snapshot directory
+    appears (only the hidden temporary one, which nothing reads), and the planner still picks the
+    capture before it."""
+    import signal
+    import subprocess
+    import sys
+    import time
+
+    from segment_balancer_airflow.snapshots import pick_snapshot
+
+    root = tmp_path / "snapshots"
+    with fd.fake_druid() as fake:
+        earlier = capture_to(*endpoints(fake), root / "cluster" / DIR_NAME, "cluster", now=NOW, timeout_s=10.0)
+    with fd.fake_druid(delay_s={"segments": 30}) as fake:
+        proc = subprocess.Popen([sys.executable, "-m", "segment_balancer", "capture", "--coordinator", fake.url,
+                                 "--broker", fake.url, "--out", str(root / "cluster" / "2030-01-01T00-00-00Z"),
+                                 "--cluster", "cluster"], stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+        deadline = time.monotonic() + 60
+        while not any(path.startswith(cap.SEGMENTS_PATH.split("?")[0]) for _, path, _ in fake.requests):
+            assert time.monotonic() < deadline and proc.poll() is None
+            time.sleep(0.05)
+        proc.send_signal(signal.SIGKILL)
+        proc.wait()
+    visible = [p.name for p in (root / "cluster").iterdir() if not p.name.startswith(".")]
+    assert visible == [earlier.name]
+    assert pick_snapshot(root, datetime(2031, 1, 1, tzinfo=timezone.utc)) == earlier

@@ -3,20 +3,28 @@
 ``publish_plan(plan_dir, dest_dir)`` copies the plan to a hidden temporary sibling of ``dest_dir``,
 writes its ``report.html`` there and renames it into place; an existing ``dest_dir`` is renamed aside first and deleted only after
 the new one is in (:func:`segment_balancer.common.files.replace_dir`). A ``LATEST`` file beside
-``dest_dir`` then names the published directory.
+``dest_dir`` then names the newest plan published there: of the newest snapshot, and of two plans
+of one snapshot the one whose run began later (``summary.json``'s ``snapshot_time`` and
+``planned_at``). Runs that publish at once (two DAG runs, a backfill beside the schedule, the CLI)
+take a lock on the plans directory for that step, so ``LATEST`` always names a whole plan and a
+backfill of old snapshots does not take it from the plan of the newest.
 """
 
 from __future__ import annotations
 
+import fcntl
 import hashlib
 import json
+import logging
 import os
 import shutil
 import tempfile
+from contextlib import contextmanager
 from pathlib import Path
 
 from segment_balancer.common.files import WriteError, fsync_dir, replace_dir
 
+log = logging.getLogger(__name__)
 FINGERPRINTED = ("operations.parquet", "assignment.parquet")
 
 
@@ -55,6 +63,43 @@ def _check_validated(plan_dir: Path) -> None:
         raise PublishError(f"{plan_dir}: plan files changed since validation; validate again")
 
 
+def plan_order(plan_dir: Path) -> tuple[str, str]:
+    """``(snapshot_time, planned_at)`` of a published plan (ISO-8601 UTC texts, which sort as
+    times): what makes one plan newer than another for ``LATEST``. ``("", "")`` when its
+    ``summary.json`` is unreadable (a plan of an older release: any plan is newer)."""
+    try:
+        summary = json.loads((plan_dir / "summary.json").read_text())
+        return str(summary.get("snapshot_time") or ""), str(summary.get("planned_at") or "")
+    except (OSError, ValueError, AttributeError):
+        return "", ""
+
+
+@contextmanager
+def _locked(directory: Path):
+    """An exclusive ``flock`` on ``directory`` itself (no lock file to leave behind) while the block runs."""
+    fd = os.open(directory, os.O_RDONLY)
+    try:
+        fcntl.flock(fd, fcntl.LOCK_EX)
+        yield
+    finally:
+        os.close(fd)  # releases the lock
+
+
+def _update_latest(parent: Path, name: str) -> str:
+    """Make ``parent/LATEST`` name ``name`` unless it names a newer plan (:func:`plan_order`);
+    returns the name ``LATEST`` holds after."""
+    with _locked(parent):
+        try:
+            current = (parent / "LATEST").read_text().strip()
+        except FileNotFoundError:
+            current = ""
+        if current and current != name and (parent / current).is_dir() \
+                and plan_order(parent / current) > plan_order(parent / name):
+            return current
+        _write_latest(parent, name)
+        return name
+
+
 def _write_latest(parent: Path, name: str) -> None:
     fd, tmp = tempfile.mkstemp(prefix=".LATEST.", suffix=".tmp", dir=parent)
     try:
@@ -76,8 +121,9 @@ def publish_plan(plan_dir: str | Path, dest_dir: str | Path) -> Path:
     ``plan_files``, unchanged plan files). Every file of ``plan_dir`` except dotfiles is copied
     into place with :func:`replace_dir`, with the plan's ``report.html``
     (:func:`segment_balancer.plan.report.write_report`) written beside them: a published plan always
-    has its report. ``dest_dir.parent/LATEST`` is then replaced atomically
-    with ``"<dest_dir name>\\n"``. Raises ``PublishError``; on any failure the previously
+    has its report. ``dest_dir.parent/LATEST`` is then replaced atomically with
+    ``"<dest_dir name>\\n"``, unless it names a newer plan (:func:`plan_order`; logged). Raises
+    ``PublishError``; on any failure the previously
     published ``dest_dir`` is left as it was and temporaries are removed.
     """
     plan_dir, dest = Path(plan_dir).resolve(), Path(dest_dir).resolve()
@@ -98,7 +144,10 @@ def publish_plan(plan_dir: str | Path, dest_dir: str | Path) -> Path:
     except WriteError as exc:
         raise PublishError(f"publishing {plan_dir} to {dest} failed: {exc.__cause__ or exc}") from exc
     try:
-        _write_latest(dest.parent, dest.name)
+        latest = _update_latest(dest.parent, dest.name)
+        if latest != dest.name:
+            log.info("published %s; LATEST still names %s, a newer plan (snapshot time, run start: %s against %s)",
+                     dest, latest, plan_order(dest.parent / latest), plan_order(dest))
     except OSError as exc:
         raise PublishError(f"{dest} published but LATEST not updated: {exc}") from exc
     return dest

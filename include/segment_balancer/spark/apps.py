@@ -200,6 +200,11 @@ def _record_timing(work, stage: int, name: str, seconds: float, skipped: bool = 
     position = APP_NAMES.index(name)
     timings = {k: v for k, v in timings.items() if k in APP_NAMES and APP_NAMES.index(k) < position}
     timings[name] = {"stage": stage, "seconds": round(seconds, 3), **({"skipped": True} if skipped else {})}
+    if position == 0:  # when the run began (UTC): what orders two plans of one snapshot (plan.publish)
+        from datetime import datetime, timedelta, timezone
+
+        began = datetime.now(timezone.utc) - timedelta(seconds=seconds)
+        timings[name]["started_at"] = began.isoformat(timespec="microseconds").replace("+00:00", "Z")
     write_json_atomic(timings, path)
 
 

@@ -20,6 +20,7 @@ from segment_balancer.druid.instants import format_instant_ms
 from segment_balancer.druid.metrics import druid_metrics
 from segment_balancer.planner import groups as G
 from segment_balancer.planner.groups import split_group_name
+from segment_balancer.planner.stages import APP_NAMES
 from segment_balancer.planner.status import balance, replication_counts
 from segment_balancer.spark.status import status_pass
 from segment_balancer.spark.workdir import OPS_ARROW_SCHEMA, OPS_COLUMNS, Run, load_record
@@ -68,6 +69,7 @@ def assemble(run: Run, groups, snapshot: Path) -> Path:
                      "count": len(bm), "bitset": G.encode(bm)} for name, bm in sorted(groups.items())]
     write_json_atomic(final_groups, tmp / "groups.json")
     timings_path = run.work / "timings.json"
+    timings = json.loads(timings_path.read_text()) if timings_path.exists() else {}
     summary = {
         "snapshot_id": run.meta["snapshot_id"],
         "cluster": run.meta["cluster"],
@@ -98,7 +100,10 @@ def assemble(run: Run, groups, snapshot: Path) -> Path:
         "config": run.meta["config"],
         "ignored_config": run.meta.get("ignored_config", []),
         "whatif": load_record(run.work),
-        "timings_seconds": json.loads(timings_path.read_text()) if timings_path.exists() else {},
+        "timings_seconds": timings,
+        # when the run began (UTC, the first application's start): LATEST names the plan of the newest
+        # snapshot, and of two plans of one snapshot the later run's (plan.publish)
+        "planned_at": timings.get(APP_NAMES[0], {}).get("started_at"),
     }
     write_json_atomic(summary, tmp / "summary.json")
     replace_path(tmp, plan)

@@ -54,7 +54,7 @@ from dataclasses import dataclass
 from datetime import datetime, timedelta, timezone
 from pathlib import Path
 from typing import Any
-from urllib.parse import urlsplit, urlunsplit
+from urllib.parse import urljoin, urlsplit, urlunsplit
 
 import requests
 
@@ -74,6 +74,8 @@ SEGMENTS_PATH = "/druid/coordinator/v1/metadata/segments?includeOvershadowedStat
 LOAD_QUEUE_PATH = "/druid/coordinator/v1/loadqueue"
 RULES_PATH = "/druid/coordinator/v1/rules"
 CONFIG_PATH = "/druid/coordinator/v1/config"
+LEADER_PATH = "/druid/coordinator/v1/leader"
+MAX_REDIRECTS = 5
 SQL_PATH = "/druid/v2/sql"
 SERVERS_SQL = "SELECT server, host, server_type, tier, curr_size, max_size, priority FROM sys.servers"
 SERVER_SEGMENTS_SQL = "SELECT server, segment_id FROM sys.server_segments"
@@ -230,7 +232,7 @@ def _capture_into(coordinator: DruidEndpoint, broker: DruidEndpoint, final: Path
     created = _make_parents(final.parent)
     tmp = final.with_name(f".{final.name}.tmp-{uuid.uuid4().hex[:8]}")
     own_session = session is None
-    http = _Http(session or requests.Session(), timeout_s)
+    http = _Http(session or requests.Session(), timeout_s, (coordinator, broker))
     started = time.monotonic()
     try:
         tmp.mkdir()
@@ -445,20 +447,69 @@ class _Call:
             raise self.error(str(exc)) from None
 
 
+def _origin(url: str) -> tuple[str, str, int | None]:
+    """(scheme, host, port) of ``url``, the port made explicit: what a redirect is judged by."""
+    parts = urlsplit(url)
+    port = parts.port or {"http": 80, "https": 443}.get(parts.scheme)
+    return parts.scheme, (parts.hostname or "").lower(), port
+
+
 class _Http:
-    def __init__(self, session: requests.Session, timeout_s: float):
+    """The capture's HTTP client. Redirects are followed here, not by ``requests``: a Coordinator
+    that is not the leader answers every call with ``307 Temporary Redirect`` to the leader (Druid's
+    ``RedirectFilter``), and the leader needs the same credentials, which ``requests`` would drop
+    on the change of host. They are sent on only to the configured services' origins
+    (:attr:`origins`) and to the leader the configured Coordinator names
+    (``GET /druid/coordinator/v1/leader``); a redirect elsewhere stops the capture with the
+    credentials unsent."""
+
+    def __init__(self, session: requests.Session, timeout_s: float, endpoints: Iterable[DruidEndpoint] = ()):
         self.session = session
         self.timeout = (timeout_s, timeout_s)
+        self.endpoints = list(endpoints)
+        self.origins = {_origin(e.url) for e in self.endpoints}
+        self._leaders: dict[str, tuple | None] = {}
+
+    def _leader(self, endpoint: DruidEndpoint) -> tuple | None:
+        """The origin of the leader Coordinator, as the Coordinator of ``endpoint`` names it (its
+        ``/druid/coordinator/v1/leader`` answers on every Coordinator, the leader or not); None
+        when it does not say."""
+        if endpoint.url not in self._leaders:
+            try:
+                response = self.session.get(endpoint.url.rstrip("/") + LEADER_PATH, auth=endpoint.auth,
+                                            verify=endpoint.verify, timeout=self.timeout, allow_redirects=False)
+                text = response.text.strip() if response.status_code == 200 else ""
+            except requests.RequestException:
+                text = ""
+            self._leaders[endpoint.url] = _origin(text) if text.startswith(("http://", "https://")) else None
+        return self._leaders[endpoint.url]
 
     def _send(self, call: _Call, stream: bool, json_body: Any) -> requests.Response:
-        try:
-            response = self.session.request(call.method, call.url, json=json_body, auth=call.endpoint.auth,
-                                            verify=call.endpoint.verify, timeout=self.timeout, stream=stream,
-                                            headers={"Accept": "application/json, text/plain"})
-        except requests.Timeout as exc:
-            raise call.error(f"timed out ({exc})") from None
-        except requests.RequestException as exc:
-            raise call.error(f"{type(exc).__name__}: {exc}") from None
+        url, method = call.url, call.method
+        for _ in range(MAX_REDIRECTS + 1):
+            try:
+                response = self.session.request(method, url, json=json_body, auth=call.endpoint.auth,
+                                                verify=call.endpoint.verify, timeout=self.timeout, stream=stream,
+                                                headers={"Accept": "application/json, text/plain"},
+                                                allow_redirects=False)
+            except requests.Timeout as exc:
+                raise call.error(f"timed out ({exc})") from None
+            except requests.RequestException as exc:
+                raise call.error(f"{type(exc).__name__}: {exc}") from None
+            if response.status_code not in (301, 302, 303, 307, 308) or "Location" not in response.headers:
+                break
+            target = urljoin(url, response.headers["Location"])
+            response.close()
+            origin = _origin(target)
+            if call.endpoint.auth is not None and origin not in self.origins and origin != self._leader(call.endpoint):
+                raise call.error(f"redirected to {_redact(target)}, which is neither a configured service nor the "
+                                 "leader the Coordinator names; the credentials are not sent there")
+            log.info("%s %s: redirected to %s (HTTP %d)", call.role, _redact(url), _redact(target), response.status_code)
+            url = target
+            if response.status_code == 303:
+                method, json_body = "GET", None
+        else:
+            raise call.error(f"more than {MAX_REDIRECTS} redirects")
         if response.status_code >= 400:
             try:
                 head = next(response.iter_content(4 * ERROR_BODY_CHARS), b"") if stream else response.content

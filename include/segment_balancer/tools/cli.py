@@ -307,4 +307,7 @@ def main(argv=None) -> int:
             SparkUnreachable) as exc:
         print(f"error: {exc}", file=sys.stderr)
         return 2
+    except OSError as exc:  # a full disk, a directory not writable: the system's own message, nothing published
+        print(f"error: {exc}", file=sys.stderr)
+        return 1
     return 0
