@@ -17,8 +17,10 @@
 #
 # Variables you may override: PYTHON (interpreter that creates the venv), VENV, VAR, SNAPSHOTS,
 # SPARK_MODE (connect | spark-submit: how the DAG's Spark tasks run), SPARK_MASTER (the Connect
-# server's master: local[*], spark://host:port, yarn), SPARK_CONNECT_PORT, SPARK_CONNECT_MEMORY
-# (the Connect server's driver memory).
+# server's master: local[*], spark://host:port, yarn), SPARK_CONNECT_MEMORY (the Connect server's
+# driver memory), and the ports (README "Ports"; a port taken is refused in one line):
+# AIRFLOW_PORT (8080), SPARK_CONNECT_PORT (15002, its Spark UI the next), STANDALONE_PORT (7177,
+# the master's and the worker's web UIs the next two).
 
 SHELL := /bin/bash
 .SHELLFLAGS := -euo pipefail -c
@@ -67,7 +69,7 @@ if [[ "$(SPARK_MODE)" == connect ]] && ! $(CONNECT) status >/dev/null 2>&1; then
 fi
 endef
 
-.PHONY: venv test demo cluster-demo airflow-home airflow clean chromium e2e connect-start connect-stop
+.PHONY: venv test demo cluster-demo airflow-home airflow airflow-port clean chromium e2e connect-start connect-stop
 
 venv: $(STAMP) $(JSA)
 
@@ -111,17 +113,17 @@ airflow-home: venv
 	  < $(ROOT)/airflow.cfg.template > $(AIRFLOW_HOME_DIR)/airflow.cfg
 	airflow db migrate > $(AIRFLOW_HOME_DIR)/db-migrate.log 2>&1 || { cat $(AIRFLOW_HOME_DIR)/db-migrate.log; exit 1; }
 
-# Each run publishes to var/plans/<run id>/ and names it in var/plans/LATEST.
+# Each run publishes to var/plans/<run id>/; var/plans/LATEST names the plan of the newest snapshot.
 demo: airflow-home
 	@$(with_connect_server); \
-	shopt -s nullglob; found=0; latest=$(VAR_ABS)/plans/LATEST; \
+	shopt -s nullglob; found=0; plans=$(VAR_ABS)/plans; \
 	for meta in $(SNAPSHOTS)/*/snapshot.json; do \
 	  snap=$$(dirname $$meta); found=1; \
 	  echo "=== segment_balancing on $$snap"; \
-	  before=$$(cat $$latest 2>/dev/null || true); \
+	  before=$$(ls $$plans 2>/dev/null || true); \
 	  airflow dags test segment_balancing --conf "{\"snapshot\": \"$$snap\"}"; \
-	  plan=$$(cat $$latest 2>/dev/null || true); \
-	  [[ -n "$$plan" && "$$plan" != "$$before" ]] || { echo "no plan was published for $$snap" >&2; exit 1; }; \
+	  plan=$$(comm -13 <(echo "$$before") <(ls $$plans 2>/dev/null || true) | grep -v '^LATEST$$' | tail -1 || true); \
+	  [[ -n "$$plan" ]] || { echo "no plan was published for $$snap" >&2; exit 1; }; \
 	  echo "plan for $$snap published at $(VAR_ABS)/plans/$$plan (report: $(VAR_ABS)/plans/$$plan/report.html)"; \
 	  $(PY) -m segment_balancer summary $(VAR_ABS)/plans/$$plan \
 	    || echo "(no summary: see $(VAR_ABS)/plans/$$plan)"; \
@@ -147,7 +149,7 @@ cluster-demo: airflow-home
 # connections come from AIRFLOW_CONN_DRUID_BROKER_DEFAULT / AIRFLOW_CONN_DRUID_COORDINATOR_DEFAULT
 # when set, else from the UI (Admin > Connections).
 airflow: export SEGMENT_BALANCER_SNAPSHOTS := $(VAR_ABS)/snapshots
-airflow: airflow-home
+airflow: airflow-port airflow-home
 	@mkdir -p $(VAR_ABS)/snapshots
 	@for snap in $(SNAPSHOTS)/*/; do \
 	  name=$$(basename $$snap); [[ -e $(VAR_ABS)/snapshots/$$name ]] || ln -s $${snap%/} $(VAR_ABS)/snapshots/$$name; \
@@ -155,6 +157,10 @@ airflow: airflow-home
 	@$(with_connect_server); \
 	echo "Airflow on http://127.0.0.1:$(AIRFLOW_PORT): user admin, password in $(AIRFLOW_HOME_DIR)/simple_auth_manager_passwords.json.generated"; \
 	airflow standalone
+
+# The API server's port, checked before anything is set up (one line if taken: common/ports.py).
+airflow-port: venv
+	@$(PY) -m segment_balancer.common.ports AIRFLOW_PORT=$(AIRFLOW_PORT)
 
 # The Spark Connect server alone (for the CLI's --remote / SPARK_REMOTE, or a deployment that keeps it up).
 connect-start: venv

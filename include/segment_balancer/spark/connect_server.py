@@ -50,6 +50,7 @@ import time
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from segment_balancer.common.ports import refusal
 from segment_balancer.spark.session import port_open
 
 SERVER_CLASS = "org.apache.spark.sql.connect.service.SparkConnectServer"
@@ -187,8 +188,7 @@ class ConnectServer:
         if self.pid() is not None and self.healthy():
             return self.url
         if self.pid() is None and port_open(self.host, self.port):
-            raise RuntimeError(f"port {self.host}:{self.port} is taken by another process; "
-                               f"start the Spark Connect server on another port (--port / SPARK_CONNECT_PORT)")
+            raise RuntimeError(refusal("SPARK_CONNECT_PORT", self.port) + " (or --port)")
         with open(self.log_path, "ab") as log:
             log.write(f"--- {time.strftime('%Y-%m-%dT%H:%M:%S')} starting {' '.join(self.command())}\n".encode())
             log.flush()

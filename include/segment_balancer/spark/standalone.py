@@ -21,10 +21,13 @@ import argparse
 import json
 import os
 import subprocess
+import sys
 import time
 import urllib.request
 from dataclasses import dataclass
 from pathlib import Path
+
+from segment_balancer.common.ports import refusal, taken
 
 MASTER_CLASS = "org.apache.spark.deploy.master.Master"
 WORKER_CLASS = "org.apache.spark.deploy.worker.Worker"
@@ -88,9 +91,15 @@ class StandaloneCluster:
     def start(self, timeout: float = 90.0) -> str:
         """Start the master and the worker; return the master URL once the worker registered.
 
-        Raises ``TimeoutError`` (with the daemons' log directory) if it does not within ``timeout``
-        seconds; ``CalledProcessError`` if ``spark-daemon.sh`` fails.
+        Raises ``RuntimeError`` (one line, :func:`segment_balancer.common.ports.refusal`) when the
+        master's port or a web UI's is taken; ``TimeoutError`` (with the daemons' log directory) if
+        it does not within ``timeout`` seconds; ``CalledProcessError`` if ``spark-daemon.sh`` fails.
         """
+        for port in (self.port, self.webui_port, self.webui_port + 1):
+            if taken(port, HOST):
+                raise RuntimeError(refusal("STANDALONE_PORT", self.port, "make cluster-demo")
+                                   + ("" if port == self.port else f" (its web UIs take {self.webui_port} and "
+                                                                   f"{self.webui_port + 1}; {port} is taken)"))
         self._daemon("start", MASTER_CLASS, "--host", HOST, "--port", str(self.port),
                      "--webui-port", str(self.webui_port))
         self._daemon("start", WORKER_CLASS, "--host", HOST, "--cores", str(self.cores), "--memory", self.memory,
@@ -134,7 +143,11 @@ def main(argv=None) -> int:
     args = parser.parse_args(argv)
     cluster = StandaloneCluster(args.dir.absolute(), args.port, args.cores, args.memory)
     if args.action == "start":
-        print(cluster.start())
+        try:
+            print(cluster.start())
+        except (RuntimeError, TimeoutError) as exc:
+            print(f"error: Spark standalone cluster not started: {exc}", file=sys.stderr)
+            return 1
     else:
         cluster.stop()
     return 0
