@@ -92,7 +92,7 @@ def describe_validation_error(exc: ValidationError, prefix: str = "") -> str:
             text = err["msg"][0].lower() + err["msg"][1:]
             if text.startswith("value error, "):
                 text = text[len("value error, "):]
-        if kind != "missing" and "input" in err:
+        if kind != "missing" and "input" in err and ", got " not in text:
             text += f", got {short_value(err['input'])}"
         parts.append(f"{where} {text}".strip())
     more = len(exc.errors()) - len(parts)
@@ -127,5 +127,10 @@ def json_kind(value: Any) -> str:
 
 
 def json_error(file: str, exc: json.JSONDecodeError) -> SnapshotError:
-    """A ``SnapshotError`` for malformed JSON, at ``line N`` with the column in the problem."""
-    return SnapshotError(file, exc.lineno, f"malformed JSON: {exc.msg} (column {exc.colno})", "line")
+    """A ``SnapshotError`` for malformed JSON, at ``line N`` with the column and the line's text
+    (up to 60 characters) in the problem."""
+    lines = exc.doc.splitlines() if isinstance(exc.doc, str) else []
+    near = lines[exc.lineno - 1].strip() if 0 < exc.lineno <= len(lines) else ""
+    near = near if len(near) <= 60 else near[:57] + "..."
+    shown = f", in the line {near!r}" if near else ", at the end of the file (cut off?)"
+    return SnapshotError(file, exc.lineno, f"malformed JSON: {exc.msg} (column {exc.colno}){shown}", "line")

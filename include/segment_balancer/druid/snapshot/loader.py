@@ -175,7 +175,8 @@ def load_load_queues(directory: str | os.PathLike[str], servers: set[str]) -> li
             raise SnapshotError(QUEUES_FILE, None, f"server {server!r}: must be an object with segmentsToLoad/segmentsToDrop")
         unknown = sorted(set(queues) - {"segmentsToLoad", "segmentsToDrop"})
         if unknown:
-            raise SnapshotError(QUEUES_FILE, None, f"server {server!r}: unknown key(s) {', '.join(unknown)}")
+            raise SnapshotError(QUEUES_FILE, None, f"server {server!r}: unknown key(s) {', '.join(unknown)}; "
+                                                   "expected segmentsToLoad and segmentsToDrop")
         actions: dict[str, str] = {}
         for key, action in (("segmentsToLoad", "LOAD"), ("segmentsToDrop", "DROP")):
             entries = queues.get(key) or []
@@ -250,12 +251,13 @@ def load_snapshot_meta(directory: str | os.PathLike[str]) -> SnapshotMeta:
         raise SnapshotError(META_FILE, None, "must be a JSON object")
     unknown = sorted(set(data) - {"snapshot_time", "cluster"})
     if unknown:
-        raise SnapshotError(META_FILE, None, f"unknown key(s) {', '.join(unknown)}")
+        raise SnapshotError(META_FILE, None, f"unknown key(s) {', '.join(unknown)}; expected snapshot_time and cluster")
     cluster, when = data.get("cluster"), data.get("snapshot_time")
     if not isinstance(cluster, str) or not cluster:
         raise SnapshotError(META_FILE, None, f"cluster must be a non-empty string, got {cluster!r}")
     if not isinstance(when, str):
-        raise SnapshotError(META_FILE, None, f"snapshot_time must be an ISO-8601 string, got {when!r}")
+        raise SnapshotError(META_FILE, None, "snapshot_time must be an ISO-8601 string, "
+                                             + ("but it is missing" if "snapshot_time" not in data else f"got {short_value(when)}"))
     try:
         ms = parse_instant_ms(when)
     except ValueError as exc:
