@@ -12,7 +12,9 @@ The tests run in this order and share the logged-in page (``conftest.py``):
 5. the capture DAG, unpaused, captures the (fake, loopback) Druid cluster into the snapshots root
    and emits its Asset; ``segment_balancing`` then runs by itself on that capture;
 6. Browse -> "Segment plans" lists every published plan with its change from the previous one;
-7. no task instance failed, and the Airflow UI logged no error to the browser console.
+7. a run with a misspelt config key fails its first task at once, its log in the UI saying why in
+   one line;
+8. no other task instance failed, and the Airflow UI logged no error to the browser console.
 
 Screenshots go to the artifacts directory (``conftest.ARTIFACTS``).
 """
@@ -316,10 +318,45 @@ def test_plans_page(page, deployment, artifacts):
     shot(page, artifacts, "11-plans-page")
 
 
+def test_a_refused_input_fails_the_first_task_in_one_log_line(page, deployment, artifacts):
+    """A run whose config override has a misspelt key: ``resolve_snapshot`` fails at once, without a
+    retry, and its log in the UI says why in one line (the param, the key, the closest known key),
+    with no traceback; no later task runs and no plan is published (issue 27)."""
+    import time
+    from urllib.parse import quote
+
+    from playwright.sync_api import expect
+
+    run = deployment.request("POST", f"/api/v2/dags/{DAG_ID}/dagRuns",
+                             {"logical_date": None, "conf": {"config_overrides": {"maxSegmentsInNodeLoadQueue": 7}}})
+    run_id = STATE["refused_run"] = run["dag_run_id"]
+    deadline = time.monotonic() + RUN_TIMEOUT
+    while {r["dag_run_id"]: r["state"] for r in deployment.runs()}.get(run_id) != "failed":
+        assert time.monotonic() < deadline, f"{run_id} did not fail"
+        time.sleep(3)
+    tis = {ti["task_id"]: ti for ti in deployment.task_instances(run_id)}
+    assert tis["resolve_snapshot"]["state"] == "failed" and tis["resolve_snapshot"]["try_number"] == 1
+    assert {ti["state"] for name, ti in tis.items() if name not in ("resolve_snapshot", "release_spark_session")} \
+        == {"upstream_failed"}
+    line = ("input refused: param config_overrides: unknown key 'maxSegmentsInNodeLoadQueue' "
+            "(did you mean 'maxSegmentsInNodeLoadingQueue'?)")
+    log = deployment.get(f"/api/v2/dags/{DAG_ID}/dagRuns/{quote(run_id, safe='')}/taskInstances/resolve_snapshot/logs/1")
+    text = json.dumps(log)
+    assert line in text and "Traceback" not in text
+    page.goto(f"/dags/{DAG_ID}/runs/{quote(run_id, safe='')}/tasks/resolve_snapshot")
+    expect(page.get_by_text(line).first).to_be_visible(timeout=UI_TIMEOUT)
+    page.wait_for_load_state("networkidle")
+    shot(page, artifacts, "12-refused-input-log")
+    from segment_balancer_airflow.resolve import run_paths
+
+    assert not run_paths(deployment.var, run_id)["publish_dir"].exists()
+
+
 def test_no_failures_and_no_console_errors(page, deployment, artifacts, console):
     from playwright.sync_api import expect
 
-    runs = deployment.runs()
+    refused = STATE.get("refused_run")  # failed on purpose: test_a_refused_input_fails_the_first_task_in_one_log_line
+    runs = [r for r in deployment.runs() if r["dag_run_id"] != refused]
     assert runs, "no runs"
     bad = []
     for run in runs:
@@ -330,7 +367,7 @@ def test_no_failures_and_no_console_errors(page, deployment, artifacts, console)
             if ti["state"] not in ("success", "skipped") or (ti.get("try_number") or 1) > 1:
                 bad.append((run["dag_run_id"], ti["task_id"], ti["state"], ti.get("try_number")))
     assert not bad, f"task instances failed or retried: {bad}"
-    assert all(r["state"] == "success" for r in deployment.runs())
+    assert all(r["state"] == "success" for r in deployment.runs() if r["dag_run_id"] != refused)
 
     page.goto(f"/dags/{DAG_ID}/runs")
     for run in runs:
