@@ -184,7 +184,7 @@ def record_groups(work, name: str, xcom: dict) -> None:
     roaring bitmap}``) as ``WORK/groups/<name>.json``, so ``explain`` can say which groups a
     segment was in after every stage (``assemble`` gathers them into the plan's
     ``stage_groups.json``). Applications without groups (``used_segments``) write nothing."""
-    from segment_balancer.common.files import write_json_atomic, write_text_atomic
+    from segment_balancer.common.files import write_json_atomic
 
     if "groups" in xcom and name != "assemble":
         write_json_atomic(xcom["groups"], work / "groups" / f"{name}.json")
@@ -193,7 +193,7 @@ def record_groups(work, name: str, xcom: dict) -> None:
 def _record_timing(work, stage: int, name: str, seconds: float, skipped: bool = False) -> None:
     import json
 
-    from segment_balancer.common.files import write_json_atomic, write_text_atomic
+    from segment_balancer.common.files import write_json_atomic
 
     path = work / "timings.json"
     timings = json.loads(path.read_text()) if path.exists() else {}
