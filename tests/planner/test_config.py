@@ -258,3 +258,34 @@ def test_balancing_min_cost_reduction_percent_defaults_to_0_and_is_a_number_in_0
         with pytest.raises(SnapshotError) as err:
             build_config({"balancingMinCostReductionPercent": bad})
         assert "balancingMinCostReductionPercent" in str(err.value) and repr(bad) in str(err.value)
+
+
+# ---- balancerStrategy and the avgShedder thresholds (issue 28) ----------------------------------------
+
+def test_avg_shedder_keys_default_to_the_cost_strategy_and_algorithm_thresholds():
+    cfg = build_config({})
+    assert (cfg.balancer_strategy, cfg.avg_shedder_low_threshold_percent, cfg.avg_shedder_high_threshold_percent,
+            cfg.avg_shedder_hit_count_low_threshold, cfg.avg_shedder_hit_count_high_threshold) == ("cost", 15, 40, 8, 2)
+    d = build_config({}, {"balancerStrategy": "avgShedder", "avgShedderLowThresholdPercent": 10,
+                          "avgShedderHighThresholdPercent": 10, "avgShedderHitCountLowThreshold": 1}).as_dict()
+    assert (d["balancerStrategy"], d["avgShedderLowThresholdPercent"], d["avgShedderHighThresholdPercent"],
+            d["avgShedderHitCountLowThreshold"], d["avgShedderHitCountHighThreshold"]) == ("avgShedder", 10, 10, 1, 2)
+    assert build_config({}, {"avgShedderHighThresholdPercent": 100}).avg_shedder_high_threshold_percent == 100
+
+
+@pytest.mark.parametrize("values, message", [
+    ({"balancerStrategy": "diskNormalized"},
+     "balancerStrategy must be one of 'cost', 'avgShedder', got 'diskNormalized'"),
+    ({"avgShedderLowThresholdPercent": 0}, "avgShedderLowThresholdPercent must be above 0 and at most 100, got 0"),
+    ({"avgShedderHighThresholdPercent": 100.5}, "avgShedderHighThresholdPercent must be above 0 and at most 100, got 100.5"),
+    ({"avgShedderLowThresholdPercent": "15"}, "avgShedderLowThresholdPercent must be a finite number, got '15'"),
+    ({"avgShedderLowThresholdPercent": 30, "avgShedderHighThresholdPercent": 20},
+     "avgShedderHighThresholdPercent must be >= avgShedderLowThresholdPercent (30), got 20"),
+    ({"avgShedderHighThresholdPercent": 10}, "avgShedderHighThresholdPercent must be >= avgShedderLowThresholdPercent (15), got 10"),
+    ({"avgShedderHitCountLowThreshold": 0}, "avgShedderHitCountLowThreshold must be >= 1, got 0"),
+    ({"avgShedderHitCountHighThreshold": 1.5}, "avgShedderHitCountHighThreshold must be an integer, got 1.5"),
+])
+def test_avg_shedder_keys_out_of_range_are_refused_with_key_and_value(values, message):
+    with pytest.raises(SnapshotError) as info:
+        build_config({}, values)
+    assert info.value.problem == message

@@ -34,6 +34,11 @@ Keys (Druid camelCase), defaults and derivations:
 - ``topBReuse`` (true): loading and decommissioning stages reuse a segment's top ``B`` from the
   stage that first ranked it (ALGORITHM.md "When a segment is ranked"); false ranks it afresh every
   time a stage considers it (the seed's open doubt, measured in docs/SIMULATION.md).
+- ``balancerStrategy`` (our key, ALGORITHM.md "Balancing strategy ``avgShedder``"): ``"cost"``
+  (default: stages 7, 10 and 11) or ``"avgShedder"`` (usage-pair shedding in stage 7), with
+  ``avgShedderLowThresholdPercent`` (15) and ``avgShedderHighThresholdPercent`` (40, at least the
+  low one), percents in (0, 100], and ``avgShedderHitCountLowThreshold`` (8) and
+  ``avgShedderHitCountHighThreshold`` (2), positive integers.
 """
 
 from __future__ import annotations
@@ -58,7 +63,7 @@ from segment_balancer.planner.runstate import StageLimit
 log = logging.getLogger(__name__)
 
 __all__ = ["EffectiveConfig", "StageLimit", "build_config", "DEFAULT_FUNCTION", "RETIRED_KEYS", "CONFIG_FILE",
-           "OVERRIDES"]
+           "OVERRIDES", "BALANCER_STRATEGIES"]
 
 CONFIG_FILE = "coordinator_config.json"
 OVERRIDES = "config overrides"
@@ -71,6 +76,10 @@ _MIN_PERCENTS = {"loadingMinPercent": 70, "decommissioningMinPercent": 10, "bala
 _PERIOD_KEYS = ("druid.coordinator.period", "coordinatorPeriodMillis")
 MOVE_TRIGGERS = ("betterServerInTopB", "outsideTopB")
 """Values of ``balancingMoveTrigger``, the default first."""
+BALANCER_STRATEGIES = ("cost", "avgShedder")
+"""Values of ``balancerStrategy`` (ALGORITHM.md "Balancing strategy ``avgShedder``"), the default first."""
+_AVG_SHEDDER_PERCENTS = {"avgShedderLowThresholdPercent": 15, "avgShedderHighThresholdPercent": 40}
+_AVG_SHEDDER_COUNTS = {"avgShedderHitCountLowThreshold": 8, "avgShedderHitCountHighThreshold": 2}
 _DEFAULT_PERIOD_MS = 60_000
 
 _INT32 = 2**31 - 1  # Java's int, the type of Druid's integer config keys
@@ -94,7 +103,8 @@ RETIRED_KEYS: dict[str, str] = {
 }
 _KNOWN = {"maxSegmentsInNodeLoadingQueue", "numBestServersChoosingFunction", LOG_BASE_KEY, *_MIN_PERCENTS,
           "decommissioningMaxPercent", "segmentLoadingMaxSecondsBeforeAlerting", "decommissioningNodes",
-          "balancerRandomSeed", "balancingIterationWindow", "balancingFailedIterationThreshold", "balancingMoveTrigger", "balancingMinCostReductionPercent", "topBReuse", *_PERIOD_KEYS}
+          "balancerRandomSeed", "balancingIterationWindow", "balancingFailedIterationThreshold", "balancingMoveTrigger", "balancingMinCostReductionPercent", "topBReuse", *_PERIOD_KEYS,
+          "balancerStrategy", *_AVG_SHEDDER_PERCENTS, *_AVG_SHEDDER_COUNTS}
 
 _STAGE_QUEUE_TYPE: dict[int, QueueType | None] = {
     1: "loading", 2: "loading", 3: "loading", 4: "loading", 5: "decommissioning", 6: "loading",
@@ -126,6 +136,11 @@ class EffectiveConfig(BaseModel):
     balancing_move_trigger: str = MOVE_TRIGGERS[0]
     balancing_min_cost_reduction_percent: float = 0.0
     top_b_reuse: bool = True
+    balancer_strategy: str = BALANCER_STRATEGIES[0]
+    avg_shedder_low_threshold_percent: float = 15.0
+    avg_shedder_high_threshold_percent: float = 40.0
+    avg_shedder_hit_count_low_threshold: int = 8
+    avg_shedder_hit_count_high_threshold: int = 2
     ignored: tuple[dict[str, Any], ...] = ()
     derived: dict[str, str] = {}
     _exact: dict[str, Fraction] = PrivateAttr(default_factory=dict)
@@ -193,6 +208,11 @@ class EffectiveConfig(BaseModel):
             "balancingMoveTrigger": self.balancing_move_trigger,
             "balancingMinCostReductionPercent": self.balancing_min_cost_reduction_percent,
             "topBReuse": self.top_b_reuse,
+            "balancerStrategy": self.balancer_strategy,
+            "avgShedderLowThresholdPercent": self.avg_shedder_low_threshold_percent,
+            "avgShedderHighThresholdPercent": self.avg_shedder_high_threshold_percent,
+            "avgShedderHitCountLowThreshold": self.avg_shedder_hit_count_low_threshold,
+            "avgShedderHitCountHighThreshold": self.avg_shedder_hit_count_high_threshold,
             "ignored": [dict(e) for e in self.ignored],
             "derived": dict(self.derived),
         }
@@ -416,6 +436,22 @@ def build_config(file_values: Mapping[str, Any] | None, overrides: Mapping[str, 
     reuse = ctx.get("topBReuse")
     if reuse is not None and not isinstance(reuse, bool):
         raise ctx.fail("topBReuse", f"must be true or false, got {reuse!r}")
+    strategy = ctx.get("balancerStrategy")
+    if strategy is None:
+        strategy = BALANCER_STRATEGIES[0]
+    elif strategy not in BALANCER_STRATEGIES:
+        raise ctx.fail("balancerStrategy", f"must be one of {', '.join(map(repr, BALANCER_STRATEGIES))}, got {strategy!r}")
+    shed_pct = {}
+    for key, default in _AVG_SHEDDER_PERCENTS.items():
+        value = ctx.number(key)
+        if value is not None and not 0 < value <= 100:
+            raise ctx.fail(key, f"must be above 0 and at most 100, got {ctx.get(key)!r}")
+        shed_pct[key] = float(value) if value is not None else float(default)
+    if shed_pct["avgShedderHighThresholdPercent"] < shed_pct["avgShedderLowThresholdPercent"]:
+        raise ctx.fail("avgShedderHighThresholdPercent",
+                       f"must be >= avgShedderLowThresholdPercent ({shed_pct['avgShedderLowThresholdPercent']:g}), "
+                       f"got {shed_pct['avgShedderHighThresholdPercent']:g}", "avgShedderLowThresholdPercent")
+    shed_count = {key: ctx.integer(key, default, lo=1) for key, default in _AVG_SHEDDER_COUNTS.items()}
 
     for key in (file_values or {}).keys() | (overrides or {}).keys():
         if key in RETIRED_KEYS:
@@ -446,6 +482,11 @@ def build_config(file_values: Mapping[str, Any] | None, overrides: Mapping[str, 
         balancing_move_trigger=trigger,
         balancing_min_cost_reduction_percent=float(margin) if margin is not None else 0.0,
         top_b_reuse=True if reuse is None else reuse,
+        balancer_strategy=strategy,
+        avg_shedder_low_threshold_percent=shed_pct["avgShedderLowThresholdPercent"],
+        avg_shedder_high_threshold_percent=shed_pct["avgShedderHighThresholdPercent"],
+        avg_shedder_hit_count_low_threshold=shed_count["avgShedderHitCountLowThreshold"],
+        avg_shedder_hit_count_high_threshold=shed_count["avgShedderHitCountHighThreshold"],
         balancing_failed_iteration_threshold=threshold,
         ignored=tuple(ignored),
         derived=derived,
