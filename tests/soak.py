@@ -103,7 +103,7 @@ def random_cluster(path: Path, seed: int) -> Path:
                 queues[srv]["segmentsToLoad"].append({"segment_id": sid, "queue_type": "loading"})
                 room[srv] -= seg["size"]
     config = {"maxSegmentsInNodeLoadingQueue": int(rng.integers(3, 30))}
-    historicals = [s for s in servers]
+    historicals = list(servers)
     if len(servers) > 2 and rng.random() < 0.4:
         config["decommissioningNodes"] = [servers[int(rng.integers(len(servers)))]["server"]]
     if len(servers) > 2 and rng.random() < 0.4:  # a historical lost, with what it served and had queued
@@ -111,7 +111,8 @@ def random_cluster(path: Path, seed: int) -> Path:
         historicals = [s for s in servers if s["server"] != lost]
         served = [r for r in served if r[0] != lost]
         queues.pop(lost)
-        config.get("decommissioningNodes", []).count(lost) and config.pop("decommissioningNodes")
+        if config.get("decommissioningNodes") == [lost]:
+            del config["decommissioningNodes"]
     (path / "servers.json").write_text(json.dumps(historicals, indent=1))
     (path / "server_segments.json").write_text(json.dumps([{"server": a, "segment_id": b} for a, b, _ in served]))
     with gzip.open(path / "segments.jsonl.gz", "wt") as f:
