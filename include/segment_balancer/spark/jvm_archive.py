@@ -36,7 +36,7 @@ LOG4J_CONFIG = Path(__file__).with_name("log4j2.properties")
 
 # Short runs: C1-only JIT and the serial collector start faster and spend less CPU than the
 # server defaults (about a quarter less per plan).
-BASE_DRIVER_JAVA_OPTIONS = f"-XX:TieredStopAtLevel=1 -XX:+UseSerialGC -Dlog4j2.configurationFile={LOG4J_CONFIG}"
+BASE_DRIVER_JAVA_OPTIONS = f"-XX:TieredStopAtLevel=1 -XX:ReservedCodeCacheSize=256m -XX:+UseSerialGC -Dlog4j2.configurationFile={LOG4J_CONFIG}"
 
 #: Applications run to fill the archive: between them they read and write parquet, join, window,
 #: aggregate, run a kernel in ``applyInPandas`` and collect to pandas, as every later stage does.
