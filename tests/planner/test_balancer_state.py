@@ -8,7 +8,8 @@ import json
 import pytest
 
 from segment_balancer.druid.instants import parse_instant_ms
-from segment_balancer.planner.balancer_state import STATE_FILE, BalancerState, read_state
+from segment_balancer.planner.balancer_state import (STATE_FILE, BalancerState, counts_from_json, counts_to_json,
+                                                    give_previous, read_previous, read_state)
 
 T0 = parse_instant_ms("2024-06-01T00:00:00.000Z")
 T1 = parse_instant_ms("2024-06-01T01:00:00.000Z")
@@ -57,3 +58,29 @@ def test_an_unreadable_file_warns(tmp_path):
     path.write_bytes(b"\xff{not json")
     counts, message = read_state(path, "prod", T1)
     assert counts == {} and "unreadable as a balancer state" in message
+
+
+def test_a_state_handed_to_a_run_is_read_there_and_named_by_its_source(tmp_path):
+    source = BalancerState("prod", T0, {"hot": {("a", "b"): 2}}).write(tmp_path / "plan")
+    work = tmp_path / "work"
+    give_previous(source, work)
+    assert read_previous(work, "prod", T1) == ({"hot": {("a", "b"): 2}}, None)
+    counts, message = read_previous(work, "test", T1)
+    assert counts == {} and message.startswith(f"{source} is the balancer state of cluster 'prod', not 'test'")
+    give_previous(None, work)  # a run without a previous state: nothing left of the earlier one
+    assert read_previous(work, "prod", T1) == ({}, None)
+
+
+def test_a_state_named_that_is_not_there_warns(tmp_path):
+    give_previous(tmp_path / "nowhere.json", tmp_path / "work")
+    counts, message = read_previous(tmp_path / "work", "prod", T1)
+    assert counts == {} and message.startswith(f"{tmp_path / 'nowhere.json'} is unreadable as a balancer state "
+                                               "(FileNotFoundError") and message.endswith("hit counts start at 1")
+
+
+def test_the_next_state_keeps_the_pairs_that_hit_and_did_not_shed():
+    pairs = [{"tier": "hot", "high": "b", "low": "a", "hit_count": 3, "sheds": False},
+             {"tier": "hot", "high": "d", "low": "c", "hit_count": 2, "sheds": True},
+             {"tier": "cold", "high": "f", "low": "e", "hit_count": 0, "sheds": False}]
+    assert BalancerState.from_pairs("prod", T0, pairs).counts == {"hot": {("a", "b"): 3}}
+    assert counts_from_json(counts_to_json({"hot": {("a", "b"): 3}})) == {"hot": {("a", "b"): 3}}

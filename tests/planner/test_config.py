@@ -266,16 +266,14 @@ def test_avg_shedder_keys_default_to_the_cost_strategy_and_algorithm_thresholds(
     cfg = build_config({})
     assert (cfg.balancer_strategy, cfg.avg_shedder_low_threshold_percent, cfg.avg_shedder_high_threshold_percent,
             cfg.avg_shedder_hit_count_low_threshold, cfg.avg_shedder_hit_count_high_threshold) == ("cost", 15, 40, 8, 2)
-    d = build_config({}, {"balancerStrategy": "cost", "avgShedderLowThresholdPercent": 10,
+    d = build_config({}, {"balancerStrategy": "avgShedder", "avgShedderLowThresholdPercent": 10,
                           "avgShedderHighThresholdPercent": 10, "avgShedderHitCountLowThreshold": 1}).as_dict()
     assert (d["balancerStrategy"], d["avgShedderLowThresholdPercent"], d["avgShedderHighThresholdPercent"],
-            d["avgShedderHitCountLowThreshold"], d["avgShedderHitCountHighThreshold"]) == ("cost", 10, 10, 1, 2)
+            d["avgShedderHitCountLowThreshold"], d["avgShedderHitCountHighThreshold"]) == ("avgShedder", 10, 10, 1, 2)
     assert build_config({}, {"avgShedderHighThresholdPercent": 100}).avg_shedder_high_threshold_percent == 100
 
 
 @pytest.mark.parametrize("values, message", [
-    ({"balancerStrategy": "avgShedder"},
-     "balancerStrategy 'avgShedder' is not wired into stage 7 yet (issue 28 in progress); only 'cost' plans today"),
     ({"balancerStrategy": "diskNormalized"},
      "balancerStrategy must be one of 'cost', 'avgShedder', got 'diskNormalized'"),
     ({"avgShedderLowThresholdPercent": 0}, "avgShedderLowThresholdPercent must be above 0 and at most 100, got 0"),

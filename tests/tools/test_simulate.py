@@ -166,6 +166,34 @@ def test_an_added_historical_fills_up(spark, tmp_path):
 
 
 @pytest.mark.simulation
+def test_avg_shedder_sheds_the_added_historical_in_runs_2_and_10(spark, tmp_path):
+    """Issue 28's target: the added-server cluster with 200 GB historicals (four hold 250 segments
+    of 500 MB: 62.5 %; a fifth is empty), ``balancerStrategy: "avgShedder"``, default thresholds,
+    every operation completing between runs, each run fed the previous run's balancer state.
+
+    Worked by hand from ALGORITHM.md (``tests/planner/test_avg_shedder.py`` has the arithmetic):
+    run 1 pairs hist 3 with the empty hist 4 (62.5 points, count 1 < 2): no move; run 2 (count 2)
+    sheds 62.5 GB = 125 segments; runs 3–9 pair hist 2 with hist 3 and hist 1 with hist 4 at 31.25
+    points, above 15 but not 40: counts 1 … 7 < 8; run 10 (count 8) sheds 31.25 GB from each
+    high server, 62 whole segments each: 124."""
+    served = {historical(i): [j for j in range(1000) if j % 4 == i] for i in range(4)}
+    snap = write_cluster(tmp_path / "snap", wiki_segments(), {**served, historical(4): []}, size_mb=200_000)
+    runs = simulate(spark, snap, tmp_path / "sim", 10, {"balancerStrategy": "avgShedder"})
+    assert list(runs["balancing_moves"]) == [0, 125, 0, 0, 0, 0, 0, 0, 0, 124]
+    assert list(runs["operations"]) == [0, 250, 0, 0, 0, 0, 0, 0, 0, 248]  # a move is a load and a dependent drop
+    assert per_historical(tmp_path / "sim", 2) == {**{historical(i): 250 for i in range(3)}, historical(3): 125,
+                                                   historical(4): 125}
+    assert per_historical(tmp_path / "sim", 10) == {historical(0): 250, historical(1): 188, historical(2): 188,
+                                                    historical(3): 187, historical(4): 187}
+    balancer = json.loads((tmp_path / "sim" / "run-009" / "plan" / "summary.json").read_text())["balancer"]
+    assert [(p["high"], p["low"], p["difference"], p["hit_count"], p["waiting"]) for p in balancer["pairs"]] == [
+        (historical(2), historical(3), 31.25, 7, "shed in 1 more run(s) if the gap stays above 15"),
+        (historical(1), historical(4), 31.25, 7, "shed in 1 more run(s) if the gap stays above 15")]
+    state = json.loads((tmp_path / "sim" / "run-010" / "plan" / "balancer_state.json").read_text())
+    assert state["pairs"] == []  # both pairs shed: forgotten
+
+
+@pytest.mark.simulation
 def test_a_removed_historicals_segments_spread_over_the_others(spark, tmp_path):
     """testClusterGetsBalancedWhenServerIsRemoved: five historicals hold 200 each (round robin), the
     fifth is removed; run 2 assigns its 200 segments and each of the four ends with 250."""

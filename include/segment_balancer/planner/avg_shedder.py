@@ -14,7 +14,7 @@ from __future__ import annotations
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 
-__all__ = ["Usage", "Pair", "pair_tier", "pair_key"]
+__all__ = ["Usage", "Pair", "pair_tier", "pair_key", "next_counts", "remembered"]
 
 
 @dataclass(frozen=True)
@@ -99,7 +99,12 @@ def pair_tier(tier: str, servers: Iterable[Usage], previous: Mapping[tuple[str, 
     return [p for _, p in sorted(enumerate(pairs), key=lambda ip: (-ip[1].difference, ip[0]))]
 
 
+def remembered(hit_count: int, sheds: bool) -> bool:
+    """Whether the next run starts from a pair's ``hit_count``: it hit and did not shed (a pair
+    that shed, or did not hit, is forgotten)."""
+    return hit_count > 0 and not sheds
+
+
 def next_counts(pairs: Iterable[Pair]) -> dict[tuple[str, str], int]:
-    """The hit counts the next run starts from: every pair that hit and did not shed (a pair that
-    shed, or did not hit, is forgotten)."""
-    return {p.key: p.hit_count for p in pairs if p.hit_count > 0 and not p.sheds}
+    """The hit counts the next run starts from, by :func:`pair_key` (:func:`remembered` pairs)."""
+    return {p.key: p.hit_count for p in pairs if remembered(p.hit_count, p.sheds)}

@@ -441,9 +441,6 @@ def build_config(file_values: Mapping[str, Any] | None, overrides: Mapping[str, 
         strategy = BALANCER_STRATEGIES[0]
     elif strategy not in BALANCER_STRATEGIES:
         raise ctx.fail("balancerStrategy", f"must be one of {', '.join(map(repr, BALANCER_STRATEGIES))}, got {strategy!r}")
-    if strategy == "avgShedder":  # until stage 7 runs it: refused, rather than planned silently with cost
-        raise ctx.fail("balancerStrategy", "'avgShedder' is not wired into stage 7 yet (issue 28 in progress); "
-                                           "only 'cost' plans today")
     shed_pct = {}
     for key, default in _AVG_SHEDDER_PERCENTS.items():
         value = ctx.number(key)

@@ -460,6 +460,31 @@ class TierRun:
         self._touched[idx] = seg
         return seg
 
+    def served_by(self, server: str) -> np.ndarray:
+        """int64 (n,), ascending: the ``idx`` of the used segments that ``server`` serves with no
+        drop of them (:attr:`Replica.serving`), against the live state."""
+        r = self._rep_cols
+        touched = np.fromiter(self._touched, dtype=np.int64, count=len(self._touched))
+        rows = (r["server"] == server) & r["served"] & ~r["dropping"] & (self._rep_idx_sorted >= 0)
+        rows &= ~np.isin(self._rep_idx_sorted, touched)
+        live = [s.idx for s in self._touched.values() if server in s.replicas and s.replicas[server].serving]
+        return np.unique(np.concatenate([self._rep_idx_sorted[rows], np.asarray(live, dtype=np.int64)]))
+
+    def used_bytes(self) -> dict[str, int]:
+        """Projected used bytes of every server of the tier: served + queued and scheduled loads −
+        queued and scheduled drops (``projected_size`` less the replicas with a drop), against the
+        live state (ALGORITHM.md "Balancing strategy ``avgShedder``", the score)."""
+        r = self._rep_cols
+        touched = np.fromiter(self._touched, dtype=np.int64, count=len(self._touched))
+        sizes = self._reps["size_bytes"].to_numpy(np.int64)[np.argsort(self._reps["idx"].to_numpy(np.int64), kind="stable")]
+        gone = r["dropping"] & (r["served"] | pd.notna(r["load_type"])) & ~np.isin(self._rep_idx_sorted, touched)
+        freed = pd.Series(sizes[gone]).groupby(r["server"][gone]).sum().to_dict() if gone.any() else {}
+        for s in self._touched.values():
+            for rep in s.replicas.values():
+                if rep.dropping and (rep.served or rep.load_type is not None):
+                    freed[rep.server] = freed.get(rep.server, 0) + s.size_bytes
+        return {name: holder.projected_size - int(freed.get(name, 0)) for name, holder in self.servers.items()}
+
     def segments_with_rule(self, kind: str) -> np.ndarray:
         """int64 (n,): the ``idx`` of the tier's segments whose applying rule is of ``kind``
         (``load``, ``drop``, ``broadcast``), ascending."""

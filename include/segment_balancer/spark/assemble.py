@@ -4,7 +4,9 @@ Writes ``WORK/plan/`` atomically: ``operations.parquet``, ``assignment.parquet``
 the tables ``explain --plan`` reads (``decisions.parquet``, ``segments.parquet``,
 ``stage_groups.json``) and ``summary.json`` (counts per stage/tier/action, replication status before and after, balance
 per tier, every historical's holdings before and after, Druid-named metrics, alerts, effective
-config, snapshot id, timings). Validation adds ``validation.json``.
+config, snapshot id, timings, the balancing strategy's pairs) and ``balancer_state.json`` (the
+balancer state the next run of the cluster starts from; not for a what-if). Validation adds
+``validation.json``.
 """
 
 from __future__ import annotations
@@ -97,6 +99,7 @@ def assemble(run: Run, groups, snapshot: Path) -> Path:
         "overshadowed_waiting": run.meta.get("overshadowed_waiting", {}),
         "unlisted": run.meta.get("unlisted", {}),
         "alerts": run.meta.get("alerts", []),
+        "balancer": balancer(run, tmp),
         "config": run.meta["config"],
         "ignored_config": run.meta.get("ignored_config", []),
         "whatif": load_record(run.work),
@@ -190,6 +193,29 @@ def availability(run: Run) -> dict:
     return {"deferred_drops": sum(f["deferred_drops"] for f in facts),
             "deferred_segments": sum(f["deferred_segments"] for f in facts),
             "deferred_examples": sorted(x for f in facts for x in f.get("deferred_examples", []))[:5]}
+
+
+def balancer(run: Run, plan: Path) -> dict:
+    """The balancing strategy's part of the summary, and the balancer state the next run starts
+    from (ALGORITHM.md "The result"): written to ``WORK/``:data:`NEXT_STATE_FILE` always (a
+    simulation's next run reads it there) and to ``plan/balancer_state.json`` unless the run is a
+    what-if (a what-if uses the state without writing it back). ``strategy``; ``pairs`` (the
+    ``avgShedder`` pairs of stage 7, ``kernels.shedding.pair_record``s, by tier then widest
+    difference; empty for ``cost``); ``previous_counts`` (the hit counts the run started from,
+    ``{tier: [[server, server, n], …]}``); ``state_warning`` (why a state given was not used);
+    ``state_written`` (into the plan)."""
+    from segment_balancer.planner.balancer_state import NEXT_STATE_FILE, STATE_FILE, BalancerState
+    from segment_balancer.planner.stages.s07_balancing import PAIRS_FACT
+
+    pairs = [p for f in run.step_facts() for p in f.get(PAIRS_FACT, [])]
+    given = run.meta.get("balancer_state", {})
+    whatif = load_record(run.work) is not None
+    state = BalancerState.from_pairs(run.meta["cluster"], int(run.meta["now_ms"]), pairs)
+    write_json_atomic(state.to_dict(), run.work / NEXT_STATE_FILE)
+    if not whatif:
+        write_json_atomic(state.to_dict(), plan / STATE_FILE)
+    return {"strategy": run.config.balancer_strategy, "pairs": pairs, "previous_counts": given.get("counts", {}),
+            "state_warning": given.get("warning"), "state_written": not whatif}
 
 
 def _flatten(path: Path) -> None:

@@ -222,6 +222,9 @@ def prepare(spark, snapshot: Path, work: Path, overrides: dict | None = None) ->
         "unlisted": _unlisted_counts(found),
         "overshadowed_waiting": _waiting_counts(found),
     }
+    meta["balancer_state"] = previous_balancer_state(work, config, smeta)
+    if meta["balancer_state"]["warning"]:
+        meta["alerts"].append({"kind": "balancer_state", "message": meta["balancer_state"]["warning"]})
     for entry in unknown_keys(config):
         meta["alerts"].append({"kind": "unknown_config_key", "key": entry["key"],
                                "message": f"{CONFIG_FILE} has key {entry['key']!r}: {entry['note']}"})
@@ -231,6 +234,22 @@ def prepare(spark, snapshot: Path, work: Path, overrides: dict | None = None) ->
                                "message": f"the input's overshadowed flag disagrees with the computed timeline for {n} segments; the timeline wins"})
     write_json_atomic(meta, prepared / "meta.json")
     return {"stage": 0, "groups": G.encode_all(groups)}
+
+
+def previous_balancer_state(work: Path, config, smeta) -> dict:
+    """What the run starts from of the previous plan's balancer state (``WORK/`` +
+    :data:`~segment_balancer.planner.balancer_state.PREVIOUS_FILE`, when the run was given one),
+    for ``meta.json``: ``counts`` (``{tier: [[server, server, hit_count], …]}``) and ``warning`` (why
+    a state given was not used, for the report; None). Read
+    only for the ``avgShedder`` strategy, the one that uses it; never raises."""
+    from segment_balancer.planner.balancer_state import counts_to_json, read_previous
+
+    if config.balancer_strategy != "avgShedder":
+        return {"counts": {}, "warning": None}
+    counts, warning = read_previous(work, smeta.cluster, smeta.snapshot_time_ms)
+    if warning:
+        log.warning("balancer state: %s", warning)
+    return {"counts": counts_to_json(counts), "warning": warning}
 
 
 def _servers_frame(servers, decommissioning: set[str]):

@@ -13,7 +13,7 @@ from pyroaring import BitMap
 from segment_balancer.planner.stages.run import Body
 from segment_balancer.spark import callbacks, tierpass, unload
 from segment_balancer.spark.state_store import conform
-from segment_balancer.spark.workdir import OUT_FIELDS, Run
+from segment_balancer.spark.workdir import OUT_FIELDS, Run, read_output
 
 
 class SparkStageRun(Run):
@@ -29,6 +29,15 @@ class SparkStageRun(Run):
                ) -> dict[str, BitMap]:
         """:func:`.tierpass.finish` on this run."""
         return tierpass.finish(self, stage, step, result, drops, facts)
+
+    def pass_rows(self, result: tierpass.PassResult, kind: str) -> list[dict]:
+        """The ``kind`` rows of the pass's output files, read with pyarrow on the driver (no Spark
+        job), their ``detail`` parsed, by tier (a tier's rows in the order its kernel returned them)."""
+        import json
+
+        rows = read_output(self.work_uri, result.out_dir, ["tier", "detail"], kind)
+        pairs = zip(rows.column("tier").to_pylist(), rows.column("detail").to_pylist())
+        return [json.loads(d) for _, d in sorted(pairs, key=lambda td: td[0])]
 
     def callback_drops(self, result: tierpass.PassResult):
         """:func:`.callbacks.callback_drops` over the pass's output (a Spark DataFrame of

@@ -1,6 +1,6 @@
 """Command line: the same applications as the DAG, in one Spark session.
 
-``python -m segment_balancer plan --snapshot DIR --out DIR [--config FILE.json] [--work DIR] [--decommission SERVER] [--remove SERVER] [--add TIER:COUNT:MAX_SIZE_BYTES]``
+``python -m segment_balancer plan --snapshot DIR --out DIR [--config FILE.json] [--work DIR] [--balancer-state FILE] [--decommission SERVER] [--remove SERVER] [--add TIER:COUNT:MAX_SIZE_BYTES]``
 ``python -m segment_balancer explain --plan PLAN_DIR --segment ID [--json]``
 ``python -m segment_balancer explain --snapshot DIR --segment ID [--tier T] [--config FILE.json]``
 ``python -m segment_balancer summary PLAN_DIR``
@@ -160,7 +160,7 @@ def _run_spark_command(spark, args, overrides: dict | None) -> None:
         from segment_balancer.tools.whatif import WhatIf, parse_add
 
         edits = WhatIf.parse(args.decommission, args.remove, [parse_add(a) for a in args.add])
-        run_plan(spark, args.snapshot, args.out, overrides, args.work, edits)
+        run_plan(spark, args.snapshot, args.out, overrides, args.work, edits, args.balancer_state)
         print_summary(args.out)
     elif args.command == "simulate":
         from segment_balancer.tools.simulate import simulate, simulate_margins
@@ -184,6 +184,9 @@ def _parser() -> argparse.ArgumentParser:
     plan.add_argument("--config", type=Path, help="JSON object of dynamic config overrides")
     plan.add_argument("--work", type=Path, help="keep the work directory here (default: a temporary one)")
     plan.add_argument("--remote", metavar="URL", help=REMOTE_HELP)
+    plan.add_argument("--balancer-state", type=Path, metavar="FILE",
+                      help="the balancer_state.json of the previous plan of the cluster (balancerStrategy avgShedder: "
+                           "its pairs' hit counts); without it every hit count starts at 1")
     what = plan.add_argument_group("what-if edits of the cluster (applied to a copy of the snapshot)")
     what.add_argument("--decommission", action="append", default=[], metavar="SERVER",
                       help="decommission this historical too (repeatable)")
@@ -295,7 +298,7 @@ def main(argv=None) -> int:
 
             load_small_inputs(args.snapshot, overrides, f"--config {args.config}")
             # Spark (a Connect server above all) resolves paths from its own working directory.
-            for key in ("snapshot", "out", "work"):
+            for key in ("snapshot", "out", "work", "balancer_state"):
                 if getattr(args, key, None) is not None:
                     setattr(args, key, getattr(args, key).absolute())
             spark = local_session(f"segment_balancer.{args.command}", remote=args.remote)

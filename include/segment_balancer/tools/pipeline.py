@@ -12,15 +12,18 @@ from pathlib import Path
 
 
 def run_plan(spark, snapshot: Path, out: Path, overrides: dict | None = None, work: Path | None = None,
-             edits=None) -> dict:
+             edits=None, balancer_state: Path | None = None) -> dict:
     """Run every application of ``APP_NAMES`` in order, validate, and publish to ``out``.
 
     ``edits``: a ``whatif.WhatIf`` applied to a copy of ``snapshot`` first (recorded in the
-    summary's ``whatif``). Returns the plan's ``summary.json``. Raises ``SnapshotError`` (bad
+    summary's ``whatif``). ``balancer_state``: the previous plan's ``balancer_state.json`` the run
+    starts from (:func:`segment_balancer.planner.balancer_state.give_previous`; None: hit counts
+    start at 1). Returns the plan's ``summary.json``. Raises ``SnapshotError`` (bad
     input), ``WhatIfError`` (edits that do not fit the snapshot) or ``PlanValidationError``
     (nothing published, an earlier plan at ``out`` untouched).
     """
     from segment_balancer.plan.publish import publish_plan
+    from segment_balancer.planner.balancer_state import give_previous
     from segment_balancer.plan.validation import import_in_background, require_valid
     from segment_balancer.planner.stages import APP_NAMES
     from segment_balancer.spark.apps import run_app
@@ -34,6 +37,7 @@ def run_plan(spark, snapshot: Path, out: Path, overrides: dict | None = None, wo
     try:
         if edits is not None:
             snapshot, overrides = apply_to_run(snapshot, work, edits, overrides)
+        give_previous(balancer_state, work)
         xcom = None
         for name in APP_NAMES:
             log.info("running %s", name)

@@ -44,6 +44,7 @@ import pandas as pd
 from segment_balancer.common.files import link_or_copy, write_json_atomic, write_text_atomic
 from segment_balancer.druid.instants import format_instant_ms, parse_instant_ms
 from segment_balancer.plan.report import MARGINS_FILE, margin_name, write_simulation_report
+from segment_balancer.planner.balancer_state import NEXT_STATE_FILE, STATE_FILE
 
 log = logging.getLogger(__name__)
 
@@ -250,13 +251,17 @@ def run_row(run: int, snapshot: Path, summary: dict, applied: Applied, ops: pd.D
 
 def simulate(spark, snapshot: Path, out: Path, runs: int, overrides: dict | None = None, *,
              loads_per_run: int | None = None, load_failure_rate: float = 0.0, seed: int = 0,
-             first_plan: Path | None = None, first_work: Path | None = None) -> pd.DataFrame:
+             first_plan: Path | None = None, first_work: Path | None = None,
+             balancer_state: Path | None = None) -> pd.DataFrame:
     """Plan and apply ``runs`` times from ``snapshot``; returns the ``runs.csv`` frame
     (:data:`RUN_COLUMNS`, one row per run) and writes ``out/`` (module docstring).
 
     ``first_plan`` and ``first_work``: run 1's plan, already made on ``snapshot`` with ``overrides``
     (a published plan directory and the work directory it was planned in, e.g. by the DAG): run 1
     applies a copy of it instead of planning again; ``first_work`` is left as it is.
+    ``balancer_state``: the state run 1 starts from (a plan's ``balancer_state.json``); every later
+    run starts from the state the run before it left (``run-NNN/balancer_state.json``, what-if
+    runs included: a simulation is one hypothetical history).
 
     Raises ``ValueError`` for ``runs`` < 1 or only one of ``first_plan``/``first_work``, and what
     :func:`apply_plan` and ``run_plan`` raise (``SnapshotError`` on bad input, ``PlanValidationError``).
@@ -269,7 +274,7 @@ def simulate(spark, snapshot: Path, out: Path, runs: int, overrides: dict | None
         raise ValueError("first_plan and first_work go together")
     out = Path(out)
     out.mkdir(parents=True, exist_ok=True)
-    current, rows = Path(snapshot), []
+    current, rows, state = Path(snapshot), [], balancer_state
     for run in range(1, runs + 1):
         base = out / f"run-{run:03d}"
         base.mkdir(exist_ok=True)
@@ -281,7 +286,10 @@ def simulate(spark, snapshot: Path, out: Path, runs: int, overrides: dict | None
         else:
             work = base / "work"
             shutil.rmtree(work, ignore_errors=True)
-            summary = run_plan(spark, current, base / "plan", overrides, work=work)
+            summary = run_plan(spark, current, base / "plan", overrides, work=work, balancer_state=state)
+        if (work / NEXT_STATE_FILE).exists():
+            state = base / STATE_FILE
+            link_or_copy(work / NEXT_STATE_FILE, state)
         segments = pd.read_parquet(work / "prepared" / "segments.parquet",
                                    columns=["segment_id", "datasource", "start_ms", "end_ms", "size_bytes"])
         segments = segments.drop_duplicates("segment_id")

@@ -63,6 +63,10 @@ class StageRun(Protocol):
         """Commit a step: its ops (``result``'s and ``drops``') and state (``drops`` applied).
         Returns the memberships the kernels recorded."""
 
+    def pass_rows(self, result: PassResult, kind: str) -> list[dict]:
+        """The extra output rows of ``kind`` that a pass's kernels returned (their ``detail``
+        JSON, parsed), by tier: a few rows per tier, read on the driver."""
+
     def callback_drops(self, result: PassResult) -> Any:
         """The stage-3 callbacks: dependent DROPs for the loads of ``result`` where the segment is
         overreplicated in another tier (the kernel's ``over`` rows), decided per segment by
@@ -76,6 +80,16 @@ class StageRun(Protocol):
 
     def drop_served(self, stage: int, step: str, servers: list[str], reason: str) -> None:
         """DROP every used segment that ``servers`` serve with no drop, committed as one step."""
+
+
+def configured_strategy(work) -> str:
+    """The run's ``balancerStrategy`` (``prepared/meta.json`` of the work directory ``work``), for a
+    stage's ``idle`` test, which runs before any session."""
+    import json
+    from pathlib import Path
+
+    meta = json.loads((Path(work) / "prepared" / "meta.json").read_text())
+    return meta["config"].get("balancerStrategy", "cost")
 
 
 def per_tier_step(run: StageRun, groups, stage: int, kind: str, step: str,

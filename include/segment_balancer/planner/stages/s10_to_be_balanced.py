@@ -2,7 +2,8 @@
 stage 10): each holder that the stage-7 trigger (``balancingMoveTrigger``) selects moves.
 
 Reads ``ToBeBalanced[T]``; writes it (the segments fully moved leave it). Limit:
-``run.limit(10)`` (balancing queue). One Spark task per tier.
+``run.limit(10)`` (balancing queue). One Spark task per tier. With ``balancerStrategy:
+"avgShedder"`` stage 7 records no ``ToBeBalanced[T]``, so this stage has nothing to schedule.
 """
 
 from __future__ import annotations
