@@ -20,8 +20,10 @@ segment and replica files. Nothing is published.
 - **resolve_snapshot** picks the snapshot (the `snapshot` param, else the newest under
   `snapshots_root`, of the `cluster` param when set, taken at or before the run's logical date, else
   its `run_after`), creates a fresh work directory `$SEGMENT_BALANCER_HOME/runs/<run id>/work`,
-  applies the what-if edits (`whatif_*` params) to a copy of the snapshot there, and writes the config
-  overrides (`config_overrides` with the typed Coordinator config fields over it).
+  applies the what-if edits (`whatif_*` params) to a copy of the snapshot there, writes the config
+  overrides (`config_overrides` with the typed Coordinator config fields over it), and hands the run
+  the balancer state (`balancer_state.json`: the `avgShedder` hit counts) of the newest published
+  plan of the same cluster of an older snapshot that is no what-if.
 - **used_segments**, **prepare**, **stage01…13**, **assemble** run the stage applications: on the
   run's Spark Connect session (`StageConnectOperator`), or as `spark-submit` of
   `spark_apps/<name>.py` (`StageSubmitOperator`); each hands its segment groups (roaring bitsets)

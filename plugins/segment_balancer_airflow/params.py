@@ -61,6 +61,25 @@ CONFIG_KEYS: dict[str, dict[str, Any]] = {
         "type": ["null", "number"], "minimum": 0, "exclusiveMaximum": 100, "title": "balancingMinCostReductionPercent",
         "description": "How much cheaper (%) a server must be to take a balancing move from a holder; equal costs "
                        "never move; default 0."},
+    "balancerStrategy": {
+        "type": ["null", "string"], "enum": [None, "cost", "avgShedder"], "title": "balancerStrategy",
+        "values_display": {"null": "(the snapshot's; cost unless it says)", "cost": "cost (Druid's placement cost)",
+                           "avgShedder": "avgShedder (usage pairs, shed after repeated gaps)"},
+        "description": "Balancing of stages 7, 10 and 11: cost (Druid's), or avgShedder, which pairs the fullest "
+                       "historical of a tier with the emptiest and moves bytes between them once their usage gap "
+                       "has lasted several runs (hit counts carried from the previous plan of the cluster)."},
+    "avgShedderLowThresholdPercent": {
+        "type": ["null", "number"], "exclusiveMinimum": 0, "maximum": 100, "title": "avgShedderLowThresholdPercent",
+        "description": "avgShedder: a pair hits when its usage gap (points of %) is above this; default 15."},
+    "avgShedderHighThresholdPercent": {
+        "type": ["null", "number"], "exclusiveMinimum": 0, "maximum": 100, "title": "avgShedderHighThresholdPercent",
+        "description": "avgShedder: a gap above this sheds after fewer hits (at least the low threshold); default 40."},
+    "avgShedderHitCountLowThreshold": {
+        "type": ["null", "integer"], "minimum": 1, "title": "avgShedderHitCountLowThreshold",
+        "description": "avgShedder: runs in a row a gap above the low threshold must last before it sheds; default 8."},
+    "avgShedderHitCountHighThreshold": {
+        "type": ["null", "integer"], "minimum": 1, "title": "avgShedderHitCountHighThreshold",
+        "description": "avgShedder: runs in a row a gap above the high threshold must last before it sheds; default 2."},
 }
 
 

@@ -41,8 +41,11 @@ def resolve_run(params: dict, run_id: str, when: datetime, home: Path) -> dict[s
     plans on (``segment_balancer.tools.whatif.apply_to_run``); the config overrides are ``config_overrides``
     with the typed config params over it (and the decommissioned historicals added).
 
+    The balancer state of the plan this run follows is handed to it (:func:`previous_balancer_state`).
+
     Returns the XCom the stage operators read: ``snapshot`` (what the run plans on), ``work``,
-    ``config_file``, ``plan_dir``, ``publish_dir``, ``simulation_dir`` (str paths).
+    ``config_file``, ``plan_dir``, ``publish_dir``, ``simulation_dir``, ``balancer_state`` (the
+    state handed on, "" for none) (str paths).
     Raises ``NoSnapshotError`` (no snapshot there, none old enough), ``SnapshotError`` (a small
     file of the snapshot or an override refused: ``spark.prepare.load_small_inputs``), ``WhatIfError``
     (edits naming no historical of the snapshot, malformed), ``ValueError`` (config_overrides no
@@ -63,7 +66,7 @@ def resolve_run(params: dict, run_id: str, when: datetime, home: Path) -> dict[s
     # files whole; the segment and replica files are found here and checked by used_segments (Spark).
     from segment_balancer.spark.prepare import load_small_inputs
 
-    load_small_inputs(snapshot, overrides, "param config_overrides")
+    meta = load_small_inputs(snapshot, overrides, "param config_overrides")[-1]
 
     paths = run_paths(home.resolve(), run_id)
     work = paths["work"]
@@ -74,5 +77,25 @@ def resolve_run(params: dict, run_id: str, when: datetime, home: Path) -> dict[s
     planned, overrides = apply_to_run(snapshot.resolve(), work, edits, overrides)
     config_file = work / "config_overrides.json"
     config_file.write_text(json.dumps(overrides, indent=2))
+    state = previous_balancer_state(paths["publish_dir"].parent, meta.cluster, meta.snapshot_time_ms, work)
     return {"snapshot": str(planned), "work": str(work), "config_file": str(config_file),
-            "plan_dir": str(work / "plan"), **{k: str(v) for k, v in paths.items() if k != "work"}}
+            "plan_dir": str(work / "plan"), "balancer_state": str(state or ""),
+            **{k: str(v) for k, v in paths.items() if k != "work"}}
+
+
+def previous_balancer_state(plans_root: Path, cluster: str, snapshot_time_ms: int, work: Path) -> Path | None:
+    """Hand the run working in ``work`` the balancer state of the plan it follows
+    (``segment_balancer.plan.history.previous_plan``: the newest plan of ``cluster`` under
+    ``plans_root`` of an older snapshot, no what-if), and return that file; None (nothing handed,
+    hit counts start at 1) when there is no such plan or it carries no state (a plan of an earlier
+    release). A what-if run reads it too; it just does not write its own back (``assemble``)."""
+    from segment_balancer.druid.instants import format_instant_ms
+    from segment_balancer.plan.history import previous_plan
+    from segment_balancer.planner.balancer_state import STATE_FILE, give_previous
+
+    previous = previous_plan(plans_root, cluster, format_instant_ms(snapshot_time_ms))
+    state = Path(previous.path) / STATE_FILE if previous is not None else None
+    if state is not None and not state.is_file():
+        state = None
+    give_previous(state, work)
+    return state

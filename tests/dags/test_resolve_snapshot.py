@@ -122,3 +122,48 @@ def test_what_if_edits_give_an_edited_copy_and_unknown_servers_fail_first(resolv
     assert record["snapshot"] == str(snap.resolve()) and record["added"] == ["whatif-cold-1:8083"]
     with pytest.raises(InputRefused, match="'nope:8083' is no historical"):
         _call(resolve, tmp_path / "snaps", monkeypatch, tmp_path, snapshot="w", whatif_remove=["nope:8083"])
+
+
+def test_the_avg_shedder_fields_go_into_the_config(resolve, root, monkeypatch, tmp_path):
+    run = _call(resolve, root, monkeypatch, tmp_path, balancerStrategy="avgShedder", avgShedderLowThresholdPercent=10,
+                avgShedderHighThresholdPercent=30.5, avgShedderHitCountLowThreshold=4, avgShedderHitCountHighThreshold=1)
+    assert json.loads(Path(run["config_file"]).read_text()) == {
+        "balancerStrategy": "avgShedder", "avgShedderLowThresholdPercent": 10, "avgShedderHighThresholdPercent": 30.5,
+        "avgShedderHitCountLowThreshold": 4, "avgShedderHitCountHighThreshold": 1}
+
+
+def _published(plans: Path, name: str, cluster: str, when: str, whatif: bool = False, state: bool = True) -> Path:
+    """A published plan as far as history reads it (summary, validation, balancer state)."""
+    plan = plans / name
+    plan.mkdir(parents=True)
+    edits = {"decommission": ["a:8083"], "remove": [], "added": []} if whatif else None
+    (plan / "summary.json").write_text(json.dumps({
+        "cluster": cluster, "snapshot_id": f"{cluster}@{when}", "snapshot_time": when, "operations": 0, "loads": 0,
+        "drops": 0, "moves": 0, "whatif": edits}))
+    (plan / "validation.json").write_text(json.dumps({"success": True}))
+    if state:
+        (plan / "balancer_state.json").write_text(json.dumps({"from": name}))
+    return plan
+
+
+def test_a_run_is_handed_the_state_of_the_plan_of_the_snapshot_before_its_own(resolve, root, monkeypatch, tmp_path):
+    """Issue 28: the previous published plan of the cluster, of an older snapshot, not a what-if;
+    the plan of the same snapshot (a re-plan) or of a newer one (a backfill behind the schedule)
+    is not followed."""
+    plans = tmp_path / "home" / "plans"
+    _published(plans, "before", "druid", "2024-05-01T00:00:00.000Z")
+    _published(plans, "older", "druid", "2024-04-01T00:00:00.000Z")
+    _published(plans, "whatif", "druid", "2024-05-15T00:00:00.000Z", whatif=True)
+    _published(plans, "other-cluster", "test", "2024-05-20T00:00:00.000Z")
+    _published(plans, "same-snapshot", "druid", "2024-06-01T00:00:00.000Z")
+    _published(plans, "newer", "druid", "2024-07-01T00:00:00.000Z")
+    run = _call(resolve, root, monkeypatch, tmp_path, snapshot="new")  # taken 2024-06-01
+    assert run["balancer_state"] == str(plans / "before" / "balancer_state.json")
+    assert json.loads((Path(run["work"]) / "balancer_state.previous.json").read_text()) == {"from": "before"}
+    backfill = _call(resolve, root, monkeypatch, tmp_path, snapshot="old", run_id="backfill__2024-01-02")  # 2024-01-01
+    assert backfill["balancer_state"] == "" and not (Path(backfill["work"]) / "balancer_state.previous.json").exists()
+
+
+def test_a_plan_without_a_state_hands_none(resolve, root, monkeypatch, tmp_path):
+    _published(tmp_path / "home" / "plans", "before", "druid", "2024-05-01T00:00:00.000Z", state=False)
+    assert _call(resolve, root, monkeypatch, tmp_path, snapshot="new")["balancer_state"] == ""

@@ -44,7 +44,10 @@ EXPECTED_BACKFILL = {BACKFILL_FROM: "early", BACKFILL_TO: "late"}
 SECTIONS = {
     "Snapshot": ("Snapshot", "Cluster", "Snapshots root"),
     "Coordinator dynamic config": ("maxSegmentsInNodeLoadingQueue", "decommissioningNodes", "loadingMinPercent",
-                                   "balancerRandomSeed", "balancingMinCostReductionPercent", "Other config keys"),
+                                   "balancerRandomSeed", "balancingMinCostReductionPercent", "balancerStrategy",
+                                   "avgShedderLowThresholdPercent", "avgShedderHighThresholdPercent",
+                                   "avgShedderHitCountLowThreshold", "avgShedderHitCountHighThreshold",
+                                   "Other config keys"),
     "What-if: cluster edits": ("Decommission historicals", "Remove historicals (as if lost)", "Add historicals"),
     "What-if simulation": ("Simulated Coordinator runs", "Loads per historical per run", "Load failure rate"),
 }

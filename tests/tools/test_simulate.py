@@ -19,6 +19,7 @@ import pytest
 
 from druid_simulation import T1, T2, historical, wiki_segments, write_cluster
 from segment_balancer.druid.snapshot.loader import load_load_queues
+from segment_balancer.plan.explain import explain_plan, render_explain
 from segment_balancer.tools.simulate import RUN_COLUMNS, apply_plan, simulate
 
 SIZES = pd.Series({f"s{i}": 10 * i for i in range(1, 6)})
@@ -191,6 +192,20 @@ def test_avg_shedder_sheds_the_added_historical_in_runs_2_and_10(spark, tmp_path
         (historical(1), historical(4), 31.25, 7, "shed in 1 more run(s) if the gap stays above 15")]
     state = json.loads((tmp_path / "sim" / "run-010" / "plan" / "balancer_state.json").read_text())
     assert state["pairs"] == []  # both pairs shed: forgotten
+    # explain: a segment moved off hist 2, one left on it, one on the unpaired hist 0
+    plan = tmp_path / "sim" / "run-010" / "plan"
+    ops = pd.read_parquet(plan / "operations.parquet")
+    moved = ops[(ops["action"] == "DROP") & (ops["server"] == historical(2))]["segment_id"].iloc[0]
+    text = render_explain(explain_plan(plan, moved))
+    assert (f"moved off {historical(2)} to {historical(3)}: the pair {historical(2)} (62.50 %) with {historical(3)} "
+            "(31.25 %), gap 31.25 points, hit count 8; the pair shed 32,505,856,000 of the 32,768,000,000 bytes") in text
+    held = pd.read_parquet(plan / "assignment.parquet")
+    stays = sorted(set(held[held["server"] == historical(2)]["segment_id"]) - set(ops["segment_id"]))[0]
+    text = render_explain(explain_plan(plan, stays))
+    assert "not moved by avgShedder, though its holder was the higher server of a shedding pair" in text
+    assert "would take the bytes moved (32505856000) beyond 32768000000" in text
+    unpaired = sorted(set(held[held["server"] == historical(0)]["segment_id"]))[0]
+    assert f"{historical(0)} was paired with no other historical" in render_explain(explain_plan(plan, unpaired))
 
 
 @pytest.mark.simulation

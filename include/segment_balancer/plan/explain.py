@@ -113,9 +113,12 @@ OUTCOME_TEXT = {
     "already_visited": "drawn again after an earlier balancing stage had visited it",
     "deferred": "drops refused by the availability rule: fewer loaded replicas than required would remain",
     "waiting": "overshadowed, kept until a segment overshadowing it is served",
+    "shed": "moved by avgShedder: its holder was the higher server of a shedding pair, and its placement-cost "
+            "reduction ranked it among the bytes that equalise the pair",
+    "not_shed": "not moved by avgShedder, though its holder was the higher server of a shedding pair",
 }
 """One sentence per decision outcome (:mod:`segment_balancer.planner.kernels.decisions`)."""
-NOTHING_UNDONE = {"balanced", "already_visited", "excess_on_decomm"}
+NOTHING_UNDONE = {"balanced", "already_visited", "excess_on_decomm", "shed", "not_shed"}
 """Outcomes where the stage had nothing to do for the segment (the others left something undone)."""
 
 
@@ -147,7 +150,10 @@ def explain_plan(plan_dir: str | Path, segment_id: str) -> dict:
       ``operations`` (its ops of the segment: ``op_id``, ``action``, ``tier``, ``server``,
       ``queue_type``, ``reason``, ``depends_on``) and ``decisions`` (why the stage left it undone:
       ``outcome``, ``why`` (a sentence), ``tier`` and ``detail``: the servers tried and what
-      stopped each).
+      stopped each);
+    - ``strategy``: the balancing strategy (``name``) and, for ``avgShedder``, ``holders``: per
+      server that served the segment at the snapshot, its pair this run and what that meant for
+      the segment (:func:`avg_shedder_notes`).
 
     Raises ``PlanExplainError`` when the plan has no explain tables or the segment is unknown.
     Source: :mod:`segment_balancer.planner.kernels.decisions`; ALGORITHM.md "Stages".
@@ -207,7 +213,44 @@ def explain_plan(plan_dir: str | Path, segment_id: str) -> dict:
                               "operations": [{k: o[k] for k in ("op_id", "action", "tier", "server", "queue_type", "reason",
                                                                  "depends_on")} for o in mine],
                               "decisions": why})
+    balancer = json.loads((plan / "summary.json").read_text()).get("balancer") or {}
+    strategy = balancer.get("strategy", "cost")
+    out["strategy"] = {"name": strategy}
+    if strategy == "avgShedder":
+        moved = {o["server"] for o in ops if o["stage"] == 7 and o["action"] == "DROP"}
+        out["strategy"]["holders"] = avg_shedder_notes(balancer.get("pairs", []), servers_before, moved)
     return out
+
+
+def avg_shedder_notes(pairs: list[dict], servers_before: dict[str, set[str]], moved_from: set[str]) -> list[dict]:
+    """For each server that served a segment at the snapshot (``servers_before``: ``{tier: servers}``),
+    what ``avgShedder`` made of it this run: ``tier``, ``server``, ``role`` (``higher``/``lower``
+    server of a pair, or ``unpaired``), the ``pair`` (``kernels.shedding.pair_record``, or None) and
+    ``note``, a sentence: moved off it, not moved though its pair shed (the decisions say why), a
+    pair that waits (and for what), a gap too small, or segments move onto it, not off it.
+    ``moved_from``: the servers stage 7 dropped the segment from (a move's source)."""
+    notes = []
+    for tier, held in sorted(servers_before.items()):
+        for server in sorted(held):
+            pair = next((p for p in pairs if p["tier"] == tier and server in (p["high"], p["low"])), None)
+            role = "unpaired" if pair is None else "higher" if pair["high"] == server else "lower"
+            if pair is None:
+                note = (f"{server} was paired with no other historical of {tier} this run (an odd middle server, or "
+                        "too few historicals): nothing moves off it")
+            else:
+                gap = (f"pair {pair['high']} ({pair['high_score']:.2f} %) with {pair['low']} ({pair['low_score']:.2f} %), "
+                       f"gap {pair['difference']:.2f} points, hit count {pair['hit_count']}")
+                if role == "lower":
+                    note = f"{server} is the lower server of the {gap}: segments move onto it, not off it"
+                elif server in moved_from:
+                    note = (f"moved off {server} to {pair['low']}: the {gap}; the pair shed {pair['bytes_moved']:,} "
+                            f"of the {pair['bytes_to_move']:,} bytes that equalise it")
+                elif pair["sheds"]:
+                    note = f"stays on {server}: the {gap}; the pair shed, but not this segment (stage 7's decision says why)"
+                else:
+                    note = f"stays on {server}: the {gap}; {pair['waiting']}"
+            notes.append({"tier": tier, "server": server, "role": role, "pair": pair, "note": note})
+    return notes
 
 
 def render_explain(report: dict) -> str:
@@ -238,6 +281,10 @@ def render_explain(report: dict) -> str:
             label = "considered" if d["outcome"] in NOTHING_UNDONE else "why not"
             lines.append(f"  {label}{where}: {d['why']}")
             lines += _detail_lines(d["detail"])
+    strategy = report.get("strategy", {})
+    if strategy.get("name") == "avgShedder":
+        lines.append("balancing strategy avgShedder (stage 7):")
+        lines += [f"  {h['note']}" for h in strategy.get("holders", [])] or ["  the segment was served nowhere at the snapshot"]
     return "\n".join(lines)
 
 

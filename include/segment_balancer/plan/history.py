@@ -165,3 +165,22 @@ def plan_history(plans_root: str | Path, cluster: str | None = None) -> list[Pla
         if not entry.whatif:
             last[entry.cluster] = entry
     return entries[::-1]
+
+
+def previous_plan(plans_root: str | Path, cluster: str, snapshot_time: str) -> PlanEntry | None:
+    """The plan a run of ``cluster`` on the snapshot taken at ``snapshot_time`` (ISO-8601 UTC, as
+    ``summary.json`` writes it) follows: the newest published plan of that cluster without what-if
+    edits whose snapshot is older (of several plans of that snapshot, the last published). A
+    scheduled run gets the plan of the run before it; a backfill, the plan of the snapshot before
+    its own, however the runs were ordered; a second plan of one snapshot, the same plan as the
+    first (so planning a snapshot again gives the same plan). None: no such plan."""
+    older = [e for e in plan_history(plans_root, cluster)
+             if not e.whatif and e.valid and _instant(e.snapshot_time) < _instant(snapshot_time)]
+    return older[0] if older else None
+
+
+def _instant(text: str) -> int:
+    """Epoch ms of an ISO-8601 instant (``summary.json``'s ``snapshot_time``)."""
+    from segment_balancer.druid.instants import parse_instant_ms
+
+    return parse_instant_ms(text)

@@ -19,7 +19,7 @@ then :func:`apply_plan` writes the next snapshot:
 
 Segments, rules and the dynamic config are carried over unchanged. Every run's plan and the snapshot
 it produced are kept under ``out/run-NNN/``, and ``out/runs.csv`` has one row per run
-(:data:`RUN_COLUMNS`), ``out/run-NNN/historicals.csv`` the segments and bytes per historical after
+(:data:`RUN_COLUMNS`), ``out/run-NNN/historicals.csv`` the segments and bytes (and ``max_size``) per historical after
 the run; ``out/report.html`` charts the runs and links every run's plan report
 (:func:`segment_balancer.plan.report.write_simulation_report`).
 
@@ -52,13 +52,14 @@ RUN_COLUMNS = [
     "run", "snapshot_time", "operations", "loads", "drops", "moves", "balancing_moves", "balancing_bytes",
     "unreplicated_before", "underreplicated_before", "overreplicated_before", "loads_completed", "loads_failed",
     "loads_still_queued", "drops_done", "drops_cancelled", "drops_pending", "segments_max_minus_min",
-    "bytes_max_minus_min", "total_cost", "stable",
+    "bytes_max_minus_min", "usage_max_minus_min", "total_cost", "stable",
 ]
 """Columns of ``runs.csv``. ``balancing_bytes``: bytes of the balancing moves' loads (stages 7, 10,
 11); ``*_before``: the replication status the run's plan started from (``status_before`` of its
 summary, summed over tiers); ``segments_max_minus_min`` and ``bytes_max_minus_min``: after applying,
 the largest max − min of segments (of bytes) per historical over the tiers (decommissioning
-historicals left out); ``total_cost``: after applying, the cluster's total placement cost
+historicals left out); ``usage_max_minus_min``: likewise of usage, the bytes a historical
+serves as a percentage of its ``max_size`` (percentage points); ``total_cost``: after applying, the cluster's total placement cost
 (:func:`segment_balancer.planner.livecost.total_cost`, Druid's units); ``stable``: the plan had
 nothing to load and no balancing move."""
 MARGIN_KEY = "balancingMinCostReductionPercent"
@@ -73,8 +74,8 @@ CARRIED = ("segments.jsonl.gz", "segments.jsonl", "rules.json", "coordinator_con
 @dataclass
 class Applied:
     """What :func:`apply_plan` did: counts of loads completed / failed / still queued and of drops
-    done / cancelled / pending (waiting for a queued load), ``historicals`` (DataFrame ``server``, ``tier`` str, ``segments`` int64,
-    ``bytes`` int64) and ``served`` (DataFrame ``server``, ``segment_id`` str: every replica a
+    done / cancelled / pending (waiting for a queued load), ``historicals`` (DataFrame ``server``, ``tier`` str, ``max_size``,
+    ``segments`` and ``bytes`` int64) and ``served`` (DataFrame ``server``, ``segment_id`` str: every replica a
     historical serves) after the run."""
 
     loads_completed: int = 0
@@ -212,6 +213,7 @@ def apply_plan(snapshot: Path, plan: Path, sizes: pd.Series, out: Path, run: int
     applied.historicals = pd.DataFrame({
         "server": sorted(historicals),
         "tier": [historicals[n].get("tier", "_default_tier") for n in sorted(historicals)],
+        "max_size": [int(historicals[n].get("max_size") or 0) for n in sorted(historicals)],
     }).merge(per, left_on="server", right_index=True, how="left").fillna({"segments": 0, "bytes": 0}).astype(
         {"segments": "int64", "bytes": "int64"})
     return applied
@@ -228,7 +230,8 @@ def run_row(run: int, snapshot: Path, summary: dict, applied: Applied, ops: pd.D
     balancing = ops[ops["stage"].isin(BALANCING_STAGES) & (ops["action"] == "LOAD")]
     decommissioning = set(summary["config"].get("decommissioningNodes") or [])
     live = applied.historicals[~applied.historicals["server"].isin(decommissioning)]
-    spread = live.groupby("tier")[["segments", "bytes"]].agg(lambda s: int(s.max() - s.min())) if len(live) else None
+    live = live.assign(usage=100.0 * live["bytes"] / live["max_size"].where(live["max_size"] > 0))
+    spread = live.groupby("tier")[["segments", "bytes", "usage"]].agg(lambda s: s.max() - s.min()) if len(live) else None
     placed = applied.served.merge(segments, on="segment_id")
     meta = json.loads((snapshot / "snapshot.json").read_text())
     return {
@@ -243,6 +246,7 @@ def run_row(run: int, snapshot: Path, summary: dict, applied: Applied, ops: pd.D
         "drops_cancelled": applied.drops_cancelled, "drops_pending": applied.drops_pending,
         "segments_max_minus_min": int(spread["segments"].max()) if spread is not None else 0,
         "bytes_max_minus_min": int(spread["bytes"].max()) if spread is not None else 0,
+        "usage_max_minus_min": round(float(spread["usage"].max()), 4) if spread is not None and spread["usage"].notna().any() else 0.0,
         "total_cost": total_cost(placed["datasource"].to_numpy(object), placed["start_ms"].to_numpy("int64"),
                                  placed["end_ms"].to_numpy("int64"), placed["server"].to_numpy(object)),
         "stable": summary["loads"] == 0 and len(balancing) == 0,
@@ -252,7 +256,7 @@ def run_row(run: int, snapshot: Path, summary: dict, applied: Applied, ops: pd.D
 def simulate(spark, snapshot: Path, out: Path, runs: int, overrides: dict | None = None, *,
              loads_per_run: int | None = None, load_failure_rate: float = 0.0, seed: int = 0,
              first_plan: Path | None = None, first_work: Path | None = None,
-             balancer_state: Path | None = None) -> pd.DataFrame:
+             balancer_state: Path | None = None, plan_on=None) -> pd.DataFrame:
     """Plan and apply ``runs`` times from ``snapshot``; returns the ``runs.csv`` frame
     (:data:`RUN_COLUMNS`, one row per run) and writes ``out/`` (module docstring).
 
@@ -261,7 +265,10 @@ def simulate(spark, snapshot: Path, out: Path, runs: int, overrides: dict | None
     applies a copy of it instead of planning again; ``first_work`` is left as it is.
     ``balancer_state``: the state run 1 starts from (a plan's ``balancer_state.json``); every later
     run starts from the state the run before it left (``run-NNN/balancer_state.json``, what-if
-    runs included: a simulation is one hypothetical history).
+    runs included: a simulation is one hypothetical history). ``plan_on``: None, or
+    ``plan_on(run, snapshot, run_dir) -> Path``, the snapshot run ``run`` plans on instead of
+    ``snapshot`` (e.g. a copy showing a blip the cluster does not have: the plan is applied to
+    ``snapshot`` all the same; ``benchmarks/sim_strategies.py``'s jitter case).
 
     Raises ``ValueError`` for ``runs`` < 1 or only one of ``first_plan``/``first_work``, and what
     :func:`apply_plan` and ``run_plan`` raise (``SnapshotError`` on bad input, ``PlanValidationError``).
@@ -286,7 +293,8 @@ def simulate(spark, snapshot: Path, out: Path, runs: int, overrides: dict | None
         else:
             work = base / "work"
             shutil.rmtree(work, ignore_errors=True)
-            summary = run_plan(spark, current, base / "plan", overrides, work=work, balancer_state=state)
+            planned = current if plan_on is None else Path(plan_on(run, current, base))
+            summary = run_plan(spark, planned, base / "plan", overrides, work=work, balancer_state=state)
         if (work / NEXT_STATE_FILE).exists():
             state = base / STATE_FILE
             link_or_copy(work / NEXT_STATE_FILE, state)

@@ -43,9 +43,9 @@ def shed_tier(run: TierRun, population: np.ndarray, previous: Mapping[tuple[str,
     ``population``: int64 array of the tier's ``Balanceable[T]`` indexes; ``previous``: the hit
     counts of the previous run's balancer state for this tier (by ``avg_shedder.pair_key``);
     ``limit``: the stage-7 load-queue limit; thresholds as the config's ``avgShedder*`` keys.
-    Moves go through :meth:`TierRun.move` (queue type ``balancing``, reason :data:`REASON`); a
-    candidate segment of a shedding pair that is not moved gets a ``not_shed`` decision saying
-    why. Returns one dict per pair (:func:`pair_record`), widest difference first.
+    Moves go through :meth:`TierRun.move` (queue type ``balancing``, reason :data:`REASON`); every
+    candidate segment of a shedding pair gets a decision: ``shed`` (moved) or ``not_shed`` (why
+    not), with its cost reduction. Returns one dict per pair (:func:`pair_record`), widest difference first.
     """
     pairs = pair_tier(run.tier, tier_usages(run), previous, low_threshold=low_threshold,
                       high_threshold=high_threshold, hit_count_low=hit_count_low, hit_count_high=hit_count_high)
@@ -90,6 +90,8 @@ def _shed(run: TierRun, pair: Pair, candidates: np.ndarray, limit: StageLimit, s
         run.move(seg, h, l, "balancing", REASON, (0, run.tier, float(sink.next_seq())))
         moves += 1
         moved += size
+        sink.decide(idx, seg.segment_id, run.tier, "shed", reason=f"moved to {l}: {moved} of {pair.bytes_to_move} bytes "
+                    "moved so far", cost_reduction=-minus_gain, **about)
     return moves, moved
 
 
