@@ -34,7 +34,6 @@ import argparse
 import json
 import logging
 import shutil
-import subprocess
 import sys
 import tempfile
 import time
@@ -44,6 +43,7 @@ import pandas as pd
 
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT / "tests"))  # the Druid simulation clusters
+sys.path.insert(0, str(ROOT / "benchmarks"))  # sim_churn's clusters
 
 GIB = 1 << 30
 STRATEGIES = ("cost", "avgShedder")
@@ -56,16 +56,10 @@ def build_clusters(cache: Path, only: set[str] | None) -> dict[str, Path]:
     """The snapshots, made once under ``cache``."""
     from druid_simulation import historical, wiki_segments, write_cluster
 
+    import sim_churn  # druid_sample and the generated 20k cluster, made as the churn table makes them
+
     want = lambda name: not only or name in only  # noqa: E731
-    out: dict[str, Path] = {}
-    if want("druid_sample"):
-        out["druid_sample"] = ROOT / "include" / "segment_balancer" / "snapshots" / "druid_sample"
-    if want("generated-20k"):
-        snap = cache / "generated-20000"
-        if not (snap / "snapshot.json").exists():
-            subprocess.run([sys.executable, "-m", "segment_balancer", "generate", str(snap), "--segments", "20000"],
-                           check=True, stdout=subprocess.DEVNULL)
-        out["generated-20k"] = snap
+    out = sim_churn.build_clusters(cache, {n for n in ("druid_sample", "generated-20k") if want(n)} or {"none"})
     wiki = wiki_segments()
     clusters = {
         "fresh": ({historical(i): [] for i in range(5)}, 200),

@@ -109,13 +109,26 @@ def test_decommissioning_one_more_historical_moves_its_segments_off_in_stage_5(s
     assert summary["config"]["decommissioningNodes"] == ["a:8083"]
     assert summary["whatif"] == {"decommission": ["a:8083"], "remove": [], "add": [], "added": [],
                                  "snapshot": str(snap)}
+    # a plan hands its balancer state on (no pairs under cost); a what-if writes none back
+    assert json.loads((tmp_path / "baseline" / "balancer_state.json").read_text())["pairs"] == []
+    assert not (tmp_path / "plan" / "balancer_state.json").exists() and not summary["balancer"]["state_written"]
 
 
 def test_removing_a_historical_loads_its_segments_elsewhere_in_stage_1(spark, tmp_path):
+    """With ``avgShedder`` too: the pair (b, c) is 1 point apart after stage 1 (b 200 bytes of
+    10 000, c 100): no hit; the what-if read the state it was given and writes none back."""
+    from segment_balancer.planner.balancer_state import BalancerState
     from segment_balancer.tools.pipeline import run_plan
 
     snap = write_cluster(tmp_path / "snap")
-    summary = run_plan(spark, snap, tmp_path / "plan", edits=WhatIf.parse(remove=["a:8083"]))
+    state = BalancerState("w", 0, {"_default_tier": {("b:8083", "c:8083"): 3}}).write(tmp_path / "previous")
+    summary = run_plan(spark, snap, tmp_path / "plan", {"balancerStrategy": "avgShedder"},
+                       edits=WhatIf.parse(remove=["a:8083"]), balancer_state=state)
     assert ops_of(tmp_path / "plan") == [(1, "LOAD", "loading", "s1", "c", None), (1, "LOAD", "loading", "s0", "b", None)]
     assert summary["status_before"]["unreplicated"] == 2
     assert summary["whatif"]["remove"] == ["a:8083"]
+    balancer = summary["balancer"]
+    assert balancer["previous_counts"] == {"_default_tier": [["b:8083", "c:8083", 3]]} and balancer["state_warning"] is None
+    assert [(p["high"], p["low"], p["difference"], p["hit_count"]) for p in balancer["pairs"]] == [
+        ("b:8083", "c:8083", 1.0, 0)]
+    assert not (tmp_path / "plan" / "balancer_state.json").exists() and not balancer["state_written"]

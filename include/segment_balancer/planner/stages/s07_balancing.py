@@ -32,7 +32,7 @@ def idle(groups, work) -> bool:
     """Cost: nothing is balanceable. ``avgShedder`` always runs: every run counts its pairs' hits."""
     if configured_strategy(work) == "avgShedder":
         return False
-    return not any(len(bm) for name, bm in groups.items() if split_group_name(name)[0] in ("Balanceable",))
+    return not any(len(bm) for name, bm in groups.items() if split_group_name(name)[0] == "Balanceable")
 
 
 def stage(run: StageRun, groups) -> None:
