@@ -23,8 +23,8 @@ def run_plan(spark, snapshot: Path, out: Path, overrides: dict | None = None, wo
     (nothing published, an earlier plan at ``out`` untouched).
     """
     from segment_balancer.plan.publish import publish_plan
-    from segment_balancer.planner.balancer_state import give_previous
     from segment_balancer.plan.validation import import_in_background, require_valid
+    from segment_balancer.planner.balancer_state import give_previous
     from segment_balancer.planner.stages import APP_NAMES
     from segment_balancer.spark.apps import run_app
     from segment_balancer.tools.whatif import apply_to_run
