@@ -106,6 +106,16 @@ def jitter(run: int, snapshot: Path, run_dir: Path) -> Path:
     return copy
 
 
+def usage_spread(sim: Path, run: int) -> dict[str, float]:
+    """``{tier: max − min usage}`` (percentage points of ``max_size``) over the tier's historicals
+    after ``run`` (``run-NNN/historicals.csv``), the decommissioning ones left out."""
+    held = pd.read_csv(sim / f"run-{run:03d}" / "historicals.csv")
+    servers = json.loads((sim / f"run-{run:03d}" / "plan" / "summary.json").read_text()).get("servers", [])
+    held = held[~held["server"].isin({s["server"] for s in servers if s["decommissioning"]}) & (held["max_size"] > 0)]
+    usage = 100.0 * held["bytes"] / held["max_size"]
+    return {tier: float(part.max() - part.min()) for tier, part in usage.groupby(held["tier"])}
+
+
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--runs", type=int, default=10)
@@ -143,13 +153,15 @@ def main() -> int:
             if not path.is_file():
                 continue
             runs = pd.read_csv(path)
+            unit = 10 ** max(0, len(str(int(runs["total_cost"].max()))) - 3)  # three digits
             rows.append({
                 "cluster": name, "strategy": strategy,
                 "balancing moves per run": " ".join(str(int(v)) for v in runs["balancing_moves"]),
                 "GiB moved per run": " ".join(f"{v / GIB:.0f}" for v in runs["balancing_bytes"]),
-                "max-min usage % per run": " ".join(f"{v:.1f}" for v in runs["usage_max_minus_min"]),
-                "total cost after runs 1, 5, 10": " ".join(f"{runs['total_cost'].iloc[i]:.4g}"
-                                                           for i in (0, len(runs) // 2 - 1, len(runs) - 1)),
+                "max-min usage % per run (widest tier)": " ".join(f"{v:.1f}" for v in runs["usage_max_minus_min"]),
+                "max-min usage % per tier after the last run": " ".join(
+                    f"{t} {v:.1f}" for t, v in sorted(usage_spread(path.parent, len(runs)).items())),
+                "total cost per run": f"(x {unit:.0e}) " + " ".join(f"{v / unit:.0f}" for v in runs["total_cost"]),
                 "moves in all": int(runs["balancing_moves"].sum()),
                 "GiB in all": f"{runs['balancing_bytes'].sum() / GIB:.0f}",
             })
