@@ -67,8 +67,9 @@ def test_every_load_completes_then_the_drops_happen(tmp_path):
     assert (applied.loads_completed, applied.loads_failed, applied.loads_still_queued) == (3, 0, 0)
     assert (applied.drops_done, applied.drops_cancelled) == (3, 0)
     assert json.loads((tmp_path / "next" / "snapshot.json").read_text())["snapshot_time"] == "2022-01-01T00:01:00.000Z"
-    assert applied.historicals.to_dict("records") == [{"server": "a", "tier": "t", "segments": 1, "bytes": 50},
-                                                      {"server": "b", "tier": "t", "segments": 2, "bytes": 50}]
+    assert applied.historicals.to_dict("records") == [
+        {"server": "a", "tier": "t", "max_size": 1000, "segments": 1, "bytes": 50},
+        {"server": "b", "tier": "t", "max_size": 1000, "segments": 2, "bytes": 50}]
 
 
 def test_loads_not_reached_stay_queued_and_their_moves_wait(tmp_path):
@@ -182,6 +183,9 @@ def test_avg_shedder_sheds_the_added_historical_in_runs_2_and_10(spark, tmp_path
     runs = simulate(spark, snap, tmp_path / "sim", 10, {"balancerStrategy": "avgShedder"})
     assert list(runs["balancing_moves"]) == [0, 125, 0, 0, 0, 0, 0, 0, 0, 124]
     assert list(runs["operations"]) == [0, 250, 0, 0, 0, 0, 0, 0, 0, 248]  # a move is a load and a dependent drop
+    # usage max − min: 62.5 − 0; then 62.5 − 31.25 (125 of 400 segments' room); after run 10 the
+    # untouched hist 0 at 62.5 against 187 segments' 46.75
+    assert list(runs["usage_max_minus_min"]) == [62.5] + [31.25] * 8 + [15.75]
     assert per_historical(tmp_path / "sim", 2) == {**{historical(i): 250 for i in range(3)}, historical(3): 125,
                                                    historical(4): 125}
     assert per_historical(tmp_path / "sim", 10) == {historical(0): 250, historical(1): 188, historical(2): 188,
