@@ -63,3 +63,12 @@ def write_cluster(snap: Path, segments: list[dict], served: dict[str, list[int]]
     (snap / "coordinator_config.json").write_text(json.dumps(config or {"maxSegmentsInNodeLoadingQueue": 0}))
     (snap / "snapshot.json").write_text(json.dumps({"snapshot_time": "2022-06-01T00:00:00.000Z", "cluster": "druid-sim"}))
     return snap
+
+
+def per_historical(sim: Path, run: int) -> dict[str, int]:
+    """Segments per historical after simulated run ``run`` of the simulation in ``sim``
+    (``run-NNN/historicals.csv``)."""
+    import pandas as pd
+
+    frame = pd.read_csv(sim / f"run-{run:03d}" / "historicals.csv")
+    return dict(zip(frame["server"], frame["segments"]))
