@@ -73,14 +73,19 @@ def build_clusters(cache: Path, only: set[str] | None) -> dict[str, Path]:
     return out
 
 
-def per_tier_spread(sim: Path, run: int) -> dict[str, tuple[int, float]]:
-    """``{tier: (max − min segments, max − min GiB)}`` over the historicals after ``run``, the
-    decommissioning ones left out (as ``runs.csv`` does: they are being emptied)."""
+def live_historicals(sim: Path, run: int) -> pd.DataFrame:
+    """``run-NNN/historicals.csv`` of a simulation (segments and bytes per historical after ``run``)
+    without the decommissioning historicals (as ``runs.csv`` leaves them out: they are being emptied)."""
     import json
 
     held = pd.read_csv(sim / f"run-{run:03d}" / "historicals.csv")
     servers = json.loads((sim / f"run-{run:03d}" / "plan" / "summary.json").read_text()).get("servers", [])
-    held = held[~held["server"].isin({s["server"] for s in servers if s["decommissioning"]})]
+    return held[~held["server"].isin({s["server"] for s in servers if s["decommissioning"]})]
+
+
+def per_tier_spread(sim: Path, run: int) -> dict[str, tuple[int, float]]:
+    """``{tier: (max − min segments, max − min GiB)}`` over the live historicals after ``run``."""
+    held = live_historicals(sim, run)
     return {tier: (int(p["segments"].max() - p["segments"].min()), (p["bytes"].max() - p["bytes"].min()) / GIB)
             for tier, p in held.groupby("tier")}
 

@@ -108,10 +108,11 @@ def jitter(run: int, snapshot: Path, run_dir: Path) -> Path:
 
 def usage_spread(sim: Path, run: int) -> dict[str, float]:
     """``{tier: max − min usage}`` (percentage points of ``max_size``) over the tier's historicals
-    after ``run`` (``run-NNN/historicals.csv``), the decommissioning ones left out."""
-    held = pd.read_csv(sim / f"run-{run:03d}" / "historicals.csv")
-    servers = json.loads((sim / f"run-{run:03d}" / "plan" / "summary.json").read_text()).get("servers", [])
-    held = held[~held["server"].isin({s["server"] for s in servers if s["decommissioning"]}) & (held["max_size"] > 0)]
+    after ``run``, the decommissioning ones left out (``sim_churn.live_historicals``)."""
+    from sim_churn import live_historicals
+
+    held = live_historicals(sim, run)
+    held = held[held["max_size"] > 0]
     usage = 100.0 * held["bytes"] / held["max_size"]
     return {tier: float(part.max() - part.min()) for tier, part in usage.groupby(held["tier"])}
 
