@@ -386,6 +386,7 @@ class TierRun:
             "load_type": reps["load_type"].to_numpy(object)[order],
             "dropping": reps["dropping"].astype("boolean").fillna(False).to_numpy(bool)[order],
             "drop_dependent": reps["drop_dependent"].astype("boolean").fillna(False).to_numpy(bool)[order],
+            "size_bytes": reps["size_bytes"].to_numpy(np.int64)[order],
         }
         self._touched: dict[int, SegmentInTier] = {}
         self._dirty = False
@@ -476,9 +477,8 @@ class TierRun:
         live state (ALGORITHM.md "Balancing strategy ``avgShedder``", the score)."""
         r = self._rep_cols
         touched = np.fromiter(self._touched, dtype=np.int64, count=len(self._touched))
-        sizes = self._reps["size_bytes"].to_numpy(np.int64)[np.argsort(self._reps["idx"].to_numpy(np.int64), kind="stable")]
         gone = r["dropping"] & (r["served"] | pd.notna(r["load_type"])) & ~np.isin(self._rep_idx_sorted, touched)
-        freed = pd.Series(sizes[gone]).groupby(r["server"][gone]).sum().to_dict() if gone.any() else {}
+        freed = pd.Series(r["size_bytes"][gone]).groupby(r["server"][gone]).sum().to_dict() if gone.any() else {}
         for s in self._touched.values():
             for rep in s.replicas.values():
                 if rep.dropping and (rep.served or rep.load_type is not None):
