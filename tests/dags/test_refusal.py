@@ -5,7 +5,6 @@ nothing is published (issue 27, ``segment_balancer_airflow.refusal``)."""
 from __future__ import annotations
 
 import json
-import os
 import shutil
 from pathlib import Path
 
@@ -17,6 +16,8 @@ def test_a_bad_snapshot_fails_resolve_snapshot_at_once_in_one_line(airflow_home,
     from airflow.dag_processing.dagbag import DagBag
 
     monkeypatch.setenv("AIRFLOW__SEGMENT_BALANCER__SPARK_MODE", "spark-submit")  # no Connect session to release
+    home = tmp_path / "home"  # its own: other tests of this session publish plans under the shared one
+    monkeypatch.setenv("SEGMENT_BALANCER_HOME", str(home))
     snap = tmp_path / "snap"
     shutil.copytree(SAMPLE, snap)
     rows = json.loads((snap / "servers.json").read_text())
@@ -32,4 +33,4 @@ def test_a_bad_snapshot_fails_resolve_snapshot_at_once_in_one_line(airflow_home,
     assert tis["resolve_snapshot"].state == "failed" and tis["resolve_snapshot"].try_number == 1
     assert "input refused: servers.json row 1: max_size must be >= 0, got -5" in text
     assert "Traceback" not in text
-    assert not (Path(os.environ["SEGMENT_BALANCER_HOME"]) / "plans").exists()
+    assert not (home / "plans").exists()
