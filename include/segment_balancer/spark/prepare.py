@@ -335,7 +335,8 @@ def _mark_broadcast_only(servers_pdf, per_server: list[dict]):
     """Adds ``projected_size`` (current + queued loads, bytes) and ``broadcast_only``."""
     import pandas as pd
 
-    per = pd.DataFrame(per_server, columns=["server", "queued_bytes", "non_broadcast"])
+    per = pd.DataFrame(per_server, columns=["server", "queued_bytes", "non_broadcast"]).astype(
+        {"queued_bytes": "int64", "non_broadcast": "int64"})  # typed even when empty: no object-dtype fillna
     out = servers_pdf.merge(per, on="server", how="left").fillna({"queued_bytes": 0, "non_broadcast": 0})
     out["projected_size"] = (out["current_size"] + out["queued_bytes"]).astype("int64")
     out["broadcast_only"] = out["decommissioning"] & (out["non_broadcast"] == 0)
