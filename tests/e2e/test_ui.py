@@ -161,6 +161,17 @@ def test_trigger_form_and_run(page, deployment, artifacts):
         if section == "Coordinator dynamic config":  # numbers are spin buttons, lists one-per-line text areas
             expect(dialog.get_by_role("spinbutton", name="maxSegmentsInNodeLoadingQueue")).to_have_value("")
             expect(dialog.locator("textarea#element_decommissioningNodes")).to_be_visible()
+            # the strategy is a choice: its list offers both strategies; choosing the default again
+            # closes it (Escape would close the whole dialog) and leaves the param unset
+            dialog.get_by_role("combobox", name="balancerStrategy").click()
+            options = page.get_by_role("option")
+            expect(options).to_have_text(["(the snapshot's; cost unless it says)", "cost (Druid's placement cost)",
+                                          "avgShedder (usage pairs, shed after repeated gaps)"])
+            shot(page, artifacts, "03c-trigger-form-strategy")
+            options.first.click()
+            expect(options).to_have_count(0)
+            expect(dialog).to_be_visible()
+            expect(dialog.locator("input[name=element_balancerStrategy]")).to_have_value("__null__")
         if section == "What-if: cluster edits":
             expect(dialog.locator("textarea#element_whatif_decommission")).to_have_value("")
         if section == "What-if simulation":
