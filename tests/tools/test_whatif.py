@@ -115,8 +115,18 @@ def test_decommissioning_one_more_historical_moves_its_segments_off_in_stage_5(s
 
 
 def test_removing_a_historical_loads_its_segments_elsewhere_in_stage_1(spark, tmp_path):
-    """With ``avgShedder`` too: the pair (b, c) is 1 point apart after stage 1 (b 200 bytes of
-    10 000, c 100): no hit; the what-if read the state it was given and writes none back."""
+    from segment_balancer.tools.pipeline import run_plan
+
+    snap = write_cluster(tmp_path / "snap")
+    summary = run_plan(spark, snap, tmp_path / "plan", edits=WhatIf.parse(remove=["a:8083"]))
+    assert ops_of(tmp_path / "plan") == [(1, "LOAD", "loading", "s1", "c", None), (1, "LOAD", "loading", "s0", "b", None)]
+    assert summary["status_before"]["unreplicated"] == 2
+    assert summary["whatif"]["remove"] == ["a:8083"]
+
+
+def test_a_what_if_under_avg_shedder_reads_the_state_and_writes_none_back(spark, tmp_path):
+    """The same removal with ``avgShedder``: the pair (b, c) is 1 point apart after stage 1 (b 200
+    bytes of 10 000, c 100): no hit; the what-if read the state it was given and writes none back."""
     from segment_balancer.planner.balancer_state import BalancerState
     from segment_balancer.tools.pipeline import run_plan
 
@@ -125,8 +135,6 @@ def test_removing_a_historical_loads_its_segments_elsewhere_in_stage_1(spark, tm
     summary = run_plan(spark, snap, tmp_path / "plan", {"balancerStrategy": "avgShedder"},
                        edits=WhatIf.parse(remove=["a:8083"]), balancer_state=state)
     assert ops_of(tmp_path / "plan") == [(1, "LOAD", "loading", "s1", "c", None), (1, "LOAD", "loading", "s0", "b", None)]
-    assert summary["status_before"]["unreplicated"] == 2
-    assert summary["whatif"]["remove"] == ["a:8083"]
     balancer = summary["balancer"]
     assert balancer["previous_counts"] == {"_default_tier": [["b:8083", "c:8083", 3]]} and balancer["state_warning"] is None
     assert [(p["high"], p["low"], p["difference"], p["hit_count"]) for p in balancer["pairs"]] == [
