@@ -1,4 +1,5 @@
-"""The run state of a tier (segment_balancer.planner.runstate.TierRun): live ranking, the mutators, rows.
+"""The run state of a tier (segment_balancer.planner.runstate.TierRun): live ranking, the mutators, the
+state a step leaves.
 
 Costs are checked against the pair-by-pair ranking (``ranking.rank_one``) on the hand example of
 ``test_ranking`` (values worked by hand there) and on random clusters; the mutators against counts
@@ -15,7 +16,7 @@ from test_ranking import C_SAME_DAY, EXPECTED, PROJECTED, SEGMENTS, SERVERS, pla
 
 from segment_balancer.planner.config import build_config
 from segment_balancer.planner.kernels.loading import load_unreplicated
-from segment_balancer.planner.runstate import OpSink, STATE_COLUMNS, StageLimit, TierRun, state_frame
+from segment_balancer.planner.runstate import NO_LOAD, QUEUE_CODES, STATE_COLUMNS, OpSink, StageLimit, TierRun, state_frame
 
 NUM_BEST = build_config({}).num_best_servers
 
@@ -31,7 +32,7 @@ def tier_from(segments, projected, servers, tier):
                  for s, t, j in projected if t == tier and j == i]
     srv = pd.DataFrame([{"server": s, "tier": t, "max_size": a, "current_size": 0, "priority": 0, "decommissioning": d}
                         for s, t, a, d in servers if t == tier])
-    return TierRun(tier, state_frame(pd.DataFrame(rows)), srv, NUM_BEST)
+    return TierRun.from_rows(tier, state_frame(pd.DataFrame(rows)), srv, NUM_BEST)
 
 
 def test_live_ranking_of_the_hand_example():
@@ -92,25 +93,35 @@ def test_a_move_is_a_load_and_a_drop_that_waits_for_it():
         run.move(x, "s5", "s6", "balancing", "balancing", (0, "hot", 8.0))
 
 
-def test_rows_write_back_what_changed_and_keep_the_rest():
+def test_the_state_after_a_step_is_the_start_state_with_its_ops_and_top_b():
     run = tier_from(SEGMENTS, PROJECTED, SERVERS, "hot")
-    before = run.rows()
+    start = run.state()
     x = run.segment(1)
     run.top_b(x)
     run.load(x, "s5", "loading", "test", (1, "", 1))
     run.drop(x, "s1", "test", (1, "", 2))
-    after = run.rows()
-    assert list(after.columns) == STATE_COLUMNS and len(after) == len(before) + 1
+    live = run.state()
+    after = live.rows(run.table)
+    assert list(after.columns) == STATE_COLUMNS and len(after) == len(start.rows(run.table)) + 1
     mine = after[(after["idx"] == 1) & (after["kind"] == "replica")].set_index("server")
     assert mine.loc["s5", "load_type"] == "loading" and not mine.loc["s5", "served"]
     assert mine.loc["s1", "dropping"] and mine.loc["s1", "served"]
     assert after[(after["idx"] == 1) & (after["kind"] == "segment")]["topb"].iloc[0].split(",") == x.topb
-    # A TierRun built from the rows sees the same state.
-    again = TierRun("hot", after, run_servers(), NUM_BEST)
+    # What a step writes (its ops and top B), replayed onto the start state, is the live state.
+    code = {name: i for i, name in enumerate(start.servers)}
+    ops = run.sink.ops
+    replayed = start.apply([o.code for o in ops], [code[o.server] for o in ops], [o.action == "LOAD" for o in ops],
+                           [QUEUE_CODES.get(o.queue_type, NO_LOAD) for o in ops], [o.dep_server is not None for o in ops]
+                           ).with_topb(run.new_topb())
+    assert run.new_topb() == {1: x.topb}
+    key = lambda f: f.sort_values(["kind", "idx", "server"]).reset_index(drop=True)  # noqa: E731
+    pd.testing.assert_frame_equal(key(replayed.rows(run.table)), key(after))
+    # A TierRun built from it sees the same state.
+    again = TierRun(replayed, run.table, run_servers(), NUM_BEST)
     assert again.segment(1).count() == 2 and again.segment(1).topb == x.topb
     assert again.servers["s5"].loads["loading"] == 1
-    untouched = lambda f: f[f["idx"] != 1].sort_values(["kind", "idx", "server"]).reset_index(drop=True)  # noqa: E731
-    pd.testing.assert_frame_equal(untouched(after), untouched(before))
+    untouched = lambda f: key(f[f["idx"] != 1])  # noqa: E731
+    pd.testing.assert_frame_equal(untouched(after), untouched(start.rows(run.table)))
 
 
 def test_reading_segments_changes_nothing_a_cached_top_b_or_an_op_does():
@@ -147,7 +158,7 @@ def test_druid_balancing_strategies_fresh_cluster_gets_200_segments_on_each_hist
     servers = pd.DataFrame([{"server": f"historical-{i}", "tier": "T1", "max_size": 1 << 40, "current_size": 0,
                              "priority": 0, "decommissioning": False} for i in range(5)])
     sink = OpSink()
-    run = TierRun("T1", state_frame(pd.DataFrame(rows)), servers, NUM_BEST, sink=sink)
+    run = TierRun.from_rows("T1", state_frame(pd.DataFrame(rows)), servers, NUM_BEST, sink=sink)
     load_unreplicated({"T1": run}, range(1000), {"T1": 0}, StageLimit(queue_type="loading"), sink)
     per = pd.Series([o.server for o in sink.ops]).value_counts()
     assert len(sink.ops) == 1000

@@ -25,8 +25,16 @@ from __future__ import annotations
 import pandas as pd
 from pyroaring import BitMap
 
-from segment_balancer.planner.runstate import state_frame
-from segment_balancer.planner.status import combine, tier_status
+from segment_balancer.planner.runstate import state_frame, tables_from_rows
+from segment_balancer.planner.status import combine
+from segment_balancer.planner.status import tier_status as status_of_state
+
+
+def tier_status(rows, servers):
+    """:func:`status_of_state` of the one tier of ``rows``."""
+    table, states = tables_from_rows(rows)
+    [state] = states.values() if states else [None]
+    return status_of_state(state, table, servers)
 
 SERVERS = pd.DataFrame([
     {"server": "h1", "tier": "hot", "decommissioning": True, "broadcast_only": False},

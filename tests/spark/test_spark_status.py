@@ -14,7 +14,7 @@ TIERS = {"hot": {"servers": ["h1", "h2"], "segments": [(0, 2, ["h1"]), (2, 1, []
 
 def test_status_of_a_hand_made_state(spark, tmp_path):
     run = Run(spark, write_workdir(tmp_path / "work", TIERS))
-    status = status_pass(spark, run.work_uri, run.state_dirs(), run.servers_pdf)
+    status = status_pass(run)
     groups = {name: sorted(bm) for name, bm in status.groups.items()}
     # seg0: target 2 in hot, one replica; seg2: target 1, none anywhere; seg1: as many as its target
     assert groups["Unreplicated"] == [2]

@@ -20,7 +20,7 @@ def _op(action, idx, server, order, **kw):
 def _write(run, spark, stage, step, ops):
     sink = OpSink()
     sink.ops += ops
-    return run.write_ops(stage, step, spark.createDataFrame(out_frame(sink), OUT_SCHEMA), state=run.state_dirs())
+    return run.write_ops(stage, step, spark.createDataFrame(out_frame(sink), OUT_SCHEMA))
 
 
 def test_ops_are_numbered_in_scheduling_order_and_a_dependent_drop_names_its_load(spark, tmp_path):

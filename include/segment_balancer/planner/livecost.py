@@ -62,6 +62,19 @@ class IntervalKeys:
         keys = cls(distinct[:, 0].astype(np.int32), distinct[:, 1].copy(), distinct[:, 2].copy(), tuple(names.tolist()))
         return keys, key_of.reshape(-1).astype(np.int64)
 
+    @classmethod
+    def build_coded(cls, datasource: np.ndarray, start_ms: np.ndarray, end_ms: np.ndarray,
+                    names: tuple[str, ...]) -> tuple["IntervalKeys", np.ndarray]:
+        """:meth:`build` from datasource codes (int, length N) into ``names`` (sorted: codes in name
+        order give the keys :meth:`build` gives for the names)."""
+        used, local = np.unique(np.asarray(datasource, np.int64), return_inverse=True)
+        table = np.stack([local.reshape(-1).astype(np.int64), np.asarray(start_ms, np.int64),
+                          np.asarray(end_ms, np.int64)], axis=1)
+        distinct, key_of = np.unique(table, axis=0, return_inverse=True)
+        keys = cls(distinct[:, 0].astype(np.int32), distinct[:, 1].copy(), distinct[:, 2].copy(),
+                   tuple(names[int(c)] for c in used))
+        return keys, key_of.reshape(-1).astype(np.int64)
+
     def __len__(self) -> int:
         return len(self.start_ms)
 

@@ -1,35 +1,30 @@
-"""The run state: what every tier projects after the operations scheduled so far, in one place.
+"""The run state: what every tier projects after the operations scheduled so far, as integer arrays.
 
 Druid's ``ServerHolder`` + ``SegmentReplicaCount`` + ``SegmentStatusInTier`` for this run, in one
-module: the load-queue limits of a stage (:class:`StageLimit`), servers with their projected size
-and load queue per queue type (:class:`ServerHolder`), the segments of a tier with their replicas
-and per-(segment, tier) counts (:class:`SegmentInTier`), the one ``load`` and ``drop``
-(:class:`TierRun`: ``load``, ``drop``, ``move``), the drop order (:class:`DropCandidate`) and what a stage records
-(:class:`Op`, :class:`OpSink`). On disk
-(``WORK/state/<step>/tier=T/``, one parquet directory per tier; the op-log manifest maps every
-tier to its current directory) it is one table of two kinds of rows,
-``STATE_COLUMNS``:
+module:
 
-- ``kind = "segment"``: one per (used segment, tier) where the segment has a target, a replica, or
-  is broadcast: ``idx``, the segment's attributes, ``target`` (int, 0 when the rule does not name
-  the tier), ``tier_pos`` (position of the tier in the rule's ``tieredReplicants``), ``rule_kind``,
-  ``required`` and ``topb`` (string: the top ``B`` servers cached when a loading stage first
-  ranked it here, comma-separated, best first; null until then, ALGORITHM.md "Best servers"; a
-  string, not an array, because Spark hands array columns to Python row by row).
-- ``kind = "replica"``: one per (segment, server of the tier) served, loading or dropping:
-  ``served`` (bool, the snapshot's), ``load_type`` (queue type of a queued or scheduled load, null
-  for none), ``dropping`` (bool: a queued or scheduled drop), ``drop_dependent`` (bool: that drop
-  waits for a load of this run, a move's source or a stage-3 callback; null as false). ``idx`` is -1 for segments outside
-  the used set (unused, overshadowed: they still weigh on costs and sizes until dropped).
+- :class:`SegmentTable`: every segment of the snapshot by its *code*, a row number: the used
+  segments first, in the used-segment order (code = ``idx``), then the others (unused,
+  overshadowed, unlisted). Per code: datasource (an int32 code into ``datasources``, names in
+  sorted order), ``start_ms``/``end_ms`` (epoch ms), ``size_bytes``, the applying rule's kind and
+  ``required``; the segment ids are its only strings, read where an operation names them.
+- :class:`TierState`: one tier's state as numpy arrays: its segments (``code``, ``target``,
+  ``tier_pos``), its replicas (``code``, server code, ``served``, ``load`` type of a queued or
+  scheduled load, ``dropping``, ``dependent``) and the top ``B`` cached so far. ``apply`` replays
+  operations onto it with vectorised array operations.
+- :class:`TierRun`: one tier live inside a Spark task: servers with their projected size and load
+  queue per type (:class:`ServerHolder`), the replicas as growable arrays, the live placement
+  costs (:mod:`.livecost`). :meth:`TierRun.load` and :meth:`TierRun.drop` (and :meth:`TierRun.move`,
+  a load plus a dependent drop) are the only mutators: they change the replica, the server's queue
+  and projected size, the bytes it will free and the costs at once, and record the operation. A
+  segment is seen through a :class:`SegmentInTier`, a view of the arrays.
 
-``prepare`` writes the first state (:func:`segment_balancer.spark.state_store.initial_state`); every stage application reads it, runs
-its kernel per tier on a :class:`TierRun` built from the tier's rows inside a Spark task, and
-writes the tier's rows back (``TierRun.rows``). :meth:`TierRun.load` and :meth:`TierRun.drop` are
-the only mutators: they change the replica, the server's queue and projected size, and the live
-placement costs (:mod:`.livecost`) at once, and record the operation. Drops that one stage
-decides outside its tier tasks (the stage-3 callbacks, stages 12 and 13) are applied to the tiers'
-rows before the stage commits (:func:`segment_balancer.spark.tierpass.apply_drops_pass`), so they count
-there from the next stage on.
+On disk (:mod:`segment_balancer.spark.state_store`), ``prepare`` writes the start state, one
+:class:`TierState` per tier; a step writes only what it changed: its operations (the op log) and
+the top ``B`` it cached. The state after a step is the start state with every operation so far
+applied and the latest top ``B`` of each segment. :data:`STATE_FIELDS` is the state as rows (one
+per segment of a tier and one per replica, strings resolved), the form Spark SQL reads over the
+whole cluster (stage 12) and the tests write by hand.
 
 Source: ALGORITHM.md "Terms", "Best servers", "Load-queue limits", "Capacity".
 """
@@ -37,9 +32,9 @@ Source: ALGORITHM.md "Terms", "Best servers", "Load-queue limits", "Capacity".
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterable, Mapping
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import Literal
+from typing import Any, Literal
 
 import numpy as np
 import pandas as pd
@@ -49,13 +44,22 @@ from segment_balancer.planner.cost import drop_key
 from segment_balancer.planner.livecost import IntervalKeys, TierCosts
 
 STATE_FIELDS = [
-    ("tier", "string"), ("kind", "string"), ("idx", "long"), ("segment_id", "string"), ("datasource", "string"),
-    ("start_ms", "long"), ("end_ms", "long"), ("size_bytes", "long"), ("server", "string"), ("served", "boolean"),
-    ("load_type", "string"), ("dropping", "boolean"), ("drop_dependent", "boolean"), ("target", "int"), ("tier_pos", "int"),
-    ("rule_kind", "string"), ("required", "int"), ("topb", "string"),
+    ("tier", "string"), ("kind", "string"), ("idx", "long"), ("code", "long"), ("segment_id", "string"),
+    ("datasource", "string"), ("start_ms", "long"), ("end_ms", "long"), ("size_bytes", "long"), ("server", "string"),
+    ("served", "boolean"), ("load_type", "string"), ("dropping", "boolean"), ("drop_dependent", "boolean"),
+    ("target", "int"), ("tier_pos", "int"), ("rule_kind", "string"), ("required", "int"), ("topb", "string"),
 ]
+"""The run state as rows (``kind`` ``segment`` or ``replica``; ``code`` the segment's row of the
+:class:`SegmentTable`, ``idx`` -1 outside the used set; ``topb`` comma-separated)."""
 STATE_COLUMNS = [name for name, _ in STATE_FIELDS]
 
+QUEUE_CODES: dict[str, int] = {t: i for i, t in enumerate(QUEUE_TYPES)}
+"""Queue type → its int8 code in :attr:`TierState.load` (:data:`NO_LOAD` for none)."""
+NO_LOAD = -1
+RULE_KINDS = ("load", "drop", "broadcast")
+RULE_CODES: dict[str, int] = {k: i for i, k in enumerate(RULE_KINDS)}
+"""Rule kind → its int8 code in :attr:`SegmentTable.rule` (:data:`NO_RULE`: no rule applies)."""
+NO_RULE = -1
 
 @dataclass(frozen=True)
 class StageLimit:
@@ -169,12 +173,14 @@ class ServerHolder:
 @dataclass(frozen=True)
 class SegmentRef:
     """What an op names of a segment: ``idx`` (used-segment index, -1 outside the used set),
-    ``segment_id``, ``datasource``, ``size_bytes`` (bytes)."""
+    ``segment_id``, ``datasource``, ``size_bytes`` (bytes) and ``code`` (its row of the run's
+    :class:`SegmentTable`; None: ``idx``, as for every used segment)."""
 
     idx: int
     segment_id: str
     datasource: str
     size_bytes: int
+    code: int | None = None
 
 
 @dataclass
@@ -183,7 +189,7 @@ class Op:
 
     ``order``: a key that sorts the ops of one step into scheduling order across parallel tasks;
     ``dep_server``: for a dependent DROP, the server of the LOAD (same segment, same step) it waits
-    for.
+    for; ``code``: the segment's row of the run's :class:`SegmentTable` (None: ``idx``).
     """
 
     action: str
@@ -197,6 +203,7 @@ class Op:
     order: tuple
     queue_type: str | None = None
     dep_server: str | None = None
+    code: int | None = None
 
 
 class OpSink:
@@ -221,7 +228,7 @@ class OpSink:
         """Record a DROP of ``seg`` from ``server`` of ``tier`` (dependent on the LOAD on
         ``dep_server`` of the same step, if given)."""
         op = Op("DROP", seg.idx, seg.segment_id, seg.datasource, tier, server, seg.size_bytes, reason, order,
-                dep_server=dep_server)
+                dep_server=dep_server, code=seg.code)
         self.ops.append(op)
         return op
 
@@ -253,95 +260,349 @@ class DropCandidate:
     server: str
 
 
+
+
+@dataclass(frozen=True)
+class SegmentTable:
+    """Every segment of the snapshot by code (see the module docstring), read-only.
+
+    Attributes (length N, by code): ``segment_id`` (str; a pyarrow ``StringArray``, memory-mapped,
+    or a sequence), ``datasource`` (int32 code into ``datasources``, sorted names), ``start_ms``,
+    ``end_ms`` (int64 epoch ms), ``size_bytes`` (int64), ``rule`` (int8 :data:`RULE_CODES`,
+    :data:`NO_RULE`), ``required`` (int32, -1: not a load rule); ``n_used``: codes below it are
+    the used segments, code = ``idx``.
+    """
+
+    segment_id: Any
+    datasource: np.ndarray
+    start_ms: np.ndarray
+    end_ms: np.ndarray
+    size_bytes: np.ndarray
+    rule: np.ndarray
+    required: np.ndarray
+    datasources: tuple[str, ...]
+    n_used: int
+
+    def __len__(self) -> int:
+        return len(self.size_bytes)
+
+    def idx(self, code: int) -> int:
+        """The used-segment index of ``code`` (-1 outside the used set)."""
+        return int(code) if code < self.n_used else -1
+
+    def idx_of(self, codes: np.ndarray) -> np.ndarray:
+        """int64 (n,): :meth:`idx` of every code of ``codes``."""
+        codes = np.asarray(codes, np.int64)
+        return np.where(codes < self.n_used, codes, -1)
+
+    def segment_id_of(self, code: int) -> str:
+        value = self.segment_id[int(code)]
+        return value.as_py() if hasattr(value, "as_py") else str(value)
+
+    def segment_ids(self, codes: Sequence[int]) -> list[str]:
+        """The segment ids of ``codes``, in order."""
+        codes = np.asarray(codes, np.int64)
+        if type(self.segment_id).__module__.startswith("pyarrow"):
+            return self.segment_id.take(codes).to_pylist()
+        return [str(self.segment_id[int(c)]) for c in codes]
+
+    def datasource_of(self, code: int) -> str:
+        return self.datasources[int(self.datasource[code])]
+
+    def rule_kind(self, code: int) -> str | None:
+        rule = int(self.rule[code])
+        return None if rule == NO_RULE else RULE_KINDS[rule]
+
+    def required_of(self, code: int) -> int | None:
+        required = int(self.required[code])
+        return None if required < 0 else required
+
+    def ref(self, code: int) -> SegmentRef:
+        """The :class:`SegmentRef` an operation on ``code`` names."""
+        return SegmentRef(self.idx(code), self.segment_id_of(code), self.datasource_of(code),
+                          int(self.size_bytes[code]), int(code))
+
+
 @dataclass
-class Replica:
-    """One server's relation to a segment: ``served`` (the snapshot's), ``load_type`` (queued or
-    scheduled load, or None), ``dropping`` (queued or scheduled drop), ``dependent`` (that drop
-    waits for a load of this run: a move's source or a stage-3 callback)."""
+class TierState:
+    """One tier's run state as arrays (see the module docstring).
 
-    server: str
-    served: bool = False
-    load_type: str | None = None
-    dropping: bool = False
-    dependent: bool = False
+    ``servers``: the names the server codes stand for (the run's historicals, by name).
+    Segments (length n, ``seg_code`` ascending): ``seg_code`` int64 (= ``idx``: used segments with
+    a target, a replica or a broadcast rule here), ``target`` and ``tier_pos`` int32. Replicas
+    (length m, one per (segment, server) served, loading or dropping): ``rep_code`` int64 (any
+    segment), ``rep_server`` int32, ``served`` bool (the snapshot's), ``load`` int8 (queue code of
+    a queued or scheduled load, :data:`NO_LOAD`), ``dropping`` bool (a queued or scheduled drop),
+    ``dependent`` bool (that drop waits for a load of this run). ``topb``: ``{idx: [server, …]}``,
+    the top ``B`` cached so far, best first.
+    """
 
-    @property
-    def holds(self) -> bool:
-        """Counted in ``count(s, T)`` and in the projection: served or loading, not dropping."""
-        return (self.served or self.load_type is not None) and not self.dropping
+    tier: str
+    servers: tuple[str, ...]
+    seg_code: np.ndarray
+    target: np.ndarray
+    tier_pos: np.ndarray
+    rep_code: np.ndarray
+    rep_server: np.ndarray
+    served: np.ndarray
+    load: np.ndarray
+    dropping: np.ndarray
+    dependent: np.ndarray
+    topb: dict[int, list[str]] = field(default_factory=dict)
 
-    @property
-    def serving(self) -> bool:
-        """Serves the segment now with no drop of it (ALGORITHM.md ``loaded``)."""
-        return self.served and not self.dropping
+    SEGMENT_ARRAYS = ("seg_code", "target", "tier_pos")
+    REPLICA_ARRAYS = ("rep_code", "rep_server", "served", "load", "dropping", "dependent")
 
-    @property
-    def present(self) -> bool:
-        """Serves it or is loading it: never a destination for another load."""
-        return self.served or self.load_type is not None
+    def apply(self, code: np.ndarray, server: np.ndarray, is_load: np.ndarray, queue: np.ndarray,
+              dependent: np.ndarray) -> "TierState":
+        """The state after operations on this tier (arrays of length k, in op order: segment
+        ``code`` int64, ``server`` code int32, ``is_load`` bool, ``queue`` int8 queue code of a
+        LOAD, ``dependent`` bool of a DROP that waits for a load). A LOAD marks its replica loading
+        (a new replica row when the server had none of the segment); a DROP marks it dropping.
+        Raises ``ValueError`` for a DROP of a replica the state does not have."""
+        code, server = np.asarray(code, np.int64), np.asarray(server, np.int64)
+        is_load = np.asarray(is_load, bool)
+        if not len(code):
+            return self
+        width = len(self.servers) + 1
+        arrays = {name: getattr(self, name) for name in self.REPLICA_ARRAYS}
+
+        def locate(keys: np.ndarray, codes, servers) -> np.ndarray:
+            """The row of every (code, server) pair, -1 for none."""
+            want = codes * width + servers
+            if not len(keys):
+                return np.full(len(want), -1, np.int64)
+            order = np.argsort(keys, kind="stable")
+            pos = np.minimum(np.searchsorted(keys[order], want), len(keys) - 1)
+            return np.where(keys[order][pos] == want, order[pos], -1)
+
+        keys = arrays["rep_code"] * width + arrays["rep_server"]
+        lc, ls, lq = code[is_load], server[is_load], np.asarray(queue, np.int8)[is_load]
+        rows = locate(keys, lc, ls)
+        arrays = {name: a.copy() for name, a in arrays.items()}
+        arrays["load"][rows[rows >= 0]] = lq[rows >= 0]
+        new = rows < 0
+        if new.any():
+            k = int(new.sum())
+            added = {"rep_code": lc[new], "rep_server": ls[new].astype(np.int32), "served": np.zeros(k, bool),
+                     "load": lq[new], "dropping": np.zeros(k, bool), "dependent": np.zeros(k, bool)}
+            arrays = {name: np.concatenate([a, added[name].astype(a.dtype)]) for name, a in arrays.items()}
+        dc, ds, dd = code[~is_load], server[~is_load], np.asarray(dependent, bool)[~is_load]
+        if len(dc):
+            rows = locate(arrays["rep_code"] * width + arrays["rep_server"], dc, ds)
+            if (rows < 0).any():
+                j = int(np.flatnonzero(rows < 0)[0])
+                raise ValueError(f"tier {self.tier}: a DROP of segment code {dc[j]} from server code {ds[j]}, "
+                                 "which holds no replica of it")
+            arrays["dropping"][rows] = True
+            arrays["dependent"][rows] = dd
+        return TierState(self.tier, self.servers, self.seg_code, self.target, self.tier_pos, topb=dict(self.topb),
+                         **arrays)
+
+    def with_topb(self, topb: Mapping[int, list[str]]) -> "TierState":
+        """The state with ``topb`` cached (a later entry replaces an earlier one of the segment)."""
+        if not topb:
+            return self
+        out = TierState(**{**self.__dict__, "topb": {**self.topb, **{int(k): list(v) for k, v in topb.items()}}})
+        return out
+
+    def arrow_rows(self, table: SegmentTable):
+        """The state as rows: a pyarrow Table of :data:`STATE_FIELDS` (strings resolved from
+        ``table``; a segment row per segment, then a replica row per replica), vectorised."""
+        import pyarrow as pa
+        import pyarrow.compute as pc
+
+        n, m = len(self.seg_code), len(self.rep_code)
+        codes = np.concatenate([self.seg_code, self.rep_code]).astype(np.int64)
+        is_seg = np.arange(n + m) < n
+
+        def names(values: tuple[str, ...], index: np.ndarray, valid: np.ndarray):
+            return pc.take(pa.array(list(values) or [""], pa.string()), pa.array(np.where(valid, index, 0)),
+                           ).to_numpy(zero_copy_only=False).astype(object) if len(index) else np.zeros(0, object)
+
+        def masked(values, valid):
+            return pa.array(values, mask=~np.asarray(valid, bool))
+
+        ids = (table.segment_id.take(pa.array(codes)) if type(table.segment_id).__module__.startswith("pyarrow")
+               else pa.array(table.segment_ids(codes), pa.string()))
+        rule = table.rule[codes]
+        required = table.required[codes]
+        server = np.concatenate([np.zeros(n, np.int64), self.rep_server.astype(np.int64)])
+        load = np.concatenate([np.full(n, NO_LOAD, np.int8), self.load])
+        flags = {k: np.concatenate([np.zeros(n, bool), getattr(self, a)])
+                 for k, a in (("served", "served"), ("dropping", "dropping"), ("drop_dependent", "dependent"))}
+        topb = [",".join(self.topb[int(c)]) if int(c) in self.topb else None for c in self.seg_code] + [None] * m
+        columns = {
+            "tier": pa.array([self.tier] * (n + m), pa.string()),
+            "kind": pa.array(np.where(is_seg, "segment", "replica").astype(object), pa.string()),
+            "idx": pa.array(table.idx_of(codes), pa.int64()), "code": pa.array(codes, pa.int64()),
+            "segment_id": ids,
+            "datasource": pa.array(names(table.datasources, table.datasource[codes], np.ones(n + m, bool)), pa.string()),
+            "start_ms": pa.array(table.start_ms[codes]), "end_ms": pa.array(table.end_ms[codes]),
+            "size_bytes": pa.array(table.size_bytes[codes]),
+            "server": masked(names(self.servers, server, ~is_seg), ~is_seg).cast(pa.string()),
+            "served": masked(flags["served"], ~is_seg), "load_type": masked(
+                names(QUEUE_TYPES, load.astype(np.int64), load >= 0), ~is_seg & (load >= 0)).cast(pa.string()),
+            "dropping": masked(flags["dropping"], ~is_seg), "drop_dependent": masked(flags["drop_dependent"], ~is_seg),
+            "target": masked(np.concatenate([self.target, np.zeros(m, np.int32)]).astype(np.int32), is_seg),
+            "tier_pos": masked(np.concatenate([self.tier_pos, np.zeros(m, np.int32)]).astype(np.int32), is_seg),
+            "rule_kind": masked(names(RULE_KINDS, rule.astype(np.int64), rule >= 0), is_seg & (rule >= 0)).cast(pa.string()),
+            "required": masked(required.astype(np.int32), is_seg & (required >= 0)),
+            "topb": pa.array(topb, pa.string()),
+        }
+        types = {"string": pa.string(), "long": pa.int64(), "int": pa.int32(), "boolean": pa.bool_()}
+        return pa.table({name: columns[name].cast(types[kind]) for name, kind in STATE_FIELDS})
+
+    def rows(self, table: SegmentTable) -> pd.DataFrame:
+        """The state as rows (pandas, :data:`STATE_COLUMNS`; :meth:`arrow_rows`)."""
+        return state_frame(self.arrow_rows(table).to_pandas())
 
 
-@dataclass
+def tables_from_rows(rows: pd.DataFrame, servers: Sequence[str] | None = None
+                     ) -> tuple[SegmentTable, dict[str, TierState]]:
+    """A :class:`SegmentTable` and one :class:`TierState` per tier from state rows
+    (:data:`STATE_COLUMNS`; ``code`` may be absent): used segments keep their ``idx`` as code,
+    the others (``idx`` -1) follow by segment id; server codes index ``servers`` (default: the
+    replicas' servers by name). For hand-made states (the tests) and small tools; a run's state
+    comes from ``prepare``."""
+    rows = rows.reset_index(drop=True)
+    idx = rows["idx"].to_numpy(np.int64)
+    used = idx >= 0
+    n_used = int(idx.max()) + 1 if used.any() else 0
+    others = sorted(set(rows.loc[~used, "segment_id"]))
+    code = idx.copy()
+    other_code = {sid: n_used + j for j, sid in enumerate(others)}
+    code[~used] = [other_code[s] for s in rows.loc[~used, "segment_id"]]
+    n = n_used + len(others)
+    names = tuple(sorted(set(rows["datasource"].dropna())))
+    ds_code = {d: i for i, d in enumerate(names)}
+    seg_id = np.array([""] * n, dtype=object)
+    ds = np.zeros(n, np.int32)
+    start, end, size = np.zeros(n, np.int64), np.zeros(n, np.int64), np.zeros(n, np.int64)
+    rule, required = np.full(n, NO_RULE, np.int8), np.full(n, -1, np.int32)
+    seg_id[code] = rows["segment_id"].to_numpy(object)
+    ds[code] = [ds_code[d] for d in rows["datasource"]]
+    start[code], end[code] = rows["start_ms"].to_numpy(np.int64), rows["end_ms"].to_numpy(np.int64)
+    size[code] = rows["size_bytes"].to_numpy(np.int64)
+    is_seg = (rows["kind"] == "segment").to_numpy(bool)
+    kinds = rows["rule_kind"].to_numpy(object)
+    reqs = rows["required"].to_numpy(object)
+    for i in np.flatnonzero(is_seg):
+        if kinds[i] is not None and kinds[i] == kinds[i]:
+            rule[code[i]] = RULE_CODES[kinds[i]]
+        if reqs[i] is not None and not pd.isna(reqs[i]):
+            required[code[i]] = int(reqs[i])
+    table = SegmentTable(seg_id, ds, start, end, size, rule, required, names, n_used)
+    servers = tuple(servers) if servers is not None else tuple(sorted(set(rows.loc[~is_seg, "server"].dropna())))
+    server_code = {s: i for i, s in enumerate(servers)}
+    tiers = rows["tier"] if "tier" in rows else pd.Series([""] * len(rows))
+    states = {}
+    for tier in sorted(set(tiers.dropna())):
+        mine = (tiers == tier).to_numpy(bool)
+        segs = rows[mine & is_seg].assign(code=code[mine & is_seg]).sort_values("code", kind="stable")
+        reps = rows[mine & ~is_seg].assign(code=code[mine & ~is_seg])
+        topb = {int(c): (t.split(",") if t else []) for c, t in zip(segs["code"], segs["topb"])
+                if t is not None and t == t}
+        states[tier] = TierState(
+            tier, servers, segs["code"].to_numpy(np.int64), segs["target"].astype("Int64").fillna(0).to_numpy(np.int32),
+            segs["tier_pos"].astype("Int64").fillna(0).to_numpy(np.int32), reps["code"].to_numpy(np.int64),
+            np.array([server_code[s] for s in reps["server"]], dtype=np.int32),
+            reps["served"].astype("boolean").fillna(False).to_numpy(bool),
+            np.array([NO_LOAD if t is None or t != t else QUEUE_CODES[t] for t in reps["load_type"]], dtype=np.int8),
+            reps["dropping"].astype("boolean").fillna(False).to_numpy(bool),
+            reps["drop_dependent"].astype("boolean").fillna(False).to_numpy(bool), topb)
+    return table, states
+
+
 class SegmentInTier:
-    """A used segment as one tier sees it (sizes in bytes, times epoch ms)."""
+    """A used segment as one tier sees it: a view of the tier's arrays (sizes in bytes, times epoch
+    ms), made by :meth:`TierRun.segment`. ``topb`` is the top ``B`` cached here (None before a
+    loading stage ranked it); the replica methods read the live arrays."""
 
-    idx: int
-    segment_id: str
-    datasource: str
-    start_ms: int
-    end_ms: int
-    size_bytes: int
-    target: int
-    tier_pos: int
-    rule_kind: str | None
-    required: int | None
-    topb: list[str] | None
-    key: int
-    replicas: dict[str, Replica] = field(default_factory=dict)
+    __slots__ = ("_run", "_rows", "idx", "code", "segment_id", "datasource", "start_ms", "end_ms", "size_bytes",
+                 "target", "tier_pos", "rule_kind", "required", "key")
+
+    def __init__(self, run: "TierRun", row: int):
+        table, code = run.table, int(run._s_code[row])
+        self._run = run
+        self.code = code
+        self.idx = table.idx(code)
+        self.segment_id = table.segment_id_of(code)
+        self.datasource = table.datasource_of(code)
+        self.start_ms, self.end_ms = int(table.start_ms[code]), int(table.end_ms[code])
+        self.size_bytes = int(table.size_bytes[code])
+        self.target, self.tier_pos = int(run._s_target[row]), int(run._s_tier_pos[row])
+        self.rule_kind, self.required = table.rule_kind(code), table.required_of(code)
+        self.key = int(run._s_key[row])
+        lo, hi = np.searchsorted(run._r.code[: run._base], [code, code + 1])
+        self._rows: list[int] = list(range(int(lo), int(hi)))
+
+    @property
+    def topb(self) -> list[str] | None:
+        return self._run._topb.get(self.code)
+
+    @topb.setter
+    def topb(self, value: list[str]) -> None:
+        self._run._topb[self.code] = self._run._topb_new[self.code] = list(value)
+
+    def _row(self, position: int) -> int | None:
+        """The replica row of the tier's server at ``position``, or None."""
+        servers = self._run._r.server
+        return next((i for i in self._rows if servers[i] == position), None)
 
     def count(self) -> int:
         """``count(s, T)``: servers serving it with no drop, plus servers loading it."""
-        return sum(r.holds for r in self.replicas.values())
+        r = self._run._r
+        return sum(1 for i in self._rows if r.holds(i))
 
     def present(self) -> set[str]:
-        return {r.server for r in self.replicas.values() if r.present}
+        """Servers that serve it or load it: never a destination for another load."""
+        r, names = self._run._r, self._run.names
+        return {names[r.server[i]] for i in self._rows if r.served[i] or r.load[i] != NO_LOAD}
 
     def serving(self) -> list[str]:
         """Servers that serve it with no drop of it, by name."""
-        return sorted(r.server for r in self.replicas.values() if r.serving)
+        r, names = self._run._r, self._run.names
+        return sorted(names[r.server[i]] for i in self._rows if r.served[i] and not r.dropping[i])
 
 
-def _none_if_nan(value):
-    if value is None:
-        return None
-    try:
-        if pd.isna(value):
-            return None
-    except (TypeError, ValueError):
-        pass
-    return value
+class _Replicas:
+    """The replicas of a tier as growable arrays (row ``i`` of each), the live part of a
+    :class:`TierRun`: ``code`` int64, ``server`` int32 (position in the tier's servers), ``served``,
+    ``load`` int8, ``dropping``, ``dependent``, ``size`` int64 (bytes), ``key`` int64 (interval key)."""
 
+    def __init__(self, **arrays: np.ndarray):
+        self.n = len(arrays["code"])
+        for name, a in arrays.items():
+            setattr(self, name, np.array(a))
 
-def replica_flags(reps: pd.DataFrame) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
-    """bool arrays ``served``, ``loading`` (a queued or scheduled load) and ``dropping`` of replica
-    state rows (nulls as false)."""
-    return (reps["served"].astype("boolean").fillna(False).to_numpy(bool), reps["load_type"].notna().to_numpy(bool),
-            reps["dropping"].astype("boolean").fillna(False).to_numpy(bool))
+    NAMES = ("code", "server", "served", "load", "dropping", "dependent", "size", "key")
 
+    def append(self, **values) -> int:
+        if self.n == len(self.code):
+            for name in self.NAMES:
+                a = getattr(self, name)
+                setattr(self, name, np.concatenate([a, np.zeros(max(16, len(a)), a.dtype)]))
+        i = self.n
+        for name in self.NAMES:
+            getattr(self, name)[i] = values.get(name, 0)
+        self.n += 1
+        return i
 
-def holds_mask(reps: pd.DataFrame) -> np.ndarray:
-    """bool array: which replica state rows count in ``count(s, T)`` and the projection (served
-    or loading, not dropping; :attr:`Replica.holds` over rows)."""
-    served, loading, dropping = replica_flags(reps)
-    return (served | loading) & ~dropping
+    def holds(self, i: int) -> bool:
+        """Counted in ``count(s, T)`` and the projection: served or loading, not dropping."""
+        return bool((self.served[i] or self.load[i] != NO_LOAD) and not self.dropping[i])
+
+    def live(self, name: str) -> np.ndarray:
+        return getattr(self, name)[: self.n]
 
 
 class TierRun:
     """The run state of one tier inside a Spark task.
 
     Args:
-        tier: the tier's name.
-        rows: the tier's state rows (pandas, ``STATE_COLUMNS``; ``tier`` may be absent).
+        state: the tier's :class:`TierState` (the start state with the operations so far applied).
+        table: the run's :class:`SegmentTable`.
         servers: the tier's historical servers (pandas rows of ``prepared/servers.parquet``:
             ``server``, ``max_size``, ``current_size`` (bytes), ``priority``, ``decommissioning``).
         num_best: ``B(numServersInTier, targetReplicants)`` (:func:`segment_balancer.spark.workdir.num_best_function`).
@@ -350,13 +611,16 @@ class TierRun:
         sink: where ops go (shared by the tiers of a cross-tier stage); a new one by default.
         reuse_top_b: reuse a segment's cached top ``B`` (config ``topBReuse``; :meth:`top_b`).
 
-    Segments are materialised from the rows on first use (:meth:`segment`); only they are written
-    back changed. Ops go to ``self.sink`` (an :class:`OpSink`).
+    Replicas live in arrays; :meth:`segment` gives a view of one segment. What a step changed is
+    its ops (``sink``) and :meth:`new_topb`; :meth:`state` is the live state as a :class:`TierState`.
     """
 
-    def __init__(self, tier: str, rows: pd.DataFrame, servers: pd.DataFrame, num_best: Callable[[int, int], int],
-                 ranked: bool = True, sink: OpSink | None = None, reuse_top_b: bool = True):
-        self.tier = tier
+    def __init__(self, state: TierState, table: SegmentTable, servers: pd.DataFrame,
+                 num_best: Callable[[int, int], int], ranked: bool = True, sink: OpSink | None = None,
+                 reuse_top_b: bool = True):
+        self.tier = state.tier
+        self.table = table
+        self._state_servers = state.servers
         self.reuse_top_b = reuse_top_b
         self.num_best = num_best
         self.sink = sink if sink is not None else OpSink()
@@ -366,129 +630,128 @@ class TierRun:
         self.candidate_mask = ~servers["decommissioning"].to_numpy(bool)
         self.candidates = [n for n, c in zip(self.names, self.candidate_mask) if c]
         self.decommissioning = frozenset(n for n, c in zip(self.names, self.candidate_mask) if not c)
-        rows = rows.reset_index(drop=True)
-        segs = rows[rows["kind"] == "segment"].sort_values("idx", kind="stable").reset_index(drop=True)
-        reps = rows[rows["kind"] == "replica"].reset_index(drop=True)
-        reps = reps[reps["server"].isin(self.pos)].reset_index(drop=True)
-        self._segs, self._reps = segs, reps
-        self._seg_idx = segs["idx"].to_numpy(np.int64)
-        # Plain numpy columns: a segment is materialised from them without pandas row access.
-        self._seg_cols = {c: segs[c].to_numpy(object) for c in ("segment_id", "datasource", "rule_kind", "topb", "required")}
-        for c in ("start_ms", "end_ms", "size_bytes"):
-            self._seg_cols[c] = segs[c].to_numpy(np.int64)
-        for c in ("target", "tier_pos"):
-            self._seg_cols[c] = segs[c].astype("Int64").fillna(0).to_numpy(np.int64)
-        order = np.argsort(reps["idx"].to_numpy(np.int64), kind="stable")
-        self._rep_idx_sorted = reps["idx"].to_numpy(np.int64)[order]
-        self._rep_cols = {
-            "server": reps["server"].to_numpy(object)[order],
-            "served": reps["served"].astype("boolean").fillna(False).to_numpy(bool)[order],
-            "load_type": reps["load_type"].to_numpy(object)[order],
-            "dropping": reps["dropping"].astype("boolean").fillna(False).to_numpy(bool)[order],
-            "drop_dependent": reps["drop_dependent"].astype("boolean").fillna(False).to_numpy(bool)[order],
-            "size_bytes": reps["size_bytes"].to_numpy(np.int64)[order],
-        }
-        self._touched: dict[int, SegmentInTier] = {}
+        local = np.array([self.pos.get(name, -1) for name in state.servers] + [-1], dtype=np.int32)
+        mine = local[state.rep_server] >= 0
+        order = np.argsort(state.rep_code[mine], kind="stable")
+        code = state.rep_code[mine][order]
+        self._s_code = np.asarray(state.seg_code, np.int64)
+        self._s_target, self._s_tier_pos = np.asarray(state.target, np.int64), np.asarray(state.tier_pos, np.int64)
+        self._r = _Replicas(code=code, server=local[state.rep_server[mine][order]], served=state.served[mine][order],
+                            load=state.load[mine][order], dropping=state.dropping[mine][order],
+                            dependent=state.dependent[mine][order], size=table.size_bytes[code],
+                            key=np.full(len(code), -1, np.int64))
+        self._base = self._r.n
+        self._topb: dict[int, list[str]] = {int(k): list(v) for k, v in state.topb.items()}
+        self._topb_new: dict[int, list[str]] = {}
+        self._views: dict[int, SegmentInTier] = {}
         self._dirty = False
-        self.servers = self._holders(servers, reps)
+        self.servers = self._holders(servers)
+        r = self._r
+        gone = r.dropping & (r.served | (r.load != NO_LOAD))
+        self._freed = np.bincount(r.server[gone], weights=r.size[gone], minlength=len(self.names)).astype(np.int64)
         self.costs: TierCosts | None = None
-        self.keys, key_of = None, np.full(len(segs) + len(reps), -1, dtype=np.int64)
-        if ranked and len(key_of):
-            ds = np.concatenate([segs["datasource"].to_numpy(object), reps["datasource"].to_numpy(object)])
-            start = np.concatenate([segs["start_ms"].to_numpy(np.int64), reps["start_ms"].to_numpy(np.int64)])
-            end = np.concatenate([segs["end_ms"].to_numpy(np.int64), reps["end_ms"].to_numpy(np.int64)])
-            self.keys, key_of = IntervalKeys.build(ds, start, end)
-        self._seg_key, self._rep_key = key_of[: len(segs)], key_of[len(segs):]
-        if self.keys is not None:
+        self.keys = None
+        self._s_key = np.full(len(self._s_code), -1, dtype=np.int64)
+        codes = np.concatenate([self._s_code, r.code])
+        if ranked and len(codes):
+            self.keys, key_of = IntervalKeys.build_coded(table.datasource[codes], table.start_ms[codes],
+                                                         table.end_ms[codes], table.datasources)
+            self._s_key, r.key[:] = key_of[: len(self._s_code)], key_of[len(self._s_code):]
             self.costs = TierCosts(self.keys, len(self.names))
-            holds = holds_mask(reps)
-            self.costs.add_many(reps["server"].map(self.pos).to_numpy(np.int64)[holds], self._rep_key[holds])
+            holds = (r.served | (r.load != NO_LOAD)) & ~r.dropping
+            self.costs.add_many(r.server[holds].astype(np.int64), r.key[holds])
+
+    @classmethod
+    def from_rows(cls, tier: str, rows: pd.DataFrame, servers: pd.DataFrame, num_best: Callable[[int, int], int],
+                  ranked: bool = True, sink: OpSink | None = None, reuse_top_b: bool = True) -> "TierRun":
+        """A TierRun of ``tier`` from hand-made state rows (:data:`STATE_COLUMNS`, ``tier`` and
+        ``code`` may be absent; :func:`tables_from_rows`)."""
+        rows = rows.assign(tier=tier)
+        names = set(servers["server"]) | set(rows.loc[rows["kind"] == "replica", "server"].dropna())
+        table, states = tables_from_rows(rows, sorted(names))
+        state = states.get(tier) or TierState(tier, (), *(np.zeros(0, t) for t in (np.int64, np.int32, np.int32, np.int64,
+                                                                                    np.int32, bool, np.int8, bool, bool)))
+        return cls(state, table, servers, num_best, ranked, sink, reuse_top_b)
 
     # ---- construction -------------------------------------------------------------------------
-    def _holders(self, servers: pd.DataFrame, reps: pd.DataFrame) -> dict[str, ServerHolder]:
-        loads = reps[reps["load_type"].notna()]
-        bytes_by = loads.groupby("server")["size_bytes"].sum().to_dict()
-        counts = loads.groupby(["server", "load_type"]).size().to_dict()
+    def _holders(self, servers: pd.DataFrame) -> dict[str, ServerHolder]:
+        r = self._r
+        loading = r.load != NO_LOAD
+        n = len(self.names)
+        queued = np.bincount(r.server[loading], weights=r.size[loading], minlength=n).astype(np.int64)
+        counts = {t: np.bincount(r.server[r.load == q], minlength=n) for t, q in QUEUE_CODES.items()}
         out = {}
-        for r in servers.to_dict("records"):
-            name = r["server"]
+        for i, rec in enumerate(servers.to_dict("records")):
+            name = rec["server"]
             out[name] = ServerHolder(
-                server=name, tier=self.tier, max_size=int(r["max_size"]),
-                projected_size=int(r["current_size"]) + int(bytes_by.get(name, 0)),
-                decommissioning=bool(r["decommissioning"]), priority=int(r["priority"]),
-                loads={t: int(counts.get((name, t), 0)) for t in QUEUE_TYPES})
+                server=name, tier=self.tier, max_size=int(rec["max_size"]),
+                projected_size=int(rec["current_size"]) + int(queued[i]),
+                decommissioning=bool(rec["decommissioning"]), priority=int(rec["priority"]),
+                loads={t: int(counts[t][i]) for t in QUEUE_TYPES})
         return out
 
     @property
     def changed(self) -> bool:
-        """True once a mutator scheduled an operation or a top ``B`` was cached: the tier's rows
-        must be written back (reading segments alone changes nothing)."""
+        """True once a mutator scheduled an operation or a top ``B`` was cached (reading
+        segments alone changes nothing)."""
         return self._dirty
 
+    def new_topb(self) -> dict[int, list[str]]:
+        """``{idx: [server, …]}``: the top ``B`` this run cached or ranked again (what a step
+        writes of the tier besides its ops)."""
+        return dict(self._topb_new)
+
+    def state(self) -> TierState:
+        """The live state as a :class:`TierState` (server codes those of the state it was built from)."""
+        r = self._r
+        codes = {name: i for i, name in enumerate(self._state_servers)}
+        to_state = np.array([codes[name] for name in self.names] + [-1], dtype=np.int32)
+        return TierState(self.tier, self._state_servers, self._s_code, self._s_target.astype(np.int32),
+                         self._s_tier_pos.astype(np.int32), r.live("code").copy(), to_state[r.live("server")],
+                         r.live("served").copy(), r.live("load").copy(), r.live("dropping").copy(),
+                         r.live("dependent").copy(), dict(self._topb))
+
     # ---- segments -----------------------------------------------------------------------------
+    def _seg_row(self, idx: int) -> int:
+        i = int(np.searchsorted(self._s_code, idx))
+        return i if i < len(self._s_code) and self._s_code[i] == idx else -1
+
     def has(self, idx: int) -> bool:
         """True when the tier has a segment row for ``idx``."""
-        if idx in self._touched:
-            return True
-        i = np.searchsorted(self._seg_idx, idx)
-        return bool(i < len(self._seg_idx) and self._seg_idx[i] == idx)
+        return int(idx) in self._views or self._seg_row(int(idx)) >= 0
 
     def segment(self, idx: int) -> SegmentInTier:
-        """The segment ``idx`` with its replicas in this tier (materialised once, then live).
+        """The segment ``idx`` with its replicas in this tier (a live view, made once).
 
         Raises ``KeyError`` if the tier has no row for it.
         """
         idx = int(idx)
-        seg = self._touched.get(idx)
-        if seg is not None:
-            return seg
-        i = int(np.searchsorted(self._seg_idx, idx))
-        if i >= len(self._seg_idx) or self._seg_idx[i] != idx:
-            raise KeyError(f"segment {idx} has no row in tier {self.tier}")
-        c = self._seg_cols
-        topb, required = c["topb"][i], _none_if_nan(c["required"][i])
-        seg = SegmentInTier(idx, c["segment_id"][i], c["datasource"][i], int(c["start_ms"][i]), int(c["end_ms"][i]),
-                            int(c["size_bytes"][i]), int(c["target"][i]), int(c["tier_pos"][i]), _none_if_nan(c["rule_kind"][i]),
-                            None if required is None else int(required),
-                            None if _none_if_nan(topb) is None else (topb.split(",") if topb else []),
-                            int(self._seg_key[i]))
-        lo, hi = np.searchsorted(self._rep_idx_sorted, [idx, idx + 1])
-        r = self._rep_cols
-        for j in range(lo, hi):
-            load = r["load_type"][j]
-            seg.replicas[r["server"][j]] = Replica(r["server"][j], bool(r["served"][j]), None if _none_if_nan(load) is None else load,
-                                                   bool(r["dropping"][j]), bool(r["drop_dependent"][j]))
-        self._touched[idx] = seg
+        seg = self._views.get(idx)
+        if seg is None:
+            row = self._seg_row(idx)
+            if row < 0:
+                raise KeyError(f"segment {idx} has no row in tier {self.tier}")
+            seg = self._views[idx] = SegmentInTier(self, row)
         return seg
 
     def served_by(self, server: str) -> np.ndarray:
         """int64 (n,), ascending: the ``idx`` of the used segments that ``server`` serves with no
-        drop of them (:attr:`Replica.serving`), against the live state."""
-        r = self._rep_cols
-        touched = np.fromiter(self._touched, dtype=np.int64, count=len(self._touched))
-        rows = (r["server"] == server) & r["served"] & ~r["dropping"] & (self._rep_idx_sorted >= 0)
-        rows &= ~np.isin(self._rep_idx_sorted, touched)
-        live = [s.idx for s in self._touched.values() if server in s.replicas and s.replicas[server].serving]
-        return np.unique(np.concatenate([self._rep_idx_sorted[rows], np.asarray(live, dtype=np.int64)]))
+        drop of them, against the live state."""
+        r = self._r
+        rows = (r.live("server") == self.pos[server]) & r.live("served") & ~r.live("dropping")
+        rows &= r.live("code") < self.table.n_used
+        return np.unique(r.live("code")[rows])
 
     def used_bytes(self) -> dict[str, int]:
         """Projected used bytes of every server of the tier: served + queued and scheduled loads −
         queued and scheduled drops (``projected_size`` less the replicas with a drop), against the
         live state (ALGORITHM.md "Balancing strategy ``avgShedder``", the score)."""
-        r = self._rep_cols
-        touched = np.fromiter(self._touched, dtype=np.int64, count=len(self._touched))
-        gone = r["dropping"] & (r["served"] | pd.notna(r["load_type"])) & ~np.isin(self._rep_idx_sorted, touched)
-        freed = pd.Series(r["size_bytes"][gone]).groupby(r["server"][gone]).sum().to_dict() if gone.any() else {}
-        for s in self._touched.values():
-            for rep in s.replicas.values():
-                if rep.dropping and (rep.served or rep.load_type is not None):
-                    freed[rep.server] = freed.get(rep.server, 0) + s.size_bytes
-        return {name: holder.projected_size - int(freed.get(name, 0)) for name, holder in self.servers.items()}
+        return {name: holder.projected_size - int(self._freed[self.pos[name]]) for name, holder in self.servers.items()}
 
     def segments_with_rule(self, kind: str) -> np.ndarray:
         """int64 (n,): the ``idx`` of the tier's segments whose applying rule is of ``kind``
         (``load``, ``drop``, ``broadcast``), ascending."""
-        return self._seg_idx[self._seg_cols["rule_kind"] == kind]
+        return self._s_code[self.table.rule[self._s_code] == RULE_CODES[kind]]
 
     # ---- ranking ------------------------------------------------------------------------------
     def placement_costs(self, seg: SegmentInTier) -> np.ndarray:
@@ -497,9 +760,9 @@ class TierRun:
         if self.costs is None:
             raise RuntimeError(f"tier {self.tier} was built without costs (ranked=False)")
         holders = np.zeros(len(self.names), dtype=bool)
-        for r in seg.replicas.values():
-            if r.holds:
-                holders[self.pos[r.server]] = True
+        for i in seg._rows:
+            if self._r.holds(i):
+                holders[self._r.server[i]] = True
         return self.costs.costs(seg.key, holders)
 
     def available(self) -> np.ndarray:
@@ -554,8 +817,8 @@ class TierRun:
         return True
 
     def drop_candidates(self, seg: SegmentInTier, names: Iterable[str]) -> list[DropCandidate]:
-        """A :class:`~segment_balancer.planner.kernels.unload.DropCandidate` (decommissioning, cost,
-        available bytes, server) for each of ``names``, costs against the live state."""
+        """A :class:`DropCandidate` (decommissioning, cost, available bytes, server) for each of
+        ``names``, costs against the live state."""
         costs = self.placement_costs(seg)
         return [DropCandidate(name in self.decommissioning, float(costs[self.pos[name]]),
                               int(self.servers[name].available_bytes), name) for name in names]
@@ -569,19 +832,22 @@ class TierRun:
     def load(self, seg: SegmentInTier, server: str, queue_type: str, reason: str, order: tuple) -> Op:
         """Schedule a LOAD of ``seg`` on ``server``: the replica, the server's queue and size and
         the costs change at once. Raises ``ValueError`` if the server already serves or loads it."""
-        rep = seg.replicas.get(server)
-        if rep is not None and rep.present:
+        p, r = self.pos[server], self._r
+        i = seg._row(p)
+        if i is not None and (r.served[i] or r.load[i] != NO_LOAD):
             raise ValueError(f"{server} already holds {seg.segment_id}")
-        if rep is None:
-            rep = seg.replicas[server] = Replica(server)
-        rep.load_type = queue_type
+        if i is None:
+            i = r.append(code=seg.code, server=p, load=NO_LOAD, size=seg.size_bytes, key=seg.key)
+            seg._rows.append(i)
+        if r.dropping[i]:  # a queued drop of a replica it did not serve: the bytes loaded go again
+            self._freed[p] += seg.size_bytes
+        r.load[i] = QUEUE_CODES[queue_type]
         self._dirty = True
-        holder = self.servers[server]
-        holder.add_load(seg.size_bytes, queue_type)
+        self.servers[server].add_load(seg.size_bytes, queue_type)
         if self.costs is not None:
-            self.costs.add(self.pos[server], seg.key, +1)
+            self.costs.add(p, seg.key, +1)
         op = Op("LOAD", seg.idx, seg.segment_id, seg.datasource, self.tier, server, seg.size_bytes, reason, order,
-                queue_type=queue_type)
+                queue_type=queue_type, code=seg.code)
         self.sink.ops.append(op)
         return op
 
@@ -589,25 +855,27 @@ class TierRun:
         """Schedule a DROP of ``seg`` from ``server`` (dependent on the LOAD on ``dep_server`` of
         the same step, if given). Raises ``ValueError`` if the server does not serve it."""
         self.count_drop(seg, server)
-        seg.replicas[server].dependent = dep_server is not None
+        self._r.dependent[seg._row(self.pos[server])] = dep_server is not None
         self._dirty = True
         op = Op("DROP", seg.idx, seg.segment_id, seg.datasource, self.tier, server, seg.size_bytes, reason, order,
-                dep_server=dep_server)
+                dep_server=dep_server, code=seg.code)
         self.sink.ops.append(op)
         return op
 
     def count_drop(self, seg: SegmentInTier, server: str) -> None:
         """Count in the live projection a DROP of ``seg`` from ``server`` that the stage emits
         elsewhere (stage 12's drops of drop-rule segments, listed by a join over the whole run
-        state): the replica is marked dropping and leaves the server's costs; no op is recorded.
-        Raises ``ValueError`` if the server does not serve it."""
-        rep = seg.replicas.get(server)
-        if rep is None or not rep.serving:
+        state): the replica is marked dropping, leaves the server's costs and frees its bytes; no
+        op is recorded. Raises ``ValueError`` if the server does not serve it."""
+        p, r = self.pos[server], self._r
+        i = seg._row(p)
+        if i is None or not r.served[i] or r.dropping[i]:
             raise ValueError(f"{server} does not serve {seg.segment_id} without a drop")
-        held = rep.holds
-        rep.dropping = True
+        held = r.holds(i)
+        r.dropping[i] = True
+        self._freed[p] += seg.size_bytes
         if self.costs is not None and held:
-            self.costs.add(self.pos[server], seg.key, -1)
+            self.costs.add(p, seg.key, -1)
 
     def move(self, seg: SegmentInTier, source: str, dest: str, queue_type: str, reason: str, order: tuple
              ) -> tuple[Op, Op]:
@@ -620,45 +888,14 @@ class TierRun:
         drop = self.drop(seg, source, reason, order[:-1] + (order[-1] + 0.5,), dep_server=dest)
         return load, drop
 
-    # ---- back to rows -------------------------------------------------------------------------
-    def rows(self) -> pd.DataFrame:
-        """The tier's state rows now (``STATE_COLUMNS``): the rows of untouched segments as read,
-        touched segments rebuilt."""
-        touched = np.fromiter(self._touched, dtype=np.int64, count=len(self._touched))
-        keep_segs = ~np.isin(self._seg_idx, touched)
-        keep_reps = ~np.isin(self._reps["idx"].to_numpy(np.int64), touched)
-        new = []
-        for s in self._touched.values():
-            base = {"tier": self.tier, "idx": s.idx, "segment_id": s.segment_id, "datasource": s.datasource,
-                    "start_ms": s.start_ms, "end_ms": s.end_ms, "size_bytes": s.size_bytes}
-            new.append({**base, "kind": "segment", "target": s.target, "tier_pos": s.tier_pos, "rule_kind": s.rule_kind,
-                        "required": s.required, "topb": None if s.topb is None else ",".join(s.topb)})
-            for r in s.replicas.values():
-                new.append({**base, "kind": "replica", "server": r.server, "served": r.served,
-                            "load_type": r.load_type, "dropping": r.dropping, "drop_dependent": r.dependent})
-        out = concat_columns([self._segs[keep_segs], self._reps[keep_reps], pd.DataFrame(new, columns=STATE_COLUMNS)],
-                             STATE_COLUMNS)
-        out["tier"] = self.tier
-        return state_frame(out)
-
-
-def concat_columns(frames: list[pd.DataFrame], columns: list[str]) -> pd.DataFrame:
-    """``frames`` stacked into one frame of ``columns`` (object dtype; a column a frame lacks is
-    null there), column by column with numpy: ``pandas.concat`` inspects every value of
-    mostly-null object columns, seconds per 100k rows."""
-    data = {}
-    for col in columns:
-        data[col] = np.concatenate([f[col].to_numpy(object) if col in f else np.full(len(f), None, dtype=object)
-                                    for f in frames]) if frames else np.zeros(0, dtype=object)
-    return pd.DataFrame(data, columns=columns)
-
 
 def state_frame(frame: pd.DataFrame) -> pd.DataFrame:
     """``frame`` with exactly ``STATE_COLUMNS`` and their pandas dtypes (nullable ints, object
-    strings and arrays), as ``applyInPandas`` returns it to Spark."""
+    strings), as a Spark task returns it."""
     out = frame.reindex(columns=STATE_COLUMNS)
     for col in ("idx", "start_ms", "end_ms", "size_bytes"):
         out[col] = out[col].astype("int64")
+    out["code"] = out["code"].astype("Int64")
     for col in ("target", "tier_pos", "required"):
         out[col] = out[col].astype("Int32")
     for col in ("served", "dropping", "drop_dependent"):

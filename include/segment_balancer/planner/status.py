@@ -1,6 +1,7 @@
 """Replication status of a run state: the start-of-run groups of one tier (:func:`tier_status`),
-combined across tiers (:func:`combine`), and the counts the summary reports. Pure pandas over one
-tier's state rows; :mod:`segment_balancer.spark.status` runs it in one Spark task per tier.
+combined across tiers (:func:`combine`), and the counts the summary reports. Vectorised numpy over
+one tier's :class:`~segment_balancer.planner.runstate.TierState`; :mod:`segment_balancer.spark.status`
+runs it in one Spark task per tier.
 
 ``count(s, T)`` is ALGORITHM.md's: servers of ``T`` that serve ``s`` with no drop of it queued or
 scheduled, plus servers of ``T`` with a queued or scheduled load of it.
@@ -15,7 +16,7 @@ import numpy as np
 import pandas as pd
 from pyroaring import BitMap
 
-from segment_balancer.planner.runstate import holds_mask, replica_flags
+from segment_balancer.planner.runstate import NO_LOAD, RULE_CODES, SegmentTable, TierState
 
 
 GROUP_KINDS = ("Underreplicated", "FullyReplicated", "Overreplicated", "ToMoveAwayFromDecommServers", "Balanceable",
@@ -23,86 +24,98 @@ GROUP_KINDS = ("Underreplicated", "FullyReplicated", "Overreplicated", "ToMoveAw
 """The per-tier groups at the start of the run (named ``Kind[tier]``), besides ``Unreplicated``."""
 
 
-def tier_status(rows: pd.DataFrame, servers: pd.DataFrame) -> dict[str, BitMap]:
-    """One tier's start-of-run memberships from its state rows, vectorised (pandas/numpy).
+def holds(state: TierState) -> np.ndarray:
+    """bool (m,): which replicas of ``state`` count in ``count(s, T)`` and the projection: served
+    or loading, not dropping."""
+    return (state.served | (state.load != NO_LOAD)) & ~state.dropping
 
-    ``rows``: the tier's rows of the run state (:data:`segment_balancer.planner.runstate.STATE_COLUMNS`,
-    ``tier`` may be absent); ``servers``: the tier's rows of ``prepared/servers.parquet``
+
+def _server_flags(state: TierState, servers: pd.DataFrame, column: str, missing: bool) -> np.ndarray:
+    """bool (m,): ``servers[column]`` of every replica's server (``missing`` for a server not there)."""
+    flag = dict(zip(servers["server"], servers[column].astype(bool)))
+    per_code = np.array([flag.get(name, missing) for name in state.servers] + [missing], dtype=bool)
+    return per_code[state.rep_server]
+
+
+def _per_segment(state: TierState, values: np.ndarray) -> np.ndarray:
+    """int64 (n,): ``values`` (m,) of the replicas summed per segment row of ``state``."""
+    n = len(state.seg_code)
+    pos = np.searchsorted(state.seg_code, state.rep_code)
+    mine = pos < n
+    mine[mine] = state.seg_code[pos[mine]] == state.rep_code[mine]
+    return np.bincount(pos[mine], weights=np.asarray(values, np.int64)[mine], minlength=n).astype(np.int64)
+
+
+def tier_status(state: TierState, table: SegmentTable, servers: pd.DataFrame) -> dict[str, BitMap]:
+    """One tier's start-of-run memberships from its state, vectorised (numpy).
+
+    ``table``: the run's segments; ``servers``: the tier's rows of ``prepared/servers.parquet``
     (``server``, ``decommissioning``, ``broadcast_only`` bool). Returns bitmaps of segment
     indexes keyed by :data:`GROUP_KINDS` and two more for the cross-tier ``Unreplicated``:
     ``targeted`` (load rule, target > 0 here) and ``counted`` (load rule, count > 0 here).
     ``Underreplicated`` here still includes segments unreplicated in every tier
-    (:func:`initial_groups` takes them out).
+    (:func:`combine` takes them out).
 
-    Per (segment, tier), for used segments (``idx`` >= 0) under a load rule, with ``count`` the
-    servers that serve the segment with no drop or load it: underreplicated when count < target
-    (and it has a replica in some tier); fully replicated when count = target > 0; overreplicated when count > target (target 0
-    included); ``ToMoveAwayFromDecommServers`` when target > 0 and a decommissioning server
-    serves it; ``Balanceable`` when target > 0, count <= target and a non-decommissioning server
-    serves it. Broadcast segments are ``Underbroadcast`` when fewer servers of the tier than
-    should (all but broadcast-only decommissioning ones) serve or load it with no drop.
+    Per (segment, tier), for used segments under a load rule, with ``count`` the servers that
+    serve the segment with no drop or load it: underreplicated when count < target; fully
+    replicated when count = target > 0; overreplicated when count > target (target 0 included);
+    ``ToMoveAwayFromDecommServers`` when target > 0 and a decommissioning server serves it;
+    ``Balanceable`` when target > 0, count <= target and a non-decommissioning server serves it.
+    Broadcast segments are ``Underbroadcast`` when fewer servers of the tier than should (all but
+    broadcast-only decommissioning ones) serve or load it with no drop.
     Source: ALGORITHM.md "Terms", "Groups", "Broadcast segment"; seed 000 "Terminology".
     """
-    seg = rows[rows["kind"] == "segment"]
-    rep = rows[(rows["kind"] == "replica") & (rows["idx"] >= 0)]
-    srv = servers.set_index("server")
-    served, loading, dropping = replica_flags(rep)
-    per = pd.DataFrame({"idx": rep["idx"].to_numpy(np.int64), "server": rep["server"].to_numpy(object),
-                        "served": served, "load": loading, "drop": dropping}
-                       ).groupby(["idx", "server"], sort=False).max().reset_index()
-    holds = (per["served"] | per["load"]) & ~per["drop"]
-    serving = per["served"] & ~per["drop"]
-    decomm = per["server"].map(srv["decommissioning"]).fillna(False).astype(bool)
-    should = ~per["server"].map(srv["broadcast_only"]).fillna(True).astype(bool)
-    agg = pd.DataFrame({"idx": per["idx"], "count": holds.astype(np.int64), "decomm": (serving & decomm).astype(np.int64),
-                        "candidate": (serving & ~decomm).astype(np.int64),
-                        "have": (holds & should).astype(np.int64)}).groupby("idx").sum()
+    held = holds(state)
+    serving = state.served & ~state.dropping
+    decomm = _server_flags(state, servers, "decommissioning", False)
+    should = ~_server_flags(state, servers, "broadcast_only", True)
+    count = _per_segment(state, held)
+    on_decomm = _per_segment(state, serving & decomm)
+    candidate = _per_segment(state, serving & ~decomm)
+    have = _per_segment(state, held & should)
+    code = state.seg_code
+    used = code < table.n_used
+    rule = table.rule[code]
+    target = state.target.astype(np.int64)
 
-    def members(frame, mask) -> BitMap:
-        return BitMap(frame.loc[mask, "idx"].to_numpy(np.uint32))
+    def members(mask) -> BitMap:
+        return BitMap(code[mask].astype(np.uint32))
 
-    load = seg[(seg["rule_kind"] == "load") & (seg["idx"] >= 0)]
-    load = pd.DataFrame({"idx": load["idx"].to_numpy(np.int64),
-                         "target": load["target"].fillna(0).to_numpy(np.int64)}).join(agg, on="idx").fillna(0)
-    target, count = load["target"], load["count"]
+    load = used & (rule == RULE_CODES["load"])
     out = {
-        "targeted": members(load, target > 0),
-        "counted": members(load, count > 0),
-        "Underreplicated": members(load, (target > 0) & (count < target)),
-        "FullyReplicated": members(load, (target > 0) & (count == target)),
-        "Overreplicated": members(load, count > target),
-        "ToMoveAwayFromDecommServers": members(load, (target > 0) & (load["decomm"] > 0)),
-        "Balanceable": members(load, (target > 0) & (count <= target) & (load["candidate"] > 0)),
+        "targeted": members(load & (target > 0)),
+        "counted": members(load & (count > 0)),
+        "Underreplicated": members(load & (target > 0) & (count < target)),
+        "FullyReplicated": members(load & (target > 0) & (count == target)),
+        "Overreplicated": members(load & (count > target)),
+        "ToMoveAwayFromDecommServers": members(load & (target > 0) & (on_decomm > 0)),
+        "Balanceable": members(load & (target > 0) & (count <= target) & (candidate > 0)),
     }
     n_should = int((~servers["broadcast_only"].astype(bool)).sum())
-    bseg = seg[(seg["rule_kind"] == "broadcast") & (seg["idx"] >= 0)]
-    bseg = pd.DataFrame({"idx": bseg["idx"].to_numpy(np.int64)}).join(agg, on="idx").fillna(0)
-    out["Underbroadcast"] = members(bseg, bseg["have"] < n_should) if n_should else BitMap()
+    broadcast = used & (rule == RULE_CODES["broadcast"])
+    out["Underbroadcast"] = members(broadcast & (have < n_should)) if n_should else BitMap()
     return out
 
 
-def held_per_server(rows: pd.DataFrame) -> dict[str, tuple[int, int]]:
-    """``{server: (segments, bytes)}`` that each server of one tier holds in the state ``rows``
-    (replica rows served or loading, with no drop; unused segments included: they take space
-    until dropped)."""
-    rep = rows[rows["kind"] == "replica"]
-    per = rep[holds_mask(rep)].groupby("server")["size_bytes"].agg(["count", "sum"])
-    return {str(k): (int(n), int(b)) for k, (n, b) in per.iterrows()}
+def held_per_server(state: TierState, table: SegmentTable) -> dict[str, tuple[int, int]]:
+    """``{server: (segments, bytes)}`` that each server of one tier holds in ``state`` (replicas
+    served or loading, with no drop; unused segments included: they take space until dropped)."""
+    mine = holds(state)
+    servers = state.rep_server[mine]
+    n = len(state.servers)
+    count = np.bincount(servers, minlength=n)
+    size = np.bincount(servers, weights=table.size_bytes[state.rep_code[mine]], minlength=n)
+    return {state.servers[i]: (int(count[i]), int(size[i])) for i in np.flatnonzero(count)}
 
 
-def missing_replicas(rows: pd.DataFrame) -> int:
+def missing_replicas(state: TierState, table: SegmentTable) -> int:
     """Replicas left to load in one tier: Σ max(0, target − count) over the used load-rule
-    segments of the state ``rows`` (unreplicated ones included). Druid reports the same number as
+    segments of ``state`` (unreplicated ones included). Druid reports the same number as
     ``segment/underReplicated/count`` (``SegmentReplicationStatus``: replicas, not segments)."""
-    seg = rows[(rows["kind"] == "segment") & (rows["rule_kind"] == "load") & (rows["idx"] >= 0)]
-    target = pd.Series(seg["target"].fillna(0).to_numpy(np.int64), index=seg["idx"].to_numpy(np.int64))
-    target = target[target > 0]
-    if target.empty:
-        return 0
-    rep = rows[(rows["kind"] == "replica") & (rows["idx"] >= 0)]
-    held = rep[holds_mask(rep)].groupby("idx")["server"].nunique()
-    count = held.reindex(target.index, fill_value=0).to_numpy(np.int64)
-    return int(np.maximum(target.to_numpy() - count, 0).sum())
+    code = state.seg_code
+    load = (code < table.n_used) & (table.rule[code] == RULE_CODES["load"]) & (state.target > 0)
+    count = _per_segment(state, holds(state))
+    return int(np.maximum(state.target.astype(np.int64) - count, 0)[load].sum())
 
 
 @dataclass

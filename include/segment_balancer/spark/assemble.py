@@ -27,7 +27,7 @@ from segment_balancer.planner.status import balance, replication_counts
 from segment_balancer.spark.status import status_pass
 from segment_balancer.spark.workdir import OPS_ARROW_SCHEMA, OPS_COLUMNS, Run, load_record
 
-PLAN_OPS_COLUMNS = [c for c in OPS_COLUMNS if c != "idx"]
+PLAN_OPS_COLUMNS = [c for c in OPS_COLUMNS if c not in ("idx", "code")]
 
 
 def end_assignment(run: Run):
@@ -53,7 +53,7 @@ def assemble(run: Run, groups, snapshot: Path) -> Path:
     assignment = end_assignment(run)
     # the start of the run as prepare measured it (the same pass over the initial state)
     held_before = {server: tuple(n) for server, n in run.meta.get("held", {}).items()}
-    after = status_pass(spark, run.work_uri, run.state_dirs(), run.servers_pdf)
+    after = status_pass(run)
     write_parquet_atomic(assignment.coalesce(1).sortWithinPartitions("segment_id", "server"), tmp / "assignment.parquet")
     _flatten(tmp / "assignment.parquet")
     by_stage = [{"stage": int(k[0]), "tier": _value(k[1]), "action": _value(k[2]), "count": int(n)}

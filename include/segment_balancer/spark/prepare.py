@@ -174,9 +174,12 @@ def prepare(spark, snapshot: Path, work: Path, overrides: dict | None = None) ->
     write_parquet_atomic(segments, prepared / "segments.parquet")
     ordered.unpersist()
     segments = read_parquet(spark, prepared / "segments.parquet")
+    # Every segment's code (its row of the run's segment table): the used segments by idx, the
+    # others after them by segment id; the table itself, one file the tasks memory-map.
+    coded = _write_segment_table(spark, segments, work)
 
     servers_pdf = _servers_frame(servers, decommissioning)
-    write_parquet_atomic(_replicas(served, qdf, segments, dict(zip(servers_pdf["server"], servers_pdf["tier"]))),
+    write_parquet_atomic(_replicas(served, qdf, coded, dict(zip(servers_pdf["server"], servers_pdf["tier"]))),
                          prepared / "replicas.parquet")
     replicas = read_parquet(spark, prepared / "replicas.parquet")
 
@@ -197,12 +200,12 @@ def prepare(spark, snapshot: Path, work: Path, overrides: dict | None = None) ->
     servers_pdf = _mark_broadcast_only(servers_pdf, found["per_server"])
     write_parquet_atomic(servers_pdf, prepared / "servers.parquet")
 
-    from segment_balancer.spark.state_store import INITIAL_STATE_DIR, initial_state
+    from segment_balancer.spark.state_store import INITIAL_STATE_DIR
     from segment_balancer.spark.status import write_state_with_status
 
-    # The run state every stage reads and writes (no start-of-run ranking: a segment is ranked in
-    # a tier when a stage first considers it there, ALGORITHM.md "Best servers"), and its groups.
-    status = write_state_with_status(initial_state(segments, replicas, targets, servers_pdf), work,
+    # The run state every stage starts from (no start-of-run ranking: a segment is ranked in a
+    # tier when a stage first considers it there, ALGORITHM.md "Best servers"), and its groups.
+    status = write_state_with_status(_start_state(segments, replicas, targets, servers_pdf), work,
                                      INITIAL_STATE_DIR, servers_pdf)
     groups, counts = status.groups, status.counts
 
@@ -234,6 +237,82 @@ def prepare(spark, snapshot: Path, work: Path, overrides: dict | None = None) ->
                                "message": f"the input's overshadowed flag disagrees with the computed timeline for {n} segments; the timeline wins"})
     write_json_atomic(meta, prepared / "meta.json")
     return {"stage": 0, "groups": G.encode_all(groups)}
+
+
+def _write_segment_table(spark, segments, work: Path):
+    """Number every segment of the prepared ``segments`` table (its code: the used ones are
+    ``idx``, the others follow in segment-id order) and write the run's segment table
+    (:data:`~segment_balancer.spark.state_store.SEGMENT_TABLE_FILE`) in code order, one Arrow IPC
+    file written by one task. Three Spark jobs (the count of used segments and the datasources,
+    the numbering, the file). Returns ``segments`` with ``code`` (a lazy DataFrame)."""
+    import json
+
+    import pyarrow as pa
+    from pyspark.sql import functions as F
+
+    from segment_balancer.common.files import filesystem
+    from segment_balancer.common.spark_columns import lookup
+    from segment_balancer.druid.snapshot.lines import with_row_numbers
+    from segment_balancer.planner.runstate import NO_RULE, RULE_CODES
+    from segment_balancer.spark.session import collect_small
+    from segment_balancer.spark.state_store import SEGMENT_TABLE_FIELDS, SEGMENT_TABLE_FILE, arrow_schema, write_ipc
+
+    found = collect_small({"n_used": segments.agg(F.count("idx").alias("n")),
+                           "datasources": segments.select("datasource").distinct()})
+    n_used = int(found["n_used"][0]["n"])
+    names = sorted(r["datasource"] for r in found["datasources"])
+    others = with_row_numbers(segments.filter("idx is null").select("segment_id").orderBy("segment_id"), "other",
+                              first=n_used)
+    coded = (segments.join(others, "segment_id", "left")
+             .withColumn("code", F.coalesce(F.col("idx"), F.col("other"))).drop("other"))
+    rule = F.coalesce(lookup("rule_kind", RULE_CODES, "byte"), F.lit(NO_RULE).cast("byte"))
+    table = coded.select("code", "segment_id", lookup("datasource", {n: i for i, n in enumerate(names)}, "int")
+                         .alias("datasource"), "start_ms", "end_ms", "size_bytes", rule.alias("rule"),
+                         F.coalesce("required", F.lit(-1)).cast("int").alias("required"))
+    schema = arrow_schema(SEGMENT_TABLE_FIELDS).with_metadata({"n_used": str(n_used), "datasources": json.dumps(names)})
+    work_uri = str(Path(work).absolute())
+
+    def write(batches):
+        fs, base = filesystem(work_uri)
+        path = f"{base}/{SEGMENT_TABLE_FILE}"
+        batches = list(batches)
+        rows = pa.Table.from_batches(batches).sort_by("code") if batches else None
+        write_ipc(fs, path, schema.empty_table() if rows is None else pa.Table.from_arrays(
+            [rows.column(n).cast(schema.field(n).type) for n in schema.names], schema=schema))
+        yield pa.RecordBatch.from_pydict({"n": [0 if rows is None else rows.num_rows]})
+
+    written = table.repartition(1).mapInArrow(write, "n long").collect()
+    log.info("segment table: %d segments, %d used", written[0]["n"], n_used)
+    return coded
+
+
+def _start_state(segments, replicas, targets, servers_pdf):
+    """The state at the start of the run as rows of
+    :data:`~segment_balancer.spark.status.START_STATE_SCHEMA` (a Spark DataFrame): a replica row
+    for every served or queued replica, a segment row for every used segment in every tier where
+    it has a target or a replica, and for broadcast segments in every tier."""
+    from pyspark.sql import functions as F
+
+    from segment_balancer.common.spark_columns import lookup
+    from segment_balancer.planner.runstate import NO_LOAD, QUEUE_CODES
+
+    server_code = {name: i for i, name in enumerate(servers_pdf["server"])}
+    load = F.when(F.col("queued_load"), lookup("queue_type", QUEUE_CODES, "byte")).otherwise(F.lit(NO_LOAD).cast("byte"))
+    rep = replicas.select("tier", F.lit("replica").alias("kind"), "code", F.lit(None).cast("int").alias("target"),
+                          F.lit(None).cast("int").alias("tier_pos"), lookup("server", server_code, "int").alias("server"),
+                          "served", load.alias("load"), F.col("queued_drop").alias("dropping"))
+    used = segments.filter("idx is not null").select("idx", "rule_kind")
+    tiers = F.array(*[F.lit(t) for t in sorted(set(servers_pdf["tier"]))]) if len(servers_pdf) else F.array().cast("array<string>")
+    pairs = (targets.select("idx", "tier").unionByName(replicas.filter("idx is not null").select("idx", "tier"))
+             .unionByName(used.filter("rule_kind = 'broadcast'").select("idx", F.explode(tiers).alias("tier")))
+             .distinct())
+    seg = (pairs.join(targets.select("idx", "tier", "target", "tier_pos"), ["idx", "tier"], "left")
+           .select("tier", F.lit("segment").alias("kind"), F.col("idx").alias("code"),
+                   F.coalesce("target", F.lit(0)).cast("int").alias("target"),
+                   F.coalesce("tier_pos", F.lit(0)).cast("int").alias("tier_pos"), F.lit(None).cast("int").alias("server"),
+                   F.lit(None).cast("boolean").alias("served"), F.lit(None).cast("byte").alias("load"),
+                   F.lit(None).cast("boolean").alias("dropping")))
+    return rep.unionByName(seg)
 
 
 def previous_balancer_state(work: Path, config, smeta) -> dict:
@@ -315,8 +394,9 @@ def _replicas(served, qdf, segments, tier_of: dict[str, str]):
         F.when(F.col("queued_load"), F.coalesce("queue_type", F.lit("loading"))).alias("queue_type"),
         "requested_at_ms", F.coalesce("queued_drop", F.lit(False)).alias("queued_drop"))
     rep = (rep.withColumn("tier", lookup("server", tier_of, "string")).filter("tier is not null")
-           .join(segments.select("segment_id", "idx"), "segment_id"))
-    return rep.select("segment_id", "idx", "server", "tier", "served", "queued_load", "queue_type", "requested_at_ms", "queued_drop")
+           .join(segments.select("segment_id", "idx", "code"), "segment_id"))
+    return rep.select("segment_id", "idx", "code", "server", "tier", "served", "queued_load", "queue_type",
+                      "requested_at_ms", "queued_drop")
 
 
 def _per_server_queries(replicas, segments) -> dict:

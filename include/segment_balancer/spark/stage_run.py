@@ -58,7 +58,7 @@ class SparkStageRun(Run):
         rows = self.state().filter("kind = 'replica' and idx >= 0 and served and not dropping").filter(
             F.col("server").isin(list(servers)))
         ops = conform(rows.select(
-            F.lit("op").alias("kind"), F.lit("DROP").alias("action"), "idx", "segment_id", "datasource", "tier", "server",
-            "size_bytes", F.lit(reason).alias("reason"), F.lit(0).cast("long").alias("o1"),
+            F.lit("op").alias("kind"), F.lit("DROP").alias("action"), "idx", "code", "segment_id", "datasource", "tier",
+            "server", "size_bytes", F.lit(reason).alias("reason"), F.lit(0).cast("long").alias("o1"),
             F.col("server").alias("o2"), F.col("idx").cast("double").alias("o3")), OUT_FIELDS)
-        tierpass.commit_with_drops(self, stage, step, ops, self.state_dirs())
+        tierpass.commit_with_drops(self, stage, step, ops)

@@ -1,28 +1,45 @@
-"""The run state on disk and in Spark: one parquet directory per tier, read and written whole.
+"""The run state on disk: the segment table and each tier's start state as Arrow IPC files, then
+only what the steps changed.
 
-``WORK/state/<step>/tier=T/`` (``tier=`` + the percent-escaped tier name, as Spark names a
-partition directory) holds one tier's rows of :data:`segment_balancer.planner.runstate.STATE_COLUMNS`
-but ``tier``. Spark tasks read and write a tier's directory with pyarrow (:func:`read_tier_state`,
-:func:`write_tier_state`) straight from the work directory; the driver reads the whole state as a
-Spark DataFrame (:meth:`segment_balancer.spark.workdir.Run.state`). ``prepare`` builds the first
-state with :func:`initial_state`; stage 12 counts replicas with :func:`replica_tally`.
+Layout (relative to the work directory):
+
+- ``prepared/segment_table.arrow``: the run's :class:`~segment_balancer.planner.runstate.SegmentTable`,
+  one row per code (:data:`SEGMENT_TABLE_SCHEMA`; ``n_used`` and the datasource names in the
+  schema's metadata), written by ``prepare``.
+- ``state/00_prepare/tier=T/segments.arrow`` and ``replicas.arrow``: tier ``T``'s start
+  :class:`~segment_balancer.planner.runstate.TierState` (:data:`TIER_SEGMENTS_SCHEMA`,
+  :data:`TIER_REPLICAS_SCHEMA`; server codes are rows of ``prepared/servers.parquet``), written by
+  ``prepare``.
+- ``state/NN_step/tier=T/topb.arrow``: the top ``B`` a step cached in ``T`` (:data:`TOPB_SCHEMA`).
+- the op log (``ops/stage_NN_step.parquet``, :mod:`.workdir`): every operation, with its segment's
+  ``code``.
+
+Every file is uncompressed Arrow IPC, written aside and renamed, and read memory-mapped: a task
+reads only the pages it touches. The state of a tier after a step (:func:`read_tier`) is its start
+state with every operation of the op log so far applied and the top ``B`` cached so far: a step
+writes its operations and top ``B``, never the tier again. ``tier=`` + the percent-escaped tier
+name, as Spark names a partition directory.
 """
 
 from __future__ import annotations
 
-import pandas as pd
+import json
+import os
+import uuid
 
-from segment_balancer.planner.runstate import STATE_COLUMNS, STATE_FIELDS, state_frame
+import numpy as np
+
+from segment_balancer.planner.runstate import (NO_LOAD, QUEUE_CODES, STATE_FIELDS, SegmentTable, TierState)
 
 INITIAL_STATE_DIR = "state/00_prepare"
 """Where ``prepare`` writes the state at the start of the run, relative to the work directory."""
+SEGMENT_TABLE_FILE = "prepared/segment_table.arrow"
+"""The run's segment table, relative to the work directory."""
 STATE_SCHEMA = ", ".join(f"`{n}` {t}" for n, t in STATE_FIELDS)
-"""Spark schema of the whole state (every tier, with ``tier``)."""
-TIER_FILE_SCHEMA = ", ".join(f"`{n}` {t}" for n, t in STATE_FIELDS if n != "tier")
-"""Spark schema of one tier's state directory (``tier=T/``): the state's columns but ``tier``,
-which the directory names."""
+"""Spark schema of the state as rows (:data:`~segment_balancer.planner.runstate.STATE_FIELDS`)."""
 
-_ARROW_TYPES = {"string": "string", "long": "int64", "int": "int32", "boolean": "bool_", "double": "float64"}
+_ARROW_TYPES = {"string": "string", "long": "int64", "int": "int32", "boolean": "bool_", "double": "float64",
+                "byte": "int8"}
 
 
 def arrow_schema(fields):
@@ -30,6 +47,16 @@ def arrow_schema(fields):
     import pyarrow as pa
 
     return pa.schema([(n, getattr(pa, _ARROW_TYPES[t])()) for n, t in fields])
+
+
+SEGMENT_TABLE_FIELDS = [("segment_id", "string"), ("datasource", "int"), ("start_ms", "long"), ("end_ms", "long"),
+                        ("size_bytes", "long"), ("rule", "byte"), ("required", "int")]
+"""The segment table's columns, by code (:class:`~segment_balancer.planner.runstate.SegmentTable`)."""
+TIER_SEGMENT_FIELDS = [("code", "long"), ("target", "int"), ("tier_pos", "int")]
+"""A tier's segments: :attr:`TierState.seg_code`, ``target``, ``tier_pos``."""
+TIER_REPLICA_FIELDS = [("code", "long"), ("server", "int"), ("served", "boolean"), ("load", "byte"),
+                       ("dropping", "boolean"), ("dependent", "boolean")]
+"""A tier's replicas: :attr:`TierState.rep_code`, ``rep_server``, ``served``, ``load``, ``dropping``, ``dependent``."""
 
 
 def tier_dir_name(tier: str) -> str:
@@ -52,64 +79,166 @@ def initial_state_dirs(work) -> dict[str, str]:
     from pathlib import Path
 
     root = Path(work) / INITIAL_STATE_DIR
+    if not root.is_dir():
+        return {}
     return {tier_of_dir(p.name): f"{INITIAL_STATE_DIR}/{p.name}"
             for p in sorted(root.iterdir()) if p.is_dir() and p.name.startswith("tier=")}
 
 
-def read_tier_state(fs, path: str) -> pd.DataFrame:
-    """One tier's state rows (pandas, ``STATE_COLUMNS`` but ``tier``) from the directory ``path``
-    of filesystem ``fs`` (pyarrow), whoever wrote it (Spark's parts or :func:`write_tier_state`)."""
-    import pyarrow.dataset as ds
-
-    schema = arrow_schema([f for f in STATE_FIELDS if f[0] != "tier"])
-    return ds.dataset(path, format="parquet", filesystem=fs, schema=schema).to_table().to_pandas()
-
-
-def write_tier_state(fs, path: str, rows: pd.DataFrame) -> None:
-    """Write one tier's state rows as the directory ``path`` (one parquet file), replacing it:
-    written aside, then moved into place."""
-    import uuid
-
+# ---- files -------------------------------------------------------------------------------------
+def write_ipc(fs, path: str, table) -> None:
+    """Write the pyarrow Table ``table`` as an uncompressed Arrow IPC file at ``path`` of
+    filesystem ``fs``: written aside, then moved into place."""
     import pyarrow as pa
-    import pyarrow.parquet as pq
-    from pyarrow.fs import FileType
 
-    fields = [f for f in STATE_FIELDS if f[0] != "tier"]
-    frame = state_frame(rows)[[n for n, _ in fields]]
-    table = pa.Table.from_pandas(frame, schema=arrow_schema(fields), preserve_index=False)
+    parent = path.rsplit("/", 1)[0]
+    fs.create_dir(parent, recursive=True)
     tmp = f"{path}.tmp-{uuid.uuid4().hex[:8]}"
-    fs.create_dir(tmp, recursive=True)
-    pq.write_table(table, f"{tmp}/part-00000.parquet", filesystem=fs)
-    if fs.get_file_info(path).type != FileType.NotFound:
-        fs.delete_dir(path)
+    with fs.open_output_stream(tmp) as sink, pa.ipc.new_file(sink, table.schema) as writer:
+        writer.write_table(table)
     fs.move(tmp, path)
 
 
+def read_ipc(fs, path: str):
+    """The Arrow IPC file at ``path`` as a pyarrow Table: memory-mapped on a local filesystem
+    (columns are views of the file's pages), read whole elsewhere."""
+    import pyarrow as pa
+
+    if type(fs).__name__ == "LocalFileSystem":
+        return pa.ipc.open_file(pa.memory_map(path)).read_all()
+    with fs.open_input_file(path) as source:
+        return pa.ipc.open_file(source).read_all()
+
+
+def _numpy(column, dtype) -> np.ndarray:
+    return np.asarray(column.to_numpy(zero_copy_only=False), dtype=dtype)
+
+
+# ---- the segment table -------------------------------------------------------------------------
+def write_segment_table(fs, path: str, table: SegmentTable) -> None:
+    """Write ``table`` as a segment table file (:data:`SEGMENT_TABLE_FIELDS`, ``n_used`` and the
+    datasource names in the schema's metadata) at ``path`` of filesystem ``fs``. ``prepare``
+    writes the run's from Spark; this is for hand-made work directories and tools."""
+    import pyarrow as pa
+
+    schema = arrow_schema(SEGMENT_TABLE_FIELDS).with_metadata(
+        {"n_used": str(table.n_used), "datasources": json.dumps(list(table.datasources))})
+    ids = table.segment_id if type(table.segment_id).__module__.startswith("pyarrow") else pa.array(
+        [str(s) for s in table.segment_id], pa.string())
+    write_ipc(fs, path, pa.Table.from_arrays([ids, pa.array(table.datasource, pa.int32()), pa.array(table.start_ms),
+                                              pa.array(table.end_ms), pa.array(table.size_bytes),
+                                              pa.array(table.rule, pa.int8()), pa.array(table.required, pa.int32())],
+                                             schema=schema))
+
+
+_TABLES: dict = {}
+
+
+def read_segment_table(work_uri: str) -> SegmentTable:
+    """The run's :class:`SegmentTable` (:data:`SEGMENT_TABLE_FILE` of the work directory
+    ``work_uri``), memory-mapped; kept per process while the file is unchanged (Python workers
+    are reused across tasks)."""
+    from segment_balancer.common.files import filesystem
+
+    fs, base = filesystem(work_uri)
+    path = f"{base}/{SEGMENT_TABLE_FILE}"
+    info = fs.get_file_info(path)
+    key = (path, info.mtime_ns, info.size)
+    cached = _TABLES.get(path)
+    if cached is not None and cached[0] == key:
+        return cached[1]
+    table = read_ipc(fs, path)
+    meta = table.schema.metadata or {}
+    names = tuple(json.loads(meta[b"datasources"]))
+    out = SegmentTable(table.column("segment_id").combine_chunks(), _numpy(table.column("datasource"), np.int32),
+                       _numpy(table.column("start_ms"), np.int64), _numpy(table.column("end_ms"), np.int64),
+                       _numpy(table.column("size_bytes"), np.int64), _numpy(table.column("rule"), np.int8),
+                       _numpy(table.column("required"), np.int32), names, int(meta[b"n_used"]))
+    _TABLES.clear()
+    _TABLES[path] = (key, out)
+    return out
+
+
+# ---- tier states -------------------------------------------------------------------------------
+def write_tier_start(fs, directory: str, state: TierState) -> None:
+    """Write ``state`` as a tier's start state: ``segments.arrow`` and ``replicas.arrow`` in
+    ``directory`` (a path of filesystem ``fs``)."""
+    import pyarrow as pa
+
+    segs = pa.table([state.seg_code, state.target, state.tier_pos], schema=arrow_schema(TIER_SEGMENT_FIELDS))
+    reps = pa.table([state.rep_code, state.rep_server, state.served, state.load, state.dropping, state.dependent],
+                    schema=arrow_schema(TIER_REPLICA_FIELDS))
+    write_ipc(fs, f"{directory}/segments.arrow", segs)
+    write_ipc(fs, f"{directory}/replicas.arrow", reps)
+
+
+def read_tier_start(fs, directory: str, tier: str, servers: tuple[str, ...]) -> TierState:
+    """A tier's start state from ``directory`` (:func:`write_tier_start`); ``servers``: the names
+    of the server codes (``prepared/servers.parquet``'s rows)."""
+    segs = read_ipc(fs, f"{directory}/segments.arrow")
+    reps = read_ipc(fs, f"{directory}/replicas.arrow")
+    return TierState(tier, servers, _numpy(segs.column("code"), np.int64), _numpy(segs.column("target"), np.int32),
+                     _numpy(segs.column("tier_pos"), np.int32), _numpy(reps.column("code"), np.int64),
+                     _numpy(reps.column("server"), np.int32), _numpy(reps.column("served"), bool),
+                     _numpy(reps.column("load"), np.int8), _numpy(reps.column("dropping"), bool),
+                     _numpy(reps.column("dependent"), bool))
+
+
+def write_topb(fs, path: str, topb: dict[int, list[str]]) -> None:
+    """Write the top ``B`` a step cached in one tier (``{idx: [server, …]}``) to ``path``."""
+    import pyarrow as pa
+
+    codes = sorted(topb)
+    write_ipc(fs, path, pa.table({"code": pa.array(codes, pa.int64()),
+                                  "topb": pa.array([topb[c] for c in codes], pa.list_(pa.string()))}))
+
+
+def read_topb(fs, path: str) -> dict[int, list[str]]:
+    table = read_ipc(fs, path)
+    return dict(zip(table.column("code").to_pylist(), table.column("topb").to_pylist()))
+
+
+def read_tier(work_uri: str, spec: dict, tier: str, servers: tuple[str, ...]) -> TierState | None:
+    """Tier ``tier``'s current state (None when the run's start state has no such tier): its start
+    state, every operation of the op log files ``spec["ops"]`` on it applied in order, then the top
+    ``B`` files ``spec["topb"][tier]`` in order. ``spec``: :meth:`segment_balancer.spark.workdir.Run.state_spec`
+    (paths relative to the work directory ``work_uri``); ``servers``: the server codes' names."""
+    import pyarrow.dataset as ds
+
+    from segment_balancer.common.files import filesystem
+
+    fs, base = filesystem(work_uri)
+    start = spec["start"].get(tier)
+    if start is None:
+        return None
+    state = read_tier_start(fs, f"{base}/{start}", tier, servers)
+    if spec["ops"]:
+        ops = ds.dataset([f"{base}/{f}" for f in spec["ops"]], format="parquet", filesystem=fs).to_table(
+            filter=ds.field("tier") == tier, columns=["op_id", "code", "server", "action", "queue_type", "depends_on"])
+        if ops.num_rows:
+            ops = ops.sort_by("op_id")
+            code_of = {name: i for i, name in enumerate(servers)}
+            server = np.array([code_of[s] for s in ops.column("server").to_pylist()], dtype=np.int64)
+            queue = np.array([QUEUE_CODES.get(q, NO_LOAD) if q else NO_LOAD
+                              for q in ops.column("queue_type").to_pylist()], dtype=np.int8)
+            state = state.apply(_numpy(ops.column("code"), np.int64), server,
+                                np.asarray(ops.column("action").to_pylist(), dtype=object) == "LOAD", queue,
+                                ops.column("depends_on").is_valid().to_numpy())
+    for rel in spec["topb"].get(tier, []):
+        state = state.with_topb(read_topb(fs, f"{base}/{rel}"))
+    return state
+
+
+def server_names(servers_pdf) -> tuple[str, ...]:
+    """The names of the server codes: ``prepared/servers.parquet``'s ``server`` column (by name)."""
+    return tuple(servers_pdf["server"])
+
+
+def state_exists(work) -> bool:
+    return os.path.isdir(os.path.join(str(work), INITIAL_STATE_DIR))
+
+
 # ---- Spark side -------------------------------------------------------------------------------
-def initial_state(segments, replicas, targets, servers_pdf):
-    """The state at the start of the run (Spark DataFrame of ``STATE_COLUMNS``) from the prepared
-    tables: replica rows for every served or queued replica, segment rows for every used segment
-    in every tier where it has a target or a replica, and for broadcast segments in every tier."""
-    from pyspark.sql import functions as F
-
-    attrs = segments.select("segment_id", "idx", "datasource", "start_ms", "end_ms", "size_bytes", "rule_kind", "required")
-    rep = replicas.select(
-        "tier", F.lit("replica").alias("kind"), F.coalesce("idx", F.lit(-1).cast("long")).alias("idx"), "segment_id",
-        "server", "served", F.when(F.col("queued_load"), F.col("queue_type")).alias("load_type"),
-        F.col("queued_drop").alias("dropping")).join(attrs.drop("idx", "rule_kind", "required"), "segment_id")
-    used = attrs.filter("idx is not null")
-    tiers = F.array(*[F.lit(t) for t in sorted(set(servers_pdf["tier"]))]) if len(servers_pdf) else F.array().cast("array<string>")
-    pairs = (targets.select("idx", "tier").unionByName(replicas.filter("idx is not null").select("idx", "tier"))
-             .unionByName(used.filter("rule_kind = 'broadcast'").select("idx", F.explode(tiers).alias("tier")))
-             .distinct())
-    seg = (pairs.join(targets.select("idx", "tier", "target", "tier_pos"), ["idx", "tier"], "left")
-           .join(used, "idx")
-           .select("tier", F.lit("segment").alias("kind"), "idx", "segment_id", "datasource", "start_ms", "end_ms",
-                   "size_bytes", F.coalesce("target", F.lit(0)).alias("target"), F.coalesce("tier_pos", F.lit(0)).alias("tier_pos"),
-                   "rule_kind", "required"))
-    return conform(rep).unionByName(conform(seg))
-
-
 def conform(df, fields=STATE_FIELDS):
     """``df`` with exactly the columns of ``fields`` ((name, Spark type) pairs, default the state's;
     missing ones null), cast to their types."""

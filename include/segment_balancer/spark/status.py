@@ -1,6 +1,6 @@
 """Replication status of a run state in Spark: :func:`segment_balancer.planner.status.tier_status`
-and the holdings of every tier, one Spark task per tier over its state directory
-(:func:`status_pass`), or while ``prepare`` writes the first state (:func:`write_state_with_status`).
+and the holdings of every tier, one Spark task per tier (:func:`status_pass`), or while ``prepare``
+writes the start state (:func:`write_state_with_status`).
 """
 
 from __future__ import annotations
@@ -11,17 +11,22 @@ import pandas as pd
 from pyroaring import BitMap
 
 from segment_balancer.common.files import filesystem
+from segment_balancer.planner.runstate import SegmentTable, TierState
 from segment_balancer.planner.status import Status, combine, held_per_server, missing_replicas, tier_status
 from segment_balancer.spark.session import run_tasks
-from segment_balancer.spark.state_store import read_tier_state
+
+START_STATE_SCHEMA = ("tier string, kind string, code long, target int, tier_pos int, server int, served boolean, "
+                      "load byte, dropping boolean")
+"""The start state as ``prepare`` hands it to :func:`write_state_with_status`: per tier, ``kind``
+``segment`` rows (``code`` = idx, ``target``, ``tier_pos``) and ``replica`` rows (``code``,
+``server`` code, ``served``, ``load`` queue code or -1, ``dropping``)."""
 
 
-def _tier_result(fs, path: str, tier: str, servers_pdf: pd.DataFrame) -> tuple:
-    """``(tier, {group: serialized bitmap}, held_per_server, missing_replicas)`` of the tier state
-    directory ``path``."""
-    rows = read_tier_state(fs, path)
-    status = tier_status(rows, servers_pdf[servers_pdf["tier"] == tier])
-    return tier, {k: bm.serialize() for k, bm in status.items()}, held_per_server(rows), missing_replicas(rows)
+def _tier_result(state: TierState, table: SegmentTable, servers_pdf: pd.DataFrame) -> tuple:
+    """``(tier, {group: serialized bitmap}, held_per_server, missing_replicas)`` of one tier's state."""
+    status = tier_status(state, table, servers_pdf[servers_pdf["tier"] == state.tier])
+    return (state.tier, {k: bm.serialize() for k, bm in status.items()}, held_per_server(state, table),
+            missing_replicas(state, table))
 
 
 def _combine(results: list[tuple]) -> Status:
@@ -31,32 +36,53 @@ def _combine(results: list[tuple]) -> Status:
     return Status(groups, {name: len(bm) for name, bm in sorted(groups.items())}, held, missing)
 
 
+def start_state(tier: str, rows, servers: tuple[str, ...]) -> TierState:
+    """One tier's :class:`TierState` from its rows of :data:`START_STATE_SCHEMA` (a pyarrow Table):
+    segments by code, replicas in the order given."""
+    import numpy as np
+    import pyarrow.compute as pc
+
+    def col(table, name, dtype):
+        return np.asarray(table.column(name).to_numpy(zero_copy_only=False), dtype=dtype)
+
+    segs = rows.filter(pc.equal(rows.column("kind"), "segment")).sort_by("code")
+    reps = rows.filter(pc.equal(rows.column("kind"), "replica")).sort_by([("code", "ascending"), ("server", "ascending")])
+    return TierState(tier, servers, col(segs, "code", np.int64), col(segs, "target", np.int32),
+                     col(segs, "tier_pos", np.int32), col(reps, "code", np.int64), col(reps, "server", np.int32),
+                     col(reps, "served", bool), col(reps, "load", np.int8), col(reps, "dropping", bool),
+                     np.zeros(reps.num_rows, bool))
+
+
 def write_state_with_status(state, work: Path, rel_dir: str, servers_pdf: pd.DataFrame) -> Status:
-    """Write the run state ``state`` (Spark DataFrame of ``STATE_COLUMNS``) as one directory per
-    tier (``rel_dir/tier=T``, relative to the local work directory ``work``, as every stage reads
-    it) and return its :class:`Status`, in one Spark job: one ``applyInPandas`` group per tier
-    writes its rows (:func:`~segment_balancer.spark.state_store.write_tier_state`) and measures them as
-    :func:`status_pass` does. The tiers are written aside and moved into place together; a tier
-    with no rows gets no directory. ``prepare`` writes the initial state with it."""
+    """Write the start state ``state`` (Spark DataFrame of :data:`START_STATE_SCHEMA`) as one
+    directory per tier (``rel_dir/tier=T``, relative to the local work directory ``work``, as
+    every stage reads it: :func:`~segment_balancer.spark.state_store.write_tier_start`) and return
+    its :class:`Status`, in one Spark job: one ``applyInArrow`` group per tier writes its state and
+    measures it as :func:`status_pass` does. The tiers are written aside and moved into place
+    together; a tier with no rows gets no directory. ``prepare`` writes the start state with it."""
     import pickle
     import uuid
 
+    import pyarrow as pa
+
     from segment_balancer.common.files import remove_path, replace_path
-    from segment_balancer.spark.state_store import tier_dir_name, write_tier_state
+    from segment_balancer.spark.state_store import read_segment_table, server_names, tier_dir_name, write_tier_start
 
     work = Path(work).absolute()
     work_uri = str(work)
     tmp_rel = f"{rel_dir}.tmp-{uuid.uuid4().hex[:8]}"
+    names = server_names(servers_pdf)
 
-    def per_tier(pdf: pd.DataFrame) -> pd.DataFrame:
-        tier = pdf["tier"].iloc[0]
+    def per_tier(rows: pa.Table) -> pa.Table:
+        tier = rows.column("tier")[0].as_py()
         fs, base = filesystem(work_uri)
-        path = f"{base}/{tmp_rel}/{tier_dir_name(tier)}"
-        write_tier_state(fs, path, pdf)
-        return pd.DataFrame({"tier": [tier], "data": [pickle.dumps(_tier_result(fs, path, tier, servers_pdf))]})
+        tier_state = start_state(tier, rows, names)
+        write_tier_start(fs, f"{base}/{tmp_rel}/{tier_dir_name(tier)}", tier_state)
+        result = _tier_result(tier_state, read_segment_table(work_uri), servers_pdf)
+        return pa.table({"tier": [tier], "data": pa.array([pickle.dumps(result)], pa.binary())})
 
     try:
-        rows = state.groupBy("tier").applyInPandas(per_tier, "tier string, data binary").collect()
+        rows = state.groupBy("tier").applyInArrow(per_tier, "tier string, data binary").collect()
     except BaseException:
         remove_path(work / tmp_rel)
         raise
@@ -65,21 +91,19 @@ def write_state_with_status(state, work: Path, rel_dir: str, servers_pdf: pd.Dat
     return _combine(sorted((pickle.loads(r["data"]) for r in rows), key=lambda r: r[0]))
 
 
-def status_pass(spark, work_uri: str, state_dirs: dict[str, str], servers_pdf: pd.DataFrame) -> Status:
-    """The :class:`Status` of a run state: one Spark task per tier reads its state directory
-    (pyarrow, through the work-directory URI) and returns :func:`tier_status` as serialized
-    bitmaps and :func:`held_per_server`; the driver combines them.
+def status_pass(run) -> Status:
+    """The :class:`Status` of ``run``'s current state (a :class:`~segment_balancer.spark.workdir.Run`):
+    one Spark task per tier rebuilds its state (:func:`~segment_balancer.spark.state_store.read_tier`)
+    and returns :func:`tier_status` as serialized bitmaps and :func:`held_per_server`; the driver
+    combines them. ``assemble`` runs it on the final state, for the summary."""
+    from segment_balancer.spark.state_store import read_segment_table, read_tier
 
-    ``work_uri``: the work directory as tasks address it; ``state_dirs``: ``{tier: directory}``
-    relative to it; ``servers_pdf``: ``prepared/servers.parquet`` with ``broadcast_only``.
-    ``prepare`` runs it on the initial state (the start-of-run groups; counts and holdings kept in
-    ``meta.json``); ``assemble`` on the final state, for the summary.
-    """
+    spec, work, names, servers_pdf = run.state_spec(), run.work_uri, run.server_names, run.servers_pdf
+
     def task(tier):
-        fs, base = filesystem(work_uri)
-        return _tier_result(fs, f"{base}/{state_dirs[tier]}", tier, servers_pdf)
+        return _tier_result(read_tier(work, spec, tier, names), read_segment_table(work), servers_pdf)
 
-    return _combine(run_tasks(spark, sorted(state_dirs), task))
+    return _combine(run_tasks(run.spark, sorted(spec["start"]), task))
 
 
 def start_projection(replicas, segments):

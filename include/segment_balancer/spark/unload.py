@@ -6,7 +6,7 @@ partitioned by tier); when more than one tier has excess, the groups of tiers th
 drops couple (:func:`segment_balancer.planner.kernels.unload.couples_tiers`, usually none); one
 task per tier, or per coupled group, deciding the excess drops against the stage's own running
 projection (:func:`segment_balancer.planner.kernels.unload.unload_tiers`); the stage's output
-written; the drops marked in the state, one task per tier. The stage itself is
+written and numbered into the op log (the drops count from there on). The stage itself is
 :mod:`segment_balancer.planner.stages.s12_unload`.
 """
 
@@ -19,7 +19,7 @@ from urllib.parse import unquote
 from segment_balancer.common.files import filesystem, write_partitioned_atomic
 from segment_balancer.planner.kernels import unload
 from segment_balancer.spark.state_store import conform, replica_tally
-from segment_balancer.spark.tierpass import apply_drops_pass, kernel_pass, pass_dir
+from segment_balancer.spark.tierpass import kernel_pass, pass_dir
 from segment_balancer.spark.workdir import OUT_FIELDS, Run, read_output
 
 log = logging.getLogger(__name__)
@@ -57,7 +57,7 @@ def unload_pass(run: Run) -> None:
         out = _excess(run, over_rel, tiers).unionByName(out)
     rel = run.write_output(STAGE, "unload", out)
     facts = _deferred_facts(run, rel)
-    run.write_ops(STAGE, "unload", rel, facts, state=apply_drops_pass(run, STAGE, "unload", rel, run.state_dirs()))
+    run.write_ops(STAGE, "unload", rel, facts)
     if facts["deferred_drops"]:
         log.info("stage %d: %d drops of %d segments deferred by the availability rule", STAGE,
                  facts["deferred_drops"], facts["deferred_segments"])
@@ -153,9 +153,9 @@ def _everywhere(run: Run, state):
               .when(F.col("idx").isNull(), "unused").when(F.col("rule_kind") == "drop", "drop_rule"))
     doomed = segs.select("segment_id", reason.alias("reason")).filter("reason is not null")
     serving = state.filter("kind = 'replica' and served and not dropping").select(
-        "segment_id", "idx", "datasource", "size_bytes", "tier", "server")
+        "segment_id", "idx", "code", "datasource", "size_bytes", "tier", "server")
     everywhere = doomed.join(serving, "segment_id").select(
-        F.lit("op").alias("kind"), F.lit("DROP").alias("action"), "idx", "segment_id", "datasource", "tier", "server",
+        F.lit("op").alias("kind"), F.lit("DROP").alias("action"), "idx", "code", "segment_id", "datasource", "tier", "server",
         "size_bytes", "reason", F.when(F.col("idx") >= 0, F.col("idx")).otherwise(F.lit(1 << 62)).alias("o1"),
         F.concat_ws("|", "segment_id", "server").alias("o2"), F.lit(0.0).alias("o3"))
     return conform(everywhere, OUT_FIELDS)

@@ -16,9 +16,9 @@ import pandas as pd
 
 from segment_balancer.common.files import write_json_atomic, write_parquet_atomic
 from segment_balancer.planner.config import EffectiveConfig, config_from_dict
-from segment_balancer.planner.runstate import STATE_COLUMNS, STATE_FIELDS, StageLimit
+from segment_balancer.planner.runstate import STATE_FIELDS, StageLimit
 from segment_balancer.spark.session import read_parquet
-from segment_balancer.spark.state_store import STATE_SCHEMA, TIER_FILE_SCHEMA, initial_state_dirs
+from segment_balancer.spark.state_store import STATE_SCHEMA, initial_state_dirs, server_names
 
 log = logging.getLogger(__name__)
 
@@ -39,21 +39,21 @@ code in ``reason``, JSON in ``detail``; :meth:`~segment_balancer.planner.runstat
 ``detail``: no array columns, which Spark hands to Python row by row)."""
 OUT_COLUMNS = [n for n, _ in OUT_FIELDS]
 OUT_SCHEMA = ", ".join(f"`{n}` {t}" for n, t in OUT_FIELDS)
-OPS_COLUMNS = ["op_id", "stage", "action", "queue_type", "idx", "segment_id", "datasource", "tier",
+OPS_COLUMNS = ["op_id", "stage", "action", "queue_type", "idx", "code", "segment_id", "datasource", "tier",
                "server", "size_bytes", "depends_on", "reason"]
 
 def _ops_arrow_schema():
     import pyarrow as pa
 
-    types = {"op_id": pa.int64(), "stage": pa.int32(), "idx": pa.int64(), "size_bytes": pa.int64(),
+    types = {"op_id": pa.int64(), "stage": pa.int32(), "idx": pa.int64(), "code": pa.int64(), "size_bytes": pa.int64(),
              "depends_on": pa.int64()}
     return pa.schema([(c, types.get(c, pa.string())) for c in OPS_COLUMNS])
 
 
 OPS_ARROW_SCHEMA = _ops_arrow_schema()
-"""The op log's parquet schema (``WORK/ops/stage_NN_step.parquet``): ``op_id``, ``idx``,
-``size_bytes``, ``depends_on`` int64 (``depends_on`` null for an independent op), ``stage`` int32,
-the rest strings."""
+"""The op log's parquet schema (``WORK/ops/stage_NN_step.parquet``): ``op_id``, ``idx``, ``code``
+(the segment's row of the run's segment table), ``size_bytes``, ``depends_on`` int64 (``depends_on``
+null for an independent op), ``stage`` int32, the rest strings."""
 
 
 DECISION_COLUMNS = ["stage", "step", "idx", "segment_id", "tier", "outcome", "detail"]
@@ -94,7 +94,7 @@ def out_frame(sink, extra: list[dict] | None = None) -> pd.DataFrame:
     """One pandas frame of ``OUT_COLUMNS``: the ops, memberships and deferred drops of ``sink``
     and ``extra`` rows (``over``/``candidates``)."""
     rows = [{"kind": "op", "action": o.action, "queue_type": o.queue_type, "idx": o.idx,
-             "segment_id": o.segment_id, "datasource": o.datasource, "tier": o.tier, "server": o.server,
+             "code": o.idx if o.code is None else o.code, "segment_id": o.segment_id, "datasource": o.datasource, "tier": o.tier, "server": o.server,
              "size_bytes": o.size_bytes, "reason": o.reason, "dep_server": o.dep_server,
              "o1": int(o.order[0]), "o2": str(o.order[1]), "o3": float(o.order[2])}
             for o in sink.ops]
@@ -107,6 +107,7 @@ def out_frame(sink, extra: list[dict] | None = None) -> pd.DataFrame:
     frame = pd.DataFrame(rows, columns=OUT_COLUMNS)
     for col in ("idx", "start_ms", "end_ms", "size_bytes", "o1"):
         frame[col] = frame[col].astype("Int64").fillna(0).astype("int64")
+    frame["code"] = frame["code"].astype("Int64")
     frame["o3"] = frame["o3"].astype("float64")
     for col in ("target", "tier_pos", "required"):
         frame[col] = frame[col].astype("Int32")
@@ -212,30 +213,53 @@ class Run:
         """The work directory as Spark tasks address it (absolute)."""
         return str(self.work.absolute())
 
+    @property
+    def server_names(self) -> tuple[str, ...]:
+        """The names of the run state's server codes (``prepared/servers.parquet``, by name)."""
+        return server_names(self.servers_pdf)
+
     def initial_state_dirs(self) -> dict[str, str]:
         """``{tier: directory}`` (relative to the work directory) of the state ``prepare`` wrote."""
         return initial_state_dirs(self.work)
 
-    def state_dirs(self) -> dict[str, str]:
-        """``{tier: directory}`` (relative to the work directory) of the current run state: each
-        tier's state as the last step that changed it wrote it (``state/NN_step/tier=T``), or as
-        ``prepare`` did."""
-        steps = [st for st in self.manifest()["steps"] if st.get("state")]
-        return dict(steps[-1]["state"]) if steps else self.initial_state_dirs()
+    def state_spec(self, initial: bool = False) -> dict:
+        """What a task reads to rebuild a tier's current state
+        (:func:`~segment_balancer.spark.state_store.read_tier`), every path relative to the work
+        directory: ``start`` (``{tier: directory}`` of the start state), ``ops`` (the op log's
+        files so far, in order) and ``topb`` (``{tier: [file, …]}``, the top ``B`` the steps so far
+        cached, in order). With ``initial``: the start of the run (no ops, no top ``B``)."""
+        spec = {"start": self.initial_state_dirs(), "ops": [], "topb": {}}
+        if initial:
+            return spec
+        manifest = self.manifest()
+        spec["ops"] = [f"ops/{f}" for f in manifest["files"]]
+        for step in manifest["steps"]:
+            for tier, rel in sorted(step.get("topb", {}).items()):
+                spec["topb"].setdefault(tier, []).append(rel)
+        return spec
 
     def state(self, initial: bool = False):
-        """The current run state (Spark DataFrame of ``runstate.STATE_COLUMNS``); with ``initial``,
-        the state at the start of the run."""
-        from functools import reduce
+        """The current run state as rows (Spark DataFrame of ``runstate.STATE_COLUMNS``; with
+        ``initial``, the state at the start of the run): one Spark task per tier rebuilds its
+        state (:func:`~segment_balancer.spark.state_store.read_tier`) and emits its rows."""
+        import pyarrow as pa
 
-        from pyspark.sql import functions as F
+        from segment_balancer.spark.state_store import read_segment_table, read_tier
 
-        dirs = self.initial_state_dirs() if initial else self.state_dirs()
-        parts = [self.spark.read.schema(TIER_FILE_SCHEMA).parquet(f"{self.work_uri}/{rel}")
-                 .withColumn("tier", F.lit(tier)).select(*STATE_COLUMNS) for tier, rel in sorted(dirs.items())]
-        if not parts:
+        spec, work, names = self.state_spec(initial), self.work_uri, self.server_names
+        tiers = sorted(spec["start"])
+        if not tiers:
             return self.spark.createDataFrame([], STATE_SCHEMA)
-        return reduce(lambda a, b: a.unionByName(b), parts)
+
+        def emit(batches):
+            table = read_segment_table(work)
+            for batch in batches:
+                for i in batch.column(0).to_pylist():
+                    state = read_tier(work, spec, tiers[i], names)
+                    rows = state.arrow_rows(table)
+                    yield from rows.to_batches(max_chunksize=1 << 16) or [pa.RecordBatch.from_pylist([], rows.schema)]
+
+        return self.spark.range(0, len(tiers), 1, len(tiers)).mapInArrow(emit, STATE_SCHEMA)
 
     def write_output(self, stage: int, step: str, frame) -> str:
         """Write a step's output rows (Spark DataFrame of :data:`OUT_COLUMNS`) to
@@ -245,16 +269,17 @@ class Run:
         write_parquet_atomic(frame.select(*OUT_COLUMNS), self.work / rel)
         return rel
 
-    def write_ops(self, stage: int, step: str, kernel_out, facts: dict | None = None, state=None) -> int:
+    def write_ops(self, stage: int, step: str, kernel_out, facts: dict | None = None,
+                  topb: dict[str, str] | None = None) -> int:
         """Give the ops of one step their global ``op_id`` (in ``o1, o2, o3, action, server``
         order), resolve ``depends_on`` and append them to the op log; keep the step's decisions
         where they are. ``kernel_out``: the step's output rows (:data:`OUT_COLUMNS`), either the
         directory (relative to the work directory) the tasks of its kernel pass wrote them to, or
         a Spark DataFrame, written first to ``passes/NN_step/out.parquet``. ``facts``: counts the
         step reports (e.g. deferred drops), kept with the step in the manifest for the summary.
-        ``state``: the run state after the step, ``{tier: directory}`` of every tier
-        (:mod:`.tierpass` wrote the changed ones); None keeps the current one. The manifest written
-        last commits the step. Returns the number of ops written.
+        ``topb``: ``{tier: file}`` of the top ``B`` the step cached (:mod:`.tierpass` wrote them);
+        with the ops, all a step changes of the run state. The manifest written last commits the
+        step. Returns the number of ops written.
 
         No Spark job for a kernel pass's directory, one for a DataFrame: the step's ops (bounded
         by the load queues: M x servers, and stage 12's drops) are read from the output files with
@@ -267,7 +292,7 @@ class Run:
         offset = manifest["count"]
         if not isinstance(kernel_out, str):
             kernel_out = self.write_output(stage, step, kernel_out)
-        cols = ["o1", "o2", "o3", "action", "queue_type", "idx", "segment_id", "datasource", "tier", "server",
+        cols = ["o1", "o2", "o3", "action", "queue_type", "idx", "code", "segment_id", "datasource", "tier", "server",
                 "size_bytes", "reason", "dep_server"]
         ops = read_output(self.work_uri, kernel_out, cols, "op").to_pandas()
         ops = ops.sort_values(["o1", "o2", "o3", "action", "server"], kind="stable", na_position="first")
@@ -284,8 +309,8 @@ class Run:
                              self.work / "ops" / name)
         n = len(final)
         entry = {"stage": stage, "step": step, "ops": n, **({"facts": facts} if facts else {}), "decisions": kernel_out}
-        if state is not None:
-            entry["state"] = dict(sorted(state.items()))
+        if topb:
+            entry["topb"] = dict(sorted(topb.items()))
         manifest["files"].append(name)
         manifest["count"] = offset + n
         manifest["steps"].append(entry)

@@ -120,7 +120,7 @@ def tier_run(tier: str, segments: list[tuple], served: dict[str, list[int]], sin
                  for s, held in served.items() if idx in held]
     servers = pd.DataFrame([{"server": s, "tier": tier, "max_size": 0, "current_size": 0, "priority": 0,
                              "decommissioning": False} for s in served])
-    return TierRun(tier, state_frame(pd.DataFrame(rows)), servers, NUM_BEST, sink=sink)
+    return TierRun.from_rows(tier, state_frame(pd.DataFrame(rows)), servers, NUM_BEST, sink=sink)
 
 
 def excess_of(idx: int, counts: dict[str, tuple[int, int]], loaded: int, required: int = 1) -> Excess:

@@ -94,10 +94,8 @@ def test_the_stage_limit_stops_the_moves():
 
 def test_capacity_counts_loads_but_not_drops_that_have_not_happened():
     # l serves 90 bytes but 80 of them (segment 6) have a queued drop: its score is 10, its room 10
-    queued_drop = {"idx": 6, "day": 300, "size": 80, "served": ["l"]}
+    queued_drop = {"idx": 6, "day": 300, "size": 80, "served": ["l"], "dropping": ["l"]}
     run = shedder(l_current=90, extra=[queued_drop])
-    seg = run.segment(6)
-    seg.replicas["l"].dropping = True
     assert {u.server: u.used_bytes for u in tier_usages(run)} == {"h": 70, "l": 10}
     [pair] = shed(run)
     # day 1 (20 bytes) does not fit into 10 bytes of room; day 2 (10) does; then l is full; day 0

@@ -1,0 +1,272 @@
+"""How a plan scales: the CLI in process and on a warm Spark Connect server, from ``druid_sample`` to
+millions of segments.
+
+Each run is ``python -m segment_balancer plan`` in a child process whose process tree (and, on a
+Connect server, the server's tree) is sampled every 0.25 s: peak resident (RSS) and, every 2 s,
+proportional (PSS) memory **per process kind** (``driver``: the JVM of the Spark driver, in
+process or the Connect server; ``workers``: Spark's Python workers and their daemon; ``client``:
+the CLI's own Python), and the bytes every process moved through ``read``/``write`` system calls
+(``/proc/PID/io`` ``rchar``/``wchar``: files, pipes and sockets alike; memory-mapped reads are not
+counted), attributed to the application that ran at the time (``WORK/timings.json``). Per
+application it also reports its wall, its Spark jobs (the event log, by job tag) and the bytes it
+left in the work directory. Inputs are ``druid_sample`` or a number of segments of
+``segment_balancer generate``'s cluster (hourly and daily datasources over years, three tiers, two
+historicals lost, one decommissioning, one added empty: a cluster shaped like production), cached
+under ``--cache``. Usage::
+
+    .venv/bin/python benchmarks/bench_scale.py [--sizes druid_sample 20000 100000 1000000] [--modes local connect]
+
+(10M on request: ``--sizes 10000000 --modes local``.) The output for this machine is kept in
+``benchmarks/README.md``; never a timed assertion in a test.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import shutil
+import subprocess
+import sys
+import tempfile
+import time
+from collections import defaultdict
+from pathlib import Path
+
+import psutil
+
+ROOT = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(ROOT / "include"))
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+
+from bench_overhead import SNAPSHOTS, event_conf, jobs_per_app, snapshot_for, start_server  # noqa: E402
+
+from segment_balancer.planner.stages import APP_NAMES, stage_number  # noqa: E402
+
+KINDS = ("driver", "workers", "client")
+
+
+def kind_of(proc: psutil.Process, root_pid: int) -> str:
+    """``driver`` (a JVM), ``workers`` (Spark's Python daemon and workers) or ``client``."""
+    try:
+        if proc.name() == "java":
+            return "driver"
+        cmd = " ".join(proc.cmdline())
+    except psutil.Error:
+        return "client"
+    return "workers" if "pyspark.daemon" in cmd or "pyspark.worker" in cmd else "client"
+
+
+class Watch:
+    """Samples process trees until the root ends: peak RSS and PSS per kind (sum over the kind's
+    processes at one instant), the JVMs started, and per sample the summed ``rchar``/``wchar``
+    counters per process (for the bytes moved between two instants)."""
+
+    PSS_EVERY = 2.0
+
+    def __init__(self, extra_pids: list[int] | None = None):
+        self.extra = [psutil.Process(p) for p in extra_pids or []]
+        self.peak = dict.fromkeys(KINDS, 0)
+        self.peak_pss = dict.fromkeys(KINDS, 0)
+        self.peak_total = self.peak_total_pss = 0
+        self.jvms: set[int] = set()
+        self.io: list[tuple[float, dict[int, tuple[int, int]]]] = []
+        self._pss_at = 0.0
+
+    def sample(self, root: psutil.Process) -> None:
+        rss, pss, io = defaultdict(int), defaultdict(int), {}
+        with_pss = time.monotonic() - self._pss_at >= self.PSS_EVERY
+        if with_pss:
+            self._pss_at = time.monotonic()
+        for top in [root, *self.extra]:
+            try:
+                tree = [top, *top.children(recursive=True)]
+            except psutil.Error:
+                continue
+            for p in tree:
+                try:
+                    kind = kind_of(p, root.pid)
+                    if with_pss:
+                        info = p.memory_full_info()
+                        rss[kind] += info.rss
+                        pss[kind] += info.pss
+                    else:
+                        rss[kind] += p.memory_info().rss
+                    counters = p.io_counters()
+                    io[p.pid] = (counters.read_chars, counters.write_chars)
+                    if kind == "driver" and top is root:
+                        self.jvms.add(p.pid)
+                except psutil.Error:
+                    pass
+        for kind in KINDS:
+            self.peak[kind] = max(self.peak[kind], rss[kind])
+            self.peak_pss[kind] = max(self.peak_pss[kind], pss[kind])
+        self.peak_total = max(self.peak_total, sum(rss.values()))
+        if with_pss:
+            self.peak_total_pss = max(self.peak_total_pss, sum(pss.values()))
+        self.io.append((time.time(), io))
+
+    def run(self, cmd: list[str], env: dict, log: Path, timeout: float) -> int:
+        with open(log, "wb") as out:
+            child = subprocess.Popen(cmd, env=env, stdout=out, stderr=subprocess.STDOUT, cwd=ROOT)
+            proc, started = psutil.Process(child.pid), time.monotonic()
+            while child.poll() is None:
+                self.sample(proc)
+                if time.monotonic() - started > timeout:
+                    child.kill()
+                    child.wait()
+                    return -9
+                time.sleep(0.25)
+        return child.returncode
+
+    def moved(self, since: float, until: float) -> tuple[int, int]:
+        """Bytes read and written through system calls between two instants (epoch s), summed over
+        the processes sampled at both ends of each interval."""
+        read = written = 0
+        for (t0, a), (t1, b) in zip(self.io, self.io[1:]):
+            if t1 <= since or t0 >= until:
+                continue
+            for pid, (r, w) in b.items():
+                if pid in a:
+                    read += max(0, r - a[pid][0])
+                    written += max(0, w - a[pid][1])
+        return read, written
+
+
+def app_windows(work: Path) -> dict[str, tuple[float, float]]:
+    """``{application: (start, end)}`` (epoch s) from ``timings.json``: the applications ran one
+    after another from the first one's ``started_at``."""
+    from datetime import datetime
+
+    timings = json.loads((work / "timings.json").read_text())
+    start = datetime.fromisoformat(timings[APP_NAMES[0]]["started_at"].replace("Z", "+00:00")).timestamp()
+    out = {}
+    for name in APP_NAMES:
+        seconds = timings.get(name, {}).get("seconds", 0.0)
+        out[name] = (start, start + seconds)
+        start += seconds
+    return out
+
+
+def written_per_app(work: Path) -> dict[str, int]:
+    """Bytes each application left in the work directory: ``timeline/`` (used_segments),
+    ``prepared/`` and ``state/00_*`` (prepare), ``passes/NN_*``, ``ops/stage_NN_*``, ``state/NN_*``
+    (stage NN), ``plan/`` (assemble)."""
+    by_stage = {stage_number(n): n for n in APP_NAMES if n.startswith("stage")}
+    out: dict[str, int] = defaultdict(int)
+    for path in work.rglob("*"):
+        if not path.is_file():
+            continue
+        rel = path.relative_to(work).parts
+        name = None
+        if rel[0] == "timeline":
+            name = "used_segments"
+        elif rel[0] == "prepared" or (rel[0] == "state" and rel[1].startswith("00_")):
+            name = "prepare"
+        elif rel[0] in ("passes", "state") and rel[1][:2].isdigit():
+            name = by_stage.get(int(rel[1][:2]))
+        elif rel[0] == "ops" and rel[1].startswith("stage_"):
+            name = by_stage.get(int(rel[1][6:8]))
+        elif rel[0] == "plan":
+            name = "assemble"
+        if name:
+            out[name] += path.stat().st_size
+    return dict(out)
+
+
+def run_cli(snapshot: Path, mode: str, tmp: Path, server, timeout: float) -> dict:
+    tmp.mkdir(parents=True, exist_ok=True)
+    work, out = tmp / "work", tmp / "plan"
+    shutil.rmtree(work, ignore_errors=True)
+    shutil.rmtree(out, ignore_errors=True)
+    env = {k: v for k, v in os.environ.items() if k not in ("SPARK_REMOTE", "PYSPARK_SUBMIT_ARGS")}
+    cmd = [sys.executable, "-m", "segment_balancer", "plan", "--snapshot", str(snapshot), "--out", str(out),
+           "--work", str(work)]
+    if mode == "connect":
+        cmd += ["--remote", server.url]
+        events, watch = server.root / "events", Watch([server.pid()])
+    else:
+        events = tmp / "events"
+        shutil.rmtree(events, ignore_errors=True)
+        events.mkdir(parents=True)
+        event_conf(events, tmp / "conf")
+        env["SPARK_CONF_DIR"] = str(tmp / "conf")
+        watch = Watch()
+    since = int(time.time() * 1000)
+    started = time.monotonic()
+    rc = watch.run(cmd, env, tmp / "cli.log", timeout)
+    wall = time.monotonic() - started
+    if rc != 0:
+        raise RuntimeError(f"plan failed ({rc}); see {tmp / 'cli.log'}:\n" + (tmp / "cli.log").read_text()[-3000:])
+    timings = json.loads((work / "timings.json").read_text())
+    windows = app_windows(work)
+    return {"wall": wall, "peak": watch.peak, "pss": watch.peak_pss, "total": watch.peak_total,
+            "total_pss": watch.peak_total_pss, "jvms": len(watch.jvms), "jobs": jobs_per_app(events, since),
+            "apps": {k: v["seconds"] for k, v in timings.items()}, "written": written_per_app(work),
+            "moved": {name: watch.moved(*window) for name, window in windows.items()},
+            "ops": json.loads((out / "summary.json").read_text())["operations"]}
+
+
+def gib(n: int) -> str:
+    return f"{n / 2**30:.2f}"
+
+
+def mib(n: int) -> str:
+    return f"{n / 2**20:.1f}"
+
+
+def print_tables(results: list[tuple[str, str, dict]]) -> None:
+    print(f"{'input':<14} {'mode':<8} {'wall s':>7} {'JVMs':>5} {'jobs':>5} {'ops':>8} "
+          f"{'RSS GiB':>8} {'PSS GiB':>8}   " + "  ".join(f"{k + ' RSS/PSS':>18}" for k in KINDS))
+    for name, mode, r in results:
+        print(f"{name:<14} {mode:<8} {r['wall']:>7.1f} {r['jvms']:>5} {sum(r['jobs'].values()):>5} {r['ops']:>8} "
+              f"{gib(r['total']):>8} {gib(r['total_pss']):>8}   "
+              + "  ".join(f"{gib(r['peak'][k]) + ' / ' + gib(r['pss'][k]):>18}" for k in KINDS))
+    print()
+    for name, mode, r in results:
+        print(f"{name}, {mode}: per application (s; Spark jobs; MiB written to the work directory; "
+              f"MiB read / written through system calls by every process meanwhile)")
+        print(f"  {'application':<34} {'s':>7} {'jobs':>5} {'work MiB':>9} {'read MiB':>9} {'write MiB':>9}")
+        for app in APP_NAMES:
+            sec = r["apps"].get(app)
+            read, written = r["moved"].get(app, (0, 0))
+            print(f"  {app:<34} {'-' if sec is None else f'{sec:.2f}':>7} {r['jobs'].get(app, 0):>5} "
+                  f"{mib(r['written'].get(app, 0)):>9} {mib(read):>9} {mib(written):>9}")
+        untagged = r["jobs"].get(None, 0)
+        rest = r["wall"] - sum(v for v in r["apps"].values())
+        print(f"  {'(outside the applications)':<34} {rest:>7.2f} {untagged:>5}")
+        print()
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    parser.add_argument("--sizes", nargs="+", default=["druid_sample", "20000", "100000", "1000000"],
+                        help="druid_sample or a number of generated segments")
+    parser.add_argument("--modes", nargs="+", choices=["local", "connect"], default=["local", "connect"])
+    parser.add_argument("--timeout", type=float, default=3600.0)
+    parser.add_argument("--cache", type=Path, default=Path(tempfile.gettempdir()) / "segment_balancer-bench")
+    args = parser.parse_args()
+    args.cache.mkdir(parents=True, exist_ok=True)
+    results = []
+    with tempfile.TemporaryDirectory(prefix="bench_scale-") as tmp:
+        tmp = Path(tmp)
+        for mode in args.modes:
+            server = None
+            try:
+                if mode == "connect":
+                    server, seconds = start_server(tmp)
+                    print(f"Spark Connect server started and answering in {seconds:.1f} s", file=sys.stderr)
+                    run_cli(SNAPSHOTS / "druid_sample", "connect", tmp / "warm", server, args.timeout)
+                for name in args.sizes:
+                    snap = snapshot_for(name, args.cache)
+                    r = run_cli(snap, mode, tmp / f"{mode}-{name}", server, args.timeout)
+                    results.append((name, mode, r))
+                    print(f"done: {name} {mode}: {r['wall']:.1f} s", file=sys.stderr, flush=True)
+            finally:
+                if server is not None:
+                    server.stop()
+    print_tables(results)
+
+
+if __name__ == "__main__":
+    main()
