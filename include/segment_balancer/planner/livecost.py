@@ -57,10 +57,7 @@ class IntervalKeys:
         in (datasource name, start, end) order, so the same segments always give the same keys.
         """
         names, ds_code = np.unique(np.asarray(datasource, dtype=object).astype(str), return_inverse=True)
-        table = np.stack([ds_code.astype(np.int64), np.asarray(start_ms, np.int64), np.asarray(end_ms, np.int64)], axis=1)
-        distinct, key_of = np.unique(table, axis=0, return_inverse=True)
-        keys = cls(distinct[:, 0].astype(np.int32), distinct[:, 1].copy(), distinct[:, 2].copy(), tuple(names.tolist()))
-        return keys, key_of.reshape(-1).astype(np.int64)
+        return cls.build_coded(ds_code.reshape(-1), start_ms, end_ms, tuple(names.tolist()))
 
     @classmethod
     def build_coded(cls, datasource: np.ndarray, start_ms: np.ndarray, end_ms: np.ndarray,
@@ -68,12 +65,15 @@ class IntervalKeys:
         """:meth:`build` from datasource codes (int, length N) into ``names`` (sorted: codes in name
         order give the keys :meth:`build` gives for the names)."""
         used, local = np.unique(np.asarray(datasource, np.int64), return_inverse=True)
-        table = np.stack([local.reshape(-1).astype(np.int64), np.asarray(start_ms, np.int64),
-                          np.asarray(end_ms, np.int64)], axis=1)
-        distinct, key_of = np.unique(table, axis=0, return_inverse=True)
-        keys = cls(distinct[:, 0].astype(np.int32), distinct[:, 1].copy(), distinct[:, 2].copy(),
-                   tuple(names[int(c)] for c in used))
-        return keys, key_of.reshape(-1).astype(np.int64)
+        ds, start, end = local.reshape(-1).astype(np.int64), np.asarray(start_ms, np.int64), np.asarray(end_ms, np.int64)
+        order = np.lexsort((end, start, ds))
+        ds, start, end = ds[order], start[order], end[order]
+        first = np.ones(len(order), dtype=bool)
+        first[1:] = (ds[1:] != ds[:-1]) | (start[1:] != start[:-1]) | (end[1:] != end[:-1])
+        key_of = np.empty(len(order), dtype=np.int64)
+        key_of[order] = np.cumsum(first) - 1
+        keys = cls(ds[first].astype(np.int32), start[first], end[first], tuple(names[int(c)] for c in used))
+        return keys, key_of
 
     def __len__(self) -> int:
         return len(self.start_ms)

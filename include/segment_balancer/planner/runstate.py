@@ -60,6 +60,12 @@ RULE_KINDS = ("load", "drop", "broadcast")
 RULE_CODES: dict[str, int] = {k: i for i, k in enumerate(RULE_KINDS)}
 """Rule kind → its int8 code in :attr:`SegmentTable.rule` (:data:`NO_RULE`: no rule applies)."""
 NO_RULE = -1
+FATES = (None, "drop_rule", "unused", "overshadowed", "waiting")
+"""What stage 12 does with every served replica of a segment, by :attr:`SegmentTable.fate` (int8):
+0 nothing of its own (a used segment of a load or broadcast rule, or none), 1 drop (a used
+segment of a drop rule), 2 drop (unused: not marked used, a tombstone, or unlisted), 3 drop
+(overshadowed), 4 keep (overshadowed, waiting for a segment that overshadows it to be served).
+The names of 1-3 are the drops' reasons (ALGORITHM.md stage 12)."""
 
 @dataclass(frozen=True)
 class StageLimit:
@@ -269,8 +275,8 @@ class SegmentTable:
     Attributes (length N, by code): ``segment_id`` (str; a pyarrow ``StringArray``, memory-mapped,
     or a sequence), ``datasource`` (int32 code into ``datasources``, sorted names), ``start_ms``,
     ``end_ms`` (int64 epoch ms), ``size_bytes`` (int64), ``rule`` (int8 :data:`RULE_CODES`,
-    :data:`NO_RULE`), ``required`` (int32, -1: not a load rule); ``n_used``: codes below it are
-    the used segments, code = ``idx``.
+    :data:`NO_RULE`), ``required`` (int32, -1: not a load rule), ``fate`` (int8, :data:`FATES`);
+    ``n_used``: codes below it are the used segments, code = ``idx``.
     """
 
     segment_id: Any
@@ -280,6 +286,7 @@ class SegmentTable:
     size_bytes: np.ndarray
     rule: np.ndarray
     required: np.ndarray
+    fate: np.ndarray
     datasources: tuple[str, ...]
     n_used: int
 
@@ -462,7 +469,7 @@ def tables_from_rows(rows: pd.DataFrame, servers: Sequence[str] | None = None
                      ) -> tuple[SegmentTable, dict[str, TierState]]:
     """A :class:`SegmentTable` and one :class:`TierState` per tier from state rows
     (:data:`STATE_COLUMNS`; ``code`` may be absent): used segments keep their ``idx`` as code,
-    the others (``idx`` -1) follow by segment id; server codes index ``servers`` (default: the
+    the others (``idx`` -1: unused, :data:`FATES` 2) follow by segment id; server codes index ``servers`` (default: the
     replicas' servers by name). For hand-made states (the tests) and small tools; a run's state
     comes from ``prepare``."""
     rows = rows.reset_index(drop=True)
@@ -492,7 +499,8 @@ def tables_from_rows(rows: pd.DataFrame, servers: Sequence[str] | None = None
             rule[code[i]] = RULE_CODES[kinds[i]]
         if reqs[i] is not None and not pd.isna(reqs[i]):
             required[code[i]] = int(reqs[i])
-    table = SegmentTable(seg_id, ds, start, end, size, rule, required, names, n_used)
+    fate = np.where(np.arange(n) < n_used, np.where(rule == RULE_CODES["drop"], 1, 0), 2).astype(np.int8)
+    table = SegmentTable(seg_id, ds, start, end, size, rule, required, fate, names, n_used)
     servers = tuple(servers) if servers is not None else tuple(sorted(set(rows.loc[~is_seg, "server"].dropna())))
     server_code = {s: i for i, s in enumerate(servers)}
     tiers = rows["tier"] if "tier" in rows else pd.Series([""] * len(rows))

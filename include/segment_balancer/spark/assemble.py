@@ -33,8 +33,7 @@ PLAN_OPS_COLUMNS = [c for c in OPS_COLUMNS if c not in ("idx", "code")]
 def end_assignment(run: Run):
     """(``segment_id``, ``server``, ``tier``) of every replica the final run state holds (the
     projected end state once every op succeeded): served with no drop, or loading."""
-    return (run.state().filter("kind = 'replica' and (served or load_type is not null) and not dropping")
-            .select("segment_id", "server", "tier"))
+    return run.assignment()
 
 
 def assemble(run: Run, groups, snapshot: Path) -> Path:
@@ -54,7 +53,7 @@ def assemble(run: Run, groups, snapshot: Path) -> Path:
     # the start of the run as prepare measured it (the same pass over the initial state)
     held_before = {server: tuple(n) for server, n in run.meta.get("held", {}).items()}
     after = status_pass(run)
-    write_parquet_atomic(assignment.coalesce(1).sortWithinPartitions("segment_id", "server"), tmp / "assignment.parquet")
+    write_parquet_atomic(assignment.repartition(1).sortWithinPartitions("segment_id", "server"), tmp / "assignment.parquet")
     _flatten(tmp / "assignment.parquet")
     by_stage = [{"stage": int(k[0]), "tier": _value(k[1]), "action": _value(k[2]), "count": int(n)}
                 for k, n in ops.groupby(["stage", "tier", "action"], dropna=False).size().items()]
@@ -136,14 +135,14 @@ def _explain_tables(run: Run, plan: Path) -> None:
     if decisions is None:
         decisions = run.spark.createDataFrame(
             [], "stage int, step string, idx long, segment_id string, tier string, outcome string, detail string")
-    write_parquet_atomic(decisions.select(*DECISION_COLUMNS).coalesce(1).sortWithinPartitions("segment_id", "stage", "tier"),
+    write_parquet_atomic(decisions.select(*DECISION_COLUMNS).repartition(1).sortWithinPartitions("segment_id", "stage", "tier"),
                          plan / "decisions.parquet")
     _flatten(plan / "decisions.parquet")
     targets = (run.table("targets").groupBy("idx")
                .agg(F.to_json(F.map_from_entries(F.transform(F.array_sort(F.collect_list(F.struct("tier_pos", "tier", "target"))),
                                                              lambda x: F.struct(x["tier"], x["target"])))).alias("targets")))
     segments = run.table("segments").join(targets, "idx", "left").select(*PLAN_SEGMENT_COLUMNS)
-    write_parquet_atomic(segments.coalesce(1).sortWithinPartitions("segment_id"), plan / "segments.parquet")
+    write_parquet_atomic(segments.repartition(1).sortWithinPartitions("segment_id"), plan / "segments.parquet")
     _flatten(plan / "segments.parquet")
     stage_groups, previous = {}, {}
     for name in APP_NAMES:

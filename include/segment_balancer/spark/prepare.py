@@ -253,7 +253,7 @@ def _write_segment_table(spark, segments, work: Path):
     from segment_balancer.common.files import filesystem
     from segment_balancer.common.spark_columns import lookup
     from segment_balancer.druid.snapshot.lines import with_row_numbers
-    from segment_balancer.planner.runstate import NO_RULE, RULE_CODES
+    from segment_balancer.planner.runstate import FATES, NO_RULE, RULE_CODES
     from segment_balancer.spark.session import collect_small
     from segment_balancer.spark.state_store import SEGMENT_TABLE_FIELDS, SEGMENT_TABLE_FILE, arrow_schema, write_ipc
 
@@ -266,9 +266,14 @@ def _write_segment_table(spark, segments, work: Path):
     coded = (segments.join(others, "segment_id", "left")
              .withColumn("code", F.coalesce(F.col("idx"), F.col("other"))).drop("other"))
     rule = F.coalesce(lookup("rule_kind", RULE_CODES, "byte"), F.lit(NO_RULE).cast("byte"))
+    unused = F.col("idx").isNull()
+    fate = (F.when(~unused, F.when(F.col("rule_kind") == "drop", F.lit(FATES.index("drop_rule"))).otherwise(F.lit(0)))
+            .when(~F.col("overshadowed"), F.lit(FATES.index("unused")))
+            .when(F.col("waiting"), F.lit(FATES.index("waiting")))
+            .when(~F.col("waiting"), F.lit(FATES.index("overshadowed"))).otherwise(F.lit(0)))
     table = coded.select("code", "segment_id", lookup("datasource", {n: i for i, n in enumerate(names)}, "int")
                          .alias("datasource"), "start_ms", "end_ms", "size_bytes", rule.alias("rule"),
-                         F.coalesce("required", F.lit(-1)).cast("int").alias("required"))
+                         F.coalesce("required", F.lit(-1)).cast("int").alias("required"), fate.cast("byte").alias("fate"))
     schema = arrow_schema(SEGMENT_TABLE_FIELDS).with_metadata({"n_used": str(n_used), "datasources": json.dumps(names)})
     work_uri = str(Path(work).absolute())
 

@@ -12,8 +12,7 @@ from pyroaring import BitMap
 
 from segment_balancer.planner.stages.run import Body
 from segment_balancer.spark import callbacks, tierpass, unload
-from segment_balancer.spark.state_store import conform
-from segment_balancer.spark.workdir import OUT_FIELDS, Run, read_output
+from segment_balancer.spark.workdir import Run, read_output
 
 
 class SparkStageRun(Run):
@@ -52,13 +51,14 @@ class SparkStageRun(Run):
 
     def drop_served(self, stage: int, step: str, servers: list[str], reason: str) -> None:
         """One step that drops every used segment ``servers`` serve with no drop (ops ordered by
-        server, then segment), committed with :func:`.tierpass.commit_with_drops`."""
-        from pyspark.sql import functions as F
+        server, then segment): one task per tier of those servers."""
+        servers = sorted(servers)
+        tiers = sorted(set(self.servers_pdf.loc[self.servers_pdf["server"].isin(servers), "tier"]))
 
-        rows = self.state().filter("kind = 'replica' and idx >= 0 and served and not dropping").filter(
-            F.col("server").isin(list(servers)))
-        ops = conform(rows.select(
-            F.lit("op").alias("kind"), F.lit("DROP").alias("action"), "idx", "code", "segment_id", "datasource", "tier",
-            "server", "size_bytes", F.lit(reason).alias("reason"), F.lit(0).cast("long").alias("o1"),
-            F.col("server").alias("o2"), F.col("idx").cast("double").alias("o3")), OUT_FIELDS)
-        tierpass.commit_with_drops(self, stage, step, ops)
+        def body(runs, sink):
+            for tier_run in runs.values():
+                for server in (s for s in servers if s in tier_run.pos):
+                    for idx in tier_run.served_by(server):
+                        tier_run.drop(tier_run.segment(int(idx)), server, reason, (0, server, float(idx)))
+
+        self.finish(stage, step, self.kernel_pass(stage, step, tiers, body, ranked=False))

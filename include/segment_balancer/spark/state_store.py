@@ -29,14 +29,12 @@ import uuid
 
 import numpy as np
 
-from segment_balancer.planner.runstate import (NO_LOAD, QUEUE_CODES, STATE_FIELDS, SegmentTable, TierState)
+from segment_balancer.planner.runstate import NO_LOAD, QUEUE_CODES, STATE_FIELDS, SegmentTable, TierState
 
 INITIAL_STATE_DIR = "state/00_prepare"
 """Where ``prepare`` writes the state at the start of the run, relative to the work directory."""
 SEGMENT_TABLE_FILE = "prepared/segment_table.arrow"
 """The run's segment table, relative to the work directory."""
-STATE_SCHEMA = ", ".join(f"`{n}` {t}" for n, t in STATE_FIELDS)
-"""Spark schema of the state as rows (:data:`~segment_balancer.planner.runstate.STATE_FIELDS`)."""
 
 _ARROW_TYPES = {"string": "string", "long": "int64", "int": "int32", "boolean": "bool_", "double": "float64",
                 "byte": "int8"}
@@ -50,7 +48,7 @@ def arrow_schema(fields):
 
 
 SEGMENT_TABLE_FIELDS = [("segment_id", "string"), ("datasource", "int"), ("start_ms", "long"), ("end_ms", "long"),
-                        ("size_bytes", "long"), ("rule", "byte"), ("required", "int")]
+                        ("size_bytes", "long"), ("rule", "byte"), ("required", "int"), ("fate", "byte")]
 """The segment table's columns, by code (:class:`~segment_balancer.planner.runstate.SegmentTable`)."""
 TIER_SEGMENT_FIELDS = [("code", "long"), ("target", "int"), ("tier_pos", "int")]
 """A tier's segments: :attr:`TierState.seg_code`, ``target``, ``tier_pos``."""
@@ -127,7 +125,8 @@ def write_segment_table(fs, path: str, table: SegmentTable) -> None:
         [str(s) for s in table.segment_id], pa.string())
     write_ipc(fs, path, pa.Table.from_arrays([ids, pa.array(table.datasource, pa.int32()), pa.array(table.start_ms),
                                               pa.array(table.end_ms), pa.array(table.size_bytes),
-                                              pa.array(table.rule, pa.int8()), pa.array(table.required, pa.int32())],
+                                              pa.array(table.rule, pa.int8()), pa.array(table.required, pa.int32()),
+                                              pa.array(table.fate, pa.int8())],
                                              schema=schema))
 
 
@@ -153,7 +152,8 @@ def read_segment_table(work_uri: str) -> SegmentTable:
     out = SegmentTable(table.column("segment_id").combine_chunks(), _numpy(table.column("datasource"), np.int32),
                        _numpy(table.column("start_ms"), np.int64), _numpy(table.column("end_ms"), np.int64),
                        _numpy(table.column("size_bytes"), np.int64), _numpy(table.column("rule"), np.int8),
-                       _numpy(table.column("required"), np.int32), names, int(meta[b"n_used"]))
+                       _numpy(table.column("required"), np.int32), _numpy(table.column("fate"), np.int8), names,
+                       int(meta[b"n_used"]))
     _TABLES.clear()
     _TABLES[path] = (key, out)
     return out
@@ -249,23 +249,3 @@ def conform(df, fields=STATE_FIELDS):
         col = F.col(name) if name in df.columns else F.lit(None)
         cols.append(col.cast(dtype).alias(name))
     return df.select(*cols)
-
-
-def replica_tally(state):
-    """Per (``idx``, ``tier``) of used load-rule segments in ``state`` (Spark DataFrame of
-    ``STATE_COLUMNS``): ``target``, ``count`` (servers holding it: serving with no drop, or
-    loading), ``loaded`` (servers serving it with no drop, or only a dependent one, counted where the
-    target is above 0), ``droppable`` (servers serving it with no drop: stage 12's candidates) and
-    ``required`` (ALGORITHM.md "Terms", "Availability"); a Spark DataFrame."""
-    from pyspark.sql import functions as F
-
-    rep = state.filter("kind = 'replica' and idx >= 0")
-    holds = ((F.col("served") | F.col("load_type").isNotNull()) & ~F.col("dropping")).cast("int")
-    # loaded: serving with no drop, or only a dependent one (it goes after its replacement loaded)
-    serving = (F.col("served") & (~F.col("dropping") | F.coalesce(F.col("drop_dependent"), F.lit(False)))).cast("int")
-    droppable = (F.col("served") & ~F.col("dropping")).cast("int")
-    per = rep.groupBy("idx", "tier").agg(F.sum(holds).alias("count"), F.sum(serving).alias("serving"),
-                                         F.sum(droppable).alias("droppable"))
-    seg = state.filter("kind = 'segment' and rule_kind = 'load'").select("idx", "tier", "target", "required")
-    return (seg.join(per, ["idx", "tier"], "left").fillna({"count": 0, "serving": 0, "droppable": 0})
-            .withColumn("loaded", F.when(F.col("target") > 0, F.col("serving")).otherwise(0)).drop("serving"))

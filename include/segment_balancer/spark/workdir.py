@@ -18,7 +18,7 @@ from segment_balancer.common.files import write_json_atomic, write_parquet_atomi
 from segment_balancer.planner.config import EffectiveConfig, config_from_dict
 from segment_balancer.planner.runstate import STATE_FIELDS, StageLimit
 from segment_balancer.spark.session import read_parquet
-from segment_balancer.spark.state_store import STATE_SCHEMA, initial_state_dirs, server_names
+from segment_balancer.spark.state_store import initial_state_dirs, server_names
 
 log = logging.getLogger(__name__)
 
@@ -238,28 +238,37 @@ class Run:
                 spec["topb"].setdefault(tier, []).append(rel)
         return spec
 
-    def state(self, initial: bool = False):
-        """The current run state as rows (Spark DataFrame of ``runstate.STATE_COLUMNS``; with
-        ``initial``, the state at the start of the run): one Spark task per tier rebuilds its
-        state (:func:`~segment_balancer.spark.state_store.read_tier`) and emits its rows."""
+    def assignment(self):
+        """The projected end state: (``segment_id``, ``server``, ``tier``) of every replica the
+        current run state holds (served with no drop, or loading), a Spark DataFrame: one Spark
+        task per tier rebuilds its state (:func:`~segment_balancer.spark.state_store.read_tier`)
+        and emits those rows."""
+        import numpy as np
         import pyarrow as pa
 
+        from segment_balancer.planner.status import holds
         from segment_balancer.spark.state_store import read_segment_table, read_tier
 
-        spec, work, names = self.state_spec(initial), self.work_uri, self.server_names
+        spec, work, names = self.state_spec(), self.work_uri, self.server_names
         tiers = sorted(spec["start"])
+        schema = "segment_id string, server string, tier string"
         if not tiers:
-            return self.spark.createDataFrame([], STATE_SCHEMA)
+            return self.spark.createDataFrame([], schema)
 
         def emit(batches):
             table = read_segment_table(work)
             for batch in batches:
                 for i in batch.column(0).to_pylist():
                     state = read_tier(work, spec, tiers[i], names)
-                    rows = state.arrow_rows(table)
-                    yield from rows.to_batches(max_chunksize=1 << 16) or [pa.RecordBatch.from_pylist([], rows.schema)]
+                    mine = holds(state)
+                    codes = state.rep_code[mine]
+                    yield pa.RecordBatch.from_pydict({
+                        "segment_id": pa.array(table.segment_ids(codes), pa.string()),
+                        "server": pa.array(np.array(names, dtype=object)[state.rep_server[mine]] if len(codes) else [],
+                                           pa.string()),
+                        "tier": pa.array([tiers[i]] * len(codes), pa.string())})
 
-        return self.spark.range(0, len(tiers), 1, len(tiers)).mapInArrow(emit, STATE_SCHEMA)
+        return self.spark.range(0, len(tiers), 1, len(tiers)).mapInArrow(emit, schema)
 
     def write_output(self, stage: int, step: str, frame) -> str:
         """Write a step's output rows (Spark DataFrame of :data:`OUT_COLUMNS`) to
