@@ -63,10 +63,33 @@ def table_digest(path: Path) -> str:
     return hashlib.sha256(frame.to_csv(index=False).encode()).hexdigest()
 
 
+def _members(value):
+    """``value`` with every base64 roaring bitmap (a group's ``bitset``, a stage's ``changed``)
+    replaced by its members: a bitmap's bytes depend on how it was built, its members do not."""
+    import base64
+
+    from pyroaring import BitMap
+
+    if isinstance(value, dict):
+        out = {}
+        for k, v in value.items():
+            if k == "bitset" or (k == "changed" and isinstance(v, dict)):
+                out[k] = (BitMap.deserialize(base64.b64decode(v)).to_array().tolist() if k == "bitset" else
+                          {g: BitMap.deserialize(base64.b64decode(b)).to_array().tolist() for g, b in v.items()})
+            else:
+                out[k] = _members(v)
+        return out
+    if isinstance(value, list):
+        return [_members(v) for v in value]
+    return value
+
+
 def json_digest(path: Path, drop: tuple[str, ...] = ()) -> str:
     value = json.loads(path.read_text())
     if isinstance(value, dict):
         value = {k: v for k, v in value.items() if k not in drop}
+    if path.name in ("groups.json", "stage_groups.json"):
+        value = _members(value)
     return hashlib.sha256(json.dumps(value, sort_keys=True).encode()).hexdigest()
 
 

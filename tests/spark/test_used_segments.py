@@ -1,7 +1,7 @@
-"""Stage 0 ``used_segments`` through Spark: the timeline per (datasource, bucket) with segments
-clipped to buckets, recombined per segment. Cases worked by hand from seed 003 and Druid's
-timeline rules; one segment straddles a bucket boundary, so its two pieces are judged in different
-Spark groups."""
+"""Stage 0 ``used_segments`` through Spark: the timeline per datasource in one Python task per
+partition, over intervals clipped to 1900-2200. Cases worked by hand from seed 003 and Druid's
+timeline rules (one segment straddles a ``BUCKET_MS`` boundary); a line only the reference reader
+can type."""
 
 import json
 
@@ -98,3 +98,21 @@ def test_generated_snapshot_has_compaction_generations_the_timeline_recognises(s
     assert (per["orders"]["overshadowed"], per["metrics"]["overshadowed"], per["metrics"]["standby"]) == (6, 18, 4)
     assert sum(s.get("overshadowed", 0) + s.get("standby", 0) for s in per.values()) == 28
     assert summary["flag_disagreements"] == 0
+
+
+def test_a_line_the_fast_reader_cannot_type_is_read_by_the_reference_reader(spark, tmp_path):
+    """``"version": 2`` (a number): pyarrow's reader refuses it against the string schema, Spark's
+    ``from_json`` reads it as the text ``2`` (the reference semantics): the timeline is built from
+    the reference reader's rows, as if the fast reader had read them."""
+    snap = tmp_path / "snap"
+    snap.mkdir()
+    day = "2013-01-01T00:00:00.000Z/2013-01-02T00:00:00.000Z"
+    rows = [{"dataSource": "x", "interval": day, "version": 2, "size": 1},
+            {"dataSource": "x", "interval": day, "version": "1", "size": 1}]
+    (snap / "segments.jsonl").write_text("".join(json.dumps(r) + "\n" for r in rows))
+    xcom = used_segments(spark, snap, tmp_path / "work")
+    groups = G.decode_all(xcom["groups"])
+    assert list(groups["Visible"]) == [0] and list(groups["Overshadowed"]) == [1]  # version "2" > "1"
+    table = pd.read_parquet(tmp_path / "work" / "timeline" / "segments.parquet").set_index("line")
+    assert table.loc[1, "segment_id"] == "x_2013-01-01T00:00:00.000Z_2013-01-02T00:00:00.000Z_2"
+    assert list(table.loc[2, "overshadowed_by"]) == [table.loc[1, "segment_id"]]

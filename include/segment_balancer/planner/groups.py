@@ -14,8 +14,10 @@ from pyroaring import BitMap
 
 
 def encode(bitmap: BitMap) -> str:
-    """Base64 text of the portable roaring serialisation."""
-    return base64.b64encode(bitmap.serialize()).decode("ascii")
+    """Base64 text of the portable roaring serialisation of the bitmap rebuilt from its members (run
+    containers where they are smaller): the same members give the same text, however the bitmap
+    was built."""
+    return base64.b64encode(BitMap(bitmap.to_array()).serialize()).decode("ascii")
 
 
 def decode(text: str) -> BitMap:

@@ -1,11 +1,23 @@
-"""Stage 0 ``used_segments``: which used segments are visible, standby or overshadowed, as a Spark job.
+"""Stage 0 ``used_segments``: which used segments are visible, standby or overshadowed, in one Spark job.
 
-The timeline of one datasource (:func:`segment_balancer.druid.timeline.classify_datasource`) is computed
-per (datasource, time bucket): every segment is clipped to each bucket of ``BUCKET_MS`` it overlaps
-(instants clamped to 1900–2200, so eternity segments span a bounded number of buckets). Whether a
-piece is covered depends only on segments overlapping that piece, so a segment is overshadowed
-exactly when every piece of it is; visible when some piece is visible; standby otherwise. The
-buckets spread one large datasource over many tasks.
+The job reads ``segments.jsonl[.gz]`` as numbered lines (Spark's text reader: a plain file in
+parallel splits, a gzip file in one task), parses each batch with pyarrow
+(:func:`segment_balancer.druid.snapshot.segment_lines.parse_lines`), hashes the rows to one
+partition per core by datasource and, in one Python task per partition, checks each datasource's
+segment ids for repeats and computes its timeline
+(:func:`segment_balancer.druid.timeline.classify_datasource`, numpy), writes the partition's rows
+of ``WORK/timeline/segments.parquet`` aside and returns its counts and groups (a few bytes). The
+table is moved into place only when no line is bad.
+
+A line the fast reader cannot take (malformed or mistyped JSON, a missing field, a bad interval, a
+negative size) or a repeated segment id hands over to the reference reader
+(:func:`segment_balancer.druid.snapshot.segments.read_segments`, Spark SQL), whose refusal names
+the file, the line, the value and what was expected; were that reader to accept the file, its
+rows are classified instead.
+
+The timeline of a datasource is computed over each segment's interval clipped to 1900-2200 in
+``BUCKET_MS`` steps (the union of the pieces of that range the segment overlaps; instants outside
+stay in their own step), so eternity segments and far instants stay in range.
 
 Source: seed 003 (Druid issue #7491), Druid ``VersionedIntervalTimeline`` / ``SegmentTimeline``.
 """
@@ -13,11 +25,13 @@ Source: seed 003 (Druid issue #7491), Druid ``VersionedIntervalTimeline`` / ``Se
 from __future__ import annotations
 
 import json
+import pickle
+import uuid
 from pathlib import Path
 
-import pandas as pd
+import numpy as np
 
-from segment_balancer.common.files import staged_parquet, write_json_atomic
+from segment_balancer.common.files import remove_path, replace_path, write_json_atomic
 from segment_balancer.druid.snapshot.errors import SnapshotError
 
 BUCKET_MS = 366 * 86_400_000
@@ -26,113 +40,222 @@ CLAMP_HI_MS = 7_258_118_400_000  # 2200-01-01
 TIMELINE_COLUMNS = ["segment_id", "start_ms", "end_ms", "version", "shard_type", "partition_num",
                     "num_core_partitions", "start_root_partition_id", "end_root_partition_id",
                     "minor_version", "atomic_update_group_size"]
-PIECE_SCHEMA = "segment_id string, status string, overshadowed_by array<string>, reason string, error string"
-STATUS_RANK = {"visible": 0, "standby": 1, "overshadowed": 2}
+STATUSES = ("visible", "standby", "overshadowed")
+TABLE_FILE = "timeline/segments.parquet"
+"""The table (relative to the work directory): the parsed columns (``overshadowed`` renamed
+``input_overshadowed``) plus ``status`` (``visible``/``standby``/``overshadowed``/``unused``),
+``overshadowed_by`` (list of ids), ``reason`` and ``overshadowed`` (the computed answer)."""
 
 
-def _classify_piece(pdf: pd.DataFrame) -> pd.DataFrame:
-    """``classify_datasource`` on one (datasource, bucket) group of clipped pieces."""
+def clipped(start_ms: np.ndarray, end_ms: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """Each interval as the timeline sees it: the union of its ``BUCKET_MS`` pieces from
+    ``CLAMP_LO_MS`` (the first piece starting no earlier than 1900, the last ending no later than
+    the step after 2200), at least one millisecond long."""
+    start, end = np.asarray(start_ms, np.int64), np.asarray(end_ms, np.int64)
+    lo = np.maximum(start, CLAMP_LO_MS)
+    hi = np.minimum(end - 1, CLAMP_HI_MS)
+    first = (lo - CLAMP_LO_MS) // BUCKET_MS
+    last = np.maximum(first, (hi - CLAMP_LO_MS) // BUCKET_MS)
+    s = np.maximum(start, CLAMP_LO_MS + first * BUCKET_MS)
+    e = np.minimum(end, CLAMP_LO_MS + (last + 1) * BUCKET_MS)
+    return s, np.maximum(e, s + 1)
+
+
+def _classify_partition(table) -> tuple[dict, object]:
+    """The timeline of every datasource in ``table`` (pyarrow, :data:`PARSED_FIELDS`): the rows of
+    the timeline table (pyarrow) and a summary dict: ``bad`` (a bad line or a repeated id),
+    ``error`` ((line, message) of a datasource whose timeline cannot be built), ``counts``
+    (``{(datasource, status): n}``), ``groups`` (``{Status: BitMap of line - 1}``), ``mismatches``
+    and ``examples`` ((line, text) of the first input flags the timeline contradicts)."""
+    import pandas as pd
+    import pyarrow as pa
+    from pyroaring import BitMap
+
     from segment_balancer.druid.timeline import classify_datasource
 
-    try:
-        out = classify_datasource(pdf[TIMELINE_COLUMNS].reset_index(drop=True))
-    except ValueError as exc:
-        first = pdf.sort_values("line").iloc[0]
-        return pd.DataFrame([{"segment_id": first["segment_id"], "status": None, "overshadowed_by": [],
-                              "reason": None, "error": f"datasource {first['datasource']}: {exc}"}])
-    return pd.DataFrame({"segment_id": out["segment_id"], "status": out["status"],
-                         "overshadowed_by": [list(x) for x in out["overshadowed_by"]],
-                         "reason": out["reason"], "error": None})
+    summary = {"bad": False, "error": None, "counts": {}, "groups": {}, "mismatches": 0, "examples": []}
+    pdf = table.to_pandas()
+    if pdf["bad"].any() or pdf["segment_id"].duplicated().any():
+        summary["bad"] = True
+        return summary, None
+    n = len(pdf)
+    status = np.full(n, "unused", dtype=object)
+    overshadowed_by = np.empty(n, dtype=object)
+    overshadowed_by[:] = [[] for _ in range(n)]
+    reason = np.full(n, None, dtype=object)
+    used = pdf["used"].to_numpy(bool)
+    for ds, rows in pdf[used].groupby("datasource", sort=True).indices.items():
+        index = np.flatnonzero(used)[rows]
+        part = pdf.iloc[index]
+        frame = part[TIMELINE_COLUMNS].reset_index(drop=True)
+        frame["start_ms"], frame["end_ms"] = clipped(part["start_ms"].to_numpy(np.int64), part["end_ms"].to_numpy(np.int64))
+        try:
+            out = classify_datasource(frame)
+        except ValueError as exc:
+            line = int(part["line"].min())
+            if summary["error"] is None or line < summary["error"][0]:
+                summary["error"] = (line, f"datasource {ds}: {exc}")
+            continue
+        status[index] = out["status"].to_numpy(object)
+        overshadowed_by[index] = [sorted(set(x)) for x in out["overshadowed_by"]]
+        reason[index] = out["reason"].to_numpy(object)
+    if summary["error"] is not None:
+        return summary, None
+    computed = status == "overshadowed"
+    given = pdf["overshadowed"].to_numpy(bool)
+    mismatch = used & pdf["overshadowed_given"].to_numpy(bool) & (given != computed)
+    summary["mismatches"] = int(mismatch.sum())
+    lines = pdf["line"].to_numpy(np.int64)
+    ids = pdf["segment_id"].to_numpy(object)
+    first = np.flatnonzero(mismatch)[np.argsort(lines[mismatch], kind="stable")][:5]
+    summary["examples"] = [(int(lines[i]), f"{ids[i]}: input says {'not ' if not given[i] else ''}overshadowed, "
+                                           f"timeline says {status[i]}") for i in first]
+    counts = pd.Series(1, index=pd.MultiIndex.from_arrays([pdf["datasource"].to_numpy(object), status])).groupby(
+        level=[0, 1]).sum()
+    summary["counts"] = {(d, s): int(v) for (d, s), v in counts.items()}
+    for name in STATUSES:
+        mine = status == name
+        if mine.any():
+            summary["groups"][name.capitalize()] = BitMap((lines[mine] - 1).astype(np.uint32)).serialize()
+    out = table.drop_columns(["bad"]).rename_columns(
+        ["input_overshadowed" if c == "overshadowed" else c for c in table.column_names if c != "bad"])
+    out = out.append_column("problem", pa.nulls(n, pa.string()))
+    out = out.append_column("status", pa.array(status, pa.string()))
+    out = out.append_column("overshadowed_by", pa.array(list(overshadowed_by), pa.list_(pa.string())))
+    out = out.append_column("reason", pa.array(reason, pa.string()))
+    out = out.append_column("timeline_error", pa.nulls(n, pa.string()))
+    out = out.append_column("overshadowed", pa.array(computed))
+    return summary, out
 
 
-def classify(segments):
-    """Timeline status of every used segment, lazily.
+def _timeline_job(spark, parsed, work: Path, aside: str) -> list[dict]:
+    """Hash ``parsed`` (Spark DataFrame of :data:`PARSED_FIELDS`) to one partition per core by
+    datasource and classify each partition in one Python task, which writes its rows under
+    ``aside`` (relative to ``work``) unless the partition is bad; returns the tasks' summaries."""
+    import pyarrow as pa
+    import pyarrow.parquet as pq
 
-    ``segments``: the good lines of :func:`segment_balancer.druid.snapshot.segments.read_segments`.
-    Returns a DataFrame (``segment_id``, ``status`` — ``visible``/``standby``/``overshadowed`` —,
-    ``overshadowed_by`` array<string>, ``reason``, ``timeline_error``) for used segments.
-    ``timeline_error`` (str) is set on the first segment of a datasource whose segments cannot
-    form a timeline (e.g. two overlapping intervals with the same version): the caller refuses it
-    (file ``segments.jsonl``) once it has the table.
-    """
+    from segment_balancer.common.files import filesystem
+    from segment_balancer.common.spark_columns import parallelism
+
+    work_uri = str(Path(work).absolute())
+
+    def task(batches):
+        from pyspark import TaskContext
+
+        batches = list(batches)
+        summary = {"bad": False, "error": None, "counts": {}, "groups": {}, "mismatches": 0, "examples": []}
+        if batches:
+            summary, rows = _classify_partition(pa.Table.from_batches(batches))
+            if rows is not None:
+                fs, base = filesystem(work_uri)
+                fs.create_dir(f"{base}/{aside}", recursive=True)
+                part = TaskContext.get().partitionId()
+                pq.write_table(rows, f"{base}/{aside}/part-{part:05d}.parquet", filesystem=fs)
+        yield pa.RecordBatch.from_pydict({"data": [pickle.dumps(summary)]}, schema=pa.schema([("data", pa.binary())]))
+
+    rows = parsed.repartition(parallelism(spark), "datasource").mapInArrow(task, "data binary").collect()
+    return [pickle.loads(r["data"]) for r in rows]
+
+
+def _parsed_fast(spark, path: Path):
+    """``segments.jsonl[.gz]`` as :data:`PARSED_FIELDS` rows, parsed with pyarrow per batch."""
+    import numpy as np
+    import pyarrow as pa
     from pyspark.sql import functions as F
 
-    used = segments.filter("used")
-    lo = F.greatest(F.col("start_ms"), F.lit(CLAMP_LO_MS))
-    hi = F.least(F.col("end_ms") - 1, F.lit(CLAMP_HI_MS))
-    bucket = lambda c: F.floor((c - F.lit(CLAMP_LO_MS)) / F.lit(BUCKET_MS)).cast("long")  # noqa: E731
-    pieces = used.withColumn("bucket", F.explode(F.sequence(bucket(lo), F.greatest(bucket(lo), bucket(hi)))))
-    b0 = F.lit(CLAMP_LO_MS) + F.col("bucket") * F.lit(BUCKET_MS)
-    pieces = pieces.withColumn("start_ms", F.greatest("start_ms", b0)).withColumn(
-        "end_ms", F.least("end_ms", b0 + F.lit(BUCKET_MS)))
-    pieces = pieces.withColumn("end_ms", F.greatest("end_ms", F.col("start_ms") + 1))
-    cols = TIMELINE_COLUMNS + ["datasource", "bucket", "line"]
-    out = pieces.select(*cols).groupBy("datasource", "bucket").applyInPandas(_classify_piece, PIECE_SCHEMA)
-    rank = F.create_map(*[x for k, v in STATUS_RANK.items() for x in (F.lit(k), F.lit(v))])
-    agg = out.groupBy("segment_id").agg(
-        F.min(rank[F.col("status")]).alias("best"),
-        F.array_sort(F.array_distinct(F.flatten(F.collect_list("overshadowed_by")))).alias("overshadowed_by"),
-        F.first("reason").alias("reason"),
-        F.first("error", ignorenulls=True).alias("timeline_error"))
-    names = F.create_map(*[x for k, v in STATUS_RANK.items() for x in (F.lit(v), F.lit(k))])
-    return agg.select("segment_id", names[F.col("best")].alias("status"),
-                      F.when(F.col("best") == 2, F.col("overshadowed_by")).otherwise(F.array()).alias("overshadowed_by"),
-                      "reason", "timeline_error")
+    from segment_balancer.druid.snapshot.lines import numbered_lines
+    from segment_balancer.druid.snapshot.segment_lines import PARSED_SCHEMA, parse_lines
+
+    def parse(batches):
+        for batch in batches:
+            table = parse_lines(np.asarray(batch.column(0).to_numpy(zero_copy_only=False), np.int64),
+                                batch.column(1).to_pylist())
+            yield from table.to_batches() or [pa.RecordBatch.from_pylist([], table.schema)]
+
+    lines = numbered_lines(spark, path).filter(F.trim("text") != "")
+    return lines.mapInArrow(parse, PARSED_SCHEMA)
+
+
+def _parsed_reference(spark, snapshot: Path):
+    """The reference reader's rows (:func:`~segment_balancer.druid.snapshot.segments.read_segments`)
+    as :data:`PARSED_FIELDS` rows (``bad``: the line has a problem)."""
+    from pyspark.sql import functions as F
+
+    from segment_balancer.druid.snapshot.segment_lines import PARSED_FIELDS
+    from segment_balancer.druid.snapshot.segments import read_segments
+
+    segs = read_segments(spark, snapshot)
+    return segs.select(*[F.col(n).cast(t).alias(n) for n, t in PARSED_FIELDS if n != "bad"],
+                       F.col("problem").isNotNull().alias("bad"))
+
+
+def _refuse_by_reference(spark, snapshot: Path, file: str) -> None:
+    """Raise the reference reader's refusal of ``segments.jsonl`` (the first bad lines, by line),
+    if it has one."""
+    from segment_balancer.druid.snapshot.segments import first_problems, gzip_refusal, read_segments, refuse
+    from segment_balancer.spark.session import collect_small
+
+    segs = read_segments(spark, snapshot)
+    try:
+        with gzip_refusal(file):
+            found = collect_small({"problems": first_problems(segs)})
+    finally:
+        segs.unpersist()
+    refuse(file, found["problems"])
 
 
 def used_segments(spark, snapshot: Path, work: Path) -> dict:
     """Run stage 0: read and validate ``segments.jsonl``, compute the timeline, write
-    ``WORK/timeline/segments.parquet`` (every segment with ``status``, ``overshadowed_by``,
-    ``reason`` and ``input_overshadowed``) and ``WORK/timeline/summary.json`` (counts per datasource
-    and status, flag disagreements), and return the XCom dict: groups ``Visible``, ``Standby``,
-    ``Overshadowed`` as bitmaps over the segment's row in ``segments.jsonl`` (line − 1).
+    ``WORK/timeline/segments.parquet`` (:data:`TABLE_FILE`) and ``WORK/timeline/summary.json``
+    (counts per datasource and status, flag disagreements), and return the XCom dict: groups
+    ``Visible``, ``Standby``, ``Overshadowed`` as bitmaps over the segment's row in
+    ``segments.jsonl`` (line − 1).
 
-    Three Spark jobs (two for ``segments.jsonl.gz``, whose lines are numbered as they are read):
-    the lines are numbered; the table is parsed, classified and written aside; its checks, counts
-    and groups are read back in one job. Raises :class:`SnapshotError` naming
-    the file and line of the first bad rows (or the datasource whose timeline cannot be built), and
-    then no table is left behind.
+    One Spark job (two for a plain file, whose lines are counted per split first). Raises
+    :class:`SnapshotError` naming the file and line of the first bad rows (or the datasource whose
+    timeline cannot be built), and then no table is left behind.
     """
-    from pyspark.sql import functions as F
+    from pyroaring import BitMap
 
-    from segment_balancer.druid.snapshot.segments import first_problems, gzip_refusal, read_segments, refuse, segments_path
+    from segment_balancer.druid.snapshot.segments import gzip_refusal, segments_path
     from segment_balancer.planner import groups as G
-    from segment_balancer.spark.session import collect_small, read_parquet
 
-    file = segments_path(Path(snapshot)).name
-    segs = read_segments(spark, Path(snapshot))
-    status = classify(segs.filter("problem is null"))
-    table = (segs.drop("interval", "interval_parts").withColumnRenamed("overshadowed", "input_overshadowed")
-             .join(status, "segment_id", "left")
-             .withColumn("status", F.coalesce("status", F.lit("unused")))
-             .withColumn("overshadowed", F.col("status") == "overshadowed"))
-    out = Path(work) / "timeline"
-    with gzip_refusal(file), staged_parquet(table, out / "segments.parquet") as written:
-        segs.unpersist()
-        t = read_parquet(spark, written)
-        mismatch = t.filter(F.col("used") & F.col("overshadowed_given")
-                            & (F.col("input_overshadowed") != F.col("overshadowed")))
-        members = t.filter("status != 'unused'").select(F.initcap("status").alias("group"), (F.col("line") - 1).alias("idx"))
-        found = collect_small({
-            "problems": first_problems(t),
-            "timeline": t.filter("timeline_error is not null").select("line", "timeline_error").orderBy("line").limit(1),
-            "counts": t.groupBy("datasource", "status").count(),
-            "mismatch": mismatch.select("line", "segment_id", "input_overshadowed", "status").orderBy("line").limit(5),
-            "mismatches": mismatch.agg(F.count("*").alias("n")),
-            "groups": G.bitmaps_frame(members),
-        })
-        refuse(file, found["problems"])
-        if found["timeline"]:
-            raise SnapshotError("segments.jsonl", None, found["timeline"][0]["timeline_error"])
+    snapshot, work = Path(snapshot), Path(work)
+    path = segments_path(snapshot)
+    file = path.name
+    aside = f"{TABLE_FILE}.tmp-{uuid.uuid4().hex[:8]}"
+    try:
+        with gzip_refusal(file):
+            summaries = _timeline_job(spark, _parsed_fast(spark, path), work, aside)
+        if any(s["bad"] for s in summaries):
+            remove_path(work / aside)
+            _refuse_by_reference(spark, snapshot, file)
+            # the reference reader takes what the fast one could not: classify its rows
+            with gzip_refusal(file):
+                summaries = _timeline_job(spark, _parsed_reference(spark, snapshot), work, aside)
+            if any(s["bad"] for s in summaries):
+                raise SnapshotError(file, None, "repeats a segment id (the reference reader accepted every line)")
+        errors = sorted(s["error"] for s in summaries if s["error"] is not None)
+        if errors:
+            raise SnapshotError("segments.jsonl", None, errors[0][1])
+    except BaseException:
+        remove_path(work / aside)
+        raise
+    (work / aside).mkdir(parents=True, exist_ok=True)  # an empty file: an empty table
+    replace_path(work / aside, work / TABLE_FILE)
     per_ds: dict = {}
-    for r in found["counts"]:
-        per_ds.setdefault(r["datasource"], {})[r["status"]] = r["count"]
-    examples = [f"{r['segment_id']}: input says {'not ' if not r['input_overshadowed'] else ''}overshadowed, "
-                f"timeline says {r['status']}" for r in sorted(found["mismatch"], key=lambda r: r["line"])]
+    for s in summaries:
+        for (ds, status), n in s["counts"].items():
+            per_ds.setdefault(ds, {})[status] = per_ds.get(ds, {}).get(status, 0) + n
+    examples = [text for _, text in sorted(e for s in summaries for e in s["examples"])[:5]]
     summary = {"per_datasource": {ds: dict(sorted(v.items())) for ds, v in sorted(per_ds.items())},
-               "flag_disagreements": found["mismatches"][0]["n"], "flag_examples": examples}
-    write_json_atomic(summary, out / "summary.json")
-    groups = G.bitmaps_from_rows(found["groups"])
+               "flag_disagreements": sum(s["mismatches"] for s in summaries), "flag_examples": examples}
+    write_json_atomic(summary, work / "timeline" / "summary.json")
+    groups: dict[str, BitMap] = {}
+    for s in summaries:
+        for name, data in s["groups"].items():
+            groups[name] = groups.get(name, BitMap()) | BitMap.deserialize(data)
     return {"stage": 0, "index": "segments.jsonl row (line - 1)", "groups": G.encode_all(groups)}
 
 
