@@ -1,8 +1,28 @@
 """Stage 0 ``prepare``: the snapshot as tables, the used-segment index, targets, replication status,
 the initial segment groups and the run state (``WORK/state/00_prepare``).
 
-Everything over segments and replicas runs as Spark jobs; the driver holds only per-server,
-per-tier and per-rule data, and the group bitmaps.
+A handful of Spark jobs, whose heavy work runs in Python tasks (pyarrow, numpy, pandas) over one
+partition each, never on the driver:
+
+1. the used-segment index: the used segments of the timeline table sorted newest first (end,
+   start, id, all descending) and numbered (Spark's sort; one job counts its partitions);
+2. one job joins, per bucket of segment ids (:data:`BUCKETS`, hashed to one partition per core),
+   the segments of the timeline table, their index, the replica file's rows (parsed by Spark,
+   ``read_server_segments``) and the load-queue entries: the replicas (served and queued), the
+   segments that only replicas or queue entries name (unused, parsed from their ids), each
+   segment's applying rule, the facts the summaries need; each task writes its bucket's rows;
+3. when some segment is overshadowed, one job finds those that wait for a segment overshadowing
+   them to be served (``waiting``);
+4. one task per partition numbers the other segments (their code: after the used ones, by bucket
+   then id) and writes the prepared tables, the start state's rows and its part of the segment
+   table; one task writes the segment table in code order;
+5. one task per tier writes the tier's start state and measures its groups
+   (:func:`segment_balancer.spark.status.write_state_with_status`).
+
+A bad replica row (malformed, missing a field, an unknown server, a repeat) is refused by the
+reference reader (``read_server_segments`` with its repeat check), which names the file, the row
+and the value; an unlisted segment id that is no Druid segment id is refused naming where it is
+first named. Nothing under ``prepared/`` is written before those checks pass.
 
 Source: ALGORITHM.md "Inputs", "Terms", "Best servers"; seed 000 "Terminology".
 """
@@ -10,20 +30,45 @@ Source: ALGORITHM.md "Inputs", "Terms", "Best servers"; seed 000 "Terminology".
 from __future__ import annotations
 
 import logging
+import pickle
+import uuid
 from pathlib import Path
 
-from segment_balancer.common.files import staged_parquet, write_json_atomic, write_parquet_atomic
+import numpy as np
+import pandas as pd
+
+from segment_balancer.common.files import remove_path, replace_path, write_json_atomic, write_parquet_atomic
 from segment_balancer.druid.rules import rule_index_for
 from segment_balancer.druid.snapshot import loader
-from segment_balancer.druid.snapshot.lines import with_row_numbers
-from segment_balancer.druid.snapshot.segments import (gzip_refusal, read_server_segments, segments_path,
-                                                       server_segments_path, unlisted_segments)
+from segment_balancer.druid.snapshot.errors import SnapshotError
+from segment_balancer.druid.snapshot.segments import gzip_refusal, segments_path, server_segments_path
 from segment_balancer.planner import groups as G
 from segment_balancer.planner.config import CONFIG_FILE, OVERRIDES, load_config, unknown_keys
-from segment_balancer.spark.used_segments import read_summary
+from segment_balancer.planner.runstate import FATES, NO_LOAD, NO_RULE, QUEUE_CODES, RULE_CODES
+from segment_balancer.spark.used_segments import TABLE_FILE, read_summary
 
 log = logging.getLogger(__name__)
 STAGE_NUMBERS = range(1, 14)
+BUCKETS = 64
+"""Buckets of segment ids (Spark's ``pmod(hash(segment_id), BUCKETS)``): the rows of one segment meet
+in one task, and the segments outside the used set are numbered by bucket then id, so their codes
+do not depend on how many partitions ran."""
+SERVER_SEGMENTS_NAME = "server_segments.json"
+"""How an unlisted segment's first naming row is reported (whatever the replica file's layout)."""
+QUEUES_NAME = "load_queues.json"
+JOIN_SCHEMA = ("side byte, segment_id string, bucket int, datasource string, start_ms long, end_ms long, version string, "
+               "partition_num int, size_bytes long, used boolean, overshadowed boolean, overshadowed_by array<string>, "
+               "line long, shard_type string, idx long, row long, server string, bad boolean, queued_load boolean, "
+               "queue_type string, requested_at_ms long, queued_drop boolean, place string")
+"""The rows the join meets per bucket, by ``side``: 0 a segment of the timeline table, 1 its
+used-segment index, 2 a replica row, 3 a load-queue entry."""
+SEGMENT_COLUMNS = ["idx", "code", "segment_id", "datasource", "start_ms", "end_ms", "version", "partition_num",
+                   "size_bytes", "used", "overshadowed", "rule_kind", "rule_idx", "required", "waiting", "listed",
+                   "shard_type", "line"]
+"""``prepared/segments.parquet`` (docs/ARCHITECTURE.md)."""
+REPLICA_COLUMNS = ["segment_id", "idx", "code", "server", "tier", "served", "queued_load", "queue_type",
+                   "requested_at_ms", "queued_drop"]
+"""``prepared/replicas.parquet`` (docs/ARCHITECTURE.md)."""
 
 
 def load_small_inputs(snapshot: Path, overrides: dict | None, overrides_source: str = OVERRIDES):
@@ -72,52 +117,483 @@ def _rule_targets(rules: dict, datasources: list[str], tiers: set[str]) -> dict[
     return out
 
 
-def _assign_rules(segments, rules: dict, now_ms: int):
-    """Adds ``rule_idx`` (int, −1 when no rule applies: the first applying rule of the
-    datasource's own rules then ``_default``), its ``rule_kind`` (str, null when none applies) and
-    ``replicants_total`` (int, :func:`_replicants_total`) with a vectorised pass per batch."""
+def _rules_of(rules: dict):
+    """``lookup(datasource)``: the flattened rule list of a datasource (its own rules, then
+    ``_default``; ``_default`` alone for a datasource without rules)."""
     flat = {ds: rules.get(ds, []) + rules.get("_default", []) for ds in rules}
     default = rules.get("_default", [])
+    return lambda ds: flat.get(ds, default)
 
-    def assign(batches):
-        import numpy as np
 
-        for pdf in batches:
-            pdf = pdf.reset_index(drop=True)
-            out = np.full(len(pdf), -1, dtype=np.int32)
-            kind = np.full(len(pdf), None, dtype=object)
-            total = np.zeros(len(pdf), dtype=np.int32)
-            for ds, part in pdf.groupby("datasource", sort=False):
-                lst = flat.get(ds, default)
-                rows = part.index.to_numpy()
-                out[rows] = rule_index_for(lst, part["start_ms"].to_numpy(), part["end_ms"].to_numpy(), now_ms)
-                for i, rule in enumerate(lst):
-                    hit = rows[out[rows] == i]
-                    kind[hit], total[hit] = rule.kind, _replicants_total(rule)
-            yield pdf.assign(rule_idx=out, rule_kind=kind, replicants_total=total)
+def assign_rules(segs: pd.DataFrame, rules: dict, now_ms: int) -> pd.DataFrame:
+    """``segs`` (``datasource``, ``start_ms``, ``end_ms``) plus ``rule_idx`` (int32, −1 when no
+    rule applies: the first applying rule of the datasource's own rules then ``_default``), its
+    ``rule_kind`` (str, None when none applies), ``replicants_total`` (:func:`_replicants_total`)
+    and ``required`` (min(2, that), for a load rule), vectorised per datasource."""
+    of = _rules_of(rules)
+    n = len(segs)
+    out = np.full(n, -1, dtype=np.int32)
+    kind = np.full(n, None, dtype=object)
+    total = np.zeros(n, dtype=np.int32)
+    for ds, rows in segs.groupby("datasource", sort=False).indices.items():
+        lst = of(ds)
+        out[rows] = rule_index_for(lst, segs["start_ms"].to_numpy(np.int64)[rows], segs["end_ms"].to_numpy(np.int64)[rows],
+                                   now_ms)
+        for i, rule in enumerate(lst):
+            hit = rows[out[rows] == i]
+            kind[hit], total[hit] = rule.kind, _replicants_total(rule)
+    required = pd.array(np.where(kind == "load", np.minimum(2, total), 0), dtype="Int32")
+    required[kind != "load"] = pd.NA
+    return segs.assign(rule_idx=out, rule_kind=kind, replicants_total=total, required=required)
 
-    from pyspark.sql.types import IntegerType, StringType, StructField, StructType
 
-    schema = StructType(segments.schema.fields + [StructField("rule_idx", IntegerType()), StructField("rule_kind", StringType()),
-                                                  StructField("replicants_total", IntegerType())])
-    return segments.mapInPandas(assign, schema)
+def _queue_rows(queues) -> list[tuple]:
+    """The queue entries of ``load_queues.json`` as rows (``server``, ``segment_id``,
+    ``queued_load``, ``queue_type``, ``requested_at_ms``, ``queued_drop``, ``place``: where in the
+    file, for error messages)."""
+    rows, position = [], {}
+    for q in queues:
+        key = "segmentsToLoad" if q.action == "LOAD" else "segmentsToDrop"
+        j = position[(q.server, key)] = position.get((q.server, key), -1) + 1
+        rows.append((q.server, q.segment_id, q.action == "LOAD", q.queue_type if q.action == "LOAD" else None,
+                     q.requested_at_ms, q.action == "DROP", f"server {q.server!r} {key}[{j}]"))
+    return rows
+
+
+# ---- the join, per bucket of segment ids ---------------------------------------------------------
+def _first_named(named: pd.DataFrame) -> pd.DataFrame:
+    """Per segment id, where it is first named: the least (``file``, ``row``, ``place``), nulls first."""
+    key = pd.DataFrame({"f": named["file"], "rn": named["row"].notna(), "r": named["row"].fillna(0),
+                        "pn": named["place"].notna(), "p": named["place"].fillna("")})
+    order = np.lexsort((key["p"], key["pn"], key["r"], key["rn"], key["f"]))
+    return named.iloc[order].drop_duplicates("segment_id", keep="first")
+
+
+def _unlisted(missing: pd.DataFrame, datasources: list[str]) -> tuple[pd.DataFrame, list[dict]]:
+    """The segments that only replicas or queue entries name, parsed from their ids
+    (:func:`segment_balancer.druid.segment_id.parse_segment_id`), and the problems of the ids that
+    are no Druid segment id (dicts for :func:`~segment_balancer.druid.snapshot.segments.refuse_unlisted`)."""
+    from segment_balancer.druid.segment_id import parse_segment_id
+
+    rows, problems = [], []
+    for sid, file, row, place, bucket in zip(missing["segment_id"], missing["file"], missing["row"], missing["place"],
+                                             missing["bucket"]):
+        parts = parse_segment_id(sid, datasources)
+        if parts is None:
+            problems.append({"file": file, "row": None if pd.isna(row) else int(row), "place": place, "segment_id": sid,
+                             "problem": f"segment {sid} is not in segments.jsonl and is not a Druid segment id "
+                                        "(dataSource_start_end_version[_partitionNum])"})
+            continue
+        rows.append({"segment_id": sid, "datasource": parts.datasource, "start_ms": parts.start_ms,
+                     "end_ms": parts.end_ms, "version": parts.version, "partition_num": parts.partition_num,
+                     "bucket": bucket})
+    frame = pd.DataFrame(rows, columns=["segment_id", "datasource", "start_ms", "end_ms", "version", "partition_num",
+                                        "bucket"])
+    return frame.assign(size_bytes=0, used=False, overshadowed=False, shard_type="unknown", listed=False,
+                        overshadowed_by=[[] for _ in range(len(frame))]), problems
+
+
+def _problem_key(p: dict) -> tuple:
+    """The order Spark sorts unlisted problems in (file, row, place, id; nulls first)."""
+    return (p["file"], p["row"] is not None, p["row"] or 0, p["place"] is not None, p["place"] or "", p["segment_id"])
+
+
+def _summary() -> dict:
+    """What a partition of the join reports, before it has seen a row."""
+    return {"bad_replicas": False, "unlisted_problem": None, "per_server": {}, "stale_n": 0, "stale": [], "norule_n": 0,
+            "norule": [], "unlisted": {}, "unlisted_ids": [], "n_used": 0, "datasources": [], "others": {}}
+
+
+def join_bucket(pdf: pd.DataFrame, ctx: dict) -> tuple[dict, dict | None]:
+    """The join of one partition's rows (:data:`JOIN_SCHEMA`, whole buckets): returns its summary
+    and the frames to write (``segs``, ``reps``, ``pairs``, ``unserved``), or None when a row is bad
+    or an unlisted id is no segment id (the summary says which).
+
+    ``ctx``: ``rules``, ``now_ms``, ``datasources`` (of ``segments.jsonl``), ``tier_of``
+    (``{historical: tier}``), ``stale_before_ms``."""
+    side = pdf["side"].to_numpy()
+    segs = pdf[side == 0][["segment_id", "bucket", "datasource", "start_ms", "end_ms", "version", "partition_num",
+                           "size_bytes", "used", "overshadowed", "overshadowed_by", "line", "shard_type"]]
+    index = pdf[side == 1][["segment_id", "idx"]]
+    reps = pdf[side == 2][["segment_id", "row", "server", "bad"]]
+    queue = pdf[side == 3][["segment_id", "server", "queued_load", "queue_type", "requested_at_ms", "queued_drop",
+                            "place", "bucket"]]
+    summary = _summary()
+    if reps["bad"].eq(True).any() or reps.duplicated(["server", "segment_id"]).any():
+        summary["bad_replicas"] = True
+        return summary, None
+    segs = segs.merge(index, on="segment_id", how="left")
+    segs["listed"] = True
+    named = pd.DataFrame({
+        "segment_id": np.concatenate([reps["segment_id"].to_numpy(object), queue["segment_id"].to_numpy(object)]),
+        "file": np.array([SERVER_SEGMENTS_NAME] * len(reps) + [QUEUES_NAME] * len(queue), dtype=object),
+        "row": pd.array(list(reps["row"]) + [None] * len(queue), dtype="Int64"),
+        "place": np.concatenate([np.full(len(reps), None, object), queue["place"].to_numpy(object)]),
+        "bucket": np.concatenate([pdf.loc[side == 2, "bucket"].to_numpy(np.int64), queue["bucket"].to_numpy(np.int64)])})
+    missing = _first_named(named[~named["segment_id"].isin(segs["segment_id"])])
+    unlisted, problems = _unlisted(missing, ctx["datasources"])
+    if problems:
+        summary["unlisted_problem"] = min(problems, key=_problem_key)
+        return summary, None
+    every = pd.concat([segs, unlisted], ignore_index=True) if len(unlisted) else segs.reset_index(drop=True)
+    every = assign_rules(every, ctx["rules"], ctx["now_ms"])
+    # replicas: every served or queued (segment, server) of a historical
+    served = reps[["server", "segment_id"]].assign(served=True)
+    rep = served.merge(queue.drop(columns=["place", "bucket"]), on=["server", "segment_id"], how="outer")
+    rep["served"] = rep["served"].astype("boolean").fillna(False).astype(bool)
+    rep["queued_load"] = rep["queued_load"].astype("boolean").fillna(False).astype(bool)
+    rep["queue_type"] = np.where(rep["queued_load"], rep["queue_type"].fillna("loading"), None)
+    rep["queued_drop"] = rep["queued_drop"].astype("boolean").fillna(False).astype(bool)
+    rep["tier"] = rep["server"].map(ctx["tier_of"])
+    rep = rep[rep["tier"].notna()].merge(every[["segment_id", "idx", "size_bytes", "rule_kind"]], on="segment_id")
+    # waiting's inputs: the segments that need a replica and have none served (no drop queued)
+    drops = queue.loc[queue["queued_drop"].astype("boolean").fillna(False).astype(bool), ["server", "segment_id"]]
+    serving = served.merge(drops.assign(gone=True), on=["server", "segment_id"], how="left")
+    served_ids = set(serving.loc[serving["gone"].isna(), "segment_id"])
+    kind = every["rule_kind"].to_numpy(object)
+    needs = (every["used"].to_numpy(bool) & ~every["overshadowed"].to_numpy(bool)
+             & ((kind == "broadcast") | ((kind == "load") & (every["replicants_total"].to_numpy() > 0))))
+    unserved = every.loc[needs & ~every["segment_id"].isin(served_ids).to_numpy(), ["segment_id"]].rename(
+        columns={"segment_id": "by"})
+    over = every[every["overshadowed"].to_numpy(bool)]
+    pairs = pd.DataFrame({"line": np.repeat(over["line"].to_numpy(np.int64), [len(x) for x in over["overshadowed_by"]]),
+                          "by": [b for x in over["overshadowed_by"] for b in x]})
+    # the summaries' facts
+    has_idx = every["idx"].notna().to_numpy()
+    broadcast_used = rep["idx"].notna() & (rep["rule_kind"] == "broadcast")
+    per_server = pd.DataFrame({"server": rep["server"], "queued_bytes": np.where(rep["queued_load"], rep["size_bytes"], 0),
+                               "non_broadcast": (rep["served"] & ~broadcast_used).astype(np.int64)}).groupby("server").sum()
+    stale = rep[(rep["queued_load"] & (rep["requested_at_ms"] < ctx["stale_before_ms"])).fillna(False).astype(bool)]
+    stale = stale.sort_values(["requested_at_ms", "server"], kind="stable")
+    norule = every[has_idx & every["rule_kind"].isna().to_numpy()].sort_values("idx")
+    un = every[~every["listed"].to_numpy(bool)]
+    un_reps = rep[rep["segment_id"].isin(un["segment_id"])].groupby("segment_id")["served"].sum()
+    un_per_ds = {ds: {"segments": int(len(part)), "replicas": int(un_reps.reindex(part["segment_id"]).fillna(0).sum())}
+                 for ds, part in un.groupby("datasource")}
+    summary.update({
+        "per_server": {s: (int(r["queued_bytes"]), int(r["non_broadcast"])) for s, r in per_server.iterrows()},
+        "stale_n": len(stale),
+        "stale": [{"segment_id": a, "server": b, "requested_at_ms": int(c)}
+                  for a, b, c in zip(stale["segment_id"][:5], stale["server"][:5], stale["requested_at_ms"][:5])],
+        "norule_n": len(norule),
+        "norule": [{"idx": int(i), "segment_id": s} for i, s in zip(norule["idx"][:5], norule["segment_id"][:5])],
+        "unlisted": un_per_ds, "unlisted_ids": sorted(un["segment_id"])[:5],
+        "n_used": int(has_idx.sum()), "datasources": sorted(set(every["datasource"])),
+        "others": {int(b): int(n) for b, n in every.loc[~has_idx, "bucket"].value_counts().items()},
+    })
+    keep = ["segment_id", "bucket", "datasource", "start_ms", "end_ms", "version", "partition_num", "size_bytes", "used",
+            "overshadowed", "line", "shard_type", "idx", "listed", "rule_idx", "rule_kind", "required"]
+    rep = rep[["segment_id", "idx", "server", "tier", "served", "queued_load", "queue_type", "requested_at_ms",
+               "queued_drop"]]
+    return summary, {"segs": every[keep], "reps": rep, "pairs": pairs, "unserved": unserved}
+
+
+def _to_pandas(table) -> pd.DataFrame:
+    """The join's rows (pyarrow) as pandas with nullable integers and booleans: with pandas'
+    defaults a null makes an int column float64, which rounds an instant such as Druid's eternity
+    end, 2^62 − 1."""
+    import pyarrow as pa
+
+    types = {pa.int8(): pd.Int8Dtype(), pa.int32(): pd.Int32Dtype(), pa.int64(): pd.Int64Dtype(),
+             pa.bool_(): pd.BooleanDtype()}
+    return table.to_pandas(types_mapper=types.get)
+
+
+def _typed(name: str, frame: pd.DataFrame):
+    """``frame`` as the pyarrow Table of scratch file ``name`` (explicit types: a frame of one
+    bucket may hold only nulls in a column)."""
+    import pyarrow as pa
+
+    types = {
+        "segs": {"segment_id": pa.string(), "bucket": pa.int32(), "datasource": pa.string(), "start_ms": pa.int64(),
+                 "end_ms": pa.int64(), "version": pa.string(), "partition_num": pa.int32(), "size_bytes": pa.int64(),
+                 "used": pa.bool_(), "overshadowed": pa.bool_(), "line": pa.int64(), "shard_type": pa.string(),
+                 "idx": pa.int64(), "listed": pa.bool_(), "rule_idx": pa.int32(), "rule_kind": pa.string(),
+                 "required": pa.int32()},
+        "reps": {"segment_id": pa.string(), "idx": pa.int64(), "server": pa.string(), "tier": pa.string(),
+                 "served": pa.bool_(), "queued_load": pa.bool_(), "queue_type": pa.string(),
+                 "requested_at_ms": pa.int64(), "queued_drop": pa.bool_()},
+        "pairs": {"line": pa.int64(), "by": pa.string()},
+        "unserved": {"by": pa.string()},
+    }[name]
+    schema = pa.schema(list(types.items()))
+    return pa.Table.from_pandas(frame.reindex(columns=list(types)), schema=schema, preserve_index=False)
+
+
+def _join_job(spark, snapshot: Path, work: Path, scratch: str, ctx: dict, queues: list[tuple],
+              historicals: set[str], all_names: set[str]) -> list[dict]:
+    """Jobs 1 and 2 (module docstring): the rows of every bucket joined in one Python task per
+    partition, which writes its frames under ``scratch`` (relative to ``work``); returns the tasks'
+    summaries."""
+    import pyarrow as pa
+    import pyarrow.parquet as pq
+    from pyspark.sql import functions as F
+
+    from segment_balancer.common.files import filesystem
+    from segment_balancer.common.spark_columns import parallelism
+    from segment_balancer.druid.snapshot.lines import with_row_numbers
+    from segment_balancer.druid.snapshot.segments import read_server_segments
+    from segment_balancer.spark.session import read_parquet
+
+    timeline = read_parquet(spark, work / TABLE_FILE)
+    used = F.col("used") & (F.col("shard_type") != "tombstone")
+    segs = timeline.select(F.lit(0).cast("byte").alias("side"), "segment_id", "datasource", "start_ms", "end_ms", "version",
+                           F.col("partition_num").cast("int").alias("partition_num"), "size_bytes", used.alias("used"),
+                           "overshadowed", "overshadowed_by", "line", "shard_type")
+    # the used-segment index: newest first (end desc, start desc, id desc), numbered in the JVM over
+    # the sorted partitions (the sort is cached: numbering counts its partitions first)
+    ordered = (timeline.filter(used & ~F.col("overshadowed")).select("segment_id", "start_ms", "end_ms")
+               .orderBy(F.desc("end_ms"), F.desc("start_ms"), F.desc("segment_id")).select("segment_id").cache())
+    index = with_row_numbers(ordered, "idx", first=0).select(F.lit(1).cast("byte").alias("side"), "segment_id", "idx")
+    rows, _, _ = read_server_segments(spark, snapshot, historicals, all_names, duplicates=False)
+    reps = rows.filter(F.col("problem").isNotNull() | F.col("historical")).select(
+        F.lit(2).cast("byte").alias("side"), "segment_id", "row", "server", F.col("problem").isNotNull().alias("bad"))
+    queue = spark.createDataFrame(queues, "server string, segment_id string, queued_load boolean, queue_type string, "
+                                          "requested_at_ms long, queued_drop boolean, place string")
+    queue = queue.select(F.lit(3).cast("byte").alias("side"), *queue.columns)
+    union = segs.unionByName(index, allowMissingColumns=True).unionByName(reps, allowMissingColumns=True).unionByName(
+        queue, allowMissingColumns=True)
+    union = union.withColumn("bucket", F.pmod(F.hash("segment_id"), F.lit(BUCKETS)).cast("int"))
+    union = union.select(*[F.col(f.split()[0]) for f in JOIN_SCHEMA.split(", ")])
+    work_uri = str(Path(work).absolute())
+
+    def task(batches):
+        from pyspark import TaskContext
+
+        batches = list(batches)
+        summary = _summary()
+        if batches:
+            pdf = _to_pandas(pa.Table.from_batches(batches))
+            summary, frames = join_bucket(pdf, ctx)
+            if frames is not None:
+                fs, base = filesystem(work_uri)
+                part = TaskContext.get().partitionId()
+                summary["part"] = part
+                for name, frame in frames.items():
+                    fs.create_dir(f"{base}/{scratch}/{name}", recursive=True)
+                    pq.write_table(_typed(name, frame), f"{base}/{scratch}/{name}/part-{part:05d}.parquet", filesystem=fs)
+        yield pa.RecordBatch.from_pydict({"data": [pickle.dumps(summary)]}, schema=pa.schema([("data", pa.binary())]))
+
+    try:
+        out = union.repartition(parallelism(spark), "bucket").mapInArrow(task, "data binary").collect()
+    finally:
+        ordered.unpersist()
+    return [pickle.loads(r["data"]) for r in out]
+
+
+def _refuse_replicas(spark, snapshot: Path, historicals: set[str], all_names: set[str]) -> None:
+    """Raise the reference reader's refusal of the replica file (the first bad rows, repeats
+    included), if it has one."""
+    from segment_balancer.druid.snapshot.segments import first_problems, read_server_segments, refuse
+    from segment_balancer.spark.session import collect_small
+
+    rows, replica_file, word = read_server_segments(spark, snapshot, historicals, all_names)
+    with gzip_refusal(replica_file):
+        found = collect_small({"replicas": first_problems(rows, key="row")})
+    refuse(replica_file, found["replicas"], word, key="row")
+
+
+def _waiting_lines(spark, work: Path, scratch: str):
+    """Job 3: the lines (of ``segments.jsonl``) of the overshadowed segments that wait: some
+    segment overshadowing them needs a replica and is served nowhere (no drop queued). A BitMap;
+    one job, only when some segment is overshadowed."""
+    from pyroaring import BitMap
+    from pyspark.sql import functions as F
+
+    from segment_balancer.spark.session import read_parquet
+
+    pairs_dir, unserved_dir = work / scratch / "pairs", work / scratch / "unserved"
+    if not any(pairs_dir.glob("*.parquet")):
+        return BitMap()
+    pairs = read_parquet(spark, pairs_dir)
+    unserved = read_parquet(spark, unserved_dir)
+    members = pairs.join(unserved.distinct(), "by").select(F.lit("waiting").alias("group"), F.col("line").alias("idx"))
+    return G.bitmaps_from_rows(G.bitmaps_frame(members).collect()).get("waiting", BitMap())
+
+
+# ---- the prepared tables -------------------------------------------------------------------------
+def finish_part(segs: pd.DataFrame, reps: pd.DataFrame, ctx: dict) -> dict[str, pd.DataFrame]:
+    """One partition's prepared rows from its joined frames: every segment's ``code`` (used: its
+    ``idx``; the others ``n_used`` + the bucket's offset + its rank by id in the bucket),
+    ``waiting``, its ``fate``; the targets of the used load-rule segments; the start state's rows
+    (:data:`~segment_balancer.spark.status.START_STATE_SCHEMA`) and the segment table's rows.
+
+    ``ctx``: ``n_used``, ``offsets`` (``{bucket: first code}``), ``waiting`` (BitMap of lines),
+    ``per_rule`` (``{"<datasource>\x00<rule_idx>": [(tier, target, tier_pos), …]}``), ``tiers``,
+    ``server_code``, ``datasource_code``."""
+    segs = segs.reset_index(drop=True)
+    used = segs["idx"].notna().to_numpy()
+    code = np.zeros(len(segs), np.int64)
+    code[used] = segs.loc[used, "idx"].to_numpy(np.int64)
+    others = segs.loc[~used, ["bucket", "segment_id"]].sort_values(["bucket", "segment_id"], kind="stable")
+    rank = others.groupby("bucket").cumcount().to_numpy(np.int64)
+    code[others.index.to_numpy()] = ctx["n_used"] + np.array([ctx["offsets"][b] for b in others["bucket"]], np.int64) + rank
+    segs["code"] = code
+    overshadowed = segs["overshadowed"].to_numpy(bool)
+    waits = pd.array(np.isin(segs["line"].fillna(-1).to_numpy(np.int64), np.array(ctx["waiting"], dtype=np.int64)),
+                     dtype="boolean")
+    waits[~overshadowed] = pd.NA
+    segs["waiting"] = waits
+    kind = segs["rule_kind"].to_numpy(object)
+    fate = np.where(used, np.where(kind == "drop", FATES.index("drop_rule"), 0),
+                    np.where(~overshadowed, FATES.index("unused"),
+                             np.where(segs["waiting"].fillna(False).to_numpy(bool), FATES.index("waiting"),
+                                      FATES.index("overshadowed"))))
+    # targets: the used load-rule segments' tiers of the snapshot with a replicant count
+    parts = []
+    load = segs[used & (kind == "load")]
+    for (ds, rule_idx), rows in load.groupby(["datasource", "rule_idx"]).indices.items():
+        tiers_of = ctx["per_rule"].get(f"{ds}\x00{rule_idx}", ())
+        if tiers_of:
+            idx = load["idx"].to_numpy(np.int64)[rows]
+            parts.append(pd.DataFrame({"idx": np.repeat(idx, len(tiers_of)),
+                                       "tier": np.tile(np.array([t for t, _, _ in tiers_of], dtype=object), len(idx)),
+                                       "target": np.tile(np.array([n for _, n, _ in tiers_of]), len(idx)),
+                                       "tier_pos": np.tile(np.array([p for _, _, p in tiers_of]), len(idx))}))
+    targets = (pd.concat(parts, ignore_index=True) if parts else pd.DataFrame(
+        {"idx": [], "tier": pd.Series([], dtype=object), "target": [], "tier_pos": []})).astype(
+        {"idx": "int64", "target": "int32", "tier_pos": "int32"})
+    reps = reps.merge(segs[["segment_id", "code"]], on="segment_id")
+    # the start state: a replica row per replica; a segment row per (used segment, tier) where it
+    # has a target or a replica, and in every tier for a broadcast segment
+    none = lambda n, dtype: pd.array([None] * n, dtype=dtype)  # noqa: E731
+    rep_rows = pd.DataFrame({
+        "tier": reps["tier"], "kind": "replica", "code": reps["code"], "target": none(len(reps), "Int32"),
+        "tier_pos": none(len(reps), "Int32"),
+        "server": reps["server"].map(ctx["server_code"]).astype("Int32"),
+        "load": pd.array(np.where(reps["queued_load"], reps["queue_type"].map(QUEUE_CODES).fillna(NO_LOAD), NO_LOAD),
+                         dtype="Int8"),
+        "served": reps["served"].astype("boolean"), "dropping": reps["queued_drop"].astype("boolean")})
+    pairs = pd.concat([f for f in (targets[["idx", "tier"]], reps.loc[reps["idx"].notna(), ["idx", "tier"]]) if len(f)]
+                      or [targets[["idx", "tier"]]], ignore_index=True)
+    broadcast = segs.loc[used & (kind == "broadcast"), "idx"].to_numpy(np.int64)
+    if len(broadcast) and ctx["tiers"]:
+        pairs = pd.concat([pairs, pd.DataFrame({"idx": np.repeat(broadcast, len(ctx["tiers"])),
+                                                "tier": np.tile(np.array(ctx["tiers"], dtype=object), len(broadcast))})],
+                          ignore_index=True)
+    pairs = pairs.astype({"idx": "int64"}).drop_duplicates().merge(targets, on=["idx", "tier"], how="left")
+    n = len(pairs)
+    seg_rows = pd.DataFrame({"tier": pairs["tier"], "kind": "segment", "code": pairs["idx"],
+                             "target": pairs["target"].fillna(0).astype("Int32"),
+                             "tier_pos": pairs["tier_pos"].fillna(0).astype("Int32"), "server": none(n, "Int32"),
+                             "served": none(n, "boolean"), "load": none(n, "Int8"), "dropping": none(n, "boolean")})
+    table = pd.DataFrame({"code": segs["code"], "segment_id": segs["segment_id"],
+                          "datasource": segs["datasource"].map(ctx["datasource_code"]), "start_ms": segs["start_ms"],
+                          "end_ms": segs["end_ms"], "size_bytes": segs["size_bytes"],
+                          "rule": segs["rule_kind"].map(RULE_CODES).fillna(NO_RULE),
+                          "required": segs["required"].fillna(-1), "fate": fate})
+    segs["idx"] = segs["idx"].astype("Int64")
+    reps["idx"] = reps["idx"].astype("Int64")
+    return {"segments": segs[SEGMENT_COLUMNS], "replicas": reps[REPLICA_COLUMNS], "targets": targets,
+            "state": pd.concat([f for f in (rep_rows, seg_rows) if len(f)] or [rep_rows], ignore_index=True),
+            "table": table}
+
+
+def _part_schema(name: str):
+    import pyarrow as pa
+
+    from segment_balancer.spark.state_store import SEGMENT_TABLE_FIELDS, arrow_schema
+
+    if name == "table":
+        return arrow_schema(SEGMENT_TABLE_FIELDS + [("code", "long")])
+    return pa.schema(list({
+        "segments": {"idx": pa.int64(), "code": pa.int64(), "segment_id": pa.string(), "datasource": pa.string(),
+                     "start_ms": pa.int64(), "end_ms": pa.int64(), "version": pa.string(), "partition_num": pa.int32(),
+                     "size_bytes": pa.int64(), "used": pa.bool_(), "overshadowed": pa.bool_(), "rule_kind": pa.string(),
+                     "rule_idx": pa.int32(), "required": pa.int32(), "waiting": pa.bool_(), "listed": pa.bool_(),
+                     "shard_type": pa.string(), "line": pa.int64()},
+        "replicas": {"segment_id": pa.string(), "idx": pa.int64(), "code": pa.int64(), "server": pa.string(),
+                     "tier": pa.string(), "served": pa.bool_(), "queued_load": pa.bool_(), "queue_type": pa.string(),
+                     "requested_at_ms": pa.int64(), "queued_drop": pa.bool_()},
+        "targets": {"idx": pa.int64(), "tier": pa.string(), "target": pa.int32(), "tier_pos": pa.int32()},
+        "state": {"tier": pa.string(), "kind": pa.string(), "code": pa.int64(), "target": pa.int32(),
+                  "tier_pos": pa.int32(), "server": pa.int32(), "served": pa.bool_(), "load": pa.int8(),
+                  "dropping": pa.bool_()},
+    }[name].items()))
+
+
+PART_DIRS = {"segments": "prepared/segments.parquet", "replicas": "prepared/replicas.parquet",
+             "targets": "prepared/targets.parquet"}
+"""Where the prepared tables go (relative to the work directory): one part per partition."""
+
+
+def _finish_job(spark, work: Path, scratch: str, parts: list[int], ctx: dict, aside: dict[str, str]) -> list[dict]:
+    """Job 4: :func:`finish_part` on every partition's frames, one task each; the prepared tables'
+    parts go under ``aside`` (``{table: directory relative to work}``, moved into place by the
+    caller), the start state's rows and the segment table's rows under ``scratch``. Returns per
+    task the waiting segments' counts per datasource (segments, served replicas)."""
+    import pyarrow as pa
+    import pyarrow.parquet as pq
+
+    from segment_balancer.common.files import filesystem
+    from segment_balancer.spark.session import run_tasks
+
+    work_uri = str(Path(work).absolute())
+
+    def task(part):
+        fs, base = filesystem(work_uri)
+        read = lambda name: pq.read_table(f"{base}/{scratch}/{name}/part-{part:05d}.parquet", filesystem=fs).to_pandas()  # noqa: E731
+        out = finish_part(read("segs"), read("reps"), ctx)
+        for name, frame in out.items():
+            directory = aside[name] if name in aside else f"{scratch}/{name}-out"
+            fs.create_dir(f"{base}/{directory}", recursive=True)
+            pq.write_table(pa.Table.from_pandas(frame, schema=_part_schema(name), preserve_index=False),
+                           f"{base}/{directory}/part-{part:05d}.parquet", filesystem=fs)
+        segs, reps = out["segments"], out["replicas"]
+        waiting = segs[segs["waiting"].fillna(False).to_numpy(bool)]
+        mine = reps[reps["served"] & reps["segment_id"].isin(waiting["segment_id"])]
+        counts = {}
+        for ds, part_segs in waiting.groupby("datasource"):
+            hit = mine[mine["segment_id"].isin(part_segs["segment_id"])]
+            if len(hit):
+                counts[ds] = (int(hit["segment_id"].nunique()), int(len(hit)))
+        return counts
+
+    return run_tasks(spark, parts, task)
+
+
+def _write_segment_table(spark, work: Path, scratch: str, n_used: int, names: list[str]) -> None:
+    """The run's segment table (:data:`~segment_balancer.spark.state_store.SEGMENT_TABLE_FILE`):
+    the partitions' rows in code order, one Arrow IPC file written by one task."""
+    import json
+
+    import pyarrow as pa
+
+    from segment_balancer.common.files import filesystem
+    from segment_balancer.spark.session import read_parquet
+    from segment_balancer.spark.state_store import SEGMENT_TABLE_FIELDS, SEGMENT_TABLE_FILE, arrow_schema, write_ipc
+
+    schema = arrow_schema(SEGMENT_TABLE_FIELDS).with_metadata({"n_used": str(n_used), "datasources": json.dumps(names)})
+    work_uri = str(Path(work).absolute())
+
+    def write(batches):
+        fs, base = filesystem(work_uri)
+        batches = list(batches)
+        rows = pa.Table.from_batches(batches).sort_by("code") if batches else None
+        write_ipc(fs, f"{base}/{SEGMENT_TABLE_FILE}", schema.empty_table() if rows is None else pa.Table.from_arrays(
+            [rows.column(n).cast(schema.field(n).type) for n in schema.names], schema=schema))
+        yield pa.RecordBatch.from_pydict({"n": [0 if rows is None else rows.num_rows]})
+
+    table_dir = work / scratch / "table-out"
+    if any(table_dir.glob("*.parquet")):
+        read_parquet(spark, table_dir).repartition(1).mapInArrow(write, "n long").collect()
+    else:
+        fs, base = filesystem(work_uri)
+        write_ipc(fs, f"{base}/{SEGMENT_TABLE_FILE}", schema.empty_table())
 
 
 def prepare(spark, snapshot: Path, work: Path, overrides: dict | None = None) -> dict:
     """Run stage 0: write ``WORK/prepared/*`` (see docs/ARCHITECTURE.md) and return the initial
     groups as the XCom dict ``{"stage": 0, "groups": {name: base64 roaring}}``.
 
-    About a dozen Spark jobs whatever the size: one writes the parsed replica file aside and one
-    checks it (with the ids of unlisted segments); one writes each prepared table (after two that
-    sort and number the used-segment index); one reads every count the servers, alerts and
-    summaries need; one writes the run state and measures its groups, one task per tier. Raises
-    :class:`SnapshotError` for any invalid input, before any prepared table is written.
+    Six Spark jobs at most, whatever the size (module docstring). Raises :class:`SnapshotError` for
+    any invalid input, before any prepared table is written.
     """
-    from pyspark.sql import functions as F
+    from pyroaring import BitMap  # noqa: F401
 
-    from segment_balancer.common.spark_columns import lookup
-    from segment_balancer.druid.snapshot.segments import first_problems, first_unlisted_problem, refuse, refuse_unlisted
-    from segment_balancer.spark.session import collect_small, read_parquet
+    from segment_balancer.spark.session import read_parquet
+    from segment_balancer.spark.state_store import INITIAL_STATE_DIR
+    from segment_balancer.spark.status import START_STATE_SCHEMA, write_state_with_status
 
     snapshot, work = Path(snapshot), Path(work)
     servers, all_names, queues, rules, config, smeta = load_small_inputs(snapshot, overrides)
@@ -128,86 +604,87 @@ def prepare(spark, snapshot: Path, work: Path, overrides: dict | None = None) ->
     tiers = sorted({s.tier for s in servers})
     log.info("snapshot %s: %d historical servers in %d tiers", smeta.snapshot_id, len(servers), len(tiers))
 
-    timeline = work / "timeline" / "segments.parquet"
-    if not timeline.exists():
-        raise FileNotFoundError(f"{timeline} is missing: run the used_segments application first")
+    if not (work / TABLE_FILE).exists():
+        raise FileNotFoundError(f"{work / TABLE_FILE} is missing: run the used_segments application first")
     timeline_summary = read_summary(work)
     datasources = sorted(timeline_summary["per_datasource"])
-    # Every segment with the timeline's answer: ``overshadowed`` is computed (stage 0), the
-    # input's flag is kept as ``input_overshadowed``. Tombstones are never loaded.
-    segs = read_parquet(spark, timeline)
-    segs = segs.withColumn("used", F.col("used") & (F.col("shard_type") != "tombstone")).withColumn("listed", F.lit(True))
-    prepared = work / "prepared"
-    qdf = _queue_frame(spark, queues)
-    rows, replica_file, word = read_server_segments(spark, snapshot, historicals, all_names)
-    good = "historical and problem is null"
-    # The replica file is parsed once, into prepared/server_segments.parquet, and checked there
-    # together with the ids of unlisted segments (replicas and queue entries of segments
-    # segments.jsonl lacks: unused segments, ALGORITHM.md "Inputs").
-    with gzip_refusal(replica_file), staged_parquet(rows, prepared / "server_segments.parquet") as written:
-        checked = read_parquet(spark, written)
-        unlisted = unlisted_segments(checked.filter(good), qdf, segs, datasources)
-        found = collect_small({"replicas": first_problems(checked, key="row"), "unlisted": first_unlisted_problem(unlisted)})
-        refuse(replica_file, found["replicas"], word, key="row")
-        refuse_unlisted(found["unlisted"])
-    served = read_parquet(spark, prepared / "server_segments.parquet").filter(good).select("row", "server", "segment_id")
-    unlisted = unlisted_segments(served, qdf, segs, datasources).select(
-        "segment_id", "datasource", "start_ms", "end_ms", "version", "partition_num",
-        F.lit(0).cast("long").alias("size_bytes"), F.lit(False).alias("used"), F.lit(False).alias("overshadowed"),
-        F.lit("unused").alias("status"), F.lit("unknown").alias("shard_type"), F.lit(False).alias("listed"))
-    segs = segs.unionByName(unlisted, allowMissingColumns=True)
-    segs = _assign_rules(segs, rules, now_ms)
-    segs = segs.withColumn("required", F.when(F.col("rule_kind") == "load", F.least(F.lit(2), F.col("replicants_total"))))
-    segs = _with_waiting(segs, served, qdf)
-
-    # The used-segment index: newest first (end desc, start desc, id desc), numbered in the JVM
-    # over the sorted partitions (the sort is cached: numbering counts its partitions first).
-    # Unlisted segments are unused: the timeline table alone names every used segment.
-    used = read_parquet(spark, timeline).filter(
-        F.col("used") & (F.col("shard_type") != "tombstone") & ~F.col("overshadowed")).select("segment_id", "start_ms", "end_ms")
-    ordered = used.orderBy(F.desc("end_ms"), F.desc("start_ms"), F.desc("segment_id")).select("segment_id").cache()
-    index = with_row_numbers(ordered, "idx", first=0)
-    segments = segs.join(index, "segment_id", "left").select(
-        "idx", "segment_id", "datasource", "start_ms", "end_ms", "version",
-        F.col("partition_num").cast("int").alias("partition_num"), "size_bytes", "used", "overshadowed",
-        "rule_kind", "rule_idx", F.col("required").cast("int").alias("required"), "waiting", "listed", "shard_type", "line")
-    write_parquet_atomic(segments, prepared / "segments.parquet")
-    ordered.unpersist()
-    segments = read_parquet(spark, prepared / "segments.parquet")
-    # Every segment's code (its row of the run's segment table): the used segments by idx, the
-    # others after them by segment id; the table itself, one file the tasks memory-map.
-    coded = _write_segment_table(spark, segments, work)
-
     servers_pdf = _servers_frame(servers, decommissioning)
-    write_parquet_atomic(_replicas(served, qdf, coded, dict(zip(servers_pdf["server"], servers_pdf["tier"]))),
-                         prepared / "replicas.parquet")
-    replicas = read_parquet(spark, prepared / "replicas.parquet")
-
-    per_rule = {key: F.array(*[F.struct(F.lit(t).alias("tier"), F.lit(n).alias("target"), F.lit(pos).alias("tier_pos"))
-                               for t, n, pos in tiers_of])
-                for key, tiers_of in _rule_targets(rules, datasources, set(tiers)).items()}
-    rule_key = F.concat_ws("\x00", "datasource", F.col("rule_idx").cast("string"))
-    targets = (segments.filter("idx is not null and rule_kind = 'load'")
-               .select("idx", F.explode(lookup(rule_key, per_rule, "array<struct<tier:string,target:int,tier_pos:int>>")).alias("t"))
-               .select("idx", "t.tier", F.col("t.target").cast("int").alias("target"), "t.tier_pos"))
-    write_parquet_atomic(targets, prepared / "targets.parquet")
-    targets = read_parquet(spark, prepared / "targets.parquet")
-
-    # Everything meta.json and servers.parquet need from the tables, in one job.
     limit_ms = config.segment_loading_max_ms
-    found = collect_small({**_per_server_queries(replicas, segments), **_alert_queries(replicas, segments, now_ms - limit_ms),
-                           **_unlisted_queries(segments, replicas), **_waiting_queries(segments, replicas)})
-    servers_pdf = _mark_broadcast_only(servers_pdf, found["per_server"])
-    write_parquet_atomic(servers_pdf, prepared / "servers.parquet")
+    ctx = {"rules": rules, "now_ms": now_ms, "datasources": datasources, "stale_before_ms": now_ms - limit_ms,
+           "tier_of": dict(zip(servers_pdf["server"], servers_pdf["tier"]))}
+    replica_file = server_segments_path(snapshot).name
+    scratch = f"prepared.scratch-{uuid.uuid4().hex[:8]}"
+    aside = {name: f"{path}.tmp-{uuid.uuid4().hex[:8]}" for name, path in PART_DIRS.items()}
+    try:
+        with gzip_refusal(replica_file):
+            summaries = _join_job(spark, snapshot, work, scratch, ctx, _queue_rows(queues), historicals, set(all_names))
+        if any(s["bad_replicas"] for s in summaries):
+            _refuse_replicas(spark, snapshot, historicals, set(all_names))
+            raise RuntimeError("the replica file has a bad row that its reference reader accepts")  # never: one check
+        problems = [s["unlisted_problem"] for s in summaries if s["unlisted_problem"]]
+        if problems:
+            from segment_balancer.druid.snapshot.segments import refuse_unlisted
 
-    from segment_balancer.spark.state_store import INITIAL_STATE_DIR
-    from segment_balancer.spark.status import write_state_with_status
-
-    # The run state every stage starts from (no start-of-run ranking: a segment is ranked in a
-    # tier when a stage first considers it there, ALGORITHM.md "Best servers"), and its groups.
-    status = write_state_with_status(_start_state(segments, replicas, targets, servers_pdf), work,
-                                     INITIAL_STATE_DIR, servers_pdf)
+            refuse_unlisted([min(problems, key=_problem_key)])
+        waiting = _waiting_lines(spark, work, scratch)
+        n_used = sum(s["n_used"] for s in summaries)
+        names = sorted(set().union(*(s["datasources"] for s in summaries)))
+        offsets, at = {}, 0
+        counts = {}
+        for s in summaries:
+            for b, n in s["others"].items():
+                counts[b] = counts.get(b, 0) + n
+        for b in range(BUCKETS):
+            offsets[b], at = at, at + counts.get(b, 0)
+        fctx = {"n_used": n_used, "offsets": offsets, "waiting": waiting, "tiers": tiers,
+                "per_rule": _rule_targets(rules, datasources, set(tiers)),
+                "server_code": {name: i for i, name in enumerate(servers_pdf["server"])},
+                "datasource_code": {n: i for i, n in enumerate(names)}}
+        waiting_counts = _finish_job(spark, work, scratch, sorted(s["part"] for s in summaries if "part" in s), fctx, aside)
+        for name, path in PART_DIRS.items():
+            (work / aside[name]).mkdir(parents=True, exist_ok=True)
+            replace_path(work / aside[name], work / path)
+        _write_segment_table(spark, work, scratch, n_used, names)
+        sums: dict[str, list[int]] = {}
+        for s in summaries:
+            for srv, (q, nb) in s.get("per_server", {}).items():
+                mine = sums.setdefault(srv, [0, 0])
+                mine[0], mine[1] = mine[0] + q, mine[1] + nb
+        per_server = [{"server": srv, "queued_bytes": q, "non_broadcast": nb} for srv, (q, nb) in sums.items()]
+        servers_pdf = _mark_broadcast_only(servers_pdf, per_server)
+        write_parquet_atomic(servers_pdf, work / "prepared" / "servers.parquet")
+        state_dir = work / scratch / "state-out"
+        state = (read_parquet(spark, state_dir) if any(state_dir.glob("*.parquet"))
+                 else spark.createDataFrame([], START_STATE_SCHEMA))
+        # The run state every stage starts from (no start-of-run ranking: a segment is ranked in a
+        # tier when a stage first considers it there, ALGORITHM.md "Best servers"), and its groups.
+        status = write_state_with_status(state, work, INITIAL_STATE_DIR, servers_pdf)
+    except BaseException:
+        for path in aside.values():
+            remove_path(work / path)
+        raise
+    finally:
+        remove_path(work / scratch)
     groups, counts = status.groups, status.counts
+    found = {"stale_n": [{"n": sum(s["stale_n"] for s in summaries)}],
+             "stale": sorted((r for s in summaries for r in s["stale"]),
+                             key=lambda r: (r["requested_at_ms"], r["server"]))[:5],
+             "norule_n": [{"n": sum(s["norule_n"] for s in summaries)}],
+             "norule": sorted((r for s in summaries for r in s["norule"]), key=lambda r: r["idx"])[:5]}
+    unlisted: dict = {}
+    for s in summaries:
+        for ds, v in s["unlisted"].items():
+            mine = unlisted.setdefault(ds, {"datasource": ds, "segments": 0, "replicas": 0})
+            mine["segments"] += v["segments"]
+            mine["replicas"] += v["replicas"]
+    found["unlisted"] = list(unlisted.values())
+    found["unlisted_ids"] = [{"segment_id": sid} for sid in sorted(x for s in summaries for x in s["unlisted_ids"])[:5]]
+    waiting_per: dict = {}
+    for part in waiting_counts:
+        for ds, (n_seg, n_rep) in part.items():
+            a, b = waiting_per.get(ds, (0, 0))
+            waiting_per[ds] = (a + n_seg, b + n_rep)
+    found["waiting"] = [{"datasource": ds, "segments": a, "replicas": b} for ds, (a, b) in waiting_per.items()]
 
     meta = {
         "snapshot_id": smeta.snapshot_id,
@@ -235,89 +712,8 @@ def prepare(spark, snapshot: Path, work: Path, overrides: dict | None = None) ->
         n = meta["timeline"]["flag_disagreements"]
         meta["alerts"].append({"kind": "overshadowed_flag_disagrees", "count": n, "examples": meta["timeline"]["flag_examples"],
                                "message": f"the input's overshadowed flag disagrees with the computed timeline for {n} segments; the timeline wins"})
-    write_json_atomic(meta, prepared / "meta.json")
+    write_json_atomic(meta, work / "prepared" / "meta.json")
     return {"stage": 0, "groups": G.encode_all(groups)}
-
-
-def _write_segment_table(spark, segments, work: Path):
-    """Number every segment of the prepared ``segments`` table (its code: the used ones are
-    ``idx``, the others follow in segment-id order) and write the run's segment table
-    (:data:`~segment_balancer.spark.state_store.SEGMENT_TABLE_FILE`) in code order, one Arrow IPC
-    file written by one task. Three Spark jobs (the count of used segments and the datasources,
-    the numbering, the file). Returns ``segments`` with ``code`` (a lazy DataFrame)."""
-    import json
-
-    import pyarrow as pa
-    from pyspark.sql import functions as F
-
-    from segment_balancer.common.files import filesystem
-    from segment_balancer.common.spark_columns import lookup
-    from segment_balancer.druid.snapshot.lines import with_row_numbers
-    from segment_balancer.planner.runstate import FATES, NO_RULE, RULE_CODES
-    from segment_balancer.spark.session import collect_small
-    from segment_balancer.spark.state_store import SEGMENT_TABLE_FIELDS, SEGMENT_TABLE_FILE, arrow_schema, write_ipc
-
-    found = collect_small({"n_used": segments.agg(F.count("idx").alias("n")),
-                           "datasources": segments.select("datasource").distinct()})
-    n_used = int(found["n_used"][0]["n"])
-    names = sorted(r["datasource"] for r in found["datasources"])
-    others = with_row_numbers(segments.filter("idx is null").select("segment_id").orderBy("segment_id"), "other",
-                              first=n_used)
-    coded = (segments.join(others, "segment_id", "left")
-             .withColumn("code", F.coalesce(F.col("idx"), F.col("other"))).drop("other"))
-    rule = F.coalesce(lookup("rule_kind", RULE_CODES, "byte"), F.lit(NO_RULE).cast("byte"))
-    unused = F.col("idx").isNull()
-    fate = (F.when(~unused, F.when(F.col("rule_kind") == "drop", F.lit(FATES.index("drop_rule"))).otherwise(F.lit(0)))
-            .when(~F.col("overshadowed"), F.lit(FATES.index("unused")))
-            .when(F.col("waiting"), F.lit(FATES.index("waiting")))
-            .when(~F.col("waiting"), F.lit(FATES.index("overshadowed"))).otherwise(F.lit(0)))
-    table = coded.select("code", "segment_id", lookup("datasource", {n: i for i, n in enumerate(names)}, "int")
-                         .alias("datasource"), "start_ms", "end_ms", "size_bytes", rule.alias("rule"),
-                         F.coalesce("required", F.lit(-1)).cast("int").alias("required"), fate.cast("byte").alias("fate"))
-    schema = arrow_schema(SEGMENT_TABLE_FIELDS).with_metadata({"n_used": str(n_used), "datasources": json.dumps(names)})
-    work_uri = str(Path(work).absolute())
-
-    def write(batches):
-        fs, base = filesystem(work_uri)
-        path = f"{base}/{SEGMENT_TABLE_FILE}"
-        batches = list(batches)
-        rows = pa.Table.from_batches(batches).sort_by("code") if batches else None
-        write_ipc(fs, path, schema.empty_table() if rows is None else pa.Table.from_arrays(
-            [rows.column(n).cast(schema.field(n).type) for n in schema.names], schema=schema))
-        yield pa.RecordBatch.from_pydict({"n": [0 if rows is None else rows.num_rows]})
-
-    written = table.repartition(1).mapInArrow(write, "n long").collect()
-    log.info("segment table: %d segments, %d used", written[0]["n"], n_used)
-    return coded
-
-
-def _start_state(segments, replicas, targets, servers_pdf):
-    """The state at the start of the run as rows of
-    :data:`~segment_balancer.spark.status.START_STATE_SCHEMA` (a Spark DataFrame): a replica row
-    for every served or queued replica, a segment row for every used segment in every tier where
-    it has a target or a replica, and for broadcast segments in every tier."""
-    from pyspark.sql import functions as F
-
-    from segment_balancer.common.spark_columns import lookup
-    from segment_balancer.planner.runstate import NO_LOAD, QUEUE_CODES
-
-    server_code = {name: i for i, name in enumerate(servers_pdf["server"])}
-    load = F.when(F.col("queued_load"), lookup("queue_type", QUEUE_CODES, "byte")).otherwise(F.lit(NO_LOAD).cast("byte"))
-    rep = replicas.select("tier", F.lit("replica").alias("kind"), "code", F.lit(None).cast("int").alias("target"),
-                          F.lit(None).cast("int").alias("tier_pos"), lookup("server", server_code, "int").alias("server"),
-                          "served", load.alias("load"), F.col("queued_drop").alias("dropping"))
-    used = segments.filter("idx is not null").select("idx", "rule_kind")
-    tiers = F.array(*[F.lit(t) for t in sorted(set(servers_pdf["tier"]))]) if len(servers_pdf) else F.array().cast("array<string>")
-    pairs = (targets.select("idx", "tier").unionByName(replicas.filter("idx is not null").select("idx", "tier"))
-             .unionByName(used.filter("rule_kind = 'broadcast'").select("idx", F.explode(tiers).alias("tier")))
-             .distinct())
-    seg = (pairs.join(targets.select("idx", "tier", "target", "tier_pos"), ["idx", "tier"], "left")
-           .select("tier", F.lit("segment").alias("kind"), F.col("idx").alias("code"),
-                   F.coalesce("target", F.lit(0)).cast("int").alias("target"),
-                   F.coalesce("tier_pos", F.lit(0)).cast("int").alias("tier_pos"), F.lit(None).cast("int").alias("server"),
-                   F.lit(None).cast("boolean").alias("served"), F.lit(None).cast("byte").alias("load"),
-                   F.lit(None).cast("boolean").alias("dropping")))
-    return rep.unionByName(seg)
 
 
 def previous_balancer_state(work: Path, config, smeta) -> dict:
@@ -346,76 +742,6 @@ def _servers_frame(servers, decommissioning: set[str]):
     } for s in sorted(servers, key=lambda s: s.server)]).astype({"max_size": "int64", "current_size": "int64", "priority": "int32"})
 
 
-def _queue_frame(spark, queues):
-    """The queue entries of ``load_queues.json`` as a DataFrame (``server``, ``segment_id``,
-    ``queued_load``, ``queue_type``, ``requested_at_ms``, ``queued_drop``, ``place``: where in the
-    file, for error messages)."""
-    rows, position = [], {}
-    for q in queues:
-        key = "segmentsToLoad" if q.action == "LOAD" else "segmentsToDrop"
-        j = position[(q.server, key)] = position.get((q.server, key), -1) + 1
-        rows.append((q.server, q.segment_id, q.action == "LOAD", q.queue_type if q.action == "LOAD" else None,
-                     q.requested_at_ms, q.action == "DROP", f"server {q.server!r} {key}[{j}]"))
-    return spark.createDataFrame(rows, "server string, segment_id string, queued_load boolean, queue_type string, "
-                                       "requested_at_ms long, queued_drop boolean, place string")
-
-
-def _with_waiting(segs, served, qdf):
-    """``segs`` plus ``waiting`` (bool, null unless overshadowed): true when some segment that
-    overshadows it needs a replica (used, not overshadowed, and its rule asks for one) and no
-    historical serves it (with no drop of it queued). Such a segment keeps its replicas
-    (ALGORITHM.md stage 12, Druid's ``MarkOvershadowedSegmentsAsUnused``)."""
-    from pyspark.sql import functions as F
-
-    serving = served.select("server", "segment_id").join(qdf.filter("queued_drop").select("server", "segment_id"),
-                                                        ["server", "segment_id"], "left_anti")
-    served_ids = serving.select(F.col("segment_id").alias("by")).distinct().withColumn("is_served", F.lit(True))
-    needs = segs.select(F.col("segment_id").alias("by"), (
-        F.col("used") & ~F.col("overshadowed")
-        & ((F.col("rule_kind") == "broadcast") | ((F.col("rule_kind") == "load") & (F.col("replicants_total") > 0)))
-    ).alias("needs_replica"))
-    pending = (segs.filter("overshadowed").select("segment_id", F.explode("overshadowed_by").alias("by"))
-               .join(needs, "by").join(served_ids, "by", "left")
-               .filter(F.col("needs_replica") & F.col("is_served").isNull())
-               .select("segment_id").distinct().withColumn("pending", F.lit(True)))
-    return (segs.join(pending, "segment_id", "left")
-            .withColumn("waiting", F.when(F.col("overshadowed"), F.coalesce("pending", F.lit(False))))
-            .drop("pending"))
-
-
-def _replicas(served, qdf, segments, tier_of: dict[str, str]):
-    """One row per (segment, server) that is served or queued (docs/ARCHITECTURE.md); ``tier_of``:
-    the tier of every historical."""
-    from pyspark.sql import functions as F
-
-    from segment_balancer.common.spark_columns import lookup
-
-    qdf = qdf.drop("place")
-    s = served.select("server", "segment_id").withColumn("served", F.lit(True))
-    rep = s.join(qdf, ["server", "segment_id"], "full_outer")
-    rep = rep.select(
-        "segment_id", "server", F.coalesce("served", F.lit(False)).alias("served"),
-        F.coalesce("queued_load", F.lit(False)).alias("queued_load"),
-        F.when(F.col("queued_load"), F.coalesce("queue_type", F.lit("loading"))).alias("queue_type"),
-        "requested_at_ms", F.coalesce("queued_drop", F.lit(False)).alias("queued_drop"))
-    rep = (rep.withColumn("tier", lookup("server", tier_of, "string")).filter("tier is not null")
-           .join(segments.select("segment_id", "idx", "code"), "segment_id"))
-    return rep.select("segment_id", "idx", "code", "server", "tier", "served", "queued_load", "queue_type",
-                      "requested_at_ms", "queued_drop")
-
-
-def _per_server_queries(replicas, segments) -> dict:
-    """``per_server``: per server the bytes of its queued loads and its served replicas that are
-    not of used broadcast segments (a query for ``collect_small``)."""
-    from pyspark.sql import functions as F
-
-    j = replicas.drop("idx").join(segments.select("segment_id", "size_bytes", "rule_kind", "idx"), "segment_id")
-    return {"per_server": j.groupBy("server").agg(
-        F.sum(F.when(F.col("queued_load"), F.col("size_bytes")).otherwise(0)).alias("queued_bytes"),
-        F.sum(F.when(F.col("served") & ~(F.col("idx").isNotNull() & (F.col("rule_kind") == "broadcast")), 1).otherwise(0)).alias("non_broadcast"),
-    )}
-
-
 def _mark_broadcast_only(servers_pdf, per_server: list[dict]):
     """Adds ``projected_size`` (current + queued loads, bytes) and ``broadcast_only``."""
     import pandas as pd
@@ -434,19 +760,6 @@ def _tiers_meta(servers_pdf) -> dict:
         out[tier] = {"priority": int(part.priority.max()), "servers": int(len(part)),
                      "candidates": int((~part.decommissioning).sum())}
     return out
-
-
-def _alert_queries(replicas, segments, stale_before_ms: int) -> dict:
-    """Loads queued since before ``stale_before_ms`` and used segments no rule matches: how many
-    and the first few (queries for ``collect_small``)."""
-    from pyspark.sql import functions as F
-
-    stale = replicas.filter(F.col("queued_load") & (F.col("requested_at_ms") < stale_before_ms))
-    norule = segments.filter("idx is not null and rule_kind is null")
-    return {"stale_n": stale.agg(F.count("*").alias("n")),
-            "stale": stale.select("segment_id", "server", "requested_at_ms").orderBy("requested_at_ms", "server").limit(5),
-            "norule_n": norule.agg(F.count("*").alias("n")),
-            "norule": norule.select("idx", "segment_id").orderBy("idx").limit(5)}
 
 
 def _alerts(rules, tiers, decommissioning, historicals, found: dict, limit_ms: int) -> list[dict]:
@@ -471,18 +784,6 @@ def _alerts(rules, tiers, decommissioning, historicals, found: dict, limit_ms: i
     return alerts
 
 
-def _unlisted_queries(segments, replicas) -> dict:
-    """Segments that replicas or queue entries name but ``segments.jsonl`` lacks: per datasource
-    how many and their served replicas, and a few ids (queries for ``collect_small``)."""
-    from pyspark.sql import functions as F
-
-    unlisted = segments.filter(~F.col("listed"))
-    return {"unlisted": (unlisted.join(replicas.select("segment_id", "served"), "segment_id", "left")
-                         .groupBy("datasource").agg(F.countDistinct("segment_id").alias("segments"),
-                                                    F.sum(F.col("served").cast("int")).alias("replicas"))),
-            "unlisted_ids": unlisted.select("segment_id").orderBy("segment_id").limit(5)}
-
-
 def _unlisted_counts(found: dict) -> dict:
     """Unused segments still served or queued (stage 12 drops their replicas): how many, how many
     replicas, per datasource, a few examples (from :func:`_unlisted_queries`)."""
@@ -491,15 +792,6 @@ def _unlisted_counts(found: dict) -> dict:
     return {"segments": sum(v["segments"] for v in per.values()),
             "served_replicas": sum(v["served_replicas"] for v in per.values()),
             "per_datasource": per, "examples": sorted(r["segment_id"] for r in found["unlisted_ids"])}
-
-
-def _waiting_queries(segments, replicas) -> dict:
-    """Overshadowed segments that still serve somewhere and wait for what overshadows them to be
-    served: per datasource, segments and served replicas (a query for ``collect_small``)."""
-    from pyspark.sql import functions as F
-
-    return {"waiting": (segments.filter("waiting").join(replicas.filter("served").select("segment_id"), "segment_id")
-                        .groupBy("datasource").agg(F.countDistinct("segment_id").alias("segments"), F.count("*").alias("replicas")))}
 
 
 def _waiting_counts(found: dict) -> dict:

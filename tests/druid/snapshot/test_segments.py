@@ -37,8 +37,9 @@ def refused(spark, snap: Path, tmp_path: Path) -> SnapshotError:
     assert not (work / "prepared" / "meta.json").exists()
     if info.value.file.startswith("segments.jsonl"):  # the table that failed its check never appears
         assert not (work / "timeline" / "segments.parquet").exists()
-    else:
-        assert not (work / "prepared" / "server_segments.parquet").exists()
+    else:  # nothing of prepare's appears: no table, no aside copy, no scratch
+        assert not [p for p in (work / "prepared").rglob("*.parquet")] if (work / "prepared").exists() else True
+        assert not [p for p in work.iterdir() if p.name.startswith("prepared.")]
     assert not [p for p in work.rglob("*") if ".tmp-" in p.name or ".staged-" in p.name]  # nor an aside copy of it
     return info.value
 

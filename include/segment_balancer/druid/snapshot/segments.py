@@ -225,7 +225,7 @@ def _replica_rows(spark, path: Path):
 _KIND = {"line": "line", "row": "index"}  # SnapshotError.row_kind of each word
 
 
-def read_server_segments(spark, snapshot: Path, historicals: set[str], known_servers: set[str]):
+def read_server_segments(spark, snapshot: Path, historicals: set[str], known_servers: set[str], duplicates: bool = True):
     """The replica file's rows, each with what is wrong with it, if anything: a lazy DataFrame
     (``row`` long, ``server``, ``segment_id``, ``historical`` bool — null for a server
     ``servers.json`` lacks —, ``problem`` str, null on a good row), the file's name and the word
@@ -238,7 +238,9 @@ def read_server_segments(spark, snapshot: Path, historicals: set[str], known_ser
     Rows of known non-historical servers (peons, brokers) are kept with ``historical`` false: the
     caller keeps the historicals' good rows. A segment id that ``segments.jsonl`` lacks is fine
     here (an unused segment: :func:`unlisted_segments`). One Spark job numbers the rows; the caller
-    writes the frame and checks it (:func:`first_problems` with ``key="row"``).
+    writes the frame and checks it (:func:`first_problems` with ``key="row"``). With
+    ``duplicates`` False a repeated row is no problem here (the caller finds repeats itself, where
+    the rows of one segment meet).
     """
     from pyspark.sql import Window
     from pyspark.sql import functions as F
@@ -253,6 +255,8 @@ def read_server_segments(spark, snapshot: Path, historicals: set[str], known_ser
         .when(F.col("historical").isNull(), F.concat(F.lit("unknown server "), F.col("server"), F.lit(" (not in servers.json)")))
     )
     rows = rows.withColumn("problem", problem)
+    if not duplicates:
+        return rows.select("row", "server", "segment_id", "historical", "problem"), path.name, word
     good = F.col("problem").isNull() & F.col("historical")
     first = F.min("row").over(Window.partitionBy(F.when(good, F.col("server")), F.when(good, F.col("segment_id"))))
     duplicate = F.when(good & (F.col("row") > first), F.concat(
