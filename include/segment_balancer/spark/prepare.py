@@ -207,67 +207,116 @@ def _summary() -> dict:
 def join_bucket(pdf: pd.DataFrame, ctx: dict) -> tuple[dict, dict | None]:
     """The join of one partition's rows (:data:`JOIN_SCHEMA`, whole buckets): returns its summary
     and the frames to write (``segs``, ``reps``, ``pairs``, ``unserved``), or None when a row is bad
-    or an unlisted id is no segment id (the summary says which).
+    or an unlisted id is no segment id (the summary says which). Segment ids are matched once, by
+    hash (pyarrow's ``index_in``); everything after works on row positions.
 
     ``ctx``: ``rules``, ``now_ms``, ``datasources`` (of ``segments.jsonl``), ``tier_of``
     (``{historical: tier}``), ``stale_before_ms``."""
+    import pyarrow as pa
+    import pyarrow.compute as pc
+
     side = pdf["side"].to_numpy()
     segs = pdf[side == 0][["segment_id", "bucket", "datasource", "start_ms", "end_ms", "version", "partition_num",
                            "size_bytes", "used", "overshadowed", "overshadowed_by", "line", "shard_type"]]
-    index = pdf[side == 1][["segment_id", "idx"]]
-    reps = pdf[side == 2][["segment_id", "row", "server", "bad"]]
+    index = pdf[side == 1]
+    reps = pdf[side == 2][["segment_id", "row", "server", "bad", "bucket"]].reset_index(drop=True)
     queue = pdf[side == 3][["segment_id", "server", "queued_load", "queue_type", "requested_at_ms", "queued_drop",
-                            "place", "bucket"]]
+                            "place", "bucket"]].reset_index(drop=True)
     summary = _summary()
-    if reps["bad"].eq(True).any() or reps.duplicated(["server", "segment_id"]).any():
+    if reps["bad"].eq(True).any():
         summary["bad_replicas"] = True
         return summary, None
-    segs = segs.merge(index, on="segment_id", how="left")
-    segs["listed"] = True
+    idx_of_line = pd.Series(index["idx"].to_numpy(), index=index["line"].to_numpy())
+    segs = segs.assign(idx=segs["line"].map(idx_of_line).astype("Int64"), listed=True).reset_index(drop=True)
+    seg_ids = pa.array(segs["segment_id"].to_numpy(object), pa.string())
+
+    def positions(ids) -> np.ndarray:
+        """Row of ``every`` of each id (-1: not among the listed segments)."""
+        return np.asarray(pc.index_in(pa.array(ids, pa.string()), value_set=seg_ids).fill_null(-1), np.int64)
+
+    rep_pos, q_pos = positions(reps["segment_id"].to_numpy(object)), positions(queue["segment_id"].to_numpy(object))
+    n_rep, n_q = len(reps), len(queue)
     named = pd.DataFrame({
-        "segment_id": np.concatenate([reps["segment_id"].to_numpy(object), queue["segment_id"].to_numpy(object)]),
-        "file": np.array([SERVER_SEGMENTS_NAME] * len(reps) + [QUEUES_NAME] * len(queue), dtype=object),
-        "row": pd.array(list(reps["row"]) + [None] * len(queue), dtype="Int64"),
-        "place": np.concatenate([np.full(len(reps), None, object), queue["place"].to_numpy(object)]),
-        "bucket": np.concatenate([pdf.loc[side == 2, "bucket"].to_numpy(np.int64), queue["bucket"].to_numpy(np.int64)])})
-    missing = _first_named(named[~named["segment_id"].isin(segs["segment_id"])])
-    unlisted, problems = _unlisted(missing, ctx["datasources"])
+        "segment_id": np.concatenate([reps["segment_id"].to_numpy(object)[rep_pos < 0],
+                                      queue["segment_id"].to_numpy(object)[q_pos < 0]]),
+        "file": np.array([SERVER_SEGMENTS_NAME] * int((rep_pos < 0).sum()) + [QUEUES_NAME] * int((q_pos < 0).sum()),
+                         dtype=object),
+        "row": pd.array(list(reps["row"][rep_pos < 0]) + [None] * int((q_pos < 0).sum()), dtype="Int64"),
+        "place": np.concatenate([np.full(int((rep_pos < 0).sum()), None, object), queue["place"].to_numpy(object)[q_pos < 0]]),
+        "bucket": np.concatenate([reps["bucket"].to_numpy(np.int64)[rep_pos < 0], queue["bucket"].to_numpy(np.int64)[q_pos < 0]])})
+    unlisted, problems = _unlisted(_first_named(named), ctx["datasources"])
     if problems:
         summary["unlisted_problem"] = min(problems, key=_problem_key)
         return summary, None
-    every = pd.concat([segs, unlisted], ignore_index=True) if len(unlisted) else segs.reset_index(drop=True)
+    every = pd.concat([segs, unlisted], ignore_index=True) if len(unlisted) else segs
+    if len(unlisted):
+        extra = pa.array(unlisted["segment_id"].to_numpy(object), pa.string())
+        for pos, ids in ((rep_pos, reps["segment_id"]), (q_pos, queue["segment_id"])):
+            miss = pos < 0
+            pos[miss] = len(segs) + np.asarray(pc.index_in(pa.array(ids.to_numpy(object)[miss], pa.string()),
+                                                           value_set=extra).fill_null(-1), np.int64)
     every = assign_rules(every, ctx["rules"], ctx["now_ms"])
-    # replicas: every served or queued (segment, server) of a historical
-    served = reps[["server", "segment_id"]].assign(served=True)
-    rep = served.merge(queue.drop(columns=["place", "bucket"]), on=["server", "segment_id"], how="outer")
-    rep["served"] = rep["served"].astype("boolean").fillna(False).astype(bool)
-    rep["queued_load"] = rep["queued_load"].astype("boolean").fillna(False).astype(bool)
-    rep["queue_type"] = np.where(rep["queued_load"], rep["queue_type"].fillna("loading"), None)
-    rep["queued_drop"] = rep["queued_drop"].astype("boolean").fillna(False).astype(bool)
-    rep["tier"] = rep["server"].map(ctx["tier_of"])
-    rep = rep[rep["tier"].notna()].merge(every[["segment_id", "idx", "size_bytes", "rule_kind"]], on="segment_id")
-    # waiting's inputs: the segments that need a replica and have none served (no drop queued)
-    drops = queue.loc[queue["queued_drop"].astype("boolean").fillna(False).astype(bool), ["server", "segment_id"]]
-    serving = served.merge(drops.assign(gone=True), on=["server", "segment_id"], how="left")
-    served_ids = set(serving.loc[serving["gone"].isna(), "segment_id"])
+    n = len(every)
+    # a replica row repeats when its (server, segment) does: the reference reader names the repeat
+    names = sorted(set(reps["server"]) | set(queue["server"]))
+    code = {s: i for i, s in enumerate(names)}
+    rep_server = reps["server"].map(code).to_numpy(np.int64)
+    q_server = queue["server"].map(code).to_numpy(np.int64)
+    rep_key, q_key = rep_server * n + rep_pos, q_server * n + q_pos
+    if len(np.unique(rep_key)) != n_rep:
+        summary["bad_replicas"] = True
+        return summary, None
+    # replicas: every served or queued (server, segment) of a historical, the queue entries joined
+    # to the served rows as a full outer join on (server, segment) would
+    served = pd.DataFrame({"key": rep_key, "served": True})
+    queued = pd.DataFrame({"key": q_key, "queued_load": queue["queued_load"].astype(bool).to_numpy(),
+                           "queue_type": queue["queue_type"].to_numpy(object),
+                           "requested_at_ms": queue["requested_at_ms"].astype("Int64"),
+                           "queued_drop": queue["queued_drop"].astype(bool).to_numpy()})
+    rep = served.merge(queued, on="key", how="outer", sort=False) if n_q else served.assign(
+        queued_load=False, queue_type=None, requested_at_ms=pd.array([None] * n_rep, dtype="Int64"), queued_drop=False)
+    key = rep["key"].to_numpy(np.int64)
+    pos, srv = key % n, key // n
+    server_names = np.array(names, dtype=object)[srv] if len(names) else np.zeros(0, object)
+    tier = pd.Series(server_names).map(ctx["tier_of"]).to_numpy(object)
+    mine = pd.notna(tier)
+    pos, server_names, tier = pos[mine], server_names[mine], tier[mine]
+    served_flag = rep["served"].eq(True).to_numpy(bool)[mine]
+    queued_load = rep["queued_load"].eq(True).to_numpy(bool)[mine]
+    queue_type = np.where(queued_load, rep["queue_type"].fillna("loading").to_numpy(object)[mine], None)
+    requested = rep["requested_at_ms"].to_numpy(dtype=object, na_value=None)[mine]
+    queued_drop = rep["queued_drop"].eq(True).to_numpy(bool)[mine]
+    idx = every["idx"].to_numpy(dtype=np.float64, na_value=np.nan)
+    size = every["size_bytes"].to_numpy(np.int64)
     kind = every["rule_kind"].to_numpy(object)
+    ids = every["segment_id"].to_numpy(object)
+    out_reps = pd.DataFrame({"segment_id": ids[pos], "idx": pd.array(np.where(np.isnan(idx[pos]), None, idx[pos]),
+                                                                       dtype="Int64"),
+                             "server": server_names, "tier": tier, "served": served_flag, "queued_load": queued_load,
+                             "queue_type": queue_type, "requested_at_ms": pd.array(requested, dtype="Int64"),
+                             "queued_drop": queued_drop})
+    # waiting's inputs: the segments that need a replica and have none served (no drop queued)
+    drop_keys = set(q_key[queue["queued_drop"].astype(bool).to_numpy()].tolist())
+    serving = np.zeros(n, bool)
+    serving[rep_pos[~np.isin(rep_key, np.fromiter(drop_keys, np.int64, len(drop_keys)))]] = True
     needs = (every["used"].to_numpy(bool) & ~every["overshadowed"].to_numpy(bool)
              & ((kind == "broadcast") | ((kind == "load") & (every["replicants_total"].to_numpy() > 0))))
-    unserved = every.loc[needs & ~every["segment_id"].isin(served_ids).to_numpy(), ["segment_id"]].rename(
-        columns={"segment_id": "by"})
-    over = every[every["overshadowed"].to_numpy(bool)]
-    pairs = pd.DataFrame({"line": np.repeat(over["line"].to_numpy(np.int64), [len(x) for x in over["overshadowed_by"]]),
-                          "by": [b for x in over["overshadowed_by"] for b in x]})
+    unserved = pd.DataFrame({"by": ids[needs & ~serving]})
+    over = np.flatnonzero(every["overshadowed"].to_numpy(bool))
+    lists = every["overshadowed_by"].to_numpy(object)[over]
+    pairs = pd.DataFrame({"line": np.repeat(every["line"].to_numpy(dtype=np.float64, na_value=np.nan)[over].astype(np.int64),
+                                            [len(x) for x in lists]),
+                          "by": [b for x in lists for b in x]})
     # the summaries' facts
-    has_idx = every["idx"].notna().to_numpy()
-    broadcast_used = rep["idx"].notna() & (rep["rule_kind"] == "broadcast")
-    per_server = pd.DataFrame({"server": rep["server"], "queued_bytes": np.where(rep["queued_load"], rep["size_bytes"], 0),
-                               "non_broadcast": (rep["served"] & ~broadcast_used).astype(np.int64)}).groupby("server").sum()
-    stale = rep[(rep["queued_load"] & (rep["requested_at_ms"] < ctx["stale_before_ms"])).fillna(False).astype(bool)]
-    stale = stale.sort_values(["requested_at_ms", "server"], kind="stable")
-    norule = every[has_idx & every["rule_kind"].isna().to_numpy()].sort_values("idx")
+    has_idx = ~np.isnan(idx)
+    broadcast_used = has_idx[pos] & (kind[pos] == "broadcast")
+    per_server = pd.DataFrame({"server": server_names, "queued_bytes": np.where(queued_load, size[pos], 0),
+                               "non_broadcast": (served_flag & ~broadcast_used).astype(np.int64)}).groupby("server").sum()
+    stale = out_reps[(out_reps["queued_load"] & (out_reps["requested_at_ms"] < ctx["stale_before_ms"])).fillna(False)
+                     .astype(bool)].sort_values(["requested_at_ms", "server"], kind="stable")
+    norule = every[has_idx & pd.isna(kind)].sort_values("idx")
     un = every[~every["listed"].to_numpy(bool)]
-    un_reps = rep[rep["segment_id"].isin(un["segment_id"])].groupby("segment_id")["served"].sum()
+    un_reps = out_reps[out_reps["segment_id"].isin(un["segment_id"])].groupby("segment_id")["served"].sum()
     un_per_ds = {ds: {"segments": int(len(part)), "replicas": int(un_reps.reindex(part["segment_id"]).fillna(0).sum())}
                  for ds, part in un.groupby("datasource")}
     summary.update({
@@ -279,13 +328,11 @@ def join_bucket(pdf: pd.DataFrame, ctx: dict) -> tuple[dict, dict | None]:
         "norule": [{"idx": int(i), "segment_id": s} for i, s in zip(norule["idx"][:5], norule["segment_id"][:5])],
         "unlisted": un_per_ds, "unlisted_ids": sorted(un["segment_id"])[:5],
         "n_used": int(has_idx.sum()), "datasources": sorted(set(every["datasource"])),
-        "others": {int(b): int(n) for b, n in every.loc[~has_idx, "bucket"].value_counts().items()},
+        "others": {int(b): int(c) for b, c in every.loc[~has_idx, "bucket"].value_counts().items()},
     })
     keep = ["segment_id", "bucket", "datasource", "start_ms", "end_ms", "version", "partition_num", "size_bytes", "used",
             "overshadowed", "line", "shard_type", "idx", "listed", "rule_idx", "rule_kind", "required"]
-    rep = rep[["segment_id", "idx", "server", "tier", "served", "queued_load", "queue_type", "requested_at_ms",
-               "queued_drop"]]
-    return summary, {"segs": every[keep], "reps": rep, "pairs": pairs, "unserved": unserved}
+    return summary, {"segs": every[keep], "reps": out_reps, "pairs": pairs, "unserved": unserved}
 
 
 def _to_pandas(table) -> pd.DataFrame:
@@ -332,7 +379,6 @@ def _join_job(spark, snapshot: Path, work: Path, scratch: str, ctx: dict, queues
     from segment_balancer.common.files import filesystem
     from segment_balancer.common.spark_columns import parallelism
     from segment_balancer.druid.snapshot.lines import with_row_numbers
-    from segment_balancer.druid.snapshot.segments import read_server_segments
     from segment_balancer.spark.session import read_parquet
 
     timeline = read_parquet(spark, work / TABLE_FILE)
@@ -342,18 +388,21 @@ def _join_job(spark, snapshot: Path, work: Path, scratch: str, ctx: dict, queues
                            "overshadowed", "overshadowed_by", "line", "shard_type")
     # the used-segment index: newest first (end desc, start desc, id desc), numbered in the JVM over
     # the sorted partitions (the sort is cached: numbering counts its partitions first)
-    ordered = (timeline.filter(used & ~F.col("overshadowed")).select("segment_id", "start_ms", "end_ms")
-               .orderBy(F.desc("end_ms"), F.desc("start_ms"), F.desc("segment_id")).select("segment_id").cache())
-    index = with_row_numbers(ordered, "idx", first=0).select(F.lit(1).cast("byte").alias("side"), "segment_id", "idx")
-    rows, _, _ = read_server_segments(spark, snapshot, historicals, all_names, duplicates=False)
-    reps = rows.filter(F.col("problem").isNotNull() | F.col("historical")).select(
-        F.lit(2).cast("byte").alias("side"), "segment_id", "row", "server", F.col("problem").isNotNull().alias("bad"))
+    ordered = (timeline.filter(used & ~F.col("overshadowed")).select("segment_id", "line", "start_ms", "end_ms")
+               .orderBy(F.desc("end_ms"), F.desc("start_ms"), F.desc("segment_id")).select("segment_id", "line").cache())
+    index = with_row_numbers(ordered, "idx", first=0).select(F.lit(1).cast("byte").alias("side"), "segment_id", "line",
+                                                             "idx")
+    reps = _replica_rows(spark, snapshot, historicals, all_names).filter("bad or historical").select(
+        F.lit(2).cast("byte").alias("side"), "segment_id", "row", "server", "bad")
     queue = spark.createDataFrame(queues, "server string, segment_id string, queued_load boolean, queue_type string, "
                                           "requested_at_ms long, queued_drop boolean, place string")
     queue = queue.select(F.lit(3).cast("byte").alias("side"), *queue.columns)
     union = segs.unionByName(index, allowMissingColumns=True).unionByName(reps, allowMissingColumns=True).unionByName(
         queue, allowMissingColumns=True)
     union = union.withColumn("bucket", F.pmod(F.hash("segment_id"), F.lit(BUCKETS)).cast("int"))
+    # an empty array, never a null one: Spark 4.2 turns a null array into Arrow some thousand times
+    # slower than an empty one (a million null arrays took 32 s of one task, empty ones 1 s)
+    union = union.withColumn("overshadowed_by", F.coalesce("overshadowed_by", F.array().cast("array<string>")))
     union = union.select(*[F.col(f.split()[0]) for f in JOIN_SCHEMA.split(", ")])
     work_uri = str(Path(work).absolute())
 
@@ -379,6 +428,33 @@ def _join_job(spark, snapshot: Path, work: Path, scratch: str, ctx: dict, queues
     finally:
         ordered.unpersist()
     return [pickle.loads(r["data"]) for r in out]
+
+
+def _replica_rows(spark, snapshot: Path, historicals: set[str], all_names: set[str]):
+    """The replica file's rows (:data:`~segment_balancer.druid.snapshot.segment_lines.REPLICA_FIELDS`):
+    lines parsed with pyarrow per batch, or, for an array that is not one object per line, the
+    reference reader's rows (``bad``: a problem)."""
+    import numpy as np
+    import pyarrow as pa
+    from pyspark.sql import functions as F
+
+    from segment_balancer.druid.snapshot.segment_lines import REPLICA_SCHEMA, parse_replica_lines
+    from segment_balancer.druid.snapshot.segments import read_server_segments, replica_lines
+
+    lines, _ = replica_lines(spark, server_segments_path(snapshot))
+    if lines is None:
+        rows, _, _ = read_server_segments(spark, snapshot, historicals, all_names, duplicates=False)
+        return rows.select("row", "server", "segment_id", F.coalesce("historical", F.lit(False)).alias("historical"),
+                           F.col("problem").isNotNull().alias("bad"))
+    hist, known = frozenset(historicals), frozenset(all_names)
+
+    def parse(batches):
+        for batch in batches:
+            table = parse_replica_lines(np.asarray(batch.column(0).to_numpy(zero_copy_only=False), np.int64),
+                                        batch.column(1).to_pylist(), hist, known)
+            yield from table.to_batches() or [pa.RecordBatch.from_pylist([], table.schema)]
+
+    return lines.mapInArrow(parse, REPLICA_SCHEMA)
 
 
 def _refuse_replicas(spark, snapshot: Path, historicals: set[str], all_names: set[str]) -> None:

@@ -1,4 +1,5 @@
-"""``segments.jsonl`` lines parsed with pyarrow, vectorised: the reader of the usual, well-formed file.
+"""``segments.jsonl`` and replica-file lines parsed with pyarrow, vectorised: the readers of the usual,
+well-formed files.
 
 A batch of numbered lines becomes the columns :func:`segment_balancer.druid.snapshot.segments.read_segments`
 gives (same names, types and meaning), parsed by pyarrow's JSON reader against an explicit schema
@@ -158,3 +159,41 @@ def parse_lines(line: np.ndarray, text: list[str]):
     return pa.table({name: pa.chunked_array([columns[name]]).cast(schema.field(name).type) if not isinstance(
         columns[name], pa.ChunkedArray) else columns[name].cast(schema.field(name).type) for name in schema.names},
         schema=schema)
+
+
+REPLICA_FIELDS = [("row", "long"), ("server", "string"), ("segment_id", "string"), ("historical", "boolean"),
+                  ("bad", "boolean")]
+"""A parsed replica row: ``row`` (its line, or array index), ``server``, ``segment_id``,
+``historical`` (a historical of ``servers.json``) and ``bad`` (the reference reader is needed:
+the row did not parse, lacks a field, or names a server ``servers.json`` lacks)."""
+REPLICA_SCHEMA = ", ".join(f"{n} {t}" for n, t in REPLICA_FIELDS)
+
+
+def parse_replica_lines(row: np.ndarray, text: list[str], historicals: frozenset, known: frozenset):
+    """The parsed rows (pyarrow Table of :data:`REPLICA_FIELDS`) of replica-file lines (``row``
+    int64, ``text``: one JSON object each, as ``sys.server_segments`` rows are). A batch pyarrow
+    cannot read comes back as one ``bad`` row per line."""
+    import pyarrow as pa
+    import pyarrow.compute as pc
+    import pyarrow.json as pj
+
+    schema = pa.schema([(n, getattr(pa, _TYPES[t])()) for n, t in REPLICA_FIELDS])
+    n = len(row)
+    if n == 0:
+        return schema.empty_table()
+    try:
+        table = pj.read_json(io.BytesIO("\n".join(text).encode()), parse_options=pj.ParseOptions(
+            explicit_schema=pa.schema([("server", pa.string()), ("segment_id", pa.string())]),
+            unexpected_field_behavior="ignore", newlines_in_values=False))
+        if table.num_rows != n or not all(t.lstrip().startswith("{") for t in text):
+            raise pa.ArrowInvalid("not one object per line")
+    except (pa.ArrowInvalid, pa.ArrowTypeError, pa.ArrowNotImplementedError):
+        return pa.table({"row": pa.array(row, pa.int64()), "server": pa.nulls(n, pa.string()),
+                         "segment_id": pa.nulls(n, pa.string()), "historical": pa.nulls(n, pa.bool_()),
+                         "bad": pa.array(np.ones(n, bool))}, schema=schema)
+    server, segment_id = table.column("server").combine_chunks(), table.column("segment_id").combine_chunks()
+    historical = pc.is_in(server, value_set=pa.array(sorted(historicals), pa.string()))
+    bad = pc.or_(pc.or_(server.is_null(), segment_id.is_null()),
+                 pc.invert(pc.is_in(server, value_set=pa.array(sorted(known), pa.string())).fill_null(False)))
+    return pa.table({"row": pa.array(row, pa.int64()), "server": server, "segment_id": segment_id,
+                     "historical": historical, "bad": bad.fill_null(True)}, schema=schema)

@@ -195,22 +195,34 @@ def _array_one_object_per_line(path: Path) -> bool:
     return head[0] == b"[" and (head[1].startswith(b"{") and head[1].rstrip(b",").endswith(b"}") or head[1] == b"]")
 
 
+def replica_lines(spark, path: Path):
+    """The replica file as numbered text rows, ``(row long, text)``, and the word that names a row
+    in errors: ``line`` (1-based) for JSON lines, ``row`` (0-based array index) for an array of one
+    object per line (its brackets and trailing commas taken off); both read in parallel. None for
+    any other array (one line, or pretty-printed), which only Spark's multi-line JSON reader reads
+    (:func:`read_server_segments`)."""
+    from pyspark.sql import functions as F
+
+    if path.name.endswith((".jsonl", ".jsonl.gz")):
+        lines = numbered_lines(spark, path).filter(F.trim("text") != "")
+        return lines.select(F.col("line").alias("row"), "text"), "line"
+    if _array_one_object_per_line(path):
+        lines = spark.read.text(str(path)).withColumnRenamed("value", "text").filter(~F.trim("text").isin("[", "]", ""))
+        rows = with_row_numbers(lines, "row", first=0).select("row", F.regexp_replace(F.trim("text"), ",$", "").alias("text"))
+        return rows, "row"
+    return None, "row"
+
+
 def _replica_rows(spark, path: Path):
     """(``row`` long, ``server``, ``segment_id``, ``corrupt``) of the replica file, and the word that
-    names a row in errors: ``line`` (1-based) for JSON lines, ``row`` (0-based array index) for an
-    array. Lines and arrays of one object per line are parsed in parallel; any other array (one
-    line, or pretty-printed) by Spark's multi-line JSON reader, in one task."""
+    names a row in errors (:func:`replica_lines`). Lines and arrays of one object per line are
+    parsed in parallel; any other array (one line, or pretty-printed) by Spark's multi-line JSON
+    reader, in one task."""
     from pyspark.sql import functions as F
 
     schema = "server string, segment_id string, _corrupt_record string"
-    if path.name.endswith((".jsonl", ".jsonl.gz")):
-        lines = numbered_lines(spark, path).filter(F.trim("text") != "")
-        parsed, word = lines.select(F.col("line").alias("row"), "text"), "line"
-    elif _array_one_object_per_line(path):
-        lines = spark.read.text(str(path)).withColumnRenamed("value", "text").filter(~F.trim("text").isin("[", "]", ""))
-        parsed = with_row_numbers(lines, "row", first=0).select("row", F.regexp_replace(F.trim("text"), ",$", "").alias("text"))
-        word = "row"
-    else:
+    parsed, word = replica_lines(spark, path)
+    if parsed is None:
         raw = spark.read.option("multiLine", True).schema(schema).json(str(path))
         rows = with_row_numbers(raw.coalesce(1), "row", first=0)
         return rows.select("row", "server", "segment_id", F.col("_corrupt_record").alias("corrupt")), "row"
@@ -247,7 +259,12 @@ def read_server_segments(spark, snapshot: Path, historicals: set[str], known_ser
 
     path = server_segments_path(snapshot)
     rows, word = _replica_rows(spark, path)
-    rows = rows.withColumn("historical", lookup("server", {s: s in historicals for s in known_servers}, "boolean"))
+    # set membership (Spark's InSet, a hash set) rather than a literal map, which Spark scans per row
+    others = sorted(set(known_servers) - set(historicals))
+    historical = F.when(F.col("server").isin(sorted(historicals)), F.lit(True))
+    if others:
+        historical = historical.when(F.col("server").isin(others), F.lit(False))
+    rows = rows.withColumn("historical", historical)
     problem = (
         F.when(F.col("corrupt").isNotNull(), F.concat(F.lit("not valid JSON, got "), _shown("corrupt"),
                                                       F.lit("; expected an object with server and segment_id")))
