@@ -1,12 +1,13 @@
 """Fingerprints of plans: does a change of representation leave every plan as it was?
 
 For each snapshot given, plans it in one local session (``tools.pipeline.run_plan``, the CLI's
-path) and prints one JSON object per plan: a SHA-256 per plan file over its canonical content
-(parquet tables read and sorted by every column; JSON with the run's own times and paths left
-out), so two runs of different code on the same input compare file by file. Usage::
+path) and prints one JSON object per plan: its fingerprint (``segment_balancer.plan.fingerprint``,
+a SHA-256 per plan file over its canonical content), so two runs of different code on the same
+input compare file by file. Usage::
 
     .venv/bin/python benchmarks/plan_fingerprints.py --out fingerprints.json SNAPSHOT [SNAPSHOT ...]
     .venv/bin/python benchmarks/plan_fingerprints.py --compare before.json after.json
+    .venv/bin/python benchmarks/plan_fingerprints.py --decisions PLAN_DIR PLAN_DIR
 
 A snapshot is a directory, ``druid_sample`` / ``generated`` (bundled), ``scenarios`` (every
 hand-worked scenario of ``tests/scenarios``), ``compaction`` (``tests/compaction_snapshot.py``) or
@@ -17,7 +18,6 @@ a number of generated segments (``generate --segments N``, cached under ``--cach
 from __future__ import annotations
 
 import argparse
-import hashlib
 import json
 import subprocess
 import sys
@@ -28,83 +28,6 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT / "include"))
 sys.path.insert(0, str(ROOT / "tests"))
-
-#: summary.json keys that name the run rather than the plan.
-RUN_KEYS = ("timings_seconds", "planned_at", "snapshot")
-
-
-SIGNIFICANT = 12
-"""Decimal digits of the costs a decision records that a fingerprint compares: a placement cost is
-a float64 sum whose last bits depend on the order its terms were added in (the order the run
-state lists its replicas), which a change of representation may change without changing any
-ranking; 12 digits is far above those bits (1e-16 relative) and far below any margin test."""
-
-
-def _round_floats(value):
-    if isinstance(value, float):
-        return float(f"{value:.{SIGNIFICANT}g}")
-    if isinstance(value, dict):
-        return {k: _round_floats(v) for k, v in value.items()}
-    if isinstance(value, list):
-        return [_round_floats(v) for v in value]
-    return value
-
-
-def table_digest(path: Path) -> str:
-    """SHA-256 of a parquet table's rows, sorted by every column (the order a file happens to be
-    written in is the writer's; op_id and the sort keys carry the plan's own order). A ``detail``
-    column (the decisions' JSON) is compared with its floats to :data:`SIGNIFICANT` digits."""
-    import pyarrow.parquet as pq
-
-    frame = pq.read_table(path).to_pandas()
-    if "detail" in frame:
-        frame["detail"] = [json.dumps(_round_floats(json.loads(d)), sort_keys=True) if d else d for d in frame["detail"]]
-    frame = frame.astype(str).sort_values(list(frame.columns), kind="stable").reset_index(drop=True)
-    return hashlib.sha256(frame.to_csv(index=False).encode()).hexdigest()
-
-
-def _members(value):
-    """``value`` with every base64 roaring bitmap (a group's ``bitset``, a stage's ``changed``)
-    replaced by its members: a bitmap's bytes depend on how it was built, its members do not."""
-    import base64
-
-    from pyroaring import BitMap
-
-    if isinstance(value, dict):
-        out = {}
-        for k, v in value.items():
-            if k == "bitset" or (k == "changed" and isinstance(v, dict)):
-                out[k] = (BitMap.deserialize(base64.b64decode(v)).to_array().tolist() if k == "bitset" else
-                          {g: BitMap.deserialize(base64.b64decode(b)).to_array().tolist() for g, b in v.items()})
-            else:
-                out[k] = _members(v)
-        return out
-    if isinstance(value, list):
-        return [_members(v) for v in value]
-    return value
-
-
-def json_digest(path: Path, drop: tuple[str, ...] = ()) -> str:
-    value = json.loads(path.read_text())
-    if isinstance(value, dict):
-        value = {k: v for k, v in value.items() if k not in drop}
-    if path.name in ("groups.json", "stage_groups.json"):
-        value = _members(value)
-    return hashlib.sha256(json.dumps(value, sort_keys=True).encode()).hexdigest()
-
-
-def fingerprint(plan: Path) -> dict:
-    """``{file: sha256}`` of every plan file but the report and the validation (which carries times)."""
-    out = {}
-    for path in sorted(plan.iterdir()):
-        if path.suffix == ".parquet":
-            out[path.name] = table_digest(path)
-        elif path.name == "summary.json":
-            out[path.name] = json_digest(path, RUN_KEYS)
-        elif path.suffix == ".json" and path.name != "validation.json":
-            out[path.name] = json_digest(path)
-    return out
-
 
 def snapshots(name: str, cache: Path) -> list[tuple[str, Path]]:
     bundled = ROOT / "include" / "segment_balancer" / "snapshots"
@@ -130,7 +53,15 @@ def main() -> None:
     parser.add_argument("--out", type=Path)
     parser.add_argument("--cache", type=Path, default=Path(tempfile.gettempdir()) / "segment_balancer-bench")
     parser.add_argument("--compare", nargs=2, type=Path, metavar=("BEFORE", "AFTER"))
+    parser.add_argument("--decisions", nargs=2, type=Path, metavar=("PLAN", "PLAN"),
+                        help="compare two plan directories' decisions without rounding their costs")
     args = parser.parse_args()
+    if args.decisions:
+        from segment_balancer.plan.fingerprint import compare_decisions
+
+        structural, worst = compare_decisions(*args.decisions)
+        print(f"decision rows differing in more than a float: {structural}; largest relative float difference: {worst:.3g}")
+        raise SystemExit(1 if structural else 0)
     if args.compare:
         before, after = (json.loads(p.read_text()) for p in args.compare)
         differ = 0
@@ -144,6 +75,7 @@ def main() -> None:
             print(f"{key}: {'identical' if not bad else 'DIFFERS in ' + ', '.join(bad)}")
         raise SystemExit(1 if differ else 0)
 
+    from segment_balancer.plan.fingerprint import fingerprint
     from segment_balancer.spark.session import local_session
     from segment_balancer.tools.pipeline import run_plan
 

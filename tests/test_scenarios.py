@@ -59,6 +59,7 @@ def _index_order(name: str) -> list[str]:
 class Plan:
     def __init__(self, name: str, out: Path, summary: dict):
         self.name = name
+        self.out = out
         self.summary = summary
         self.ops = pd.read_parquet(out / "operations.parquet").sort_values("op_id").reset_index(drop=True)
         self.assignment = pd.read_parquet(out / "assignment.parquet")
@@ -625,3 +626,14 @@ def test_e_no_rule_alert(plan_e, ids_e):
     alerts = [json.dumps(a) for a in plan_e.summary["alerts"]]
     assert len(alerts) == 1, alerts
     assert "norule" in alerts[0]
+
+
+@pytest.mark.parametrize("fixture", ["plan_a", "plan_b", "plan_c", "plan_d", "plan_e"])
+def test_the_plan_is_the_one_it_was(fixture, request):
+    """Each scenario's plan has the fingerprint of the plan before the run state became integer
+    arrays (``tests/test_plan_fingerprints.py``)."""
+    from segment_balancer.plan.fingerprint import fingerprint
+
+    plan = request.getfixturevalue(fixture)
+    expected = json.loads((Path(__file__).parent / "plan_fingerprints.json").read_text())["plans"]
+    assert fingerprint(plan.out) == expected[plan.name]

@@ -126,8 +126,6 @@ def _explain_tables(run: Run, plan: Path) -> None:
     (:data:`PLAN_SEGMENT_COLUMNS`, by segment id) and ``stage_groups.json`` (``{application:
     {"names": [group, ...], "changed": {group: base64 bitmap}}}``, in run order: the groups each
     application handed on, with only the bitmaps that differ from the previous application's)."""
-    from pyspark.sql import functions as F
-
     from segment_balancer.planner.stages import APP_NAMES
     from segment_balancer.spark.workdir import DECISION_COLUMNS
 
@@ -138,10 +136,7 @@ def _explain_tables(run: Run, plan: Path) -> None:
     write_parquet_atomic(decisions.select(*DECISION_COLUMNS).repartition(1).sortWithinPartitions("segment_id", "stage", "tier"),
                          plan / "decisions.parquet")
     _flatten(plan / "decisions.parquet")
-    targets = (run.table("targets").groupBy("idx")
-               .agg(F.to_json(F.map_from_entries(F.transform(F.array_sort(F.collect_list(F.struct("tier_pos", "tier", "target"))),
-                                                             lambda x: F.struct(x["tier"], x["target"])))).alias("targets")))
-    segments = run.table("segments").join(targets, "idx", "left").select(*PLAN_SEGMENT_COLUMNS)
+    segments = run.table("segments").select(*PLAN_SEGMENT_COLUMNS)
     write_parquet_atomic(segments.repartition(1).sortWithinPartitions("segment_id"), plan / "segments.parquet")
     _flatten(plan / "segments.parquet")
     stage_groups, previous = {}, {}

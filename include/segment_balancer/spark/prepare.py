@@ -29,6 +29,7 @@ Source: ALGORITHM.md "Inputs", "Terms", "Best servers"; seed 000 "Terminology".
 
 from __future__ import annotations
 
+import json
 import logging
 import pickle
 import uuid
@@ -64,7 +65,7 @@ JOIN_SCHEMA = ("side byte, segment_id string, bucket int, datasource string, sta
 used-segment index, 2 a replica row, 3 a load-queue entry."""
 SEGMENT_COLUMNS = ["idx", "code", "segment_id", "datasource", "start_ms", "end_ms", "version", "partition_num",
                    "size_bytes", "used", "overshadowed", "rule_kind", "rule_idx", "required", "waiting", "listed",
-                   "shard_type", "line"]
+                   "shard_type", "line", "targets"]
 """``prepared/segments.parquet`` (docs/ARCHITECTURE.md)."""
 REPLICA_COLUMNS = ["segment_id", "idx", "code", "server", "tier", "served", "queued_load", "queue_type",
                    "requested_at_ms", "queued_drop"]
@@ -518,9 +519,14 @@ def finish_part(segs: pd.DataFrame, reps: pd.DataFrame, ctx: dict) -> dict[str, 
     # targets: the used load-rule segments' tiers of the snapshot with a replicant count
     parts = []
     load = segs[used & (kind == "load")]
+    targets_json = np.full(len(segs), None, dtype=object)
+    load_rows = np.flatnonzero(used & (kind == "load"))
     for (ds, rule_idx), rows in load.groupby(["datasource", "rule_idx"]).indices.items():
         tiers_of = ctx["per_rule"].get(f"{ds}\x00{rule_idx}", ())
         if tiers_of:
+            # {tier: target} in the rule's tier order, as explain shows it
+            targets_json[load_rows[rows]] = json.dumps({t: n for t, n, _ in sorted(tiers_of, key=lambda x: x[2])},
+                                                       separators=(",", ":"))
             idx = load["idx"].to_numpy(np.int64)[rows]
             parts.append(pd.DataFrame({"idx": np.repeat(idx, len(tiers_of)),
                                        "tier": np.tile(np.array([t for t, _, _ in tiers_of], dtype=object), len(idx)),
@@ -559,6 +565,7 @@ def finish_part(segs: pd.DataFrame, reps: pd.DataFrame, ctx: dict) -> dict[str, 
                           "rule": segs["rule_kind"].map(RULE_CODES).fillna(NO_RULE),
                           "required": segs["required"].fillna(-1), "fate": fate})
     segs["idx"] = segs["idx"].astype("Int64")
+    segs["targets"] = targets_json
     reps["idx"] = reps["idx"].astype("Int64")
     return {"segments": segs[SEGMENT_COLUMNS], "replicas": reps[REPLICA_COLUMNS], "targets": targets,
             "state": pd.concat([f for f in (rep_rows, seg_rows) if len(f)] or [rep_rows], ignore_index=True),
@@ -577,7 +584,7 @@ def _part_schema(name: str):
                      "start_ms": pa.int64(), "end_ms": pa.int64(), "version": pa.string(), "partition_num": pa.int32(),
                      "size_bytes": pa.int64(), "used": pa.bool_(), "overshadowed": pa.bool_(), "rule_kind": pa.string(),
                      "rule_idx": pa.int32(), "required": pa.int32(), "waiting": pa.bool_(), "listed": pa.bool_(),
-                     "shard_type": pa.string(), "line": pa.int64()},
+                     "shard_type": pa.string(), "line": pa.int64(), "targets": pa.string()},
         "replicas": {"segment_id": pa.string(), "idx": pa.int64(), "code": pa.int64(), "server": pa.string(),
                      "tier": pa.string(), "served": pa.bool_(), "queued_load": pa.bool_(), "queue_type": pa.string(),
                      "requested_at_ms": pa.int64(), "queued_drop": pa.bool_()},
