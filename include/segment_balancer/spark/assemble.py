@@ -43,7 +43,6 @@ def assemble(run: Run, groups, snapshot: Path) -> Path:
     plan = run.work / "plan"
     tmp = _aside(plan)
     tmp.mkdir(parents=True)
-    spark = run.spark
     # The op log's files, numbered one step after another by write_ops, already read on the
     # driver once there: one file here, and the summary's counts from it (no Spark job).
     ops = _op_log(run)

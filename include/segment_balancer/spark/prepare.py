@@ -17,7 +17,7 @@ partition each, never on the driver:
    then id) and writes the prepared tables, the start state's rows and its part of the segment
    table; one task writes the segment table in code order;
 5. one task per tier writes the tier's start state and measures its groups
-   (:func:`segment_balancer.spark.status.write_state_with_status`).
+   (:func:`segment_balancer.spark.status.write_start_state`).
 
 A bad replica row (malformed, missing a field, an unknown server, a repeat) is refused by the
 reference reader (``read_server_segments`` with its repeat check), which names the file, the row
@@ -41,7 +41,6 @@ import pandas as pd
 from segment_balancer.common.files import remove_path, replace_path, write_json_atomic, write_parquet_atomic
 from segment_balancer.druid.rules import rule_index_for
 from segment_balancer.druid.snapshot import loader
-from segment_balancer.druid.snapshot.errors import SnapshotError
 from segment_balancer.druid.snapshot.segments import gzip_refusal, segments_path, server_segments_path
 from segment_balancer.planner import groups as G
 from segment_balancer.planner.config import CONFIG_FILE, OVERRIDES, load_config, unknown_keys
@@ -54,6 +53,10 @@ BUCKETS = 64
 """Buckets of segment ids (Spark's ``pmod(hash(segment_id), BUCKETS)``): the rows of one segment meet
 in one task, and the segments outside the used set are numbered by bucket then id, so their codes
 do not depend on how many partitions ran."""
+ROWS_PER_TASK = 1_500_000
+"""Segments per task of the join at most: a larger snapshot gets more tasks than cores (whole rounds
+of them), so a Python task holds a bounded part (half of a million-segment cluster, with its
+replicas and index, weighs some 1.5 GiB in pandas)."""
 SERVER_SEGMENTS_NAME = "server_segments.json"
 """How an unlisted segment's first naming row is reported (whatever the replica file's layout)."""
 QUEUES_NAME = "load_queues.json"
@@ -425,7 +428,9 @@ def _join_job(spark, snapshot: Path, work: Path, scratch: str, ctx: dict, queues
         yield pa.RecordBatch.from_pydict({"data": [pickle.dumps(summary)]}, schema=pa.schema([("data", pa.binary())]))
 
     try:
-        out = union.repartition(parallelism(spark), "bucket").mapInArrow(task, "data binary").collect()
+        cores = parallelism(spark)
+        tasks = min(BUCKETS, cores * -(-ctx["segments"] // (cores * ROWS_PER_TASK)))  # whole rounds of the cores
+        out = union.repartition(max(cores, tasks), "bucket").mapInArrow(task, "data binary").collect()
     finally:
         ordered.unpersist()
     return [pickle.loads(r["data"]) for r in out]
@@ -610,6 +615,7 @@ def _finish_job(spark, work: Path, scratch: str, parts: list[int], ctx: dict, as
 
     from segment_balancer.common.files import filesystem
     from segment_balancer.spark.session import run_tasks
+    from segment_balancer.spark.state_store import tier_dir_name
 
     work_uri = str(Path(work).absolute())
 
@@ -617,10 +623,16 @@ def _finish_job(spark, work: Path, scratch: str, parts: list[int], ctx: dict, as
         fs, base = filesystem(work_uri)
         read = lambda name: pq.read_table(f"{base}/{scratch}/{name}/part-{part:05d}.parquet", filesystem=fs).to_pandas()  # noqa: E731
         out = finish_part(read("segs"), read("reps"), ctx)
+        state = out.pop("state")
         for name, frame in out.items():
             directory = aside[name] if name in aside else f"{scratch}/{name}-out"
             fs.create_dir(f"{base}/{directory}", recursive=True)
             pq.write_table(pa.Table.from_pandas(frame, schema=_part_schema(name), preserve_index=False),
+                           f"{base}/{directory}/part-{part:05d}.parquet", filesystem=fs)
+        for tier, rows in state.groupby("tier", sort=True):  # the start state's rows, by tier
+            directory = f"{scratch}/state-out/{tier_dir_name(tier)}"
+            fs.create_dir(f"{base}/{directory}", recursive=True)
+            pq.write_table(pa.Table.from_pandas(rows, schema=_part_schema("state"), preserve_index=False),
                            f"{base}/{directory}/part-{part:05d}.parquet", filesystem=fs)
         segs, reps = out["segments"], out["replicas"]
         waiting = segs[segs["waiting"].fillna(False).to_numpy(bool)]
@@ -672,11 +684,8 @@ def prepare(spark, snapshot: Path, work: Path, overrides: dict | None = None) ->
     Six Spark jobs at most, whatever the size (module docstring). Raises :class:`SnapshotError` for
     any invalid input, before any prepared table is written.
     """
-    from pyroaring import BitMap  # noqa: F401
-
-    from segment_balancer.spark.session import read_parquet
     from segment_balancer.spark.state_store import INITIAL_STATE_DIR
-    from segment_balancer.spark.status import START_STATE_SCHEMA, write_state_with_status
+    from segment_balancer.spark.status import write_start_state
 
     snapshot, work = Path(snapshot), Path(work)
     servers, all_names, queues, rules, config, smeta = load_small_inputs(snapshot, overrides)
@@ -694,7 +703,8 @@ def prepare(spark, snapshot: Path, work: Path, overrides: dict | None = None) ->
     servers_pdf = _servers_frame(servers, decommissioning)
     limit_ms = config.segment_loading_max_ms
     ctx = {"rules": rules, "now_ms": now_ms, "datasources": datasources, "stale_before_ms": now_ms - limit_ms,
-           "tier_of": dict(zip(servers_pdf["server"], servers_pdf["tier"]))}
+           "tier_of": dict(zip(servers_pdf["server"], servers_pdf["tier"])),
+           "segments": sum(n for per in timeline_summary["per_datasource"].values() for n in per.values())}
     replica_file = server_segments_path(snapshot).name
     scratch = f"prepared.scratch-{uuid.uuid4().hex[:8]}"
     aside = {name: f"{path}.tmp-{uuid.uuid4().hex[:8]}" for name, path in PART_DIRS.items()}
@@ -736,12 +746,9 @@ def prepare(spark, snapshot: Path, work: Path, overrides: dict | None = None) ->
         per_server = [{"server": srv, "queued_bytes": q, "non_broadcast": nb} for srv, (q, nb) in sums.items()]
         servers_pdf = _mark_broadcast_only(servers_pdf, per_server)
         write_parquet_atomic(servers_pdf, work / "prepared" / "servers.parquet")
-        state_dir = work / scratch / "state-out"
-        state = (read_parquet(spark, state_dir) if any(state_dir.glob("*.parquet"))
-                 else spark.createDataFrame([], START_STATE_SCHEMA))
         # The run state every stage starts from (no start-of-run ranking: a segment is ranked in a
         # tier when a stage first considers it there, ALGORITHM.md "Best servers"), and its groups.
-        status = write_state_with_status(state, work, INITIAL_STATE_DIR, servers_pdf)
+        status = write_start_state(spark, work, INITIAL_STATE_DIR, f"{scratch}/state-out", servers_pdf)
     except BaseException:
         for path in aside.values():
             remove_path(work / path)

@@ -72,11 +72,12 @@ class StandaloneCluster:
 
     def status(self) -> dict:
         """The master's status (its web UI's ``/json/``: ``aliveworkers``, ``activeapps``,
-        ``completedapps``, …); empty when the master does not answer."""
+        ``completedapps``, …); empty when the master does not answer, or answers with no JSON yet
+        (its web UI, starting, may reply with an empty body)."""
         try:
             with urllib.request.urlopen(f"http://{HOST}:{self.webui_port}/json/", timeout=2) as resp:
                 return json.load(resp)
-        except OSError:
+        except (OSError, ValueError):
             return {}
 
     def alive_workers(self) -> int:

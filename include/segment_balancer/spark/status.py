@@ -1,6 +1,6 @@
 """Replication status of a run state in Spark: :func:`segment_balancer.planner.status.tier_status`
 and the holdings of every tier, one Spark task per tier (:func:`status_pass`), or while ``prepare``
-writes the start state (:func:`write_state_with_status`).
+writes the start state (:func:`write_start_state`).
 """
 
 from __future__ import annotations
@@ -17,7 +17,7 @@ from segment_balancer.spark.session import run_tasks
 
 START_STATE_SCHEMA = ("tier string, kind string, code long, target int, tier_pos int, server int, served boolean, "
                       "load byte, dropping boolean")
-"""The start state as ``prepare`` hands it to :func:`write_state_with_status`: per tier, ``kind``
+"""The start state as ``prepare`` hands it to :func:`write_start_state`: per tier, ``kind``
 ``segment`` rows (``code`` = idx, ``target``, ``tier_pos``) and ``replica`` rows (``code``,
 ``server`` code, ``served``, ``load`` queue code or -1, ``dropping``)."""
 
@@ -53,42 +53,43 @@ def start_state(tier: str, rows, servers: tuple[str, ...]) -> TierState:
                      np.zeros(reps.num_rows, bool))
 
 
-def write_state_with_status(state, work: Path, rel_dir: str, servers_pdf: pd.DataFrame) -> Status:
-    """Write the start state ``state`` (Spark DataFrame of :data:`START_STATE_SCHEMA`) as one
-    directory per tier (``rel_dir/tier=T``, relative to the local work directory ``work``, as
-    every stage reads it: :func:`~segment_balancer.spark.state_store.write_tier_start`) and return
-    its :class:`Status`, in one Spark job: one ``applyInArrow`` group per tier writes its state and
-    measures it as :func:`status_pass` does. The tiers are written aside and moved into place
-    together; a tier with no rows gets no directory. ``prepare`` writes the start state with it."""
-    import pickle
+def write_start_state(spark, work: Path, rel_dir: str, parts: str, servers_pdf: pd.DataFrame) -> Status:
+    """Write the start state as one directory per tier (``rel_dir/tier=T``, relative to the local
+    work directory ``work``, as every stage reads it: :func:`~segment_balancer.spark.state_store.write_tier_start`)
+    and return its :class:`Status`, in one Spark job of one task per tier: the task reads its
+    tier's rows of :data:`START_STATE_SCHEMA` (parquet parts under ``parts/tier=T/``, relative to
+    ``work``), writes its state and measures it as :func:`status_pass` does. The tiers are written
+    aside and moved into place together; a tier with no rows gets no directory. ``prepare`` writes
+    the start state with it."""
     import uuid
 
-    import pyarrow as pa
+    import pyarrow.dataset as ds
 
     from segment_balancer.common.files import remove_path, replace_path
-    from segment_balancer.spark.state_store import read_segment_table, server_names, tier_dir_name, write_tier_start
+    from segment_balancer.spark.state_store import read_segment_table, server_names, tier_dir_name, tier_of_dir, write_tier_start
 
     work = Path(work).absolute()
     work_uri = str(work)
     tmp_rel = f"{rel_dir}.tmp-{uuid.uuid4().hex[:8]}"
     names = server_names(servers_pdf)
+    root = work / parts
+    tiers = sorted(tier_of_dir(p.name) for p in root.glob("tier=*")) if root.is_dir() else []
 
-    def per_tier(rows: pa.Table) -> pa.Table:
-        tier = rows.column("tier")[0].as_py()
+    def per_tier(tier: str) -> tuple:
         fs, base = filesystem(work_uri)
+        rows = ds.dataset(f"{base}/{parts}/{tier_dir_name(tier)}", format="parquet", filesystem=fs).to_table()
         tier_state = start_state(tier, rows, names)
         write_tier_start(fs, f"{base}/{tmp_rel}/{tier_dir_name(tier)}", tier_state)
-        result = _tier_result(tier_state, read_segment_table(work_uri), servers_pdf)
-        return pa.table({"tier": [tier], "data": pa.array([pickle.dumps(result)], pa.binary())})
+        return _tier_result(tier_state, read_segment_table(work_uri), servers_pdf)
 
     try:
-        rows = state.groupBy("tier").applyInArrow(per_tier, "tier string, data binary").collect()
+        results = run_tasks(spark, tiers, per_tier)
     except BaseException:
         remove_path(work / tmp_rel)
         raise
     (work / tmp_rel).mkdir(parents=True, exist_ok=True)  # no tier has rows: an empty state
     replace_path(work / tmp_rel, work / rel_dir)
-    return _combine(sorted((pickle.loads(r["data"]) for r in rows), key=lambda r: r[0]))
+    return _combine(sorted(results, key=lambda r: r[0]))
 
 
 def status_pass(run) -> Status:
