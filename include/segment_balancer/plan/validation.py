@@ -86,7 +86,8 @@ class PlanValidationError(RuntimeError):
 
 @dataclass
 class PlanInputs:
-    """Frames of one validation: plan tables, prepared start state, stage limits by stage number."""
+    """Frames of one validation: plan tables, prepared start state (the columns of :data:`_REQUIRED`;
+    ``replicas``: the queued loads only), stage limits by stage number."""
 
     operations: pd.DataFrame
     assignment: pd.DataFrame
@@ -97,25 +98,32 @@ class PlanInputs:
 
 
 def load_inputs(plan_dir: str | Path, work_dir: str | Path) -> PlanInputs:
-    """Read the plan and the prepared start state.
+    """Read the plan and the prepared start state: of each table only the columns the checks use
+    (:data:`_REQUIRED`), and of the replicas only the queued loads (the checks count nothing else),
+    so a million-segment start state is a few columns in memory, not its whole tables.
 
     ``operations.depends_on`` is returned as nullable ``Int64``. ``stage_limits`` maps the stage
     number (int) to ``{"queue_type": str|None, "limit": int|None, "total": int|None}``.
     Raises ``FileNotFoundError`` for a missing file and ``ValueError`` for a missing column or a
     ``meta.json`` without ``stage_limits`` for every stage 1–13.
     """
+    import pyarrow.dataset as ds
+
     plan_dir, prepared = Path(plan_dir), Path(work_dir) / "prepared"
-    frames = {
-        "operations": pd.read_parquet(plan_dir / "operations.parquet"),
-        "assignment": pd.read_parquet(plan_dir / "assignment.parquet"),
-        "servers": pd.read_parquet(prepared / "servers.parquet"),
-        "segments": pd.read_parquet(prepared / "segments.parquet"),
-        "replicas": pd.read_parquet(prepared / "replicas.parquet"),
-    }
-    for name, cols in _REQUIRED.items():
-        missing = [c for c in cols if c not in frames[name].columns]
+    paths = {"operations": plan_dir / "operations.parquet", "assignment": plan_dir / "assignment.parquet",
+             "servers": prepared / "servers.parquet", "segments": prepared / "segments.parquet",
+             "replicas": prepared / "replicas.parquet"}
+    frames = {}
+    for name, path in paths.items():
+        if not path.exists():
+            raise FileNotFoundError(f"{path}: no such file")
+        names = ds.dataset(path, format="parquet").schema.names  # a file or a directory of parts
+        missing = [c for c in _REQUIRED[name] if c not in names]
         if missing:
             raise ValueError(f"{name}: missing columns {missing}")
+        columns = names if name == "operations" else _REQUIRED[name]
+        filters = [("queued_load", "==", True)] if name == "replicas" else None
+        frames[name] = pd.read_parquet(path, columns=columns, filters=filters)
     ops = frames["operations"]
     ops["depends_on"] = ops["depends_on"].astype("Int64")
     meta = json.loads((prepared / "meta.json").read_text())
