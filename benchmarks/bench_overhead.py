@@ -72,27 +72,36 @@ class Watch:
         self.extra = [psutil.Process(p) for p in extra_pids or []]
         self.peak, self.peak_pss, self.jvms, self.pss_at = 0, 0, set(), 0.0
 
-    def sample(self, proc: psutil.Process) -> None:
-        total, pss = 0, 0
+    def processes(self, proc: psutil.Process):
+        """Yield ``(p, top, rss, pss)`` for every live process of the watched trees at this instant
+        (``top``: the root of ``p``'s tree; ``pss`` is None between PSS samples)."""
         with_pss = time.monotonic() - self.pss_at >= self.PSS_EVERY
         if with_pss:
             self.pss_at = time.monotonic()
-        for root in [proc, *self.extra]:
+        for top in [proc, *self.extra]:
             try:
-                tree = [root, *root.children(recursive=True)]
+                tree = [top, *top.children(recursive=True)]
             except psutil.Error:
                 continue
             for p in tree:
                 try:
                     if with_pss:
                         info = p.memory_full_info()
-                        total, pss = total + info.rss, pss + info.pss
+                        yield p, top, info.rss, info.pss
                     else:
-                        total += p.memory_info().rss
-                    if p.name() == "java" and root is proc:
-                        self.jvms.add(p.pid)
+                        yield p, top, p.memory_info().rss, None
                 except psutil.Error:
                     pass
+
+    def sample(self, proc: psutil.Process) -> None:
+        total, pss = 0, 0
+        for p, top, rss, p_pss in self.processes(proc):
+            total, pss = total + rss, pss + (p_pss or 0)
+            try:
+                if p.name() == "java" and top is proc:
+                    self.jvms.add(p.pid)
+            except psutil.Error:
+                pass
         self.peak, self.peak_pss = max(self.peak, total), max(self.peak_pss, pss)
 
     def run(self, cmd: list[str], env: dict, log: Path, timeout: float) -> int:
@@ -134,17 +143,33 @@ def event_conf(events: Path, conf_dir: Path) -> None:
         "spark.eventLog.compress false\nspark.eventLog.rolling.enabled false\n")
 
 
-def observe(mode: str, tmp: Path, env: dict, server) -> tuple[Path, Watch]:
-    """Where the run's Spark event log goes, and the watch over its processes: the server's log and
-    tree in connect mode; else a fresh event-log directory (``SPARK_CONF_DIR`` set in ``env``)."""
+def observe(mode: str, tmp: Path, env: dict, server, watch=Watch) -> tuple[Path, Watch]:
+    """Where the run's Spark event log goes, and the watch (of class ``watch``) over its processes:
+    the server's log and tree in connect mode; else a fresh event-log directory (``SPARK_CONF_DIR``
+    set in ``env``)."""
     if mode == "connect":
-        return server.root / "events", Watch([server.pid()])
+        return server.root / "events", watch([server.pid()])
     events = tmp / "events"
     shutil.rmtree(events, ignore_errors=True)
     events.mkdir(parents=True)
     event_conf(events, tmp / "conf")
     env["SPARK_CONF_DIR"] = str(tmp / "conf")
-    return events, Watch()
+    return events, watch()
+
+
+def cli_plan(snapshot: Path, mode: str, tmp: Path, server) -> tuple[Path, Path, dict, list[str]]:
+    """``(work, out, env, cmd)`` of one ``plan`` through the CLI under ``tmp`` (emptied first), in
+    process or (``mode`` ``connect``) on ``server``."""
+    tmp.mkdir(parents=True, exist_ok=True)
+    work, out = tmp / "work", tmp / "plan"
+    shutil.rmtree(work, ignore_errors=True)
+    shutil.rmtree(out, ignore_errors=True)
+    env = {k: v for k, v in os.environ.items() if k not in ("SPARK_REMOTE", "PYSPARK_SUBMIT_ARGS")}
+    cmd = [sys.executable, "-m", "segment_balancer", "plan", "--snapshot", str(snapshot), "--out", str(out),
+           "--work", str(work)]
+    if mode == "connect":
+        cmd += ["--remote", server.url]
+    return work, out, env, cmd
 
 
 def start_server(tmp: Path):
@@ -169,17 +194,11 @@ def snapshot_for(name: str, cache: Path) -> Path:
     return out
 
 
-def run_cli(snapshot: Path, mode: str, tmp: Path, server, timeout: float) -> dict:
-    tmp.mkdir(parents=True, exist_ok=True)
-    work, out = tmp / "work", tmp / "plan"
-    shutil.rmtree(work, ignore_errors=True)
-    shutil.rmtree(out, ignore_errors=True)
-    env = {k: v for k, v in os.environ.items() if k not in ("SPARK_REMOTE", "PYSPARK_SUBMIT_ARGS")}
-    cmd = [sys.executable, "-m", "segment_balancer", "plan", "--snapshot", str(snapshot), "--out", str(out),
-           "--work", str(work)]
-    if mode == "connect":
-        cmd += ["--remote", server.url]
-    events, watch = observe(mode, tmp, env, server)
+def run_cli(snapshot: Path, mode: str, tmp: Path, server, timeout: float, watch_class=Watch) -> dict:
+    """One CLI plan, watched by a ``watch_class``: its wall, peak memory, JVMs, Spark jobs per
+    application, application seconds and operations (and ``work``, ``watch`` for more)."""
+    work, out, env, cmd = cli_plan(snapshot, mode, tmp, server)
+    events, watch = observe(mode, tmp, env, server, watch_class)
     since = int(time.time() * 1000)
     started = time.monotonic()
     rc = watch.run(cmd, env, tmp / "cli.log", timeout)
@@ -189,7 +208,7 @@ def run_cli(snapshot: Path, mode: str, tmp: Path, server, timeout: float) -> dic
     timings = json.loads((work / "timings.json").read_text())
     return {"wall": wall, "peak": watch.peak, "pss": watch.peak_pss, "jvms": len(watch.jvms), "jobs": jobs_per_app(events, since),
             "apps": {k: v["seconds"] for k, v in timings.items()},
-            "ops": json.loads((out / "summary.json").read_text())["operations"]}
+            "ops": json.loads((out / "summary.json").read_text())["operations"], "work": work, "watch": watch}
 
 
 def run_dag(snapshot: Path, mode: str, tmp: Path, server, timeout: float) -> dict:

@@ -2,7 +2,7 @@
 millions of segments.
 
 Each run is ``python -m segment_balancer plan`` in a child process whose process tree (and, on a
-Connect server, the server's tree) is sampled every 0.25 s: peak resident (RSS) and, every 2 s,
+Connect server, the server's tree) is sampled every 0.2 s: peak resident (RSS) and, every 2 s,
 proportional (PSS) memory **per process kind** (``driver``: the JVM of the Spark driver, in
 process or the Connect server; ``workers``: Spark's Python workers and their daemon; ``client``:
 the CLI's own Python), and the bytes every process moved through ``read``/``write`` system calls
@@ -24,9 +24,6 @@ from __future__ import annotations
 
 import argparse
 import json
-import os
-import shutil
-import subprocess
 import sys
 import tempfile
 import time
@@ -39,7 +36,8 @@ ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT / "include"))
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
-from bench_overhead import SNAPSHOTS, event_conf, jobs_per_app, snapshot_for, start_server  # noqa: E402
+import bench_overhead  # noqa: E402
+from bench_overhead import SNAPSHOTS, snapshot_for, start_server  # noqa: E402
 
 from segment_balancer.planner.stages import APP_NAMES, stage_number  # noqa: E402
 
@@ -57,12 +55,10 @@ def kind_of(proc: psutil.Process, root_pid: int) -> str:
     return "workers" if "pyspark.daemon" in cmd or "pyspark.worker" in cmd else "client"
 
 
-class Watch:
+class Watch(bench_overhead.Watch):
     """Samples process trees until the root ends: peak RSS and PSS per kind (sum over the kind's
     processes at one instant), the JVMs started, and per sample the summed ``rchar``/``wchar``
-    counters per process (for the bytes moved between two instants)."""
-
-    PSS_EVERY = 2.0
+    counters per process (for the bytes moved between two instants); ``run`` as the parent's."""
 
     def __init__(self, extra_pids: list[int] | None = None):
         self.extra = [psutil.Process(p) for p in extra_pids or []]
@@ -71,33 +67,23 @@ class Watch:
         self.peak_total = self.peak_total_pss = 0
         self.jvms: set[int] = set()
         self.io: list[tuple[float, dict[int, tuple[int, int]]]] = []
-        self._pss_at = 0.0
+        self.pss_at = 0.0
 
     def sample(self, root: psutil.Process) -> None:
-        rss, pss, io = defaultdict(int), defaultdict(int), {}
-        with_pss = time.monotonic() - self._pss_at >= self.PSS_EVERY
-        if with_pss:
-            self._pss_at = time.monotonic()
-        for top in [root, *self.extra]:
+        rss, pss, io, with_pss = defaultdict(int), defaultdict(int), {}, False
+        for p, top, p_rss, p_pss in self.processes(root):
+            kind = kind_of(p, root.pid)
+            rss[kind] += p_rss
+            if p_pss is not None:
+                pss[kind] += p_pss
+                with_pss = True
             try:
-                tree = [top, *top.children(recursive=True)]
+                counters = p.io_counters()
+                io[p.pid] = (counters.read_chars, counters.write_chars)
             except psutil.Error:
-                continue
-            for p in tree:
-                try:
-                    kind = kind_of(p, root.pid)
-                    if with_pss:
-                        info = p.memory_full_info()
-                        rss[kind] += info.rss
-                        pss[kind] += info.pss
-                    else:
-                        rss[kind] += p.memory_info().rss
-                    counters = p.io_counters()
-                    io[p.pid] = (counters.read_chars, counters.write_chars)
-                    if kind == "driver" and top is root:
-                        self.jvms.add(p.pid)
-                except psutil.Error:
-                    pass
+                pass
+            if kind == "driver" and top is root:
+                self.jvms.add(p.pid)
         for kind in KINDS:
             self.peak[kind] = max(self.peak[kind], rss[kind])
             self.peak_pss[kind] = max(self.peak_pss[kind], pss[kind])
@@ -105,19 +91,6 @@ class Watch:
         if with_pss:
             self.peak_total_pss = max(self.peak_total_pss, sum(pss.values()))
         self.io.append((time.time(), io))
-
-    def run(self, cmd: list[str], env: dict, log: Path, timeout: float) -> int:
-        with open(log, "wb") as out:
-            child = subprocess.Popen(cmd, env=env, stdout=out, stderr=subprocess.STDOUT, cwd=ROOT)
-            proc, started = psutil.Process(child.pid), time.monotonic()
-            while child.poll() is None:
-                self.sample(proc)
-                if time.monotonic() - started > timeout:
-                    child.kill()
-                    child.wait()
-                    return -9
-                time.sleep(0.25)
-        return child.returncode
 
     def moved(self, since: float, until: float) -> tuple[int, int]:
         """Bytes read and written through system calls between two instants (epoch s), summed over
@@ -175,36 +148,12 @@ def written_per_app(work: Path) -> dict[str, int]:
 
 
 def run_cli(snapshot: Path, mode: str, tmp: Path, server, timeout: float) -> dict:
-    tmp.mkdir(parents=True, exist_ok=True)
-    work, out = tmp / "work", tmp / "plan"
-    shutil.rmtree(work, ignore_errors=True)
-    shutil.rmtree(out, ignore_errors=True)
-    env = {k: v for k, v in os.environ.items() if k not in ("SPARK_REMOTE", "PYSPARK_SUBMIT_ARGS")}
-    cmd = [sys.executable, "-m", "segment_balancer", "plan", "--snapshot", str(snapshot), "--out", str(out),
-           "--work", str(work)]
-    if mode == "connect":
-        cmd += ["--remote", server.url]
-        events, watch = server.root / "events", Watch([server.pid()])
-    else:
-        events = tmp / "events"
-        shutil.rmtree(events, ignore_errors=True)
-        events.mkdir(parents=True)
-        event_conf(events, tmp / "conf")
-        env["SPARK_CONF_DIR"] = str(tmp / "conf")
-        watch = Watch()
-    since = int(time.time() * 1000)
-    started = time.monotonic()
-    rc = watch.run(cmd, env, tmp / "cli.log", timeout)
-    wall = time.monotonic() - started
-    if rc != 0:
-        raise RuntimeError(f"plan failed ({rc}); see {tmp / 'cli.log'}:\n" + (tmp / "cli.log").read_text()[-3000:])
-    timings = json.loads((work / "timings.json").read_text())
-    windows = app_windows(work)
-    return {"wall": wall, "peak": watch.peak, "pss": watch.peak_pss, "total": watch.peak_total,
-            "total_pss": watch.peak_total_pss, "jvms": len(watch.jvms), "jobs": jobs_per_app(events, since),
-            "apps": {k: v["seconds"] for k, v in timings.items()}, "written": written_per_app(work),
-            "moved": {name: watch.moved(*window) for name, window in windows.items()},
-            "ops": json.loads((out / "summary.json").read_text())["operations"]}
+    """:func:`bench_overhead.run_cli` with this script's :class:`Watch`, and per application the bytes
+    left in the work directory and moved through system calls."""
+    run = bench_overhead.run_cli(snapshot, mode, tmp, server, timeout, Watch)
+    work, watch = run.pop("work"), run.pop("watch")
+    return {**run, "total": watch.peak_total, "total_pss": watch.peak_total_pss, "written": written_per_app(work),
+            "moved": {name: watch.moved(*window) for name, window in app_windows(work).items()}}
 
 
 def gib(n: int) -> str:
