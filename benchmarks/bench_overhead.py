@@ -181,9 +181,30 @@ def start_server(tmp: Path):
     return server, time.monotonic() - started
 
 
+GENERATED_AT_MOST = 1_000_000
+"""The largest cluster taken from ``generate`` itself (it holds every segment as a Python dict: 10M
+is killed for memory on 24 GiB); a larger multiple of it is the 1M cluster copied
+(``replicate_snapshot.py``)."""
+
+
 def snapshot_for(name: str, cache: Path) -> Path:
+    """The snapshot ``name``: a bundled one, or ``generate``'s cluster of ``name`` segments cached
+    under ``cache`` (above :data:`GENERATED_AT_MOST`, a multiple of it: that cluster copied)."""
     if not name.isdigit():
         return SNAPSHOTS / name
+    if int(name) > GENERATED_AT_MOST:
+        times, rest = divmod(int(name), GENERATED_AT_MOST)
+        if rest:
+            raise SystemExit(f"{name} segments: above {GENERATED_AT_MOST} a size must be a multiple of it")
+        out = cache / f"replicated-{name}"
+        if not (out / "snapshot.json").exists():
+            from replicate_snapshot import replicate
+
+            tmp = cache / f".replicated-{name}.tmp"
+            shutil.rmtree(tmp, ignore_errors=True)
+            replicate(snapshot_for(str(GENERATED_AT_MOST), cache), tmp, times)
+            tmp.rename(out)
+        return out
     out = cache / f"generated-{name}"
     if not (out / "snapshot.json").exists():
         tmp = cache / f".generated-{name}.tmp"

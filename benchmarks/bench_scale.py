@@ -16,7 +16,8 @@ under ``--cache``. Usage::
 
     .venv/bin/python benchmarks/bench_scale.py [--sizes druid_sample 20000 100000 1000000] [--modes local connect]
 
-(10M on request: ``--sizes 10000000 --modes local``.) The output for this machine is kept in
+(10M on request: ``--sizes 10000000 --modes local``: the 1M cluster copied ten times over,
+``replicate_snapshot.py``, as ``generate`` cannot hold 10M segments in 24 GiB.) The output for this machine is kept in
 ``benchmarks/README.md``; never a timed assertion in a test.
 """
 
