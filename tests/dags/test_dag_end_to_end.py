@@ -7,7 +7,7 @@ standby segments itself, and the plan must be the one the CLI computes in one Sp
 test_used_segments.py checks by hand; test_pipeline.py checks the CLI's plan of the real
 ``druid_sample`` data, and ``make demo`` runs this DAG on it).
 
-The DAG runs on a Spark standalone cluster (a master and a worker on 127.0.0.1, started from the
+The DAG runs on a Spark standalone cluster (a master and two workers on 127.0.0.1, started from the
 installed PySpark by ``segment_balancer.spark.standalone``), with ``spark_default`` pointed at it: the
 executors are JVMs and Python workers of their own that share nothing with the driver but the work
 directory, so the plan being the CLI's (computed on ``local[*]``) shows the applications run
@@ -31,16 +31,17 @@ REPO = Path(__file__).resolve().parents[2]
 
 @pytest.fixture(scope="module")
 def standalone_master(tmp_path_factory):
-    """The master URL of a standalone cluster (master + one worker of every core) on 127.0.0.1,
-    stopped after the module."""
+    """A standalone cluster on 127.0.0.1 of a master and two workers of one core each (so every
+    application's tasks run in two executor JVMs, each with its own Python workers), stopped after
+    the module."""
     import socket
 
     from segment_balancer.spark.standalone import StandaloneCluster
 
-    with socket.socket() as s:  # a free port; the UIs take the next two
+    with socket.socket() as s:  # a free port; the UIs take the next three
         s.bind(("127.0.0.1", 0))
         port = s.getsockname()[1]
-    cluster = StandaloneCluster(tmp_path_factory.mktemp("standalone"), port=port, memory="4g")
+    cluster = StandaloneCluster(tmp_path_factory.mktemp("standalone"), port=port, cores=1, memory="2g", workers=2)
     cluster.start()
     yield cluster
     cluster.stop()
@@ -107,6 +108,10 @@ def test_segment_balancing_dag_publishes_the_plan_of_the_cli(airflow_home, compa
     ran = standalone_master.completed_apps()
     assert sorted(ran) == sorted([*(f"segment_balancer.{name}" for name in APP_NAMES if name not in skipped),
                                   "segment_balancer.tools.simulate"]), ran
+    # each application had an executor on each of the two workers (the workers' directory holds an
+    # application's executors by id)
+    executors = {app.name: {e.name for e in app.iterdir()} for app in (standalone_master.root / "worker").glob("app-*")}
+    assert len(executors) == len(ran) and all(ids == {"0", "1"} for ids in executors.values()), executors
     ops = pd.read_parquet(published / "operations.parquet")
     # Determinism: one spark-submit per application under Airflow give exactly the plan of the one-session CLI,
     # loads (stage 1), moves off a decommissioning server (stage 5), balancing and drops included.

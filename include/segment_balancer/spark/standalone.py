@@ -1,4 +1,4 @@
-"""A Spark standalone cluster (one master, one worker) on 127.0.0.1, from the installed PySpark.
+"""A Spark standalone cluster (one master, one or more workers) on 127.0.0.1, from the installed PySpark.
 
 It proves that the applications run unchanged off a ``local`` master: executors are separate JVMs
 with their own Python workers, and share with the driver nothing but the work directory. Used by
@@ -8,11 +8,11 @@ need no network. The PySpark wheel ships ``sbin/spark-daemon.sh`` (what ``start-
 
 Usage::
 
-    python -m segment_balancer.spark.standalone start --dir DIR [--port 7177] [--cores N] [--memory 4g]
+    python -m segment_balancer.spark.standalone start --dir DIR [--port 7177] [--workers 1] [--cores N] [--memory 4g]
     python -m segment_balancer.spark.standalone stop --dir DIR
 
-``start`` prints the master URL once the worker has registered. ``DIR`` holds the daemons' logs,
-pid files and the worker's directory.
+``start`` prints the master URL once every worker has registered. ``DIR`` holds the daemons' logs,
+pid files and the workers' directory.
 """
 
 from __future__ import annotations
@@ -43,13 +43,15 @@ def spark_home() -> Path:
 
 @dataclass(frozen=True)
 class StandaloneCluster:
-    """A master on ``HOST:port`` (web UI on ``port + 1``) and one worker of ``cores`` cores and
-    ``memory`` (Spark's size syntax), with logs, pids and the worker directory under ``root``."""
+    """A master on ``HOST:port`` (web UI on ``port + 1``) and ``workers`` workers (web UIs on
+    ``port + 2`` onwards), each of ``cores`` cores and ``memory`` (Spark's size syntax), with logs,
+    pids and the workers' directory under ``root``."""
 
     root: Path
     port: int = 7177
     cores: int = os.cpu_count() or 2
     memory: str = "4g"
+    workers: int = 1
 
     @property
     def master_url(self) -> str:
@@ -64,10 +66,10 @@ class StandaloneCluster:
                     SPARK_LOG_DIR=str(self.root / "logs"), SPARK_PID_DIR=str(self.root / "pids"),
                     SPARK_WORKER_DIR=str(self.root / "worker"), SPARK_IDENT_STRING="segment_balancer")
 
-    def _daemon(self, action: str, cls: str, *args: str) -> None:
+    def _daemon(self, action: str, cls: str, instance: int, *args: str) -> None:
         for sub in ("logs", "pids", "worker"):
             (self.root / sub).mkdir(parents=True, exist_ok=True)
-        subprocess.run(["bash", str(spark_home() / "sbin" / "spark-daemon.sh"), action, cls, "1", *args],
+        subprocess.run(["bash", str(spark_home() / "sbin" / "spark-daemon.sh"), action, cls, str(instance), *args],
                        env=self._env(), check=True, stdout=subprocess.DEVNULL)
 
     def status(self) -> dict:
@@ -90,33 +92,39 @@ class StandaloneCluster:
         return [a.get("name", "") for a in apps]
 
     def start(self, timeout: float = 90.0) -> str:
-        """Start the master and the worker; return the master URL once the worker registered.
+        """Start the master and the workers; return the master URL once every worker registered.
 
         Raises ``RuntimeError`` (one line, :func:`segment_balancer.common.ports.refusal`) when the
         master's port or a web UI's is taken; ``TimeoutError`` (with the daemons' log directory) if
         it does not within ``timeout`` seconds; ``CalledProcessError`` if ``spark-daemon.sh`` fails.
         """
-        for port in (self.port, self.webui_port, self.webui_port + 1):
+        last_ui = self.webui_port + self.workers
+        for port in (self.port, *range(self.webui_port, last_ui + 1)):
             if taken(port, HOST):
                 raise RuntimeError(refusal("STANDALONE_PORT", self.port, "make cluster-demo")
-                                   + ("" if port == self.port else f" (its web UIs take {self.webui_port} and "
-                                                                   f"{self.webui_port + 1}; {port} is taken)"))
-        self._daemon("start", MASTER_CLASS, "--host", HOST, "--port", str(self.port),
+                                   + ("" if port == self.port else f" (its web UIs take {self.webui_port} to "
+                                                                   f"{last_ui}; {port} is taken)"))
+        self._daemon("start", MASTER_CLASS, 1, "--host", HOST, "--port", str(self.port),
                      "--webui-port", str(self.webui_port))
-        self._daemon("start", WORKER_CLASS, "--host", HOST, "--cores", str(self.cores), "--memory", self.memory,
-                     "--webui-port", str(self.webui_port + 1), self.master_url)
+        for i in range(1, self.workers + 1):
+            self._daemon("start", WORKER_CLASS, i, "--host", HOST, "--cores", str(self.cores), "--memory",
+                         self.memory, "--webui-port", str(self.webui_port + i), self.master_url)
         deadline = time.monotonic() + timeout
         while time.monotonic() < deadline:
-            if self.alive_workers() >= 1:
+            if self.alive_workers() >= self.workers:
                 return self.master_url
             time.sleep(0.5)
-        raise TimeoutError(f"no worker registered with {self.master_url} after {timeout:.0f} s; "
-                           f"see {self.root / 'logs'}")
+        raise TimeoutError(f"{self.alive_workers()} of {self.workers} workers registered with {self.master_url} "
+                           f"after {timeout:.0f} s; see {self.root / 'logs'}")
 
     def stop(self) -> None:
-        """Stop the worker, then the master (either may already be gone)."""
-        for cls in (WORKER_CLASS, MASTER_CLASS):
-            subprocess.run(["bash", str(spark_home() / "sbin" / "spark-daemon.sh"), "stop", cls, "1"],
+        """Stop the workers (every one with a pid file under ``root``, however many ``start`` was
+        given), then the master (any may already be gone)."""
+        started = {int(f.stem.rsplit("-", 1)[1]) for f in (self.root / "pids").glob(f"*{WORKER_CLASS}-*.pid")
+                   if f.stem.rsplit("-", 1)[1].isdigit()}
+        instances = sorted(started | set(range(1, self.workers + 1)))
+        for cls, instance in [*((WORKER_CLASS, i) for i in instances), (MASTER_CLASS, 1)]:
+            subprocess.run(["bash", str(spark_home() / "sbin" / "spark-daemon.sh"), "stop", cls, str(instance)],
                            env=self._env(), check=False, stdout=subprocess.DEVNULL)
 
     def __enter__(self) -> "StandaloneCluster":
@@ -138,11 +146,12 @@ def main(argv=None) -> int:
     parser = argparse.ArgumentParser(prog="python -m segment_balancer.spark.standalone", description=__doc__.split("\n")[0])
     parser.add_argument("action", choices=["start", "stop"])
     parser.add_argument("--dir", required=True, type=Path, help="logs, pids and the worker directory")
-    parser.add_argument("--port", type=int, default=7177, help="master port (web UI: port + 1, worker UI: + 2)")
-    parser.add_argument("--cores", type=int, default=os.cpu_count() or 2)
+    parser.add_argument("--port", type=int, default=7177, help="master port (web UI: port + 1, workers' UIs: + 2 on)")
+    parser.add_argument("--workers", type=int, default=1, help="workers to start")
+    parser.add_argument("--cores", type=int, default=os.cpu_count() or 2, help="cores of each worker")
     parser.add_argument("--memory", default="4g", help="the worker's memory for executors")
     args = parser.parse_args(argv)
-    cluster = StandaloneCluster(args.dir.absolute(), args.port, args.cores, args.memory)
+    cluster = StandaloneCluster(args.dir.absolute(), args.port, args.cores, args.memory, args.workers)
     if args.action == "start":
         try:
             print(cluster.start())
