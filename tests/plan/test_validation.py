@@ -7,7 +7,9 @@ import json
 import pandas as pd
 import pytest
 
-from segment_balancer.plan.validation import PlanValidationError, load_inputs, queue_frame, require_valid, validate_plan
+from segment_balancer.plan import validation
+from segment_balancer.plan.validation import (PlanValidationError, assignment_chunks, load_inputs, queue_frame, require_valid,
+                                               validate_plan)
 
 CHECKS = ["known_servers_and_segments", "assignment_unique", "capacity",
           "no_replicated_load_to_decommissioning", "queue_limits", "dependencies", "well_formed"]
@@ -257,3 +259,36 @@ def test_great_expectations_set_up_lines_stay_out_of_the_log(caplog):
         assert gx_log.level == logging.DEBUG  # a level set before is kept
     finally:
         gx_log.setLevel(before)
+
+
+def test_assignment_chunks_end_where_a_segments_rows_end(tmp_path):
+    """Chunks of 2 rows over s1 ×2, s2 ×3, s3, s4 ×2: no segment's rows are split, every row once."""
+    ids = ["s1", "s1", "s2", "s2", "s2", "s3", "s4", "s4"]
+    frame = pd.DataFrame({"segment_id": ids, "server": [f"h{i}" for i in range(8)], "tier": ["t"] * 8})
+    frame.to_parquet(tmp_path / "a.parquet", index=False)
+    chunks = [list(c["segment_id"]) for c in assignment_chunks(tmp_path / "a.parquet", rows=2)]
+    assert sum(chunks, []) == ids
+    assert all(not set(a) & set(b) for i, a in enumerate(chunks) for b in chunks[i + 1:])
+    assert all(list(c.index) == list(range(len(c))) for c in assignment_chunks(tmp_path / "a.parquet", rows=2))
+
+
+def test_a_repeat_on_a_chunk_boundary_is_found(tmp_path, monkeypatch):
+    """s4 on h2 twice, the two rows in different batches of 2 rows: still one chunk, 2 unexpected."""
+    monkeypatch.setattr(validation, "CHUNK_ROWS", 2)
+    repeat = pd.DataFrame({"segment_id": ["s1", "s2", "s3", "s4", "s4", "s4"],
+                           "server": ["h2", "h2", "h2", "h1", "h2", "h2"], "tier": ["_default_tier"] * 6})
+    plan, work = write_plan(tmp_path, assign=repeat)
+    report = validate_plan(plan, work)
+    assert failed(report) == ["assignment_unique"]
+    assert check(report, "assignment_unique")["unexpected_count"] == 2
+    assert {(e["segment_id"], e["server"]) for e in check(report, "assignment_unique")["examples"]} == {("s4", "h2")}
+    monkeypatch.setattr(validation, "CHUNK_ROWS", 3)
+    plan, work = write_plan(tmp_path / "valid", assign=assignment())
+    assert validate_plan(plan, work)["success"] is True  # 5 rows in chunks of at most 3
+
+
+def test_a_large_assignment_out_of_segment_order_is_refused(tmp_path, monkeypatch):
+    monkeypatch.setattr(validation, "CHUNK_ROWS", 2)
+    plan, work = write_plan(tmp_path, assign=pd.concat([assignment()] * 2, ignore_index=True))
+    with pytest.raises(ValueError, match="assignment.parquet: row 5: segment ids out of order"):
+        validate_plan(plan, work)

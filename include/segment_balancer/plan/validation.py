@@ -4,6 +4,9 @@
 and the prepared start state of the run (``WORK/prepared/``), derives small frames with pandas
 (projected size per server, queue counts per stage, dependency targets, ...) and lets GX
 expectations decide each check. The report is written atomically to ``PLAN/validation.json``.
+Memory follows the plan's operations, not the cluster: of the start state only the rows the
+checks need are read, and the assignment (a row per replica) is checked in chunks of
+:data:`CHUNK_ROWS`.
 
 Checks, in report order (see ``docs/ARCHITECTURE.md`` and ``ALGORITHM.md``):
 
@@ -35,6 +38,9 @@ from segment_balancer.plan.publish import plan_fingerprint
 ACTIONS = ("LOAD", "DROP")
 STAGES = range(1, 14)
 MAX_EXAMPLES = 10
+CHUNK_ROWS = 2_000_000
+"""Rows of ``assignment.parquet`` checked at once (some 300 MiB of pandas): a plan of millions of
+replicas is checked chunk by chunk, each chunk ending where a segment's rows end."""
 
 _REQUIRED = {
     "operations": ["op_id", "stage", "action", "queue_type", "segment_id", "datasource", "tier",
@@ -86,11 +92,13 @@ class PlanValidationError(RuntimeError):
 
 @dataclass
 class PlanInputs:
-    """Frames of one validation: plan tables, prepared start state (the columns of :data:`_REQUIRED`;
-    ``replicas``: the queued loads only), stage limits by stage number."""
+    """What one validation reads: the plan's operations, the path of its assignment (read in chunks,
+    :func:`assignment_chunks`), the prepared start state (the columns of :data:`_REQUIRED`;
+    ``replicas``: the queued loads only; ``segments``: the segments the operations or the queued
+    loads name), stage limits by stage number."""
 
     operations: pd.DataFrame
-    assignment: pd.DataFrame
+    assignment: Path
     servers: pd.DataFrame
     segments: pd.DataFrame
     replicas: pd.DataFrame
@@ -98,32 +106,39 @@ class PlanInputs:
 
 
 def load_inputs(plan_dir: str | Path, work_dir: str | Path) -> PlanInputs:
-    """Read the plan and the prepared start state: of each table only the columns the checks use
-    (:data:`_REQUIRED`), and of the replicas only the queued loads (the checks count nothing else),
-    so a million-segment start state is a few columns in memory, not its whole tables.
+    """Read the plan and the prepared start state in bounded memory: of each table only the
+    columns the checks use (:data:`_REQUIRED`); of the replicas only the queued loads, and of the
+    segments only those the operations or the queued loads name (every other row answers no
+    check); the assignment stays on disk, checked chunk by chunk (:func:`assignment_chunks`).
 
     ``operations.depends_on`` is returned as nullable ``Int64``. ``stage_limits`` maps the stage
     number (int) to ``{"queue_type": str|None, "limit": int|None, "total": int|None}``.
     Raises ``FileNotFoundError`` for a missing file and ``ValueError`` for a missing column or a
     ``meta.json`` without ``stage_limits`` for every stage 1–13.
     """
+    import pyarrow as pa
     import pyarrow.dataset as ds
 
     plan_dir, prepared = Path(plan_dir), Path(work_dir) / "prepared"
     paths = {"operations": plan_dir / "operations.parquet", "assignment": plan_dir / "assignment.parquet",
-             "servers": prepared / "servers.parquet", "segments": prepared / "segments.parquet",
-             "replicas": prepared / "replicas.parquet"}
-    frames = {}
+             "servers": prepared / "servers.parquet", "replicas": prepared / "replicas.parquet",
+             "segments": prepared / "segments.parquet"}
+    datasets = {}
     for name, path in paths.items():
         if not path.exists():
             raise FileNotFoundError(f"{path}: no such file")
-        names = ds.dataset(path, format="parquet").schema.names  # a file or a directory of parts
-        missing = [c for c in _REQUIRED[name] if c not in names]
+        datasets[name] = ds.dataset(path, format="parquet")  # a file or a directory of parts
+        missing = [c for c in _REQUIRED[name] if c not in datasets[name].schema.names]
         if missing:
             raise ValueError(f"{name}: missing columns {missing}")
-        columns = names if name == "operations" else _REQUIRED[name]
-        filters = [("queued_load", "==", True)] if name == "replicas" else None
-        frames[name] = pd.read_parquet(path, columns=columns, filters=filters)
+    frames = {"operations": datasets["operations"].to_table().to_pandas(),
+              "assignment": paths["assignment"],
+              "servers": datasets["servers"].to_table(columns=_REQUIRED["servers"]).to_pandas(),
+              "replicas": datasets["replicas"].to_table(columns=_REQUIRED["replicas"],
+                                                        filter=ds.field("queued_load") == True).to_pandas()}  # noqa: E712
+    named = pd.concat([frames["operations"]["segment_id"], frames["replicas"]["segment_id"]]).dropna().unique()
+    frames["segments"] = datasets["segments"].to_table(
+        columns=_REQUIRED["segments"], filter=ds.field("segment_id").isin(pa.array(named, pa.string()))).to_pandas()
     ops = frames["operations"]
     ops["depends_on"] = ops["depends_on"].astype("Int64")
     meta = json.loads((prepared / "meta.json").read_text())
@@ -132,6 +147,41 @@ def load_inputs(plan_dir: str | Path, work_dir: str | Path) -> PlanInputs:
         raise ValueError("meta.json: stage_limits must name every stage 1-13")
     limits = {int(k): dict(v) for k, v in raw.items()}
     return PlanInputs(**frames, stage_limits=limits)
+
+
+def assignment_chunks(path: Path, rows: int | None = None):
+    """Yield ``assignment.parquet`` (``segment_id``, ``server``, ``tier``) as frames of about
+    ``rows`` rows with a fresh index, each ending where a segment's rows end, so that a repeated
+    (segment, server) of a file sorted by segment, as assemble writes it, lies in one frame. A
+    file of at most ``rows`` rows is one frame, whatever its order. Raises ``ValueError`` (the file
+    and the row) when a larger file is not sorted by segment id."""
+    import pyarrow.parquet as pq
+
+    rows = rows or CHUNK_ROWS
+    file = pq.ParquetFile(path)
+    if file.metadata.num_rows <= rows:
+        yield file.read(columns=_REQUIRED["assignment"]).to_pandas()
+        return
+    held, seen, last = None, 0, None
+    for batch in file.iter_batches(batch_size=rows, columns=_REQUIRED["assignment"]):
+        frame = batch.to_pandas()
+        ids = frame["segment_id"].to_numpy(object)
+        order = (ids[1:] < ids[:-1]).astype(bool)
+        if order.any() or (last is not None and len(ids) and ids[0] < last):
+            at = seen + (int(order.argmax()) + 1 if order.any() else 0)
+            raise ValueError(f"{path}: row {at}: segment ids out of order; the plan's assignment is written "
+                             f"sorted by segment id")
+        seen += len(frame)
+        if held is not None:
+            frame = pd.concat([held, frame], ignore_index=True)
+        tail = frame["segment_id"].eq(frame["segment_id"].iloc[-1]).to_numpy()
+        cut = len(frame) - int(tail[::-1].argmin() if not tail.all() else len(frame))
+        held = frame.iloc[cut:].reset_index(drop=True)
+        if cut:
+            yield frame.iloc[:cut].reset_index(drop=True)
+        last = ids[-1] if len(ids) else last
+    if held is not None and len(held):
+        yield held
 
 
 def capacity_frame(inp: PlanInputs) -> pd.DataFrame:
@@ -226,8 +276,9 @@ def dependency_frame(inp: PlanInputs) -> pd.DataFrame:
     return out
 
 
-def _checks(inp: PlanInputs) -> list[tuple[str, pd.DataFrame, list, list[str]]]:
-    """(name, frame, expectations, example columns) of every check, in report order."""
+def _checks(inp: PlanInputs) -> list[tuple[str, Any, list, list[str]]]:
+    """(name, frame or iterator of frames, expectations, example columns) of every check, in
+    report order."""
     ops = inp.operations.reset_index(drop=True)
     key = ["op_id", "stage", "action", "segment_id", "server"]
     wf = ops.copy()
@@ -244,7 +295,7 @@ def _checks(inp: PlanInputs) -> list[tuple[str, pd.DataFrame, list, list[str]]]:
                                           value_set=sorted(inp.servers["server"].unique())),
             E.ExpectColumnValuesToBeInSet(column="segment_known", value_set=[True]),
         ], key),
-        ("assignment_unique", inp.assignment.reset_index(drop=True), [
+        ("assignment_unique", assignment_chunks(inp.assignment), [
             E.ExpectCompoundColumnsToBeUnique(column_list=["segment_id", "server"]),
         ], ["segment_id", "server", "tier"]),
         ("capacity", capacity_frame(inp), [
@@ -293,8 +344,28 @@ def _exception_message(info: Any) -> str | None:
     return None
 
 
-def _run_check(source, name: str, frame: pd.DataFrame, exps: list, cols: list[str]) -> dict:
-    batch_def = source.add_dataframe_asset(name).add_batch_definition_whole_dataframe("all")
+def _run_check(source, name: str, frames, exps: list, cols: list[str]) -> dict:
+    """One check's report over ``frames`` (a frame, or an iterator of frames checked one by one:
+    counts summed, success when every one succeeds, the first :data:`MAX_EXAMPLES` examples)."""
+    if isinstance(frames, pd.DataFrame):
+        return _run_frame(source, name, name, frames, exps, cols)
+    merged = None
+    for i, frame in enumerate(frames):
+        one = _run_frame(source, name, f"{name}#{i}", frame, exps, cols)
+        if merged is None:
+            merged = one
+            continue
+        merged["success"] &= one["success"]
+        merged["unexpected_count"] += one["unexpected_count"]
+        merged["examples"] = (merged["examples"] + one["examples"])[:MAX_EXAMPLES]
+        for mine, theirs in zip(merged["expectations"], one["expectations"]):
+            mine["success"] &= theirs["success"]
+            mine["unexpected_count"] += theirs["unexpected_count"]
+    return merged if merged is not None else _run_frame(source, name, name, pd.DataFrame(columns=cols), exps, cols)
+
+
+def _run_frame(source, name: str, asset: str, frame: pd.DataFrame, exps: list, cols: list[str]) -> dict:
+    batch_def = source.add_dataframe_asset(asset).add_batch_definition_whole_dataframe("all")
     suite = gx().ExpectationSuite(name=name)
     for exp in exps:
         suite.add_expectation(exp)
