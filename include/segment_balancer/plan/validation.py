@@ -155,6 +155,7 @@ def assignment_chunks(path: Path, rows: int | None = None):
     (segment, server) of a file sorted by segment, as assemble writes it, lies in one frame. A
     file of at most ``rows`` rows is one frame, whatever its order. Raises ``ValueError`` (the file
     and the row) when a larger file is not sorted by segment id."""
+    import numpy as np
     import pyarrow.parquet as pq
 
     rows = rows or CHUNK_ROWS
@@ -174,8 +175,11 @@ def assignment_chunks(path: Path, rows: int | None = None):
         seen += len(frame)
         if held is not None:
             frame = pd.concat([held, frame], ignore_index=True)
-        tail = frame["segment_id"].eq(frame["segment_id"].iloc[-1]).to_numpy()
-        cut = len(frame) - int(tail[::-1].argmin() if not tail.all() else len(frame))
+        if not len(frame):
+            continue
+        every = frame["segment_id"].to_numpy(object)
+        others = np.flatnonzero(every != every[-1])  # the last segment's rows wait for the next batch
+        cut = int(others[-1]) + 1 if len(others) else 0
         held = frame.iloc[cut:].reset_index(drop=True)
         if cut:
             yield frame.iloc[:cut].reset_index(drop=True)

@@ -585,6 +585,10 @@ def _part_schema(name: str):
 
     if name == "table":
         return arrow_schema(SEGMENT_TABLE_FIELDS + [("code", "long")])
+    if name == "state":
+        from segment_balancer.spark.status import START_STATE_SCHEMA
+
+        return arrow_schema(START_STATE_SCHEMA)
     return pa.schema(list({
         "segments": {"idx": pa.int64(), "code": pa.int64(), "segment_id": pa.string(), "datasource": pa.string(),
                      "start_ms": pa.int64(), "end_ms": pa.int64(), "version": pa.string(), "partition_num": pa.int32(),
@@ -595,9 +599,6 @@ def _part_schema(name: str):
                      "tier": pa.string(), "served": pa.bool_(), "queued_load": pa.bool_(), "queue_type": pa.string(),
                      "requested_at_ms": pa.int64(), "queued_drop": pa.bool_()},
         "targets": {"idx": pa.int64(), "tier": pa.string(), "target": pa.int32(), "tier_pos": pa.int32()},
-        "state": {"tier": pa.string(), "kind": pa.string(), "code": pa.int64(), "target": pa.int32(),
-                  "tier_pos": pa.int32(), "server": pa.int32(), "served": pa.bool_(), "load": pa.int8(),
-                  "dropping": pa.bool_()},
     }[name].items()))
 
 

@@ -15,9 +15,9 @@ from segment_balancer.planner.runstate import SegmentTable, TierState
 from segment_balancer.planner.status import Status, combine, held_per_server, missing_replicas, tier_status
 from segment_balancer.spark.session import run_tasks
 
-START_STATE_SCHEMA = ("tier string, kind string, code long, target int, tier_pos int, server int, served boolean, "
-                      "load byte, dropping boolean")
-"""The start state as ``prepare`` hands it to :func:`write_start_state`: per tier, ``kind``
+START_STATE_SCHEMA = [("tier", "string"), ("kind", "string"), ("code", "long"), ("target", "int"), ("tier_pos", "int"),
+                      ("server", "int"), ("served", "boolean"), ("load", "byte"), ("dropping", "boolean")]
+"""The start state's rows ((name, Spark type) pairs) as ``prepare`` hands them to :func:`write_start_state`: per tier, ``kind``
 ``segment`` rows (``code`` = idx, ``target``, ``tier_pos``) and ``replica`` rows (``code``,
 ``server`` code, ``served``, ``load`` queue code or -1, ``dropping``)."""
 

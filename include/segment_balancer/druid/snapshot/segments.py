@@ -11,7 +11,7 @@ from pathlib import Path
 
 import pandas as pd  # module level: the pandas UDF's type hints name it
 
-from segment_balancer.common.spark_columns import lookup, parallelism
+from segment_balancer.common.spark_columns import parallelism
 from segment_balancer.druid.instants import format_instant_ms, parse_instant_ms
 from segment_balancer.druid.snapshot.errors import SnapshotError
 from segment_balancer.druid.snapshot.lines import numbered_lines, with_row_numbers
