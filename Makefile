@@ -18,7 +18,7 @@
 # Variables you may override: PYTHON (interpreter that creates the venv), VENV, VAR, SNAPSHOTS,
 # SPARK_MODE (connect | spark-submit: how the DAG's Spark tasks run), SPARK_MASTER (the Connect
 # server's master: local[*], spark://host:port, yarn), SPARK_CONNECT_MEMORY (the Connect server's
-# driver memory), and the ports (README "Ports"; a port taken is refused in one line):
+# driver memory), CONNECT_CONF (its extra Spark settings), and the ports (README "Ports"; a port taken is refused in one line):
 # AIRFLOW_PORT (8080), SPARK_CONNECT_PORT (15002, its Spark UI the next), STANDALONE_PORT (7177,
 # the master's and the worker's web UIs the next two).
 
@@ -54,6 +54,9 @@ SPARK_MODE           ?= connect
 SPARK_MASTER         ?= local[*]
 SPARK_CONNECT_PORT   ?= 15002
 SPARK_CONNECT_MEMORY ?= 4g
+# Extra Spark settings of the Connect server (KEY=VALUE, space-separated), e.g. the shuffle
+# partitions of a cluster master (a local master gets one per core by itself).
+CONNECT_CONF         ?=
 CONNECT_DIR          := $(VAR_ABS)/connect
 CONNECT              := $(PY) -m segment_balancer.spark.connect_server --dir $(CONNECT_DIR) --port $(SPARK_CONNECT_PORT)
 export AIRFLOW__SEGMENT_BALANCER__SPARK_MODE := $(SPARK_MODE)
@@ -64,7 +67,7 @@ export SEGMENT_BALANCER_CONNECT_MEMORY       := $(SPARK_CONNECT_MEMORY)
 # running afterwards), and stop the one it started when the recipe's shell ends, however it ends.
 define with_connect_server
 if [[ "$(SPARK_MODE)" == connect ]] && ! $(CONNECT) status >/dev/null 2>&1; then \
-  $(CONNECT) start --master '$(SPARK_MASTER)' --stop-with $$$$; \
+  $(CONNECT) start --master '$(SPARK_MASTER)' $(foreach c,$(CONNECT_CONF),--conf '$(c)') --stop-with $$$$; \
   trap '$(CONNECT) stop' EXIT; trap 'exit 143' TERM HUP; trap 'exit 130' INT; \
 fi
 endef
@@ -135,13 +138,16 @@ demo: airflow-home
 # PySpark (segment_balancer/spark/standalone.py: a master and one worker on 127.0.0.1, logs under
 # var/standalone/), stopped afterwards whatever happens.
 STANDALONE_DIR  := $(VAR_ABS)/standalone
+STANDALONE_CORES := $(shell nproc)
 STANDALONE_PORT ?= 7177
 cluster-demo: airflow-home
-	@$(PY) -m segment_balancer.spark.standalone start --dir $(STANDALONE_DIR) --port $(STANDALONE_PORT); \
+	@$(PY) -m segment_balancer.spark.standalone start --dir $(STANDALONE_DIR) --port $(STANDALONE_PORT) \
+	  --cores $(STANDALONE_CORES); \
 	trap '$(PY) -m segment_balancer.spark.standalone stop --dir $(STANDALONE_DIR) --port $(STANDALONE_PORT)' EXIT; \
 	export AIRFLOW_CONN_SPARK_DEFAULT='{"conn_type": "spark", "host": "spark://127.0.0.1", "port": $(STANDALONE_PORT)}'; \
 	$(MAKE) --no-print-directory demo AIRFLOW_CONN_SPARK_DEFAULT="$$AIRFLOW_CONN_SPARK_DEFAULT" \
-	  SPARK_MASTER=spark://127.0.0.1:$(STANDALONE_PORT) CONNECT_DIR=$(VAR_ABS)/connect-cluster
+	  SPARK_MASTER=spark://127.0.0.1:$(STANDALONE_PORT) CONNECT_DIR=$(VAR_ABS)/connect-cluster \
+	  CONNECT_CONF="spark.sql.shuffle.partitions=$(STANDALONE_CORES)"
 
 # A real deployment: `airflow standalone` (scheduler, DAG processor, API server, triggerer) on the
 # rendered config, in the foreground (Ctrl-C stops it). Snapshots live under var/snapshots, seeded

@@ -136,11 +136,36 @@ def jobs_per_app(events: Path, since_ms: int = 0) -> Counter:
     return counts
 
 
-def event_conf(events: Path, conf_dir: Path) -> None:
+def event_conf(events: Path, conf_dir: Path, extra: dict[str, str] | None = None) -> None:
+    """``spark-defaults.conf`` in ``conf_dir``: the event log under ``events``, and ``extra``."""
     conf_dir.mkdir(parents=True, exist_ok=True)
     (conf_dir / "spark-defaults.conf").write_text(
         f"spark.eventLog.enabled true\nspark.eventLog.dir file://{events}\n"
-        "spark.eventLog.compress false\nspark.eventLog.rolling.enabled false\n")
+        "spark.eventLog.compress false\nspark.eventLog.rolling.enabled false\n"
+        + "".join(f"{k} {v}\n" for k, v in (extra or {}).items()))
+
+
+#: ``cluster`` mode: the standalone cluster's workers (one core each) and their executors' heap.
+CLUSTER_WORKERS, CLUSTER_WORKER_MEMORY, CLUSTER_CONF = 2, "8g", {"spark.executor.memory": "6g"}
+
+
+def start_cluster(tmp: Path):
+    """A standalone cluster of :data:`CLUSTER_WORKERS` workers of one core each, started (the caller
+    stops it) and its start in seconds."""
+    from segment_balancer.spark.standalone import StandaloneCluster
+
+    cluster = StandaloneCluster(tmp / "standalone", port=_free_port(), cores=1, memory=CLUSTER_WORKER_MEMORY,
+                                workers=CLUSTER_WORKERS)
+    started = time.monotonic()
+    cluster.start()
+    return cluster, time.monotonic() - started
+
+
+def worker_pids(cluster) -> list[int]:
+    """The pids of ``cluster``'s worker JVMs (their trees hold the executors and their Python workers)."""
+    return [p.pid for p in psutil.process_iter(["cmdline"])
+            if "org.apache.spark.deploy.worker.Worker" in " ".join(p.info["cmdline"] or [])
+            and cluster.master_url in (p.info["cmdline"] or [])]
 
 
 def observe(mode: str, tmp: Path, env: dict, server, watch=Watch) -> tuple[Path, Watch]:
@@ -152,14 +177,15 @@ def observe(mode: str, tmp: Path, env: dict, server, watch=Watch) -> tuple[Path,
     events = tmp / "events"
     shutil.rmtree(events, ignore_errors=True)
     events.mkdir(parents=True)
-    event_conf(events, tmp / "conf")
+    event_conf(events, tmp / "conf", CLUSTER_CONF if mode == "cluster" else {})
     env["SPARK_CONF_DIR"] = str(tmp / "conf")
-    return events, watch()
+    return events, watch(worker_pids(server) if mode == "cluster" else [])
 
 
 def cli_plan(snapshot: Path, mode: str, tmp: Path, server) -> tuple[Path, Path, dict, list[str]]:
-    """``(work, out, env, cmd)`` of one ``plan`` through the CLI under ``tmp`` (emptied first), in
-    process or (``mode`` ``connect``) on ``server``."""
+    """``(work, out, env, cmd)`` of one ``plan`` through the CLI under ``tmp`` (emptied first): in
+    process (``mode`` ``local``), its driver in process on the standalone cluster ``server``
+    (``cluster``), or on the Connect server ``server`` (``connect``)."""
     tmp.mkdir(parents=True, exist_ok=True)
     work, out = tmp / "work", tmp / "plan"
     shutil.rmtree(work, ignore_errors=True)
@@ -169,6 +195,8 @@ def cli_plan(snapshot: Path, mode: str, tmp: Path, server) -> tuple[Path, Path, 
            "--work", str(work)]
     if mode == "connect":
         cmd += ["--remote", server.url]
+    elif mode == "cluster":
+        env["SPARK_MASTER"] = server.master_url
     return work, out, env, cmd
 
 

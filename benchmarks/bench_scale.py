@@ -16,6 +16,11 @@ under ``--cache``. Usage::
 
     .venv/bin/python benchmarks/bench_scale.py [--sizes druid_sample 20000 100000 1000000] [--modes local connect]
 
+Mode ``cluster`` (on request) runs the CLI's driver in process on a Spark standalone cluster of two
+workers of one core each on this machine, and says how each application's tasks divided over the
+two executors (tasks and task seconds, from the event log): the scale-out the applications keep.
+The driver, the master, the workers and the executors are all JVMs (kind ``driver``).
+
 (10M on request: ``--sizes 10000000 --modes local``: the 1M cluster copied ten times over,
 ``replicate_snapshot.py``, as ``generate`` cannot hold 10M segments in 24 GiB.) The output for this machine is kept in
 ``benchmarks/README.md``; never a timed assertion in a test.
@@ -38,7 +43,7 @@ sys.path.insert(0, str(ROOT / "include"))
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 import bench_overhead  # noqa: E402
-from bench_overhead import SNAPSHOTS, snapshot_for, start_server  # noqa: E402
+from bench_overhead import SNAPSHOTS, TAG, snapshot_for, start_cluster, start_server  # noqa: E402
 
 from segment_balancer.planner.stages import APP_NAMES, stage_number  # noqa: E402
 
@@ -151,10 +156,40 @@ def written_per_app(work: Path) -> dict[str, int]:
 def run_cli(snapshot: Path, mode: str, tmp: Path, server, timeout: float) -> dict:
     """:func:`bench_overhead.run_cli` with this script's :class:`Watch`, and per application the bytes
     left in the work directory and moved through system calls."""
+    since = int(time.time() * 1000)
     run = bench_overhead.run_cli(snapshot, mode, tmp, server, timeout, Watch)
     work, watch = run.pop("work"), run.pop("watch")
+    share = executor_share(tmp / "events", since) if mode == "cluster" else {}
     return {**run, "total": watch.peak_total, "total_pss": watch.peak_total_pss, "written": written_per_app(work),
-            "moved": {name: watch.moved(*window) for name, window in app_windows(work).items()}}
+            "moved": {name: watch.moved(*window) for name, window in app_windows(work).items()}, "share": share}
+
+
+def executor_share(events: Path, since_ms: int) -> dict[str, dict[str, tuple[int, float]]]:
+    """``{application: {executor id: (tasks, task seconds)}}`` of the tasks that ended after
+    ``since_ms`` in the event logs under ``events`` (a task's application: its job's tag)."""
+    app_of_stage: dict[int, str] = {}
+    ended = []
+    for log in events.rglob("*"):
+        if not log.is_file():
+            continue
+        for line in open(log, errors="replace"):
+            if '"SparkListenerJobStart"' in line:
+                event = json.loads(line)
+                tag = TAG.search(event.get("Properties", {}).get("spark.job.tags", "") or "")
+                if tag and event.get("Submission Time", 0) >= since_ms:
+                    app_of_stage.update(dict.fromkeys(event["Stage IDs"], tag.group(1)))
+            elif '"SparkListenerTaskEnd"' in line:
+                ended.append(json.loads(line))
+    out: dict[str, dict[str, list]] = defaultdict(lambda: defaultdict(lambda: [0, 0.0]))
+    for event in ended:
+        app = app_of_stage.get(event["Stage ID"])
+        if app is None:
+            continue
+        info = event["Task Info"]
+        share = out[app][info["Executor ID"]]
+        share[0] += 1
+        share[1] += (info["Finish Time"] - info["Launch Time"]) / 1000
+    return {app: {ex: (n, sec) for ex, (n, sec) in sorted(by.items())} for app, by in out.items()}
 
 
 def gib(n: int) -> str:
@@ -186,13 +221,23 @@ def print_tables(results: list[tuple[str, str, dict]]) -> None:
         rest = r["wall"] - sum(v for v in r["apps"].values())
         print(f"  {'(outside the applications)':<34} {rest:>7.2f} {untagged:>5}")
         print()
+        if r["share"]:
+            executors = sorted({ex for by in r["share"].values() for ex in by})
+            print(f"{name}, {mode}: each application's tasks per executor (tasks / task seconds)")
+            print(f"  {'application':<34} " + " ".join(f"{'executor ' + ex:>18}" for ex in executors))
+            for app in APP_NAMES:
+                if app in r["share"]:
+                    by = r["share"][app]
+                    print(f"  {app:<34} " + " ".join(
+                        f"{f'{by[ex][0]} / {by[ex][1]:.1f}' if ex in by else '-':>18}" for ex in executors))
+            print()
 
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     parser.add_argument("--sizes", nargs="+", default=["druid_sample", "20000", "100000", "1000000"],
                         help="druid_sample or a number of generated segments")
-    parser.add_argument("--modes", nargs="+", choices=["local", "connect"], default=["local", "connect"])
+    parser.add_argument("--modes", nargs="+", choices=["local", "connect", "cluster"], default=["local", "connect"])
     parser.add_argument("--timeout", type=float, default=3600.0)
     parser.add_argument("--cache", type=Path, default=Path(tempfile.gettempdir()) / "segment_balancer-bench")
     args = parser.parse_args()
@@ -207,6 +252,9 @@ def main() -> None:
                     server, seconds = start_server(tmp)
                     print(f"Spark Connect server started and answering in {seconds:.1f} s", file=sys.stderr)
                     run_cli(SNAPSHOTS / "druid_sample", "connect", tmp / "warm", server, args.timeout)
+                elif mode == "cluster":
+                    server, seconds = start_cluster(tmp)
+                    print(f"standalone cluster started in {seconds:.1f} s: {server.master_url}", file=sys.stderr)
                 for name in args.sizes:
                     snap = snapshot_for(name, args.cache)
                     r = run_cli(snap, mode, tmp / f"{mode}-{name}", server, args.timeout)

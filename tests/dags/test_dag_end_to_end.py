@@ -1,17 +1,18 @@
-"""The real DAG, end to end with ``dag.test()``: resolve_snapshot, used_segments, prepare, the
-thirteen stage applications (each a spark-submit), assemble, the Great Expectations gate and
-publish, on the hand-worked snapshot of compaction_snapshot.py: overwritten data, two
-minor-compaction generations, a partially compacted day that falls back, a tombstone, an
-unreplicated segment and a decommissioning server. ``used_segments`` must find the overshadowed and
-standby segments itself, and the plan must be the one the CLI computes in one Spark session (which
-test_used_segments.py checks by hand; test_pipeline.py checks the CLI's plan of the real
-``druid_sample`` data, and ``make demo`` runs this DAG on it).
+"""The real DAG, end to end: resolve_snapshot, used_segments, prepare, the thirteen stage
+applications, assemble, the Great Expectations gate and publish, on the hand-worked snapshot of
+compaction_snapshot.py: overwritten data, two minor-compaction generations, a partially compacted
+day that falls back, a tombstone, an unreplicated segment and a decommissioning server.
+``used_segments`` must find the overshadowed and standby segments itself, and the plan must be the
+one the CLI computes in one Spark session (which test_used_segments.py checks by hand;
+test_pipeline.py checks the CLI's plan of the real ``druid_sample`` data, and ``make demo`` runs this
+DAG on it).
 
-The DAG runs on a Spark standalone cluster (a master and two workers on 127.0.0.1, started from the
-installed PySpark by ``segment_balancer.spark.standalone``), with ``spark_default`` pointed at it: the
-executors are JVMs and Python workers of their own that share nothing with the driver but the work
-directory, so the plan being the CLI's (computed on ``local[*]``) shows the applications run
-unchanged on a real cluster."""
+Both of the DAG's Spark modes: one spark-submit per application (``dag.test()``, on ``local[2]``),
+and the default, every application a client of a Spark Connect server whose master is a Spark
+standalone cluster (a master and two workers on 127.0.0.1, started from the installed PySpark by
+``segment_balancer.spark.standalone``): there the executors are JVMs and Python workers of their own
+that share nothing with the driver but the work directory, so the plan being the CLI's (computed on
+``local[*]``) shows the applications run unchanged on a real cluster."""
 
 from __future__ import annotations
 
@@ -30,29 +31,38 @@ REPO = Path(__file__).resolve().parents[2]
 
 
 @pytest.fixture(scope="module")
-def standalone_master(tmp_path_factory):
-    """A standalone cluster on 127.0.0.1 of a master and two workers of one core each (so every
-    application's tasks run in two executor JVMs, each with its own Python workers), stopped after
-    the module."""
+def standalone_connect(tmp_path_factory):
+    """A Spark Connect server (event log on) whose master is a standalone cluster on 127.0.0.1 of a
+    master and two workers of one core each, so a run's tasks run in two executor JVMs, each with its
+    own Python workers; both stopped after the module. Yields (cluster, server)."""
     import socket
 
+    from segment_balancer.spark.connect_server import ConnectServer
     from segment_balancer.spark.standalone import StandaloneCluster
 
-    with socket.socket() as s:  # a free port; the UIs take the next three
-        s.bind(("127.0.0.1", 0))
-        port = s.getsockname()[1]
-    cluster = StandaloneCluster(tmp_path_factory.mktemp("standalone"), port=port, cores=1, memory="2g", workers=2)
+    def free_port() -> int:
+        with socket.socket() as s:
+            s.bind(("127.0.0.1", 0))
+            return s.getsockname()[1]
+
+    cluster = StandaloneCluster(tmp_path_factory.mktemp("standalone"), port=free_port(), cores=1, memory="2g",
+                                workers=2)
     cluster.start()
-    yield cluster
-    cluster.stop()
+    server = ConnectServer(tmp_path_factory.mktemp("connect"), port=free_port(), master=cluster.master_url,
+                           driver_memory="2g", event_log=True,
+                           conf={"spark.executor.memory": "1g", "spark.sql.shuffle.partitions": "2"})
+    try:
+        server.start()
+        yield cluster, server
+    finally:
+        server.stop()
+        cluster.stop()
 
 
 def run_dag(snapshot: Path, **conf) -> Path:
     """Run the ``segment_balancing`` DAG with ``dag.test()`` on ``snapshot`` (and params ``conf``);
     check every task succeeded and return the published plan directory."""
     from airflow.dag_processing.dagbag import DagBag
-
-    from segment_balancer.planner.stages import APP_NAMES
 
     bag = DagBag(dag_folder=str(REPO / "dags"))
     assert bag.import_errors == {}
@@ -84,36 +94,24 @@ def run_dag(snapshot: Path, **conf) -> Path:
 
 
 @pytest.mark.spark_submit
-def test_segment_balancing_dag_publishes_the_plan_of_the_cli(airflow_home, compaction_planned, standalone_master,
-                                                            monkeypatch):
+def test_segment_balancing_dag_publishes_the_plan_of_the_cli(airflow_home, compaction_planned, monkeypatch):
     """Overwritten, minor-compacted (two generations) and partially compacted data, planned by the
-    DAG on the standalone cluster: the ``used_segments`` task finds the overshadowed and standby
-    segments itself, stage 12 drops exactly the overshadowed replicas whose overshadowing segments
-    are served (1-24 wait for 25, which stage 1 only now loads), and the plan is the CLI's.
+    DAG with one spark-submit per application: the ``used_segments`` task finds the overshadowed and
+    standby segments itself, stage 12 drops exactly the overshadowed replicas whose overshadowing
+    segments are served (1-24 wait for 25, which stage 1 only now loads), and the plan is the CLI's.
 
     With ``simulate_runs`` 2 the ``simulate`` task applies that plan as a cluster would and plans
     once more: 25 is then served, so run 2 drops the 24 replicas that waited for it."""
-    from segment_balancer.spark.standalone import connection_json
-
     monkeypatch.setenv("AIRFLOW__SEGMENT_BALANCER__SPARK_MODE", "spark-submit")
-    monkeypatch.setenv("AIRFLOW_CONN_SPARK_DEFAULT", connection_json(standalone_master.master_url))
     base, cli_summary, cli_ops = compaction_planned
     published = run_dag(base / "snapshot", simulate_runs=2)
     summary = json.loads((published / "summary.json").read_text())
-    # The stages with nothing to schedule are the CLI's, and the DAG did not submit them; every
-    # application it submitted ran on the standalone cluster, none on a local master.
+    # The stages with nothing to schedule are the CLI's, and the DAG did not submit them.
     skipped = {n for n, t in summary["timings_seconds"].items() if t.get("skipped")}
     assert skipped == {n for n, t in cli_summary["timings_seconds"].items() if t.get("skipped")}
     assert {1, 5, 7, 12}.isdisjoint(int(n[5:7]) for n in skipped)
-    ran = standalone_master.completed_apps()
-    assert sorted(ran) == sorted([*(f"segment_balancer.{name}" for name in APP_NAMES if name not in skipped),
-                                  "segment_balancer.tools.simulate"]), ran
-    # each application had an executor on each of the two workers (the workers' directory holds an
-    # application's executors by id)
-    executors = {app.name: {e.name for e in app.iterdir()} for app in (standalone_master.root / "worker").glob("app-*")}
-    assert len(executors) == len(ran) and all(ids == {"0", "1"} for ids in executors.values()), executors
     ops = pd.read_parquet(published / "operations.parquet")
-    # Determinism: one spark-submit per application under Airflow give exactly the plan of the one-session CLI,
+    # Determinism: one spark-submit per application under Airflow gives exactly the plan of the one-session CLI,
     # loads (stage 1), moves off a decommissioning server (stage 5), balancing and drops included.
     pd.testing.assert_frame_equal(ops, cli_ops)
     assert {1, 5, 7, 12} <= set(ops.stage)
@@ -140,11 +138,13 @@ def test_segment_balancing_dag_publishes_the_plan_of_the_cli(airflow_home, compa
 
 @pytest.mark.spark_submit
 def test_segment_balancing_dag_on_spark_connect_publishes_the_same_plan(airflow_home, compaction_planned,
-                                                                      connect_server):
+                                                                      standalone_connect):
     """The default mode: every Spark task of the run is a client of the Connect server, all on the
-    run's one session (``run_session_id``), released by the teardown at the end; the plan and the
-    two-run simulation are the CLI's, as in spark-submit mode. ``airflow dags test`` runs in a child
-    process: a Connect client cannot share its process with this worker's classic session."""
+    run's one session (``run_session_id``), released by the teardown at the end; the server's master
+    is the two-worker standalone cluster, and every application's tasks ran in its executors, both of
+    them busy over the run. The plan and the two-run simulation are the CLI's, as in spark-submit
+    mode. ``airflow dags test`` runs in a child process: a Connect client cannot share its process
+    with this worker's classic session."""
     import re
     import subprocess
 
@@ -153,6 +153,7 @@ def test_segment_balancing_dag_on_spark_connect_publishes_the_same_plan(airflow_
 
     from segment_balancer_airflow.connect import run_session_id
 
+    cluster, connect_server = standalone_connect
     base, cli_summary, cli_ops = compaction_planned
     env = {**os.environ, "AIRFLOW__SEGMENT_BALANCER__SPARK_MODE": "connect",
            "AIRFLOW_CONN_SPARK_CONNECT_DEFAULT": json.dumps(
@@ -177,19 +178,27 @@ def test_segment_balancing_dag_on_spark_connect_publishes_the_same_plan(airflow_
     pd.testing.assert_frame_equal(
         pd.read_parquet(published / "simulation" / "run-001" / "plan" / "operations.parquet"), cli_ops)
 
-    # Every tagged job of the run's applications ran in the run's one session …
+    # Every tagged job of the run's applications ran in the run's one session, its tasks in the
+    # standalone cluster's executors ("0" and "1"), never in the driver …
     session_id = run_session_id("segment_balancing", run_id)
-    sessions, apps = set(), set()
-    for log in (connect_server.root / "events").iterdir():
-        for line in open(log, errors="replace"):
-            if '"SparkListenerJobStart"' not in line:
-                continue
-            tags = json.loads(line)["Properties"].get("spark.job.tags", "")
+    sessions, app_of_stage, executors = set(), {}, {}
+    events = [json.loads(line) for log in (connect_server.root / "events").iterdir()
+              for line in open(log, errors="replace") if '"SparkListenerJobStart"' in line
+              or '"SparkListenerTaskEnd"' in line]
+    for event in events:
+        if event["Event"] == "SparkListenerJobStart":
+            tags = event["Properties"].get("spark.job.tags", "")
             if app := re.search(r"segment_balancer_app_(\w+)", tags):
-                apps.add(app.group(1))
+                app_of_stage.update(dict.fromkeys(event["Stage IDs"], app.group(1)))
                 sessions.update(re.findall(r"Session_([0-9a-f-]{36})", tags))
+    for event in events:
+        if event["Event"] == "SparkListenerTaskEnd" and event["Stage ID"] in app_of_stage:
+            executors.setdefault(app_of_stage[event["Stage ID"]], set()).add(event["Task Info"]["Executor ID"])
     ran = {n for n in APP_NAMES if n not in skipped}
-    assert ran <= apps
+    assert ran <= set(executors), executors
+    assert all(ids <= {"0", "1"} for ids in executors.values()), executors
+    assert set().union(*executors.values()) == {"0", "1"}, executors
+    assert cluster.alive_workers() == 2
     assert session_id in sessions
     # … which the teardown released: the id can no longer be attached to.
     probe = ("import sys; from pyspark.sql import SparkSession as S; "

@@ -42,6 +42,26 @@ def test_an_unreachable_server_is_named_at_once():
     assert time.monotonic() - started < 5
 
 
+def test_conf_settings_reach_the_servers_command_and_a_malformed_one_is_refused(tmp_path, monkeypatch, capsys):
+    """``--conf KEY=VALUE`` (repeatable) becomes the server's ``--conf``, a value may hold ``=``;
+    one without ``=`` is refused in one line with exit code 2 and no server is started."""
+    from segment_balancer.spark import connect_server
+
+    started = []
+    monkeypatch.setattr(ConnectServer, "start", lambda self, timeout=120.0: started.append(self) or self.url)
+    monkeypatch.setattr(ConnectServer, "pid", lambda self: 4242)
+    assert connect_server.main(["start", "--dir", str(tmp_path), "--master", "spark://127.0.0.1:7177",
+                                "--conf", "spark.sql.shuffle.partitions=4", "--conf", "spark.x=a=b"]) == 0
+    [server] = started
+    command = server.command()
+    assert "spark.sql.shuffle.partitions=4" in command and "spark.x=a=b" in command
+    assert command[command.index("spark.sql.shuffle.partitions=4") - 1] == "--conf"
+    with pytest.raises(SystemExit) as exc:
+        connect_server.main(["start", "--dir", str(tmp_path), "--conf", "spark.sql.shuffle.partitions"])
+    assert exc.value.code == 2 and len(started) == 1
+    assert "--conf 'spark.sql.shuffle.partitions': expected KEY=VALUE" in capsys.readouterr().err
+
+
 def test_the_cli_refuses_an_unreachable_remote_with_exit_code_2(tmp_path):
     port = _free_port()
     done = _cli("plan", "--snapshot", str(REPO / "include/segment_balancer/snapshots/druid_sample"),

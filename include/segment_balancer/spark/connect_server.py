@@ -13,7 +13,10 @@ spark-internal``, which :class:`ConnectServer` runs in the background, detached,
 
 - ``--master``: ``$SPARK_MASTER`` or ``local[*]`` (a ``spark://`` standalone master or ``yarn``
   when configured); on a ``local`` master shuffles get one partition per core and adaptive
-  execution is off (:data:`segment_balancer.spark.session.LOCAL_SQL_CONF`);
+  execution is off (:data:`segment_balancer.spark.session.LOCAL_SQL_CONF`); on a cluster master
+  Spark's 200 shuffle partitions hold unless ``--conf spark.sql.shuffle.partitions=N`` says the
+  cluster's cores (the applications spread their Python tasks over that many partitions: 200 on a
+  small cluster cost seconds per shuffle);
 - ``--driver-memory``: ``$SEGMENT_BALANCER_CONNECT_MEMORY`` or :data:`DEFAULT_DRIVER_MEMORY` (on a
   local master the driver runs every task, so this bounds the whole plan);
 - the gRPC port (``--port``, default :data:`DEFAULT_PORT`) bound to ``--host`` (127.0.0.1), the
@@ -26,8 +29,8 @@ spark-internal``, which :class:`ConnectServer` runs in the background, detached,
 Usage::
 
     python -m segment_balancer.spark.connect_server start --dir DIR [--port 15002] [--host 127.0.0.1]
-        [--master local[*]] [--driver-memory 4g] [--ui-port N] [--event-log] [--timeout 120]
-        [--stop-with PID]
+        [--master local[*]] [--driver-memory 4g] [--ui-port N] [--event-log] [--conf KEY=VALUE …]
+        [--timeout 120] [--stop-with PID]
     python -m segment_balancer.spark.connect_server status --dir DIR [--port 15002]
     python -m segment_balancer.spark.connect_server stop --dir DIR
 
@@ -311,12 +314,21 @@ def main(argv=None) -> int:
     parser.add_argument("--driver-memory", default=os.environ.get(MEMORY_ENV, DEFAULT_DRIVER_MEMORY))
     parser.add_argument("--ui-port", type=int, help="the Spark UI's port (default: port + 1)")
     parser.add_argument("--event-log", action="store_true", help="write Spark's event log under DIR/events")
+    parser.add_argument("--conf", action="append", default=[], metavar="KEY=VALUE",
+                        help="a Spark setting of the server (repeatable), e.g. spark.sql.shuffle.partitions=8 "
+                             "on a cluster master (on a local master it is one per core)")
     parser.add_argument("--timeout", type=float, default=120.0, help="seconds to wait for the server to answer")
     parser.add_argument("--stop-with", type=int, metavar="PID", help="with start: stop the server when PID ends")
     parser.add_argument("--pid", type=int, help=argparse.SUPPRESS)  # watch: the process to outlive no longer
     args = parser.parse_args(argv)
+    conf = {}
+    for item in args.conf:
+        key, sep, value = item.partition("=")
+        if not sep or not key.strip():
+            parser.error(f"--conf {item!r}: expected KEY=VALUE")
+        conf[key.strip()] = value
     server = ConnectServer(args.dir.absolute(), args.port, args.host, args.master, args.driver_memory, args.ui_port,
-                           args.event_log)
+                           args.event_log, conf)
     if args.action == "start":
         started = time.monotonic()
         try:
