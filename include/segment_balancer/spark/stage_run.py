@@ -40,7 +40,10 @@ class SparkStageRun(Run):
 
     def callback_drops(self, result: tierpass.PassResult):
         """:func:`.callbacks.callback_drops` over the pass's output (a Spark DataFrame of
-        ``OUT_COLUMNS``, for :meth:`finish`)."""
+        ``OUT_COLUMNS``, for :meth:`finish`); None when the kernels returned no ``over`` row (no
+        callback can come of the pass: the step commits its tasks' files, with no Spark job)."""
+        if not result.extra.get("over"):
+            return None
         return callbacks.callback_drops(result.out)
 
     def unload(self, stage: int) -> None:

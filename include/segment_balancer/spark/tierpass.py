@@ -23,7 +23,8 @@ Source: ALGORITHM.md "Stages"; Druid ``BalanceSegments``/``RunRules`` run tier b
 from __future__ import annotations
 
 import logging
-from dataclasses import dataclass
+from collections import Counter
+from dataclasses import dataclass, field
 
 import pandas as pd
 from pyroaring import BitMap
@@ -41,13 +42,15 @@ log = logging.getLogger(__name__)
 class PassResult:
     """What a pass leaves: ``out_dir`` (the task files of ``OUT_COLUMNS`` rows, relative to the work
     directory), ``out`` (a Spark DataFrame over them), ``topb`` (``{tier: file}`` of the top ``B``
-    the kernels cached) and ``members`` (``{group name: BitMap}`` of the memberships the kernels
-    recorded)."""
+    the kernels cached), ``members`` (``{group name: BitMap}`` of the memberships the kernels
+    recorded) and ``extra`` (``{kind: rows}``: how many extra rows of each kind the kernels
+    returned, e.g. stage 3's ``over``)."""
 
     out: object
     topb: dict[str, str]
     members: dict[str, BitMap]
     out_dir: str = ""
+    extra: dict[str, int] = field(default_factory=dict)
 
 
 def step_dir(stage: int, step: str) -> str:
@@ -115,16 +118,17 @@ def kernel_pass(run: Run, stage: int, step: str, tiers: list[str], body: Body, r
         members: dict[str, BitMap] = {}
         for idx, group in sink.members:
             members.setdefault(group, BitMap()).add(idx)
-        return written, {g: bm.serialize() for g, bm in members.items()}
+        return written, {g: bm.serialize() for g, bm in members.items()}, dict(Counter(r["kind"] for r in extra or ()))
 
     results = run_tasks(run.spark, list(enumerate(tasks)), task)
-    topb, members = {}, {}
-    for written, packed in results:
+    topb, members, extra = {}, {}, Counter()
+    for written, packed, kinds in results:
         topb.update(written)
+        extra.update(kinds)
         for group, data in packed.items():
             members[group] = members.get(group, BitMap()) | BitMap.deserialize(data)
     out = run.spark.read.schema(OUT_SCHEMA).parquet(f"{work}/{pdir}")
-    return PassResult(out, topb, members, pdir)
+    return PassResult(out, topb, members, pdir, dict(extra))
 
 
 def commit_with_drops(run: Run, stage: int, step: str, output, topb: dict[str, str] | None = None,

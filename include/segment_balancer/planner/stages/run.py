@@ -70,7 +70,8 @@ class StageRun(Protocol):
     def callback_drops(self, result: PassResult) -> Any:
         """The stage-3 callbacks: dependent DROPs for the loads of ``result`` where the segment is
         overreplicated in another tier (the kernel's ``over`` rows), decided per segment by
-        :func:`segment_balancer.planner.kernels.callbacks.add_callbacks`; for :meth:`finish`."""
+        :func:`segment_balancer.planner.kernels.callbacks.add_callbacks`; for :meth:`finish`
+        (None when the kernels returned no ``over`` row)."""
 
     def unload(self, stage: int) -> None:
         """Stage 12 over the whole run state, committed: excess replicas by
