@@ -97,3 +97,26 @@ def test_a_callbacks_drop_is_marked_dependent_an_unload_drop_is_not(spark, tmp_p
     assert _replicas(run, "hot") == [("seg0", "h1", True, None, True, True), ("seg0", "h2", True, None, False, False),
                                      ("seg2", "h1", True, None, False, False), ("seg2", "h2", True, None, True, False)]
     assert _replicas(run, "cold") == [("seg0", "c1", False, "loading", False, False)]
+
+
+def test_a_pass_counts_its_extra_rows_and_without_over_rows_no_callbacks_are_planned(spark, tmp_path):
+    """A pass says how many extra rows of each kind its kernels returned; with no ``over`` row (no
+    segment overreplicated in another tier) there are no stage-3 callbacks to decide, so the step
+    commits its tasks' files as they are (no Spark job), and with one there are."""
+    run = Run(spark, write_workdir(tmp_path / "work", TIERS))
+
+    def load(runs, sink):
+        if "hot" in runs:
+            runs["hot"].load(runs["hot"].segment(0), "h2", "loading", "underreplicated", (0, "", 0.0))
+
+    result = kernel_pass(run, 3, "quiet", ["cold", "hot"], load)
+    assert result.extra == {}
+    assert run.callback_drops(result) is None
+
+    def over(runs, sink):
+        return [{"kind": "over", "idx": 1, "tier": tier, "target": 1, "detail": json.dumps({"count": 2, "drop_order": []})}
+                for tier in runs]
+
+    result = kernel_pass(run, 3, "loud", ["cold", "hot"], over)
+    assert result.extra == {"over": 2}
+    assert run.callback_drops(result) is not None
