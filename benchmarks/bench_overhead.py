@@ -161,12 +161,6 @@ def start_cluster(tmp: Path):
     return cluster, time.monotonic() - started
 
 
-def worker_pids(cluster) -> list[int]:
-    """The pids of ``cluster``'s worker JVMs (their trees hold the executors and their Python workers)."""
-    return [p.pid for p in psutil.process_iter(["cmdline"])
-            if "org.apache.spark.deploy.worker.Worker" in " ".join(p.info["cmdline"] or [])
-            and cluster.master_url in (p.info["cmdline"] or [])]
-
 
 def observe(mode: str, tmp: Path, env: dict, server, watch=Watch) -> tuple[Path, Watch]:
     """Where the run's Spark event log goes, and the watch (of class ``watch``) over its processes:
@@ -179,7 +173,7 @@ def observe(mode: str, tmp: Path, env: dict, server, watch=Watch) -> tuple[Path,
     events.mkdir(parents=True)
     event_conf(events, tmp / "conf", CLUSTER_CONF if mode == "cluster" else {})
     env["SPARK_CONF_DIR"] = str(tmp / "conf")
-    return events, watch(worker_pids(server) if mode == "cluster" else [])
+    return events, watch(server.worker_pids() if mode == "cluster" else [])
 
 
 def cli_plan(snapshot: Path, mode: str, tmp: Path, server) -> tuple[Path, Path, dict, list[str]]:

@@ -117,12 +117,31 @@ class StandaloneCluster:
         raise TimeoutError(f"{self.alive_workers()} of {self.workers} workers registered with {self.master_url} "
                            f"after {timeout:.0f} s; see {self.root / 'logs'}")
 
+    def _worker_pid_files(self) -> dict[int, Path]:
+        """``{instance: pid file}`` of the workers started under ``root`` (``spark-daemon.sh`` names
+        a daemon's pid file after its class and instance)."""
+        files = {}
+        for f in (self.root / "pids").glob(f"*{WORKER_CLASS}-*.pid"):
+            instance = f.stem.rsplit("-", 1)[1]
+            if instance.isdigit():
+                files[int(instance)] = f
+        return files
+
+    def worker_pids(self) -> list[int]:
+        """The pids of the worker JVMs started under ``root`` (their process trees hold the
+        executors and their Python workers), by instance; a pid file that cannot be read is left out."""
+        pids = []
+        for _, f in sorted(self._worker_pid_files().items()):
+            try:
+                pids.append(int(f.read_text().strip()))
+            except (OSError, ValueError):
+                continue
+        return pids
+
     def stop(self) -> None:
         """Stop the workers (every one with a pid file under ``root``, however many ``start`` was
         given), then the master (any may already be gone)."""
-        started = {int(f.stem.rsplit("-", 1)[1]) for f in (self.root / "pids").glob(f"*{WORKER_CLASS}-*.pid")
-                   if f.stem.rsplit("-", 1)[1].isdigit()}
-        instances = sorted(started | set(range(1, self.workers + 1)))
+        instances = sorted(set(self._worker_pid_files()) | set(range(1, self.workers + 1)))
         for cls, instance in [*((WORKER_CLASS, i) for i in instances), (MASTER_CLASS, 1)]:
             subprocess.run(["bash", str(spark_home() / "sbin" / "spark-daemon.sh"), "stop", cls, str(instance)],
                            env=self._env(), check=False, stdout=subprocess.DEVNULL)
