@@ -19,7 +19,7 @@ segment and replica files. Nothing is published.
 
 - **resolve_snapshot** picks the snapshot (the `snapshot` param, else the newest under
   `snapshots_root`, of the `cluster` param when set, taken at or before the run's logical date, else
-  its `run_after`), creates a fresh work directory `$SEGMENT_BALANCER_HOME/runs/<run id>/work`,
+  its `run_after`), creates a fresh work directory `$SEGMENT_BALANCER_HOME/runs/<run dir>/work`,
   applies the what-if edits (`whatif_*` params) to a copy of the snapshot there, writes the config
   overrides (`config_overrides` with the typed Coordinator config fields over it), and hands the run
   the balancer state (`balancer_state.json`: the `avgShedder` hit counts) of the newest published
@@ -30,13 +30,13 @@ segment and replica files. Nothing is published.
   to the next one through XCom (large values go to the object-storage XCom backend). A stage with
   nothing to schedule runs no Spark job.
 - **validate_plan** runs the Great Expectations checks; **publish_plan** atomically publishes the
-  plan with its `report.html` to `$SEGMENT_BALANCER_HOME/plans/<run id>` and emits the Asset
+  plan with its `report.html` to `$SEGMENT_BALANCER_HOME/plans/<run dir>` and emits the Asset
   `segment_balancer_plans` (extra: the plan directory and its headline numbers), on which a DAG that
   applies plans can be scheduled. The run's plan shows in the UI under the run's "Plan report" tab;
   every published plan is listed under Browse → "Segment plans".
 - **simulate** (skipped unless the `simulate_runs` param is above 0) asks "where does the cluster
   end?": it applies the published plan as a cluster would, plans again, and so on, `simulate_runs`
-  Coordinator runs in all (the first is this plan), and publishes `plans/<run id>/simulation/`
+  Coordinator runs in all (the first is this plan), and publishes `plans/<run dir>/simulation/`
   (`runs.csv`, one row per run, `report.html` charting the runs, and every run's plan and snapshot;
   see docs/SIMULATION.md).
 - **release_spark_session** (a teardown: it runs whatever became of the run and does not decide its
@@ -101,8 +101,9 @@ def segment_balancing():
         """Atomically publish the validated plan with its report; emit the plans Asset; returns where it went."""
         from segment_balancer.plan.publish import publish_plan as publish
         from segment_balancer_airflow.assets import plan_event_extra
+        from segment_balancer_airflow.resolve import plans_root, segment_balancer_home
 
-        publish(run["plan_dir"], run["publish_dir"])
+        publish(run["plan_dir"], run["publish_dir"], plans_root(segment_balancer_home().resolve()))
         outlet_events[PLANS].extra = plan_event_extra(run["publish_dir"])
         return run["publish_dir"]
 

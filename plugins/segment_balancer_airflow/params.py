@@ -142,7 +142,7 @@ def dag_params(snapshots_root: str) -> dict[str, Param]:
         "simulate_runs": Param(
             0, type="integer", minimum=0, maximum=100, title="Simulated Coordinator runs", section=SIMULATION,
             description="0 = plan only. N = after publishing, apply the plan as the cluster would, plan again, "
-            "N runs in all (the first is this plan); runs.csv under plans/<run id>/simulation."),
+            "N runs in all (the first is this plan); runs.csv under plans/<run dir>/simulation."),
         "simulate_loads_per_run": Param(
             None, type=["null", "integer"], minimum=1, title="Loads per historical per run", section=SIMULATION,
             description="Loads each historical completes per simulated run; empty = all its queue."),

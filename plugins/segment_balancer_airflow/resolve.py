@@ -7,6 +7,7 @@ the plans UI (``ui``) share them.
 
 from __future__ import annotations
 
+import hashlib
 import json
 import os
 import re
@@ -24,12 +25,48 @@ def segment_balancer_home() -> Path:
     return Path(os.environ.get("SEGMENT_BALANCER_HOME", Path(__file__).resolve().parents[2] / "var"))
 
 
+RUN_DIR_PREFIX_CHARS = 80
+"""The longest readable prefix of a run directory name whose run id had to change (:func:`run_dir_name`)."""
+
+
+def run_dir_name(run_id: str) -> str:
+    """The one directory name of DAG run ``run_id`` under ``runs/`` and ``plans/``.
+
+    A run id of only ``[A-Za-z0-9._-]``, not starting with ``.``, without ``..`` and at most
+    :data:`RUN_DIR_PREFIX_CHARS` characters is its own name. Any other (Airflow's own
+    ``manual__2024-07-01T00:00:00+00:00``, ``.``, ``..``, ``a/../b``, a long or non-ASCII id) gets a
+    readable prefix (runs of other characters, and of two or more dots, as ``_``; leading dots
+    dropped; cut to
+    :data:`RUN_DIR_PREFIX_CHARS`; ``run`` when nothing is left) plus ``~`` and the first 12 hex
+    digits of the id's SHA-256. No name is ``.``, ``..``, hidden or holds a ``/``; an unchanged
+    name never holds ``~``, so two run ids share a name only on a 48-bit hash collision.
+    """
+    if _PLAIN_NAME.fullmatch(run_id) and ".." not in run_id and len(run_id) <= RUN_DIR_PREFIX_CHARS:
+        return run_id
+    prefix = re.sub(r"[^A-Za-z0-9._-]+|\.{2,}", "_", run_id).lstrip(".")[:RUN_DIR_PREFIX_CHARS] or "run"
+    return f"{prefix}~{hashlib.sha256(run_id.encode('utf-8', 'surrogatepass')).hexdigest()[:12]}"
+
+
+_PLAIN_NAME = re.compile(r"[A-Za-z0-9_-][A-Za-z0-9._-]*")
+
+
+def plans_root(home: Path) -> Path:
+    """Where the DAG publishes plans: ``home/plans``, each plan a direct child (:func:`run_paths`)."""
+    return home / "plans"
+
+
+def runs_root(home: Path) -> Path:
+    """Where DAG runs work: ``home/runs``, each run's work directory ``<run dir name>/work``."""
+    return home / "runs"
+
+
 def run_paths(home: Path, run_id: str) -> dict[str, Path]:
-    """Where a run keeps its work and publishes: ``work`` (``home/runs/<safe run id>/work``),
-    ``publish_dir`` (``home/plans/<safe run id>``) and ``simulation_dir`` (its ``simulation``)."""
-    safe = re.sub(r"[^A-Za-z0-9._-]+", "_", run_id)
-    return {"work": home / "runs" / safe / "work", "publish_dir": home / "plans" / safe,
-            "simulation_dir": home / "plans" / safe / "simulation"}
+    """Where a run keeps its work and publishes, all under directories named :func:`run_dir_name`:
+    ``work`` (``home/runs/<name>/work``), ``publish_dir`` (``home/plans/<name>``) and
+    ``simulation_dir`` (its ``simulation``)."""
+    name = run_dir_name(run_id)
+    return {"work": runs_root(home) / name / "work", "publish_dir": plans_root(home) / name,
+            "simulation_dir": plans_root(home) / name / "simulation"}
 
 
 def resolve_run(params: dict, run_id: str, when: datetime, home: Path) -> dict[str, str]:

@@ -42,7 +42,7 @@ from fastapi import Depends, FastAPI, Query
 from fastapi.responses import FileResponse, HTMLResponse, JSONResponse, Response
 from jinja2 import Environment, FileSystemLoader, StrictUndefined
 from segment_balancer.plan.history import plan_history, signed_change
-from segment_balancer_airflow.resolve import run_paths, segment_balancer_home
+from segment_balancer_airflow.resolve import plans_root, run_paths, segment_balancer_home
 
 URL_PREFIX = "/segment-balancer"
 """Where the plugin mounts :data:`app`; also the path the browser sees, as ``[api] base_url`` has
@@ -95,7 +95,7 @@ def _not_found(title: str, *message: str) -> HTMLResponse:
 
 
 def _plans_root() -> Path:
-    return segment_balancer_home() / "plans"
+    return plans_root(segment_balancer_home())
 
 
 def plan_dir(name: str) -> Path | None:

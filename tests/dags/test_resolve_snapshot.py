@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import hashlib
 import json
 import shutil
 from datetime import datetime, timezone
@@ -68,7 +69,8 @@ def test_param_wins_and_names_resolve_under_the_root(resolve, root, monkeypatch,
 def test_fresh_work_dir_config_and_paths(resolve, root, monkeypatch, tmp_path):
     first = _call(resolve, root, monkeypatch, tmp_path, overrides={"maxSegmentsInNodeLoadingQueue": 7})
     home = tmp_path / "home"
-    safe = "manual__2024-07-01T00_00_00_00_00"
+    # Airflow's own run id has ':' and '+': a readable prefix, '~' and 12 hex digits of its SHA-256
+    safe = "manual__2024-07-01T00_00_00_00_00~" + hashlib.sha256(b"manual__2024-07-01T00:00:00+00:00").hexdigest()[:12]
     assert first["work"] == str(home / "runs" / safe / "work")
     assert first["plan_dir"] == str(home / "runs" / safe / "work" / "plan")
     assert first["publish_dir"] == str(home / "plans" / safe)
@@ -167,3 +169,68 @@ def test_a_run_is_handed_the_state_of_the_plan_of_the_snapshot_before_its_own(re
 def test_a_plan_without_a_state_hands_none(resolve, root, monkeypatch, tmp_path):
     _published(tmp_path / "home" / "plans", "before", "druid", "2024-05-01T00:00:00.000Z", state=False)
     assert _call(resolve, root, monkeypatch, tmp_path, snapshot="new")["balancer_state"] == ""
+
+
+ODD_RUN_IDS = [".", "..", "...", "a/../b", "a..b", ".hidden", "x" * 250, "été ☃", "manual__2024-07-01T00:00:00+00:00",
+               "manual__2024-07-01T00_00_00_00_00", "backfill_1"]
+
+
+def _validated_plan(path: Path, cluster: str) -> Path:
+    from plan_summaries import summary
+    from segment_balancer.plan.publish import plan_fingerprint
+
+    path.mkdir(parents=True)
+    (path / "operations.parquet").write_bytes(b"ops")
+    (path / "summary.json").write_text(json.dumps(summary(cluster=cluster)))
+    (path / "validation.json").write_text(json.dumps({"success": True, "checks": [],
+                                                       "plan_files": plan_fingerprint(path)}))
+    return path
+
+
+def test_no_run_id_names_anything_but_its_own_directories(resolve, root, monkeypatch, tmp_path):
+    """Run ids the trigger form and the REST API accept (``.`` and ``..`` by Airflow's default
+    ``allowed_run_id_pattern``) and worse: each run works and publishes in a directory of its own,
+    right under ``runs/`` and ``plans/``, none shared, and what was there before stays."""
+    home = tmp_path / "home"
+    _published(home / "plans", "history", "druid", "2024-05-01T00:00:00.000Z")
+    (home / "work").mkdir()
+    (home / "work" / "keep").write_text("x")
+    before = sorted(str(p.relative_to(home)) for p in home.rglob("*"))
+    runs = {run_id: _call(resolve, root, monkeypatch, tmp_path, run_id=run_id) for run_id in ODD_RUN_IDS}
+    names = set()
+    for run_id, run in runs.items():
+        work, publish = Path(run["work"]), Path(run["publish_dir"])
+        assert work.parent.parent == (home / "runs").resolve() and work.name == "work", run_id
+        assert publish.parent == (home / "plans").resolve() and work.parent.name == publish.name, run_id
+        assert not publish.name.startswith(".") and ".." not in publish.name and len(publish.name) <= 93, run_id
+        assert Path(run["simulation_dir"]) == publish / "simulation"
+        names.add(publish.name)
+    assert len(names) == len(ODD_RUN_IDS)
+    assert runs["backfill_1"]["publish_dir"].endswith("/plans/backfill_1")  # a plain run id is its own name
+    after = sorted(str(p.relative_to(home)) for p in home.rglob("*") if not str(p.relative_to(home)).startswith("runs"))
+    assert after == [p for p in before if not p.startswith("runs")]
+
+
+@pytest.mark.parametrize("run_id", [".", ".."])
+def test_the_publish_task_keeps_the_plans_history(resolve, root, monkeypatch, tmp_path, run_id):
+    """The DAG's own resolve_snapshot and publish_plan with run id ``.`` and ``..``: the plan goes to
+    its own directory and every earlier plan stays; a publish_dir pointing at the plans root or its
+    parent (a run dict from elsewhere) is refused by the task and removes nothing."""
+    from airflow.dag_processing.dagbag import DagBag
+    from segment_balancer.plan.publish import PublishError
+    from segment_balancer_airflow.assets import PLANS
+
+    publish = DagBag(dag_folder=str(REPO / "dags")).dags["segment_balancing"].get_task("publish_plan").python_callable
+    home = tmp_path / "home"
+    _published(home / "plans", "history", "druid", "2024-05-01T00:00:00.000Z")
+    run = _call(resolve, root, monkeypatch, tmp_path, run_id=run_id)
+    _validated_plan(Path(run["plan_dir"]), "druid")
+    events = {PLANS: SimpleNamespace(extra=None)}
+    assert publish(run=run, outlet_events=events) == run["publish_dir"]
+    plans = home / "plans"
+    assert sorted(p.name for p in plans.iterdir()) == sorted(["LATEST", "history", Path(run["publish_dir"]).name])
+    assert (plans / "history" / "summary.json").is_file() and events[PLANS].extra["cluster"] == "druid"
+    for escaping in (str(plans.resolve()), str(plans.resolve() / ".."), str(plans.resolve() / ".")):
+        with pytest.raises(PublishError, match="right under the plans root"):
+            publish(run={**run, "publish_dir": escaping}, outlet_events=events)
+    assert (plans / "history" / "summary.json").is_file() and (home / "runs").is_dir()

@@ -149,3 +149,33 @@ def test_a_plan_whose_report_cannot_be_made_is_not_published(tmp_path):
         publish_plan(plan, dest)
     assert snapshot(dest) == before
     assert sorted(p.name for p in dest.parent.iterdir()) == ["LATEST", "current"]
+
+
+@pytest.mark.parametrize("name", [".", "..", ".hidden", "a/..", "a/b"])
+def test_refuses_a_destination_that_is_not_a_plan_of_the_plans_root(tmp_path, name):
+    """A destination that names the plans root itself, its parent, a hidden or a nested directory
+    is refused before anything is written: the plans published there stay as they were."""
+    root = tmp_path / "home" / "plans"
+    publish_plan(make_plan(tmp_path / "a", b"kept"), root / "kept", plans_root=root)
+    (root / "a").mkdir(exist_ok=True)
+    before = snapshot(tmp_path / "home")
+    with pytest.raises(PublishError, match="right under the plans root"):
+        publish_plan(make_plan(tmp_path / "b", b"new"), f"{root}/{name}", plans_root=root)
+    assert snapshot(tmp_path / "home") == before
+
+
+def test_refuses_a_symbolic_link_out_of_the_plans_root(tmp_path):
+    root, elsewhere = tmp_path / "plans", tmp_path / "elsewhere"
+    root.mkdir()
+    elsewhere.mkdir()
+    (root / "run").symlink_to(elsewhere)
+    with pytest.raises(PublishError, match="right under the plans root"):
+        publish_plan(make_plan(tmp_path / "p", b"x"), root / "run", plans_root=root)
+    assert list(elsewhere.iterdir()) == []
+
+
+def test_without_a_plans_root_the_parent_of_the_destination_is_it(tmp_path):
+    publish_plan(make_plan(tmp_path / "p", b"x"), tmp_path / "out" / "plan")
+    with pytest.raises(PublishError, match="right under the plans root"):
+        publish_plan(make_plan(tmp_path / "q", b"y"), tmp_path / "out" / "plan" / "..")
+    assert (tmp_path / "out" / "LATEST").read_text() == "plan\n"

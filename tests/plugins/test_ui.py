@@ -45,11 +45,13 @@ import pytest
 from fastapi.testclient import TestClient
 from segment_balancer_airflow import ui
 
-P1 = "scheduled__2026-11-20T10_00_00_00_00"
-P2 = "scheduled__2026-11-21T10_00_00_00_00"
+P1 = "scheduled__2026-11-20T10_00_00_00_00~aaa29d879116"
+P2 = "scheduled__2026-11-21T10_00_00_00_00~40109394391a"
 WHATIF = "manual__2026-11-22T09_30_00_00_00"
-P3 = "scheduled__2026-11-22T10_00_00_00_00"
-P3_RUN = "scheduled__2026-11-22T10:00:00+00:00"  # run_paths: each run of [^A-Za-z0-9._-] becomes "_"
+P3_RUN = "scheduled__2026-11-22T10:00:00+00:00"
+# run_dir_name: each run of [^A-Za-z0-9._-] becomes "_", then "~" and the first 12 hex digits of
+# `printf '%s' scheduled__2026-11-22T10:00:00+00:00 | sha256sum`
+P3 = "scheduled__2026-11-22T10_00_00_00_00~3cebb96b6392"
 S1 = "staging-2026-11-21"
 S = "wiki_2026-01-01T00:00:00.000Z_2026-01-02T00:00:00.000Z_2026-01-03T00:00:00.000Z"
 T = "wiki_2026-01-02T00:00:00.000Z_2026-01-03T00:00:00.000Z_2026-01-03T00:00:00.000Z"
@@ -286,7 +288,7 @@ def test_a_run_without_a_published_plan_says_so(home, client):
     page = client.get(f"/runs/{quote(run_id, safe='')}")
     assert page.status_code == 404 and page.headers["content-type"].startswith("text/html")
     assert (f"DAG run {run_id} has no published plan: there is nothing at "
-            f"{home / 'plans' / 'manual__2026-11-23T08_00_00_00_00'}.") in text(page.text)
+            f"{home / 'plans' / 'manual__2026-11-23T08_00_00_00_00~9179d41724e7'}.") in text(page.text)  # sha256sum
     # a plan published without a report; run ids that sanitise to no plan directory at all
     assert "has no report.html" in text(client.get(f"/runs/{S1}").text)
     assert client.get("/runs/..").status_code == 404

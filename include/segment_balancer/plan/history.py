@@ -2,7 +2,7 @@
 and what changed since the previous plan of the same cluster (issue 11, "the plans page").
 
 A published plan is a directory ``<plans root>/<name>/`` holding ``summary.json`` (the DAG's
-``$SEGMENT_BALANCER_HOME/plans/<run id>/``, or any ``--out`` of the CLI under one root). Hidden
+``$SEGMENT_BALANCER_HOME/plans/<run dir>/``, or any ``--out`` of the CLI under one root). Hidden
 directories (a publish under way), files (``LATEST``) and directories without ``summary.json`` are
 not plans. The plans are ordered by the time of their snapshot, then by publish time (the mtime of
 ``summary.json``): a backfill replays old snapshots, and its plans take their place in history.
@@ -59,7 +59,7 @@ def headline(summary: dict) -> dict:
 class PlanEntry:
     """One published plan of the history.
 
-    ``name``: its directory name (the DAG's sanitised run id); ``path``: the directory;
+    ``name``: its directory name (the DAG's ``resolve.run_dir_name``); ``path``: the directory;
     ``cluster``, ``snapshot_id``; ``snapshot_time`` and ``published_at``: ISO-8601 UTC strings;
     ``whatif``: the plan has what-if edits; ``valid``: ``validation.json`` says success;
     ``has_report`` / ``has_simulation``: ``report.html`` / ``simulation/report.html`` are there;

@@ -114,8 +114,23 @@ def _write_latest(parent: Path, name: str) -> None:
         raise
 
 
-def publish_plan(plan_dir: str | Path, dest_dir: str | Path) -> Path:
+def _check_destination(dest: Path, plans_root: Path | None) -> None:
+    """Raise ``PublishError`` unless ``dest`` is a non-hidden direct child of ``plans_root`` (of
+    ``dest``'s own parent when None), as written and once resolved."""
+    root = plans_root if plans_root is not None else dest.parent
+    name = dest.name
+    if (name in ("", ".", "..") or name.startswith(".") or os.path.abspath(dest.parent) != os.path.abspath(root)
+            or dest.resolve().parent != root.resolve()):
+        raise PublishError(f"cannot publish to {dest}: a plan is published as a non-hidden directory right "
+                           f"under the plans root {root}")
+
+
+def publish_plan(plan_dir: str | Path, dest_dir: str | Path, plans_root: str | Path | None = None) -> Path:
     """Publish the validated plan in ``plan_dir`` as ``dest_dir``; return ``dest_dir``.
+
+    ``dest_dir`` must be a plan's own directory: a non-hidden direct child of ``plans_root`` when
+    given (the DAG's ``plans/``), of its own parent otherwise, also once resolved; so ``plans/.``,
+    ``plans/..`` or a symbolic link out of the root is refused before anything is written.
 
     Requires ``plan_dir/validation.json`` with ``"success": true`` (and, when it records
     ``plan_files``, unchanged plan files). Every file of ``plan_dir`` except dotfiles is copied
@@ -126,6 +141,7 @@ def publish_plan(plan_dir: str | Path, dest_dir: str | Path) -> Path:
     ``PublishError``; on any failure the previously
     published ``dest_dir`` is left as it was and temporaries are removed.
     """
+    _check_destination(Path(dest_dir), Path(plans_root) if plans_root is not None else None)
     plan_dir, dest = Path(plan_dir).resolve(), Path(dest_dir).resolve()
     if not plan_dir.is_dir():
         raise PublishError(f"{plan_dir}: not a directory")
