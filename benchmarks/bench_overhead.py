@@ -68,7 +68,7 @@ class Watch:
     PSS_EVERY = 2.0
     """Seconds between PSS samples: reading a JVM's memory map stalls it, so far less often than RSS."""
 
-    def __init__(self, extra_pids: list[int] | None = None):
+    def __init__(self, extra_pids: list[int] | None = None, var: Path | None = None):
         self.extra = [psutil.Process(p) for p in extra_pids or []]
         self.peak, self.peak_pss, self.jvms, self.pss_at = 0, 0, set(), 0.0
 
@@ -254,7 +254,10 @@ def run_cli(snapshot: Path, mode: str, tmp: Path, server, timeout: float, watch_
             "ops": json.loads((out / "summary.json").read_text())["operations"], "work": work, "watch": watch}
 
 
-def run_dag(snapshot: Path, mode: str, tmp: Path, server, timeout: float) -> dict:
+def run_dag(snapshot: Path, mode: str, tmp: Path, server, timeout: float, watch_class=Watch) -> dict:
+    """One ``airflow dags test segment_balancing`` in a fresh Airflow home ``tmp/var``, watched by a
+    ``watch_class`` (called with the extra pids to watch and ``var=``): its wall, the DAG run's wall,
+    peak memory, JVMs, Spark jobs and seconds per task, operations (and ``watch``)."""
     tmp.mkdir(parents=True, exist_ok=True)
     var = tmp / "var"
     shutil.rmtree(var, ignore_errors=True)
@@ -268,7 +271,7 @@ def run_dag(snapshot: Path, mode: str, tmp: Path, server, timeout: float) -> dic
     if mode == "connect":
         env["AIRFLOW_CONN_SPARK_CONNECT_DEFAULT"] = json.dumps(
             {"conn_type": "spark_connect", "host": "sc://127.0.0.1", "port": server.port})
-    events, watch = observe(mode, tmp, env, server)
+    events, watch = observe(mode, tmp, env, server, lambda pids: watch_class(pids, var=var))
     since = int(time.time() * 1000)
     cmd = [str(Path(sys.executable).parent / "airflow"), "dags", "test", "segment_balancing", "--conf",
            json.dumps({"snapshot": str(snapshot)})]
@@ -285,7 +288,7 @@ def run_dag(snapshot: Path, mode: str, tmp: Path, server, timeout: float) -> dic
     latest = (var / "plans" / "LATEST").read_text().strip()
     return {"wall": wall, "run": parse(end) - parse(start), "peak": watch.peak, "pss": watch.peak_pss, "jvms": len(watch.jvms),
             "jobs": jobs_per_app(events, since), "apps": {t: parse(e) - parse(s) for t, (s, e) in tasks.items()},
-            "ops": json.loads((var / "plans" / latest / "summary.json").read_text())["operations"]}
+            "ops": json.loads((var / "plans" / latest / "summary.json").read_text())["operations"], "watch": watch}
 
 
 def print_tables(kind: str, results: list[tuple[str, dict]]) -> None:
