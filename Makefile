@@ -158,6 +158,7 @@ airflow: export SEGMENT_BALANCER_SNAPSHOTS := $(VAR_ABS)/snapshots
 airflow: airflow-port airflow-home
 	@mkdir -p $(VAR_ABS)/snapshots
 	@for snap in $(SNAPSHOTS)/*/; do \
+	  [[ -d $$snap ]] || continue; \
 	  name=$$(basename $$snap); [[ -e $(VAR_ABS)/snapshots/$$name ]] || ln -s $${snap%/} $(VAR_ABS)/snapshots/$$name; \
 	done
 	@$(with_connect_server); \

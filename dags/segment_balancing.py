@@ -9,7 +9,7 @@ Runs daily, and each time `druid_snapshot_capture` lands a new snapshot (the Ass
 `segment_balancer_snapshots`).
 
 ```
-resolve_snapshot ─▶ used_segments ─▶ prepare ─▶ stage01 … stage13 ─▶ assemble ─▶ validate_plan ─▶ publish_plan ─▶ simulate ─▶ release_spark_session
+resolve_snapshot ─▶ used_segments ─▶ prepare ─▶ stage01 … stage13 ─▶ assemble ─▶ validate_plan ─▶ publish_plan ─▶ simulate ─▶ remove_work ─▶ release_spark_session
 ```
 
 A bad snapshot, override or what-if edit fails its task at once, without a retry, with one line
@@ -39,6 +39,10 @@ segment and replica files. Nothing is published.
   Coordinator runs in all (the first is this plan), and publishes `plans/<run dir>/simulation/`
   (`runs.csv`, one row per run, `report.html` charting the runs, and every run's plan and snapshot;
   see docs/SIMULATION.md).
+- **remove_work** (once the plan is published and simulated; not after a failure, which keeps them
+  for diagnosis) removes the run's directory `runs/<run dir>/` and the XComs of its stage tasks
+  (their objects in object storage with them). The `segment_balancer_retention` DAG removes what
+  failed runs left, old plans and old task logs (`[segment_balancer] retention_*`).
 - **release_spark_session** (a teardown: it runs whatever became of the run and does not decide its
   state) releases the run's Spark Connect session on the server.
 
@@ -50,7 +54,7 @@ from __future__ import annotations
 
 from datetime import datetime, timedelta, timezone
 
-from airflow.sdk import chain, dag, task, teardown
+from airflow.sdk import TriggerRule, chain, dag, task, teardown
 from airflow.timetables.assets import AssetOrTimeSchedule
 from airflow.timetables.trigger import CronTriggerTimetable
 from segment_balancer.planner.stages import APP_NAMES
@@ -86,7 +90,7 @@ def segment_balancing():
         from segment_balancer_airflow.resolve import resolve_run, segment_balancer_home
 
         with refusing_bad_input():  # bad input: one line in the log, no retry
-            return resolve_run(params, run_id, logical_date or dag_run.run_after, segment_balancer_home())
+            return resolve_run(params, run_id, logical_date or dag_run.run_after, segment_balancer_home(), dag_run.dag_id)
 
     @task
     def validate_plan(run: dict) -> dict:
@@ -106,6 +110,18 @@ def segment_balancing():
         publish(run["plan_dir"], run["publish_dir"], plans_root(segment_balancer_home().resolve()))
         outlet_events[PLANS].extra = plan_event_extra(run["publish_dir"])
         return run["publish_dir"]
+
+    @task(trigger_rule=TriggerRule.NONE_FAILED)  # simulate is skipped unless simulate_runs > 0
+    def remove_work(run: dict, dag_run=None) -> dict:
+        """Remove the run's work directory and its stage XComs once its plan is published."""
+        from pathlib import Path
+
+        from segment_balancer_airflow.resolve import runs_root, segment_balancer_home
+        from segment_balancer_airflow.retention import remove_run
+
+        removed = remove_run(Path(run["work"]).parent, runs_root(segment_balancer_home().resolve()), dag_run.dag_id,
+                             dag_run.run_id, APP_NAMES)
+        return {"removed": removed.path, "bytes": removed.bytes}
 
     @teardown
     def release_spark_session(dag=None, run_id=None) -> str:
@@ -138,7 +154,7 @@ def segment_balancing():
         out=RUN.format("simulation_dir"),
         config_file=RUN.format("config_file"),
     )
-    chain(run, *stages, validated, publish_plan(run), simulate, release_spark_session())
+    chain(run, *stages, validated, publish_plan(run), simulate, remove_work(run), release_spark_session())
 
 
 segment_balancing()

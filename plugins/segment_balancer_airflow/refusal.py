@@ -10,7 +10,9 @@ traceback sends the user into the code instead of into the file. A task that fin
 - :data:`RETRY_POLICY` (the DAG's ``default_args``) fails the task at once on it, whatever its
   ``retries``, with the reason shown beside the attempt.
 
-Anything else a task raises (a Spark server gone, a full disk) keeps Airflow's usual handling: the
+A run that would not fit on the disk (``disk.NotEnoughRoom``, found by ``resolve_snapshot`` before
+anything is written) is refused the same way, as :class:`NoRoom`. Anything else a task raises (a
+Spark server gone, a disk filled by something else meanwhile) keeps Airflow's usual handling: the
 traceback, and the retries.
 """
 
@@ -37,10 +39,21 @@ class InputRefused(SystemExit):
         self.message = message
 
 
-#: Fail at once, with no retry, on :class:`InputRefused`; the usual retries for anything else.
-RETRY_POLICY = ExceptionRetryPolicy(rules=[RetryRule(
-    exception=f"{__name__}.InputRefused", action=RetryAction.FAIL,
-    reason="bad input: a retry would be refused the same way; mend the input and trigger again")])
+class NoRoom(SystemExit):
+    """A run refused before it starts for want of disk space; ``code`` is ``no room: `` and the one
+    line of ``disk.NotEnoughRoom``."""
+
+    def __init__(self, message: str) -> None:
+        super().__init__("no room: " + message)
+        self.message = message
+
+
+#: Fail at once, with no retry, on :class:`InputRefused` and :class:`NoRoom`; the usual retries for anything else.
+RETRY_POLICY = ExceptionRetryPolicy(rules=[
+    RetryRule(exception=f"{__name__}.InputRefused", action=RetryAction.FAIL,
+              reason="bad input: a retry would be refused the same way; mend the input and trigger again"),
+    RetryRule(exception=f"{__name__}.NoRoom", action=RetryAction.FAIL,
+              reason="not enough free disk for the run: free some and trigger again")])
 
 
 def bad_input_types() -> tuple[type[BaseException], ...]:
@@ -54,9 +67,15 @@ def bad_input_types() -> tuple[type[BaseException], ...]:
 
 @contextmanager
 def refusing_bad_input() -> Iterator[None]:
-    """Turn bad input raised inside the block into :class:`InputRefused` (logged as an error first)."""
+    """Turn bad input raised inside the block into :class:`InputRefused`, and ``disk.NotEnoughRoom``
+    into :class:`NoRoom` (each logged as an error first)."""
+    from segment_balancer_airflow.disk import NotEnoughRoom
+
     try:
         yield
+    except NotEnoughRoom as exc:
+        log.error("no room: %s", exc)
+        raise NoRoom(str(exc)) from None
     except bad_input_types() as exc:
         message = str(exc)
         log.error("%s%s", PREFIX, message)

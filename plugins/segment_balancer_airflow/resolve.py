@@ -15,8 +15,14 @@ import shutil
 from datetime import datetime
 from pathlib import Path
 
+from segment_balancer_airflow.disk import check_room
 from segment_balancer_airflow.params import config_overrides, what_if
+from segment_balancer_airflow.retention import write_run_marker
 from segment_balancer_airflow.snapshots import NoSnapshotError, pick_snapshot
+
+
+DAG_ID = "segment_balancing"
+"""The DAG whose runs work under ``runs/`` and publish under ``plans/``."""
 
 
 def segment_balancer_home() -> Path:
@@ -69,7 +75,7 @@ def run_paths(home: Path, run_id: str) -> dict[str, Path]:
             "simulation_dir": plans_root(home) / name / "simulation"}
 
 
-def resolve_run(params: dict, run_id: str, when: datetime, home: Path) -> dict[str, str]:
+def resolve_run(params: dict, run_id: str, when: datetime, home: Path, dag_id: str = DAG_ID) -> dict[str, str]:
     """Pick the snapshot, create a fresh work directory, apply the what-if edits, write the config overrides.
 
     The snapshot: the ``snapshot`` param (a directory, or a name under ``snapshots_root``), else the
@@ -80,13 +86,16 @@ def resolve_run(params: dict, run_id: str, when: datetime, home: Path) -> dict[s
 
     The balancer state of the plan this run follows is handed to it (:func:`previous_balancer_state`).
 
+    The run directory (``work``'s parent) records ``dag_id`` and ``run_id`` (``retention.RUN_MARKER``).
+
     Returns the XCom the stage operators read: ``snapshot`` (what the run plans on), ``work``,
     ``config_file``, ``plan_dir``, ``publish_dir``, ``simulation_dir``, ``balancer_state`` (the
     state handed on, "" for none) (str paths).
     Raises ``NoSnapshotError`` (no snapshot there, none old enough), ``SnapshotError`` (a small
     file of the snapshot or an override refused: ``spark.prepare.load_small_inputs``), ``WhatIfError``
     (edits naming no historical of the snapshot, malformed), ``ValueError`` (config_overrides no
-    object), all before any work directory is made and any stage runs. The DAG's task turns them
+    object), ``disk.NotEnoughRoom`` (the run's estimated bytes, with its simulated runs, are more than
+    ``home``'s file system has free), all before any work directory is made and any stage runs. The DAG's task turns them
     into ``refusal.InputRefused``.
     """
     root = Path(params["snapshots_root"]).expanduser()
@@ -105,10 +114,12 @@ def resolve_run(params: dict, run_id: str, when: datetime, home: Path) -> dict[s
 
     meta = load_small_inputs(snapshot, overrides, "param config_overrides")[-1]
 
+    check_room(home, snapshot, int(params.get("simulate_runs") or 0))
     paths = run_paths(home.resolve(), run_id)
     work = paths["work"]
     shutil.rmtree(work, ignore_errors=True)  # re-running a run starts clean
     work.mkdir(parents=True)
+    write_run_marker(work.parent, dag_id, run_id)
     from segment_balancer.tools.whatif import apply_to_run
 
     planned, overrides = apply_to_run(snapshot.resolve(), work, edits, overrides)

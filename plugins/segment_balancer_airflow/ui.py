@@ -42,12 +42,11 @@ from fastapi import Depends, FastAPI, Query
 from fastapi.responses import FileResponse, HTMLResponse, JSONResponse, Response
 from jinja2 import Environment, FileSystemLoader, StrictUndefined
 from segment_balancer.plan.history import plan_history, signed_change
-from segment_balancer_airflow.resolve import plans_root, run_paths, segment_balancer_home
+from segment_balancer_airflow.resolve import DAG_ID, plans_root, run_paths, segment_balancer_home
 
 URL_PREFIX = "/segment-balancer"
 """Where the plugin mounts :data:`app`; also the path the browser sees, as ``[api] base_url`` has
 no sub-path."""
-DAG_ID = "segment_balancing"
 REPORT = "report.html"
 
 AUTHORIZED = requires_access_dag(method="GET", access_entity=DagAccessEntity.RUN, param_dag_id=DAG_ID)

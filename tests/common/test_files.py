@@ -38,3 +38,23 @@ def test_replace_dir_is_whole_or_nothing(tmp_path):
     assert sorted(p.name for p in dest.parent.iterdir()) == ["simulation"]  # no temporaries left
     replace_dir(dest, lambda tmp: (tmp / "runs.csv").write_text("run\n2\n"))
     assert sorted(p.name for p in dest.iterdir()) == ["runs.csv"] and "2" in (dest / "runs.csv").read_text()
+
+
+def test_remove_dir_goes_whole_and_counts_its_bytes(tmp_path):
+    from segment_balancer.common.files import is_leftover, remove_dir, tree_bytes
+
+    d = tmp_path / "plan"
+    (d / "sub").mkdir(parents=True)
+    (d / "a").write_bytes(b"x" * 10)
+    (d / "sub" / "b").write_bytes(b"y" * 32)
+    (d / "link").symlink_to(tmp_path / "elsewhere-not-followed")
+    assert tree_bytes(d) == 42 + len(str(tmp_path / "elsewhere-not-followed"))  # a link counts as itself
+    assert tree_bytes(d / "a") == 10 and tree_bytes(tmp_path / "missing") == 0
+    assert remove_dir(d) == 42 + len(str(tmp_path / "elsewhere-not-followed"))
+    assert list(tmp_path.iterdir()) == []
+    d.mkdir()
+    (d / "a").write_bytes(b"x" * 7)
+    assert remove_dir(d) == 7
+    for name, leftover in ((".plan.tmp-0123abcd", True), (".plan.old-0123456789ab", True), ("plan", False),
+                           (".plan", False), (".plan.tmp-xyz", False)):
+        assert is_leftover(tmp_path / name) is leftover, name

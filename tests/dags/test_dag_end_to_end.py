@@ -71,15 +71,26 @@ def run_dag(snapshot: Path, **conf) -> Path:
     states = {ti.task_id: ti.state for ti in run.get_task_instances()}
     assert run.state == "success", states
     assert set(states) == {"resolve_snapshot", *APP_NAMES, "validate_plan", "publish_plan", "simulate",
-                           "release_spark_session"}
+                           "remove_work", "release_spark_session"}
     assert set(states.values()) == {"success"}
+    # published: remove_work removed the run's directory and its stage XComs, objects in storage too
+    from airflow.models.xcom import XComModel
+    from airflow.utils.session import create_session
+    from segment_balancer_airflow.resolve import run_dir_name
+
+    home = Path(os.environ["SEGMENT_BALANCER_HOME"])
+    assert not (home / "runs" / run_dir_name(run.run_id)).exists() and (home / "runs").is_dir()
+    with create_session() as session:
+        left = {x.task_id for x in session.query(XComModel).filter(XComModel.run_id == run.run_id)}
+    assert left.isdisjoint(APP_NAMES) and "resolve_snapshot" in left
+    stored = Path(os.environ["AIRFLOW_HOME"]) / "xcom" / "segment_balancing" / run.run_id
+    assert not [p for p in stored.rglob("*") if p.is_file()]
     plans = Path(os.environ["SEGMENT_BALANCER_HOME"]) / "plans"
     published = plans / (plans / "LATEST").read_text().strip()
     assert json.loads((published / "validation.json").read_text())["success"] is True
     assert (published / "report.html").is_file()
     # publish_plan emitted the plans Asset, its extra naming the plan and its headline numbers
     from airflow.models.asset import AssetEvent, AssetModel
-    from airflow.utils.session import create_session
 
     with create_session() as session:
         events = (session.query(AssetEvent, AssetModel).filter(AssetEvent.asset_id == AssetModel.id)

@@ -31,9 +31,10 @@ EXPECTED = [
     "validate_plan",
     "publish_plan",
     "simulate",
+    "remove_work",
     "release_spark_session",
 ]
-APPS = EXPECTED[1:-4]  # used_segments … assemble
+APPS = EXPECTED[1:-5]  # used_segments … assemble
 
 
 @pytest.fixture(scope="module")
@@ -79,7 +80,22 @@ def test_the_session_is_released_by_a_teardown(dag):
     release = dag.get_task("release_spark_session")
     assert release.is_teardown
     assert release.trigger_rule == "all_done_setup_success"
-    assert release.upstream_task_ids == {"simulate"}
+    assert release.upstream_task_ids == {"remove_work"}
+
+
+def test_work_is_removed_only_once_published(dag):
+    """remove_work runs after publish and simulate (skipped unless simulate_runs > 0), and not
+    after a failure upstream, which keeps the work directory for diagnosis."""
+    remove = dag.get_task("remove_work")
+    assert remove.upstream_task_ids == {"resolve_snapshot", "simulate"} and remove.trigger_rule == "none_failed"
+    assert "publish_plan" in dag.get_task("simulate").upstream_task_ids
+
+
+def test_the_retention_dag_runs_hourly_from_the_start(dagbag):
+    retention = dagbag.dags["segment_balancer_retention"]
+    assert sorted(retention.task_ids) == ["remove_old_logs", "remove_old_plans", "remove_old_runs"]
+    assert retention.is_paused_upon_creation is False and retention.catchup is False
+    assert retention.schedule == "@hourly"
 
 
 @pytest.mark.parametrize("mode", ["connect", "spark-submit"])

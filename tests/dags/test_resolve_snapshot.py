@@ -49,7 +49,7 @@ def _call(resolve, root, monkeypatch, tmp_path, snapshot=None, overrides=None, l
     defaults = dict(DagBag(dag_folder=str(REPO / "dags")).dags["segment_balancing"].params.dump())
     params = {**defaults, "snapshot": snapshot, "snapshots_root": str(root), "config_overrides": overrides, **params}
     return resolve(params=params, run_id=run_id, logical_date=logical_date,
-                   dag_run=SimpleNamespace(run_after=run_after))
+                   dag_run=SimpleNamespace(run_after=run_after, dag_id="segment_balancing"))
 
 
 def test_by_date_then_run_after(resolve, root, monkeypatch, tmp_path):
@@ -204,6 +204,8 @@ def test_no_run_id_names_anything_but_its_own_directories(resolve, root, monkeyp
         assert publish.parent == (home / "plans").resolve() and work.parent.name == publish.name, run_id
         assert not publish.name.startswith(".") and ".." not in publish.name and len(publish.name) <= 93, run_id
         assert Path(run["simulation_dir"]) == publish / "simulation"
+        # the run directory says whose it is, for retention to find its XComs
+        assert json.loads((work.parent / "run.json").read_text()) == {"dag_id": "segment_balancing", "run_id": run_id}
         names.add(publish.name)
     assert len(names) == len(ODD_RUN_IDS)
     assert runs["backfill_1"]["publish_dir"].endswith("/plans/backfill_1")  # a plain run id is its own name

@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import shutil
 import uuid
 from collections.abc import Callable, Iterator
@@ -45,6 +46,43 @@ def remove_path(path: Path) -> None:
         shutil.rmtree(path, ignore_errors=True)
     elif path.exists() or path.is_symlink():
         path.unlink()
+
+
+def tree_bytes(path: Path) -> int:
+    """The apparent size in bytes of the file ``path`` or of every file under the directory ``path``
+    (0 when it is not there; symbolic links are not followed)."""
+    path = Path(path)
+    if not path.is_dir() or path.is_symlink():
+        return path.lstat().st_size if path.exists() or path.is_symlink() else 0
+    total = 0
+    for top, _dirs, files in os.walk(path):
+        for name in files:
+            try:
+                total += os.lstat(os.path.join(top, name)).st_size
+            except OSError:  # removed meanwhile
+                pass
+    return total
+
+
+def remove_dir(path: Path) -> int:
+    """Remove the directory ``path`` so that it disappears whole: renamed first to a hidden sibling
+    (``.<name>.old-<id>``, what :func:`is_leftover` finds should the removal stop half-way), then
+    deleted. Returns the bytes it held (:func:`tree_bytes`). Raises ``OSError`` when the rename fails."""
+    path = Path(path)
+    size = tree_bytes(path)
+    aside = path.parent / f".{path.name}.old-{uuid.uuid4().hex[:12]}"
+    os.rename(path, aside)
+    shutil.rmtree(aside, ignore_errors=True)
+    return size
+
+
+_LEFTOVER = re.compile(r"\..+\.(tmp|old)-[0-9a-f]{8,12}")
+
+
+def is_leftover(path: Path) -> bool:
+    """Whether ``path`` is a temporary of this module left by an interrupted write or removal
+    (``.<name>.tmp-<id>`` or ``.<name>.old-<id>``)."""
+    return bool(_LEFTOVER.fullmatch(Path(path).name))
 
 
 def write_text_atomic(text: str, path: Path) -> None:

@@ -75,8 +75,9 @@ def plan_order(plan_dir: Path) -> tuple[str, str]:
 
 
 @contextmanager
-def _locked(directory: Path):
-    """An exclusive ``flock`` on ``directory`` itself (no lock file to leave behind) while the block runs."""
+def plans_lock(directory: Path):
+    """An exclusive ``flock`` on the plans root ``directory`` itself (no lock file to leave behind)
+    while the block runs: what publishing (``LATEST``) and retention take."""
     fd = os.open(directory, os.O_RDONLY)
     try:
         fcntl.flock(fd, fcntl.LOCK_EX)
@@ -88,7 +89,7 @@ def _locked(directory: Path):
 def _update_latest(parent: Path, name: str) -> str:
     """Make ``parent/LATEST`` name ``name`` unless it names a newer plan (:func:`plan_order`);
     returns the name ``LATEST`` holds after."""
-    with _locked(parent):
+    with plans_lock(parent):
         try:
             current = (parent / "LATEST").read_text().strip()
         except FileNotFoundError:
