@@ -5,8 +5,8 @@ Each run is ``airflow dags test segment_balancing`` on one snapshot in a fresh A
 ``tmp/var``. While it runs, every second, the bytes (apparent file sizes) under each area of that
 home are summed: ``runs/`` (work directories), ``plans/`` (published plans), ``xcom/`` (the
 object-storage XCom of the segment groups) and ``airflow_home/logs/`` (task logs). The table gives
-the snapshot's bytes, the peak of the four areas together during the run and their ratio to the
-snapshot (what ``resolve_snapshot``'s disk check estimates, ``plugins/segment_balancer_airflow/disk.py``),
+the snapshot's uncompressed bytes, the peak of the four areas together during the run and their
+ratio to the snapshot (what ``resolve_snapshot``'s disk check estimates, ``plugins/segment_balancer_airflow/disk.py``),
 and what each area holds once the run ended. Inputs as ``bench_scale.py`` (``druid_sample`` or a
 number of ``generate``'d segments, cached under ``--cache``). Usage::
 
@@ -18,7 +18,6 @@ The output for this machine is kept in ``benchmarks/README.md``; never a timed a
 from __future__ import annotations
 
 import argparse
-import os
 import sys
 import tempfile
 import time
@@ -27,22 +26,15 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 import bench_overhead  # noqa: E402
-from bench_overhead import SNAPSHOTS, snapshot_for, start_server  # noqa: E402
+from bench_overhead import ROOT, SNAPSHOTS, snapshot_for, start_server  # noqa: E402
+
+sys.path.insert(0, str(ROOT / "plugins"))
+
+from segment_balancer.common.files import tree_bytes  # noqa: E402
+from segment_balancer_airflow.disk import snapshot_bytes  # noqa: E402
 
 AREAS = ("runs", "plans", "xcom", "airflow_home/logs")
 SAMPLE_EVERY = 1.0
-
-
-def tree_bytes(path: Path) -> int:
-    """The apparent size of every file under ``path`` (0 when it does not exist), in bytes."""
-    total = 0
-    for top, _dirs, files in os.walk(path):
-        for name in files:
-            try:
-                total += os.lstat(os.path.join(top, name)).st_size
-            except OSError:  # removed while walking
-                pass
-    return total
 
 
 class DiskWatch(bench_overhead.Watch):
@@ -70,6 +62,7 @@ def mib(n: int) -> str:
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     parser.add_argument("--sizes", nargs="+", default=["druid_sample", "100000", "1000000"])
+    parser.add_argument("--simulate-runs", type=int, default=0, help="the simulate_runs param of every run")
     parser.add_argument("--timeout", type=float, default=3600.0)
     parser.add_argument("--cache", type=Path, default=Path(tempfile.gettempdir()) / "segment_balancer-bench")
     args = parser.parse_args()
@@ -83,13 +76,16 @@ def main() -> None:
             bench_overhead.run_cli(SNAPSHOTS / "druid_sample", "connect", tmp / "warm", server, args.timeout)
             for name in args.sizes:
                 snap = snapshot_for(name, args.cache)
-                run = bench_overhead.run_dag(snap, "connect", tmp / name, server, args.timeout, DiskWatch)
+                run = bench_overhead.run_dag(snap, "connect", tmp / name, server, args.timeout, DiskWatch,
+                                             {"simulate_runs": args.simulate_runs} if args.simulate_runs else None)
                 watch = run["watch"]
                 watch.disk_peak = max(watch.disk_peak, sum(watch.areas().values()))
-                rows.append((name, tree_bytes(snap), watch.disk_peak, watch.areas(), run["wall"]))
+                rows.append((name, snapshot_bytes(snap), watch.disk_peak, watch.areas(), run["wall"]))
                 print(f"done: {name}: {run['wall']:.1f} s", file=sys.stderr, flush=True)
         finally:
             server.stop()
+    runs = f", simulate_runs {args.simulate_runs}" if args.simulate_runs else ""
+    print(f"snapshot MiB: uncompressed (disk.snapshot_bytes){runs}")
     print(f"{'input':<14} {'snapshot MiB':>12} {'peak MiB':>9} {'peak/snap':>9} "
           + " ".join(f"{'left ' + a.split('/')[-1] + ' MiB':>15}" for a in AREAS) + f" {'wall s':>7}")
     for name, snap, peak, left, wall in rows:

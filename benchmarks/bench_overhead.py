@@ -254,10 +254,12 @@ def run_cli(snapshot: Path, mode: str, tmp: Path, server, timeout: float, watch_
             "ops": json.loads((out / "summary.json").read_text())["operations"], "work": work, "watch": watch}
 
 
-def run_dag(snapshot: Path, mode: str, tmp: Path, server, timeout: float, watch_class=Watch) -> dict:
-    """One ``airflow dags test segment_balancing`` in a fresh Airflow home ``tmp/var``, watched by a
-    ``watch_class`` (called with the extra pids to watch and ``var=``): its wall, the DAG run's wall,
-    peak memory, JVMs, Spark jobs and seconds per task, operations (and ``watch``)."""
+def run_dag(snapshot: Path, mode: str, tmp: Path, server, timeout: float, watch_class=Watch,
+            conf: dict | None = None) -> dict:
+    """One ``airflow dags test segment_balancing`` (params ``conf`` beside ``snapshot``) in a fresh
+    Airflow home ``tmp/var``, watched by a ``watch_class`` (called with the extra pids to watch and
+    ``var=``): its wall, the DAG run's wall, peak memory, JVMs, Spark jobs and seconds per task,
+    operations (and ``watch``)."""
     tmp.mkdir(parents=True, exist_ok=True)
     var = tmp / "var"
     shutil.rmtree(var, ignore_errors=True)
@@ -274,7 +276,7 @@ def run_dag(snapshot: Path, mode: str, tmp: Path, server, timeout: float, watch_
     events, watch = observe(mode, tmp, env, server, lambda pids: watch_class(pids, var=var))
     since = int(time.time() * 1000)
     cmd = [str(Path(sys.executable).parent / "airflow"), "dags", "test", "segment_balancing", "--conf",
-           json.dumps({"snapshot": str(snapshot)})]
+           json.dumps({"snapshot": str(snapshot), **(conf or {})})]
     started = time.monotonic()
     rc = watch.run(cmd, env, tmp / "dag.log", timeout)
     wall = time.monotonic() - started
