@@ -79,7 +79,7 @@ def run_resolve(resolve, kind: Kind, tmp_path: Path, monkeypatch) -> str:
               "snapshot": str(snap), "snapshots_root": str(tmp_path), "config_overrides": kind.overrides}
     with pytest.raises(InputRefused) as info:
         resolve(params=params, run_id="manual__bad", logical_date=None,
-                dag_run=SimpleNamespace(run_after=datetime(2030, 1, 1, tzinfo=timezone.utc)))
+                dag_run=SimpleNamespace(run_after=datetime(2030, 1, 1, tzinfo=timezone.utc), dag_id="segment_balancing"))
     assert str(info.value) == "input refused: " + info.value.message
     assert not home.exists()  # no work directory, no plan
     return info.value.message
