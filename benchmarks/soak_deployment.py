@@ -13,7 +13,8 @@ run of the day comes first); then, ``--runs`` times back to back, as an hourly c
 3. every ``--retention-every`` cycles (an hour of hourly captures, compressed) a
    ``segment_balancer_retention`` run is triggered and awaited.
 
-After each cycle it records: the planning run's state and wall, the bytes under each area of the
+After each cycle (every planning run finished: the capture DAG's own hourly run starts one too)
+it records: the planning runs' states, the wall of the capture's, the bytes under each area of the
 deployment's ``var/`` (``runs``, ``plans``, ``xcom``, ``snapshots``, ``airflow_home/logs``,
 ``airflow_home/airflow.db``), the scheduler's resident memory, and whether ``plans/LATEST`` names
 the plan of the newest capture. Prints a row every ``--every`` cycles and a verdict: every run
@@ -117,18 +118,23 @@ def wait_for(found, dep, timeout: float = RUN_TIMEOUT):
     return value
 
 
-def planning_run_after(dep, seen: set[str], timeout: float = RUN_TIMEOUT) -> dict:
-    """The first ``segment_balancing`` run not in ``seen``, once finished."""
+def planning_runs_after(dep, seen: set[str], timeout: float = RUN_TIMEOUT) -> list[dict]:
+    """Await the ``segment_balancing`` runs not in ``seen`` (at least one: the capture's), until
+    none is left unfinished (the capture DAG's own hourly run may have started one more); return
+    them finished, oldest first, and add them to ``seen``."""
     deadline = time.monotonic() + timeout
+    done: list[dict] = []
     while True:
         runs = dep.get("/api/v2/dags/segment_balancing/dagRuns?limit=20&order_by=-run_after")["dag_runs"]
         new = [r for r in runs if r["dag_run_id"] not in seen]
-        if new:
-            seen.add(new[0]["dag_run_id"])
-            return wait_run(dep, "segment_balancing", new[0]["dag_run_id"])
+        for run in reversed(new):
+            done.append(wait_run(dep, "segment_balancing", run["dag_run_id"]))
+            seen.add(run["dag_run_id"])
+        if done and not new:
+            return done
         if time.monotonic() > deadline:
             raise TimeoutError(f"no planning run after the capture in {timeout:.0f} s; see {dep.log}")
-        time.sleep(1)
+        time.sleep(2)
 
 
 def scheduler_rss(dep) -> int:
@@ -187,11 +193,7 @@ def main() -> None:
             first = wait_for(lambda: dep.get("/api/v2/dags/druid_snapshot_capture/dagRuns?limit=5")["dag_runs"], dep)
             assert wait_run(dep, "druid_snapshot_capture", first[0]["dag_run_id"])["state"] == "success"
             dep.request("PATCH", "/api/v2/dags/segment_balancing", {"is_paused": False})
-            planning_run_after(dep, seen)
-            time.sleep(5)
-            for r in dep.get("/api/v2/dags/segment_balancing/dagRuns?limit=20")["dag_runs"]:
-                seen.add(r["dag_run_id"])
-                wait_run(dep, "segment_balancing", r["dag_run_id"])
+            planning_runs_after(dep, seen)
             lost: dict = {}
             print(f"{'cycle':>5} {'change':<24} {'plan':>7} {'wall s':>6} "
                   + " ".join(f"{a.split('/')[-1][:9] + ' MiB':>13}" for a in AREAS)
@@ -204,22 +206,26 @@ def main() -> None:
                 capture = wait_run(dep, "druid_snapshot_capture",
                                    trigger(dep, "druid_snapshot_capture", {"keep": args.captures_kept}))
                 assert capture["state"] == "success", f"capture {capture['dag_run_id']} failed; see {dep.log}"
-                plan = planning_run_after(dep, seen)
+                plans = planning_runs_after(dep, seen)
+                plan = plans[-1]
+                failed = [r["dag_run_id"] for r in plans if r["state"] != "success"]
                 if cycle % args.retention_every == 0:
                     wait_run(dep, "segment_balancer_retention", trigger(dep, "segment_balancer_retention"))
                 wall = (time.mktime(time.strptime(plan["end_date"][:19], "%Y-%m-%dT%H:%M:%S"))
                         - time.mktime(time.strptime(plan["start_date"][:19], "%Y-%m-%dT%H:%M:%S")))
                 areas = {a: tree_bytes(dep.var / a) for a in AREAS}
-                row = {"cycle": cycle, "change": what, "state": plan["state"], "wall": wall, "areas": areas,
+                row = {"cycle": cycle, "change": what, "state": "failed" if failed else "success", "wall": wall,
+                       "planned": len(plans), "areas": areas,
                        "scheduler": scheduler_rss(dep), "latest_ok": latest_is_newest(dep.var)}
                 rows.append(row)
-                if cycle % args.every == 0 or cycle == args.runs or plan["state"] != "success":
-                    print(f"{cycle:>5} {what:<24} {plan['state']:>7} {wall:>6.0f} "
+                if cycle % args.every == 0 or cycle == args.runs or failed:
+                    print(f"{cycle:>5} {what:<24} {row['state']:>7} {wall:>6.0f} "
                           + " ".join(f"{areas[a] / 2**20:>13.1f}" for a in AREAS)
                           + f" {row['scheduler'] / 2**20:>9.0f} {str(row['latest_ok']):>9}", flush=True)
     disk = [sum(r["areas"][a] for a in COUNTED) for r in rows]
     print()
-    print(f"runs: {len(rows)}, succeeded: {sum(r['state'] == 'success' for r in rows)}; "
+    print(f"cycles: {len(rows)}, planning runs: {sum(r['planned'] for r in rows)} (the capture DAG's hourly runs "
+          f"plan too), cycles whose runs all succeeded: {sum(r['state'] == 'success' for r in rows)}; "
           f"LATEST named the newest capture's plan after {sum(r['latest_ok'] for r in rows)} of them")
     print(f"disk of {', '.join(COUNTED)}: last tenth / tenth before = {settled(disk):.3f}; "
           f"max {max(disk) / 2**20:.1f} MiB, last {disk[-1] / 2**20:.1f} MiB")
