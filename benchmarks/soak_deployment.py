@@ -90,9 +90,21 @@ def change_cluster(fake, cycle: int, lost: dict) -> str:
     return what
 
 
+def request(dep, method: str, path: str, body: dict | None = None):
+    """``dep.request``, tried again (up to 5 times, 2 s apart) on an HTTP 5xx: SQLite's metadata DB
+    answers "Database is locked" while the scheduler writes."""
+    for attempt in range(5):
+        try:
+            return dep.request(method, path, body)
+        except AssertionError as exc:
+            if ": HTTP 5" not in str(exc) or attempt == 4:
+                raise
+            time.sleep(2)
+
+
 def trigger(dep, dag_id: str, conf: dict | None = None) -> str:
     body = {"logical_date": None, "conf": conf or {}}
-    return dep.request("POST", f"/api/v2/dags/{dag_id}/dagRuns", body)["dag_run_id"]
+    return request(dep, "POST", f"/api/v2/dags/{dag_id}/dagRuns", body)["dag_run_id"]
 
 
 def wait_run(dep, dag_id: str, run_id: str, timeout: float = RUN_TIMEOUT) -> dict:
@@ -100,7 +112,7 @@ def wait_run(dep, dag_id: str, run_id: str, timeout: float = RUN_TIMEOUT) -> dic
 
     deadline = time.monotonic() + timeout
     while True:
-        run = dep.get(f"/api/v2/dags/{dag_id}/dagRuns/{quote(run_id, safe='')}")
+        run = request(dep, "GET", f"/api/v2/dags/{dag_id}/dagRuns/{quote(run_id, safe='')}")
         if run["state"] in ("success", "failed"):
             return run
         if time.monotonic() > deadline:
@@ -125,7 +137,7 @@ def planning_runs_after(dep, seen: set[str], timeout: float = RUN_TIMEOUT) -> li
     deadline = time.monotonic() + timeout
     done: list[dict] = []
     while True:
-        runs = dep.get("/api/v2/dags/segment_balancing/dagRuns?limit=20&order_by=-run_after")["dag_runs"]
+        runs = request(dep, "GET", "/api/v2/dags/segment_balancing/dagRuns?limit=20&order_by=-run_after")["dag_runs"]
         new = [r for r in runs if r["dag_run_id"] not in seen]
         for run in reversed(new):
             done.append(wait_run(dep, "segment_balancing", run["dag_run_id"]))
@@ -189,10 +201,11 @@ def main() -> None:
             # unpausing the capture starts its run of the hour, and then unpausing the planning
             # its run of the day (and one for the capture): await them all
             change_cluster(fake, 0, {})
-            dep.request("PATCH", "/api/v2/dags/druid_snapshot_capture", {"is_paused": False})
-            first = wait_for(lambda: dep.get("/api/v2/dags/druid_snapshot_capture/dagRuns?limit=5")["dag_runs"], dep)
+            request(dep, "PATCH", "/api/v2/dags/druid_snapshot_capture", {"is_paused": False})
+            first = wait_for(lambda: request(dep, "GET", "/api/v2/dags/druid_snapshot_capture/dagRuns?limit=5")["dag_runs"],
+                             dep)
             assert wait_run(dep, "druid_snapshot_capture", first[0]["dag_run_id"])["state"] == "success"
-            dep.request("PATCH", "/api/v2/dags/segment_balancing", {"is_paused": False})
+            request(dep, "PATCH", "/api/v2/dags/segment_balancing", {"is_paused": False})
             planning_runs_after(dep, seen)
             lost: dict = {}
             print(f"{'cycle':>5} {'change':<24} {'plan':>7} {'wall s':>6} "
