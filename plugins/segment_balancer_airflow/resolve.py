@@ -95,8 +95,8 @@ def resolve_run(params: dict, run_id: str, when: datetime, home: Path, dag_id: s
     file of the snapshot or an override refused: ``spark.prepare.load_small_inputs``), ``WhatIfError``
     (edits naming no historical of the snapshot, malformed), ``ValueError`` (config_overrides no
     object), ``disk.NotEnoughRoom`` (the run's estimated bytes, with its simulated runs, are more than
-    ``home``'s file system has free), all before any work directory is made and any stage runs. The DAG's task turns them
-    into ``refusal.InputRefused``.
+    ``home``'s file system has free), all before any work directory is made and any stage runs. The
+    DAG's task turns them into ``refusal.InputRefused`` (``refusal.NoRoom`` for the last).
     """
     root = Path(params["snapshots_root"]).expanduser()
     if params.get("snapshot"):
