@@ -27,7 +27,7 @@ from collections.abc import Callable, Iterable
 from dataclasses import dataclass, fields
 from pathlib import Path
 
-from segment_balancer.common.files import is_leftover, remove_dir, tree_bytes, write_json_atomic
+from segment_balancer.common.files import is_leftover, is_plain_child, remove_dir, tree_bytes, write_json_atomic
 from segment_balancer.plan.retention import DAY_SECONDS, LEFTOVER_AGE_SECONDS, Removed
 
 log = logging.getLogger(__name__)
@@ -89,15 +89,11 @@ def delete_xcoms(dag_id: str, run_id: str, task_ids: Iterable[str]) -> None:
         XCom.delete(key="return_value", task_id=task_id, dag_id=dag_id, run_id=run_id)
 
 
-def _inside(path: Path, root: Path) -> bool:
-    return path.parent.resolve() == root.resolve() and not path.name.startswith(".")
-
-
 def remove_run(run_dir: Path, runs_root: Path, dag_id: str, run_id: str, task_ids: Iterable[str],
                xcom_deleter: Callable[[str, str, Iterable[str]], None] = delete_xcoms) -> Removed:
     """Remove one run's directory ``run_dir`` (a direct child of ``runs_root``, else ``ValueError``)
     and its XComs of ``task_ids``; log and return what was removed."""
-    if not _inside(run_dir, runs_root):
+    if not is_plain_child(run_dir, runs_root):
         raise ValueError(f"{run_dir} is not a run directory right under {runs_root}")
     xcom_deleter(dag_id, run_id, task_ids)
     size = remove_dir(run_dir) if run_dir.is_dir() else 0

@@ -41,6 +41,7 @@ from airflow.api_fastapi.core_api.security import requires_access_dag
 from fastapi import Depends, FastAPI, Query
 from fastapi.responses import FileResponse, HTMLResponse, JSONResponse, Response
 from jinja2 import Environment, FileSystemLoader, StrictUndefined
+from segment_balancer.common.files import is_plain_child
 from segment_balancer.plan.history import plan_history, signed_change
 from segment_balancer_airflow.resolve import DAG_ID, plans_root, run_paths, segment_balancer_home
 
@@ -104,7 +105,7 @@ def plan_dir(name: str) -> Path | None:
         return None
     root = _plans_root()
     path = root / name
-    return path if path.is_dir() and path.resolve().parent == root.resolve() else None
+    return path if path.is_dir() and is_plain_child(path, root) else None
 
 
 @app.get("/runs/{run_id:path}", response_class=HTMLResponse)

@@ -64,6 +64,14 @@ def tree_bytes(path: Path) -> int:
     return total
 
 
+def is_plain_child(path: Path, root: Path) -> bool:
+    """Whether ``path`` is a non-hidden entry right under ``root``, as written and once resolved
+    (no ``.``, ``..``, nesting or symbolic link out of ``root``): a plan's or a run's own directory."""
+    path, root = Path(path), Path(root)
+    return (path.name not in ("", ".", "..") and not path.name.startswith(".")
+            and os.path.abspath(path.parent) == os.path.abspath(root) and path.resolve().parent == root.resolve())
+
+
 def remove_dir(path: Path) -> int:
     """Remove the directory ``path`` so that it disappears whole: renamed first to a hidden sibling
     (``.<name>.old-<id>``, what :func:`is_leftover` finds should the removal stop half-way), then

@@ -22,7 +22,7 @@ import tempfile
 from contextlib import contextmanager
 from pathlib import Path
 
-from segment_balancer.common.files import WriteError, fsync_dir, replace_dir
+from segment_balancer.common.files import WriteError, fsync_dir, is_plain_child, replace_dir
 
 log = logging.getLogger(__name__)
 FINGERPRINTED = ("operations.parquet", "assignment.parquet")
@@ -119,9 +119,7 @@ def _check_destination(dest: Path, plans_root: Path | None) -> None:
     """Raise ``PublishError`` unless ``dest`` is a non-hidden direct child of ``plans_root`` (of
     ``dest``'s own parent when None), as written and once resolved."""
     root = plans_root if plans_root is not None else dest.parent
-    name = dest.name
-    if (name in ("", ".", "..") or name.startswith(".") or os.path.abspath(dest.parent) != os.path.abspath(root)
-            or dest.resolve().parent != root.resolve()):
+    if not is_plain_child(dest, root):
         raise PublishError(f"cannot publish to {dest}: a plan is published as a non-hidden directory right "
                            f"under the plans root {root}")
 
