@@ -4,9 +4,12 @@ Every param has a valid default or accepts null, so the Airflow UI triggers and 
 defaults: the form turns an emptied field into null, and refuses null for a type without
 ``"null"``. Sections of the form:
 
-- *Snapshot*: ``snapshot`` (free text with the snapshots under ``snapshots_root`` proposed; empty =
-  the newest at or before the run's date), ``cluster`` (only that cluster's snapshots),
-  ``snapshots_root``.
+- *Snapshot*: ``snapshot`` (free text; empty = the newest at or before the run's date), ``cluster``
+  (only that cluster's snapshots), ``snapshots_root``. The form proposes the snapshots directly
+  under ``snapshots_root`` and the cluster directories of the capture DAG, never the captured
+  snapshots themselves: the params are part of the serialized DAG, and a list that changed with
+  every capture would make every capture a new DAG version (a new serialized DAG row, and a new
+  entry in the scheduler's and the API server's DAG caches, which hold up to 512 versions).
 - *Coordinator dynamic config*: one typed field per key operators change (:data:`CONFIG_KEYS`,
   Druid's names; empty = the snapshot's value), and ``config_overrides`` for any other key.
 - *What-if: cluster edits*: ``whatif_decommission``, ``whatif_remove`` (server names, one per line)
@@ -14,8 +17,7 @@ defaults: the form turns an emptied field into null, and refuses null for a type
   snapshot (``segment_balancer.tools.whatif``).
 - *What-if simulation*: ``simulate_runs``, ``simulate_loads_per_run``, ``simulate_load_failure_rate``.
 
-Parsing the DAG file must stay cheap: :func:`snapshot_examples` lists at most two directory levels
-and reads no file.
+Parsing the DAG file must stay cheap: :func:`snapshot_examples` lists one directory and reads no file.
 """
 
 from __future__ import annotations
@@ -92,29 +94,35 @@ def default_snapshots_root() -> str:
     return os.environ.get("SEGMENT_BALANCER_SNAPSHOTS") or str(bundled)
 
 
-def snapshot_examples(root: str | os.PathLike, limit: int = 50) -> list[str]:
-    """Names (relative to ``root``) of its snapshot directories (``snapshots.snapshot_dirs``: one
-    level down, or two) — ``druid_sample``, ``prod/2026-11-23T10-00-00Z`` — at most ``limit`` (the
-    last ones by name). Only directory listings, no file read; a missing root gives []."""
-    from segment_balancer_airflow.snapshots import snapshot_dirs
-
+def snapshot_examples(root: str | os.PathLike, limit: int = 50) -> tuple[list[str], list[str]]:
+    """What the trigger form proposes under ``root``: the names of the snapshot directories directly
+    under it (``druid_sample``) and of its cluster directories (``prod``, holding the capture DAG's
+    ``<cluster>/<time>/``), each sorted, at most ``limit`` (the last by name). Neither changes when a
+    capture adds a snapshot. Only directory listings; a missing root gives ([], [])."""
+    snapshots, clusters = [], []
     try:
-        found = [str(d.relative_to(root)) for d in snapshot_dirs(Path(root))]
+        for d in Path(root).iterdir():
+            if not d.is_dir() or d.name.startswith("."):
+                continue
+            (snapshots if (d / "snapshot.json").is_file() else clusters).append(d.name)
     except OSError:
-        return []
-    return sorted(found)[-limit:]
+        return [], []
+    return sorted(snapshots)[-limit:], sorted(clusters)[-limit:]
 
 
 def dag_params(snapshots_root: str) -> dict[str, Param]:
-    """The params of ``segment_balancing`` (module docstring), proposing the snapshots of ``snapshots_root``."""
-    examples = snapshot_examples(snapshots_root)
+    """The params of ``segment_balancing`` (module docstring), proposing what :func:`snapshot_examples`
+    finds under ``snapshots_root``."""
+    snapshots, clusters = snapshot_examples(snapshots_root)
     params = {
         "snapshot": Param(None, type=["null", "string"], title="Snapshot", section=SNAPSHOT,
-                          description="A snapshot directory, or its name under snapshots_root; empty = the newest "
-                          "snapshot taken at or before the run's date (backfills replay history).",
-                          **({"examples": examples} if examples else {})),
+                          description="A snapshot directory, or its name under snapshots_root (a captured one is "
+                          "<cluster>/<time>, e.g. prod/2026-11-23T10-00-00Z); empty = the newest snapshot taken at "
+                          "or before the run's date (backfills replay history).",
+                          **({"examples": snapshots} if snapshots else {})),
         "cluster": Param(None, type=["null", "string"], title="Cluster", section=SNAPSHOT,
-                         description="Only snapshots of this cluster (snapshot.json's cluster); empty = any."),
+                         description="Only snapshots of this cluster (snapshot.json's cluster); empty = any.",
+                         **({"examples": clusters} if clusters else {})),
         "snapshots_root": Param(snapshots_root, type="string", minLength=1, title="Snapshots root", section=SNAPSHOT,
                                 description="Directory holding the snapshots (one directory each, or "
                                 "<cluster>/<time>/ as the capture DAG writes them)."),

@@ -145,7 +145,46 @@ def test_schedule_docs_and_params(dag):
     assert params["snapshot"] is None
     # The bundled snapshots are proposed in the trigger form (free text stays possible).
     assert {"druid_sample", "generated"} <= set(params.get_param("snapshot").schema["examples"])
+    assert "examples" not in params.get_param("cluster").schema  # the bundled root holds no cluster directory
     assert (params["simulate_runs"], params["simulate_loads_per_run"], params["simulate_load_failure_rate"]) == (0, None, 0.0)
+
+
+def _dag_hashes(root: Path) -> dict[str, str]:
+    """dag_id -> the hash Airflow stores a serialized DAG version under, parsing ``dags/`` with
+    ``snapshots_root`` defaulting to ``root``."""
+    import os
+    from unittest import mock
+
+    from airflow.dag_processing.dagbag import DagBag
+    from airflow.serialization.serialized_objects import LazyDeserializedDAG
+
+    with mock.patch.dict(os.environ, {"SEGMENT_BALANCER_SNAPSHOTS": str(root)}):
+        bag = DagBag(dag_folder=str(DAGS))
+    assert bag.import_errors == {}
+    return {dag_id: LazyDeserializedDAG.from_dag(dag).hash for dag_id, dag in bag.dags.items()}
+
+
+def test_a_capture_does_not_make_a_new_dag_version(tmp_path):
+    """Every capture adds ``<cluster>/<time>/`` under the snapshots root. Were the trigger form's
+    proposals to list it, each capture would change the serialized DAG: a new DAG version, a new
+    serialized DAG row and a new entry in the scheduler's DAG cache (the scheduler's memory grew
+    about 0.9 MiB a capture in the soak of benchmarks/README.md)."""
+    from segment_balancer_airflow.params import snapshot_examples
+
+    def snapshot(path: Path) -> None:
+        path.mkdir(parents=True)
+        (path / "snapshot.json").write_text('{"snapshot_time": "2026-11-26T10:00:00.000Z", "cluster": "prod"}')
+
+    snapshot(tmp_path / "druid_sample")
+    snapshot(tmp_path / "prod" / "2026-11-26T10-00-00Z")
+    before = _dag_hashes(tmp_path)
+    snapshot(tmp_path / "prod" / "2026-11-26T11-00-00Z")
+    (tmp_path / "prod" / ".2026-11-26T12-00-00Z.tmp").mkdir()  # a capture being written
+    assert _dag_hashes(tmp_path) == before
+    assert snapshot_examples(tmp_path) == (["druid_sample"], ["prod"])
+    # what the form proposes is still part of the DAG: a new cluster is a new version
+    snapshot(tmp_path / "staging" / "2026-11-26T11-00-00Z")
+    assert _dag_hashes(tmp_path)["segment_balancing"] != before["segment_balancing"]
 
 
 def test_the_defaults_are_valid_and_every_empty_field_is_allowed(dag):
