@@ -16,8 +16,9 @@ run of the day comes first); then, ``--runs`` times back to back, as an hourly c
 After each cycle (every planning run finished: the capture DAG's own hourly run starts one too)
 it records: the planning runs' states, the wall of the capture's, the bytes under each area of the
 deployment's ``var/`` (``runs``, ``plans``, ``xcom``, ``snapshots``, ``airflow_home/logs``,
-``airflow_home/airflow.db``), the scheduler's resident memory, and whether ``plans/LATEST`` names
-the plan of the newest capture. Prints a row every ``--every`` cycles and a verdict: every run
+``airflow_home/airflow.db``), the scheduler's resident memory, the DAG versions in the metadata
+DB (a DAG whose serialized form changed with the cluster would add one a run), and whether
+``plans/LATEST`` names the plan of the newest capture. Prints a row every ``--every`` cycles and a verdict: every run
 succeeded, the disk used levels off (its last tenth against the tenth before), the scheduler's
 memory does not grow (the same), ``LATEST`` always right; task logs and the metadata DB, kept by
 age, as growth per run. Usage::
@@ -162,6 +163,15 @@ def scheduler_rss(dep) -> int:
     return total
 
 
+def dag_versions(var: Path) -> int:
+    """Rows of ``dag_version`` (one per serialized version of every DAG) in the metadata DB; the
+    scheduler caches a deserialized DAG per version."""
+    import sqlite3
+
+    with sqlite3.connect(f"file:{var / 'airflow_home' / 'airflow.db'}?mode=ro", uri=True, timeout=30) as db:
+        return db.execute("select count(*) from dag_version").fetchone()[0]
+
+
 def latest_is_newest(var: Path) -> bool:
     """``plans/LATEST`` names the plan of the newest capture under ``snapshots/druid``."""
     captures = sorted(p.name for p in (var / "snapshots" / "druid").iterdir() if not p.name.startswith("."))
@@ -210,7 +220,7 @@ def main() -> None:
             lost: dict = {}
             print(f"{'cycle':>5} {'change':<24} {'plan':>7} {'wall s':>6} "
                   + " ".join(f"{a.split('/')[-1][:9] + ' MiB':>13}" for a in AREAS)
-                  + f" {'sched MiB':>9} {'LATEST ok':>9}", flush=True)
+                  + f" {'sched MiB':>9} {'DAG vers':>8} {'LATEST ok':>9}", flush=True)
             for cycle in range(1, args.runs + 1):
                 if args.max_minutes and time.monotonic() - started > args.max_minutes * 60:
                     print(f"stopped after {cycle - 1} cycles: --max-minutes {args.max_minutes:g}", flush=True)
@@ -229,12 +239,14 @@ def main() -> None:
                 areas = {a: tree_bytes(dep.var / a) for a in AREAS}
                 row = {"cycle": cycle, "change": what, "state": "failed" if failed else "success", "wall": wall,
                        "planned": len(plans), "areas": areas,
-                       "scheduler": scheduler_rss(dep), "latest_ok": latest_is_newest(dep.var)}
+                       "scheduler": scheduler_rss(dep), "dag_versions": dag_versions(dep.var),
+                       "latest_ok": latest_is_newest(dep.var)}
                 rows.append(row)
                 if cycle % args.every == 0 or cycle == args.runs or failed:
                     print(f"{cycle:>5} {what:<24} {row['state']:>7} {wall:>6.0f} "
                           + " ".join(f"{areas[a] / 2**20:>13.1f}" for a in AREAS)
-                          + f" {row['scheduler'] / 2**20:>9.0f} {str(row['latest_ok']):>9}", flush=True)
+                          + f" {row['scheduler'] / 2**20:>9.0f} {row['dag_versions']:>8} {str(row['latest_ok']):>9}",
+                          flush=True)
     disk = [sum(r["areas"][a] for a in COUNTED) for r in rows]
     print()
     print(f"cycles: {len(rows)}, planning runs: {sum(r['planned'] for r in rows)} (the capture DAG's hourly runs "
@@ -246,6 +258,7 @@ def main() -> None:
         grown = (rows[-1]["areas"][area] - rows[0]["areas"][area]) / max(1, len(rows) - 1)
         print(f"{area}: {rows[0]['areas'][area] / 2**20:.1f} → {rows[-1]['areas'][area] / 2**20:.1f} MiB "
               f"({grown / 2**10:.0f} KiB a run)")
+    print(f"DAG versions in the metadata DB: {rows[0]['dag_versions']} → {rows[-1]['dag_versions']}")
     print(f"scheduler RSS: last tenth / tenth before = {settled([r['scheduler'] for r in rows]):.3f}; "
           f"first {rows[0]['scheduler'] / 2**20:.0f} MiB, last {rows[-1]['scheduler'] / 2**20:.0f} MiB")
 
