@@ -4,12 +4,13 @@ Run as a script (never imported by a test process that holds a JVM, so that it m
 
 - ``python kill_points.py stage SNAPSHOT WORK APP N``: runs the applications of a plan in order on
   one local Spark session, up to ``APP``, writing the XCom ``APP`` gets to ``WORK/xcom-in.json``;
-  then runs ``APP`` and SIGKILLs itself at its ``N``-th ``os.replace`` (a table or file written
-  aside, about to be renamed into place: the middle of a write). Exits 0 if ``APP`` made fewer.
+  then runs ``APP`` and SIGKILLs itself at its ``N``-th rename into place (:data:`RENAMES`: a
+  table or file written aside, about to be renamed into place: the middle of a write). Exits 0
+  if ``APP`` made fewer.
 - ``python kill_points.py publish OLD NEW OUT``: for every ``k`` = 1, 2, …: a copy of a plans
   root where plan ``OLD`` is published as ``run-old`` (``LATEST``), then a forked child publishes
   plan ``NEW`` as ``run-new`` and SIGKILLs itself at its ``k``-th file-system step (every
-  ``os.replace``, ``os.rename``, ``os.fsync``, ``shutil.copyfile``, ``os.makedirs``,
+  rename of :data:`RENAMES`, ``os.fsync``, ``shutil.copyfile``, ``os.makedirs``,
   ``tempfile.mkstemp``, ``os.unlink``, ``shutil.rmtree``); the parent records what ``LATEST`` and
   the plan directories hold, publishes ``NEW`` again and records that too. Stops after the first
   ``k`` the child survives. Writes the records as JSON to ``OUT``.
@@ -27,8 +28,13 @@ import sys
 import tempfile
 from pathlib import Path
 
-STEPS = [(os, "replace"), (os, "rename"), (os, "fsync"), (shutil, "copyfile"), (os, "makedirs"),
-         (tempfile, "mkstemp"), (os, "unlink"), (shutil, "rmtree")]
+from segment_balancer.common import files
+
+#: A rename into place is ``os.replace``/``os.rename`` or, for a directory already there, the swap
+#: of ``files._renameat2``.
+RENAMES = [(os, "replace"), (os, "rename"), (files, "_renameat2")]
+STEPS = [*RENAMES, (os, "fsync"), (shutil, "copyfile"), (os, "makedirs"), (tempfile, "mkstemp"), (os, "unlink"),
+         (shutil, "rmtree")]
 
 
 def die_at(n: int, steps=STEPS) -> list[int]:
@@ -58,7 +64,7 @@ def stage(snapshot: Path, work: Path, app: str, n: int) -> None:
     for name in APP_NAMES[: APP_NAMES.index(app)]:
         xcom = run_app(spark, name, snapshot, work, xcom)
     (work / "xcom-in.json").write_text(json.dumps(xcom))
-    die_at(n, [(os, "replace")])
+    die_at(n, RENAMES)
     run_app(spark, app, snapshot, work, xcom)
 
 

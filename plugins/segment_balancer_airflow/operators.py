@@ -29,6 +29,7 @@ from typing import Any
 
 from airflow.providers.apache.spark.operators.spark_submit import SparkSubmitOperator
 from airflow.sdk.exceptions import AirflowException
+from segment_balancer.common.files import write_json_atomic
 from segment_balancer.spark.jvm_archive import local_driver_java_options
 from segment_balancer.spark.session import LEAN_CONF  # the one place for lean Spark settings
 from segment_balancer.spark.apps import skip_if_idle
@@ -137,7 +138,7 @@ class StageSubmitOperator(_SubmitHere):
             return idle
         if groups is not None:
             groups_in = xcom_dir / f"{self.task_id}.in.json"
-            groups_in.write_text(json.dumps(groups))
+            write_json_atomic(groups, groups_in)
             args += ["--groups-in", str(groups_in)]
         refusal = xcom_dir / f"{self.task_id}.refused.txt"
         refusal.unlink(missing_ok=True)

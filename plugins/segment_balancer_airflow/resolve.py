@@ -8,13 +8,13 @@ the plans UI (``ui``) share them.
 from __future__ import annotations
 
 import hashlib
-import json
 import os
 import re
 import shutil
 from datetime import datetime
 from pathlib import Path
 
+from segment_balancer.common.files import write_json_atomic
 from segment_balancer_airflow.disk import check_room
 from segment_balancer_airflow.params import config_overrides, what_if
 from segment_balancer_airflow.retention import write_run_marker
@@ -124,7 +124,7 @@ def resolve_run(params: dict, run_id: str, when: datetime, home: Path, dag_id: s
 
     planned, overrides = apply_to_run(snapshot.resolve(), work, edits, overrides)
     config_file = work / "config_overrides.json"
-    config_file.write_text(json.dumps(overrides, indent=2))
+    write_json_atomic(overrides, config_file)
     state = previous_balancer_state(paths["publish_dir"].parent, meta.cluster, meta.snapshot_time_ms, work)
     return {"snapshot": str(planned), "work": str(work), "config_file": str(config_file),
             "plan_dir": str(work / "plan"), "balancer_state": str(state or ""),

@@ -83,18 +83,24 @@ def test_failure_while_swapping_keeps_previous(tmp_path, monkeypatch):
     dest = tmp_path / "pub" / "current"
     publish_plan(make_plan(tmp_path / "good", b"good"), dest)
     before = snapshot(dest)
-    real_rename = os.rename
+    from segment_balancer.common import files
 
-    def failing_rename(src, dst):
-        if str(src).find(".tmp-") >= 0:  # the rename of the new copy into place
-            raise OSError("disk on fire")
-        return real_rename(src, dst)
+    real_rename, real_renameat2 = os.rename, files._renameat2
 
-    monkeypatch.setattr(publish.os, "rename", failing_rename)
-    with pytest.raises(PublishError, match="disk on fire"):
-        publish_plan(make_plan(tmp_path / "new", b"new"), dest)
-    assert snapshot(dest) == before
-    assert sorted(p.name for p in dest.parent.iterdir()) == ["LATEST", "current"]
+    def failing(real):
+        def rename(src, dst, *args):
+            if str(src).find(".tmp-") >= 0:  # the rename (or swap) of the new copy into place
+                raise OSError("disk on fire")
+            return real(src, dst, *args)
+        return rename
+
+    for exchange in (True, False):  # the swap of renameat2, and where the OS lacks it, two renames
+        monkeypatch.setattr(files, "_renameat2", failing(real_renameat2) if exchange else lambda *a: False)
+        monkeypatch.setattr(os, "rename", failing(real_rename))
+        with pytest.raises(PublishError, match="disk on fire"):
+            publish_plan(make_plan(tmp_path / f"new{exchange}", b"new"), dest)
+        assert snapshot(dest) == before
+        assert sorted(p.name for p in dest.parent.iterdir()) == ["LATEST", "current"]
 
 
 def test_failure_while_copying_keeps_previous(tmp_path, monkeypatch):

@@ -1,16 +1,27 @@
 """Atomic writes: every file and directory is written aside and renamed into place, so it appears
-whole or not at all. The one place that does it for local files (:func:`replace_dir` also
-``fsync``s, for what is published); Spark tasks write the run state through pyarrow's filesystems
-the same way (:func:`segment_balancer.spark.state_store.write_tier_state`)."""
+whole or not at all, and one already there is replaced without a moment in which it is missing.
+The one place that does it for local files: :func:`atomic_file` (and the ``write_*_atomic``
+built on it) for a file, :func:`replace_path` and :func:`replace_dir` for a directory,
+:func:`rename_new` for a name that must not exist yet, :func:`remove_dir` to remove one whole.
+``durable=True`` (and :func:`replace_dir`) also ``fsync``, for what is published. Spark tasks write
+the run state through pyarrow's filesystems the same way
+(:func:`segment_balancer.spark.state_store.write_tier_state`).
+
+A directory cannot be renamed over a non-empty one, so replacing one swaps the two names in one
+step with Linux's ``renameat2(RENAME_EXCHANGE)`` and then removes the old content; where the OS or
+the file system lacks it, the old directory is renamed aside first (a moment without it)."""
 
 from __future__ import annotations
 
+import ctypes
+import errno
 import json
 import os
 import re
 import shutil
 import uuid
 from collections.abc import Callable, Iterator
+from typing import IO
 from contextlib import contextmanager
 from pathlib import Path
 
@@ -24,19 +35,58 @@ def link_or_copy(src: Path, dst: Path) -> None:
         shutil.copy2(src, dst)
 
 
-def _aside(path: Path) -> Path:
+def sibling_tmp(path: Path) -> Path:
+    """A fresh hidden name beside ``path`` (``.<name>.tmp-<id>``) to write it aside under."""
+    path = Path(path)
     return path.with_name(f".{path.name}.tmp-{uuid.uuid4().hex[:8]}")
 
 
+_RENAME_NOREPLACE, _RENAME_EXCHANGE, _AT_FDCWD = 1, 2, -100
+_LIBC_RENAMEAT2 = getattr(ctypes.CDLL(None, use_errno=True), "renameat2", None)
+
+
+def _renameat2(src: Path, dst: Path, flags: int) -> bool:
+    """``renameat2(src, dst, flags)``; False when the OS or the file system does not offer it.
+    Raises ``OSError`` for any other failure (``FileExistsError`` with RENAME_NOREPLACE)."""
+    if _LIBC_RENAMEAT2 is None:
+        return False
+    if _LIBC_RENAMEAT2(_AT_FDCWD, os.fsencode(src), _AT_FDCWD, os.fsencode(dst), flags) == 0:
+        return True
+    err = ctypes.get_errno()
+    if err in (errno.ENOSYS, errno.EINVAL, errno.ENOTSUP):
+        return False
+    raise OSError(err, os.strerror(err), str(src), None, str(dst))
+
+
 def replace_path(tmp: Path, path: Path) -> None:
-    """Move ``tmp`` to ``path``, replacing a file or directory already there."""
+    """Move ``tmp`` (a file or directory) to ``path``, replacing a file or directory already there;
+    an existing directory is swapped out in one step (module docstring) and then removed.
+    Raises ``OSError`` when the move fails; ``path`` is then as it was."""
+    tmp, path = Path(tmp), Path(path)
     if path.is_dir() and not path.is_symlink():
-        old = _aside(path)
+        if _renameat2(tmp, path, _RENAME_EXCHANGE):
+            shutil.rmtree(tmp, ignore_errors=True)  # now the old content
+            return
+        old = sibling_tmp(path)
         os.replace(path, old)
-        os.replace(tmp, path)
+        try:
+            os.replace(tmp, path)
+        except BaseException:
+            os.replace(old, path)
+            raise
         shutil.rmtree(old, ignore_errors=True)
     else:
         os.replace(tmp, path)
+
+
+def rename_new(tmp: Path, path: Path) -> None:
+    """Move ``tmp`` to ``path``, which must not exist: raises ``FileExistsError`` (and moves
+    nothing) when it does, even when it appears at the same moment (``RENAME_NOREPLACE``)."""
+    tmp, path = Path(tmp), Path(path)
+    if not _renameat2(tmp, path, _RENAME_NOREPLACE):
+        if path.exists() or path.is_symlink():
+            raise FileExistsError(errno.EEXIST, os.strerror(errno.EEXIST), str(path))
+        os.rename(tmp, path)
 
 
 def remove_path(path: Path) -> None:
@@ -93,18 +143,43 @@ def is_leftover(path: Path) -> bool:
     return bool(_LEFTOVER.fullmatch(Path(path).name))
 
 
-def write_text_atomic(text: str, path: Path) -> None:
-    """Write ``text`` (UTF-8) to ``path`` atomically."""
+@contextmanager
+def atomic_file(path: Path, mode: str = "w", *, durable: bool = False, encoding: str | None = "utf-8") -> Iterator[IO]:
+    """Open a hidden sibling of ``path`` (``.<name>.tmp-<id>``, created with the usual permissions)
+    for writing in ``mode`` (``"w"`` text, UTF-8 with ``\n`` line ends; ``"wb"`` bytes) and yield
+    it; when the block ends, rename it onto ``path`` (after ``fsync``, and ``fsync`` of the parent
+    directory, when ``durable``). When the block raises, the sibling is removed and ``path`` stays
+    as it was. Creates ``path``'s parent directories."""
+    if mode not in ("w", "wb"):
+        raise ValueError(f"atomic_file writes with mode 'w' or 'wb', not {mode!r}")
     path = Path(path)
     path.parent.mkdir(parents=True, exist_ok=True)
-    tmp = _aside(path)
-    tmp.write_text(text, encoding="utf-8")
-    replace_path(tmp, path)
+    tmp = sibling_tmp(path)
+    binary = mode == "wb"
+    try:
+        with open(tmp, "xb" if binary else "x", encoding=None if binary else encoding,
+                  newline=None if binary else "\n") as fh:
+            yield fh
+            if durable:
+                fh.flush()
+                os.fsync(fh.fileno())
+        replace_path(tmp, path)
+    except BaseException:
+        tmp.unlink(missing_ok=True)
+        raise
+    if durable:
+        fsync_dir(path.parent)
 
 
-def write_json_atomic(obj, path: Path) -> None:
-    """Write ``obj`` as indented JSON to ``path`` atomically."""
-    write_text_atomic(json.dumps(obj, indent=2, sort_keys=False, default=str), path)
+def write_text_atomic(text: str, path: Path, *, durable: bool = False) -> None:
+    """Write ``text`` (UTF-8) to ``path`` atomically (:func:`atomic_file`)."""
+    with atomic_file(path, durable=durable) as fh:
+        fh.write(text)
+
+
+def write_json_atomic(obj, path: Path, *, durable: bool = False) -> None:
+    """Write ``obj`` as indented JSON to ``path`` atomically (values JSON lacks as ``str``)."""
+    write_text_atomic(json.dumps(obj, indent=2, sort_keys=False, default=str), path, durable=durable)
 
 
 def write_parquet_atomic(frame, path: Path) -> None:
@@ -112,7 +187,7 @@ def write_parquet_atomic(frame, path: Path) -> None:
     file, with the table's own schema) to ``path`` atomically."""
     path = Path(path)
     path.parent.mkdir(parents=True, exist_ok=True)
-    tmp = _aside(path)
+    tmp = sibling_tmp(path)
     if hasattr(frame, "sparkSession"):
         frame.write.mode("overwrite").parquet(str(tmp))
     elif hasattr(frame, "to_parquet"):
@@ -147,7 +222,7 @@ def write_partitioned_atomic(frame, path: Path, column: str) -> None:
     """Write a Spark DataFrame to ``path`` as parquet partitioned by ``column``, atomically."""
     path = Path(path)
     path.parent.mkdir(parents=True, exist_ok=True)
-    tmp = _aside(path)
+    tmp = sibling_tmp(path)
     frame.write.mode("overwrite").partitionBy(column).parquet(str(tmp))
     replace_path(tmp, path)
 
@@ -189,13 +264,15 @@ def fsync_dir(path: Path) -> None:
         os.close(fd)
 
 
-def replace_dir(dest_dir: str | Path, fill: Callable[[Path], object]) -> Path:
+def replace_dir(dest_dir: str | Path, fill: Callable[[Path], object], *, durable: bool = True) -> Path:
     """Make ``dest_dir`` whole or not at all: ``fill(tmp)`` writes the new content into the hidden
     sibling ``tmp`` = ``dest_dir.parent/.<name>.tmp-<id>`` (created empty), which is synced and then
-    renamed to ``dest_dir``; an existing ``dest_dir`` is renamed aside first and deleted once the
-    new one is in. Returns ``dest_dir``. Raises :class:`WriteError` when ``fill`` or the renames
-    fail; then ``dest_dir`` is left as it was and the temporaries are removed. Used for published
-    plans, simulations and what-if copies of a snapshot.
+    renamed to ``dest_dir``; an existing ``dest_dir`` is swapped with it in one step (or, where the
+    OS cannot, renamed aside first) and deleted once the new one is in. ``durable`` (what is
+    published): every file and the directories are ``fsync``ed. Returns ``dest_dir``.
+    Raises :class:`WriteError` when ``fill`` or the renames fail; then ``dest_dir`` is left as it
+    was and the temporaries are removed. Used for published plans, simulations and what-if copies
+    of a snapshot.
     """
     dest = Path(dest_dir).resolve()
     parent = dest.parent
@@ -205,12 +282,17 @@ def replace_dir(dest_dir: str | Path, fill: Callable[[Path], object]) -> Path:
     try:
         tmp.mkdir(parents=True)
         fill(tmp)
-        fsync_tree(tmp)
-        if dest.exists():
-            os.rename(dest, old)
-            moved_aside = True
-        os.rename(tmp, dest)
-        fsync_dir(parent)
+        if durable:
+            fsync_tree(tmp)
+        if dest.is_dir() and not dest.is_symlink() and _renameat2(tmp, dest, _RENAME_EXCHANGE):
+            old, moved_aside = tmp, True  # swapped: the old content now has tmp's name
+        else:
+            if dest.exists():
+                os.rename(dest, old)
+                moved_aside = True
+            os.rename(tmp, dest)
+        if durable:
+            fsync_dir(parent)
     except BaseException as exc:
         if moved_aside and not dest.exists():
             os.rename(old, dest)

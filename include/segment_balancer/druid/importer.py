@@ -16,9 +16,9 @@ import gzip
 import json
 import os
 import re
-import tempfile
 from typing import Iterator, NamedTuple
 
+from segment_balancer.common.files import atomic_file, write_text_atomic
 from segment_balancer.druid.instants import format_instant_ms, parse_instant_ms
 
 # Druid's column order of druid_segments, used when an INSERT has no column list (mysqldump's
@@ -344,49 +344,18 @@ def row_to_segment(row: dict, path: str, line: int) -> dict:
     return payload
 
 
-def _publish(tmp: str, path: str) -> None:
-    """Give ``tmp`` the permissions of a normally created file (``mkstemp`` makes it 0600), then
-    rename it onto ``path``."""
-    mask = os.umask(0)
-    os.umask(mask)
-    os.chmod(tmp, 0o666 & ~mask)
-    os.replace(tmp, path)
-
-
 def write_gzip_lines(path: str, lines) -> None:
     """Write ``lines`` (str, without newlines) gzipped to ``path``, atomically and reproducibly
-    (no file name, mtime 0 in the gzip header; written aside, then ``os.replace``)."""
-    directory = os.path.dirname(os.path.abspath(path))
-    fd, tmp = tempfile.mkstemp(prefix=".tmp-", dir=directory)
-    try:
-        with os.fdopen(fd, "wb") as raw, gzip.GzipFile("", "wb", 9, raw, mtime=0) as out:
-            for text in lines:
-                out.write(text.encode("utf-8"))
-                out.write(b"\n")
-        _publish(tmp, path)
-    except BaseException:
-        if os.path.exists(tmp):
-            os.unlink(tmp)
-        raise
-
-
-def write_text_atomic(path: str, text: str) -> None:
-    """Write ``text`` (UTF-8) to ``path`` atomically: to a temporary file aside, then ``os.replace``."""
-    directory = os.path.dirname(os.path.abspath(path))
-    fd, tmp = tempfile.mkstemp(prefix=".tmp-", dir=directory)
-    try:
-        with os.fdopen(fd, "w", encoding="utf-8", newline="\n") as out:
-            out.write(text)
-        _publish(tmp, path)
-    except BaseException:
-        if os.path.exists(tmp):
-            os.unlink(tmp)
-        raise
+    (no file name, mtime 0 in the gzip header; ``common.files.atomic_file``)."""
+    with atomic_file(path, "wb") as raw, gzip.GzipFile("", "wb", 9, raw, mtime=0) as out:
+        for text in lines:
+            out.write(text.encode("utf-8"))
+            out.write(b"\n")
 
 
 def write_json(path: str, value) -> None:
     """Write ``value`` as JSON indented by 2 (keys in the order given) to ``path``, atomically."""
-    write_text_atomic(path, json.dumps(value, indent=2) + "\n")
+    write_text_atomic(json.dumps(value, indent=2) + "\n", path)
 
 
 def import_druid_segments_sql(sql_path: str, out_dir: str, table: str = "druid_segments") -> int:

@@ -1,8 +1,8 @@
 """Atomic publish of a validated plan directory.
 
 ``publish_plan(plan_dir, dest_dir)`` copies the plan to a hidden temporary sibling of ``dest_dir``,
-writes its ``report.html`` there and renames it into place; an existing ``dest_dir`` is renamed aside first and deleted only after
-the new one is in (:func:`segment_balancer.common.files.replace_dir`). A ``LATEST`` file beside
+writes its ``report.html`` there and renames it into place; an existing ``dest_dir`` is swapped out
+in the same step and deleted once the new one is in (:func:`segment_balancer.common.files.replace_dir`). A ``LATEST`` file beside
 ``dest_dir`` then names the newest plan published there: of the newest snapshot, and of two plans
 of one snapshot the one whose run began later (``summary.json``'s ``snapshot_time`` and
 ``planned_at``). Runs that publish at once (two DAG runs, a backfill beside the schedule, the CLI)
@@ -18,11 +18,10 @@ import json
 import logging
 import os
 import shutil
-import tempfile
 from contextlib import contextmanager
 from pathlib import Path
 
-from segment_balancer.common.files import WriteError, fsync_dir, is_plain_child, replace_dir
+from segment_balancer.common.files import WriteError, is_plain_child, replace_dir, write_text_atomic
 
 log = logging.getLogger(__name__)
 FINGERPRINTED = ("operations.parquet", "assignment.parquet")
@@ -102,17 +101,7 @@ def _update_latest(parent: Path, name: str) -> str:
 
 
 def _write_latest(parent: Path, name: str) -> None:
-    fd, tmp = tempfile.mkstemp(prefix=".LATEST.", suffix=".tmp", dir=parent)
-    try:
-        with os.fdopen(fd, "w") as fh:
-            fh.write(name + "\n")
-            fh.flush()
-            os.fsync(fh.fileno())
-        os.replace(tmp, parent / "LATEST")
-        fsync_dir(parent)
-    except BaseException:
-        Path(tmp).unlink(missing_ok=True)
-        raise
+    write_text_atomic(name + "\n", parent / "LATEST", durable=True)
 
 
 def _check_destination(dest: Path, plans_root: Path | None) -> None:

@@ -24,7 +24,6 @@ from __future__ import annotations
 import json
 import logging
 import os
-import tempfile
 from dataclasses import dataclass, field
 from datetime import datetime, timezone
 from pathlib import Path
@@ -32,6 +31,7 @@ from typing import Any
 
 import pandas as pd
 
+from segment_balancer.common.files import write_json_atomic
 from segment_balancer.druid.snapshot.models import QUEUE_TYPES
 from segment_balancer.plan.publish import plan_fingerprint
 
@@ -417,25 +417,12 @@ def _short_kwargs(kwargs: Any) -> dict:
     return out
 
 
-def _write_json_atomic(path: Path, payload: dict) -> None:
-    fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
-    try:
-        with os.fdopen(fd, "w") as fh:
-            json.dump(payload, fh, indent=2, default=str)
-            fh.flush()
-            os.fsync(fh.fileno())
-        os.replace(tmp, path)
-    except BaseException:
-        Path(tmp).unlink(missing_ok=True)
-        raise
-
-
 def validate_plan(plan_dir: str | Path, work_dir: str | Path) -> dict:
     """Validate the plan in ``plan_dir`` against the start state in ``work_dir/prepared``.
 
     Returns ``{"success": bool, "checks": [{"name", "success", "unexpected_count", "examples",
     "expectations"}], "validated_at": ISO-8601 UTC, "gx_version": str, "plan_files": {file:
-    sha256}}`` and writes it atomically to ``plan_dir/validation.json`` (temp file + os.replace).
+    sha256}}`` and writes it atomically to ``plan_dir/validation.json``.
     ``examples`` are up to 10 offending rows of the check's frame (sizes in bytes), each with the
     expectation type that flagged it. Raises what ``load_inputs`` raises; a failed check never
     raises here (see ``require_valid``).
@@ -455,7 +442,7 @@ def validate_plan(plan_dir: str | Path, work_dir: str | Path) -> dict:
         "gx_version": gx().__version__,
         "plan_files": plan_fingerprint(plan_dir),
     }
-    _write_json_atomic(plan_dir / "validation.json", report)
+    write_json_atomic(report, plan_dir / "validation.json", durable=True)
     return report
 
 

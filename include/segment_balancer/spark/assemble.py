@@ -12,12 +12,11 @@ balancer state the next run of the cluster starts from; not for a what-if). Vali
 from __future__ import annotations
 
 import json
-import shutil
 from pathlib import Path
 
 import pyarrow.parquet as pq
 
-from segment_balancer.common.files import _aside, replace_path, write_json_atomic, write_parquet_atomic
+from segment_balancer.common.files import replace_path, sibling_tmp, write_json_atomic, write_parquet_atomic
 from segment_balancer.druid.instants import format_instant_ms
 from segment_balancer.druid.metrics import druid_metrics
 from segment_balancer.planner import groups as G
@@ -41,7 +40,7 @@ def assemble(run: Run, groups, snapshot: Path) -> Path:
     Spark jobs: the end assignment, the final status (one task per tier), the decision log and the
     segments table; the operations and their counts come from the op log's files."""
     plan = run.work / "plan"
-    tmp = _aside(plan)
+    tmp = sibling_tmp(plan)
     tmp.mkdir(parents=True)
     # The op log's files, numbered one step after another by write_ops, already read on the
     # driver once there: one file here, and the summary's counts from it (no Spark job).
@@ -216,7 +215,6 @@ def _flatten(path: Path) -> None:
     parts = sorted(path.glob("part-*.parquet"))
     if not path.is_dir() or len(parts) != 1:
         return
-    tmp = _aside(path)
-    shutil.move(str(parts[0]), tmp)
-    shutil.rmtree(path)
-    tmp.rename(path)
+    tmp = sibling_tmp(path)
+    replace_path(parts[0], tmp)
+    replace_path(tmp, path)  # the file takes the directory's place; the directory is removed

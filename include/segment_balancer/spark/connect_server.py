@@ -53,6 +53,7 @@ import time
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from segment_balancer.common.files import write_text_atomic
 from segment_balancer.common.ports import refusal
 from segment_balancer.spark.session import port_open
 
@@ -197,7 +198,7 @@ class ConnectServer:
             log.flush()
             proc = subprocess.Popen(self.command(), env=self._env(), stdout=log, stderr=subprocess.STDOUT,
                                     stdin=subprocess.DEVNULL, start_new_session=True, cwd=self.root)
-        self.pid_path.write_text(f"{proc.pid}\n")
+        write_text_atomic(f"{proc.pid}\n", self.pid_path)
         deadline = time.monotonic() + timeout
         while time.monotonic() < deadline:
             if proc.poll() is not None:

@@ -24,6 +24,8 @@ import sys
 import tempfile
 from pathlib import Path
 
+from segment_balancer.common.files import replace_path
+
 #: Environment variable naming the archive file (default: :data:`DEFAULT_ARCHIVE`).
 ARCHIVE_ENV = "SEGMENT_BALANCER_JVM_ARCHIVE"
 #: Default place of the archive: beside this interpreter's environment (the venv).
@@ -83,7 +85,7 @@ def build_archive(path: Path | None = None, snapshot: Path | None = None) -> Pat
     if done.returncode != 0 or not aside.is_file():
         aside.unlink(missing_ok=True)
         raise RuntimeError(f"building the JVM archive failed (exit {done.returncode}):\n{done.stderr[-3000:]}")
-    os.replace(aside, path)
+    replace_path(aside, path)
     return path
 
 

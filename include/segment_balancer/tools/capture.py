@@ -34,7 +34,7 @@ Files written, from a Coordinator and a Broker (or a Router in front of both):
 
 Everything is written into a hidden sibling ``.<name>.tmp-<hex>`` (files fsynced), checked with the
 snapshot's own loaders (servers, load queues, rules, config, meta), then renamed to its name in one
-``os.rename``. Any failure removes the temporary directory (and any parent directory the capture
+step that refuses a name already taken (``common.files.rename_new``). Any failure removes the temporary directory (and any parent directory the capture
 created) and raises :class:`CaptureError`. No Spark, no Airflow.
 """
 
@@ -48,7 +48,6 @@ import os
 import re
 import shutil
 import time
-import uuid
 from collections.abc import Iterable, Iterator
 from dataclasses import dataclass
 from datetime import datetime, timedelta, timezone
@@ -58,7 +57,7 @@ from urllib.parse import urljoin, urlsplit, urlunsplit
 
 import requests
 
-from segment_balancer.common.files import fsync_dir
+from segment_balancer.common.files import fsync_dir, remove_dir, rename_new, sibling_tmp
 from segment_balancer.druid.instants import format_instant_ms
 from segment_balancer.druid.snapshot import loader
 from segment_balancer.druid.snapshot.errors import SnapshotError
@@ -205,9 +204,7 @@ def prune(snapshots_root: Path, cluster: str, keep: int) -> list[Path]:
     found.sort()
     removed = []
     for _, _, path in found[:-keep]:
-        aside = path.with_name(f".{path.name}.prune-{uuid.uuid4().hex[:8]}")
-        os.rename(path, aside)
-        shutil.rmtree(aside)
+        remove_dir(path)
         removed.append(path)
         log.info("prune: removed snapshot %s", path)
     return removed
@@ -230,7 +227,7 @@ def _capture_into(coordinator: DruidEndpoint, broker: DruidEndpoint, final: Path
         raise CaptureError(f"capture target {final} must have a name that does not start with '.'")
 
     created = _make_parents(final.parent)
-    tmp = final.with_name(f".{final.name}.tmp-{uuid.uuid4().hex[:8]}")
+    tmp = sibling_tmp(final)
     own_session = session is None
     http = _Http(session or requests.Session(), timeout_s, (coordinator, broker))
     started = time.monotonic()
@@ -250,7 +247,7 @@ def _capture_into(coordinator: DruidEndpoint, broker: DruidEndpoint, final: Path
         _write_file(tmp / META_FILE, _json_bytes({"snapshot_time": snapshot_time, "cluster": cluster}))
         _check_loads(tmp, final)
         fsync_dir(tmp)
-        os.rename(tmp, final)
+        rename_new(tmp, final)
         fsync_dir(final.parent)
     except BaseException as exc:
         shutil.rmtree(tmp, ignore_errors=True)

@@ -18,7 +18,8 @@ from typing import NamedTuple
 
 import numpy as np
 
-from segment_balancer.druid.importer import import_druid_segments_sql, iso_to_ms, ms_to_iso, segment_id, write_gzip_lines, write_json, write_text_atomic
+from segment_balancer.common.files import write_text_atomic
+from segment_balancer.druid.importer import import_druid_segments_sql, iso_to_ms, ms_to_iso, segment_id, write_gzip_lines, write_json
 
 SNAPSHOTS_DIR = os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))), "snapshots")
 SAMPLE_SQL = os.path.join(SNAPSHOTS_DIR, "druid_segments-sample.sql")
@@ -29,7 +30,7 @@ MB, GIB = 1_000_000, 1 << 30
 def _write_rows(path: str, rows: list[dict]) -> None:
     """A JSON array with one compact object per line (diff-friendly), written atomically."""
     body = ",\n".join(json.dumps(row, separators=(", ", ": ")) for row in rows)
-    write_text_atomic(path, "[\n" + body + "\n]\n" if rows else "[]\n")
+    write_text_atomic("[\n" + body + "\n]\n" if rows else "[]\n", path)
 
 
 def _read_segments(out_dir: str) -> list[dict]:

@@ -41,7 +41,7 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 
-from segment_balancer.common.files import link_or_copy, write_json_atomic, write_text_atomic
+from segment_balancer.common.files import link_or_copy, replace_dir, write_json_atomic, write_text_atomic
 from segment_balancer.druid.instants import format_instant_ms, parse_instant_ms
 from segment_balancer.plan.report import MARGINS_FILE, margin_name, write_simulation_report
 from segment_balancer.planner.balancer_state import NEXT_STATE_FILE, STATE_FILE
@@ -186,26 +186,24 @@ def apply_plan(snapshot: Path, plan: Path, sizes: pd.Series, out: Path, run: int
             if d["server"] in delta:
                 delta[d["server"]] -= d["size_bytes"]
 
-    tmp = out.with_name(out.name + ".tmp")
-    shutil.rmtree(tmp, ignore_errors=True)
-    tmp.mkdir(parents=True)
-    for name in CARRIED:
-        if (snapshot / name).exists():
-            link_or_copy(snapshot / name, tmp / name)
-    new_servers = [_resized(s, delta.get(s["server"], 0)) for s in servers]
-    write_json_atomic(new_servers, tmp / "servers.json")
-    write_json_atomic({name: {"segmentsToLoad": [{k: item[k] for k in ("segment_id", "queue_type", "requested_at") if item.get(k)}
-                                                 for item in remaining.get(name, [])],
-                              "segmentsToDrop": [d["segment_id"] for d in pending if d["server"] == name]}
-                       for name in sorted(historicals)}, tmp / "load_queues.json")
-    write_json_atomic([{"server": d["server"], "segment_id": d["segment_id"], "after": d["after"]} for d in pending],
-                      tmp / PENDING_FILE)
+    def fill(tmp: Path) -> None:
+        for name in CARRIED:
+            if (snapshot / name).exists():
+                link_or_copy(snapshot / name, tmp / name)
+        new_servers = [_resized(s, delta.get(s["server"], 0)) for s in servers]
+        write_json_atomic(new_servers, tmp / "servers.json")
+        write_json_atomic({name: {"segmentsToLoad": [{k: item[k] for k in ("segment_id", "queue_type", "requested_at") if item.get(k)}
+                                                     for item in remaining.get(name, [])],
+                                  "segmentsToDrop": [d["segment_id"] for d in pending if d["server"] == name]}
+                           for name in sorted(historicals)}, tmp / "load_queues.json")
+        write_json_atomic([{"server": d["server"], "segment_id": d["segment_id"], "after": d["after"]} for d in pending],
+                          tmp / PENDING_FILE)
+        write_json_atomic({**meta, "snapshot_time": format_instant_ms(now_ms + int(period_ms))}, tmp / "snapshot.json")
+        pairs.to_json(tmp / "server_segments.jsonl", orient="records", lines=True)
+
     applied.drops_pending = len(pending)
-    write_json_atomic({**meta, "snapshot_time": format_instant_ms(now_ms + int(period_ms))}, tmp / "snapshot.json")
     pairs = pd.DataFrame(sorted(served), columns=["server", "segment_id"])
-    pairs.to_json(tmp / "server_segments.jsonl", orient="records", lines=True)
-    shutil.rmtree(out, ignore_errors=True)
-    tmp.rename(out)
+    replace_dir(out, fill, durable=False)
 
     applied.served = pairs[pairs["server"].isin(historicals)].reset_index(drop=True)
     on = pairs[pairs["server"].isin(historicals)].assign(size_bytes=lambda f: f["segment_id"].map(sizes).fillna(0).astype("int64"))
