@@ -47,6 +47,7 @@ ROOT = Path(__file__).resolve().parent.parent
 SNAPSHOTS = ROOT / "include" / "segment_balancer" / "snapshots"
 sys.path.insert(0, str(ROOT / "include"))
 
+from segment_balancer.common.files import replace_path, sibling_tmp  # noqa: E402
 from segment_balancer.planner.stages import APP_NAMES  # noqa: E402
 
 TAG = re.compile(r"segment_balancer_app_(\w+)")
@@ -222,18 +223,16 @@ def snapshot_for(name: str, cache: Path) -> Path:
         if not (out / "snapshot.json").exists():
             from replicate_snapshot import replicate
 
-            tmp = cache / f".replicated-{name}.tmp"
-            shutil.rmtree(tmp, ignore_errors=True)
+            tmp = sibling_tmp(out)
             replicate(snapshot_for(str(GENERATED_AT_MOST), cache), tmp, times)
-            tmp.rename(out)
+            replace_path(tmp, out)
         return out
     out = cache / f"generated-{name}"
     if not (out / "snapshot.json").exists():
-        tmp = cache / f".generated-{name}.tmp"
-        shutil.rmtree(tmp, ignore_errors=True)
+        tmp = sibling_tmp(out)
         subprocess.run([sys.executable, "-m", "segment_balancer", "generate", str(tmp), "--segments", name],
                        check=True, stdout=subprocess.DEVNULL)
-        tmp.rename(out)
+        replace_path(tmp, out)
     return out
 
 

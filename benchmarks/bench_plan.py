@@ -35,6 +35,8 @@ from pathlib import Path
 
 import psutil
 
+from segment_balancer.common.files import replace_path, sibling_tmp
+
 ROOT = Path(__file__).resolve().parent.parent
 
 
@@ -42,11 +44,10 @@ def snapshot_for(n: int, cache: Path) -> Path:
     """The generated snapshot of ``n`` segments, generated into ``cache`` once."""
     out = cache / f"generated-{n}"
     if not (out / "snapshot.json").exists():
-        tmp = cache / f".generated-{n}.tmp"
-        shutil.rmtree(tmp, ignore_errors=True)
+        tmp = sibling_tmp(out)
         subprocess.run([sys.executable, "-m", "segment_balancer", "generate", str(tmp), "--segments", str(n)],
                        check=True, stdout=subprocess.DEVNULL)
-        tmp.rename(out)
+        replace_path(tmp, out)
     return out
 
 

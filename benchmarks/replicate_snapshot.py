@@ -25,6 +25,8 @@ import json
 import shutil
 from pathlib import Path
 
+from segment_balancer.common.files import replace_path, sibling_tmp
+
 PREFIX = '{"dataSource":"'
 
 
@@ -103,10 +105,9 @@ def main() -> None:
     parser.add_argument("out", type=Path, help="the directory to write (must not exist)")
     parser.add_argument("--times", type=int, default=10)
     args = parser.parse_args()
-    tmp = args.out.with_name(f".{args.out.name}.tmp")
-    shutil.rmtree(tmp, ignore_errors=True)
+    tmp = sibling_tmp(args.out)
     replicate(args.snapshot, tmp, args.times)
-    tmp.rename(args.out)
+    replace_path(tmp, args.out)
 
 
 if __name__ == "__main__":

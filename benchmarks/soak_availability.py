@@ -25,6 +25,8 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT / "tests"))  # soak.py: the clusters and the checker
 
+from segment_balancer.common.files import write_json_atomic  # noqa: E402
+
 
 def work(seeds: list[int], runs: int, out: Path, orders: int, failure_rate: float) -> None:
     """Plan and check the clusters ``seeds`` without figures yet, writing each one's figures."""
@@ -43,9 +45,7 @@ def work(seeds: list[int], runs: int, out: Path, orders: int, failure_rate: floa
         tally = soak(spark, range(seed, seed + 1), runs, out / "clusters", orders=orders, failure_rate=failure_rate)
         figures = {"seed": seed, "runs": tally.runs, "operations": tally.operations, "orders": tally.orders,
                    "steps": tally.steps, "violations": tally.violations, "seconds": round(time.perf_counter() - began, 1)}
-        tmp = path.with_suffix(".tmp")
-        tmp.write_text(json.dumps(figures))
-        os.replace(tmp, path)
+        write_json_atomic(figures, path)
         print(f"cluster {seed}: {tally.operations} operations, {len(tally.violations)} violations", flush=True)
 
 

@@ -56,9 +56,9 @@ def run_cli(kind: Kind, tmp_path: Path, capsys) -> str:
     assert code == 2, err
     assert "Traceback" not in err
     assert not plans.exists()
-    errors = [line for line in err.splitlines() if line.startswith("error: ")]
+    errors = [line for line in err.splitlines() if line.startswith("input refused: ")]
     assert len(errors) == 1, err
-    return errors[0].removeprefix("error: ")
+    return errors[0].removeprefix("input refused: ")
 
 
 @pytest.fixture(scope="module")

@@ -2,7 +2,8 @@
 
 A snapshot, config override or what-if edit that is wrong stays wrong on a retry, and a Python
 traceback sends the user into the code instead of into the file. A task that finds bad input
-(``SnapshotError``, ``WhatIfError``, no snapshot to plan on) raises :class:`InputRefused` instead:
+(``common.errors.InputError``: ``SnapshotError``, ``WhatIfError``, no snapshot to plan on …)
+raises :class:`InputRefused` instead:
 
 - it is a ``SystemExit``, which the Airflow 3 task runner logs as one ``Task exited`` line carrying
   the message (``exit_code='input refused: servers.json row 3: max_size must be >= 0, got -5'``),
@@ -24,10 +25,12 @@ from contextlib import contextmanager
 
 from airflow.sdk.definitions.retry_policy import ExceptionRetryPolicy, RetryAction, RetryRule
 
+from segment_balancer.common.errors import INPUT_REFUSED, InputError
+
 log = logging.getLogger(__name__)
 
 #: The prefix of every refusal's message.
-PREFIX = "input refused: "
+PREFIX = INPUT_REFUSED
 
 
 class InputRefused(SystemExit):
@@ -56,15 +59,6 @@ RETRY_POLICY = ExceptionRetryPolicy(rules=[
               reason="not enough free disk for the run: free some and trigger again")])
 
 
-def bad_input_types() -> tuple[type[BaseException], ...]:
-    """The exception types that mean bad input (imported lazily: the planner is not parse-time)."""
-    from segment_balancer.druid.snapshot.errors import SnapshotError
-    from segment_balancer.tools.whatif import WhatIfError
-    from segment_balancer_airflow.snapshots import NoSnapshotError
-
-    return SnapshotError, WhatIfError, NoSnapshotError
-
-
 @contextmanager
 def refusing_bad_input() -> Iterator[None]:
     """Turn bad input raised inside the block into :class:`InputRefused`, and ``disk.NotEnoughRoom``
@@ -76,7 +70,7 @@ def refusing_bad_input() -> Iterator[None]:
     except NotEnoughRoom as exc:
         log.error("no room: %s", exc)
         raise NoRoom(str(exc)) from None
-    except bad_input_types() as exc:
+    except InputError as exc:
         message = str(exc)
         log.error("%s%s", PREFIX, message)
         raise InputRefused(message) from None

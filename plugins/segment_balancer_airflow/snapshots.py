@@ -6,8 +6,10 @@ import json
 from datetime import datetime, timezone
 from pathlib import Path
 
+from segment_balancer.common.errors import InputError
 
-class NoSnapshotError(LookupError):
+
+class NoSnapshotError(InputError, LookupError):
     """No snapshot under the root was taken at or before the requested time."""
 
 

@@ -175,5 +175,5 @@ def test_a_refused_snapshot_fails_the_task_in_one_line_without_a_retry(tmp_path,
     assert info.value.message == 'segments.jsonl line 4: size must be a whole number of bytes, got "big"'
     out = capfd.readouterr()
     logged = out.out + out.err  # spark-submit's output, as the hook logs it
-    assert "snapshot refused: segments.jsonl line 4" in logged
+    assert "input refused: segments.jsonl line 4" in logged
     assert "Traceback" not in logged and "\tat org.apache" not in logged

@@ -43,8 +43,9 @@ def main(argv=None) -> None:
         "stage": stage,
     }
     out = Path(args.groups_out)
-    out.with_suffix(".tmp").write_text(json.dumps(payload))
-    out.with_suffix(".tmp").rename(out)
+    from segment_balancer.common.files import write_json_atomic
+
+    write_json_atomic(payload, out)
     (Path(args.work) / "tiny_app_argv.json").write_text(json.dumps(sys.argv[1:]))
     (Path(args.work) / "tiny_app_jvm.json").write_text(json.dumps(jvm_args))
 

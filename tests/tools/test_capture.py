@@ -485,7 +485,7 @@ def test_druid_segment_id_examples():
         "ds_-146136543-09-08T08:23:32.096Z_146140482-04-24T15:36:27.903Z_v"
 
 
-def test_the_cli_captures_and_exits_2_leaving_nothing_on_failure(tmp_path, capsys):
+def test_the_cli_captures_and_exits_1_leaving_nothing_when_druid_fails(tmp_path, capsys):
     from segment_balancer.tools.cli import main
 
     with fd.fake_druid() as fake:
@@ -494,8 +494,9 @@ def test_the_cli_captures_and_exits_2_leaving_nothing_on_failure(tmp_path, capsy
     assert sorted(os.listdir(tmp_path / "snap")) == FILES
     assert json.loads((tmp_path / "snap" / "snapshot.json").read_text())["cluster"] == "prod"
     with fd.fake_druid(fail_status={"rules": 503}) as fake:
-        assert main(["capture", "--coordinator", fake.url, "--broker", fake.url, "--out", str(tmp_path / "bad")]) == 2
-    assert "rules" in capsys.readouterr().err and not (tmp_path / "bad").exists()
+        assert main(["capture", "--coordinator", fake.url, "--broker", fake.url, "--out", str(tmp_path / "bad")]) == 1
+    err = capsys.readouterr().err  # Druid's failure, not the user's input
+    assert "error: " in err and "rules" in err and "input refused" not in err and not (tmp_path / "bad").exists()
 
 
 # ---- a Coordinator that is not the leader (issue 27) --------------------------------------------------------

@@ -20,6 +20,29 @@ def test_an_unknown_key_of_the_config_file_is_refused_naming_the_file_before_spa
     code = cli.main(["plan", "--snapshot", str(SNAPSHOT), "--out", str(tmp_path / "plan"), "--config", str(bad)])
     err = capsys.readouterr().err
     assert code == 2
-    assert err.strip() == (f"error: --config {bad}: unknown key 'balancingMinCostReductionPct' "
+    assert err.strip() == (f"input refused: --config {bad}: unknown key 'balancingMinCostReductionPct' "
                            "(did you mean 'balancingMinCostReductionPercent'?)")
     assert not (tmp_path / "plan").exists()
+
+
+def test_an_internal_error_is_not_reported_as_the_users_input(tmp_path, capsys, monkeypatch):
+    """A broken invariant (the run state raises ``ValueError`` for those) exits 1 as an internal
+    error with its traceback; only ``InputError`` is ``input refused`` with exit code 2."""
+    from segment_balancer.common.errors import InputError
+
+    def broken(plan):
+        raise ValueError("h1 already holds s1")
+
+    monkeypatch.setattr(cli, "print_summary", broken)
+    assert cli.main(["summary", str(tmp_path)]) == 1
+    err = capsys.readouterr().err
+    assert err.strip().endswith("internal error: ValueError: h1 already holds s1 "
+                                "(a bug in segment_balancer: the traceback is above)")
+    assert "Traceback" in err and "input refused" not in err
+
+    def refused(plan):
+        raise InputError(f"{plan}: no summary.json")
+
+    monkeypatch.setattr(cli, "print_summary", refused)
+    assert cli.main(["summary", str(tmp_path)]) == 2
+    assert capsys.readouterr().err.strip() == f"input refused: {tmp_path}: no summary.json"

@@ -18,6 +18,7 @@ import os
 import re
 from typing import Iterator, NamedTuple
 
+from segment_balancer.common.errors import InputError
 from segment_balancer.common.files import atomic_file, write_text_atomic
 from segment_balancer.druid.instants import format_instant_ms, parse_instant_ms
 
@@ -28,7 +29,7 @@ DRUID_SEGMENT_COLUMNS = ("id", "datasource", "created_date", "start", "end", "pa
 REQUIRED_COLUMNS = ("id", "datasource", "start", "end", "version", "used", "payload")
 
 
-class SqlImportError(ValueError):
+class SqlImportError(InputError):
     """A problem in a SQL dump: ``str(err)`` is ``"<file>:<line>: <problem>"``.
 
     Attributes: ``path`` (str), ``line`` (int, 1-based, 0 when unknown), ``problem`` (str).

@@ -10,6 +10,7 @@ from pathlib import Path
 
 import pandas as pd
 
+from segment_balancer.common.errors import InputError
 from segment_balancer.planner.cost import COST_WINDOW_MS
 from segment_balancer.planner.ranking import rank_one
 
@@ -122,7 +123,7 @@ NOTHING_UNDONE = {"balanced", "already_visited", "excess_on_decomm", "shed", "no
 """Outcomes where the stage had nothing to do for the segment (the others left something undone)."""
 
 
-class PlanExplainError(LookupError):
+class PlanExplainError(InputError, LookupError):
     """``explain --plan`` cannot answer: the plan directory lacks its explain tables, or the
     segment is not in the plan's snapshot."""
 

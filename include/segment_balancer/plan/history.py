@@ -20,6 +20,8 @@ from dataclasses import asdict, dataclass, field
 from datetime import datetime, timezone
 from pathlib import Path
 
+from segment_balancer.common.errors import InputError
+
 log = logging.getLogger(__name__)
 
 HEADLINE_KEYS = ("operations", "loads", "drops", "moves", "unreplicated_before", "unreplicated_after",
@@ -104,13 +106,13 @@ def read_plan(plan_dir: Path) -> PlanEntry:
     except FileNotFoundError:
         raise
     except (OSError, ValueError, KeyError, TypeError, AttributeError) as exc:
-        raise ValueError(f"{path}: not a plan summary ({exc})") from exc
+        raise InputError(f"{path}: not a plan summary ({exc})") from exc
     valid = False
     if (plan_dir / "validation.json").is_file():
         try:
             valid = json.loads((plan_dir / "validation.json").read_text()).get("success") is True
         except (OSError, ValueError, AttributeError) as exc:
-            raise ValueError(f"{plan_dir / 'validation.json'}: unreadable ({exc})") from exc
+            raise InputError(f"{plan_dir / 'validation.json'}: unreadable ({exc})") from exc
     snapshot_id = str(summary.get("snapshot_id", ""))
     snapshot_time = summary.get("snapshot_time") or snapshot_id.rpartition("@")[2]
     edits = summary.get("whatif")

@@ -27,6 +27,7 @@ from pathlib import Path
 
 import pandas as pd
 
+from segment_balancer.common.errors import InputError
 from segment_balancer.common.files import write_text_atomic
 from segment_balancer.plan.history import headline
 
@@ -48,7 +49,7 @@ STATUS_COLORS = {"unreplicated": "#d62728", "underreplicated": "#ff7f0e", "fully
                  "overreplicated": "#9467bd"}
 
 
-class ReportError(ValueError):
+class ReportError(InputError):
     """The directory is no plan (no ``summary.json``) or no simulation (no ``runs.csv``), or one of
     its files cannot be read."""
 

@@ -17,6 +17,7 @@ import logging
 import sys
 from pathlib import Path
 
+from segment_balancer.common.errors import InputError
 from segment_balancer.common.files import write_json_atomic, write_text_atomic
 from segment_balancer.planner.stages import APP_NAMES, stage_module, stage_number
 
@@ -38,14 +39,13 @@ def read_overrides(path: Path | None) -> dict | None:
         return None
     value = json.loads(Path(path).read_text() or "{}")
     if not isinstance(value, dict):
-        raise ValueError(f"{path}: config overrides must be a JSON object")
+        raise InputError(f"{path}: config overrides must be a JSON object")
     return value
 
 
 def main(name: str, argv=None) -> int:
     """Run application ``name`` under ``spark-submit``; returns 0, or exits with code 2 on bad input
     (after writing the refusal's one line to ``--refusal-out`` when given)."""
-    from segment_balancer.druid.snapshot.errors import SnapshotError
     from segment_balancer.spark.session import get_session
 
     logging.basicConfig(level=logging.INFO, format="%(asctime)s %(levelname)s %(name)s: %(message)s")
@@ -54,9 +54,9 @@ def main(name: str, argv=None) -> int:
     spark = get_session(f"segment_balancer.{name}")
     try:
         result = run_app(spark, name, args.snapshot, args.work, groups_in, read_overrides(args.config))
-    except SnapshotError as exc:
-        logging.getLogger(name).error("snapshot refused: %s", exc)
-        print(f"snapshot refused: {exc}", file=sys.stderr)
+    except InputError as exc:
+        logging.getLogger(name).error("input refused: %s", exc)
+        print(f"input refused: {exc}", file=sys.stderr)
         if args.refusal_out:
             write_text_atomic(str(exc), args.refusal_out)
         spark.stop()

@@ -57,6 +57,7 @@ from urllib.parse import urljoin, urlsplit, urlunsplit
 
 import requests
 
+from segment_balancer.common.errors import InputError
 from segment_balancer.common.files import fsync_dir, remove_dir, rename_new, sibling_tmp
 from segment_balancer.druid.instants import format_instant_ms
 from segment_balancer.druid.snapshot import loader
@@ -175,14 +176,14 @@ def prune(snapshots_root: Path, cluster: str, keep: int) -> list[Path]:
         The removed directories, oldest first ([] when there is no such cluster directory).
 
     Raises:
-        ValueError: ``keep`` < 1 (or not an int), or an invalid cluster name.
+        InputError: ``keep`` < 1 (or not an int), or an invalid cluster name.
     """
     if isinstance(keep, bool) or not isinstance(keep, int) or keep < 1:
-        raise ValueError(f"keep must be an integer >= 1, got {keep!r}")
+        raise InputError(f"keep must be an integer >= 1, got {keep!r}")
     try:
         _check_cluster(cluster)
     except CaptureError as exc:
-        raise ValueError(str(exc)) from None
+        raise InputError(str(exc)) from None
     base = Path(snapshots_root) / cluster
     if not base.is_dir():
         return []

@@ -11,7 +11,9 @@
 ``python -m segment_balancer generate OUT_DIR [--seed N] [--segments N] [--servers N]``
 ``python -m segment_balancer import-sql SQL_FILE OUT_DIR``
 
-Exit codes: 0 success, 2 bad input (snapshot refused, plan failed validation), 1 anything else.
+Exit codes: 0 success; 2 bad input (``common.errors.InputError``: ``input refused: …``); 1 anything else:
+``error: …`` for the machine's or a service's failure or a plan the validation gate refused,
+``internal error: …`` (and the traceback) for a bug.
 """
 
 from __future__ import annotations
@@ -22,6 +24,7 @@ import logging
 import shutil
 import sys
 import tempfile
+import traceback
 from pathlib import Path
 
 from segment_balancer.planner.config import check_override_keys
@@ -239,9 +242,8 @@ def _parser() -> argparse.ArgumentParser:
 
 def main(argv=None) -> int:
     """Entry point of ``python -m segment_balancer``."""
-    from segment_balancer.druid.snapshot.errors import SnapshotError
-    from segment_balancer.plan.explain import PlanExplainError
-    from segment_balancer.plan.report import ReportError
+    from segment_balancer.common.errors import INPUT_REFUSED, InputError
+    from segment_balancer.common.files import WriteError
     from segment_balancer.plan.validation import PlanValidationError
     from segment_balancer.spark.session import SparkUnreachable
     from segment_balancer.tools.capture import CaptureError
@@ -306,11 +308,17 @@ def main(argv=None) -> int:
                 _run_spark_command(spark, args, overrides)
             finally:
                 release(spark)  # a Connect session: released, its Python daemon ended
-    except (SnapshotError, PlanValidationError, ValueError, CaptureError, PlanExplainError, ReportError,
-            SparkUnreachable) as exc:
-        print(f"error: {exc}", file=sys.stderr)
+    except InputError as exc:
+        print(f"{INPUT_REFUSED}{exc}", file=sys.stderr)
         return 2
-    except OSError as exc:  # a full disk, a directory not writable: the system's own message, nothing published
+    except (OSError, WriteError, SparkUnreachable, CaptureError, PlanValidationError) as exc:
+        # the machine's or a service's (a full disk, a Spark server or a Druid cluster not answering),
+        # or a plan the validation gate kept from publishing: its own message, nothing published
         print(f"error: {exc}", file=sys.stderr)
+        return 1
+    except Exception as exc:  # the tool's own fault, never presented as the user's input
+        traceback.print_exception(exc, file=sys.stderr)
+        print(f"internal error: {type(exc).__name__}: {exc} (a bug in segment_balancer: the traceback is above)",
+              file=sys.stderr)
         return 1
     return 0

@@ -18,6 +18,7 @@ from typing import NamedTuple
 
 import numpy as np
 
+from segment_balancer.common.errors import InputError
 from segment_balancer.common.files import write_text_atomic
 from segment_balancer.druid.importer import import_druid_segments_sql, iso_to_ms, ms_to_iso, segment_id, write_gzip_lines, write_json
 
@@ -182,7 +183,7 @@ def server_layout(n_servers: int) -> Layout:
     Raises ``ValueError`` below 12 historicals.
     """
     if n_servers < 12:
-        raise ValueError(f"a generated cluster needs at least 12 historicals, not {n_servers}")
+        raise InputError(f"a generated cluster needs at least 12 historicals, not {n_servers}")
     hot, default = max(3, round(0.3 * n_servers)), max(4, round(0.2 * n_servers))
     cold = n_servers - hot - default  # present, with the added one; history: the lost one instead
     history = ([(f"hist-hot-{i:02d}", "hot", 10) for i in range(1, hot + 2)]

@@ -41,6 +41,7 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 
+from segment_balancer.common.errors import InputError
 from segment_balancer.common.files import link_or_copy, replace_dir, write_json_atomic, write_text_atomic
 from segment_balancer.druid.instants import format_instant_ms, parse_instant_ms
 from segment_balancer.plan.report import MARGINS_FILE, margin_name, write_simulation_report
@@ -118,9 +119,9 @@ def apply_plan(snapshot: Path, plan: Path, sizes: pd.Series, out: Path, run: int
     from segment_balancer.druid.snapshot.loader import load_load_queues, read_json
 
     if not 0.0 <= load_failure_rate <= 1.0:
-        raise ValueError(f"load failure rate must be within [0, 1], got {load_failure_rate}")
+        raise InputError(f"load failure rate must be within [0, 1], got {load_failure_rate}")
     if loads_per_run is not None and loads_per_run < 0:
-        raise ValueError(f"loads per run must be >= 0, got {loads_per_run}")
+        raise InputError(f"loads per run must be >= 0, got {loads_per_run}")
     servers = read_json(snapshot, "servers.json")
     waiting = {(p["server"], p["segment_id"]): p["after"] for p in read_json(snapshot, PENDING_FILE, required=False) or []}
     meta = read_json(snapshot, "snapshot.json")
@@ -274,7 +275,7 @@ def simulate(spark, snapshot: Path, out: Path, runs: int, overrides: dict | None
     from segment_balancer.tools.pipeline import run_plan
 
     if runs < 1:
-        raise ValueError(f"runs must be >= 1, got {runs}")
+        raise InputError(f"runs must be >= 1, got {runs}")
     if (first_plan is None) != (first_work is None):
         raise ValueError("first_plan and first_work go together")
     out = Path(out)
@@ -331,7 +332,7 @@ def simulate_margins(spark, snapshot: Path, out: Path, runs: int, margins: list[
     from segment_balancer.planner.config import load_config
 
     if not margins:
-        raise ValueError("compare at least one margin")
+        raise InputError("compare at least one margin")
     overrides = dict(overrides or {})
     # a bad override or margin is refused before any run
     own_margin = load_config(snapshot, overrides).balancing_min_cost_reduction_percent
@@ -366,7 +367,7 @@ def add_simulate_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--seed", type=int, default=0, help="seed of the load failures")
 
 
-class SimulationRefused(ValueError):
+class SimulationRefused(InputError):
     """A simulation that cannot start: a refused snapshot or bad options (``runs`` < 1); nothing
     was written."""
 

@@ -26,6 +26,7 @@ from typing import Any
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
+from segment_balancer.common.errors import InputError
 from segment_balancer.common.files import link_or_copy, replace_dir, write_json_atomic
 from segment_balancer.spark.workdir import RECORD_FILE
 
@@ -35,7 +36,7 @@ REMOVED_TYPE = "removed by what-if"
 copies it into ``summary.json`` under ``whatif``."""
 
 
-class WhatIfError(ValueError):
+class WhatIfError(InputError):
     """The edits do not fit the snapshot (the message names the server and ``servers.json``)."""
 
 

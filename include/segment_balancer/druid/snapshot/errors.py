@@ -13,10 +13,12 @@ from typing import Any, Literal
 
 from pydantic import ValidationError
 
+from segment_balancer.common.errors import InputError
+
 RowKind = Literal["index", "line"]
 
 
-class SnapshotError(ValueError):
+class SnapshotError(InputError):
     """An invalid snapshot input.
 
     Attributes:
