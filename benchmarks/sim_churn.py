@@ -1,5 +1,5 @@
-"""Churn against spread: balancing moves per run for margins of ``balancingMinCostReductionPercent``
-(issue 26), over ten simulated Coordinator runs of five clusters.
+"""Churn against spread: balancing moves per run for margins of ``balancingMinCostReductionPercent``,
+over ten simulated Coordinator runs of five clusters.
 
 Clusters:
 
@@ -15,8 +15,8 @@ Each cluster is simulated with ``simulate_margins`` (every queued load completes
 one Spark session, into ``--out/<cluster>/`` (each with its report: ``report.html`` charts the moves
 per run by margin). Prints, per cluster and margin: balancing moves and GiB moved per run, the first
 run from which no run moves (``-``: run 10 still moves), the final max − min of segments and of GiB
-per historical per tier, and the total placement cost after run 10; then the default that the
-issue's rule picks: the smallest margin with which every cluster has no balancing move from run 5
+per historical per tier, and the total placement cost after run 10; then the default it
+picks: the smallest margin with which every cluster has no balancing move from run 5
 on, provided each cluster's final spread (segments and bytes, every tier) is within 10% of margin
 0's (no more than 10% wider: a narrower spread is no loss). ``--report-only`` prints the table
 from an earlier ``--out`` without simulating. Usage::

@@ -1,4 +1,4 @@
-"""Cost against avgShedder (issue 28): ten simulated Coordinator runs of each cluster with
+"""Cost against avgShedder: ten simulated Coordinator runs of each cluster with
 ``balancerStrategy`` ``cost`` and ``avgShedder`` (default thresholds, each run fed the previous
 run's balancer state, every queued load completing between runs).
 

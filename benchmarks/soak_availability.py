@@ -1,4 +1,4 @@
-"""The availability soak (issue 27): 200 random clusters, each planned for 3 runs in a row while a
+"""The availability soak: 200 random clusters, each planned for 3 runs in a row while a
 fifth of the loads fail, every run's plan completed in 22 orders (20 random, 2 adversarial) and
 checked after every step: no used segment with a load rule that was served loses its last replica,
 no independent drop leaves a segment below ``required``, no historical goes over ``max_size``

@@ -1,4 +1,4 @@
-"""The bad-input corpus (issue 27): kinds of broken snapshot and override, each made by a fixture
+"""The bad-input corpus: kinds of broken snapshot and override, each made by a fixture
 from the bundled ``druid_sample`` snapshot, with what its refusal must say.
 
 A :class:`Kind` edits a copy of the snapshot (:func:`bad_snapshot`) and lists the pieces its one-line

@@ -1,4 +1,4 @@
-"""Processes killed at a chosen point, for the fault tests (issue 27, ``tests/test_faults.py``).
+"""Processes killed at a chosen point, for the fault tests (``tests/test_faults.py``).
 
 Run as a script (never imported by a test process that holds a JVM, so that it may fork freely):
 

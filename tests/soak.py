@@ -1,4 +1,4 @@
-"""The availability soak (issue 27): random clusters planned for several runs while loads fail, and
+"""The availability soak: random clusters planned for several runs while loads fail, and
 every run's plan checked in many orders of completing its operations.
 
 :func:`random_cluster` writes a small seeded cluster: 1–3 tiers of 2–5 historicals, 2–4 datasources

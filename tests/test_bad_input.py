@@ -1,4 +1,4 @@
-"""The bad-input corpus (issue 27, ``bad_inputs.py``): every kind is refused by the CLI and by the
+"""The bad-input corpus (``bad_inputs.py``): every kind is refused by the CLI and by the
 DAG's task that reads it, in one line naming the file, the row or key, the offending value and what
 was expected; exit code 2, no traceback, nothing written under the plans directory.
 

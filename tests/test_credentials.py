@@ -1,4 +1,4 @@
-"""No credential is ever written (issue 27): Druid's password, and the basic-auth header made from
+"""No credential is ever written: Druid's password, and the basic-auth header made from
 it, appear in no log line, no XCom, no file of a captured snapshot and no file of a plan made from
 it, when the Coordinator asked is not the leader and redirects (``tools/capture.py``). Found by
 grepping everything each way of running writes."""

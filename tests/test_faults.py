@@ -1,4 +1,4 @@
-"""Faults at every step (issue 27): a stage killed mid-write and retried, publish killed at every
+"""Faults at every step: a stage killed mid-write and retried, publish killed at every
 point, a full disk, two runs publishing at once. The processes that are killed run
 ``kill_points.py`` (a JVM-free script where they fork; a stage's own local Spark where a stage is
 killed); nothing here is mocked but the moment of death."""

@@ -32,14 +32,14 @@ datasource on adjacent days costs most):
    default seed 0 tw01 is). _default_tier: eligible are wk (idx 0: d2 + d3's queued load = target
    2) and tw02 (idx 3: d2); tw01 is overreplicated and ed is served only by the decommissioning d1.
    tw02 costs the same on d2 (tw01 the day before, ed) as on d3 (tw03 the day after, ed, wk out of
-   the window): a tie, so no move (before issue 26 the tie went to d3 by free bytes and tw02 moved
-   every run, back and forth between runs). wk costs 0 on both and B(2, 2) = 2 covers both: no
+   the window): a tie, so no move (a tie broken by free bytes would move tw02 every run, back and
+   forth between runs). wk costs 0 on both and B(2, 2) = 2 covers both: no
    move.
 12. tw01 has 1 + 1 targets and ends with d1 and d2 in _default_tier (excess 1, d1 dropped first as
     decommissioning). required = min(2, 1 + 1) = 2. h1's drop is the move's, dependent on h2's
-    load, so h1 serves until h2 has loaded and counts (issue 26); h2 is only loading: loaded =
-    {h1, d1, d2} = 3, and dropping d1 leaves 2 = required -> DROP tw01 from d1. (Before issue 26
-    h1 did not count: loaded 2, and the drop waited a run.)
+    load, so h1 serves until h2 has loaded and counts; h2 is only loading: loaded =
+    {h1, d1, d2} = 3, and dropping d1 leaves 2 = required -> DROP tw01 from d1. (Were h1 not
+    counted: loaded 2, and the drop would wait a run.)
 """
 
 import json
@@ -146,7 +146,7 @@ def test_explain_ranks_every_server_of_each_tier(spark, planned):
 def test_a_key_of_a_newer_druid_plans_with_a_warning(spark, planned, tmp_path):
     """``coordinator_config.json`` with a key this planner does not know (as a newer Druid release
     would return) plans the same operations as without it; the plan's alerts, and so its report,
-    name the key and the closest known one (issue 27, part 2)."""
+    name the key and the closest known one."""
     from segment_balancer.plan.report import REPORT_FILE
 
     snap = tmp_path / "snap"

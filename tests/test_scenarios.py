@@ -467,8 +467,8 @@ def test_c_no_alerts(plan_c):
 # Stage 12: o0 end count hot 2 (h1, h2), _default_tier 1 -> total 3 > 2 -> the candidate is the
 #   highest-cost hot holder without a drop, h2. Availability: required = min(2, 1 + 1) = 2; loaded =
 #   {h1, h2, h3} = 3: h3's drop is the callback's, dependent on e2's load, so h3 serves until e2
-#   has loaded (issue 26; e2 itself is only loading). A drop from hot (target 1) leaves 2 >= 2 ->
-#   DROP o0 from h2. (Before issue 26 h3 did not count: loaded 2, the drop was deferred.) Drop rule:
+#   has loaded (e2 itself is only loading). A drop from hot (target 1) leaves 2 >= 2 ->
+#   DROP o0 from h2. (Were h3 not counted: loaded 2, the drop deferred.) Drop rule:
 #   y1 from h2, h3; y2 from h3; z1 from e1. Unused u1 from h2.
 
 

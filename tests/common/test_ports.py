@@ -1,4 +1,4 @@
-"""Ports (issue 27): a port another process holds is refused in one line naming the port and its
+"""Ports: a port another process holds is refused in one line naming the port and its
 setting, by the check ``make airflow`` runs first, by the Spark standalone cluster and by the Spark
 Connect server; never a stack trace."""
 

@@ -1,6 +1,6 @@
 """Bad input in a real DAG run (``dag.test()``): the task that finds it fails at once, without a
 retry, with one line naming the file, the row, the value and what was expected, and no traceback;
-nothing is published (issue 27, ``segment_balancer_airflow.refusal``)."""
+nothing is published (``segment_balancer_airflow.refusal``)."""
 
 from __future__ import annotations
 

@@ -83,7 +83,7 @@ def test_fresh_work_dir_config_and_paths(resolve, root, monkeypatch, tmp_path):
 
 
 def test_an_unknown_key_of_config_overrides_is_refused_naming_the_param(resolve, root, monkeypatch, tmp_path):
-    """The user's own override stays strict (issue 27): the error names the param, the key and the
+    """The user's own override stays strict: the error names the param, the key and the
     closest known key, before any work directory is made."""
     with pytest.raises(InputRefused) as info:
         _call(resolve, root, monkeypatch, tmp_path, snapshot="old", overrides={"maxSegmentsInNodeLoadQueue": 7})
@@ -149,7 +149,7 @@ def _published(plans: Path, name: str, cluster: str, when: str, whatif: bool = F
 
 
 def test_a_run_is_handed_the_state_of_the_plan_of_the_snapshot_before_its_own(resolve, root, monkeypatch, tmp_path):
-    """Issue 28: the previous published plan of the cluster, of an older snapshot, not a what-if;
+    """The previous published plan of the cluster, of an older snapshot, not a what-if;
     the plan of the same snapshot (a re-plan) or of a newer one (a backfill behind the schedule)
     is not followed."""
     plans = tmp_path / "home" / "plans"

@@ -347,7 +347,7 @@ def test_plans_page(page, deployment, artifacts):
 def test_a_refused_input_fails_the_first_task_in_one_log_line(page, deployment, artifacts):
     """A run whose config override has a misspelt key: ``resolve_snapshot`` fails at once, without a
     retry, and its log in the UI says why in one line (the param, the key, the closest known key),
-    with no traceback; no later task runs and no plan is published (issue 27)."""
+    with no traceback; no later task runs and no plan is published."""
     import time
     from urllib.parse import quote
 

@@ -134,7 +134,7 @@ def test_a_plan_without_explain_tables_is_refused_clearly(tmp_path):
 
 def test_a_balancing_decision_shows_the_margin_test():
     """``explain --plan`` text of a stage-7 ``no_destination``: both costs and the threshold a
-    destination had to beat (issue 26)."""
+    destination had to beat."""
     from segment_balancer.plan.explain import OUTCOME_TEXT, render_explain
 
     detail = {"target": 1, "count": 1, "b": 1, "top_b": ["b"], "trigger": "betterServerInTopB", "holders": ["a"],

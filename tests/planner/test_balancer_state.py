@@ -1,4 +1,4 @@
-"""The balancer state file (issue 28): a round trip, and every state that cannot be used gives a
+"""The balancer state file: a round trip, and every state that cannot be used gives a
 warning and no counts, never an error."""
 
 from __future__ import annotations

@@ -499,7 +499,7 @@ def test_the_cli_captures_and_exits_1_leaving_nothing_when_druid_fails(tmp_path,
     assert "error: " in err and "rules" in err and "input refused" not in err and not (tmp_path / "bad").exists()
 
 
-# ---- a Coordinator that is not the leader (issue 27) --------------------------------------------------------
+# ---- a Coordinator that is not the leader --------------------------------------------------------
 
 def test_a_non_leader_coordinator_redirects_and_the_capture_follows_with_the_credentials(tmp_path):
     """Druid's ``RedirectFilter``: a Coordinator that is not the leader answers ``307`` to the leader.

@@ -10,7 +10,7 @@ from segment_balancer.tools import cli
 
 
 def test_an_unknown_key_of_the_config_file_is_refused_naming_the_file_before_spark(tmp_path, capsys, monkeypatch):
-    """The user's own ``--config`` stays strict (issue 27): exit 2, one line naming the file, the
+    """The user's own ``--config`` stays strict: exit 2, one line naming the file, the
     key and the closest known key; no Spark session is started and nothing is written."""
     import segment_balancer.spark.session as session
 

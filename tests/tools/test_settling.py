@@ -1,4 +1,4 @@
-"""Plans that settle (issue 26): ``druid_sample`` simulated for five Coordinator runs, every
+"""Plans that settle: ``druid_sample`` simulated for five Coordinator runs, every
 operation completing, has no operation from run 3 on.
 
 Worked by hand from ALGORITHM.md (the snapshot and run 1 are ``tests/test_pipeline.py``'s; tw =

@@ -144,7 +144,7 @@ def test_fresh_cluster_gets_200_on_each_historical_and_then_stays(spark, tmp_pat
 def test_an_added_historical_fills_up(spark, tmp_path):
     """testClusterGetsBalancedWhenServerIsAdded, from the state Druid's run 1 leaves (250 segments
     on each of four historicals, round robin) plus a fifth, empty one. Druid ends within 199–201
-    after ten runs. Issue 26's target, worked out from ALGORITHM.md: every historical within
+    after ten runs. The target, worked out from ALGORITHM.md: every historical within
     190–210 from run 2 on, and no balancing move from run 5 on (margin 0: a move needs a strictly
     lower cost, so the tier settles instead of trading equal-cost segments)."""
     served = {historical(i): [j for j in range(1000) if j % 4 == i] for i in range(4)}
@@ -375,7 +375,7 @@ def test_segments_are_dropped_from_full_servers_first(spark, tmp_path):
       costs 10c on hist__1 against 12c on hist__2 and stays. Each historical projects one koala, so
       hist__1 is chosen while a ≥ b: 1, 2, 1, 2, … → 5 and 5 drops; 6 segments on each.
 
-    Either way neither historical takes more than 7 of the 10 drops (issue 26)."""
+    Either way neither historical takes more than 7 of the 10 drops."""
     ops, served = _dropped_from_full_servers(spark, tmp_path, "druid", {"balancingMinCostReductionPercent": 50})
     drops = ops[ops.stage == 12]
     assert set(ops.stage) == {12} and set(drops.datasource) == {"wiki"}

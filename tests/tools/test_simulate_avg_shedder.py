@@ -1,4 +1,4 @@
-"""The ``avgShedder`` strategy through the simulator (issue 28): Druid's ``BalancingStrategiesTest``
+"""The ``avgShedder`` strategy through the simulator: Druid's ``BalancingStrategiesTest``
 added-server cluster with 200 GB historicals, ten runs, each fed the previous run's balancer state.
 Its own module so that it runs beside ``test_simulate.py``'s long simulations (pytest-xdist
 ``--dist loadfile``)."""
@@ -17,7 +17,7 @@ from segment_balancer.tools.simulate import simulate
 
 @pytest.mark.simulation
 def test_avg_shedder_sheds_the_added_historical_in_runs_2_and_10(spark, tmp_path):
-    """Issue 28's target: the added-server cluster with 200 GB historicals (four hold 250 segments
+    """The target: the added-server cluster with 200 GB historicals (four hold 250 segments
     of 500 MB: 62.5 %; a fifth is empty), ``balancerStrategy: "avgShedder"``, default thresholds,
     every operation completing between runs, each run fed the previous run's balancer state.
 

@@ -136,7 +136,7 @@ def _rows(path: Path, segment_id: str, columns: list[str] | None = None) -> list
 
 
 def explain_plan(plan_dir: str | Path, segment_id: str) -> dict:
-    """What the published plan in ``plan_dir`` did with ``segment_id``, and why (issue 11).
+    """What the published plan in ``plan_dir`` did with ``segment_id``, and why.
 
     Reads only the segment's rows of the plan's ``segments.parquet``, ``operations.parquet``,
     ``assignment.parquet`` and ``decisions.parquet`` (pyarrow filters, no Spark) and its

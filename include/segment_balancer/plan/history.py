@@ -1,5 +1,5 @@
 """Plan history: the published plans under a plans root, newest first, with their headline numbers
-and what changed since the previous plan of the same cluster (issue 11, "the plans page").
+and what changed since the previous plan of the same cluster ("the plans page").
 
 A published plan is a directory ``<plans root>/<name>/`` holding ``summary.json`` (the DAG's
 ``$SEGMENT_BALANCER_HOME/plans/<run dir>/``, or any ``--out`` of the CLI under one root). Hidden

@@ -1,4 +1,4 @@
-"""``report.html``: a plan, or a simulation, as a self-contained HTML report for a person (issue 11).
+"""``report.html``: a plan, or a simulation, as a self-contained HTML report for a person.
 
 A plan's report (:func:`write_report`) is built from the files of the plan directory only
 (``summary.json``, ``validation.json``), so any published plan can be reported again

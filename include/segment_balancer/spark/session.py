@@ -1,6 +1,6 @@
 """One place that builds the Spark session, and the few Spark idioms every application shares.
 
-Three ways to a session, the same applications on each (issue 24):
+Three ways to a session, the same applications on each:
 
 - **a Spark Connect server** (``SPARK_REMOTE`` / ``remote=``, ``sc://host:port/;session_id=…``):
   the server (:mod:`segment_balancer.spark.connect_server`) stays up between applications, so an

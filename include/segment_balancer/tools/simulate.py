@@ -325,7 +325,7 @@ def simulate_margins(spark, snapshot: Path, out: Path, runs: int, margins: list[
     :func:`simulate` writes it, and the same runs once per ``balancingMinCostReductionPercent`` of
     ``margins`` into ``out/margins/<margin>/`` (each a whole simulation with its report); then
     ``out/margins.csv`` (:data:`MARGINS_FILE`) and ``out/report.html`` with the balancing moves and
-    bytes moved per run by margin (issue 26: the trade-off between churn and spread). A margin
+    bytes moved per run by margin (the trade-off between churn and spread). A margin
     equal to the overrides' own is not simulated twice. ``options``: :func:`simulate`'s keywords.
     Returns the ``margins.csv`` frame. Raises ``ValueError`` for an empty ``margins`` and what
     :func:`simulate` raises."""

@@ -60,7 +60,7 @@ def test_negative_size_names_the_line(spark, tmp_path):
     ('"size": null', "size is missing"),
 ])
 def test_a_size_that_is_no_whole_number_names_its_value(spark, tmp_path, raw, problem):
-    """Issue 27: a size of NaN or "big" was reported as "size is missing"."""
+    """A size of NaN or "big" is named as such, not reported as "size is missing"."""
     def edit(segs):
         segs[1]["size"] = "PLACEHOLDER"
         return [json.dumps(x).replace('"size": "PLACEHOLDER"', raw) for x in segs]
@@ -70,7 +70,7 @@ def test_a_size_that_is_no_whole_number_names_its_value(spark, tmp_path, raw, pr
 
 
 def test_a_truncated_gzip_is_refused_naming_the_file(spark, tmp_path):
-    """Issue 27: half of segments.jsonl.gz ended in a Java stack trace; now one error names it."""
+    """Half of segments.jsonl.gz: one error names the file (no Java stack trace)."""
     snap = tmp_path / "snap"
     shutil.copytree(SAMPLE, snap)
     whole = (snap / "segments.jsonl.gz").read_bytes()

@@ -126,7 +126,7 @@ def test_same_seed_same_draws():
     assert (a == b).all() and not (a == c).all()
 
 
-# ---- "better than" is strictly cheaper, by the margin (ALGORITHM.md stage 7; issue 26) ----------
+# ---- "better than" is strictly cheaper, by the margin (ALGORITHM.md stage 7) ----------
 # Hand-worked costs: the joint cost of two one-day segments of one datasource decays with a 24 h
 # half-life of the gap between them, so a neighbour two days after costs exactly a quarter of an
 # adjacent one ((1/2)^2), and a neighbour the day before costs what one the day after costs.
@@ -158,8 +158,8 @@ def test_a_move_needs_the_destination_cheaper_by_the_margin(margin, moves):
 
 def test_equal_costs_never_move_a_replica_whatever_the_free_bytes():
     """X (day 10) on a beside Y (day 11); b holds W (day 9) and has more room: the costs tie, the
-    ranking puts b first (more available bytes), yet nothing moves (before issue 26 it moved, and
-    moved back the next run)."""
+    ranking puts b first (more available bytes), yet nothing moves (a move here would move back the next
+    run)."""
     run = tier_run("t", [("a", 100), ("b", 1000)], [
         {"idx": 0, "day": 10, "served": ["a"]}, {"idx": 1, "day": 11, "served": ["a"]},
         {"idx": 2, "day": 9, "served": ["b"]}])

@@ -139,7 +139,7 @@ def test_top_b_is_reused_unless_the_experiment_switch_is_off():
         assert run.top_b(run.segment(0)) == expected, reuse
 
 
-# ---- a stale top B is ranked again (ALGORITHM.md "Best servers"; issue 26) -------------------------
+# ---- a stale top B is ranked again (ALGORITHM.md "Best servers") -------------------------
 
 def _stale(a_max=15, limit_cap=None):
     """Segment 0 (10 bytes, target 1, no replica) whose cached top B is [a]; a has 5 bytes free

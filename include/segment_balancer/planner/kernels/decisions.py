@@ -1,5 +1,5 @@
-"""What a stage records when it considers a segment and leaves something undone (issue 11,
-"explain every decision"): the servers it tried and what stopped each, at the moment it decided.
+"""What a stage records when it considers a segment and leaves something undone
+("explain every decision"): the servers it tried and what stopped each, at the moment it decided.
 
 The kernels call these helpers only on the path where they give up on a segment, so a run that
 schedules everything it considers records nothing, and the record of a run is bounded by the
