@@ -64,9 +64,6 @@ from segment_balancer_airflow.params import dag_params, default_snapshots_root
 from segment_balancer_airflow.refusal import RETRY_POLICY
 
 
-# Stage operators read the run's paths from resolve_snapshot's XCom.
-RUN = "{{{{ ti.xcom_pull(task_ids='resolve_snapshot')['{}'] }}}}"
-
 
 @dag(
     dag_id="segment_balancing",
@@ -83,7 +80,7 @@ RUN = "{{{{ ti.xcom_pull(task_ids='resolve_snapshot')['{}'] }}}}"
     params=dag_params(default_snapshots_root()),
 )
 def segment_balancing():
-    @task
+    @task(multiple_outputs=True)  # each path its own XCom, which the stage tasks take as XComArgs
     def resolve_snapshot(params=None, run_id=None, logical_date=None, dag_run=None) -> dict:
         """Pick the snapshot, apply the what-if edits, create a fresh work directory, write the config."""
         from segment_balancer_airflow.refusal import refusing_bad_input
@@ -137,9 +134,9 @@ def segment_balancing():
             stage_operator(
                 stage_app=app,
                 groups_from=previous,
-                snapshot=RUN.format("snapshot"),
-                work=RUN.format("work"),
-                config_file=RUN.format("config_file"),
+                snapshot=run["snapshot"],
+                work=run["work"],
+                config_file=run["config_file"],
             )
         )
         previous = app
@@ -148,11 +145,11 @@ def segment_balancing():
         runs="{{ params.simulate_runs }}",
         loads_per_run="{{ params.simulate_loads_per_run }}",
         load_failure_rate="{{ params.simulate_load_failure_rate }}",
-        snapshot=RUN.format("snapshot"),
-        plan=RUN.format("publish_dir"),
-        work=RUN.format("work"),
-        out=RUN.format("simulation_dir"),
-        config_file=RUN.format("config_file"),
+        snapshot=run["snapshot"],
+        plan=run["publish_dir"],
+        work=run["work"],
+        out=run["simulation_dir"],
+        config_file=run["config_file"],
     )
     chain(run, *stages, validated, publish_plan(run), simulate, remove_work(run), release_spark_session())
 

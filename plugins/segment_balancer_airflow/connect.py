@@ -34,6 +34,8 @@ from typing import Any
 
 from airflow.sdk import BaseOperator
 
+from segment_balancer_airflow.taskargs import SimulateFields, input_groups, unset
+
 #: The Spark provider's Connect connection the tasks use by default.
 DEFAULT_CONNECT_CONN_ID = "spark_connect_default"
 #: ``[segment_balancer] spark_mode``: how the Spark tasks run.
@@ -98,13 +100,12 @@ class StageConnectOperator(BaseOperator):
         from segment_balancer.spark.apps import read_overrides, run_app
         from segment_balancer.spark.session import detach, remote_session
 
-        from .operators import _unset, input_groups
         from .refusal import refusing_bad_input
 
         groups, idle = input_groups(self, context)
         if idle is not None:
             return idle
-        overrides = None if _unset(self.config_file) else read_overrides(Path(self.config_file))
+        overrides = None if unset(self.config_file) else read_overrides(Path(self.config_file))
         url = _context_session_url(self.conn_id, context)
         self.log.info("%s on Spark Connect %s", self.stage_app, url.split(";")[0])
         spark = remote_session(url)
@@ -115,15 +116,15 @@ class StageConnectOperator(BaseOperator):
             detach(spark)
 
 
-class SimulateConnectOperator(BaseOperator):
+class SimulateConnectOperator(SimulateFields, BaseOperator):
     """The what-if simulation after a published plan, on the run's Spark Connect session
     (``segment_balancer.tools.simulate.simulate_published``): ``runs`` Coordinator runs of which the first is
     the published plan; the output goes to ``out`` whole or not at all. Skipped when ``runs``
-    renders to 0 or empty. Parameters as :class:`~.operators.SimulateSubmitOperator`'s, and
-    ``conn_id`` as :class:`StageConnectOperator`'s. Returns ``out``."""
+    renders to 0 or empty. Fields: :class:`~.taskargs.SimulateFields` (all templated), and
+    ``conn_id`` as :class:`StageConnectOperator`'s. Returns ``out``. Raises ``refusal.InputRefused``
+    when the simulation refuses its input."""
 
-    template_fields: Sequence[str] = ("runs", "snapshot", "plan", "work", "out", "config_file", "loads_per_run",
-                                      "load_failure_rate", "seed")
+    template_fields: Sequence[str] = SimulateFields.SIMULATE_FIELDS
     ui_color = "#e4f0d8"
 
     def __init__(self, *, runs: Any, snapshot: str, plan: str, work: str, out: str, config_file: str | None = None,
@@ -131,35 +132,28 @@ class SimulateConnectOperator(BaseOperator):
                  conn_id: str = DEFAULT_CONNECT_CONN_ID, **kwargs: Any) -> None:
         kwargs.setdefault("task_id", "simulate")
         super().__init__(**kwargs)
-        self.runs, self.snapshot, self.plan, self.work, self.out = runs, snapshot, plan, work, out
-        self.config_file, self.loads_per_run = config_file, loads_per_run
-        self.load_failure_rate, self.seed = load_failure_rate, seed
+        self.set_simulate_fields(runs=runs, snapshot=snapshot, plan=plan, work=work, out=out, config_file=config_file,
+                                 loads_per_run=loads_per_run, load_failure_rate=load_failure_rate, seed=seed)
         self.conn_id = conn_id
 
     def execute(self, context: Any) -> str:
-        from airflow.sdk.exceptions import AirflowFailException, AirflowSkipException
         from segment_balancer.spark.apps import read_overrides
         from segment_balancer.spark.session import detach, remote_session
-        from segment_balancer.tools.simulate import SimulationRefused, simulate_published
+        from segment_balancer.tools.simulate import simulate_published
 
-        from .operators import _unset
+        from .refusal import refusing_bad_input
 
-        runs = 0 if _unset(self.runs) else int(self.runs)
-        if runs <= 0:
-            raise AirflowSkipException("simulate_runs is 0: no simulation asked for")
+        args = self.simulate_args()
         spark = remote_session(_context_session_url(self.conn_id, context))
         try:
-            simulate_published(
-                spark, Path(self.snapshot), Path(self.plan), Path(self.work), runs, Path(self.out),
-                None if _unset(self.config_file) else read_overrides(Path(self.config_file)),
-                loads_per_run=None if _unset(self.loads_per_run) else int(self.loads_per_run),
-                load_failure_rate=0.0 if _unset(self.load_failure_rate) else float(self.load_failure_rate),
-                seed=0 if _unset(self.seed) else int(self.seed))
-        except SimulationRefused as exc:
-            raise AirflowFailException(str(exc)) from exc
+            with refusing_bad_input():
+                simulate_published(spark, args.snapshot, args.plan, args.work, args.runs, args.out,
+                                   None if args.config_file is None else read_overrides(args.config_file),
+                                   loads_per_run=args.loads_per_run, load_failure_rate=args.load_failure_rate,
+                                   seed=args.seed)
         finally:
             detach(spark)
-        return str(self.out)
+        return str(args.out)
 
 
 def release_session(dag_id: str, run_id: str, conn_id: str = DEFAULT_CONNECT_CONN_ID) -> str:

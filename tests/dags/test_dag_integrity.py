@@ -117,8 +117,14 @@ def test_stage_operators_hand_groups_along(mode, monkeypatch):
     assert stages[0].groups_from is None
     for previous, op in zip(stages, stages[1:]):
         assert op.groups_from == previous.task_id
+    for op in [*stages, dag.get_task("simulate")]:  # the run's paths: resolve_snapshot's XComs, by key
+        for field, key in (("snapshot", "snapshot"), ("work", "work"), ("config_file", "config_file")):
+            arg = getattr(op, field)
+            assert (arg.operator.task_id, arg.key) == ("resolve_snapshot", key), (op.task_id, field)
+            assert "resolve_snapshot" in op.upstream_task_ids
+    simulate = dag.get_task("simulate")
+    assert (simulate.plan.key, simulate.out.key) == ("publish_dir", "simulation_dir")
     for op in stages:
-        assert "resolve_snapshot" in op.snapshot and "resolve_snapshot" in op.work
         if mode == "connect":
             assert op.conn_id == "spark_connect_default"
         else:
@@ -212,7 +218,7 @@ def test_simulate_follows_publish_on_the_published_plan(dag):
     op = dag.get_task("simulate")
     assert isinstance(op, SimulateConnectOperator)  # the default spark_mode; spark-submit's: see above
     assert "params.simulate_runs" in op.runs and "params.simulate_loads_per_run" in op.loads_per_run
-    assert "publish_dir" in op.plan and "simulation_dir" in op.out and "'work'" in op.work
+    assert (op.plan.key, op.out.key, op.work.key) == ("publish_dir", "simulation_dir", "work")
 
 
 def test_params_are_validated(dag):
@@ -237,12 +243,14 @@ def test_params_are_validated(dag):
 
 def test_parsing_imports_nothing_heavy():
     """The DAG file parses without Spark, pandas, GX or the planner's engine: of the package it
-    imports only the stage registry (``planner.stages``: ``APP_NAMES``)."""
+    imports only the stage registry (``planner.stages``: ``APP_NAMES``) and the bad-input type
+    (``common.errors``, which the retry policy names)."""
     code = (
         "import sys, runpy; runpy.run_path(sys.argv[1]); "
         "heavy = sorted(m for m in sys.modules if m.split('.')[0] in "
         "('pyspark', 'pandas', 'great_expectations', 'pyroaring') or (m.startswith('segment_balancer.') and m not in "
-        "('segment_balancer.planner', 'segment_balancer.planner.stages'))); "
+        "('segment_balancer.planner', 'segment_balancer.planner.stages', 'segment_balancer.common', "
+        "'segment_balancer.common.errors'))); "
         "print(heavy); sys.exit(1 if heavy else 0)"
     )
     done = subprocess.run(

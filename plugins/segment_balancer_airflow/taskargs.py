@@ -1,0 +1,100 @@
+"""What a stage or simulate task reads from its rendered fields, the same in both Spark modes.
+
+Light at DAG-parse time: no Spark, no provider. The stage tasks (``connect.StageConnectOperator``,
+``operators.StageSubmitOperator``) share :func:`input_groups`; the simulate tasks share
+:class:`SimulateFields` (their templated fields, and :meth:`SimulateFields.simulate_args`, which
+parses them into :class:`SimulateArgs`).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+
+def unset(value: Any) -> bool:
+    """True for an absent rendered value (None, "" or a Jinja-rendered "None")."""
+    return value is None or str(value).strip() in ("", "None")
+
+
+def input_groups(op: Any, context: Any) -> tuple[dict | None, dict | None]:
+    """``(groups, idle)`` of stage task ``op`` (``stage_app``, ``groups_from``, ``work``): the XCom of
+    ``groups_from`` (None when it is None), and the XCom the stage hands on when it has nothing to
+    schedule (``segment_balancer.spark.apps.skip_if_idle``; then it needs no Spark), else None.
+    Raises ``RuntimeError`` when ``groups_from`` left no XCom."""
+    from segment_balancer.spark.apps import skip_if_idle
+
+    if not op.groups_from:
+        return None, None
+    groups = context["ti"].xcom_pull(task_ids=op.groups_from)
+    if groups is None:
+        raise RuntimeError(f"{op.task_id}: task {op.groups_from!r} left no groups in XCom")
+    idle = skip_if_idle(op.stage_app, Path(op.work), groups)
+    if idle is not None:
+        op.log.info("%s: nothing to schedule (every group it reads is empty); no Spark job", op.stage_app)
+    return groups, idle
+
+
+@dataclass(frozen=True)
+class SimulateArgs:
+    """A simulation asked for by a run's params: ``runs`` Coordinator runs (>= 1) from ``snapshot``,
+    the first being the published ``plan`` made in ``work``, into ``out``; ``config_file`` (the
+    run's overrides, or None), ``loads_per_run`` (None: every queued load completes),
+    ``load_failure_rate`` (0–1) and ``seed`` (of the failures)."""
+
+    runs: int
+    snapshot: Path
+    plan: Path
+    work: Path
+    out: Path
+    config_file: Path | None
+    loads_per_run: int | None
+    load_failure_rate: float
+    seed: int
+
+    def argv(self) -> list[str]:
+        """The arguments of ``spark_apps/simulate.py`` (``segment_balancer.tools.simulate.main``)."""
+        args = ["--snapshot", str(self.snapshot), "--plan", str(self.plan), "--work", str(self.work),
+                "--runs", str(self.runs), "--out", str(self.out)]
+        if self.config_file is not None:
+            args += ["--config", str(self.config_file)]
+        if self.loads_per_run is not None:
+            args += ["--loads-per-run", str(self.loads_per_run)]
+        return args + ["--load-failure-rate", str(self.load_failure_rate), "--seed", str(self.seed)]
+
+
+class SimulateFields:
+    """The templated fields of a simulate task (mixed into both simulate operators):
+
+    :param runs: Coordinator runs to simulate (an int or its string; 0 or empty: the task is skipped).
+    :param snapshot: the run's snapshot; ``plan``: its published plan; ``work``: the work directory
+        the plan was made in; ``out``: where the simulation goes; ``config_file``: overrides JSON.
+    :param loads_per_run: loads each historical completes per run, empty = all.
+    :param load_failure_rate: probability that a load fails; ``seed``: of the failures.
+    """
+
+    SIMULATE_FIELDS: Sequence[str] = ("runs", "snapshot", "plan", "work", "out", "config_file", "loads_per_run",
+                                      "load_failure_rate", "seed")
+
+    def set_simulate_fields(self, *, runs: Any, snapshot: Any, plan: Any, work: Any, out: Any,
+                            config_file: Any = None, loads_per_run: Any = None, load_failure_rate: Any = 0.0,
+                            seed: Any = 0) -> None:
+        self.runs, self.snapshot, self.plan, self.work, self.out = runs, snapshot, plan, work, out
+        self.config_file, self.loads_per_run = config_file, loads_per_run
+        self.load_failure_rate, self.seed = load_failure_rate, seed
+
+    def simulate_args(self) -> SimulateArgs:
+        """The rendered fields, parsed. Raises ``AirflowSkipException`` when no run is asked for."""
+        from airflow.sdk.exceptions import AirflowSkipException
+
+        runs = 0 if unset(self.runs) else int(self.runs)
+        if runs <= 0:
+            raise AirflowSkipException("simulate_runs is 0: no simulation asked for")
+        return SimulateArgs(
+            runs=runs, snapshot=Path(self.snapshot), plan=Path(self.plan), work=Path(self.work), out=Path(self.out),
+            config_file=None if unset(self.config_file) else Path(self.config_file),
+            loads_per_run=None if unset(self.loads_per_run) else int(self.loads_per_run),
+            load_failure_rate=0.0 if unset(self.load_failure_rate) else float(self.load_failure_rate),
+            seed=0 if unset(self.seed) else int(self.seed))
