@@ -19,7 +19,7 @@ which ranks ahead of it.
 import numpy as np
 import pytest
 
-from segment_balancer.planner.kernels.balancing import balance_listed, balance_tier, movable_holders, tier_rng
+from segment_balancer.planner.kernels.balancing import Balancing, balance_listed, balance_tier, movable_holders, tier_rng
 from segment_balancer.planner.runstate import StageLimit
 
 from .tiers import tier_run
@@ -43,8 +43,8 @@ def second_behind_empty():
 @pytest.mark.parametrize("trigger", TRIGGERS)
 def test_one_move_then_the_loop_stops_after_the_window(trigger):
     run, visited = model(), set()
-    stats = balance_tier(run, np.array([0, 1]), StageLimit(queue_type="balancing"), tier_rng(0, 7, "t"), visited, 100, 80,
-                         run.sink, True, trigger)
+    stats = balance_tier(run, np.array([0, 1]), tier_rng(0, 7, "t"), visited, run.sink,
+                         Balancing(StageLimit(queue_type="balancing"), 100, 80, True, trigger))
     assert [(o.action, o.server, o.queue_type, o.dep_server) for o in run.sink.ops] == [
         ("LOAD", "b", "balancing", None), ("DROP", "a", None, "b")]
     moved = run.sink.ops[0].idx
@@ -58,7 +58,8 @@ def test_one_move_then_the_loop_stops_after_the_window(trigger):
 
 def test_visited_segments_are_not_moved_again():
     run = model()
-    balance_tier(run, np.array([0, 1]), StageLimit(queue_type="balancing"), tier_rng(0, 11, "t"), {0, 1}, 100, 80, run.sink, False)
+    balance_tier(run, np.array([0, 1]), tier_rng(0, 11, "t"), {0, 1}, run.sink,
+                 Balancing(StageLimit(queue_type="balancing"), 100, 80, False))
     assert run.sink.ops == []
 
 
@@ -66,7 +67,7 @@ def test_visited_segments_are_not_moved_again():
 def test_blocked_destination_records_to_be_balanced_then_stage_10_moves_it(trigger):
     run = model()
     blocked = StageLimit(7, "balancing", "balancing", 0, 10)  # no balancing load may be queued
-    balance_tier(run, np.array([0, 1]), blocked, tier_rng(0, 7, "t"), set(), 100, 80, run.sink, True, trigger)
+    balance_tier(run, np.array([0, 1]), tier_rng(0, 7, "t"), set(), run.sink, Balancing(blocked, 100, 80, True, trigger))
     assert run.sink.ops == []
     # Both segments, ranked against the unchanged state, have holder a outside top 1.
     assert sorted(run.sink.members) == [(0, "ToBeBalanced[t]"), (1, "ToBeBalanced[t]")]
@@ -87,10 +88,11 @@ def test_the_triggers_differ_for_a_holder_second_behind_an_empty_server():
 
     limit = StageLimit(queue_type="balancing")
     moved = second_behind_empty()
-    balance_tier(moved, np.array([0]), limit, tier_rng(0, 7, "t"), set(), 100, 80, moved.sink, True, "betterServerInTopB")
+    balance_tier(moved, np.array([0]), tier_rng(0, 7, "t"), set(), moved.sink,
+                 Balancing(limit, 100, 80, True, "betterServerInTopB"))
     assert [(o.action, o.idx, o.server, o.dep_server) for o in moved.sink.ops] == [("LOAD", 0, "e", None), ("DROP", 0, "a", "e")]
     kept = second_behind_empty()
-    balance_tier(kept, np.array([0]), limit, tier_rng(0, 7, "t"), set(), 100, 80, kept.sink, True, "outsideTopB")
+    balance_tier(kept, np.array([0]), tier_rng(0, 7, "t"), set(), kept.sink, Balancing(limit, 100, 80, True, "outsideTopB"))
     assert kept.sink.ops == [] and kept.sink.members == []  # not a failed move: nothing to record
 
 
@@ -145,8 +147,8 @@ def test_a_move_needs_the_destination_cheaper_by_the_margin(margin, moves):
     ranking, costs = run.ranked(seg)
     assert ranking == ["b", "a"] and run.b(seg) == 1
     assert costs[run.pos["b"]] == pytest.approx(costs[run.pos["a"]] / 4, rel=1e-12)
-    balance_tier(run, np.array([0]), StageLimit(queue_type="balancing"), tier_rng(0, 7, "t"), set(), 100, 80,
-                 run.sink, True, "betterServerInTopB", margin)
+    balance_tier(run, np.array([0]), tier_rng(0, 7, "t"), set(), run.sink,
+                 Balancing(StageLimit(queue_type="balancing"), 100, 80, True, "betterServerInTopB", margin))
     if moves:  # cost(b) = cost(a) x 0.25 < cost(a) x (1 - margin / 100)
         assert [(o.action, o.server, o.dep_server) for o in run.sink.ops] == [("LOAD", "b", None), ("DROP", "a", "b")]
     else:
@@ -168,8 +170,8 @@ def test_equal_costs_never_move_a_replica_whatever_the_free_bytes():
     assert costs[run.pos["a"]] == costs[run.pos["b"]] > 0 and ranking == ["b", "a"]
     assert movable_holders(run, seg, ranking, costs, 1, "betterServerInTopB") == []
     assert movable_holders(run, seg, ranking, costs, 1, "outsideTopB") == []
-    balance_tier(run, np.array([0]), StageLimit(queue_type="balancing"), tier_rng(0, 7, "t"), set(), 100, 80,
-                 run.sink, True)
+    balance_tier(run, np.array([0]), tier_rng(0, 7, "t"), set(), run.sink,
+                 Balancing(StageLimit(queue_type="balancing"), 100, 80, True))
     assert run.sink.ops == []
     # stage 10 on the same segment (listed by an earlier stage 7): no holder is selected, it leaves the group
     assert balance_listed(run, [0], StageLimit(10, "balancing", "all", 10, 10), run.sink) == 0

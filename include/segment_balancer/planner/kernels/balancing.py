@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import zlib
 from collections import deque
+from dataclasses import dataclass
 
 import numpy as np
 
@@ -90,20 +91,45 @@ def tier_rng(seed: int, stage: int, tier: str) -> np.random.Generator:
     return np.random.default_rng([int(seed), int(stage), zlib.crc32(tier.encode())])
 
 
-def balance_tier(run: TierRun, population: np.ndarray, limit: StageLimit, rng: np.random.Generator,
-                 visited: set[int], window: int, threshold: int, sink: OpSink, record_to_be_balanced: bool,
-                 trigger: str = "betterServerInTopB", margin: float = 0.0) -> dict:
-    """Stage 7 (``record_to_be_balanced``) or stage 11 in one tier.
+@dataclass(frozen=True)
+class Balancing:
+    """How a balancing stage draws and moves, built once per stage from the effective config
+    (ALGORITHM.md stages 7 and 11).
+
+    ``limit``: the stage's load-queue limit; ``window`` (``balancingIterationWindow``) and
+    ``threshold`` (``balancingFailedIterationThreshold``): iterations; ``record_to_be_balanced``:
+    stage 7 (a segment with no destination joins ``ToBeBalanced[T]``), not stage 11; ``trigger``
+    (``balancingMoveTrigger``) and ``margin`` (``balancingMinCostReductionPercent``, percent).
+    """
+
+    limit: StageLimit
+    window: int
+    threshold: int
+    record_to_be_balanced: bool
+    trigger: str = "betterServerInTopB"
+    margin: float = 0.0
+
+    @classmethod
+    def of(cls, config, limit: StageLimit, record_to_be_balanced: bool) -> Balancing:
+        """From an ``EffectiveConfig``."""
+        return cls(limit, config.balancing_iteration_window, config.balancing_failed_iteration_threshold,
+                   record_to_be_balanced, config.balancing_move_trigger, config.balancing_min_cost_reduction_percent)
+
+
+def balance_tier(run: TierRun, population: np.ndarray, rng: np.random.Generator, visited: set[int], sink: OpSink,
+                 how: Balancing) -> dict:
+    """Stage 7 or stage 11 in one tier, as ``how`` says.
 
     ``population``: sorted int64 array of eligible segment indexes (fully replicated or
     underreplicated in the tier at the start of the run, served by a candidate server);
-    ``visited``: indexes visited earlier (mutated). Draws with replacement until at least
-    ``window`` iterations ran and ``threshold`` of the last ``window`` failed. A drawn segment
-    whose trigger (:func:`movable_holders`, ``balancingMoveTrigger``; ``margin``:
-    ``balancingMinCostReductionPercent``) selects a holder moves its worst-ranked one to
-    :func:`destination`; when no destination passes, the iteration fails and
-    (stage 7) the segment joins ``ToBeBalanced[T]``. Returns counts.
+    ``visited``: indexes visited earlier (mutated); ``rng``: :func:`tier_rng`. Draws with
+    replacement until at least ``how.window`` iterations ran and ``how.threshold`` of the last
+    ``how.window`` failed. A drawn segment whose trigger (:func:`movable_holders`) selects a holder
+    moves its worst-ranked one to :func:`destination`; when no destination passes, the iteration
+    fails and (stage 7) the segment joins ``ToBeBalanced[T]``. Returns counts.
     """
+    limit, window, threshold = how.limit, how.window, how.threshold
+    trigger, margin, record_to_be_balanced = how.trigger, how.margin, how.record_to_be_balanced
     last = deque(maxlen=window)
     iterations = moves = 0
     n = len(population)

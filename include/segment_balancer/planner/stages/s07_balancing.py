@@ -82,18 +82,15 @@ def step(run: StageRun, groups, stage: int, limit: StageLimit, record: bool) -> 
         return
     visited = {t: groups.get(group_name("VisitedInBalancing", t), BitMap()) for t in eligible}
     data, seen = packed(eligible), packed(visited)
-    cfg = run.config
-    seed, trigger = cfg.balancer_random_seed, cfg.balancing_move_trigger
-    margin = cfg.balancing_min_cost_reduction_percent
-    window, threshold = cfg.balancing_iteration_window, cfg.balancing_failed_iteration_threshold
+    seed = run.config.balancer_random_seed
+    how = balancing.Balancing.of(run.config, limit, record)
 
     def body(runs, sink):
         pops, vis = unpacked(data), unpacked(seen)
         for tier, tier_run in runs.items():
             population = np.array(list(pops[tier]), dtype=np.int64)
             done = set(vis.get(tier, BitMap()))
-            balancing.balance_tier(tier_run, population, limit, balancing.tier_rng(seed, stage, tier), done,
-                                   window, threshold, sink, record, trigger, margin)
+            balancing.balance_tier(tier_run, population, balancing.tier_rng(seed, stage, tier), done, sink, how)
             for i in sorted(done):
                 sink.member(i, group_name("VisitedInBalancing", tier))
 
