@@ -18,7 +18,7 @@
 # Variables you may override: PYTHON (interpreter that creates the venv), VENV, VAR, SNAPSHOTS,
 # SPARK_MODE (connect | spark-submit: how the DAG's Spark tasks run), SPARK_MASTER (the Connect
 # server's master: local[*], spark://host:port, yarn), SPARK_CONNECT_MEMORY (the Connect server's
-# driver memory), CONNECT_CONF (its extra Spark settings), and the ports (README "Ports"; a port
+# driver memory), CONNECT_CONF (its extra Spark settings), and the ports (docs/RUNNING.md "Ports"; a port
 # taken is refused in one line): AIRFLOW_PORT (8080), SPARK_CONNECT_PORT (15002, its Spark UI the
 # next), STANDALONE_PORT (7177, the master's and the worker's web UIs the next two).
 

@@ -35,7 +35,7 @@ ID_NEW = "wikipedia_2026-11-22T00:00:00.000Z_2026-11-23T00:00:00.000Z_2026-11-23
 ID_UNUSED = "wikipedia_2026-11-01T00:00:00.000Z_2026-11-02T00:00:00.000Z_2026-11-02T01:00:00.000Z"
 ID_REALTIME = "wikipedia_2026-11-23T00:00:00.000Z_2026-11-24T00:00:00.000Z_2026-11-23T00:00:05.000Z"
 
-# one DataSegment per line + overshadowed; replicationFactor, numRows, realtime gone (README's jq)
+# one DataSegment per line + overshadowed; replicationFactor, numRows, realtime gone (the jq of docs/LIVE_CLUSTER.md)
 EXPECTED_SEGMENTS = (
     '{"dataSource":"wikipedia","interval":"2026-11-20T00:00:00.000Z/2026-11-21T00:00:00.000Z","version":"2026-11-21T01:00:00.000Z",'
     '"loadSpec":{"type":"s3_zip","bucket":"deep","key":"wikipedia/2026-11-20/v2/0/index.zip"},"dimensions":"channel,pagé,user",'

@@ -1,4 +1,4 @@
-"""The TCP ports a deployment opens, each a setting (README "Ports"), and the one-line refusal of a
+"""The TCP ports a deployment opens, each a setting (docs/RUNNING.md "Ports"), and the one-line refusal of a
 port already taken, before anything starts.
 
 ``python -m segment_balancer.common.ports AIRFLOW_PORT=8080 [NAME=PORT …]`` exits 1 with one line

@@ -1,5 +1,5 @@
-"""Capture a snapshot directory from a live Druid cluster (README "Exporting a snapshot from a live
-Druid cluster", done by Python instead of curl and jq), whole or not at all.
+"""Capture a snapshot directory from a live Druid cluster (docs/LIVE_CLUSTER.md, "Exporting a
+snapshot by hand", done by Python instead of curl and jq), whole or not at all.
 
 Files written, from a Coordinator and a Broker (or a Router in front of both):
 
@@ -8,7 +8,7 @@ Files written, from a Coordinator and a Broker (or a Router in front of both):
   (``processing/.../timeline/SegmentStatusInCluster.java``): the ``DataSegment`` fields
   ``@JsonUnwrapped`` beside ``overshadowed``, ``replicationFactor``, ``numRows``, ``realtime``; older
   releases answer ``SegmentWithOvershadowedStatus`` ``{"dataSegment": {...}, "overshadowed": b}``.
-  One line per segment, as the README's jq does: the nested form becomes ``dataSegment + {overshadowed}``,
+  One line per segment, as the jq of docs/LIVE_CLUSTER.md: the nested form becomes ``dataSegment + {overshadowed}``,
   the flat form loses ``replicationFactor``, ``numRows`` and ``realtime``; every other field is kept.
 - ``servers.json``: Broker SQL ``SELECT server, host, server_type, tier, curr_size, max_size, priority
   FROM sys.servers`` (``resultFormat: object``), the response body as is.
@@ -89,7 +89,7 @@ CONFIG_FILE = "coordinator_config.json"
 META_FILE = loader.META_FILE
 
 STATUS_FIELDS = ("replicationFactor", "numRows", "realtime")
-"""Fields of ``SegmentStatusInCluster`` beside the ``DataSegment`` that are dropped (README's jq)."""
+"""Fields of ``SegmentStatusInCluster`` beside the ``DataSegment`` that are dropped (the jq of docs/LIVE_CLUSTER.md)."""
 
 CHUNK_BYTES = 1 << 20
 MAX_ELEMENT_CHARS = 64 << 20
