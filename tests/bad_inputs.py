@@ -269,7 +269,7 @@ KINDS: list[Kind] = [
     Kind("config: function not a string", "coordinator_config.json",
          ("numBestServersChoosingFunction", "42", "must be a string"), config(numBestServersChoosingFunction=42)),
     Kind("config: log base of 1", "coordinator_config.json",
-         ("numBestServersChoosingFunctionDefaultLogBase", "1", "must be > 0 and not 1"),
+         ("numBestServersChoosingFunctionDefaultLogBase", "1", "must be > 1"),
          config(numBestServersChoosingFunctionDefaultLogBase=1)),
     Kind("config: decommissioningMinPercent a word", "coordinator_config.json",
          ("decommissioningMinPercent", "'ten'", "must be a finite number"), config(decommissioningMinPercent="ten")),

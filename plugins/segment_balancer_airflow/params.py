@@ -28,61 +28,22 @@ from typing import Any
 
 from airflow.sdk import Param
 
+from segment_balancer.planner.config_keys import FORM_KEYS
+
 SNAPSHOT = "Snapshot"
 CONFIG = "Coordinator dynamic config"
 EDITS = "What-if: cluster edits"
 SIMULATION = "What-if simulation"
 
-#: Typed fields of the Coordinator dynamic config: Druid key -> JSON schema (null = the snapshot's value).
+#: How the form shows the choices of ``balancerStrategy``.
+_STRATEGY_DISPLAY = {"null": "(the snapshot's; cost unless it says)", "cost": "cost (Druid's placement cost)",
+                     "avgShedder": "avgShedder (usage pairs, shed after repeated gaps)"}
+
+#: Typed fields of the Coordinator dynamic config: Druid key -> JSON schema (null = the snapshot's
+#: value), from the keys' one declaration (``segment_balancer.planner.config_keys``).
 CONFIG_KEYS: dict[str, dict[str, Any]] = {
-    "maxSegmentsInNodeLoadingQueue": {
-        "type": ["null", "integer"], "minimum": 0, "title": "maxSegmentsInNodeLoadingQueue",
-        "description": "Load-queue size of every historical (segments); empty = the snapshot's value."},
-    "decommissioningNodes": {
-        "type": ["null", "array"], "items": {"type": "string"}, "title": "decommissioningNodes",
-        "description": "Historicals being decommissioned, one server name per line; empty = the snapshot's list."},
-    "loadingMinPercent": {
-        "type": ["null", "number"], "minimum": 0, "maximum": 100, "title": "loadingMinPercent",
-        "description": "Share of each queue kept for loading (%); empty = the snapshot's value (default 70)."},
-    "decommissioningMinPercent": {
-        "type": ["null", "number"], "minimum": 0, "maximum": 100, "title": "decommissioningMinPercent",
-        "description": "Share of each queue kept for moves off decommissioning historicals (%); default 10."},
-    "balancingMinPercent": {
-        "type": ["null", "number"], "minimum": 0, "maximum": 100, "title": "balancingMinPercent",
-        "description": "Share of each queue kept for balancing moves (%); default 20."},
-    "decommissioningMaxPercent": {
-        "type": ["null", "number"], "minimum": 0, "maximum": 100, "title": "decommissioningMaxPercent",
-        "description": "Most of each queue moves off decommissioning historicals may take (%); default 70."},
-    "numBestServersChoosingFunctionDefaultLogBase": {
-        "type": ["null", "number"], "exclusiveMinimum": 1, "title": "numBestServersChoosingFunctionDefaultLogBase",
-        "description": "Log base of the default function giving B, the number of best servers; default 5."},
-    "balancerRandomSeed": {
-        "type": ["null", "integer"], "title": "balancerRandomSeed",
-        "description": "Seed of the balancing draws (the same seed gives the same plan); empty = the snapshot's."},
-    "balancingMinCostReductionPercent": {
-        "type": ["null", "number"], "minimum": 0, "exclusiveMaximum": 100, "title": "balancingMinCostReductionPercent",
-        "description": "How much cheaper (%) a server must be to take a balancing move from a holder; equal costs "
-                       "never move; default 0."},
-    "balancerStrategy": {
-        "type": ["null", "string"], "enum": [None, "cost", "avgShedder"], "title": "balancerStrategy",
-        "values_display": {"null": "(the snapshot's; cost unless it says)", "cost": "cost (Druid's placement cost)",
-                           "avgShedder": "avgShedder (usage pairs, shed after repeated gaps)"},
-        "description": "Balancing of stages 7, 10 and 11: cost (Druid's), or avgShedder, which pairs the fullest "
-                       "historical of a tier with the emptiest and moves bytes between them once their usage gap "
-                       "has lasted several runs (hit counts carried from the previous plan of the cluster)."},
-    "avgShedderLowThresholdPercent": {
-        "type": ["null", "number"], "exclusiveMinimum": 0, "maximum": 100, "title": "avgShedderLowThresholdPercent",
-        "description": "avgShedder: a pair hits when its usage gap (points of %) is above this; default 15."},
-    "avgShedderHighThresholdPercent": {
-        "type": ["null", "number"], "exclusiveMinimum": 0, "maximum": 100, "title": "avgShedderHighThresholdPercent",
-        "description": "avgShedder: a gap above this sheds after fewer hits (at least the low threshold); default 40."},
-    "avgShedderHitCountLowThreshold": {
-        "type": ["null", "integer"], "minimum": 1, "title": "avgShedderHitCountLowThreshold",
-        "description": "avgShedder: runs in a row a gap above the low threshold must last before it sheds; default 8."},
-    "avgShedderHitCountHighThreshold": {
-        "type": ["null", "integer"], "minimum": 1, "title": "avgShedderHitCountHighThreshold",
-        "description": "avgShedder: runs in a row a gap above the high threshold must last before it sheds; default 2."},
-}
+    key.name: {**key.json_schema(), **({"values_display": _STRATEGY_DISPLAY} if key.name == "balancerStrategy" else {})}
+    for key in FORM_KEYS}
 
 
 def default_snapshots_root() -> str:

@@ -89,8 +89,9 @@ def test_fractional_derivation_floors_only_the_limit():
     ({"maxSegmentsInNodeLoadingQueue": "500"}, "must be an integer"),
     ({"maxSegmentsInNodeLoadingQueue": True}, "must be an integer"),
     ({"maxSegmentsInNodeLoadingQueue": 5.0}, "must be an integer"),
-    ({"numBestServersChoosingFunctionDefaultLogBase": 1}, "not 1"),
-    ({"numBestServersChoosingFunctionDefaultLogBase": 0}, "> 0"),
+    ({"numBestServersChoosingFunctionDefaultLogBase": 1}, "must be > 1, got 1"),
+    ({"numBestServersChoosingFunctionDefaultLogBase": 0.5}, "must be > 1, got 0.5"),  # B would be t whatever n
+    ({"numBestServersChoosingFunctionDefaultLogBase": 0}, "must be > 1, got 0"),
     ({"balancingFailedIterationThreshold": 101}, "<= 100"),
     ({"balancingIterationWindow": 0}, ">= 1"),
     ({"decommissioningNodes": [1, 2]}, "list of server names"),

@@ -10,35 +10,20 @@ newer Druid release still plans. A key it does not know in the overrides (the us
 refused, with the closest known key. Errors are ``SnapshotError`` naming ``coordinator_config.json`` or
 ``config overrides``.
 
-Keys (Druid camelCase), defaults and derivations:
+Every key, its type, default, range, unit and meaning is declared once in
+:mod:`segment_balancer.planner.config_keys` (the table of docs/CONFIGURATION.md), and checked here
+against that declaration. What this module adds are the derivations:
 
-- ``maxSegmentsInNodeLoadingQueue`` ``M`` (500; 0 = unlimited).
-- ``numBestServersChoosingFunction`` (the seed's JavaScript text; it may use the name
-  ``numBestServersChoosingFunctionDefaultLogBase``), ``numBestServersChoosingFunctionDefaultLogBase`` (5).
 - ``loadingMinPercent`` (70), ``decommissioningMinPercent`` (10), ``balancingMinPercent`` (20): one given,
   the other two share ``100 - given`` in their default proportion; two given, the third complements;
   three given, they must sum to 100. Computed exactly (decimal fractions), floored only in limits.
-- ``decommissioningMaxPercent`` (70; else legacy ``decommissioningMaxPercentOfMaxSegmentsToMove``).
-- ``segmentLoadingMaxSecondsBeforeAlerting`` (900; else legacy ``replicantLifetime`` x coordinator period).
+- ``decommissioningMaxPercent``: else legacy ``decommissioningMaxPercentOfMaxSegmentsToMove``.
+- ``segmentLoadingMaxSecondsBeforeAlerting``: else legacy ``replicantLifetime`` x coordinator period.
   The period comes from ``druid.coordinator.period`` (ISO period, e.g. ``PT60S``) or
-  ``coordinatorPeriodMillis``; default 60 s, Druid's default ``druid.coordinator.period``.
-- ``decommissioningNodes`` (list of server names, or Druid's comma-separated string; default none).
-- ``balancerRandomSeed`` (0), ``balancingIterationWindow`` (100), ``balancingFailedIterationThreshold`` (80).
-- ``balancingMoveTrigger``: when balancing (stages 7, 10, 11) moves a replica (ALGORITHM.md stage 7):
-  ``"betterServerInTopB"`` (default, the seed's "alternative design": a non-holding server of top
-  ``B`` ranks ahead of the worst-ranked holder) or ``"outsideTopB"`` (the seed's first design: a
-  holder is outside top ``B``).
-- ``balancingMinCostReductionPercent`` (0, a number in [0, 100)): a balancing move needs a
-  destination whose placement cost is below the holder's by this margin,
-  ``cost(v) < cost(h) x (1 - margin / 100)``; equal costs never move (ALGORITHM.md stage 7).
-- ``topBReuse`` (true): loading and decommissioning stages reuse a segment's top ``B`` from the
-  stage that first ranked it (ALGORITHM.md "When a segment is ranked"); false ranks it afresh every
-  time a stage considers it (the seed's open doubt, measured in docs/SIMULATION.md).
-- ``balancerStrategy`` (our key, ALGORITHM.md "Balancing strategy ``avgShedder``"): ``"cost"``
-  (default: stages 7, 10 and 11) or ``"avgShedder"`` (usage-pair shedding in stage 7), with
-  ``avgShedderLowThresholdPercent`` (15) and ``avgShedderHighThresholdPercent`` (40, at least the
-  low one), percents in (0, 100], and ``avgShedderHitCountLowThreshold`` (8) and
-  ``avgShedderHitCountHighThreshold`` (2), positive integers.
+  ``coordinatorPeriodMillis`` (both given, they must agree); default 60 s, Druid's default.
+- ``decommissioningNodes``: a list of server names, or Druid's comma-separated string.
+- ``balancingFailedIterationThreshold`` at most ``balancingIterationWindow``;
+  ``avgShedderHighThresholdPercent`` at least ``avgShedderLowThresholdPercent``.
 """
 
 from __future__ import annotations
@@ -47,6 +32,7 @@ import difflib
 import logging
 import math
 import os
+import re
 from collections.abc import Callable, Mapping
 from fractions import Fraction
 from typing import Any
@@ -58,6 +44,8 @@ from segment_balancer.druid.snapshot.errors import SnapshotError, json_kind, sho
 from segment_balancer.druid.snapshot.loader import read_json
 from segment_balancer.druid.snapshot.models import QueueType
 from segment_balancer.planner.jsfunc import JsFunctionError, compile_function
+from segment_balancer.planner.config_keys import BALANCER_STRATEGIES, DEFAULT_FUNCTION, KEYS, MOVE_TRIGGERS
+from segment_balancer.planner.config_keys import BY_NAME as KEYS_BY_NAME
 from segment_balancer.planner.runstate import StageLimit
 
 log = logging.getLogger(__name__)
@@ -68,21 +56,15 @@ __all__ = ["EffectiveConfig", "StageLimit", "build_config", "DEFAULT_FUNCTION", 
 CONFIG_FILE = "coordinator_config.json"
 OVERRIDES = "config overrides"
 LOG_BASE_KEY = "numBestServersChoosingFunctionDefaultLogBase"
-DEFAULT_FUNCTION = (
-    "function (numServersInTier, targetReplicants) { return targetReplicants + "
-    "Math.floor(Math.log(numServersInTier) / Math.log(numBestServersChoosingFunctionDefaultLogBase)); }"
-)
-_MIN_PERCENTS = {"loadingMinPercent": 70, "decommissioningMinPercent": 10, "balancingMinPercent": 20}
+_MIN_PERCENTS = {k: KEYS_BY_NAME[k].default for k in ("loadingMinPercent", "decommissioningMinPercent",
+                                                       "balancingMinPercent")}
 _PERIOD_KEYS = ("druid.coordinator.period", "coordinatorPeriodMillis")
-MOVE_TRIGGERS = ("betterServerInTopB", "outsideTopB")
-"""Values of ``balancingMoveTrigger``, the default first."""
-BALANCER_STRATEGIES = ("cost", "avgShedder")
-"""Values of ``balancerStrategy`` (ALGORITHM.md "Balancing strategy ``avgShedder``"), the default first."""
-_AVG_SHEDDER_PERCENTS = {"avgShedderLowThresholdPercent": 15, "avgShedderHighThresholdPercent": 40}
-_AVG_SHEDDER_COUNTS = {"avgShedderHitCountLowThreshold": 8, "avgShedderHitCountHighThreshold": 2}
+_AVG_SHEDDER_PERCENTS = {k: KEYS_BY_NAME[k].default for k in ("avgShedderLowThresholdPercent",
+                                                               "avgShedderHighThresholdPercent")}
+_AVG_SHEDDER_COUNTS = {k: KEYS_BY_NAME[k].default for k in ("avgShedderHitCountLowThreshold",
+                                                            "avgShedderHitCountHighThreshold")}
 _DEFAULT_PERIOD_MS = 60_000
 
-_INT32 = 2**31 - 1  # Java's int, the type of Druid's integer config keys
 _UNUSED = "a Druid key this algorithm does not use"
 RETIRED_KEYS: dict[str, str] = {
     "maxSegmentsToMove": "retired by the seed (balancing ends on the failed-iteration rule)",
@@ -101,10 +83,11 @@ RETIRED_KEYS: dict[str, str] = {
         "maxNonPrimaryReplicantsToLoad", "useBatchedSegmentSampler", "percentOfSegmentsToConsiderPerMove",
         "useRoundRobinSegmentAssignment", "debugDimensions", "turboLoadingNodes", "cloneServers")},
 }
-_KNOWN = {"maxSegmentsInNodeLoadingQueue", "numBestServersChoosingFunction", LOG_BASE_KEY, *_MIN_PERCENTS,
-          "decommissioningMaxPercent", "segmentLoadingMaxSecondsBeforeAlerting", "decommissioningNodes",
-          "balancerRandomSeed", "balancingIterationWindow", "balancingFailedIterationThreshold", "balancingMoveTrigger", "balancingMinCostReductionPercent", "topBReuse", *_PERIOD_KEYS,
-          "balancerStrategy", *_AVG_SHEDDER_PERCENTS, *_AVG_SHEDDER_COUNTS}
+_KNOWN = set(KEYS_BY_NAME)
+#: Druid key -> ``EffectiveConfig`` field (the key in snake case; the period in milliseconds), in
+#: the declared order: the order of ``as_dict``.
+_FIELDS = {**{k.name: re.sub(r"(?<!^)(?=[A-Z])", "_", k.name).lower() for k in KEYS if "." not in k.name},
+           "coordinatorPeriodMillis": "coordinator_period_ms"}
 
 _STAGE_QUEUE_TYPE: dict[int, QueueType | None] = {
     1: "loading", 2: "loading", 3: "loading", 4: "loading", 5: "decommissioning", 6: "loading",
@@ -191,31 +174,11 @@ class EffectiveConfig(BaseModel):
 
     def as_dict(self) -> dict[str, Any]:
         """The effective config by Druid key, plus ``ignored`` and ``derived``, for the run summary."""
-        return {
-            "maxSegmentsInNodeLoadingQueue": self.max_segments_in_node_loading_queue,
-            "numBestServersChoosingFunction": self.num_best_servers_choosing_function,
-            LOG_BASE_KEY: self.num_best_servers_choosing_function_default_log_base,
-            "loadingMinPercent": self.loading_min_percent,
-            "decommissioningMinPercent": self.decommissioning_min_percent,
-            "balancingMinPercent": self.balancing_min_percent,
-            "decommissioningMaxPercent": self.decommissioning_max_percent,
-            "segmentLoadingMaxSecondsBeforeAlerting": self.segment_loading_max_seconds_before_alerting,
-            "coordinatorPeriodMillis": self.coordinator_period_ms,
-            "decommissioningNodes": list(self.decommissioning_nodes),
-            "balancerRandomSeed": self.balancer_random_seed,
-            "balancingIterationWindow": self.balancing_iteration_window,
-            "balancingFailedIterationThreshold": self.balancing_failed_iteration_threshold,
-            "balancingMoveTrigger": self.balancing_move_trigger,
-            "balancingMinCostReductionPercent": self.balancing_min_cost_reduction_percent,
-            "topBReuse": self.top_b_reuse,
-            "balancerStrategy": self.balancer_strategy,
-            "avgShedderLowThresholdPercent": self.avg_shedder_low_threshold_percent,
-            "avgShedderHighThresholdPercent": self.avg_shedder_high_threshold_percent,
-            "avgShedderHitCountLowThreshold": self.avg_shedder_hit_count_low_threshold,
-            "avgShedderHitCountHighThreshold": self.avg_shedder_hit_count_high_threshold,
-            "ignored": [dict(e) for e in self.ignored],
-            "derived": dict(self.derived),
-        }
+        values: dict[str, Any] = {}
+        for name, field in _FIELDS.items():
+            value = getattr(self, field)
+            values[name] = list(value) if isinstance(value, tuple) else value
+        return {**values, "ignored": [dict(e) for e in self.ignored], "derived": dict(self.derived)}
 
 
 def _compile(text: str, cfg: EffectiveConfig) -> Callable[[float, float], float]:
@@ -245,30 +208,45 @@ class _Ctx:
     def given(self, key: str) -> bool:
         return self.values.get(key) is not None
 
-    def integer(self, key: str, default: int, lo: int | None = None, hi: int | None = _INT32) -> int:
+    def integer(self, key: str, default: int | None = None, hi: int | None = None, hi_key: str = "") -> int:
+        """The integer value of ``key`` in its declared range (``config_keys``), or ``default`` (the
+        declared one when None); ``hi``: a bound set by the key ``hi_key``."""
+        decl = KEYS_BY_NAME[key]
         v = self.get(key)
         if v is None:
-            return default
+            return decl.default if default is None else default
         if isinstance(v, bool) or not isinstance(v, int):
             raise self.fail(key, f"must be an integer, got {v!r}")
-        if lo is not None and v < lo:
-            raise self.fail(key, f"must be >= {lo}, got {v}")
+        problem = decl.range_problem(v)
+        if problem:
+            raise self.fail(key, f"{problem}, got {v}")
         if hi is not None and v > hi:
-            raise self.fail(key, f"must be <= {hi}, got {v}")
+            raise self.fail(key, f"must be <= {hi} ({hi_key}), got {v}", hi_key)
         return v
 
-    def number(self, key: str) -> Fraction | None:
+    def number(self, key: str, like: str = "") -> Fraction | None:
+        """The number value of ``key`` in its declared range (exact; a legacy key in the range of
+        the key ``like``), or None when not given."""
         v = self.get(key)
         if v is None:
             return None
         if isinstance(v, bool) or not isinstance(v, (int, float)) or not math.isfinite(v):
             raise self.fail(key, f"must be a finite number, got {v!r}")
+        problem = KEYS_BY_NAME[like or key].range_problem(v)
+        if problem:
+            raise self.fail(key, f"{problem}, got {v!r}")
         return Fraction(str(v)) if isinstance(v, float) else Fraction(v)
 
-    def percent(self, key: str) -> Fraction | None:
-        v = self.number(key)
-        if v is not None and not 0 <= v <= 100:
-            raise self.fail(key, f"must be between 0 and 100, got {self.get(key)!r}")
+    percent = number
+
+    def choice(self, key: str) -> str:
+        """The value of ``key`` among its declared choices, or its default."""
+        decl = KEYS_BY_NAME[key]
+        v = self.get(key)
+        if v is None:
+            return decl.default
+        if v not in decl.choices:
+            raise self.fail(key, f"must be one of {', '.join(map(repr, decl.choices))}, got {v!r}")
         return v
 
 
@@ -307,7 +285,7 @@ def _period_ms(ctx: _Ctx) -> int:
         except ValueError as exc:
             raise ctx.fail("druid.coordinator.period", f"must be a fixed ISO-8601 period like PT60S: {exc}")
     if ctx.given("coordinatorPeriodMillis"):
-        other = ctx.integer("coordinatorPeriodMillis", 0, lo=1)
+        other = ctx.integer("coordinatorPeriodMillis")
         if ms is not None and ms != other:
             raise ctx.fail("coordinatorPeriodMillis", f"{other} disagrees with druid.coordinator.period ({ms} ms)",
                            "druid.coordinator.period")
@@ -395,10 +373,8 @@ def build_config(file_values: Mapping[str, Any] | None, overrides: Mapping[str, 
     derived: dict[str, str] = {}
     ignored: list[dict[str, Any]] = list(unknown)
 
-    m = ctx.integer("maxSegmentsInNodeLoadingQueue", 500, lo=0)
+    m = ctx.integer("maxSegmentsInNodeLoadingQueue")
     base = ctx.number(LOG_BASE_KEY)
-    if base is not None and (base <= 0 or base == 1):
-        raise ctx.fail(LOG_BASE_KEY, f"must be > 0 and not 1, got {ctx.get(LOG_BASE_KEY)!r}")
     fn_text = ctx.get("numBestServersChoosingFunction")
     if fn_text is None:
         fn_text = DEFAULT_FUNCTION
@@ -407,51 +383,38 @@ def build_config(file_values: Mapping[str, Any] | None, overrides: Mapping[str, 
     dmax = ctx.percent("decommissioningMaxPercent")
     legacy_dmax = ctx.get("decommissioningMaxPercentOfMaxSegmentsToMove")
     if dmax is None and legacy_dmax is not None:
-        dmax = ctx.percent("decommissioningMaxPercentOfMaxSegmentsToMove")
+        dmax = ctx.number("decommissioningMaxPercentOfMaxSegmentsToMove", like="decommissioningMaxPercent")
         derived["decommissioningMaxPercent"] = "decommissioningMaxPercentOfMaxSegmentsToMove (legacy)"
     dmax = Fraction(70) if dmax is None else dmax
 
     period_ms = _period_ms(ctx)
     alert = ctx.number("segmentLoadingMaxSecondsBeforeAlerting")
-    if alert is not None and alert < 0:
-        raise ctx.fail("segmentLoadingMaxSecondsBeforeAlerting", f"must be >= 0, got {ctx.get('segmentLoadingMaxSecondsBeforeAlerting')}")
     if alert is None and ctx.given("replicantLifetime"):
-        lifetime = ctx.integer("replicantLifetime", 0, lo=0)
+        lifetime = ctx.get("replicantLifetime")
+        if isinstance(lifetime, bool) or not isinstance(lifetime, int) or lifetime < 0:
+            raise ctx.fail("replicantLifetime", f"must be an integer >= 0, got {lifetime!r}")
         alert = Fraction(lifetime * period_ms, 1000)
         derived["segmentLoadingMaxSecondsBeforeAlerting"] = (
             f"replicantLifetime ({lifetime}) x coordinator period ({period_ms} ms) (legacy)")
     alert = Fraction(900) if alert is None else alert
 
-    window = ctx.integer("balancingIterationWindow", 100, lo=1)
-    threshold = ctx.integer("balancingFailedIterationThreshold", 80, lo=0, hi=window)
-    trigger = ctx.get("balancingMoveTrigger")
-    if trigger is None:
-        trigger = MOVE_TRIGGERS[0]
-    elif trigger not in MOVE_TRIGGERS:
-        raise ctx.fail("balancingMoveTrigger", f"must be one of {', '.join(map(repr, MOVE_TRIGGERS))}, got {trigger!r}")
+    window = ctx.integer("balancingIterationWindow")
+    threshold = ctx.integer("balancingFailedIterationThreshold", hi=window, hi_key="balancingIterationWindow")
+    trigger = ctx.choice("balancingMoveTrigger")
     margin = ctx.number("balancingMinCostReductionPercent")
-    if margin is not None and not 0 <= margin < 100:
-        raise ctx.fail("balancingMinCostReductionPercent",
-                       f"must be at least 0 and below 100, got {ctx.get('balancingMinCostReductionPercent')!r}")
     reuse = ctx.get("topBReuse")
     if reuse is not None and not isinstance(reuse, bool):
         raise ctx.fail("topBReuse", f"must be true or false, got {reuse!r}")
-    strategy = ctx.get("balancerStrategy")
-    if strategy is None:
-        strategy = BALANCER_STRATEGIES[0]
-    elif strategy not in BALANCER_STRATEGIES:
-        raise ctx.fail("balancerStrategy", f"must be one of {', '.join(map(repr, BALANCER_STRATEGIES))}, got {strategy!r}")
+    strategy = ctx.choice("balancerStrategy")
     shed_pct = {}
     for key, default in _AVG_SHEDDER_PERCENTS.items():
         value = ctx.number(key)
-        if value is not None and not 0 < value <= 100:
-            raise ctx.fail(key, f"must be above 0 and at most 100, got {ctx.get(key)!r}")
         shed_pct[key] = float(value) if value is not None else float(default)
     if shed_pct["avgShedderHighThresholdPercent"] < shed_pct["avgShedderLowThresholdPercent"]:
         raise ctx.fail("avgShedderHighThresholdPercent",
                        f"must be >= avgShedderLowThresholdPercent ({shed_pct['avgShedderLowThresholdPercent']:g}), "
                        f"got {shed_pct['avgShedderHighThresholdPercent']:g}", "avgShedderLowThresholdPercent")
-    shed_count = {key: ctx.integer(key, default, lo=1) for key, default in _AVG_SHEDDER_COUNTS.items()}
+    shed_count = {key: ctx.integer(key) for key in _AVG_SHEDDER_COUNTS}
 
     for key in (file_values or {}).keys() | (overrides or {}).keys():
         if key in RETIRED_KEYS:
@@ -477,7 +440,7 @@ def build_config(file_values: Mapping[str, Any] | None, overrides: Mapping[str, 
         segment_loading_max_seconds_before_alerting=float(alert),
         coordinator_period_ms=period_ms,
         decommissioning_nodes=_nodes(ctx),
-        balancer_random_seed=ctx.integer("balancerRandomSeed", 0, hi=2**63 - 1),
+        balancer_random_seed=ctx.integer("balancerRandomSeed"),
         balancing_iteration_window=window,
         balancing_move_trigger=trigger,
         balancing_min_cost_reduction_percent=float(margin) if margin is not None else 0.0,

@@ -27,6 +27,7 @@ import tempfile
 import traceback
 from pathlib import Path
 
+from segment_balancer.planner import config_keys
 from segment_balancer.planner.config import check_override_keys
 from segment_balancer.spark.apps import read_overrides
 from segment_balancer.tools.pipeline import run_plan
@@ -181,10 +182,11 @@ def _run_spark_command(spark, args, overrides: dict | None) -> None:
 def _parser() -> argparse.ArgumentParser:
     p = argparse.ArgumentParser(prog="python -m segment_balancer", description=__doc__.splitlines()[0])
     sub = p.add_subparsers(dest="command", required=True)
-    plan = sub.add_parser("plan", help="compute, validate and publish a plan")
+    plan = sub.add_parser("plan", help="compute, validate and publish a plan", epilog=config_keys.help_text(),
+                          formatter_class=argparse.RawDescriptionHelpFormatter)
     plan.add_argument("--snapshot", required=True, type=Path)
     plan.add_argument("--out", required=True, type=Path)
-    plan.add_argument("--config", type=Path, help="JSON object of dynamic config overrides")
+    plan.add_argument("--config", type=Path, help="JSON object of dynamic config overrides (the keys below)")
     plan.add_argument("--work", type=Path, help="keep the work directory here (default: a temporary one)")
     plan.add_argument("--remote", metavar="URL", help=REMOTE_HELP)
     plan.add_argument("--balancer-state", type=Path, metavar="FILE",

@@ -1,0 +1,219 @@
+"""Every key of the Coordinator dynamic config this planner reads, declared once.
+
+A :class:`Key` gives the name as Druid (or the seed) spells it, its JSON type, default, range,
+unit, one-line meaning and source. From :data:`KEYS` come the config parser's checks and refusals
+(``planner.config``), ``EffectiveConfig.as_dict``, the trigger form's typed fields
+(``segment_balancer_airflow.params``: :meth:`Key.json_schema`), the table of
+``docs/CONFIGURATION.md`` (:func:`markdown_table`) and the CLI's ``--config`` help. Constraints
+across keys are stated in the meaning of each key they bind and checked by the parser, which
+names both keys.
+
+Standard library only: the DAG file imports it when it is parsed.
+"""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass
+from typing import Any
+
+INT32 = 2**31 - 1
+"""Java's ``int``, the type of Druid's integer config keys."""
+INT64 = 2**63 - 1
+
+DEFAULT_FUNCTION = (
+    "function (numServersInTier, targetReplicants) { return targetReplicants + "
+    "Math.floor(Math.log(numServersInTier) / Math.log(numBestServersChoosingFunctionDefaultLogBase)); }"
+)
+MOVE_TRIGGERS = ("betterServerInTopB", "outsideTopB")
+"""Values of ``balancingMoveTrigger``, the default first."""
+BALANCER_STRATEGIES = ("cost", "avgShedder")
+"""Values of ``balancerStrategy`` (ALGORITHM.md "Balancing strategy ``avgShedder``"), the default first."""
+
+
+@dataclass(frozen=True)
+class Key:
+    """One config key. ``type``: the JSON type (``integer``, ``number``, ``boolean``, ``string``,
+    ``array`` of strings); bounds as JSON Schema has them (``minimum``/``maximum`` inclusive,
+    ``exclusive_minimum``/``exclusive_maximum`` not); ``choices`` for a string of fixed values;
+    ``unit`` of a number; ``form``: a typed field of the trigger form."""
+
+    name: str
+    type: str
+    default: Any
+    meaning: str
+    source: str
+    unit: str = ""
+    minimum: float | None = None
+    maximum: float | None = None
+    exclusive_minimum: float | None = None
+    exclusive_maximum: float | None = None
+    choices: tuple[str, ...] | None = None
+    form: bool = False
+
+    def range_problem(self, value: float) -> str | None:
+        """What is wrong with the number ``value`` against the bounds (``must be >= 0``,
+        ``must be between 0 and 100`` …, without the value), or None. A range of two bounds is
+        named whole, unless its top is only Java's integer limit."""
+        lo, hi, xlo, xhi = self.minimum, self.maximum, self.exclusive_minimum, self.exclusive_maximum
+        if ((lo is None or value >= lo) and (hi is None or value <= hi)
+                and (xlo is None or value > xlo) and (xhi is None or value < xhi)):
+            return None
+        if hi is not None and hi not in (INT32, INT64):
+            if lo is not None:
+                return f"must be between {_num(lo)} and {_num(hi)}"
+            if xlo is not None:
+                return f"must be above {_num(xlo)} and at most {_num(hi)}"
+        if lo is not None and xhi is not None:
+            return f"must be at least {_num(lo)} and below {_num(xhi)}"
+        if lo is not None and value < lo:
+            return f"must be >= {_num(lo)}"
+        if xlo is not None and value <= xlo:
+            return f"must be > {_num(xlo)}"
+        if hi is not None and value > hi:
+            return f"must be <= {_num(hi)}"
+        return f"must be < {_num(xhi)}"
+
+    def json_schema(self) -> dict[str, Any]:
+        """The trigger form's schema of the key: null (the snapshot's value) or a value in range,
+        with the key as title and its meaning, unit and default as description."""
+        schema: dict[str, Any] = {"title": self.name, "description": self.describe()}
+        if self.type == "array":
+            schema.update(type=["null", "array"], items={"type": "string"})
+        else:
+            schema["type"] = ["null", self.type]
+        for field, word in (("minimum", "minimum"), ("maximum", "maximum"),
+                            ("exclusive_minimum", "exclusiveMinimum"), ("exclusive_maximum", "exclusiveMaximum")):
+            if getattr(self, field) is not None:
+                schema[word] = getattr(self, field)
+        if self.choices:
+            schema["enum"] = [None, *self.choices]
+        return schema
+
+    def describe(self) -> str:
+        """The meaning, unit and default in one sentence for a form or a table."""
+        unit = f" ({self.unit})" if self.unit else ""
+        return f"{self.meaning}{unit}. Empty = the snapshot's value; default {_default(self)}."
+
+
+def _num(x: float) -> str:
+    return f"{x:g}" if isinstance(x, float) else str(x)
+
+
+def _default(key: Key) -> str:
+    """The default as JSON writes it (the long default function by name)."""
+    if isinstance(key.default, str) and len(key.default) >= 40:
+        return "the seed's function"
+    return json.dumps(key.default)
+
+
+_PERCENT = {"minimum": 0, "maximum": 100, "unit": "%"}
+_SEED = 'seed "Configurations"'
+
+KEYS: tuple[Key, ...] = (
+    Key("maxSegmentsInNodeLoadingQueue", "integer", 500, "Load-queue size of every historical, 0 = unlimited",
+        _SEED, "segments", minimum=0, maximum=INT32, form=True),
+    Key("numBestServersChoosingFunction", "string", DEFAULT_FUNCTION,
+        "JavaScript function (numServersInTier, targetReplicants) giving B, the number of best servers; "
+        "it may read numBestServersChoosingFunctionDefaultLogBase", _SEED),
+    Key("numBestServersChoosingFunctionDefaultLogBase", "number", 5.0,
+        "Log base of the default function giving B", _SEED, exclusive_minimum=1, form=True),
+    Key("loadingMinPercent", "number", 70.0,
+        "Share of each load queue kept for loading; with decommissioningMinPercent and balancingMinPercent: "
+        "one given, the other two share the rest in their default proportion; all three given, they sum to 100",
+        _SEED, **_PERCENT, form=True),
+    Key("decommissioningMinPercent", "number", 10.0,
+        "Share of each load queue kept for moves off decommissioning historicals (sums to 100 with "
+        "loadingMinPercent and balancingMinPercent)", _SEED, **_PERCENT, form=True),
+    Key("balancingMinPercent", "number", 20.0,
+        "Share of each load queue kept for balancing moves (sums to 100 with loadingMinPercent and "
+        "decommissioningMinPercent)", _SEED, **_PERCENT, form=True),
+    Key("decommissioningMaxPercent", "number", 70.0,
+        "Most of each load queue that moves off decommissioning historicals may take", _SEED, **_PERCENT, form=True),
+    Key("segmentLoadingMaxSecondsBeforeAlerting", "number", 900.0,
+        "A load queued longer than this is raised as an alert", _SEED, "seconds", minimum=0),
+    Key("coordinatorPeriodMillis", "integer", 60_000,
+        "The Coordinator's period (or druid.coordinator.period as an ISO-8601 period; both given, they agree)",
+        "Druid druid.coordinator.period", "milliseconds", minimum=1, maximum=INT32),
+    Key("druid.coordinator.period", "string", "PT60S",
+        "The Coordinator's period as a fixed ISO-8601 period, e.g. PT60S", "Druid druid.coordinator.period"),
+    Key("decommissioningNodes", "array", [],
+        "Historicals being decommissioned (server names; Druid's comma-separated string too)",
+        "Druid CoordinatorDynamicConfig", form=True),
+    Key("balancerRandomSeed", "integer", 0, "Seed of the balancing draws: the same seed gives the same plan",
+        "ALGORITHM.md stage 7", minimum=0, maximum=INT64, form=True),
+    Key("balancingIterationWindow", "integer", 100, "Balancing draws at least this many iterations",
+        "ALGORITHM.md stage 7", "iterations", minimum=1, maximum=INT32),
+    Key("balancingFailedIterationThreshold", "integer", 80,
+        "Balancing stops once this many of the last balancingIterationWindow iterations failed "
+        "(at most balancingIterationWindow)", "ALGORITHM.md stage 7", "iterations", minimum=0, maximum=INT32),
+    Key("balancingMoveTrigger", "string", MOVE_TRIGGERS[0],
+        "When balancing moves a replica: a non-holding server of top B beats the worst-ranked holder "
+        "(betterServerInTopB), or a holder is outside top B (outsideTopB)", "ALGORITHM.md stage 7",
+        choices=MOVE_TRIGGERS),
+    Key("balancingMinCostReductionPercent", "number", 0.0,
+        "How much cheaper a server must be to take a balancing move from a holder; equal costs never move",
+        "ALGORITHM.md stage 7", "%", minimum=0, exclusive_maximum=100, form=True),
+    Key("topBReuse", "boolean", True,
+        "Loading stages reuse a segment's top B from the stage that first ranked it (false: rank afresh)",
+        'ALGORITHM.md "When a segment is ranked"'),
+    Key("balancerStrategy", "string", BALANCER_STRATEGIES[0],
+        "Balancing of stages 7, 10 and 11: cost (Druid's placement cost), or avgShedder, which pairs the "
+        "fullest historical of a tier with the emptiest and moves bytes between them once their usage gap "
+        "has lasted several runs", 'ALGORITHM.md "Balancing strategy avgShedder"; seed 002',
+        choices=BALANCER_STRATEGIES, form=True),
+    Key("avgShedderLowThresholdPercent", "number", 15.0,
+        "avgShedder: a pair hits when its usage gap is above this (at most avgShedderHighThresholdPercent)",
+        "seed 002", "points of %",
+        exclusive_minimum=0, maximum=100, form=True),
+    Key("avgShedderHighThresholdPercent", "number", 40.0,
+        "avgShedder: a gap above this sheds after fewer hits (at least avgShedderLowThresholdPercent)",
+        "seed 002", "points of %", exclusive_minimum=0, maximum=100, form=True),
+    Key("avgShedderHitCountLowThreshold", "integer", 8,
+        "avgShedder: runs in a row a gap above the low threshold must last before it sheds", "seed 002", "runs",
+        minimum=1, maximum=INT32, form=True),
+    Key("avgShedderHitCountHighThreshold", "integer", 2,
+        "avgShedder: runs in a row a gap above the high threshold must last before it sheds", "seed 002", "runs",
+        minimum=1, maximum=INT32, form=True),
+)
+
+BY_NAME: dict[str, Key] = {k.name: k for k in KEYS}
+FORM_KEYS: tuple[Key, ...] = tuple(k for k in KEYS if k.form)
+
+
+def markdown_table() -> str:
+    """The table of ``docs/CONFIGURATION.md``: key, type, default, range, meaning and source."""
+    rows = ["| key | type | default | range | meaning | source |", "|---|---|---|---|---|---|"]
+    for k in KEYS:
+        bounds = []
+        if k.minimum is not None:
+            bounds.append(f">= {_num(k.minimum)}")
+        if k.exclusive_minimum is not None:
+            bounds.append(f"> {_num(k.exclusive_minimum)}")
+        if k.maximum is not None:
+            bounds.append(f"<= {_num(k.maximum)}")
+        if k.exclusive_maximum is not None:
+            bounds.append(f"< {_num(k.exclusive_maximum)}")
+        if k.choices:
+            bounds.append(" or ".join(f"`{c}`" for c in k.choices))
+        default = _default(k) if isinstance(k.default, str) and len(k.default) >= 40 else f"`{_default(k)}`"
+        unit = f" ({k.unit})" if k.unit else ""
+        rows.append(f"| `{k.name}` | {k.type} | {default} | {', '.join(bounds) or '—'} | {k.meaning}{unit} | {k.source} |")
+    return "\n".join(rows) + "\n"
+
+
+def help_text() -> str:
+    """The keys for a ``--help`` epilog: one line each, name, type, default and range."""
+    lines = ["Dynamic config keys (--config FILE.json: a JSON object of any of them; docs/CONFIGURATION.md):"]
+    for k in KEYS:
+        bounds = [f">= {_num(k.minimum)}" if k.minimum is not None else "",
+                  f"> {_num(k.exclusive_minimum)}" if k.exclusive_minimum is not None else "",
+                  f"<= {_num(k.maximum)}" if k.maximum is not None else "",
+                  f"< {_num(k.exclusive_maximum)}" if k.exclusive_maximum is not None else "",
+                  " | ".join(k.choices) if k.choices else ""]
+        default = _default(k)
+        rng = ", ".join(b for b in bounds if b)
+        lines.append(f"  {k.name}: {k.type}, default {default}" + (f", {rng}" if rng else "")
+                     + (f" ({k.unit})" if k.unit else ""))
+    return "\n".join(lines)
+
