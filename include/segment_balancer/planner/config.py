@@ -56,8 +56,9 @@ __all__ = ["EffectiveConfig", "StageLimit", "build_config", "DEFAULT_FUNCTION", 
 CONFIG_FILE = "coordinator_config.json"
 OVERRIDES = "config overrides"
 LOG_BASE_KEY = "numBestServersChoosingFunctionDefaultLogBase"
-_MIN_PERCENTS = {k: KEYS_BY_NAME[k].default for k in ("loadingMinPercent", "decommissioningMinPercent",
-                                                       "balancingMinPercent")}
+_MIN_PERCENTS = {k: Fraction(str(KEYS_BY_NAME[k].default)) for k in ("loadingMinPercent", "decommissioningMinPercent",
+                                                                      "balancingMinPercent")}
+"""The three min-percents' defaults, exact: their proportion shares what one or two given leave."""
 _PERIOD_KEYS = ("druid.coordinator.period", "coordinatorPeriodMillis")
 _AVG_SHEDDER_PERCENTS = {k: KEYS_BY_NAME[k].default for k in ("avgShedderLowThresholdPercent",
                                                                "avgShedderHighThresholdPercent")}
