@@ -157,9 +157,10 @@ def explain_page(name: str, segment: str | None = None,
                  fmt: Literal["html", "json"] = Query("html", alias="format")) -> Response:
     """The explain form of plan ``name`` and, for ``segment``, ``explain_plan``'s answer as HTML
     (the stages ``render_explain`` shows) or, with ``format=json``, as JSON. 404 (message on the
-    page, ``{"detail": message}`` in JSON) for an unknown plan or segment or a plan without
-    explain tables; JSON without ``segment`` is 400."""
-    from segment_balancer.plan.explain import NOTHING_UNDONE, PlanExplainError, explain_plan
+    page, ``{"detail": message}`` in JSON) for an unknown plan or segment, a plan without explain
+    tables or whose summary does not read; JSON without ``segment`` is 400."""
+    from segment_balancer.common.errors import InputError
+    from segment_balancer.plan.explain import NOTHING_UNDONE, explain_plan
 
     plan = plan_dir(name)
     answer, error = None, None
@@ -168,7 +169,7 @@ def explain_page(name: str, segment: str | None = None,
     elif segment:
         try:
             answer = explain_plan(plan, segment)
-        except PlanExplainError as exc:
+        except InputError as exc:  # an unknown segment, no explain tables, a summary that does not read
             error = str(exc)
     if fmt == "json":
         if error is None and answer is None:

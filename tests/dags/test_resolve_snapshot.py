@@ -136,12 +136,12 @@ def test_the_avg_shedder_fields_go_into_the_config(resolve, root, monkeypatch, t
 
 def _published(plans: Path, name: str, cluster: str, when: str, whatif: bool = False, state: bool = True) -> Path:
     """A published plan as far as history reads it (summary, validation, balancer state)."""
+    from plan_summaries import summary, whatif_record
+
     plan = plans / name
     plan.mkdir(parents=True)
-    edits = {"decommission": ["a:8083"], "remove": [], "added": []} if whatif else None
-    (plan / "summary.json").write_text(json.dumps({
-        "cluster": cluster, "snapshot_id": f"{cluster}@{when}", "snapshot_time": when, "operations": 0, "loads": 0,
-        "drops": 0, "moves": 0, "whatif": edits}))
+    edits = whatif_record(decommission=("a:8083",)) if whatif else None
+    (plan / "summary.json").write_text(json.dumps(summary(cluster, when, whatif=edits)))
     (plan / "validation.json").write_text(json.dumps({"success": True}))
     if state:
         (plan / "balancer_state.json").write_text(json.dumps({"from": name}))

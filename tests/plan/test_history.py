@@ -5,15 +5,16 @@ from __future__ import annotations
 import json
 import os
 
-from plan_summaries import summary, write_plan_dir
+from plan_summaries import summary, whatif_record, write_plan_dir
 from segment_balancer.plan.history import headline, plan_history, read_plan
+from segment_balancer.planner.summary import PlanSummary
 
 
 def test_headline_numbers_of_a_summary():
     s = summary(loads=7, drops=3, moves=2, unreplicated=(4, 1), underreplicated=(6, 2), spread=(9, 3), deferred=5,
                 waiting=8)
     s["status_after"]["tiers"]["cold"] = {"underreplicated": 10}  # summed over tiers
-    assert headline(s) == {
+    assert headline(PlanSummary.model_validate(s)) == {
         "operations": 10, "loads": 7, "drops": 3, "moves": 2, "unreplicated_before": 4, "unreplicated_after": 1,
         "underreplicated_before": 6, "underreplicated_after": 12, "deferred_drops": 5, "overshadowed_waiting": 8,
         "max_minus_min_before": {"hot": 9}, "max_minus_min_after": {"hot": 3}}
@@ -28,7 +29,7 @@ def test_plans_newest_first_each_compared_with_the_previous_plan_of_its_cluster(
     write_plan_dir(root / "run_b", summary("prod", "2024-01-02T00:00:00.000Z", loads=6, unreplicated=(3, 1),
                                            underreplicated=(4, 1), spread=(8, 4)))
     write_plan_dir(root / "whatif", summary("prod", "2024-01-02T12:00:00.000Z", loads=50, spread=(8, 1),
-                                            whatif={"decommission": ["h1"], "remove": [], "added": []}))
+                                            whatif=whatif_record(decommission=("h1",))))
     write_plan_dir(root / "qa_1", summary("qa", "2024-01-02T06:00:00.000Z", loads=1))
     (root / ".run_d.tmp-1234").mkdir()  # a publish under way
     (root / "LATEST").write_text("run_c\n")

@@ -9,7 +9,7 @@ import re
 import pandas as pd
 import pytest
 
-from plan_summaries import summary, write_plan_dir
+from plan_summaries import summary, whatif_record, write_plan_dir
 from segment_balancer.plan.report import ReportError, plan_report, rebuild, simulation_frames, write_report
 
 
@@ -19,7 +19,7 @@ def headline_values(html: str) -> dict[str, int]:
 
 def test_plan_report_shows_the_summary(tmp_path):
     s = summary("prod", loads=1234, drops=5, moves=3, unreplicated=(7, 2), underreplicated=(11, 4), spread=(9, 2),
-                deferred=6, waiting=1, whatif={"snapshot": "/snap", "decommission": ["h1"], "remove": [], "added": []})
+                deferred=6, waiting=1, whatif=whatif_record(decommission=("h1",), snapshot="/snap"))
     s["alerts"] = [{"kind": "unknown_tier", "message": "tier cold is named by a rule but has no historical server"}]
     s["config"].update(decommissioningNodes=["h1"], topBReuse=True)
     s["ignored_config"] = [{"key": "maxSegmentsToMove", "value": 100, "note": "retired by the seed"}]

@@ -8,13 +8,13 @@ import time
 
 import pytest
 
-from plan_summaries import summary, write_plan_dir
+from plan_summaries import summary, whatif_record, write_plan_dir
 from segment_balancer.plan.history import plan_history
 from segment_balancer.plan.retention import plans_to_remove, remove_plans
 
 NOW = time.time()
 DAY = 86_400
-WHATIF = {"decommission": ["h1"], "remove": [], "added": []}
+WHATIF = whatif_record(decommission=("h1",))
 
 
 def published(root, name, cluster, snapshot_day, days_ago, whatif=None):

@@ -43,6 +43,9 @@ from urllib.parse import quote
 
 import pytest
 from fastapi.testclient import TestClient
+from plan_summaries import summary as plan_summary
+from plan_summaries import whatif_record
+from segment_balancer.planner.summary import PlanSummary
 from segment_balancer_airflow import ui
 
 P1 = "scheduled__2026-11-20T10_00_00_00_00~aaa29d879116"
@@ -60,21 +63,22 @@ PREFIX = "/segment-balancer"
 
 def write_plan(root, name, *, cluster, snapshot_time, published, ops, loads, drops, moves, unreplicated, under,
                spread, deferred, whatif=None, valid=True, report=True):
-    """A published plan as ``history`` reads it: ``summary.json`` (its mtime = ``published``),
-    ``validation.json`` and a tiny ``report.html``."""
+    """A published plan as ``history`` reads it: ``summary.json`` (its mtime = ``published``;
+    ``plan_summaries.summary`` with the numbers above), ``validation.json`` and a tiny ``report.html``."""
     plan = root / name
     plan.mkdir(parents=True)
-    summary = {
-        "snapshot_id": f"{cluster}@{snapshot_time}", "cluster": cluster, "snapshot_time": snapshot_time,
-        "operations": ops, "loads": loads, "drops": drops, "moves": moves,
-        "status_before": {"unreplicated": 99, "tiers": {t: {"underreplicated": 99} for t in under}},
-        "status_after": {"unreplicated": unreplicated,
-                         "tiers": {t: {"underreplicated": n, "overreplicated": 0} for t, n in under.items()}},
-        "balance_before": {t: {"segments_max_minus_min": 99} for t in spread},
-        "balance_after": {t: {"segments_max_minus_min": n} for t, n in spread.items()},
-        "availability": {"deferred_drops": deferred}, "overshadowed_waiting": {"segments": 0}, "whatif": whatif,
-    }
-    (plan / "summary.json").write_text(json.dumps(summary))
+    summary = plan_summary(cluster, snapshot_time, loads=loads, drops=drops, moves=moves, deferred=deferred,
+                           whatif=whatif)
+    summary.update(
+        operations=ops,
+        status_before={"unreplicated": 99, "tiers": {t: {"underreplicated": 99} for t in under}},
+        status_after={"unreplicated": unreplicated,
+                      "tiers": {t: {"underreplicated": n, "overreplicated": 0} for t, n in under.items()}},
+        balance_before={t: {"servers": 2, "segments_max_minus_min": 99, "bytes_max_minus_min": 0} for t in spread},
+        balance_after={t: {"servers": 2, "segments_max_minus_min": n, "bytes_max_minus_min": 0}
+                       for t, n in spread.items()},
+    )
+    (plan / "summary.json").write_text(json.dumps(PlanSummary.model_validate(summary).model_dump(mode="json")))
     when = datetime.fromisoformat(published.replace("Z", "+00:00")).timestamp()
     os.utime(plan / "summary.json", (when, when))
     (plan / "validation.json").write_text(json.dumps({"success": valid}))
@@ -139,7 +143,7 @@ def home(tmp_path, monkeypatch):
     write_plan(plans, WHATIF, cluster="prod", snapshot_time="2026-11-22T09:00:00.000Z",
                published="2026-11-22T09:35:00Z", ops=50, loads=30, drops=20, moves=20, unreplicated=0,
                under={"hot": 0}, spread={"hot": 2}, deferred=0,
-               whatif={"decommission": ["hist-1:8083"], "remove": [], "added": []})
+               whatif=whatif_record(decommission=("hist-1:8083",)))
     p3 = write_plan(plans, P3, cluster="prod", snapshot_time="2026-11-22T10:00:00.000Z",
                     published="2026-11-22T10:05:00Z", ops=1230, loads=1000, drops=230, moves=90, unreplicated=1,
                     under={"hot": 4, "_default_tier": 0}, spread={"hot": 3, "_default_tier": 1}, deferred=1)

@@ -13,6 +13,7 @@ import pandas as pd
 from segment_balancer.common.errors import InputError
 from segment_balancer.planner.cost import COST_WINDOW_MS
 from segment_balancer.planner.ranking import rank_one
+from segment_balancer.planner.summary import read_plan_summary
 
 
 def explain_segment(spark, work: Path, segment_id: str, tier: str | None = None) -> dict:
@@ -156,7 +157,9 @@ def explain_plan(plan_dir: str | Path, segment_id: str) -> dict:
       server that served the segment at the snapshot, its pair this run and what that meant for
       the segment (:func:`avg_shedder_notes`).
 
-    Raises ``PlanExplainError`` when the plan has no explain tables or the segment is unknown.
+    Raises ``PlanExplainError`` when the plan has no explain tables or the segment is unknown, and
+    ``InputError`` when its ``summary.json`` is not a plan summary
+    (:func:`~segment_balancer.planner.summary.read_plan_summary`).
     Source: :mod:`segment_balancer.planner.kernels.decisions`; ALGORITHM.md "Stages".
     """
     from segment_balancer.planner import groups as G
@@ -214,12 +217,12 @@ def explain_plan(plan_dir: str | Path, segment_id: str) -> dict:
                               "operations": [{k: o[k] for k in ("op_id", "action", "tier", "server", "queue_type", "reason",
                                                                  "depends_on")} for o in mine],
                               "decisions": why})
-    balancer = json.loads((plan / "summary.json").read_text()).get("balancer") or {}
-    strategy = balancer.get("strategy", "cost")
-    out["strategy"] = {"name": strategy}
-    if strategy == "avgShedder":
+    balancer = read_plan_summary(plan).balancer
+    out["strategy"] = {"name": balancer.strategy}
+    if balancer.strategy == "avgShedder":
         moved = {o["server"] for o in ops if o["stage"] == 7 and o["action"] == "DROP"}
-        out["strategy"]["holders"] = avg_shedder_notes(balancer.get("pairs", []), servers_before, moved)
+        pairs = [p.model_dump() for p in balancer.pairs]
+        out["strategy"]["holders"] = avg_shedder_notes(pairs, servers_before, moved)
     return out
 
 

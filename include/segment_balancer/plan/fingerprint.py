@@ -18,6 +18,11 @@ from pathlib import Path
 
 RUN_KEYS = ("timings_seconds", "planned_at", "snapshot")
 """summary.json keys that name the run rather than the plan."""
+FORMAT_KEYS = ("schema_version",)
+"""summary.json keys that name the file's layout rather than the plan."""
+LEFT_OUT = ("validation.json", "summary.schema.json")
+"""JSON files of a plan directory that are no part of the plan: the validation (it carries times)
+and the summary's JSON schema (the code's, whatever the plan)."""
 SIGNIFICANT = 9
 """Decimal digits of the costs a decision records that a fingerprint compares. A placement cost is a
 float64 sum whose last bits depend on the order its terms were added in (the order the run state
@@ -72,23 +77,24 @@ def _members(value):
 
 
 def json_digest(path: Path) -> str:
-    """SHA-256 of a plan's JSON file (``summary.json`` without :data:`RUN_KEYS`, bitmaps as members)."""
+    """SHA-256 of a plan's JSON file (``summary.json`` without :data:`RUN_KEYS` and
+    :data:`FORMAT_KEYS`, bitmaps as members)."""
     value = json.loads(path.read_text())
     if path.name == "summary.json":
-        value = {k: v for k, v in value.items() if k not in RUN_KEYS}
+        value = {k: v for k, v in value.items() if k not in RUN_KEYS + FORMAT_KEYS}
     if path.name in ("groups.json", "stage_groups.json"):
         value = _members(value)
     return hashlib.sha256(json.dumps(value, sort_keys=True).encode()).hexdigest()
 
 
 def fingerprint(plan: Path) -> dict[str, str]:
-    """``{file: sha256}`` of every file of the plan directory ``plan`` but the report and the
-    validation."""
+    """``{file: sha256}`` of every file of the plan directory ``plan`` but the report and
+    :data:`LEFT_OUT`."""
     out = {}
     for path in sorted(Path(plan).iterdir()):
         if path.suffix == ".parquet":
             out[path.name] = table_digest(path)
-        elif path.suffix == ".json" and path.name != "validation.json":
+        elif path.suffix == ".json" and path.name not in LEFT_OUT:
             out[path.name] = json_digest(path)
     return out
 

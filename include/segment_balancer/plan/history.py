@@ -21,6 +21,7 @@ from datetime import datetime, timezone
 from pathlib import Path
 
 from segment_balancer.common.errors import InputError
+from segment_balancer.planner.summary import SUMMARY_FILE, PlanSummary, read_plan_summary
 
 log = logging.getLogger(__name__)
 
@@ -32,28 +33,27 @@ DIFF_KEYS = ("operations", "loads", "drops", "moves", "unreplicated_after", "und
 """The headline numbers whose change from the previous plan :func:`plan_history` reports."""
 
 
-def headline(summary: dict) -> dict:
-    """The headline numbers of one plan from its ``summary.json`` (a dict as :mod:`.assemble`
-    writes it): ``operations``, ``loads``, ``drops``, ``moves`` (drops that wait for a load),
-    ``unreplicated_before``/``_after`` (used load-rule segments with no replica in any tier, at the
-    snapshot and once every operation succeeded), ``underreplicated_before``/``_after`` (segments
+def headline(summary: PlanSummary) -> dict:
+    """The headline numbers of one plan from its ``summary.json``: ``operations``, ``loads``,
+    ``drops``, ``moves`` (drops that wait for a load), ``unreplicated_before``/``_after`` (used
+    load-rule segments with no replica in any tier, at the snapshot and once every operation
+    succeeded), ``underreplicated_before``/``_after`` (segments
     below their target, summed over tiers), ``deferred_drops`` (refused by the availability rule),
     ``overshadowed_waiting`` (overshadowed segments kept until what overshadows them is served),
     and ``max_minus_min_after`` / ``max_minus_min_before`` (``{tier: segments}``, max − min of
     segments over a tier's non-decommissioning historicals). All ints."""
-    def under(status: dict) -> int:
-        return sum(int(t.get("underreplicated", 0)) for t in status.get("tiers", {}).values())
+    def under(status) -> int:
+        return sum(t.get("underreplicated", 0) for t in status.tiers.values())
 
-    before, after = summary.get("status_before", {}), summary.get("status_after", {})
+    before, after = summary.status_before, summary.status_after
     return {
-        "operations": int(summary["operations"]), "loads": int(summary["loads"]), "drops": int(summary["drops"]),
-        "moves": int(summary["moves"]),
-        "unreplicated_before": int(before.get("unreplicated", 0)), "unreplicated_after": int(after.get("unreplicated", 0)),
+        "operations": summary.operations, "loads": summary.loads, "drops": summary.drops, "moves": summary.moves,
+        "unreplicated_before": before.unreplicated, "unreplicated_after": after.unreplicated,
         "underreplicated_before": under(before), "underreplicated_after": under(after),
-        "deferred_drops": int(summary.get("availability", {}).get("deferred_drops", 0)),
-        "overshadowed_waiting": int(summary.get("overshadowed_waiting", {}).get("segments", 0)),
-        "max_minus_min_before": {t: int(b["segments_max_minus_min"]) for t, b in summary.get("balance_before", {}).items()},
-        "max_minus_min_after": {t: int(b["segments_max_minus_min"]) for t, b in summary.get("balance_after", {}).items()},
+        "deferred_drops": summary.availability.deferred_drops,
+        "overshadowed_waiting": summary.overshadowed_waiting.segments,
+        "max_minus_min_before": {t: b.segments_max_minus_min for t, b in summary.balance_before.items()},
+        "max_minus_min_after": {t: b.segments_max_minus_min for t, b in summary.balance_after.items()},
     }
 
 
@@ -95,31 +95,28 @@ def _iso(ts: float) -> str:
 def read_plan(plan_dir: Path) -> PlanEntry:
     """The :class:`PlanEntry` of one published plan directory (``previous`` and ``diff`` unset).
 
-    Raises ``FileNotFoundError`` without ``summary.json``, ``ValueError`` when it or
-    ``validation.json`` cannot be read as a plan's.
+    Raises ``FileNotFoundError`` without ``summary.json``, ``InputError`` (a ``ValueError``) when
+    it (:func:`~segment_balancer.planner.summary.read_plan_summary`) or ``validation.json`` cannot
+    be read as a plan's.
     """
     plan_dir = Path(plan_dir)
-    path = plan_dir / "summary.json"
-    try:
-        summary = json.loads(path.read_text())
-        numbers = headline(summary)
-    except FileNotFoundError:
-        raise
-    except (OSError, ValueError, KeyError, TypeError, AttributeError) as exc:
-        raise InputError(f"{path}: not a plan summary ({exc})") from exc
+    path = plan_dir / SUMMARY_FILE
+    if not path.is_file():
+        raise FileNotFoundError(f"{path}: no such file")
+    summary = read_plan_summary(plan_dir)
+    numbers = headline(summary)
     valid = False
     if (plan_dir / "validation.json").is_file():
         try:
             valid = json.loads((plan_dir / "validation.json").read_text()).get("success") is True
         except (OSError, ValueError, AttributeError) as exc:
             raise InputError(f"{plan_dir / 'validation.json'}: unreadable ({exc})") from exc
-    snapshot_id = str(summary.get("snapshot_id", ""))
-    snapshot_time = summary.get("snapshot_time") or snapshot_id.rpartition("@")[2]
-    edits = summary.get("whatif")
+    snapshot_time = summary.snapshot_time or summary.snapshot_id.rpartition("@")[2]
+    edits = summary.whatif
     return PlanEntry(
-        name=plan_dir.name, path=str(plan_dir), cluster=str(summary.get("cluster", "")), snapshot_id=snapshot_id,
+        name=plan_dir.name, path=str(plan_dir), cluster=summary.cluster, snapshot_id=summary.snapshot_id,
         snapshot_time=snapshot_time, published_at=_iso(path.stat().st_mtime),
-        whatif=bool(edits) and any(edits.get(k) for k in ("decommission", "remove", "added")),
+        whatif=edits is not None and bool(edits.decommission or edits.remove or edits.added),
         valid=valid, has_report=(plan_dir / "report.html").is_file(),
         has_simulation=(plan_dir / "simulation" / "report.html").is_file(), numbers=numbers)
 

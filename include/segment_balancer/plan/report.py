@@ -30,6 +30,8 @@ import pandas as pd
 from segment_balancer.common.errors import InputError
 from segment_balancer.common.files import write_text_atomic
 from segment_balancer.plan.history import headline
+from segment_balancer.planner.summary import (SUMMARY_FILE, AppTiming, PlanSummary, ReplicationStatus, ServerHoldings,
+                                              StageTierActionCount, TierBalance, read_plan_summary)
 
 log = logging.getLogger(__name__)
 
@@ -77,6 +79,17 @@ def _html(fig, div_id: str) -> str:
                        config={"displaylogo": False, "responsive": True})
 
 
+def _read_summary(plan: Path) -> PlanSummary:
+    """The plan's summary (:func:`~segment_balancer.planner.summary.read_plan_summary`); a
+    :class:`ReportError` when it is missing, unreadable or not a plan summary."""
+    try:
+        return read_plan_summary(plan)
+    except InputError as exc:
+        raise ReportError(str(exc)) from exc
+    except OSError as exc:
+        raise ReportError(f"{plan / SUMMARY_FILE}: unreadable ({exc})") from exc
+
+
 def _read_json(path: Path, what: str):
     try:
         return json.loads(path.read_text())
@@ -87,23 +100,23 @@ def _read_json(path: Path, what: str):
 
 
 # ---- the charts of one plan ------------------------------------------------------------------------
-def holdings_figure(servers: list[dict], tier: str):
+def holdings_figure(servers: list[ServerHoldings], tier: str):
     """Segments and bytes of each historical of ``tier`` before and after the plan, and its
     ``max_size`` (bytes), from ``summary.json``'s ``servers`` rows. Decommissioning historicals are
     marked ``(decommissioning)``."""
     import plotly.graph_objects as go
     from plotly.subplots import make_subplots
 
-    rows = [r for r in servers if r["tier"] == tier]
-    names = [r["server"] + (" (decommissioning)" if r["decommissioning"] else "") for r in rows]
+    rows = [r for r in servers if r.tier == tier]
+    names = [r.server + (" (decommissioning)" if r.decommissioning else "") for r in rows]
     fig = make_subplots(rows=2, cols=1, shared_xaxes=True, vertical_spacing=0.16,
                         subplot_titles=("segments per historical", "bytes per historical (GB) and max_size"))
     for when, color in (("before", BEFORE), ("after", AFTER)):
-        fig.add_trace(go.Bar(x=names, y=[r[f"segments_{when}"] for r in rows], name=f"{when}", marker_color=color,
-                             legendgroup=when), row=1, col=1)
-        fig.add_trace(go.Bar(x=names, y=[r[f"bytes_{when}"] / 1e9 for r in rows], name=f"{when}", marker_color=color,
-                             legendgroup=when, showlegend=False), row=2, col=1)
-    fig.add_trace(go.Scatter(x=names, y=[r["max_size"] / 1e9 for r in rows], name="max_size", mode="markers",
+        fig.add_trace(go.Bar(x=names, y=[getattr(r, f"segments_{when}") for r in rows], name=f"{when}",
+                             marker_color=color, legendgroup=when), row=1, col=1)
+        fig.add_trace(go.Bar(x=names, y=[getattr(r, f"bytes_{when}") / 1e9 for r in rows], name=f"{when}",
+                             marker_color=color, legendgroup=when, showlegend=False), row=2, col=1)
+    fig.add_trace(go.Scatter(x=names, y=[r.max_size / 1e9 for r in rows], name="max_size", mode="markers",
                              marker={"symbol": "line-ew-open", "size": 28, "color": "#d62728", "line": {"width": 3}}),
                   row=2, col=1)
     fig.update_layout(title=f"tier {tier}: holdings before and after", barmode="group", height=480)
@@ -111,7 +124,7 @@ def holdings_figure(servers: list[dict], tier: str):
     return fig
 
 
-def balance_figure(before: dict, after: dict):
+def balance_figure(before: dict[str, TierBalance], after: dict[str, TierBalance]):
     """max − min of segments and of bytes over each tier's non-decommissioning historicals, before
     and after (``summary.json``'s ``balance_before`` / ``balance_after``)."""
     import plotly.graph_objects as go
@@ -120,39 +133,39 @@ def balance_figure(before: dict, after: dict):
     tiers = sorted(set(before) | set(after))
     fig = make_subplots(rows=1, cols=2, subplot_titles=("max − min segments", "max − min bytes (GB)"))
     for when, data, color in (("before", before, BEFORE), ("after", after, AFTER)):
-        fig.add_trace(go.Bar(x=tiers, y=[data.get(t, {}).get("segments_max_minus_min", 0) for t in tiers], name=when,
+        fig.add_trace(go.Bar(x=tiers, y=[data[t].segments_max_minus_min if t in data else 0 for t in tiers], name=when,
                              marker_color=color, legendgroup=when), row=1, col=1)
-        fig.add_trace(go.Bar(x=tiers, y=[data.get(t, {}).get("bytes_max_minus_min", 0) / 1e9 for t in tiers], name=when,
-                             marker_color=color, legendgroup=when, showlegend=False), row=1, col=2)
+        fig.add_trace(go.Bar(x=tiers, y=[(data[t].bytes_max_minus_min if t in data else 0) / 1e9 for t in tiers],
+                             name=when, marker_color=color, legendgroup=when, showlegend=False), row=1, col=2)
     fig.update_layout(title="balance per tier (smaller is more even)", barmode="group", height=340)
     return fig
 
 
-def status_figure(before: dict, after: dict):
+def status_figure(before: ReplicationStatus, after: ReplicationStatus):
     """Used load-rule segments per tier by replication status, before and after the plan, stacked;
     unreplicated segments (no replica in any tier) in a column of their own (``status_before`` /
     ``status_after`` of ``summary.json``)."""
     import plotly.graph_objects as go
 
-    tiers = sorted(set(before.get("tiers", {})) | set(after.get("tiers", {})))
+    tiers = sorted(set(before.tiers) | set(after.tiers))
     x = [[t for t in tiers for _ in (0, 1)] + ["(any tier)", "(any tier)"],
          ["before", "after"] * len(tiers) + ["before", "after"]]
     fig = go.Figure()
     for status in ("underreplicated", "fully_replicated", "overreplicated"):
-        y = [s.get("tiers", {}).get(t, {}).get(status, 0) for t in tiers for s in (before, after)] + [0, 0]
+        y = [s.tiers.get(t, {}).get(status, 0) for t in tiers for s in (before, after)] + [0, 0]
         fig.add_trace(go.Bar(x=x, y=y, name=status.replace("_", " "), marker_color=STATUS_COLORS[status]))
-    fig.add_trace(go.Bar(x=x, y=[0] * (2 * len(tiers)) + [before.get("unreplicated", 0), after.get("unreplicated", 0)],
+    fig.add_trace(go.Bar(x=x, y=[0] * (2 * len(tiers)) + [before.unreplicated, after.unreplicated],
                          name="unreplicated", marker_color=STATUS_COLORS["unreplicated"]))
     fig.update_layout(title="replication status per tier, before and after", barmode="stack", height=380)
     return fig
 
 
-def operations_figure(by_stage: list[dict]):
+def operations_figure(by_stage: list[StageTierActionCount]):
     """Operations per stage, stacked by tier and action (``summary.json``'s ``by_stage_tier_action``)."""
     import plotly.graph_objects as go
 
     fig = go.Figure()
-    frame = pd.DataFrame(by_stage, columns=["stage", "tier", "action", "count"])
+    frame = pd.DataFrame([r.model_dump() for r in by_stage], columns=["stage", "tier", "action", "count"])
     stages = [str(s) for s in range(1, 14)]
     for (tier, action), part in frame.groupby(["tier", "action"], sort=True):
         per = dict(zip(part["stage"].astype(str), part["count"].astype(int)))
@@ -162,7 +175,7 @@ def operations_figure(by_stage: list[dict]):
     return fig
 
 
-def timeline_figure(per_datasource: dict):
+def timeline_figure(per_datasource: dict[str, dict[str, int]]):
     """Used segments per datasource by timeline status (visible, standby, overshadowed), stacked
     (``summary.json``'s ``timeline.per_datasource``)."""
     import plotly.graph_objects as go
@@ -175,13 +188,13 @@ def timeline_figure(per_datasource: dict):
     return fig
 
 
-def timings_figure(timings: dict):
+def timings_figure(timings: dict[str, AppTiming]):
     """Seconds per application, in run order; skipped stages (nothing to schedule) shown as 0 and
     named so (``summary.json``'s ``timings_seconds``)."""
     import plotly.graph_objects as go
 
-    names = [n + (" (skipped)" if t.get("skipped") else "") for n, t in timings.items()]
-    fig = go.Figure(go.Bar(y=names, x=[t.get("seconds", 0) for t in timings.values()], orientation="h",
+    names = [n + (" (skipped)" if t.skipped else "") for n, t in timings.items()]
+    fig = go.Figure(go.Bar(y=names, x=[t.seconds for t in timings.values()], orientation="h",
                            marker_color=AFTER))
     fig.update_layout(title="seconds per application", height=120 + 24 * len(names),
                       yaxis={"autorange": "reversed"}, xaxis={"title": "seconds"})
@@ -190,35 +203,34 @@ def timings_figure(timings: dict):
 
 def plan_report(plan_dir: str | Path) -> str:
     """The HTML of the report of the plan in ``plan_dir`` (module docstring). Raises
-    :class:`ReportError` when ``summary.json`` is missing or unreadable; a missing
-    ``validation.json`` is reported as not validated."""
+    :class:`ReportError` when ``summary.json`` is missing, unreadable or not a plan summary
+    (:class:`~segment_balancer.planner.summary.PlanSummary`); a missing ``validation.json`` is
+    reported as not validated."""
     plan = Path(plan_dir)
-    summary = _read_json(plan / "summary.json", "a plan directory")
+    summary = _read_summary(plan)
     validation = _read_json(plan / "validation.json", "validated") if (plan / "validation.json").is_file() else None
-    try:
-        return _plan_report(plan, summary, validation)
-    except (KeyError, TypeError, AttributeError) as exc:
-        raise ReportError(f"{plan / 'summary.json'}: not a plan summary ({type(exc).__name__}: {exc})") from exc
+    return _plan_report(plan, summary, validation)
 
 
-def _plan_report(plan: Path, summary: dict, validation: dict | None) -> str:
+def _plan_report(plan: Path, summary: PlanSummary, validation: dict | None) -> str:
     numbers = headline(summary)
-    tiers = sorted({r["tier"] for r in summary.get("servers", [])})
-    charts = {"status": _html(status_figure(summary["status_before"], summary["status_after"]), "chart-status"),
-              "balance": _html(balance_figure(summary["balance_before"], summary["balance_after"]), "chart-balance"),
-              "operations": _html(operations_figure(summary["by_stage_tier_action"]), "chart-operations"),
-              "timings": _html(timings_figure(summary.get("timings_seconds", {})), "chart-timings")}
-    per_ds = summary.get("timeline", {}).get("per_datasource", {})
+    tiers = sorted({r.tier for r in summary.servers})
+    charts = {"status": _html(status_figure(summary.status_before, summary.status_after), "chart-status"),
+              "balance": _html(balance_figure(summary.balance_before, summary.balance_after), "chart-balance"),
+              "operations": _html(operations_figure(summary.by_stage_tier_action), "chart-operations"),
+              "timings": _html(timings_figure(summary.timings_seconds), "chart-timings")}
+    per_ds = summary.timeline.per_datasource
     if per_ds:
         charts["timeline"] = _html(timeline_figure(per_ds), "chart-timeline")
-    holdings = [(t, _html(holdings_figure(summary["servers"], t), f"chart-holdings-{i}")) for i, t in enumerate(tiers)]
+    holdings = [(t, _html(holdings_figure(summary.servers, t), f"chart-holdings-{i}")) for i, t in enumerate(tiers)]
     metrics: dict[tuple, dict] = {}
-    for e in summary.get("druid_metrics", []):
-        metrics.setdefault((e["metric"], e.get("tier") or ""), {})[e["at"]] = e["value"]
-    config = {k: v for k, v in summary.get("config", {}).items() if k not in ("ignored", "derived")}
+    for e in summary.druid_metrics:
+        metrics.setdefault((e.metric, e.tier or ""), {})[e.at] = e.value
+    config = {k: v for k, v in summary.config.items() if k not in ("ignored", "derived")}
+    # the template reads the summary as its JSON (a key the file leaves out is undefined there)
     return _environment().get_template("plan_report.html.j2").render(
-        title=f"Plan {plan.name}", summary=summary, numbers=numbers, headlines=HEADLINES, charts=charts,
-        holdings=holdings, validation=validation, metrics=sorted(metrics.items()), config=config,
+        title=f"Plan {plan.name}", summary=summary.model_dump(mode="json"), numbers=numbers, headlines=HEADLINES,
+        charts=charts, holdings=holdings, validation=validation, metrics=sorted(metrics.items()), config=config,
         plotlyjs=_plotlyjs())
 
 
@@ -250,8 +262,7 @@ def simulation_frames(sim_dir: Path) -> tuple[pd.DataFrame, pd.DataFrame]:
     for run in runs["run"]:
         base = sim_dir / f"run-{int(run):03d}"
         held = pd.read_csv(base / "historicals.csv")
-        servers = _read_json(base / "plan" / "summary.json", "a simulated run's plan").get("servers", [])
-        decommissioning = {s["server"] for s in servers if s["decommissioning"]}
+        decommissioning = {s.server for s in _read_summary(base / "plan").servers if s.decommissioning}
         live = held[~held["server"].isin(decommissioning)]
         for tier, part in live.groupby("tier"):
             rows.append({"run": int(run), "tier": tier, "segments_max_minus_min": int(part["segments"].max() - part["segments"].min())})

@@ -4,7 +4,9 @@ Writes ``WORK/plan/`` atomically: ``operations.parquet``, ``assignment.parquet``
 the tables ``explain --plan`` reads (``decisions.parquet``, ``segments.parquet``,
 ``stage_groups.json``) and ``summary.json`` (counts per stage/tier/action, replication status before and after, balance
 per tier, every historical's holdings before and after, Druid-named metrics, alerts, effective
-config, snapshot id, timings, the balancing strategy's pairs) and ``balancer_state.json`` (the
+config, snapshot id, timings, the balancing strategy's pairs: a
+:class:`~segment_balancer.planner.summary.PlanSummary`, its JSON schema beside it as
+``summary.schema.json``) and ``balancer_state.json`` (the
 balancer state the next run of the cluster starts from; not for a what-if). Validation adds
 ``validation.json``.
 """
@@ -23,6 +25,7 @@ from segment_balancer.planner import groups as G
 from segment_balancer.planner.groups import split_group_name
 from segment_balancer.planner.stages import APP_NAMES
 from segment_balancer.planner.status import balance, replication_counts
+from segment_balancer.planner.summary import SCHEMA_FILE, SCHEMA_VERSION, SUMMARY_FILE, PlanSummary, summary_schema
 from segment_balancer.spark.status import status_pass
 from segment_balancer.spark.workdir import OPS_ARROW_SCHEMA, OPS_COLUMNS, Run, load_record
 
@@ -69,43 +72,45 @@ def assemble(run: Run, groups, snapshot: Path) -> Path:
     write_json_atomic(final_groups, tmp / "groups.json")
     timings_path = run.work / "timings.json"
     timings = json.loads(timings_path.read_text()) if timings_path.exists() else {}
-    summary = {
-        "snapshot_id": run.meta["snapshot_id"],
-        "cluster": run.meta["cluster"],
-        "snapshot_time": format_instant_ms(int(run.meta["now_ms"])),
-        "snapshot": str(snapshot),
-        "operations": int(totals["operations"]),
-        "loads": int(totals["loads"]),
-        "drops": int(totals["drops"]),
-        "moves": int(totals["moves"]),
-        "by_stage_tier_action": by_stage,
-        "by_reason": by_reason,
-        "status_before": replication_counts(run.meta.get("status_counts", {})),
-        "status_after": replication_counts(after.counts),
-        "groups_before": run.meta.get("status_counts", {}),
-        "groups_after": {g["name"]: g["count"] for g in final_groups},
-        "balance_before": balance(held_before, run.servers_pdf),
-        "balance_after": balance(after.held, run.servers_pdf),
-        "servers": server_rows(run.servers_pdf, held_before, after.held),
-        "druid_metrics": druid_metrics(
+    summary = PlanSummary(
+        schema_version=SCHEMA_VERSION,
+        snapshot_id=run.meta["snapshot_id"],
+        cluster=run.meta["cluster"],
+        snapshot_time=format_instant_ms(int(run.meta["now_ms"])),
+        snapshot=str(snapshot),
+        operations=int(totals["operations"]),
+        loads=int(totals["loads"]),
+        drops=int(totals["drops"]),
+        moves=int(totals["moves"]),
+        by_stage_tier_action=by_stage,
+        by_reason=by_reason,
+        status_before=replication_counts(run.meta.get("status_counts", {})),
+        status_after=replication_counts(after.counts),
+        groups_before=run.meta.get("status_counts", {}),
+        groups_after={g["name"]: g["count"] for g in final_groups},
+        balance_before=balance(held_before, run.servers_pdf),
+        balance_after=balance(after.held, run.servers_pdf),
+        servers=server_rows(run.servers_pdf, held_before, after.held),
+        druid_metrics=druid_metrics(
             metrics, run.servers_pdf,
             run.meta.get("missing_replicas", {}), after.missing,
             run.meta.get("status_counts", {}).get("Unreplicated", 0), after.counts.get("Unreplicated", 0)),
-        "timeline": run.meta.get("timeline", {}),
-        "availability": availability(run),
-        "overshadowed_waiting": run.meta.get("overshadowed_waiting", {}),
-        "unlisted": run.meta.get("unlisted", {}),
-        "alerts": run.meta.get("alerts", []),
-        "balancer": balancer(run, tmp),
-        "config": run.meta["config"],
-        "ignored_config": run.meta.get("ignored_config", []),
-        "whatif": load_record(run.work),
-        "timings_seconds": timings,
+        timeline=run.meta.get("timeline", {}),
+        availability=availability(run),
+        overshadowed_waiting=run.meta.get("overshadowed_waiting", {}),
+        unlisted=run.meta.get("unlisted", {}),
+        alerts=run.meta.get("alerts", []),
+        balancer=balancer(run, tmp),
+        config=run.meta["config"],
+        ignored_config=run.meta.get("ignored_config", []),
+        whatif=load_record(run.work),
+        timings_seconds=timings,
         # when the run began (UTC, the first application's start): LATEST names the plan of the newest
         # snapshot, and of two plans of one snapshot the later run's (plan.publish)
-        "planned_at": timings.get(APP_NAMES[0], {}).get("started_at"),
-    }
-    write_json_atomic(summary, tmp / "summary.json")
+        planned_at=timings.get(APP_NAMES[0], {}).get("started_at"),
+    )
+    write_json_atomic(summary.model_dump(mode="json"), tmp / SUMMARY_FILE)
+    write_json_atomic(summary_schema(), tmp / SCHEMA_FILE)
     replace_path(tmp, plan)
     return plan
 

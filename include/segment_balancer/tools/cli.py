@@ -52,41 +52,44 @@ def explain(spark, snapshot: Path, segment_id: str, tier: str | None = None, ove
 
 
 def print_summary(plan: Path) -> None:
-    """A short human summary of a published plan (rich table)."""
+    """A short human summary of a published plan (rich table). Raises ``InputError`` when its
+    ``summary.json`` is missing or not a plan summary."""
     from rich.console import Console
     from rich.table import Table
 
-    summary = json.loads((Path(plan) / "summary.json").read_text())
+    from segment_balancer.planner.summary import read_plan_summary
+
+    summary = read_plan_summary(plan)
     console = Console()
-    console.print(f"[bold]Plan[/bold] {plan}  snapshot {summary['snapshot_id']}")
-    edits = summary.get("whatif")
+    console.print(f"[bold]Plan[/bold] {plan}  snapshot {summary.snapshot_id}")
+    edits = summary.whatif
     if edits:
-        parts = [f"decommission {', '.join(edits['decommission'])}" if edits["decommission"] else "",
-                 f"remove {', '.join(edits['remove'])}" if edits["remove"] else "",
-                 f"add {', '.join(edits['added'])}" if edits["added"] else ""]
-        console.print(f"[bold]what-if[/bold] {'; '.join(p for p in parts if p)} (on a copy of {edits['snapshot']})")
-    console.print(f"{summary['operations']} operations: {summary['loads']} loads, {summary['drops']} drops, "
-                  f"{summary['moves']} of the drops wait for a load (moves and callbacks)")
+        parts = [f"decommission {', '.join(edits.decommission)}" if edits.decommission else "",
+                 f"remove {', '.join(edits.remove)}" if edits.remove else "",
+                 f"add {', '.join(edits.added)}" if edits.added else ""]
+        console.print(f"[bold]what-if[/bold] {'; '.join(p for p in parts if p)} (on a copy of {edits.snapshot})")
+    console.print(f"{summary.operations} operations: {summary.loads} loads, {summary.drops} drops, "
+                  f"{summary.moves} of the drops wait for a load (moves and callbacks)")
     table = Table("stage", "tier", "action", "count")
-    for row in summary["by_stage_tier_action"]:
-        table.add_row(str(row["stage"]), str(row["tier"]), row["action"], str(row["count"]))
+    for row in summary.by_stage_tier_action:
+        table.add_row(str(row.stage), str(row.tier), row.action, str(row.count))
     console.print(table)
-    before, after = summary["status_before"], summary["status_after"]
-    console.print(f"unreplicated segments: {before['unreplicated']} before, {after['unreplicated']} once the plan succeeds")
-    deferred = summary.get("availability", {})
-    if deferred.get("deferred_drops"):
-        console.print(f"{deferred['deferred_drops']} drops of {deferred['deferred_segments']} segments wait for a later run: "
+    before, after = summary.status_before, summary.status_after
+    console.print(f"unreplicated segments: {before.unreplicated} before, {after.unreplicated} once the plan succeeds")
+    deferred = summary.availability
+    if deferred.deferred_drops:
+        console.print(f"{deferred.deferred_drops} drops of {deferred.deferred_segments} segments wait for a later run: "
                       "dropping now would leave fewer loaded replicas than required")
-    waiting = summary.get("overshadowed_waiting", {})
-    if waiting.get("segments"):
-        per = ", ".join(f"{ds} {v['segments']}" for ds, v in waiting["per_datasource"].items())
-        console.print(f"{waiting['segments']} overshadowed segments keep their replicas until what overshadows them is served ({per})")
-    unlisted = summary.get("unlisted", {})
-    if unlisted.get("segments"):
-        console.print(f"{unlisted['segments']} segments not in segments.jsonl (unused): "
-                      f"{unlisted['served_replicas']} served replicas dropped")
-    for alert in summary["alerts"]:
-        console.print(f"[yellow]alert[/yellow] {alert['kind']}: {alert['message']}")
+    waiting = summary.overshadowed_waiting
+    if waiting.segments:
+        per = ", ".join(f"{ds} {v.segments}" for ds, v in waiting.per_datasource.items())
+        console.print(f"{waiting.segments} overshadowed segments keep their replicas until what overshadows them is served ({per})")
+    unlisted = summary.unlisted
+    if unlisted.segments:
+        console.print(f"{unlisted.segments} segments not in segments.jsonl (unused): "
+                      f"{unlisted.served_replicas} served replicas dropped")
+    for alert in summary.alerts:
+        console.print(f"[yellow]alert[/yellow] {alert.kind}: {alert.message}")
 
 
 def print_plans(entries, root: Path) -> None:

@@ -46,6 +46,7 @@ from segment_balancer.common.files import link_or_copy, replace_dir, write_json_
 from segment_balancer.druid.instants import format_instant_ms, parse_instant_ms
 from segment_balancer.plan.report import MARGINS_FILE, margin_name, write_simulation_report
 from segment_balancer.planner.balancer_state import NEXT_STATE_FILE, STATE_FILE
+from segment_balancer.planner.summary import PlanSummary, read_plan_summary
 
 log = logging.getLogger(__name__)
 
@@ -218,26 +219,27 @@ def apply_plan(snapshot: Path, plan: Path, sizes: pd.Series, out: Path, run: int
     return applied
 
 
-def run_row(run: int, snapshot: Path, summary: dict, applied: Applied, ops: pd.DataFrame, segments: pd.DataFrame) -> dict:
+def run_row(run: int, snapshot: Path, summary: PlanSummary, applied: Applied, ops: pd.DataFrame,
+            segments: pd.DataFrame) -> dict:
     """One row of ``runs.csv`` (:data:`RUN_COLUMNS`) from a run's plan summary, its ops
     (``operations.parquet``: ``stage``, ``action``, ``size_bytes``), what applying it did and the
     run's segments (``segment_id``, ``datasource``, ``start_ms``, ``end_ms``, one row each)."""
     from segment_balancer.planner.livecost import total_cost
 
-    before = summary["status_before"]
-    tiers = before.get("tiers", {}).values()
+    before = summary.status_before
+    tiers = before.tiers.values()
     balancing = ops[ops["stage"].isin(BALANCING_STAGES) & (ops["action"] == "LOAD")]
-    decommissioning = set(summary["config"].get("decommissioningNodes") or [])
+    decommissioning = set(summary.config.get("decommissioningNodes") or [])
     live = applied.historicals[~applied.historicals["server"].isin(decommissioning)]
     live = live.assign(usage=100.0 * live["bytes"] / live["max_size"].where(live["max_size"] > 0))
     spread = live.groupby("tier")[["segments", "bytes", "usage"]].agg(lambda s: s.max() - s.min()) if len(live) else None
     placed = applied.served.merge(segments, on="segment_id")
     meta = json.loads((snapshot / "snapshot.json").read_text())
     return {
-        "run": run, "snapshot_time": meta["snapshot_time"], "operations": summary["operations"],
-        "loads": summary["loads"], "drops": summary["drops"], "moves": summary["moves"],
+        "run": run, "snapshot_time": meta["snapshot_time"], "operations": summary.operations,
+        "loads": summary.loads, "drops": summary.drops, "moves": summary.moves,
         "balancing_moves": len(balancing), "balancing_bytes": int(balancing["size_bytes"].sum()),
-        "unreplicated_before": before.get("unreplicated", 0),
+        "unreplicated_before": before.unreplicated,
         "underreplicated_before": sum(t.get("underreplicated", 0) for t in tiers),
         "overreplicated_before": sum(t.get("overreplicated", 0) for t in tiers),
         "loads_completed": applied.loads_completed, "loads_failed": applied.loads_failed,
@@ -248,7 +250,7 @@ def run_row(run: int, snapshot: Path, summary: dict, applied: Applied, ops: pd.D
         "usage_max_minus_min": round(float(spread["usage"].max()), 4) if spread is not None and spread["usage"].notna().any() else 0.0,
         "total_cost": total_cost(placed["datasource"].to_numpy(object), placed["start_ms"].to_numpy("int64"),
                                  placed["end_ms"].to_numpy("int64"), placed["server"].to_numpy(object)),
-        "stable": summary["loads"] == 0 and len(balancing) == 0,
+        "stable": summary.loads == 0 and len(balancing) == 0,
     }
 
 
@@ -288,12 +290,12 @@ def simulate(spark, snapshot: Path, out: Path, runs: int, overrides: dict | None
             work = Path(first_work)
             shutil.rmtree(base / "plan", ignore_errors=True)
             shutil.copytree(first_plan, base / "plan", ignore=shutil.ignore_patterns(".*"))
-            summary = json.loads((base / "plan" / "summary.json").read_text())
         else:
             work = base / "work"
             shutil.rmtree(work, ignore_errors=True)
             planned = current if plan_on is None else Path(plan_on(run, current, base))
-            summary = run_plan(spark, planned, base / "plan", overrides, work=work, balancer_state=state)
+            run_plan(spark, planned, base / "plan", overrides, work=work, balancer_state=state)
+        summary = read_plan_summary(base / "plan")
         if (work / NEXT_STATE_FILE).exists():
             state = base / STATE_FILE
             link_or_copy(work / NEXT_STATE_FILE, state)
@@ -303,14 +305,14 @@ def simulate(spark, snapshot: Path, out: Path, runs: int, overrides: dict | None
         sizes = segments.set_index("segment_id")["size_bytes"]
         applied = apply_plan(current, base / "plan", sizes, base / "snapshot", run, loads_per_run=loads_per_run,
                              load_failure_rate=load_failure_rate, seed=seed,
-                             period_ms=int(summary["config"].get("coordinatorPeriodMillis", 60_000)))
+                             period_ms=int(summary.config.get("coordinatorPeriodMillis", 60_000)))
         if work == base / "work":
             shutil.rmtree(work, ignore_errors=True)
         applied.historicals.to_csv(base / "historicals.csv", index=False)
         ops = pd.read_parquet(base / "plan" / "operations.parquet", columns=["stage", "action", "size_bytes"])
         rows.append(run_row(run, current, summary, applied, ops, segments.drop(columns="size_bytes")))
         log.info("run %d of %d: %d loads (%d balancing moves), %d drops; max - min segments %d%s", run, runs,
-                 summary["loads"], rows[-1]["balancing_moves"], summary["drops"], rows[-1]["segments_max_minus_min"],
+                 summary.loads, rows[-1]["balancing_moves"], summary.drops, rows[-1]["segments_max_minus_min"],
                  " (stable)" if rows[-1]["stable"] else "")
         current = base / "snapshot"
     table = pd.DataFrame(rows, columns=RUN_COLUMNS)
