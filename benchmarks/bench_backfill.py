@@ -26,7 +26,7 @@ import shutil
 import sys
 import tempfile
 import time
-from datetime import datetime, timedelta, timezone
+from datetime import UTC, datetime, timedelta
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -36,7 +36,7 @@ sys.path.insert(0, str(ROOT / "plugins"))
 from deployment import DAG_ID, running_deployment  # noqa: E402
 
 SNAPSHOTS = ROOT / "include" / "segment_balancer" / "snapshots"
-FIRST_DAY = datetime(2024, 1, 1, tzinfo=timezone.utc)
+FIRST_DAY = datetime(2024, 1, 1, tzinfo=UTC)
 
 
 def write_days(src: Path, out: Path, days: int) -> dict[str, datetime]:
@@ -96,10 +96,14 @@ def main() -> None:
         print(f"scheduled run (warm-up) {warm['dag_run_id']}: {warm_s:.1f} s", flush=True)
 
         first = FIRST_DAY + timedelta(days=1)
-        body = {"dag_id": DAG_ID, "from_date": first.isoformat(), "to_date": (first + timedelta(days=args.days - 1)).isoformat(),
-                "max_active_runs": args.max_active_runs}
+        body = {
+            "dag_id": DAG_ID,
+            "from_date": first.isoformat(),
+            "to_date": (first + timedelta(days=args.days - 1)).isoformat(),
+            "max_active_runs": args.max_active_runs,
+        }
         created = time.monotonic()
-        created_at = datetime.now(timezone.utc)
+        created_at = datetime.now(UTC)
         dep.request("POST", "/api/v2/backfills", body)
 
         def backfill_runs():
@@ -121,9 +125,11 @@ def main() -> None:
             raise AssertionError(f"run {r['dag_run_id']} planned on {on}, expected {expected}")
         print(f"{when:%Y-%m-%d}   {on:<22} {(iso(r['end_date']) - iso(r['start_date'])).total_seconds():>7.1f}")
     print()
-    print(f"backfill of {args.days} daily {args.snapshot} snapshots (max_active_runs {args.max_active_runs}): "
-          f"{wall:.1f} s created -> every run done ({(last_end - created_at).total_seconds():.1f} s to the last run's end "
-          f"in the Airflow DB); one scheduled run alone: {warm_s:.1f} s")
+    print(
+        f"backfill of {args.days} daily {args.snapshot} snapshots (max_active_runs {args.max_active_runs}): "
+        f"{wall:.1f} s created -> every run done ({(last_end - created_at).total_seconds():.1f} s to the last "
+        f"run's end in the Airflow DB); one scheduled run alone: {warm_s:.1f} s"
+    )
     shutil.rmtree(tmp, ignore_errors=True)
 
 

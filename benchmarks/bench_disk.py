@@ -76,8 +76,15 @@ def main() -> None:
             bench_overhead.run_cli(SNAPSHOTS / "druid_sample", "connect", tmp / "warm", server, args.timeout)
             for name in args.sizes:
                 snap = snapshot_for(name, args.cache)
-                run = bench_overhead.run_dag(snap, "connect", tmp / name, server, args.timeout, DiskWatch,
-                                             {"simulate_runs": args.simulate_runs} if args.simulate_runs else None)
+                run = bench_overhead.run_dag(
+                    snap,
+                    "connect",
+                    tmp / name,
+                    server,
+                    args.timeout,
+                    DiskWatch,
+                    {"simulate_runs": args.simulate_runs} if args.simulate_runs else None,
+                )
                 watch = run["watch"]
                 watch.disk_peak = max(watch.disk_peak, sum(watch.areas().values()))
                 rows.append((name, snapshot_bytes(snap), watch.disk_peak, watch.areas(), run["wall"]))
@@ -86,11 +93,17 @@ def main() -> None:
             server.stop()
     runs = f", simulate_runs {args.simulate_runs}" if args.simulate_runs else ""
     print(f"snapshot MiB: uncompressed (disk.snapshot_bytes){runs}")
-    print(f"{'input':<14} {'snapshot MiB':>12} {'peak MiB':>9} {'peak/snap':>9} "
-          + " ".join(f"{'left ' + a.split('/')[-1] + ' MiB':>15}" for a in AREAS) + f" {'wall s':>7}")
+    print(
+        f"{'input':<14} {'snapshot MiB':>12} {'peak MiB':>9} {'peak/snap':>9} "
+        + " ".join(f"{'left ' + a.split('/')[-1] + ' MiB':>15}" for a in AREAS)
+        + f" {'wall s':>7}"
+    )
     for name, snap, peak, left, wall in rows:
-        print(f"{name:<14} {mib(snap):>12} {mib(peak):>9} {peak / snap:>9.2f} "
-              + " ".join(f"{mib(left[a]):>15}" for a in AREAS) + f" {wall:>7.1f}")
+        print(
+            f"{name:<14} {mib(snap):>12} {mib(peak):>9} {peak / snap:>9.2f} "
+            + " ".join(f"{mib(left[a]):>15}" for a in AREAS)
+            + f" {wall:>7.1f}"
+        )
 
 
 if __name__ == "__main__":

@@ -43,7 +43,9 @@ def read_tiers(snapshot: Path):
             ds.append(seg["dataSource"])
             start.append(parse_instant_ms(s))
             end.append(parse_instant_ms(e))
-    servers = {s["server"]: s for s in json.loads((snapshot / "servers.json").read_text()) if s["server_type"] == "historical"}
+    servers = {
+        s["server"]: s for s in json.loads((snapshot / "servers.json").read_text()) if s["server_type"] == "historical"
+    }
     tiers = {}
     for row in json.loads((snapshot / "server_segments.json").read_text()):
         if row["segment_id"] in ids:
@@ -76,8 +78,15 @@ def bench(snapshot: Path, sample: int, rng) -> list[tuple]:
         got = [live.costs(int(key_of[seg]), h) for seg, h in zip(segs, holders)]
         t_live = time.perf_counter() - t
         t = time.perf_counter()
-        want = [np.array([placement_cost(start[seg], end[seg], ds[seg], start[p[p != seg]], end[p[p != seg]], ds[p[p != seg]])
-                          for p in per_server]) for seg in segs]
+        want = [
+            np.array(
+                [
+                    placement_cost(start[seg], end[seg], ds[seg], start[p[p != seg]], end[p[p != seg]], ds[p[p != seg]])
+                    for p in per_server
+                ]
+            )
+            for seg in segs
+        ]
         t_pair = time.perf_counter() - t
         worst, reordered = 0.0, 0
         a = {n: avail[n] for n in names}
@@ -86,8 +95,19 @@ def bench(snapshot: Path, sample: int, rng) -> list[tuple]:
             order_live = rank_servers({n: round_rel(c) for n, c in zip(names, g)}, a)
             order_pair = rank_servers({n: round_rel(c) for n, c in zip(names, w)}, a)
             reordered += order_live != order_pair
-        out.append((tier_name, len(names), len(rows), len(segs), 1000 * t_live / len(segs), 1000 * t_pair / len(segs),
-                    t_pair / t_live, worst, reordered))
+        out.append(
+            (
+                tier_name,
+                len(names),
+                len(rows),
+                len(segs),
+                1000 * t_live / len(segs),
+                1000 * t_pair / len(segs),
+                t_pair / t_live,
+                worst,
+                reordered,
+            )
+        )
     return out
 
 
@@ -106,13 +126,18 @@ def main() -> None:
     args = parser.parse_args()
     args.cache.mkdir(parents=True, exist_ok=True)
     rng = np.random.default_rng(7458)
-    print(f"{'segments':>9} {'tier':<14} {'servers':>7} {'replicas':>9} {'ranked':>6} {'live ms':>8} {'per-pair ms':>11} "
-          f"{'speed-up':>8} {'max rel diff':>12} {'order differs':>13}")
+    print(
+        f"{'segments':>9} {'tier':<14} {'servers':>7} {'replicas':>9} {'ranked':>6} {'live ms':>8} {'per-pair ms':>11} "
+        f"{'speed-up':>8} {'max rel diff':>12} {'order differs':>13}"
+    )
     for n in args.sizes:
         for row in bench(snapshot_for(n, args.cache), args.sample, rng):
             tier, servers, replicas, ranked, live_ms, pair_ms, ratio, worst, reordered = row
-            print(f"{n:>9} {tier:<14} {servers:>7} {replicas:>9} {ranked:>6} {live_ms:>8.3f} {pair_ms:>11.2f} "
-                  f"{ratio:>7.0f}x {worst:>12.1e} {reordered:>13}", flush=True)
+            print(
+                f"{n:>9} {tier:<14} {servers:>7} {replicas:>9} {ranked:>6} {live_ms:>8.3f} {pair_ms:>11.2f} "
+                f"{ratio:>7.0f}x {worst:>12.1e} {reordered:>13}",
+                flush=True,
+            )
 
 
 if __name__ == "__main__":

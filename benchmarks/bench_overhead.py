@@ -143,7 +143,8 @@ def event_conf(events: Path, conf_dir: Path, extra: dict[str, str] | None = None
     (conf_dir / "spark-defaults.conf").write_text(
         f"spark.eventLog.enabled true\nspark.eventLog.dir file://{events}\n"
         "spark.eventLog.compress false\nspark.eventLog.rolling.enabled false\n"
-        + "".join(f"{k} {v}\n" for k, v in (extra or {}).items()))
+        + "".join(f"{k} {v}\n" for k, v in (extra or {}).items())
+    )
 
 
 #: ``cluster`` mode: the standalone cluster's workers (one core each) and their executors' heap.
@@ -155,12 +156,12 @@ def start_cluster(tmp: Path):
     stops it) and its start in seconds."""
     from segment_balancer.spark.standalone import StandaloneCluster
 
-    cluster = StandaloneCluster(tmp / "standalone", port=_free_port(), cores=1, memory=CLUSTER_WORKER_MEMORY,
-                                workers=CLUSTER_WORKERS)
+    cluster = StandaloneCluster(
+        tmp / "standalone", port=_free_port(), cores=1, memory=CLUSTER_WORKER_MEMORY, workers=CLUSTER_WORKERS
+    )
     started = time.monotonic()
     cluster.start()
     return cluster, time.monotonic() - started
-
 
 
 def observe(mode: str, tmp: Path, env: dict, server, watch=Watch) -> tuple[Path, Watch]:
@@ -186,8 +187,18 @@ def cli_plan(snapshot: Path, mode: str, tmp: Path, server) -> tuple[Path, Path, 
     shutil.rmtree(work, ignore_errors=True)
     shutil.rmtree(out, ignore_errors=True)
     env = {k: v for k, v in os.environ.items() if k not in ("SPARK_REMOTE", "PYSPARK_SUBMIT_ARGS")}
-    cmd = [sys.executable, "-m", "segment_balancer", "plan", "--snapshot", str(snapshot), "--out", str(out),
-           "--work", str(work)]
+    cmd = [
+        sys.executable,
+        "-m",
+        "segment_balancer",
+        "plan",
+        "--snapshot",
+        str(snapshot),
+        "--out",
+        str(out),
+        "--work",
+        str(work),
+    ]
     if mode == "connect":
         cmd += ["--remote", server.url]
     elif mode == "cluster":
@@ -230,8 +241,11 @@ def snapshot_for(name: str, cache: Path) -> Path:
     out = cache / f"generated-{name}"
     if not (out / "snapshot.json").exists():
         tmp = sibling_tmp(out)
-        subprocess.run([sys.executable, "-m", "segment_balancer", "generate", str(tmp), "--segments", name],
-                       check=True, stdout=subprocess.DEVNULL)
+        subprocess.run(
+            [sys.executable, "-m", "segment_balancer", "generate", str(tmp), "--segments", name],
+            check=True,
+            stdout=subprocess.DEVNULL,
+        )
         replace_path(tmp, out)
     return out
 
@@ -248,13 +262,22 @@ def run_cli(snapshot: Path, mode: str, tmp: Path, server, timeout: float, watch_
     if rc != 0:
         raise RuntimeError(f"plan failed ({rc}); see {tmp / 'cli.log'}:\n" + (tmp / "cli.log").read_text()[-3000:])
     timings = json.loads((work / "timings.json").read_text())
-    return {"wall": wall, "peak": watch.peak, "pss": watch.peak_pss, "jvms": len(watch.jvms), "jobs": jobs_per_app(events, since),
-            "apps": {k: v["seconds"] for k, v in timings.items()},
-            "ops": json.loads((out / "summary.json").read_text())["operations"], "work": work, "watch": watch}
+    return {
+        "wall": wall,
+        "peak": watch.peak,
+        "pss": watch.peak_pss,
+        "jvms": len(watch.jvms),
+        "jobs": jobs_per_app(events, since),
+        "apps": {k: v["seconds"] for k, v in timings.items()},
+        "ops": json.loads((out / "summary.json").read_text())["operations"],
+        "work": work,
+        "watch": watch,
+    }
 
 
-def run_dag(snapshot: Path, mode: str, tmp: Path, server, timeout: float, watch_class=Watch,
-            conf: dict | None = None) -> dict:
+def run_dag(
+    snapshot: Path, mode: str, tmp: Path, server, timeout: float, watch_class=Watch, conf: dict | None = None
+) -> dict:
     """One ``airflow dags test segment_balancing`` (params ``conf`` beside ``snapshot``) in a fresh
     Airflow home ``tmp/var``, watched by a ``watch_class`` (called with the extra pids to watch and
     ``var=``): its wall, the DAG run's wall, peak memory, JVMs, Spark jobs and seconds per task,
@@ -262,20 +285,36 @@ def run_dag(snapshot: Path, mode: str, tmp: Path, server, timeout: float, watch_
     tmp.mkdir(parents=True, exist_ok=True)
     var = tmp / "var"
     shutil.rmtree(var, ignore_errors=True)
-    subprocess.run(["make", "-s", "--no-print-directory", "-C", str(ROOT), "airflow-home", f"VAR={var}"], check=True,
-                   stdout=subprocess.DEVNULL)
-    env = dict(os.environ, AIRFLOW_HOME=str(var / "airflow_home"), SEGMENT_BALANCER_HOME=str(var),
-               AIRFLOW__SEGMENT_BALANCER__SPARK_MODE=mode, PATH=f"{Path(sys.executable).parent}:{os.environ['PATH']}",
-               PYSPARK_PYTHON=sys.executable, AIRFLOW_CONN_SPARK_DEFAULT='{"conn_type": "spark", "host": "local[*]"}')
+    subprocess.run(
+        ["make", "-s", "--no-print-directory", "-C", str(ROOT), "airflow-home", f"VAR={var}"],
+        check=True,
+        stdout=subprocess.DEVNULL,
+    )
+    env = dict(
+        os.environ,
+        AIRFLOW_HOME=str(var / "airflow_home"),
+        SEGMENT_BALANCER_HOME=str(var),
+        AIRFLOW__SEGMENT_BALANCER__SPARK_MODE=mode,
+        PATH=f"{Path(sys.executable).parent}:{os.environ['PATH']}",
+        PYSPARK_PYTHON=sys.executable,
+        AIRFLOW_CONN_SPARK_DEFAULT='{"conn_type": "spark", "host": "local[*]"}',
+    )
     for key in ("SPARK_REMOTE", "PYSPARK_SUBMIT_ARGS"):
         env.pop(key, None)
     if mode == "connect":
         env["AIRFLOW_CONN_SPARK_CONNECT_DEFAULT"] = json.dumps(
-            {"conn_type": "spark_connect", "host": "sc://127.0.0.1", "port": server.port})
+            {"conn_type": "spark_connect", "host": "sc://127.0.0.1", "port": server.port}
+        )
     events, watch = observe(mode, tmp, env, server, lambda pids: watch_class(pids, var=var))
     since = int(time.time() * 1000)
-    cmd = [str(Path(sys.executable).parent / "airflow"), "dags", "test", "segment_balancing", "--conf",
-           json.dumps({"snapshot": str(snapshot), **(conf or {})})]
+    cmd = [
+        str(Path(sys.executable).parent / "airflow"),
+        "dags",
+        "test",
+        "segment_balancing",
+        "--conf",
+        json.dumps({"snapshot": str(snapshot), **(conf or {})}),
+    ]
     started = time.monotonic()
     rc = watch.run(cmd, env, tmp / "dag.log", timeout)
     wall = time.monotonic() - started
@@ -283,25 +322,45 @@ def run_dag(snapshot: Path, mode: str, tmp: Path, server, timeout: float, watch_
         raise RuntimeError(f"DAG run failed ({rc}); see {tmp / 'dag.log'}")
     db = sqlite3.connect(var / "airflow_home" / "airflow.db")
     start, end = db.execute("select start_date, end_date from dag_run order by id desc limit 1").fetchone()
-    tasks = {t: (s, e) for t, s, e in db.execute(
-        "select task_id, start_date, end_date from task_instance where dag_id = 'segment_balancing'")}
+    tasks = {
+        t: (s, e)
+        for t, s, e in db.execute(
+            "select task_id, start_date, end_date from task_instance where dag_id = 'segment_balancing'"
+        )
+    }
     parse = lambda v: datetime.fromisoformat(v).timestamp()  # noqa: E731
     latest = (var / "plans" / "LATEST").read_text().strip()
-    return {"wall": wall, "run": parse(end) - parse(start), "peak": watch.peak, "pss": watch.peak_pss, "jvms": len(watch.jvms),
-            "jobs": jobs_per_app(events, since), "apps": {t: parse(e) - parse(s) for t, (s, e) in tasks.items()},
-            "ops": json.loads((var / "plans" / latest / "summary.json").read_text())["operations"], "watch": watch}
+    return {
+        "wall": wall,
+        "run": parse(end) - parse(start),
+        "peak": watch.peak,
+        "pss": watch.peak_pss,
+        "jvms": len(watch.jvms),
+        "jobs": jobs_per_app(events, since),
+        "apps": {t: parse(e) - parse(s) for t, (s, e) in tasks.items()},
+        "ops": json.loads((var / "plans" / latest / "summary.json").read_text())["operations"],
+        "watch": watch,
+    }
 
 
 def print_tables(kind: str, results: list[tuple[str, dict]]) -> None:
     extra = f" {'DAG run s':>9}" if kind == "dag" else ""
-    print(f"{'input':<14} {'wall s':>7}{extra} {'JVM starts':>10} {'spark jobs':>10} {'RSS GiB':>8} {'PSS GiB':>8} {'operations':>10}")
+    print(
+        f"{'input':<14} {'wall s':>7}{extra} {'JVM starts':>10} {'spark jobs':>10} {'RSS GiB':>8} {'PSS GiB':>8} "
+        f"{'operations':>10}"
+    )
     for name, r in results:
         run = f" {r['run']:>9.1f}" if kind == "dag" else ""
-        print(f"{name:<14} {r['wall']:>7.1f}{run} {r['jvms']:>10} {sum(r['jobs'].values()):>10} "
-              f"{r['peak'] / 2**30:>8.2f} {r['pss'] / 2**30:>8.2f} {r['ops']:>10}")
+        print(
+            f"{name:<14} {r['wall']:>7.1f}{run} {r['jvms']:>10} {sum(r['jobs'].values()):>10} "
+            f"{r['peak'] / 2**30:>8.2f} {r['pss'] / 2**30:>8.2f} {r['ops']:>10}"
+        )
     print()
-    names = ([*(["resolve_snapshot"]), *APP_NAMES, "validate_plan", "publish_plan", "simulate", "release_spark_session"]
-             if kind == "dag" else APP_NAMES)
+    names = (
+        [*(["resolve_snapshot"]), *APP_NAMES, "validate_plan", "publish_plan", "simulate", "release_spark_session"]
+        if kind == "dag"
+        else APP_NAMES
+    )
     print(f"{'task / application':<34}" + "".join(f"{n[:14]:>16}" for n, _ in results))
     print(f"{'':<34}" + "".join(f"{'s':>10}{'jobs':>6}" for _ in results))
     for app in names:
@@ -320,8 +379,12 @@ def main() -> None:
     parser.add_argument("kind", choices=["dag", "cli"])
     parser.add_argument("--mode", choices=["connect", "spark-submit", "local"], default="connect")
     parser.add_argument("--snapshots", nargs="+", default=["druid_sample", "generated"], help="dag: bundled snapshots")
-    parser.add_argument("--sizes", nargs="+", default=["druid_sample", "20000", "100000"],
-                        help="cli: druid_sample or a number of generated segments")
+    parser.add_argument(
+        "--sizes",
+        nargs="+",
+        default=["druid_sample", "20000", "100000"],
+        help="cli: druid_sample or a number of generated segments",
+    )
     parser.add_argument("--timeout", type=float, default=2400.0)
     parser.add_argument("--cache", type=Path, default=Path(tempfile.gettempdir()) / "segment_balancer-bench")
     args = parser.parse_args()

@@ -26,7 +26,6 @@ from __future__ import annotations
 import argparse
 import json
 import os
-import shutil
 import subprocess
 import sys
 import tempfile
@@ -45,8 +44,11 @@ def snapshot_for(n: int, cache: Path) -> Path:
     out = cache / f"generated-{n}"
     if not (out / "snapshot.json").exists():
         tmp = sibling_tmp(out)
-        subprocess.run([sys.executable, "-m", "segment_balancer", "generate", str(tmp), "--segments", str(n)],
-                       check=True, stdout=subprocess.DEVNULL)
+        subprocess.run(
+            [sys.executable, "-m", "segment_balancer", "generate", str(tmp), "--segments", str(n)],
+            check=True,
+            stdout=subprocess.DEVNULL,
+        )
         replace_path(tmp, out)
     return out
 
@@ -71,11 +73,22 @@ def run_plan(snapshot: Path, timeout: float) -> dict:
         conf.mkdir()
         (conf / "spark-defaults.conf").write_text(
             f"spark.eventLog.enabled true\nspark.eventLog.dir file://{events}\n"
-            "spark.eventLog.compress false\nspark.eventLog.rolling.enabled false\n")
+            "spark.eventLog.compress false\nspark.eventLog.rolling.enabled false\n"
+        )
         env = dict(os.environ, SPARK_CONF_DIR=str(conf))
         work, out = tmp / "work", tmp / "plan"
-        cmd = [sys.executable, "-m", "segment_balancer", "plan", "--snapshot", str(snapshot), "--out", str(out),
-               "--work", str(work)]
+        cmd = [
+            sys.executable,
+            "-m",
+            "segment_balancer",
+            "plan",
+            "--snapshot",
+            str(snapshot),
+            "--out",
+            str(out),
+            "--work",
+            str(work),
+        ]
         started = time.monotonic()
         child = subprocess.Popen(cmd, env=env, stdout=subprocess.DEVNULL, stderr=open(tmp / "stderr", "w"))
         proc, peak, finished = psutil.Process(child.pid), 0, True
@@ -96,11 +109,21 @@ def run_plan(snapshot: Path, timeout: float) -> dict:
             raise RuntimeError(f"plan failed ({child.returncode}):\n{(tmp / 'stderr').read_text()[-3000:]}")
         timings_path = work / "timings.json"
         timings = json.loads(timings_path.read_text()) if timings_path.exists() else {}
-        jobs = sum(line.count('"Event":"SparkListenerJobStart"')
-                   for log in events.rglob("*") if log.is_file() for line in open(log, errors="replace"))
+        jobs = sum(
+            line.count('"Event":"SparkListenerJobStart"')
+            for log in events.rglob("*")
+            if log.is_file()
+            for line in open(log, errors="replace")
+        )
         ops = json.loads((out / "summary.json").read_text())["operations"] if finished else None
-        return {"wall": wall, "finished": finished, "peak_rss": peak, "apps": {k: v["seconds"] for k, v in timings.items()},
-                "ops": ops, "jobs": jobs}
+        return {
+            "wall": wall,
+            "finished": finished,
+            "peak_rss": peak,
+            "apps": {k: v["seconds"] for k, v in timings.items()},
+            "ops": ops,
+            "jobs": jobs,
+        }
 
 
 def _historicals(snapshot: Path) -> int:

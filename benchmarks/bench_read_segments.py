@@ -28,9 +28,18 @@ def write_snapshot(directory: Path, n: int) -> Path:
     with open(directory / "segments.jsonl", "w") as out:
         for i in range(n):
             start = T0 + (i // 8) * DAY
-            out.write(json.dumps({"dataSource": f"ds{i % 8}", "interval": f"{format_instant_ms(start)}/{format_instant_ms(start + DAY)}",
-                                  "version": "2020-01-01T00:00:00.000Z", "size": 1000,
-                                  "shardSpec": {"type": "numbered", "partitionNum": 0, "partitions": 1}}) + "\n")
+            out.write(
+                json.dumps(
+                    {
+                        "dataSource": f"ds{i % 8}",
+                        "interval": f"{format_instant_ms(start)}/{format_instant_ms(start + DAY)}",
+                        "version": "2020-01-01T00:00:00.000Z",
+                        "size": 1000,
+                        "shardSpec": {"type": "numbered", "partitionNum": 0, "partitions": 1},
+                    }
+                )
+                + "\n"
+            )
     return directory
 
 
@@ -40,18 +49,30 @@ def _parsed(spark, snapshot: Path):
     raw = spark.read.text(str(snapshot / "segments.jsonl"))
     j = raw.select(F.from_json("value", "dataSource string, interval string, version string").alias("j"))
     parts = F.split("j.interval", "/")
-    return j.select(F.col("j.dataSource").alias("datasource"), F.col("j.version").alias("version"),
-                    parts.getItem(0).alias("start_text"), parts.getItem(1).alias("end_text"))
+    return j.select(
+        F.col("j.dataSource").alias("datasource"),
+        F.col("j.version").alias("version"),
+        parts.getItem(0).alias("start_text"),
+        parts.getItem(1).alias("end_text"),
+    )
 
 
 def spark_builtin(spark, snapshot: Path):
     """Instants with Spark timestamps (years 1-9999 only; what the reader used before)."""
     from pyspark.sql import functions as F
 
-    df = _parsed(spark, snapshot).select("datasource", "version", F.unix_millis(F.to_timestamp("start_text")).alias("start_ms"),
-                                         F.unix_millis(F.to_timestamp("end_text")).alias("end_ms"))
+    df = _parsed(spark, snapshot).select(
+        "datasource",
+        "version",
+        F.unix_millis(F.to_timestamp("start_text")).alias("start_ms"),
+        F.unix_millis(F.to_timestamp("end_text")).alias("end_ms"),
+    )
     fmt = lambda c: F.date_format(F.timestamp_millis(c), "yyyy-MM-dd'T'HH:mm:ss.SSS'Z'")  # noqa: E731
-    return df.select("start_ms", "end_ms", F.concat_ws("_", "datasource", fmt("start_ms"), fmt("end_ms"), "version").alias("segment_id"))
+    return df.select(
+        "start_ms",
+        "end_ms",
+        F.concat_ws("_", "datasource", fmt("start_ms"), fmt("end_ms"), "version").alias("segment_id"),
+    )
 
 
 def full_range(spark, snapshot: Path):
@@ -61,7 +82,11 @@ def full_range(spark, snapshot: Path):
     from segment_balancer.druid.snapshot.segments import with_interval_instants
 
     df = with_interval_instants(_parsed(spark, snapshot), "start_text", "end_text")
-    return df.select("start_ms", "end_ms", F.concat_ws("_", "datasource", "start_printed", "end_printed", "version").alias("segment_id"))
+    return df.select(
+        "start_ms",
+        "end_ms",
+        F.concat_ws("_", "datasource", "start_printed", "end_printed", "version").alias("segment_id"),
+    )
 
 
 def _noop(df) -> float:

@@ -160,8 +160,14 @@ def run_cli(snapshot: Path, mode: str, tmp: Path, server, timeout: float) -> dic
     run = bench_overhead.run_cli(snapshot, mode, tmp, server, timeout, Watch)
     work, watch = run.pop("work"), run.pop("watch")
     share = executor_share(tmp / "events", since) if mode == "cluster" else {}
-    return {**run, "total": watch.peak_total, "total_pss": watch.peak_total_pss, "written": written_per_app(work),
-            "moved": {name: watch.moved(*window) for name, window in app_windows(work).items()}, "share": share}
+    return {
+        **run,
+        "total": watch.peak_total,
+        "total_pss": watch.peak_total_pss,
+        "written": written_per_app(work),
+        "moved": {name: watch.moved(*window) for name, window in app_windows(work).items()},
+        "share": share,
+    }
 
 
 def executor_share(events: Path, since_ms: int) -> dict[str, dict[str, tuple[int, float]]]:
@@ -201,22 +207,30 @@ def mib(n: int) -> str:
 
 
 def print_tables(results: list[tuple[str, str, dict]]) -> None:
-    print(f"{'input':<14} {'mode':<8} {'wall s':>7} {'JVMs':>5} {'jobs':>5} {'ops':>8} "
-          f"{'RSS GiB':>8} {'PSS GiB':>8}   " + "  ".join(f"{k + ' RSS/PSS':>18}" for k in KINDS))
+    print(
+        f"{'input':<14} {'mode':<8} {'wall s':>7} {'JVMs':>5} {'jobs':>5} {'ops':>8} "
+        f"{'RSS GiB':>8} {'PSS GiB':>8}   " + "  ".join(f"{k + ' RSS/PSS':>18}" for k in KINDS)
+    )
     for name, mode, r in results:
-        print(f"{name:<14} {mode:<8} {r['wall']:>7.1f} {r['jvms']:>5} {sum(r['jobs'].values()):>5} {r['ops']:>8} "
-              f"{gib(r['total']):>8} {gib(r['total_pss']):>8}   "
-              + "  ".join(f"{gib(r['peak'][k]) + ' / ' + gib(r['pss'][k]):>18}" for k in KINDS))
+        print(
+            f"{name:<14} {mode:<8} {r['wall']:>7.1f} {r['jvms']:>5} {sum(r['jobs'].values()):>5} {r['ops']:>8} "
+            f"{gib(r['total']):>8} {gib(r['total_pss']):>8}   "
+            + "  ".join(f"{gib(r['peak'][k]) + ' / ' + gib(r['pss'][k]):>18}" for k in KINDS)
+        )
     print()
     for name, mode, r in results:
-        print(f"{name}, {mode}: per application (s; Spark jobs; MiB written to the work directory; "
-              f"MiB read / written through system calls by every process meanwhile)")
+        print(
+            f"{name}, {mode}: per application (s; Spark jobs; MiB written to the work directory; "
+            f"MiB read / written through system calls by every process meanwhile)"
+        )
         print(f"  {'application':<34} {'s':>7} {'jobs':>5} {'work MiB':>9} {'read MiB':>9} {'write MiB':>9}")
         for app in APP_NAMES:
             sec = r["apps"].get(app)
             read, written = r["moved"].get(app, (0, 0))
-            print(f"  {app:<34} {'-' if sec is None else f'{sec:.2f}':>7} {r['jobs'].get(app, 0):>5} "
-                  f"{mib(r['written'].get(app, 0)):>9} {mib(read):>9} {mib(written):>9}")
+            print(
+                f"  {app:<34} {'-' if sec is None else f'{sec:.2f}':>7} {r['jobs'].get(app, 0):>5} "
+                f"{mib(r['written'].get(app, 0)):>9} {mib(read):>9} {mib(written):>9}"
+            )
         untagged = r["jobs"].get(None, 0)
         rest = r["wall"] - sum(v for v in r["apps"].values())
         print(f"  {'(outside the applications)':<34} {rest:>7.2f} {untagged:>5}")
@@ -228,15 +242,21 @@ def print_tables(results: list[tuple[str, str, dict]]) -> None:
             for app in APP_NAMES:
                 if app in r["share"]:
                     by = r["share"][app]
-                    print(f"  {app:<34} " + " ".join(
-                        f"{f'{by[ex][0]} / {by[ex][1]:.1f}' if ex in by else '-':>18}" for ex in executors))
+                    print(
+                        f"  {app:<34} "
+                        + " ".join(f"{f'{by[ex][0]} / {by[ex][1]:.1f}' if ex in by else '-':>18}" for ex in executors)
+                    )
             print()
 
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
-    parser.add_argument("--sizes", nargs="+", default=["druid_sample", "20000", "100000", "1000000"],
-                        help="druid_sample or a number of generated segments")
+    parser.add_argument(
+        "--sizes",
+        nargs="+",
+        default=["druid_sample", "20000", "100000", "1000000"],
+        help="druid_sample or a number of generated segments",
+    )
     parser.add_argument("--modes", nargs="+", choices=["local", "connect", "cluster"], default=["local", "connect"])
     parser.add_argument("--timeout", type=float, default=3600.0)
     parser.add_argument("--cache", type=Path, default=Path(tempfile.gettempdir()) / "segment_balancer-bench")

@@ -29,6 +29,7 @@ ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT / "include"))
 sys.path.insert(0, str(ROOT / "tests"))
 
+
 def snapshots(name: str, cache: Path) -> list[tuple[str, Path]]:
     bundled = ROOT / "include" / "segment_balancer" / "snapshots"
     if name in ("druid_sample", "generated"):
@@ -42,7 +43,9 @@ def snapshots(name: str, cache: Path) -> list[tuple[str, Path]]:
     if name.isdigit():
         out = cache / f"generated-{name}"
         if not out.exists():
-            subprocess.run([sys.executable, "-m", "segment_balancer", "generate", str(out), "--segments", name], check=True)
+            subprocess.run(
+                [sys.executable, "-m", "segment_balancer", "generate", str(out), "--segments", name], check=True
+            )
         return [(name, out)]
     return [(Path(name).name, Path(name))]
 
@@ -53,14 +56,22 @@ def main() -> None:
     parser.add_argument("--out", type=Path)
     parser.add_argument("--cache", type=Path, default=Path(tempfile.gettempdir()) / "segment_balancer-bench")
     parser.add_argument("--compare", nargs=2, type=Path, metavar=("BEFORE", "AFTER"))
-    parser.add_argument("--decisions", nargs=2, type=Path, metavar=("PLAN", "PLAN"),
-                        help="compare two plan directories' decisions without rounding their costs")
+    parser.add_argument(
+        "--decisions",
+        nargs=2,
+        type=Path,
+        metavar=("PLAN", "PLAN"),
+        help="compare two plan directories' decisions without rounding their costs",
+    )
     args = parser.parse_args()
     if args.decisions:
         from segment_balancer.plan.fingerprint import compare_decisions
 
         structural, worst = compare_decisions(*args.decisions)
-        print(f"decision rows differing in more than a float: {structural}; largest relative float difference: {worst:.3g}")
+        print(
+            f"decision rows differing in more than a float: {structural}; "
+            f"largest relative float difference: {worst:.3g}"
+        )
         raise SystemExit(1 if structural else 0)
     if args.compare:
         before, after = (json.loads(p.read_text()) for p in args.compare)

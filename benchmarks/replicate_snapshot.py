@@ -22,7 +22,6 @@ from __future__ import annotations
 import argparse
 import gzip
 import json
-import shutil
 from pathlib import Path
 
 from segment_balancer.common.files import replace_path, sibling_tmp
@@ -39,7 +38,7 @@ def id_copy(segment_id: str, datasources: list[str], k: int) -> str:
     """``segment_id`` of copy ``k``: its datasource prefix (the longest that matches) renamed."""
     for ds in datasources:
         if segment_id.startswith(ds + "_"):
-            return f"{ds}_r{k}{segment_id[len(ds):]}"
+            return f"{ds}_r{k}{segment_id[len(ds) :]}"
     raise ValueError(f"segment id {segment_id!r} starts with no datasource of the snapshot")
 
 
@@ -50,7 +49,7 @@ def replicate(src: Path, out: Path, times: int) -> None:
         for line in f:
             if not line.startswith(PREFIX):
                 raise ValueError(f"{src / 'segments.jsonl.gz'}: a line that does not start with {PREFIX!r}")
-            datasources.add(line[len(PREFIX):line.index('"', len(PREFIX))])
+            datasources.add(line[len(PREFIX) : line.index('"', len(PREFIX))])
     by_length = sorted(datasources, key=len, reverse=True)
     with gzip.open(out / "segments.jsonl.gz", "wt", compresslevel=1) as w:
         for k in range(times):
@@ -68,7 +67,10 @@ def replicate(src: Path, out: Path, times: int) -> None:
                     if line in ("[", "]", ""):
                         continue
                     row = json.loads(line)
-                    row = {"server": server_copy(row["server"], k), "segment_id": id_copy(row["segment_id"], by_length, k)}
+                    row = {
+                        "server": server_copy(row["server"], k),
+                        "segment_id": id_copy(row["segment_id"], by_length, k),
+                    }
                     w.write(("" if first else ",\n") + json.dumps(row))
                     first = False
         w.write("\n]\n")
@@ -82,17 +84,35 @@ def replicate(src: Path, out: Path, times: int) -> None:
             copies.append(c)
     (out / "servers.json").write_text(json.dumps(copies, indent=2))
     queues = json.loads((src / "load_queues.json").read_text())
-    (out / "load_queues.json").write_text(json.dumps({
-        server_copy(server, k): {kind: [id_copy(e, by_length, k) if isinstance(e, str)
-                                        else dict(e, segment_id=id_copy(e["segment_id"], by_length, k)) for e in entries]
-                                 for kind, entries in queue.items()}
-        for k in range(times) for server, queue in queues.items()}, indent=2))
+    (out / "load_queues.json").write_text(
+        json.dumps(
+            {
+                server_copy(server, k): {
+                    kind: [
+                        id_copy(e, by_length, k)
+                        if isinstance(e, str)
+                        else dict(e, segment_id=id_copy(e["segment_id"], by_length, k))
+                        for e in entries
+                    ]
+                    for kind, entries in queue.items()
+                }
+                for k in range(times)
+                for server, queue in queues.items()
+            },
+            indent=2,
+        )
+    )
     rules = json.loads((src / "rules.json").read_text())
-    (out / "rules.json").write_text(json.dumps(
-        {(f"{ds}_r{k}" if ds in datasources else ds): r for k in range(times) for ds, r in rules.items()}, indent=2))
+    (out / "rules.json").write_text(
+        json.dumps(
+            {(f"{ds}_r{k}" if ds in datasources else ds): r for k in range(times) for ds, r in rules.items()}, indent=2
+        )
+    )
     config = json.loads((src / "coordinator_config.json").read_text())
     if config.get("decommissioningNodes"):
-        config["decommissioningNodes"] = [server_copy(s, k) for k in range(times) for s in config["decommissioningNodes"]]
+        config["decommissioningNodes"] = [
+            server_copy(s, k) for k in range(times) for s in config["decommissioningNodes"]
+        ]
     (out / "coordinator_config.json").write_text(json.dumps(config, indent=2))
     meta = json.loads((src / "snapshot.json").read_text())
     meta["cluster"] = f"{meta.get('cluster', 'cluster')}-x{times}"

@@ -58,8 +58,11 @@ def build_clusters(cache: Path, only: set[str] | None) -> dict[str, Path]:
     if want("generated-20k"):
         snap = cache / "generated-20000"
         if not (snap / "snapshot.json").exists():
-            subprocess.run([sys.executable, "-m", "segment_balancer", "generate", str(snap), "--segments", "20000"],
-                           check=True, stdout=subprocess.DEVNULL)
+            subprocess.run(
+                [sys.executable, "-m", "segment_balancer", "generate", str(snap), "--segments", "20000"],
+                check=True,
+                stdout=subprocess.DEVNULL,
+            )
         out["generated-20k"] = snap
     wiki = wiki_segments()
     clusters = {
@@ -86,8 +89,10 @@ def live_historicals(sim: Path, run: int) -> pd.DataFrame:
 def per_tier_spread(sim: Path, run: int) -> dict[str, tuple[int, float]]:
     """``{tier: (max − min segments, max − min GiB)}`` over the live historicals after ``run``."""
     held = live_historicals(sim, run)
-    return {tier: (int(p["segments"].max() - p["segments"].min()), (p["bytes"].max() - p["bytes"].min()) / GIB)
-            for tier, p in held.groupby("tier")}
+    return {
+        tier: (int(p["segments"].max() - p["segments"].min()), (p["bytes"].max() - p["bytes"].min()) / GIB)
+        for tier, p in held.groupby("tier")
+    }
 
 
 def margin_dir(out: Path, margin: float) -> Path:
@@ -109,25 +114,29 @@ def main() -> int:
     logging.basicConfig(level=logging.WARNING)
     margins = [float(m) for m in args.margins.split(",")]
 
-    from segment_balancer.plan.report import margin_summary
+    from segment_balancer.plan.report import MARGINS_FILE, margin_summary
     from segment_balancer.spark.session import get_session
     from segment_balancer.tools.simulate import simulate_margins
-
-    from segment_balancer.plan.report import MARGINS_FILE
 
     results = {}
     if args.report_only:
         names = args.only.split(",") if args.only else CLUSTERS
-        results = {n: pd.read_csv(args.out / n / MARGINS_FILE) for n in names if (args.out / n / MARGINS_FILE).is_file()}
+        results = {
+            n: pd.read_csv(args.out / n / MARGINS_FILE) for n in names if (args.out / n / MARGINS_FILE).is_file()
+        }
     else:
         clusters = build_clusters(args.cache, set(args.only.split(",")) if args.only else None)
         spark = get_session("sim_churn")
         for name, snap in clusters.items():
             started = time.monotonic()
-            results[name] = simulate_margins(spark, snap, args.out / name, args.runs, margins,
-                                             {"balancingMinCostReductionPercent": 0})
-            print(f"{name}: {time.monotonic() - started:.0f} s for {len(margins)} × {args.runs} runs", file=sys.stderr,
-                  flush=True)
+            results[name] = simulate_margins(
+                spark, snap, args.out / name, args.runs, margins, {"balancingMinCostReductionPercent": 0}
+            )
+            print(
+                f"{name}: {time.monotonic() - started:.0f} s for {len(margins)} × {args.runs} runs",
+                file=sys.stderr,
+                flush=True,
+            )
         spark.stop()
 
     rows, verdict = [], {}
@@ -140,26 +149,34 @@ def main() -> int:
             s = summary[margin]
             quiet = s["quiet_from"] is not None and s["quiet_from"] <= QUIET_BY
             # "within 10% of margin 0's": no more than 10% wider (a narrower spread is no loss)
-            close = all(spread[t][0] <= (1 + SPREAD_TOLERANCE) * base[t][0]
-                        and spread[t][1] <= (1 + SPREAD_TOLERANCE) * base[t][1] for t in base)
+            close = all(
+                spread[t][0] <= (1 + SPREAD_TOLERANCE) * base[t][0]
+                and spread[t][1] <= (1 + SPREAD_TOLERANCE) * base[t][1]
+                for t in base
+            )
             verdict.setdefault(margin, []).append(quiet and close)
-            rows.append({
-                "cluster": name, "margin %": f"{margin:g}",
-                "balancing moves per run": " ".join(str(int(v)) for v in part["balancing_moves"]),
-                "GiB moved per run": " ".join(f"{v / GIB:.0f}" for v in part["balancing_bytes"]),
-                "no move from run": s["quiet_from"] or "-",
-                "final max-min segments per tier": " ".join(f"{t} {v[0]}" for t, v in sorted(spread.items())),
-                "final max-min GiB per tier": " ".join(f"{t} {v[1]:.1f}" for t, v in sorted(spread.items())),
-                "total cost": f"{s['total_cost']:.6g}",
-                "rule": "yes" if quiet and close else ("quiet" if quiet else ("close" if close else "no")),
-            })
+            rows.append(
+                {
+                    "cluster": name,
+                    "margin %": f"{margin:g}",
+                    "balancing moves per run": " ".join(str(int(v)) for v in part["balancing_moves"]),
+                    "GiB moved per run": " ".join(f"{v / GIB:.0f}" for v in part["balancing_bytes"]),
+                    "no move from run": s["quiet_from"] or "-",
+                    "final max-min segments per tier": " ".join(f"{t} {v[0]}" for t, v in sorted(spread.items())),
+                    "final max-min GiB per tier": " ".join(f"{t} {v[1]:.1f}" for t, v in sorted(spread.items())),
+                    "total cost": f"{s['total_cost']:.6g}",
+                    "rule": "yes" if quiet and close else ("quiet" if quiet else ("close" if close else "no")),
+                }
+            )
     frame = pd.DataFrame(rows)
     print(f"{args.runs} runs, every load completing; margins {args.margins}")
     print(frame.to_markdown(index=False))
     chosen = next((m for m in sorted(margins) if all(verdict[m])), None)
     print()
-    print(f"rule: smallest margin with no balancing move from run {QUIET_BY} on in every cluster and each final spread "
-          f"within {SPREAD_TOLERANCE:.0%} of margin 0's: {'none of ' + args.margins if chosen is None else f'{chosen:g}'}")
+    print(
+        f"rule: smallest margin with no balancing move from run {QUIET_BY} on in every cluster and each final spread "
+        f"within {SPREAD_TOLERANCE:.0%} of margin 0's: {'none of ' + args.margins if chosen is None else f'{chosen:g}'}"
+    )
     return 0
 
 

@@ -54,9 +54,8 @@ JITTER_RUN, JITTER_SERVER, JITTER_LOADS = 3, 0, 170
 
 def build_clusters(cache: Path, only: set[str] | None) -> dict[str, Path]:
     """The snapshots, made once under ``cache``."""
-    from druid_simulation import historical, wiki_segments, write_cluster
-
     import sim_churn  # druid_sample and the generated 20k cluster, made as the churn table makes them
+    from druid_simulation import historical, wiki_segments, write_cluster
 
     want = lambda name: not only or name in only  # noqa: E731
     out = sim_churn.build_clusters(cache, {n for n in ("druid_sample", "generated-20k") if want(n)} or {"none"})
@@ -64,9 +63,14 @@ def build_clusters(cache: Path, only: set[str] | None) -> dict[str, Path]:
     clusters = {
         "fresh": ({historical(i): [] for i in range(5)}, 200),
         "jitter": ({historical(i): [] for i in range(5)}, 200),
-        "added": ({**{historical(i): [j for j in range(1000) if j % 4 == i] for i in range(4)}, historical(4): []}, 200),
-        "added-1TB": ({**{historical(i): [j for j in range(1000) if j % 4 == i] for i in range(4)}, historical(4): []},
-                      1000),
+        "added": (
+            {**{historical(i): [j for j in range(1000) if j % 4 == i] for i in range(4)}, historical(4): []},
+            200,
+        ),
+        "added-1TB": (
+            {**{historical(i): [j for j in range(1000) if j % 4 == i] for i in range(4)}, historical(4): []},
+            1000,
+        ),
         "removed": ({historical(i): [j for j in range(1000) if j % 5 == i] for i in range(4)}, 200),
     }
     for name, (served, gb) in clusters.items():
@@ -74,8 +78,11 @@ def build_clusters(cache: Path, only: set[str] | None) -> dict[str, Path]:
             out[name] = write_cluster(cache / f"strategies-{name}", wiki, served, size_mb=gb * GB_MB)
     if want("heterogeneous"):
         sizes = [100, 100, 200, 200, 400, 400]
-        snap = write_cluster(cache / "strategies-heterogeneous", wiki[:900],
-                             {historical(i): [j for j in range(900) if j % 6 == i] for i in range(6)})
+        snap = write_cluster(
+            cache / "strategies-heterogeneous",
+            wiki[:900],
+            {historical(i): [j for j in range(900) if j % 6 == i] for i in range(6)},
+        )
         servers = json.loads((snap / "servers.json").read_text())
         for row, gb in zip(servers, sizes):
             row["max_size"] = gb * GB_MB << 20
@@ -101,7 +108,8 @@ def jitter(run: int, snapshot: Path, run_dir: Path) -> Path:
     now = json.loads((copy / "snapshot.json").read_text())["snapshot_time"]
     queues = json.loads((copy / "load_queues.json").read_text()) if (copy / "load_queues.json").exists() else {}
     queues.setdefault(server, {"segmentsToLoad": [], "segmentsToDrop": []})["segmentsToLoad"] += [
-        {"segment_id": s, "queue_type": "loading", "requested_at": now} for s in others]
+        {"segment_id": s, "queue_type": "loading", "requested_at": now} for s in others
+    ]
     (copy / "load_queues.json").write_text(json.dumps(queues))
     return copy
 
@@ -141,10 +149,19 @@ def main() -> int:
                     continue
                 started = time.monotonic()
                 shutil.rmtree(out, ignore_errors=True)
-                simulate(spark, snap, out, args.runs, {"balancerStrategy": strategy},
-                         plan_on=jitter if name == "jitter" else None)
-                print(f"{name} {strategy}: {time.monotonic() - started:.0f} s for {args.runs} runs", file=sys.stderr,
-                      flush=True)
+                simulate(
+                    spark,
+                    snap,
+                    out,
+                    args.runs,
+                    {"balancerStrategy": strategy},
+                    plan_on=jitter if name == "jitter" else None,
+                )
+                print(
+                    f"{name} {strategy}: {time.monotonic() - started:.0f} s for {args.runs} runs",
+                    file=sys.stderr,
+                    flush=True,
+                )
         spark.stop()
 
     rows = []
@@ -155,19 +172,25 @@ def main() -> int:
                 continue
             runs = pd.read_csv(path)
             unit = 10 ** max(0, len(str(int(runs["total_cost"].max()))) - 3)  # three digits
-            rows.append({
-                "cluster": name, "strategy": strategy,
-                "balancing moves per run": " ".join(str(int(v)) for v in runs["balancing_moves"]),
-                "GiB moved per run": " ".join(f"{v / GIB:.0f}" for v in runs["balancing_bytes"]),
-                "max-min usage % per run (widest tier)": " ".join(f"{v:.1f}" for v in runs["usage_max_minus_min"]),
-                "max-min usage % per tier after the last run": " ".join(
-                    f"{t} {v:.1f}" for t, v in sorted(usage_spread(path.parent, len(runs)).items())),
-                "total cost per run": f"(x {unit:.0e}) " + " ".join(f"{v / unit:.0f}" for v in runs["total_cost"]),
-                "moves in all": int(runs["balancing_moves"].sum()),
-                "GiB in all": f"{runs['balancing_bytes'].sum() / GIB:.0f}",
-            })
-    print(f"{args.runs} runs, every queued load completing; jitter: run {JITTER_RUN}'s snapshot shows "
-          f"{JITTER_LOADS} queued loads on hist {JITTER_SERVER} that fail")
+            rows.append(
+                {
+                    "cluster": name,
+                    "strategy": strategy,
+                    "balancing moves per run": " ".join(str(int(v)) for v in runs["balancing_moves"]),
+                    "GiB moved per run": " ".join(f"{v / GIB:.0f}" for v in runs["balancing_bytes"]),
+                    "max-min usage % per run (widest tier)": " ".join(f"{v:.1f}" for v in runs["usage_max_minus_min"]),
+                    "max-min usage % per tier after the last run": " ".join(
+                        f"{t} {v:.1f}" for t, v in sorted(usage_spread(path.parent, len(runs)).items())
+                    ),
+                    "total cost per run": f"(x {unit:.0e}) " + " ".join(f"{v / unit:.0f}" for v in runs["total_cost"]),
+                    "moves in all": int(runs["balancing_moves"].sum()),
+                    "GiB in all": f"{runs['balancing_bytes'].sum() / GIB:.0f}",
+                }
+            )
+    print(
+        f"{args.runs} runs, every queued load completing; jitter: run {JITTER_RUN}'s snapshot shows "
+        f"{JITTER_LOADS} queued loads on hist {JITTER_SERVER} that fail"
+    )
     print(pd.DataFrame(rows).to_markdown(index=False))
     return 0
 

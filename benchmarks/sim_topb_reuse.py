@@ -38,8 +38,11 @@ def main() -> int:
     args = parser.parse_args()
     snap = args.cache / f"generated-{args.segments}"
     if not (snap / "snapshot.json").exists():
-        subprocess.run([sys.executable, "-m", "segment_balancer", "generate", str(snap), "--segments", str(args.segments)],
-                       check=True, stdout=subprocess.DEVNULL)
+        subprocess.run(
+            [sys.executable, "-m", "segment_balancer", "generate", str(snap), "--segments", str(args.segments)],
+            check=True,
+            stdout=subprocess.DEVNULL,
+        )
     rows = []
     with tempfile.TemporaryDirectory(prefix="sim_topb_reuse-") as tmp:
         for reuse in (True, False):
@@ -47,20 +50,42 @@ def main() -> int:
             config.write_text(json.dumps({"topBReuse": reuse}))
             out = Path(tmp) / f"sim-{reuse}"
             started = time.monotonic()
-            done = subprocess.run([sys.executable, "-m", "segment_balancer", "simulate", "--snapshot", str(snap), "--runs",
-                                   str(args.runs), "--out", str(out), "--config", str(config)],
-                                  stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
+            done = subprocess.run(
+                [
+                    sys.executable,
+                    "-m",
+                    "segment_balancer",
+                    "simulate",
+                    "--snapshot",
+                    str(snap),
+                    "--runs",
+                    str(args.runs),
+                    "--out",
+                    str(out),
+                    "--config",
+                    str(config),
+                ],
+                stdout=subprocess.DEVNULL,
+                stderr=subprocess.PIPE,
+                text=True,
+            )
             if done.returncode:
                 print(done.stderr[-3000:], file=sys.stderr)
                 return done.returncode
             wall = time.monotonic() - started
             runs = pd.read_csv(out / "runs.csv")
             stable = runs.loc[runs["stable"], "run"]
-            rows.append({"topBReuse": str(reuse).lower(), "first stable run": int(stable.iloc[0]) if len(stable) else "-",
-                         "loads": int(runs["loads"].sum()), "balancing moves": int(runs["balancing_moves"].sum()),
-                         "max-min after": int(runs["segments_max_minus_min"].iloc[-1]),
-                         "max-min per run": " ".join(str(v) for v in runs["segments_max_minus_min"]),
-                         "s per run": round(wall / args.runs, 1)})
+            rows.append(
+                {
+                    "topBReuse": str(reuse).lower(),
+                    "first stable run": int(stable.iloc[0]) if len(stable) else "-",
+                    "loads": int(runs["loads"].sum()),
+                    "balancing moves": int(runs["balancing_moves"].sum()),
+                    "max-min after": int(runs["segments_max_minus_min"].iloc[-1]),
+                    "max-min per run": " ".join(str(v) for v in runs["segments_max_minus_min"]),
+                    "s per run": round(wall / args.runs, 1),
+                }
+            )
     print(f"{args.segments} segments, {args.runs} runs")
     print(pd.DataFrame(rows).to_string(index=False))
     return 0

@@ -43,8 +43,15 @@ def work(seeds: list[int], runs: int, out: Path, orders: int, failure_rate: floa
             continue
         began = time.perf_counter()
         tally = soak(spark, range(seed, seed + 1), runs, out / "clusters", orders=orders, failure_rate=failure_rate)
-        figures = {"seed": seed, "runs": tally.runs, "operations": tally.operations, "orders": tally.orders,
-                   "steps": tally.steps, "violations": tally.violations, "seconds": round(time.perf_counter() - began, 1)}
+        figures = {
+            "seed": seed,
+            "runs": tally.runs,
+            "operations": tally.operations,
+            "orders": tally.orders,
+            "steps": tally.steps,
+            "violations": tally.violations,
+            "seconds": round(time.perf_counter() - began, 1),
+        }
         write_json_atomic(figures, path)
         print(f"cluster {seed}: {tally.operations} operations, {len(tally.violations)} violations", flush=True)
 
@@ -54,10 +61,12 @@ def table(out: Path, clusters: int) -> str:
     rows = [r for r in rows if r["seed"] < clusters]
     total = lambda key: sum(r[key] for r in rows)  # noqa: E731
     violations = [v for r in rows for v in r["violations"]]
-    lines = ["| clusters | runs | operations | orders tried | steps checked | violations |",
-             "|---:|---:|---:|---:|---:|---:|",
-             f"| {len(rows)} | {total('runs')} | {total('operations'):,} | {total('orders'):,} | {total('steps'):,} | "
-             f"{len(violations)} |"]
+    lines = [
+        "| clusters | runs | operations | orders tried | steps checked | violations |",
+        "|---:|---:|---:|---:|---:|---:|",
+        f"| {len(rows)} | {total('runs')} | {total('operations'):,} | {total('orders'):,} | {total('steps'):,} | "
+        f"{len(violations)} |",
+    ]
     if violations:
         lines += ["", "First violations:", *[f"- {v}" for v in violations[:10]]]
     return "\n".join(lines)
@@ -82,14 +91,32 @@ def main() -> None:
         work(seeds, args.runs, args.out, args.orders, args.failure_rate)
     else:
         env = {**os.environ, "SPARK_MASTER": "local[1]"}
-        procs = [subprocess.Popen([sys.executable, __file__, "--out", str(args.out), "--runs", str(args.runs),
-                                   "--orders", str(args.orders), "--failure-rate", str(args.failure_rate),
-                                   "--seeds", ",".join(map(str, seeds[i::args.workers]))], env=env)
-                 for i in range(args.workers)]
+        procs = [
+            subprocess.Popen(
+                [
+                    sys.executable,
+                    __file__,
+                    "--out",
+                    str(args.out),
+                    "--runs",
+                    str(args.runs),
+                    "--orders",
+                    str(args.orders),
+                    "--failure-rate",
+                    str(args.failure_rate),
+                    "--seeds",
+                    ",".join(map(str, seeds[i :: args.workers])),
+                ],
+                env=env,
+            )
+            for i in range(args.workers)
+        ]
         if any(p.wait() != 0 for p in procs):
             raise SystemExit("a worker failed")
-    print(f"\n{args.clusters} clusters x {args.runs} runs, loads failing at {args.failure_rate:.0%} "
-          f"({time.perf_counter() - began:,.0f} s this time)\n")
+    print(
+        f"\n{args.clusters} clusters x {args.runs} runs, loads failing at {args.failure_rate:.0%} "
+        f"({time.perf_counter() - began:,.0f} s this time)\n"
+    )
     print(table(args.out, args.clusters))
 
 

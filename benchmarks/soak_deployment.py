@@ -65,9 +65,13 @@ def day_segment(k: int) -> dict:
     end = time.strftime("%Y-%m-%dT00:00:00.000Z", time.gmtime(time.mktime(day) + 86_400))
     version = end.replace("00:00:00", "01:00:00")
     seg = copy.deepcopy(fake_druid.WIKI_NEW)
-    seg.update(interval=f"{start}/{end}", version=version, size=600 + k,
-               loadSpec={**seg["loadSpec"], "key": f"wikipedia/{start[:10]}/v1/0/index.zip"},
-               identifier=f"wikipedia_{start}_{end}_{version}")
+    seg.update(
+        interval=f"{start}/{end}",
+        version=version,
+        size=600 + k,
+        loadSpec={**seg["loadSpec"], "key": f"wikipedia/{start[:10]}/v1/0/index.zip"},
+        identifier=f"wikipedia_{start}_{end}_{version}",
+    )
     return seg
 
 
@@ -175,14 +179,14 @@ def dag_versions(var: Path) -> int:
 def latest_is_newest(var: Path) -> bool:
     """``plans/LATEST`` names the plan of the newest capture under ``snapshots/druid``."""
     captures = sorted(p.name for p in (var / "snapshots" / "druid").iterdir() if not p.name.startswith("."))
-    latest = (var / "plans" / (var / "plans" / "LATEST").read_text().strip())
+    latest = var / "plans" / (var / "plans" / "LATEST").read_text().strip()
     return Path(json.loads((latest / "summary.json").read_text())["snapshot"]).name == captures[-1]
 
 
 def settled(values: list[float]) -> float:
     """The mean of the last tenth of ``values`` over the mean of the tenth before it."""
     n = max(1, len(values) // 10)
-    last, before = values[-n:], values[-2 * n:-n] or values[:n]
+    last, before = values[-n:], values[-2 * n : -n] or values[:n]
     return (sum(last) / len(last)) / max(1e-9, sum(before) / len(before))
 
 
@@ -193,16 +197,22 @@ def main() -> None:
     parser.add_argument("--captures-kept", type=int, default=24)
     parser.add_argument("--retention-every", type=int, default=10)
     parser.add_argument("--every", type=int, default=10, help="print a row every N cycles")
-    parser.add_argument("--max-minutes", type=float, default=0,
-                        help="stop after the cycle that ends past this many minutes (0: run them all)")
+    parser.add_argument(
+        "--max-minutes",
+        type=float,
+        default=0,
+        help="stop after the cycle that ends past this many minutes (0: run them all)",
+    )
     args = parser.parse_args()
     rows = []
     with tempfile.TemporaryDirectory(prefix="soak-") as tmp, fake_druid.fake_druid() as fake:
         tmp = Path(tmp)
         (tmp / "no_snapshots").mkdir()
         host, port = fake.url.split("//")[1].split(":")
-        env = {f"AIRFLOW_CONN_{c}": json.dumps({"conn_type": t, "host": host, "port": int(port)})
-               for c, t in (("DRUID_BROKER_DEFAULT", "druid"), ("DRUID_COORDINATOR_DEFAULT", "http"))}
+        env = {
+            f"AIRFLOW_CONN_{c}": json.dumps({"conn_type": t, "host": host, "port": int(port)})
+            for c, t in (("DRUID_BROKER_DEFAULT", "druid"), ("DRUID_COORDINATOR_DEFAULT", "http"))
+        }
         env["AIRFLOW__SEGMENT_BALANCER__RETENTION_PLANS_PER_CLUSTER"] = str(args.plans_kept)
         started = time.monotonic()
         with running_deployment(tmp, tmp / "no_snapshots", tmp / "deployment.log", env) as dep:
@@ -212,55 +222,78 @@ def main() -> None:
             # its run of the day (and one for the capture): await them all
             change_cluster(fake, 0, {})
             request(dep, "PATCH", "/api/v2/dags/druid_snapshot_capture", {"is_paused": False})
-            first = wait_for(lambda: request(dep, "GET", "/api/v2/dags/druid_snapshot_capture/dagRuns?limit=5")["dag_runs"],
-                             dep)
+            first = wait_for(
+                lambda: request(dep, "GET", "/api/v2/dags/druid_snapshot_capture/dagRuns?limit=5")["dag_runs"], dep
+            )
             assert wait_run(dep, "druid_snapshot_capture", first[0]["dag_run_id"])["state"] == "success"
             request(dep, "PATCH", "/api/v2/dags/segment_balancing", {"is_paused": False})
             planning_runs_after(dep, seen)
             lost: dict = {}
-            print(f"{'cycle':>5} {'change':<24} {'plan':>7} {'wall s':>6} "
-                  + " ".join(f"{a.split('/')[-1][:9] + ' MiB':>13}" for a in AREAS)
-                  + f" {'sched MiB':>9} {'DAG vers':>8} {'LATEST ok':>9}", flush=True)
+            print(
+                f"{'cycle':>5} {'change':<24} {'plan':>7} {'wall s':>6} "
+                + " ".join(f"{a.split('/')[-1][:9] + ' MiB':>13}" for a in AREAS)
+                + f" {'sched MiB':>9} {'DAG vers':>8} {'LATEST ok':>9}",
+                flush=True,
+            )
             for cycle in range(1, args.runs + 1):
                 if args.max_minutes and time.monotonic() - started > args.max_minutes * 60:
                     print(f"stopped after {cycle - 1} cycles: --max-minutes {args.max_minutes:g}", flush=True)
                     break
                 what = change_cluster(fake, cycle, lost)
-                capture = wait_run(dep, "druid_snapshot_capture",
-                                   trigger(dep, "druid_snapshot_capture", {"keep": args.captures_kept}))
+                capture = wait_run(
+                    dep, "druid_snapshot_capture", trigger(dep, "druid_snapshot_capture", {"keep": args.captures_kept})
+                )
                 assert capture["state"] == "success", f"capture {capture['dag_run_id']} failed; see {dep.log}"
                 plans = planning_runs_after(dep, seen)
                 plan = plans[-1]
                 failed = [r["dag_run_id"] for r in plans if r["state"] != "success"]
                 if cycle % args.retention_every == 0:
                     wait_run(dep, "segment_balancer_retention", trigger(dep, "segment_balancer_retention"))
-                wall = (time.mktime(time.strptime(plan["end_date"][:19], "%Y-%m-%dT%H:%M:%S"))
-                        - time.mktime(time.strptime(plan["start_date"][:19], "%Y-%m-%dT%H:%M:%S")))
+                wall = time.mktime(time.strptime(plan["end_date"][:19], "%Y-%m-%dT%H:%M:%S")) - time.mktime(
+                    time.strptime(plan["start_date"][:19], "%Y-%m-%dT%H:%M:%S")
+                )
                 areas = {a: tree_bytes(dep.var / a) for a in AREAS}
-                row = {"cycle": cycle, "change": what, "state": "failed" if failed else "success", "wall": wall,
-                       "planned": len(plans), "areas": areas,
-                       "scheduler": scheduler_rss(dep), "dag_versions": dag_versions(dep.var),
-                       "latest_ok": latest_is_newest(dep.var)}
+                row = {
+                    "cycle": cycle,
+                    "change": what,
+                    "state": "failed" if failed else "success",
+                    "wall": wall,
+                    "planned": len(plans),
+                    "areas": areas,
+                    "scheduler": scheduler_rss(dep),
+                    "dag_versions": dag_versions(dep.var),
+                    "latest_ok": latest_is_newest(dep.var),
+                }
                 rows.append(row)
                 if cycle % args.every == 0 or cycle == args.runs or failed:
-                    print(f"{cycle:>5} {what:<24} {row['state']:>7} {wall:>6.0f} "
-                          + " ".join(f"{areas[a] / 2**20:>13.1f}" for a in AREAS)
-                          + f" {row['scheduler'] / 2**20:>9.0f} {row['dag_versions']:>8} {str(row['latest_ok']):>9}",
-                          flush=True)
+                    print(
+                        f"{cycle:>5} {what:<24} {row['state']:>7} {wall:>6.0f} "
+                        + " ".join(f"{areas[a] / 2**20:>13.1f}" for a in AREAS)
+                        + f" {row['scheduler'] / 2**20:>9.0f} {row['dag_versions']:>8} {str(row['latest_ok']):>9}",
+                        flush=True,
+                    )
     disk = [sum(r["areas"][a] for a in COUNTED) for r in rows]
     print()
-    print(f"cycles: {len(rows)}, planning runs: {sum(r['planned'] for r in rows)} (the capture DAG's hourly runs "
-          f"plan too), cycles whose runs all succeeded: {sum(r['state'] == 'success' for r in rows)}; "
-          f"LATEST named the newest capture's plan after {sum(r['latest_ok'] for r in rows)} of them")
-    print(f"disk of {', '.join(COUNTED)}: last tenth / tenth before = {settled(disk):.3f}; "
-          f"max {max(disk) / 2**20:.1f} MiB, last {disk[-1] / 2**20:.1f} MiB")
+    print(
+        f"cycles: {len(rows)}, planning runs: {sum(r['planned'] for r in rows)} (the capture DAG's hourly runs "
+        f"plan too), cycles whose runs all succeeded: {sum(r['state'] == 'success' for r in rows)}; "
+        f"LATEST named the newest capture's plan after {sum(r['latest_ok'] for r in rows)} of them"
+    )
+    print(
+        f"disk of {', '.join(COUNTED)}: last tenth / tenth before = {settled(disk):.3f}; "
+        f"max {max(disk) / 2**20:.1f} MiB, last {disk[-1] / 2**20:.1f} MiB"
+    )
     for area in ("airflow_home/logs", "airflow_home/airflow.db"):  # kept by age (days), not count
         grown = (rows[-1]["areas"][area] - rows[0]["areas"][area]) / max(1, len(rows) - 1)
-        print(f"{area}: {rows[0]['areas'][area] / 2**20:.1f} → {rows[-1]['areas'][area] / 2**20:.1f} MiB "
-              f"({grown / 2**10:.0f} KiB a run)")
+        print(
+            f"{area}: {rows[0]['areas'][area] / 2**20:.1f} → {rows[-1]['areas'][area] / 2**20:.1f} MiB "
+            f"({grown / 2**10:.0f} KiB a run)"
+        )
     print(f"DAG versions in the metadata DB: {rows[0]['dag_versions']} → {rows[-1]['dag_versions']}")
-    print(f"scheduler RSS: last tenth / tenth before = {settled([r['scheduler'] for r in rows]):.3f}; "
-          f"first {rows[0]['scheduler'] / 2**20:.0f} MiB, last {rows[-1]['scheduler'] / 2**20:.0f} MiB")
+    print(
+        f"scheduler RSS: last tenth / tenth before = {settled([r['scheduler'] for r in rows]):.3f}; "
+        f"first {rows[0]['scheduler'] / 2**20:.0f} MiB, last {rows[-1]['scheduler'] / 2**20:.0f} MiB"
+    )
 
 
 if __name__ == "__main__":

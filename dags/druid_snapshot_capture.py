@@ -19,33 +19,49 @@ capture ─▶ prune
 
 from __future__ import annotations
 
-from datetime import datetime, timedelta, timezone
+from datetime import UTC, datetime, timedelta
 from pathlib import Path
 
 from airflow.sdk import Param, chain, dag, task
+
 from segment_balancer_airflow.assets import SNAPSHOTS
 from segment_balancer_airflow.druid import BROKER_CONN_ID, COORDINATOR_CONN_ID
 from segment_balancer_airflow.params import default_snapshots_root
 
 
-
 @dag(
     dag_id="druid_snapshot_capture",
     schedule="@hourly",
-    start_date=datetime(2024, 1, 1, tzinfo=timezone.utc),
+    start_date=datetime(2024, 1, 1, tzinfo=UTC),
     catchup=False,
     max_active_runs=1,
     doc_md=__doc__,
     tags=["druid", "segment-balancing", "capture"],
     default_args={"owner": "segment_balancer", "retries": 1, "retry_delay": timedelta(minutes=1)},
     params={
-        "cluster": Param("druid", type="string", minLength=1, pattern="^[A-Za-z0-9._-]+$", title="Cluster",
-                         description="Name of the cluster: captures go to snapshots_root/<cluster>/<UTC time>/."),
-        "snapshots_root": Param(default_snapshots_root(), type="string", minLength=1, title="Snapshots root",
-                                description="Where captures go: $SEGMENT_BALANCER_SNAPSHOTS, the root segment_balancing reads."),
-        "keep": Param(168, type="integer", minimum=1, title="Captures to keep",
-                      description="The newest captures of the cluster kept; older ones are deleted (168 = a week "
-                      "of hourly captures)."),
+        "cluster": Param(
+            "druid",
+            type="string",
+            minLength=1,
+            pattern="^[A-Za-z0-9._-]+$",
+            title="Cluster",
+            description="Name of the cluster: captures go to snapshots_root/<cluster>/<UTC time>/.",
+        ),
+        "snapshots_root": Param(
+            default_snapshots_root(),
+            type="string",
+            minLength=1,
+            title="Snapshots root",
+            description="Where captures go: $SEGMENT_BALANCER_SNAPSHOTS, the root segment_balancing reads.",
+        ),
+        "keep": Param(
+            168,
+            type="integer",
+            minimum=1,
+            title="Captures to keep",
+            description="The newest captures of the cluster kept; older ones are deleted (168 = a week "
+            "of hourly captures).",
+        ),
         "broker_conn_id": Param(BROKER_CONN_ID, type="string", minLength=1, title="Broker connection"),
         "coordinator_conn_id": Param(COORDINATOR_CONN_ID, type="string", minLength=1, title="Coordinator connection"),
     },
@@ -57,9 +73,12 @@ def druid_snapshot_capture():
         from segment_balancer.tools.capture import capture as capture_snapshot
         from segment_balancer_airflow.druid import broker_endpoint, coordinator_endpoint
 
-        out = capture_snapshot(coordinator_endpoint(params["coordinator_conn_id"]),
-                               broker_endpoint(params["broker_conn_id"]),
-                               Path(params["snapshots_root"]).expanduser(), params["cluster"])
+        out = capture_snapshot(
+            coordinator_endpoint(params["coordinator_conn_id"]),
+            broker_endpoint(params["broker_conn_id"]),
+            Path(params["snapshots_root"]).expanduser(),
+            params["cluster"],
+        )
         return str(out)
 
     @task

@@ -21,7 +21,7 @@ remove_old_runs    remove_old_plans    remove_old_logs
 
 from __future__ import annotations
 
-from datetime import datetime, timedelta, timezone
+from datetime import UTC, datetime, timedelta
 
 from airflow.sdk import dag, task
 
@@ -29,7 +29,7 @@ from airflow.sdk import dag, task
 @dag(
     dag_id="segment_balancer_retention",
     schedule="@hourly",
-    start_date=datetime(2024, 1, 1, tzinfo=timezone.utc),
+    start_date=datetime(2024, 1, 1, tzinfo=UTC),
     catchup=False,
     max_active_runs=1,
     is_paused_upon_creation=False,
@@ -45,8 +45,12 @@ def segment_balancer_retention():
         from segment_balancer_airflow.resolve import runs_root, segment_balancer_home
         from segment_balancer_airflow.retention import Retention, remove_old_runs, run_state_of
 
-        removed = remove_old_runs(runs_root(segment_balancer_home()), Retention.from_airflow_config().work_days_after_failure,
-                                  APP_NAMES, run_state_of(ti))
+        removed = remove_old_runs(
+            runs_root(segment_balancer_home()),
+            Retention.from_airflow_config().work_days_after_failure,
+            APP_NAMES,
+            run_state_of(ti),
+        )
         return [vars(r) for r in removed]
 
     @task
@@ -57,8 +61,10 @@ def segment_balancer_retention():
         from segment_balancer_airflow.retention import Retention
 
         settings = Retention.from_airflow_config()
-        return [vars(r) for r in remove_plans(plans_root(segment_balancer_home()), settings.plan_days,
-                                              settings.plans_per_cluster)]
+        return [
+            vars(r)
+            for r in remove_plans(plans_root(segment_balancer_home()), settings.plan_days, settings.plans_per_cluster)
+        ]
 
     @task
     def remove_old_logs() -> list[dict]:
@@ -66,10 +72,15 @@ def segment_balancer_retention():
         from pathlib import Path
 
         from airflow.configuration import conf
+
         from segment_balancer_airflow.retention import Retention, remove_old_logs
 
-        return [vars(r) for r in remove_old_logs(Path(conf.get("logging", "base_log_folder")),
-                                                 Retention.from_airflow_config().log_days)]
+        return [
+            vars(r)
+            for r in remove_old_logs(
+                Path(conf.get("logging", "base_log_folder")), Retention.from_airflow_config().log_days
+            )
+        ]
 
     remove_old_runs()
     remove_old_plans()

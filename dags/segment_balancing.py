@@ -9,7 +9,8 @@ Runs daily, and each time `druid_snapshot_capture` lands a new snapshot (the Ass
 `segment_balancer_snapshots`).
 
 ```
-resolve_snapshot ─▶ used_segments ─▶ prepare ─▶ stage01 … stage13 ─▶ assemble ─▶ validate_plan ─▶ publish_plan ─▶ simulate ─▶ remove_work ─▶ release_spark_session
+resolve_snapshot ─▶ used_segments ─▶ prepare ─▶ stage01 … stage13 ─▶ assemble ─▶ validate_plan
+    ─▶ publish_plan ─▶ simulate ─▶ remove_work ─▶ release_spark_session
 ```
 
 A bad snapshot, override or what-if edit fails its task at once, without a retry, with one line
@@ -52,11 +53,12 @@ one, the Coordinator config fields or the what-if edits to ask "what if".
 
 from __future__ import annotations
 
-from datetime import datetime, timedelta, timezone
+from datetime import UTC, datetime, timedelta
 
 from airflow.sdk import TriggerRule, chain, dag, task, teardown
 from airflow.timetables.assets import AssetOrTimeSchedule
 from airflow.timetables.trigger import CronTriggerTimetable
+
 from segment_balancer.planner.stages import APP_NAMES
 from segment_balancer_airflow.assets import PLANS, SNAPSHOTS
 from segment_balancer_airflow.connect import simulate_operator, stage_operator
@@ -64,19 +66,22 @@ from segment_balancer_airflow.params import dag_params, default_snapshots_root
 from segment_balancer_airflow.refusal import RETRY_POLICY
 
 
-
 @dag(
     dag_id="segment_balancing",
     # Daily, and whenever druid_snapshot_capture lands a new snapshot.
     schedule=AssetOrTimeSchedule(timetable=CronTriggerTimetable("@daily", timezone="UTC"), assets=[SNAPSHOTS]),
-    start_date=datetime(2024, 1, 1, tzinfo=timezone.utc),
+    start_date=datetime(2024, 1, 1, tzinfo=UTC),
     catchup=False,
     max_active_runs=1,
     doc_md=__doc__,
     tags=["druid", "segment-balancing", "spark"],
     # A retry for what may pass the next time (a Spark server restarting); none for bad input (refusal.py).
-    default_args={"owner": "segment_balancer", "retries": 1, "retry_delay": timedelta(seconds=30),
-                  "retry_policy": RETRY_POLICY},
+    default_args={
+        "owner": "segment_balancer",
+        "retries": 1,
+        "retry_delay": timedelta(seconds=30),
+        "retry_policy": RETRY_POLICY,
+    },
     params=dag_params(default_snapshots_root()),
 )
 def segment_balancing():
@@ -87,7 +92,9 @@ def segment_balancing():
         from segment_balancer_airflow.resolve import resolve_run, segment_balancer_home
 
         with refusing_bad_input():  # bad input: one line in the log, no retry
-            return resolve_run(params, run_id, logical_date or dag_run.run_after, segment_balancer_home(), dag_run.dag_id)
+            return resolve_run(
+                params, run_id, logical_date or dag_run.run_after, segment_balancer_home(), dag_run.dag_id
+            )
 
     @task
     def validate_plan(run: dict) -> dict:
@@ -116,8 +123,13 @@ def segment_balancing():
         from segment_balancer_airflow.resolve import runs_root, segment_balancer_home
         from segment_balancer_airflow.retention import remove_run
 
-        removed = remove_run(Path(run["work"]).parent, runs_root(segment_balancer_home().resolve()), dag_run.dag_id,
-                             dag_run.run_id, APP_NAMES)
+        removed = remove_run(
+            Path(run["work"]).parent,
+            runs_root(segment_balancer_home().resolve()),
+            dag_run.dag_id,
+            dag_run.run_id,
+            APP_NAMES,
+        )
         return {"removed": removed.path, "bytes": removed.bytes}
 
     @teardown

@@ -14,6 +14,7 @@ no Spark or pandas here (``ui`` imports ``explain`` in its route only).
 from __future__ import annotations
 
 from airflow.plugins_manager import AirflowPlugin
+
 from segment_balancer_airflow.ui import URL_PREFIX, app
 
 
@@ -23,8 +24,17 @@ class SegmentBalancerPlugin(AirflowPlugin):
     name = "segment_balancer"
     fastapi_apps = [{"app": app, "url_prefix": URL_PREFIX, "name": "segment_balancer plans"}]
     external_views = [
-        {"name": "Plan report", "href": f"{URL_PREFIX}/runs/{{RUN_ID}}?dag_id={{DAG_ID}}", "destination": "dag_run",
-         "url_route": "segment-balancer-plan"},
-        {"name": "Segment plans", "href": f"{URL_PREFIX}/plans", "destination": "nav", "category": "browse",
-         "url_route": "segment-balancer-plans"},
+        {
+            "name": "Plan report",
+            "href": f"{URL_PREFIX}/runs/{{RUN_ID}}?dag_id={{DAG_ID}}",
+            "destination": "dag_run",
+            "url_route": "segment-balancer-plan",
+        },
+        {
+            "name": "Segment plans",
+            "href": f"{URL_PREFIX}/plans",
+            "destination": "nav",
+            "category": "browse",
+            "url_route": "segment-balancer-plans",
+        },
     ]

@@ -69,8 +69,13 @@ DAY = 86_400_000
 def _seg(ds: str, start: str, version: str, days: int = 1, interval: str | None = None, size: int = 100) -> dict:
     start_ms = parse_instant_ms(start)
     interval = interval or f"{format_instant_ms(start_ms)}/{format_instant_ms(start_ms + days * DAY)}"
-    return {"dataSource": ds, "interval": interval, "version": version, "size": size,
-            "shardSpec": {"type": "numbered", "partitionNum": 0, "partitions": 1}}
+    return {
+        "dataSource": ds,
+        "interval": interval,
+        "version": version,
+        "size": size,
+        "shardSpec": {"type": "numbered", "partitionNum": 0, "partitions": 1},
+    }
 
 
 def _id(row: dict) -> str:
@@ -100,15 +105,26 @@ UNLISTED = {
 }
 NAME = {**{v: k for k, v in ID.items()}, **{v: k for k, v in UNLISTED.items()}}
 SERVERS = [  # (server, tier, curr_size, max_size, priority)
-    ("hot0", "hot", 1_000, 10_000, 10), ("hot1", "hot", 1_000, 10_000, 10),
-    ("cold0", "cold", 300, 10_000, 0), ("cold1", "cold", 200, 10_000, 0),
-    ("d1", "_default_tier", 200, 10_000, 0), ("d2", "_default_tier", 5_000, 10_000, 0),
+    ("hot0", "hot", 1_000, 10_000, 10),
+    ("hot1", "hot", 1_000, 10_000, 10),
+    ("cold0", "cold", 300, 10_000, 0),
+    ("cold1", "cold", 200, 10_000, 0),
+    ("d1", "_default_tier", 200, 10_000, 0),
+    ("d2", "_default_tier", 5_000, 10_000, 0),
     ("d3", "_default_tier", 100, 10_000, 0),
-    ("e0", "eternal", 300, 10_000, 0), ("e1", "eternal", 0, 0, 0),
+    ("e0", "eternal", 300, 10_000, 0),
+    ("e1", "eternal", 0, 0, 0),
 ]
 SERVED = {
-    "hot0": ["V1"], "hot1": ["V1"], "cold0": ["Q", "W1", "W2"], "cold1": ["G", "W1"],
-    "d1": ["X", "Y"], "d2": ["G", "X"], "d3": [], "e0": ["E", "D1", "D2"], "e1": [],
+    "hot0": ["V1"],
+    "hot1": ["V1"],
+    "cold0": ["Q", "W1", "W2"],
+    "cold1": ["G", "W1"],
+    "d1": ["X", "Y"],
+    "d2": ["G", "X"],
+    "d3": [],
+    "e0": ["E", "D1", "D2"],
+    "e1": [],
 }
 SERVED_UNLISTED = {"d3": ["gone", "ry_old"]}
 RULES = {
@@ -127,17 +143,39 @@ def write_snapshot(snap: Path) -> Path:
     """Write the snapshot to ``snap`` and return it."""
     snap.mkdir(parents=True, exist_ok=True)
     (snap / "segments.jsonl").write_text("".join(json.dumps(r) + "\n" for r in SEGMENTS.values()))
-    (snap / "servers.json").write_text(json.dumps([
-        {"server": s, "host": s, "server_type": "historical", "tier": t, "curr_size": c, "max_size": m, "priority": p}
-        for s, t, c, m, p in SERVERS] + [{"server": "broker", "server_type": "broker", "tier": None}]))
+    (snap / "servers.json").write_text(
+        json.dumps(
+            [
+                {
+                    "server": s,
+                    "host": s,
+                    "server_type": "historical",
+                    "tier": t,
+                    "curr_size": c,
+                    "max_size": m,
+                    "priority": p,
+                }
+                for s, t, c, m, p in SERVERS
+            ]
+            + [{"server": "broker", "server_type": "broker", "tier": None}]
+        )
+    )
     rows = [{"server": s, "segment_id": ID[n]} for s, names in SERVED.items() for n in names]
     rows += [{"server": s, "segment_id": UNLISTED[n]} for s, names in SERVED_UNLISTED.items() for n in names]
     (snap / "server_segments.json").write_text(json.dumps(rows))
-    (snap / "load_queues.json").write_text(json.dumps({
-        "hot0": {"segmentsToLoad": [{"segment_id": ID["Q"], "queue_type": "loading",
-                                     "requested_at": "2029-12-31T23:59:00.000Z"}], "segmentsToDrop": []},
-        "d2": {"segmentsToLoad": [], "segmentsToDrop": [UNLISTED["gone2"]]},
-    }))
+    (snap / "load_queues.json").write_text(
+        json.dumps(
+            {
+                "hot0": {
+                    "segmentsToLoad": [
+                        {"segment_id": ID["Q"], "queue_type": "loading", "requested_at": "2029-12-31T23:59:00.000Z"}
+                    ],
+                    "segmentsToDrop": [],
+                },
+                "d2": {"segmentsToLoad": [], "segmentsToDrop": [UNLISTED["gone2"]]},
+            }
+        )
+    )
     (snap / "rules.json").write_text(json.dumps(RULES))
     (snap / "coordinator_config.json").write_text(json.dumps({"decommissioningNodes": ["d1"]}))
     (snap / "snapshot.json").write_text(json.dumps({"snapshot_time": "2030-01-01T00:00:00.000Z", "cluster": "avail"}))

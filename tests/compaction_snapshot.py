@@ -17,8 +17,14 @@ EDGE = CLAMP_LO_MS + ((DAY0 + 30 * DAY - CLAMP_LO_MS) // BUCKET_MS + 1) * BUCKET
 
 def seg(ds, start, end, version, shard=None, **extra):
     interval = f"{format_instant_ms(start)}/{format_instant_ms(end)}"
-    return {"dataSource": ds, "interval": interval, "version": version, "size": 10,
-            "shardSpec": shard or {"type": "none"}, **extra}
+    return {
+        "dataSource": ds,
+        "interval": interval,
+        "version": version,
+        "size": 10,
+        "shardSpec": shard or {"type": "none"},
+        **extra,
+    }
 
 
 def numbered(partition, partitions):
@@ -28,8 +34,14 @@ def numbered(partition, partitions):
 def overwrite(partition_id, root, minor, group_size):
     """A ``numbered_overwrite`` shard spec: partition ``32768 + partition_id`` over root partitions
     ``[root[0], root[1])``, minor version ``minor``, atomic update group of ``group_size``."""
-    return {"type": "numbered_overwrite", "partitionId": 32768 + partition_id, "startRootPartitionId": root[0],
-            "endRootPartitionId": root[1], "minorVersion": minor, "atomicUpdateGroupSize": group_size}
+    return {
+        "type": "numbered_overwrite",
+        "partitionId": 32768 + partition_id,
+        "startRootPartitionId": root[0],
+        "endRootPartitionId": root[1],
+        "minorVersion": minor,
+        "atomicUpdateGroupSize": group_size,
+    }
 
 
 ROWS = [
@@ -89,8 +101,7 @@ WAITING = set(range(1, 25))
 SEGMENT_IDS = [segment_id(r) for r in ROWS]
 # Who serves what: s1 every used segment but the tombstone, 25 and 53-54; s3 (decommissioning)
 # 53-54; s2 nothing. 25 is served nowhere (stage 1 loads it), 53-54 move off s3 (stage 5).
-SERVED_BY = {"s1": sorted(set(range(1, len(ROWS) + 1)) - UNUSED - TOMBSTONES - {25, 53, 54}),
-             "s2": [], "s3": [53, 54]}
+SERVED_BY = {"s1": sorted(set(range(1, len(ROWS) + 1)) - UNUSED - TOMBSTONES - {25, 53, 54}), "s2": [], "s3": [53, 54]}
 SERVED = sorted(set(SERVED_BY["s1"]) | set(SERVED_BY["s3"]))
 
 
@@ -100,13 +111,27 @@ def write_snapshot(snap: Path) -> Path:
     Returns ``snap``."""
     snap.mkdir(parents=True, exist_ok=True)
     (snap / "segments.jsonl").write_text("".join(json.dumps(r) + "\n" for r in ROWS))
-    (snap / "servers.json").write_text(json.dumps([
-        {"server": s, "host": s, "server_type": "historical", "tier": "_default_tier",
-         "curr_size": 10 * len(lines), "max_size": 10_000} for s, lines in SERVED_BY.items()]))
-    (snap / "server_segments.json").write_text(json.dumps(
-        [{"server": s, "segment_id": SEGMENT_IDS[i - 1]} for s, lines in SERVED_BY.items() for i in lines]))
-    (snap / "rules.json").write_text(json.dumps(
-        {"_default": [{"type": "loadForever", "tieredReplicants": {"_default_tier": 1}}]}))
+    (snap / "servers.json").write_text(
+        json.dumps(
+            [
+                {
+                    "server": s,
+                    "host": s,
+                    "server_type": "historical",
+                    "tier": "_default_tier",
+                    "curr_size": 10 * len(lines),
+                    "max_size": 10_000,
+                }
+                for s, lines in SERVED_BY.items()
+            ]
+        )
+    )
+    (snap / "server_segments.json").write_text(
+        json.dumps([{"server": s, "segment_id": SEGMENT_IDS[i - 1]} for s, lines in SERVED_BY.items() for i in lines])
+    )
+    (snap / "rules.json").write_text(
+        json.dumps({"_default": [{"type": "loadForever", "tieredReplicants": {"_default_tier": 1}}]})
+    )
     (snap / "coordinator_config.json").write_text(json.dumps({"decommissioningNodes": ["s3"]}))
     (snap / "snapshot.json").write_text(json.dumps({"snapshot_time": "2030-01-01T00:00:00.000Z", "cluster": "t"}))
     return snap

@@ -27,8 +27,8 @@ def druid_sample_planned(spark, tmp_path_factory):
     """The bundled ``druid_sample`` snapshot planned once by the CLI path (``run_plan``):
     (base dir with ``plan/`` and ``work/``, summary dict, operations frame)."""
     import pandas as pd
-
     from druid_sample_plan import SNAPSHOT
+
     from segment_balancer.tools.pipeline import run_plan
 
     base = tmp_path_factory.mktemp("druid_sample")
@@ -42,8 +42,8 @@ def compaction_planned(spark, tmp_path_factory):
     compacted data) planned once by the CLI path: (base dir with ``snapshot/``, ``plan/`` and
     ``work/``, summary dict, operations frame)."""
     import pandas as pd
-
     from compaction_snapshot import write_snapshot
+
     from segment_balancer.tools.pipeline import run_plan
 
     base = tmp_path_factory.mktemp("compaction")

@@ -47,8 +47,11 @@ os.environ.update(
         "AIRFLOW__DAG_PROCESSOR__DAG_BUNDLE_CONFIG_LIST": json.dumps(
             [
                 {"name": "dags-folder", "classpath": LOCAL_BUNDLE, "kwargs": {"path": str(REPO / "dags")}},
-                {"name": "test-dags", "classpath": LOCAL_BUNDLE,
-                 "kwargs": {"path": str(REPO / "tests" / "dags" / "bundle")}},
+                {
+                    "name": "test-dags",
+                    "classpath": LOCAL_BUNDLE,
+                    "kwargs": {"path": str(REPO / "tests" / "dags" / "bundle")},
+                },
             ]
         ),
         "SEGMENT_BALANCER_HOME": str(AIRFLOW_HOME / "segment_balancer"),

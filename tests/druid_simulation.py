@@ -35,15 +35,29 @@ def wiki_segments(days: int = 100, partitions: int = 10, size_mb: int = 500, dat
     for d in range(days):
         start, end = JAN_1_2022 + d * DAY, JAN_1_2022 + (d + 1) * DAY
         for p in range(partitions):
-            out.append({"dataSource": datasource, "interval": f"{format_instant_ms(start)}/{format_instant_ms(end)}",
-                        "version": "2022-06-01T00:00:00.000Z", "size": size_mb * MB,
-                        "shardSpec": {"type": "numbered", "partitionNum": p, "partitions": partitions}})
+            out.append(
+                {
+                    "dataSource": datasource,
+                    "interval": f"{format_instant_ms(start)}/{format_instant_ms(end)}",
+                    "version": "2022-06-01T00:00:00.000Z",
+                    "size": size_mb * MB,
+                    "shardSpec": {"type": "numbered", "partitionNum": p, "partitions": partitions},
+                }
+            )
     return out
 
 
-def write_cluster(snap: Path, segments: list[dict], served: dict[str, list[int]], *, tier: str = T1,
-                  size_mb: int = SIZE_1TB_MB, rules: dict | None = None, config: dict | None = None,
-                  tiers: dict[str, str] | None = None) -> Path:
+def write_cluster(
+    snap: Path,
+    segments: list[dict],
+    served: dict[str, list[int]],
+    *,
+    tier: str = T1,
+    size_mb: int = SIZE_1TB_MB,
+    rules: dict | None = None,
+    config: dict | None = None,
+    tiers: dict[str, str] | None = None,
+) -> Path:
     """Write a snapshot: ``segments`` (payloads), historicals ``served`` ({name: positions in
     ``segments`` it serves}) of ``size_mb`` each in ``tier`` (or ``tiers[name]``), ``rules``
     (default: everything loaded forever, one replica in ``tier``) and the dynamic ``config``
@@ -52,16 +66,33 @@ def write_cluster(snap: Path, segments: list[dict], served: dict[str, list[int]]
     snap.mkdir(parents=True, exist_ok=True)
     ids = [segment_id(s) for s in segments]
     (snap / "segments.jsonl").write_text("".join(json.dumps(s) + "\n" for s in segments))
-    (snap / "servers.json").write_text(json.dumps([
-        {"server": name, "host": name, "server_type": "historical", "tier": tiers.get(name, tier),
-         "curr_size": sum(segments[i]["size"] for i in held), "max_size": size_mb * MB, "priority": 0}
-        for name, held in served.items()], indent=1))
-    (snap / "server_segments.json").write_text(json.dumps(
-        [{"server": name, "segment_id": ids[i]} for name, held in served.items() for i in held], indent=0))
-    (snap / "rules.json").write_text(json.dumps(
-        rules or {"_default": [{"type": "loadForever", "tieredReplicants": {tier: 1}}]}))
+    (snap / "servers.json").write_text(
+        json.dumps(
+            [
+                {
+                    "server": name,
+                    "host": name,
+                    "server_type": "historical",
+                    "tier": tiers.get(name, tier),
+                    "curr_size": sum(segments[i]["size"] for i in held),
+                    "max_size": size_mb * MB,
+                    "priority": 0,
+                }
+                for name, held in served.items()
+            ],
+            indent=1,
+        )
+    )
+    (snap / "server_segments.json").write_text(
+        json.dumps([{"server": name, "segment_id": ids[i]} for name, held in served.items() for i in held], indent=0)
+    )
+    (snap / "rules.json").write_text(
+        json.dumps(rules or {"_default": [{"type": "loadForever", "tieredReplicants": {tier: 1}}]})
+    )
     (snap / "coordinator_config.json").write_text(json.dumps(config or {"maxSegmentsInNodeLoadingQueue": 0}))
-    (snap / "snapshot.json").write_text(json.dumps({"snapshot_time": "2022-06-01T00:00:00.000Z", "cluster": "druid-sim"}))
+    (snap / "snapshot.json").write_text(
+        json.dumps({"snapshot_time": "2022-06-01T00:00:00.000Z", "cluster": "druid-sim"})
+    )
     return snap
 
 

@@ -33,7 +33,9 @@ SEGMENTS = {
     "z0": ("z", "2020-01-01"),
     "w0": ("w", "2020-03-01"),
     **{f"q{i}": ("q", f"2020-02-0{i}") for i in range(1, 9)},
-    "s0": ("x", "2020-01-01"), "s1": ("x", "2020-01-02"), "y0": ("x", "2020-01-04"),
+    "s0": ("x", "2020-01-01"),
+    "s1": ("x", "2020-01-02"),
+    "y0": ("x", "2020-01-04"),
 }
 """Short name -> (datasource, day)."""
 
@@ -44,8 +46,13 @@ def seg(name: str) -> str:
 
 
 SERVERS = [  # (name, tier, curr_size, max_size)
-    ("t1a", "t1", 100, 1_000), ("t1b", "t1", 100, 1_000), ("t2x", "t2", 0, 150), ("t3x", "t3", 0, 10_000),
-    ("a", "t4", 200, 10_000), ("b", "t4", 100, 10_000), ("c", "t4", 0, 10_000),
+    ("t1a", "t1", 100, 1_000),
+    ("t1b", "t1", 100, 1_000),
+    ("t2x", "t2", 0, 150),
+    ("t3x", "t3", 0, 10_000),
+    ("a", "t4", 200, 10_000),
+    ("b", "t4", 100, 10_000),
+    ("c", "t4", 0, 10_000),
 ]
 SERVED = [("t1a", "z0"), ("t1b", "z0"), ("a", "s0"), ("a", "s1"), ("b", "y0")]
 
@@ -54,26 +61,55 @@ def write_cluster(path: Path) -> Path:
     """Write the snapshot directory at ``path`` (created) and return it."""
     path.mkdir(parents=True)
     with open(path / "segments.jsonl", "w") as f:
-        for name, (ds, day) in SEGMENTS.items():
+        for name, (ds, _day) in SEGMENTS.items():
             start, end = seg(name).split("_")[1:3]
-            f.write(json.dumps({"dataSource": ds, "interval": f"{start}/{end}", "version": "v1",
-                                "loadSpec": {"type": "local"}, "shardSpec": {"type": "numbered", "partitionNum": 0},
-                                "binaryVersion": 9, "size": 100, "identifier": seg(name)}) + "\n")
-    servers = [{"server": f"{n}:8083", "host": n, "server_type": "historical", "tier": tier, "curr_size": curr,
-                "max_size": size, "priority": 0} for n, tier, curr, size in SERVERS]
+            f.write(
+                json.dumps(
+                    {
+                        "dataSource": ds,
+                        "interval": f"{start}/{end}",
+                        "version": "v1",
+                        "loadSpec": {"type": "local"},
+                        "shardSpec": {"type": "numbered", "partitionNum": 0},
+                        "binaryVersion": 9,
+                        "size": 100,
+                        "identifier": seg(name),
+                    }
+                )
+                + "\n"
+            )
+    servers = [
+        {
+            "server": f"{n}:8083",
+            "host": n,
+            "server_type": "historical",
+            "tier": tier,
+            "curr_size": curr,
+            "max_size": size,
+            "priority": 0,
+        }
+        for n, tier, curr, size in SERVERS
+    ]
     (path / "servers.json").write_text(json.dumps(servers))
-    (path / "server_segments.json").write_text(json.dumps(
-        [{"server": f"{s}:8083", "segment_id": seg(n)} for s, n in SERVED]))
-    (path / "load_queues.json").write_text(json.dumps(
-        {"t2x:8083": {"segmentsToLoad": [seg("z0")], "segmentsToDrop": []}}))
-    (path / "rules.json").write_text(json.dumps({
-        "_default": [{"type": "loadForever", "tieredReplicants": {"_default_tier": 2}}],
-        "z": [{"type": "loadForever", "tieredReplicants": {"t1": 1, "t2": 1}}],
-        "w": [{"type": "loadForever", "tieredReplicants": {"t2": 1}}],
-        "q": [{"type": "loadForever", "tieredReplicants": {"t3": 1}}],
-        "x": [{"type": "loadForever", "tieredReplicants": {"t4": 1}}],
-    }))
-    (path / "coordinator_config.json").write_text(json.dumps(
-        {"maxSegmentsInNodeLoadingQueue": 10, "decommissioningNodes": ["a:8083"]}))
+    (path / "server_segments.json").write_text(
+        json.dumps([{"server": f"{s}:8083", "segment_id": seg(n)} for s, n in SERVED])
+    )
+    (path / "load_queues.json").write_text(
+        json.dumps({"t2x:8083": {"segmentsToLoad": [seg("z0")], "segmentsToDrop": []}})
+    )
+    (path / "rules.json").write_text(
+        json.dumps(
+            {
+                "_default": [{"type": "loadForever", "tieredReplicants": {"_default_tier": 2}}],
+                "z": [{"type": "loadForever", "tieredReplicants": {"t1": 1, "t2": 1}}],
+                "w": [{"type": "loadForever", "tieredReplicants": {"t2": 1}}],
+                "q": [{"type": "loadForever", "tieredReplicants": {"t3": 1}}],
+                "x": [{"type": "loadForever", "tieredReplicants": {"t4": 1}}],
+            }
+        )
+    )
+    (path / "coordinator_config.json").write_text(
+        json.dumps({"maxSegmentsInNodeLoadingQueue": 10, "decommissioningNodes": ["a:8083"]})
+    )
     (path / "snapshot.json").write_text(json.dumps({"snapshot_time": "2030-01-01T00:00:00.000Z", "cluster": "explain"}))
     return path

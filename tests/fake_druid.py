@@ -52,15 +52,43 @@ ETERNITY = "-146136543-09-08T08:23:32.096Z/146140482-04-24T15:36:27.903Z"
 # ---- default data: a small cluster, written out by hand ------------------------------------------------
 
 SERVERS = [
-    {"server": "hist-1:8083", "host": "hist-1", "server_type": "historical", "tier": "_default_tier",
-     "curr_size": 3000, "max_size": 1000000, "priority": 0},
-    {"server": "hist-2:8083", "host": "hist-2", "server_type": "historical", "tier": "_default_tier",
-     "curr_size": 2300, "max_size": 1000000, "priority": 0},
-    {"server": "broker-1:8082", "host": "broker-1", "server_type": "broker", "tier": None,
-     "curr_size": 0, "max_size": 0, "priority": 0},
+    {
+        "server": "hist-1:8083",
+        "host": "hist-1",
+        "server_type": "historical",
+        "tier": "_default_tier",
+        "curr_size": 3000,
+        "max_size": 1000000,
+        "priority": 0,
+    },
+    {
+        "server": "hist-2:8083",
+        "host": "hist-2",
+        "server_type": "historical",
+        "tier": "_default_tier",
+        "curr_size": 2300,
+        "max_size": 1000000,
+        "priority": 0,
+    },
+    {
+        "server": "broker-1:8082",
+        "host": "broker-1",
+        "server_type": "broker",
+        "tier": None,
+        "curr_size": 0,
+        "max_size": 0,
+        "priority": 0,
+    },
     # a realtime task: serves a realtime segment, is no historical
-    {"server": "peon-1:8100", "host": "peon-1", "server_type": "indexer-executor", "tier": "_default_tier",
-     "curr_size": 0, "max_size": 0, "priority": 0},
+    {
+        "server": "peon-1:8100",
+        "host": "peon-1",
+        "server_type": "indexer-executor",
+        "tier": "_default_tier",
+        "curr_size": 0,
+        "max_size": 0,
+        "priority": 0,
+    },
 ]
 
 WIKI_A = {  # newest version of 2026-11-20, partition 0
@@ -168,13 +196,24 @@ RULES = {
 }
 
 CONFIG = {  # what a Druid 28 Coordinator answers
-    "millisToWaitBeforeDeleting": 900000, "mergeBytesLimit": 524288000, "mergeSegmentsLimit": 100,
-    "maxSegmentsToMove": 100, "replicantLifetime": 15, "replicationThrottleLimit": 500,
-    "balancerComputeThreads": 1, "killDataSourceWhitelist": [], "killPendingSegmentsSkipList": [],
-    "maxSegmentsInNodeLoadingQueue": 500, "decommissioningNodes": [],
-    "decommissioningMaxPercentOfMaxSegmentsToMove": 70, "pauseCoordination": False,
-    "replicateAfterLoadTimeout": False, "maxNonPrimaryReplicantsToLoad": 2147483647,
-    "useRoundRobinSegmentAssignment": True, "smartSegmentLoading": True, "debugDimensions": None,
+    "millisToWaitBeforeDeleting": 900000,
+    "mergeBytesLimit": 524288000,
+    "mergeSegmentsLimit": 100,
+    "maxSegmentsToMove": 100,
+    "replicantLifetime": 15,
+    "replicationThrottleLimit": 500,
+    "balancerComputeThreads": 1,
+    "killDataSourceWhitelist": [],
+    "killPendingSegmentsSkipList": [],
+    "maxSegmentsInNodeLoadingQueue": 500,
+    "decommissioningNodes": [],
+    "decommissioningMaxPercentOfMaxSegmentsToMove": 70,
+    "pauseCoordination": False,
+    "replicateAfterLoadTimeout": False,
+    "maxNonPrimaryReplicantsToLoad": 2147483647,
+    "useRoundRobinSegmentAssignment": True,
+    "smartSegmentLoading": True,
+    "debugDimensions": None,
 }
 
 MALFORMED = {
@@ -199,12 +238,26 @@ def unused_port() -> int:
 class FakeDruid:
     """The fake's data and knobs (module docstring); :meth:`start` serves it on 127.0.0.1."""
 
-    def __init__(self, *, servers=None, segments=None, server_segments=None, load_queues=None, rules=None,
-                 config=None, nested_segments: bool = False, fail_status: dict[str, int] | None = None,
-                 malformed: set[str] | frozenset[str] = frozenset(), cut_server_segments_after: int | None = None,
-                 cut_style: str = "close", delay_s: dict[str, float] | None = None,
-                 auth: tuple[str, str] | None = None, chunk_size: int = 97, redirect_to: str | None = None,
-                 leader: str | None = None):
+    def __init__(
+        self,
+        *,
+        servers=None,
+        segments=None,
+        server_segments=None,
+        load_queues=None,
+        rules=None,
+        config=None,
+        nested_segments: bool = False,
+        fail_status: dict[str, int] | None = None,
+        malformed: set[str] | frozenset[str] = frozenset(),
+        cut_server_segments_after: int | None = None,
+        cut_style: str = "close",
+        delay_s: dict[str, float] | None = None,
+        auth: tuple[str, str] | None = None,
+        chunk_size: int = 97,
+        redirect_to: str | None = None,
+        leader: str | None = None,
+    ):
         self.servers = copy.deepcopy(SERVERS if servers is None else servers)
         self.segments = copy.deepcopy(SEGMENTS if segments is None else segments)
         self.server_segments = copy.deepcopy(SERVER_SEGMENTS if server_segments is None else server_segments)
@@ -254,15 +307,28 @@ class FakeDruid:
             if self.nested_segments:  # SegmentWithOvershadowedStatus (older releases)
                 rows.append({"dataSegment": segment, "overshadowed": overshadowed})
             else:  # SegmentStatusInCluster: DataSegment unwrapped
-                rows.append({**segment, "overshadowed": overshadowed, "replicationFactor": replication,
-                             "numRows": num_rows, "realtime": False})
+                rows.append(
+                    {
+                        **segment,
+                        "overshadowed": overshadowed,
+                        "replicationFactor": replication,
+                        "numRows": num_rows,
+                        "realtime": False,
+                    }
+                )
         return json.dumps(rows, ensure_ascii=False).encode("utf-8")
 
     def load_queue_body(self, full: bool) -> bytes:
         def shown(segment):
             return segment if full else segment["identifier"]
-        return json.dumps({server: {"segmentsToLoad": [shown(s) for s in loads], "segmentsToDrop": [shown(s) for s in drops]}
-                           for server, (loads, drops) in self.load_queues.items()}, ensure_ascii=False).encode("utf-8")
+
+        return json.dumps(
+            {
+                server: {"segmentsToLoad": [shown(s) for s in loads], "segmentsToDrop": [shown(s) for s in drops]}
+                for server, (loads, drops) in self.load_queues.items()
+            },
+            ensure_ascii=False,
+        ).encode("utf-8")
 
     def object_lines(self) -> list[bytes]:
         return [json.dumps(row, separators=(",", ":")).encode("utf-8") for row in self.server_segments]
@@ -311,7 +377,9 @@ class _Handler(BaseHTTPRequestHandler):
         if name in fake.delay_s:
             time.sleep(fake.delay_s[name])
         if name in fake.fail_status:
-            return self._json(fake.fail_status[name], {"error": "Unknown exception", "errorMessage": f"injected failure of {name}"})
+            return self._json(
+                fake.fail_status[name], {"error": "Unknown exception", "errorMessage": f"injected failure of {name}"}
+            )
         if name in fake.malformed:
             if name == "server_segments":
                 return self._chunked(MALFORMED[name], "text/plain")
@@ -329,10 +397,17 @@ class _Handler(BaseHTTPRequestHandler):
         return self._object_lines()
 
     def _endpoint(self, method: str, path: str, query: str, body: Any) -> str | None:
-        if method == "GET" and path == "/druid/coordinator/v1/metadata/segments" and "includeOvershadowedStatus" in query:
+        if (
+            method == "GET"
+            and path == "/druid/coordinator/v1/metadata/segments"
+            and "includeOvershadowedStatus" in query
+        ):
             return "segments"
-        if method == "GET" and path in ("/druid/coordinator/v1/loadqueue", "/druid/coordinator/v1/rules",
-                                        "/druid/coordinator/v1/config"):
+        if method == "GET" and path in (
+            "/druid/coordinator/v1/loadqueue",
+            "/druid/coordinator/v1/rules",
+            "/druid/coordinator/v1/config",
+        ):
             return path.rsplit("/", 1)[1]
         if method == "POST" and path == "/druid/v2/sql":
             query_text = body.get("query", "") if isinstance(body, dict) else ""
@@ -365,7 +440,7 @@ class _Handler(BaseHTTPRequestHandler):
         self.end_headers()
         step = self.druid.chunk_size
         for i in range(0, len(data), step):
-            piece = data[i:i + step]
+            piece = data[i : i + step]
             self.wfile.write(b"%x\r\n%s\r\n" % (len(piece), piece))
         if finish:
             self.wfile.write(b"0\r\n\r\n")
@@ -377,7 +452,7 @@ class _Handler(BaseHTTPRequestHandler):
         lines = fake.object_lines()
         if fake.cut_server_segments_after is None:
             return self._chunked(b"\n".join(lines) + b"\n\n", "text/plain")
-        partial = b"\n".join(lines[:fake.cut_server_segments_after]) + b"\n"
+        partial = b"\n".join(lines[: fake.cut_server_segments_after]) + b"\n"
         self.close_connection = True
         if fake.cut_style == "chunked":
             self._chunked(partial, "text/plain", finish=False)

@@ -41,29 +41,37 @@ def assert_no_drop_costs_availability(snap: Path, ops: pd.DataFrame) -> int:
     snap = Path(snap)
     now = parse_instant_ms(json.loads((snap / "snapshot.json").read_text())["snapshot_time"])
     rules = load_rules(snap)
-    servers = {s["server"]: s["tier"] for s in json.loads((snap / "servers.json").read_text())
-               if str(s.get("server_type", "")).lower() == "historical"}
+    servers = {
+        s["server"]: s["tier"]
+        for s in json.loads((snap / "servers.json").read_text())
+        if str(s.get("server_type", "")).lower() == "historical"
+    }
     queues = json.loads((snap / "load_queues.json").read_text()) if (snap / "load_queues.json").exists() else {}
-    dropping = {(srv, e if isinstance(e, str) else e["segment_id"]) for srv, q in queues.items()
-                for e in q.get("segmentsToDrop", [])}
+    dropping = {
+        (srv, e if isinstance(e, str) else e["segment_id"])
+        for srv, q in queues.items()
+        for e in q.get("segmentsToDrop", [])
+    }
     serving: dict[str, set[str]] = {}
     for row in json.loads((snap / "server_segments.json").read_text()):
         if row["server"] in servers and (row["server"], row["segment_id"]) not in dropping:
             serving.setdefault(row["segment_id"], set()).add(row["server"])
     planned_drops = {(r.segment_id, r.server) for r in ops[(ops.action == "DROP") & ops.depends_on.isna()].itertuples()}
     by_id = {}
-    for (ds, start, end, version, partition), seg in _segments(snap).items():
+    for (ds, start, end, _version, _partition), seg in _segments(snap).items():
         by_id.setdefault(ds, []).append((start, end, seg))
     checked = 0
     independent = ops[(ops.action == "DROP") & ops.depends_on.isna() & (ops.reason == "overreplicated")]
     for sid in sorted(set(independent.segment_id)):
         ds = next(d for d in sorted(by_id, key=len, reverse=True) if sid.startswith(d + "_"))
-        start, end = (parse_instant_ms(t) for t in sid[len(ds) + 1:].split("_")[:2])
+        start, end = (parse_instant_ms(t) for t in sid[len(ds) + 1 :].split("_")[:2])
         rule = first_applying_rule(rules, ds, start, end, now)
         assert rule is not None and rule.kind == "load", f"{sid}: an excess drop of a segment without a load rule"
         targets = rule.tiered_replicants
         required = min(2, sum(targets.values()))
         loaded = {s for s in serving.get(sid, ()) if targets.get(servers[s], 0) > 0 and (sid, s) not in planned_drops}
-        assert len(loaded) >= required, f"{sid}: {len(loaded)} loaded replicas left ({sorted(loaded)}), {required} required"
+        assert len(loaded) >= required, (
+            f"{sid}: {len(loaded)} loaded replicas left ({sorted(loaded)}), {required} required"
+        )
         checked += int((independent.segment_id == sid).sum())
     return checked

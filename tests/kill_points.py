@@ -33,8 +33,15 @@ from segment_balancer.common import files
 #: A rename into place is ``os.replace``/``os.rename`` or, for a directory already there, the swap
 #: of ``files._renameat2``.
 RENAMES = [(os, "replace"), (os, "rename"), (files, "_renameat2")]
-STEPS = [*RENAMES, (os, "fsync"), (shutil, "copyfile"), (os, "makedirs"), (tempfile, "mkstemp"), (os, "unlink"),
-         (shutil, "rmtree")]
+STEPS = [
+    *RENAMES,
+    (os, "fsync"),
+    (shutil, "copyfile"),
+    (os, "makedirs"),
+    (tempfile, "mkstemp"),
+    (os, "unlink"),
+    (shutil, "rmtree"),
+]
 
 
 def die_at(n: int, steps=STEPS) -> list[int]:

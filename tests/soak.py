@@ -48,8 +48,17 @@ def random_cluster(path: Path, seed: int) -> Path:
     path.mkdir(parents=True)
     now_ms = parse_instant_ms(NOW)
     tiers = list(rng.choice(TIERS, size=int(rng.integers(1, 4)), replace=False))
-    servers = [{"server": f"{t}-{i}:8083", "host": f"{t}-{i}", "server_type": "historical", "tier": t,
-                "priority": 10 if t == "hot" else 0} for t in tiers for i in range(int(rng.integers(2, 6)))]
+    servers = [
+        {
+            "server": f"{t}-{i}:8083",
+            "host": f"{t}-{i}",
+            "server_type": "historical",
+            "tier": t,
+            "priority": 10 if t == "hot" else 0,
+        }
+        for t in tiers
+        for i in range(int(rng.integers(2, 6)))
+    ]
 
     def replicas() -> dict:
         named = [t for t in tiers if rng.random() < 0.7] or [tiers[0]]
@@ -65,8 +74,10 @@ def random_cluster(path: Path, seed: int) -> Path:
         if i > 0 and kind < 0.15:
             rules[ds] = [{"type": "dropForever"}]
         elif kind < 0.55:
-            rules[ds] = [{"type": "loadByPeriod", "period": "P30D", "tieredReplicants": replicas()},
-                         {"type": "loadForever", "tieredReplicants": replicas()}]
+            rules[ds] = [
+                {"type": "loadByPeriod", "period": "P30D", "tieredReplicants": replicas()},
+                {"type": "loadForever", "tieredReplicants": replicas()},
+            ]
         elif kind < 0.85:
             rules[ds] = [{"type": "loadForever", "tieredReplicants": replicas()}]
         # else: _default
@@ -75,8 +86,13 @@ def random_cluster(path: Path, seed: int) -> Path:
         for d in range(int(rng.integers(10, 40))):
             start = now_ms - (d + 1) * DAY_MS
             interval = f"{_iso(start)}/{_iso(start + DAY_MS)}"
-            seg = {"dataSource": ds, "interval": interval, "version": "2024-01-01T00:00:00.000Z",
-                   "size": int(rng.integers(20, 200)) * MB, "shardSpec": {"type": "none"}}
+            seg = {
+                "dataSource": ds,
+                "interval": interval,
+                "version": "2024-01-01T00:00:00.000Z",
+                "size": int(rng.integers(20, 200)) * MB,
+                "shardSpec": {"type": "none"},
+            }
             segments.append(seg)
             sid = f"{ds}_{interval.replace('/', '_')}_{seg['version']}"
             holders = rng.choice(len(servers), size=int(rng.integers(0, min(4, len(servers)) + 1)), replace=False)
@@ -139,7 +155,7 @@ class Tally:
     steps: int = 0
     violations: list[str] = field(default_factory=list)
 
-    def add(self, other: "Tally") -> None:
+    def add(self, other: Tally) -> None:
         self.clusters += other.clusters
         self.runs += other.runs
         self.operations += other.operations
@@ -155,8 +171,11 @@ def _read_json(path: Path, default=None):
 def _state(snap: Path):
     """(historicals {server: (tier, max_size)}, served pairs, segment sizes, required per id,
     tiers with a target per id; segments without a load rule left out of the last two)."""
-    historicals = {s["server"]: (s["tier"], s["max_size"]) for s in _read_json(snap / "servers.json")
-                   if s.get("server_type", "historical") == "historical"}
+    historicals = {
+        s["server"]: (s["tier"], s["max_size"])
+        for s in _read_json(snap / "servers.json")
+        if s.get("server_type", "historical") == "historical"
+    }
     path = snap / "server_segments.json"
     if path.exists():
         pairs = {(r["server"], r["segment_id"]) for r in json.loads(path.read_text())}
@@ -242,7 +261,9 @@ def check_run(snap: Path, plan: Path, orders: int, rng: np.random.Generator, lab
             if planned_independent and sid in required:
                 loaded = sum(1 for h in holders[sid] if historicals[h][0] in targets[sid])
                 if loaded < required[sid]:
-                    tally.violations.append(f"{label} required: {sid} at {loaded} < {required[sid]} after the drop on {srv}")
+                    tally.violations.append(
+                        f"{label} required: {sid} at {loaded} < {required[sid]} after the drop on {srv}"
+                    )
         tally.orders += 1
 
     loads = [e for e in events if e[0] == "load"]
@@ -255,14 +276,15 @@ def check_run(snap: Path, plan: Path, orders: int, rng: np.random.Generator, lab
         sequence = [events[i] for i in rng.permutation(len(events))]
         # a dependent drop waits for its load: put each one right after its load when it came first
         position = {e[1]: i for i, e in enumerate(sequence) if e[0] == "load"}
-        keys = [position[e[4]] + 0.5 if e[0] == "drop" and e[4] in position and position[e[4]] > i else i
-                for i, e in enumerate(sequence)]
+        keys = [
+            position[e[4]] + 0.5 if e[0] == "drop" and e[4] in position and position[e[4]] > i else i
+            for i, e in enumerate(sequence)
+        ]
         run_order([e for _, e in sorted(zip(keys, sequence), key=lambda pair: pair[0])], outcome)
     return tally
 
 
-def soak(spark, clusters: range, runs: int, out: Path, orders: int = 20, failure_rate: float = 0.2,
-         log=None) -> Tally:
+def soak(spark, clusters: range, runs: int, out: Path, orders: int = 20, failure_rate: float = 0.2, log=None) -> Tally:
     """Plan ``runs`` runs of every cluster seed of ``clusters`` (loads failing at ``failure_rate``)
     and check every run (:func:`check_run`); cluster directories under ``out``."""
     import shutil
@@ -283,7 +305,9 @@ def soak(spark, clusters: range, runs: int, out: Path, orders: int = 20, failure
             current = run_dir / "snapshot"
         total.clusters += 1
         if log:
-            log(f"cluster {seed}: {total.runs} runs, {total.operations} operations, {total.orders} orders, "
-                f"{len(total.violations)} violations so far")
+            log(
+                f"cluster {seed}: {total.runs} runs, {total.operations} operations, {total.orders} orders, "
+                f"{len(total.violations)} violations so far"
+            )
         shutil.rmtree(base / "sim", ignore_errors=True)
     return total

@@ -21,7 +21,7 @@ STAGE_RANGE = "`planner/stages/s01_unreplicated.py` … `s13_broadcast_on_decomm
 def _section(title: str) -> str:
     start = DOC.index(f"## {title}")
     end = DOC.find("\n## ", start + 1)
-    return DOC[start:end if end > 0 else None]
+    return DOC[start : end if end > 0 else None]
 
 
 def _table_paths(section: str) -> set[str]:
@@ -52,23 +52,34 @@ def _has_code(path: Path) -> bool:
 
 
 def _modules() -> set[str]:
-    return {str(p.relative_to(PACKAGE)) for p in PACKAGE.rglob("*.py")
-            if "snapshots" not in p.parts and (p.name != "__init__.py" or _has_code(p))}
+    return {
+        str(p.relative_to(PACKAGE))
+        for p in PACKAGE.rglob("*.py")
+        if "snapshots" not in p.parts and (p.name != "__init__.py" or _has_code(p))
+    }
 
 
 def test_every_module_is_on_the_page_and_every_module_on_the_page_exists():
-    documented = {p for p in _table_paths(_section("Layout")) if p.endswith(".py") and not p.startswith(
-        ("dags/", "plugins/", "spark_apps/", "include/", "tests/"))}
+    documented = {
+        p
+        for p in _table_paths(_section("Layout"))
+        if p.endswith(".py") and not p.startswith(("dags/", "plugins/", "spark_apps/", "include/", "tests/"))
+    }
     modules = _modules()
     assert modules - documented == set(), "modules ARCHITECTURE.md does not name"
     assert documented - modules == set(), "ARCHITECTURE.md names modules that do not exist"
 
 
 def test_every_dag_and_plugin_file_is_on_the_page_and_exists():
-    documented = {p for p in _table_paths(_section("Layout")) if p.startswith(("dags/", "plugins/"))
-                  and p.endswith(".py")}
-    files = {str(p.relative_to(REPO)) for d in ("dags", "plugins") for p in (REPO / d).rglob("*.py")
-             if p.name != "__init__.py" and "__pycache__" not in p.parts}
+    documented = {
+        p for p in _table_paths(_section("Layout")) if p.startswith(("dags/", "plugins/")) and p.endswith(".py")
+    }
+    files = {
+        str(p.relative_to(REPO))
+        for d in ("dags", "plugins")
+        for p in (REPO / d).rglob("*.py")
+        if p.name != "__init__.py" and "__pycache__" not in p.parts
+    }
     assert files - documented == set()
     assert documented - files == set()
 
@@ -83,8 +94,11 @@ def test_every_package_has_its_paragraph_and_says_what_it_may_import():
         assert "import" in paragraph.group(1).lower(), name
 
 
-@pytest.mark.parametrize("path", sorted(p for p in PACKAGE.rglob("*.py") if "snapshots" not in p.parts),
-                         ids=lambda p: str(p.relative_to(PACKAGE)))
+@pytest.mark.parametrize(
+    "path",
+    sorted(p for p in PACKAGE.rglob("*.py") if "snapshots" not in p.parts),
+    ids=lambda p: str(p.relative_to(PACKAGE)),
+)
 def test_every_module_opens_with_one_line_saying_what_it_is(path):
     doc = ast.get_docstring(ast.parse(path.read_text()))
     assert doc and doc.splitlines()[0].strip(), f"{path.relative_to(PACKAGE)} has no opening docstring"

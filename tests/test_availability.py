@@ -6,7 +6,6 @@ import math
 
 import pandas as pd
 import pytest
-
 from availability_snapshot import ID, NAME, UNLISTED, write_snapshot
 from invariants import assert_no_drop_costs_availability
 
@@ -25,8 +24,17 @@ def planned(spark, tmp_path_factory):
 
 def _rows(ops, stages):
     part = ops[ops.stage.isin(stages)]
-    return [(int(r.stage), r.action, None if pd.isna(r.queue_type) else r.queue_type, NAME[r.segment_id], r.server,
-             r.reason) for r in part.itertuples()]
+    return [
+        (
+            int(r.stage),
+            r.action,
+            None if pd.isna(r.queue_type) else r.queue_type,
+            NAME[r.segment_id],
+            r.server,
+            r.reason,
+        )
+        for r in part.itertuples()
+    ]
 
 
 def test_loads_and_moves_follow_the_hand_worked_plan(planned):
@@ -45,13 +53,15 @@ def test_loads_and_moves_follow_the_hand_worked_plan(planned):
 
 def test_stage12_drops_only_what_keeps_every_segment_available(planned):
     _, _, _, ops = planned
-    assert sorted(_rows(ops, [12])) == sorted([
-        (12, "DROP", None, "X", "d1", "overreplicated"),          # the decommissioning excess replica
-        (12, "DROP", None, "W1", "cold0", "overshadowed"),        # W2 is served
-        (12, "DROP", None, "W1", "cold1", "overshadowed"),
-        (12, "DROP", None, "gone", "d3", "unused"),               # not in segments.jsonl
-        (12, "DROP", None, "ry_old", "d3", "unused"),
-    ])
+    assert sorted(_rows(ops, [12])) == sorted(
+        [
+            (12, "DROP", None, "X", "d1", "overreplicated"),  # the decommissioning excess replica
+            (12, "DROP", None, "W1", "cold0", "overshadowed"),  # W2 is served
+            (12, "DROP", None, "W1", "cold1", "overshadowed"),
+            (12, "DROP", None, "gone", "d3", "unused"),  # not in segments.jsonl
+            (12, "DROP", None, "ry_old", "d3", "unused"),
+        ]
+    )
     assert ops[ops.stage == 12].depends_on.isna().all()
     untouched = {"Q", "G", "V1", "E", "D1", "D2"}
     assert not set(ops.segment_id.map(NAME)) & untouched
@@ -62,19 +72,27 @@ def test_summary_counts_deferred_drops_waiting_and_unlisted_segments(planned):
     availability = summary["availability"]
     assert (availability["deferred_drops"], availability["deferred_segments"]) == (3, 2)  # Q: 1, G: 2
     assert sorted(NAME[s] for s in availability["deferred_examples"]) == ["G", "Q"]
-    assert summary["overshadowed_waiting"] == {"segments": 1, "served_replicas": 2,
-                                               "per_datasource": {"rx": {"segments": 1, "served_replicas": 2}}}
+    assert summary["overshadowed_waiting"] == {
+        "segments": 1,
+        "served_replicas": 2,
+        "per_datasource": {"rx": {"segments": 1, "served_replicas": 2}},
+    }
     unlisted = summary["unlisted"]
     assert (unlisted["segments"], unlisted["served_replicas"]) == (3, 2)
-    assert unlisted["per_datasource"] == {"gone": {"segments": 2, "served_replicas": 1},
-                                          "ry_old": {"segments": 1, "served_replicas": 1}}
+    assert unlisted["per_datasource"] == {
+        "gone": {"segments": 2, "served_replicas": 1},
+        "ry_old": {"segments": 1, "served_replicas": 1},
+    }
     assert any(a["kind"] == "unknown_tier" and "ghost" in a["message"] for a in summary["alerts"])
     assert summary["by_reason"]["unused"] == 2 and summary["by_reason"]["overshadowed"] == 2
 
 
 def test_groups_excess_decommissioning_replica_and_stuck_balancing(planned):
     base, _, _, _ = planned
-    groups = {g["name"]: {NAME.get(i, i) for i in _ids(base, g)} for g in json.loads((base / "plan" / "groups.json").read_text())}
+    groups = {
+        g["name"]: {NAME.get(i, i) for i in _ids(base, g)}
+        for g in json.loads((base / "plan" / "groups.json").read_text())
+    }
     assert groups["ToBecomeNotLoadedOnDecommServers[_default_tier]"] == {"X", "Y"}
     assert groups.get("StillLoadedOnDecommServers[_default_tier]", set()) == set()
     # e1 ranks first for every segment of the eternal tier but has no room: stage 7 lists them,
@@ -115,7 +133,7 @@ def test_eternity_segment_is_read_and_its_costs_are_druids(spark, planned):
 
     base, _, _, _ = planned
     assert ID["E"] == ("all_-146136543-09-08T08:23:32.096Z_146140482-04-24T15:36:27.903Z_2019-01-01T00:00:00.000Z")
-    day_vs_eternity = 2 * 24 ** 2 / math.log(2)
+    day_vs_eternity = 2 * 24**2 / math.log(2)
     out = explain_segment(spark, base / "work", ID["E"])
     assert (out["required"], out["waiting"], out["listed"]) == (1, None, True)
     v1 = explain_segment(spark, base / "work", ID["V1"])
@@ -139,7 +157,11 @@ def test_unlisted_segment_ids_are_parsed_as_druid_does(planned):
     assert (old.datasource, old.version, int(old.partition_num), int(old.size_bytes)) == ("ry_old", "v1", 3, 0)
     assert not old.used and not old.listed
     gone = segs.loc[UNLISTED["gone2"]]
-    assert (gone.datasource, gone.version, int(gone.end_ms - gone.start_ms)) == ("gone", "2019-09-01T00:00:00.000Z", 86_400_000)
+    assert (gone.datasource, gone.version, int(gone.end_ms - gone.start_ms)) == (
+        "gone",
+        "2019-09-01T00:00:00.000Z",
+        86_400_000,
+    )
 
 
 def test_explain_tells_why_each_case_was_left_alone(planned):
@@ -157,13 +179,19 @@ def test_explain_tells_why_each_case_was_left_alone(planned):
     # Q: the only candidate is in cold (target 0) and nothing is loaded yet: 0 < required 1
     ((tier, outcome, detail),) = decisions("Q", "stage12_unload")
     assert (tier, outcome) == (None, "deferred")
-    assert (detail["deferred"], detail["loaded"], detail["required"], detail["refused"]) == (1, 0, 1, [["cold", "cold0"]])
+    assert (detail["deferred"], detail["loaded"], detail["required"], detail["refused"]) == (
+        1,
+        0,
+        1,
+        [["cold", "cold0"]],
+    )
     # G: both replicas are excess (its tier is absent) and both drops are refused
     ((_, outcome, detail),) = decisions("G", "stage12_unload")
     assert (outcome, detail["deferred"], detail["loaded"], detail["required"]) == ("deferred", 2, 0, 2)
     assert sorted(detail["refused"]) == [["_default_tier", "d2"], ["cold", "cold1"]]
     # X: stage 5 leaves the decommissioning replica (the tier holds its target without it) for stage 12
     assert decisions("X", "stage05_decommissioning") == [
-        ("_default_tier", "excess_on_decomm", {"target": 1, "count": 2, "on_decommissioning": 1})]
+        ("_default_tier", "excess_on_decomm", {"target": 1, "count": 2, "on_decommissioning": 1})
+    ]
     x12 = next(s for s in explain_plan(base / "plan", ID["X"])["stages"] if s["app"] == "stage12_unload")
     assert [(o["action"], o["server"], o["reason"]) for o in x12["operations"]] == [("DROP", "d1", "overreplicated")]

@@ -5,20 +5,20 @@ was expected; exit code 2, no traceback, nothing written under the plans directo
 The DAG side runs each task's own code path: ``resolve_snapshot`` (the DAG's first task) for the
 small files and the overrides, before any work directory; the stage applications wrapped as their
 operators wrap them (``refusal.refusing_bad_input``) for the segment and replica files, which Spark
-reads (one kind of each file: the applications are the CLI's own). ``tests/dags/test_refusal.py`` runs a real ``dag.test()`` and reads its log.
+reads (one kind of each file: the applications are the CLI's own). ``tests/dags/test_refusal.py``
+runs a real ``dag.test()`` and reads its log.
 """
 
 from __future__ import annotations
 
 import json
-import os
-from datetime import datetime, timezone
+from datetime import UTC, datetime
 from pathlib import Path
 from types import SimpleNamespace
 
 import pytest
-
 from bad_inputs import KINDS, Kind, bad_snapshot
+
 from segment_balancer.tools.cli import main
 from segment_balancer_airflow.refusal import InputRefused
 
@@ -30,8 +30,17 @@ SPARK = [k for k in KINDS if k.spark]
 def test_the_corpus_has_at_least_forty_kinds_over_every_input():
     assert len(KINDS) >= 40
     files = {k.file.removesuffix(".gz") for k in KINDS if k.file} | {"overrides" for k in KINDS if k.file is None}
-    assert files >= {"servers.json", "load_queues.json", "rules.json", "coordinator_config.json", "snapshot.json",
-                     "segments.jsonl", "server_segments.json", "server_segments.jsonl", "overrides"}
+    assert files >= {
+        "servers.json",
+        "load_queues.json",
+        "rules.json",
+        "coordinator_config.json",
+        "snapshot.json",
+        "segments.jsonl",
+        "server_segments.json",
+        "server_segments.jsonl",
+        "overrides",
+    }
 
 
 def check_message(message: str, kind: Kind, source: str) -> None:
@@ -75,11 +84,19 @@ def run_resolve(resolve, kind: Kind, tmp_path: Path, monkeypatch) -> str:
     snap = bad_snapshot(tmp_path / "dag-snap", kind)
     home = tmp_path / "home"
     monkeypatch.setenv("SEGMENT_BALANCER_HOME", str(home))
-    params = {**DagBag(dag_folder=str(REPO / "dags")).dags["segment_balancing"].params.dump(),
-              "snapshot": str(snap), "snapshots_root": str(tmp_path), "config_overrides": kind.overrides}
+    params = {
+        **DagBag(dag_folder=str(REPO / "dags")).dags["segment_balancing"].params.dump(),
+        "snapshot": str(snap),
+        "snapshots_root": str(tmp_path),
+        "config_overrides": kind.overrides,
+    }
     with pytest.raises(InputRefused) as info:
-        resolve(params=params, run_id="manual__bad", logical_date=None,
-                dag_run=SimpleNamespace(run_after=datetime(2030, 1, 1, tzinfo=timezone.utc), dag_id="segment_balancing"))
+        resolve(
+            params=params,
+            run_id="manual__bad",
+            logical_date=None,
+            dag_run=SimpleNamespace(run_after=datetime(2030, 1, 1, tzinfo=UTC), dag_id="segment_balancing"),
+        )
     assert str(info.value) == "input refused: " + info.value.message
     assert not home.exists()  # no work directory, no plan
     return info.value.message
@@ -110,13 +127,18 @@ def run_stage_tasks(spark, snap: Path, work: Path) -> str:
 
 #: Spark kinds also run as the DAG's stage tasks (the same applications as the CLI's, wrapped as
 #: their operators wrap them): one of each file, rather than all, to spare the test time.
-AS_DAG_TASKS = {"segments: interval of one part", "segments: truncated gzip", "replicas: unknown server",
-                "queues: unknown reference"}
+AS_DAG_TASKS = {
+    "segments: interval of one part",
+    "segments: truncated gzip",
+    "replicas: unknown server",
+    "queues: unknown reference",
+}
 
 
 @pytest.mark.parametrize("kind", SPARK, ids=[k.name for k in SPARK])
-def test_segment_and_replica_files_are_refused_by_the_first_spark_task(kind, spark, tmp_path, capsys, resolve,
-                                                                       monkeypatch):
+def test_segment_and_replica_files_are_refused_by_the_first_spark_task(
+    kind, spark, tmp_path, capsys, resolve, monkeypatch
+):
     cli = run_cli(kind, tmp_path, capsys)
     check_message(cli, kind, kind.file)
     if kind.name in AS_DAG_TASKS:
@@ -132,7 +154,11 @@ def test_every_dag_task_kind_is_a_spark_kind():
 
 
 def test_a_missing_segments_file_is_refused_by_the_first_task(tmp_path, capsys, resolve, monkeypatch):
-    kind = Kind("segments: missing", "segments.jsonl", ("file is missing", "expected segments.jsonl or segments.jsonl.gz"),
-                lambda snap: (snap / "segments.jsonl.gz").unlink())
+    kind = Kind(
+        "segments: missing",
+        "segments.jsonl",
+        ("file is missing", "expected segments.jsonl or segments.jsonl.gz"),
+        lambda snap: (snap / "segments.jsonl.gz").unlink(),
+    )
     check_message(run_cli(kind, tmp_path, capsys), kind, kind.file)
     check_message(run_resolve(resolve, kind, tmp_path, monkeypatch), kind, kind.file)

@@ -43,10 +43,28 @@ def test_the_cli_capture_and_plan_write_no_credential(spark, tmp_path, capsys, c
     with fd.fake_druid(auth=auth) as leader, fd.fake_druid(auth=auth) as follower, fd.fake_druid(auth=auth) as broker:
         follower.redirect_to, follower.leader = leader.url, leader.url
         snap = tmp_path / "snap"
-        assert main(["capture", "--coordinator", follower.url, "--broker", broker.url, "--out", str(snap),
-                     "--cluster", "prod", "--user", USER]) == 0
+        assert (
+            main(
+                [
+                    "capture",
+                    "--coordinator",
+                    follower.url,
+                    "--broker",
+                    broker.url,
+                    "--out",
+                    str(snap),
+                    "--cluster",
+                    "prod",
+                    "--user",
+                    USER,
+                ]
+            )
+            == 0
+        )
         assert any(a == fd._basic(*auth) for a in leader.authorizations)  # it did send them, to the leader
-    assert main(["plan", "--snapshot", str(snap), "--out", str(tmp_path / "plan"), "--work", str(tmp_path / "work")]) == 0
+    assert (
+        main(["plan", "--snapshot", str(snap), "--out", str(tmp_path / "plan"), "--work", str(tmp_path / "work")]) == 0
+    )
     out = capsys.readouterr()
     assert "redirected to" in caplog.text
     assert leaks(caplog.text + out.out + out.err) == []
@@ -63,17 +81,28 @@ def test_the_capture_dag_writes_no_credential_to_its_log_or_xcom(airflow_home, t
     root = tmp_path / "snapshots"
     with fd.fake_druid(auth=auth) as leader, fd.fake_druid(auth=auth) as follower, fd.fake_druid(auth=auth) as broker:
         follower.redirect_to, follower.leader = leader.url, leader.url
-        for conn_id, conn_type, fake in (("DRUID_BROKER_DEFAULT", "druid", broker),
-                                         ("DRUID_COORDINATOR_DEFAULT", "http", follower)):
+        for conn_id, conn_type, fake in (
+            ("DRUID_BROKER_DEFAULT", "druid", broker),
+            ("DRUID_COORDINATOR_DEFAULT", "http", follower),
+        ):
             host, port = fake.url.split("//")[1].split(":")
-            monkeypatch.setenv(f"AIRFLOW_CONN_{conn_id}", json.dumps(
-                {"conn_type": conn_type, "host": host, "port": int(port), "login": USER, "password": PASSWORD}))
-        run = DagBag(dag_folder=str(REPO / "dags")).dags["druid_snapshot_capture"].test(
-            run_conf={"snapshots_root": str(root), "cluster": "prod"})
+            monkeypatch.setenv(
+                f"AIRFLOW_CONN_{conn_id}",
+                json.dumps(
+                    {"conn_type": conn_type, "host": host, "port": int(port), "login": USER, "password": PASSWORD}
+                ),
+            )
+        run = (
+            DagBag(dag_folder=str(REPO / "dags"))
+            .dags["druid_snapshot_capture"]
+            .test(run_conf={"snapshots_root": str(root), "cluster": "prod"})
+        )
     assert run.state == "success"
     with create_session() as session:
-        xcoms = [json.dumps(x.value, default=str) for x in
-                 session.query(XComModel).filter(XComModel.run_id == run.run_id).all()]
+        xcoms = [
+            json.dumps(x.value, default=str)
+            for x in session.query(XComModel).filter(XComModel.run_id == run.run_id).all()
+        ]
     assert xcoms and leaks("\n".join(xcoms)) == []
     out = capfd.readouterr()
     logged = out.out + out.err + caplog.text

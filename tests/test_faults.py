@@ -14,9 +14,9 @@ from pathlib import Path
 
 import pandas as pd
 import pytest
-
 from druid_sample_plan import SNAPSHOT
 from plan_summaries import summary
+
 from segment_balancer.plan.publish import plan_fingerprint, publish_plan
 
 HERE = Path(__file__).resolve().parent
@@ -25,14 +25,18 @@ HERE = Path(__file__).resolve().parent
 def run_script(*args: str, timeout: int = 600) -> subprocess.CompletedProcess:
     env = {**os.environ, "PYTHONPATH": os.pathsep.join([str(HERE), os.environ.get("PYTHONPATH", "")])}
     env.pop("PYSPARK_SUBMIT_ARGS", None)
-    return subprocess.run([sys.executable, str(HERE / "kill_points.py"), *args], env=env, capture_output=True,
-                          text=True, timeout=timeout)
+    return subprocess.run(
+        [sys.executable, str(HERE / "kill_points.py"), *args], env=env, capture_output=True, text=True, timeout=timeout
+    )
 
 
 # ---- (a) a stage's application killed mid-write, the task retried: the identical plan -------------------------
 
+
 @pytest.mark.parametrize("app, nth", [("prepare", 3), ("stage12_unload", 2)])
-def test_a_stage_killed_mid_write_then_retried_gives_the_identical_plan(app, nth, spark, druid_sample_planned, tmp_path):
+def test_a_stage_killed_mid_write_then_retried_gives_the_identical_plan(
+    app, nth, spark, druid_sample_planned, tmp_path
+):
     """The stage's process dies by SIGKILL between writing a table aside and renaming it into place
     (its ``nth`` rename); the retry runs the same application on the same work directory and
     input XCom, as Airflow's retry of the task does, and the run goes on: the plan is the one of
@@ -46,7 +50,7 @@ def test_a_stage_killed_mid_write_then_retried_gives_the_identical_plan(app, nth
     done = run_script("stage", str(SNAPSHOT), str(work), app, str(nth))
     assert done.returncode == -9, done.stderr[-3000:]  # SIGKILL, mid-write
     xcom = json.loads((work / "xcom-in.json").read_text())
-    for name in APP_NAMES[APP_NAMES.index(app):]:  # the retry, then the rest of the run
+    for name in APP_NAMES[APP_NAMES.index(app) :]:  # the retry, then the rest of the run
         xcom = run_app(spark, name, SNAPSHOT, work, xcom)
     require_valid(work / "plan", work)
     out = publish_plan(work / "plan", tmp_path / "plans" / "retried")
@@ -56,14 +60,16 @@ def test_a_stage_killed_mid_write_then_retried_gives_the_identical_plan(app, nth
 
 # ---- (b) publish killed at any point: LATEST names the old or the new plan, whole ----------------------------
 
+
 def plan_dir(path: Path, cluster: str, planned_at: str) -> Path:
     """A validated stand-in plan (``plan_summaries.summary``) whose run began at ``planned_at``."""
     path.mkdir(parents=True)
     (path / "operations.parquet").write_bytes(b"ops of " + cluster.encode())
     (path / "assignment.parquet").write_bytes(b"assignment of " + cluster.encode())
     (path / "summary.json").write_text(json.dumps({**summary(cluster=cluster), "planned_at": planned_at}))
-    (path / "validation.json").write_text(json.dumps({"success": True, "checks": [],
-                                                      "plan_files": plan_fingerprint(path)}))
+    (path / "validation.json").write_text(
+        json.dumps({"success": True, "checks": [], "plan_files": plan_fingerprint(path)})
+    )
     return path
 
 
@@ -91,6 +97,7 @@ def test_publish_killed_at_every_step_leaves_latest_on_a_whole_plan(tmp_path):
 
 
 # ---- (c) a full disk: the run fails with that message and publishes nothing ----------------------------------
+
 
 def test_a_full_disk_fails_the_run_with_its_message_and_publishes_nothing(spark, tmp_path, capsys, monkeypatch):
     """Every rename into the work directory's ``plan`` fails with ENOSPC, as on a full disk: the
@@ -134,6 +141,7 @@ def test_a_full_disk_while_publishing_keeps_the_published_plan(tmp_path, monkeyp
 
 # ---- (d) two runs at once: each plan whole, LATEST names the later ------------------------------------------
 
+
 def test_two_runs_publishing_at_once_each_whole_and_latest_names_the_later(tmp_path):
     """Runs ``a`` and ``b`` of one cluster and snapshot, ``b`` begun later, publish at the same
     moment, twenty times over: both plans are whole and ``LATEST`` names ``b`` every time."""
@@ -158,8 +166,9 @@ def test_latest_names_the_newest_snapshot_then_the_later_run(tmp_path):
         path.mkdir()
         for f in ("operations.parquet", "assignment.parquet"):
             (path / f).write_bytes(name.encode())
-        (path / "summary.json").write_text(json.dumps({**summary(cluster="c", snapshot_time=snapshot_time),
-                                                       "planned_at": planned_at}))
+        (path / "summary.json").write_text(
+            json.dumps({**summary(cluster="c", snapshot_time=snapshot_time), "planned_at": planned_at})
+        )
         (path / "validation.json").write_text(json.dumps({"success": True, "plan_files": plan_fingerprint(path)}))
         return path
 

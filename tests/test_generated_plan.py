@@ -4,7 +4,6 @@ with the cases of real clusters the generator adds (``sample._real_cluster_cases
 
 import pandas as pd
 import pytest
-
 from invariants import assert_no_drop_costs_availability
 
 from segment_balancer.tools.pipeline import run_plan
@@ -30,7 +29,8 @@ def test_killed_segment_still_served_is_dropped_as_unused(planned):
     _, summary, ops = planned
     drops = ops[ops.segment_id == UNEXPORTED[0]]
     assert set(zip(drops.action, drops.server, drops.reason)) == {
-        ("DROP", f"{n}:8083", "unused") for n in UNEXPORTED[1]}
+        ("DROP", f"{n}:8083", "unused") for n in UNEXPORTED[1]
+    }
     assert summary["unlisted"]["per_datasource"] == {"wikipedia": {"segments": 1, "served_replicas": 2}}
 
 
@@ -38,7 +38,9 @@ def test_all_granularity_segment_moves_off_the_decommissioning_server(planned):
     """countries (eternity, _default_tier 2) is on hist-default-01 and the decommissioning
     hist-default-04: count 2 − 1 on decommissioning < 2, so stage 5 (or 9) moves it."""
     _, _, ops = planned
-    countries = ops[ops.segment_id.str.startswith("countries_-146136543-09-08T08:23:32.096Z_146140482-04-24T15:36:27.903Z")]
+    countries = ops[
+        ops.segment_id.str.startswith("countries_-146136543-09-08T08:23:32.096Z_146140482-04-24T15:36:27.903Z")
+    ]
     moves = countries[countries.stage.isin([5, 9])]
     assert list(moves.action) == ["LOAD", "DROP"]
     assert moves.iloc[1].server == "hist-default-04:8083" and moves.iloc[1].depends_on == moves.iloc[0].op_id

@@ -47,13 +47,13 @@ import shutil
 
 import pandas as pd
 import pytest
-
 from druid_sample_plan import EXPECTED_STAGES_1_TO_5, SNAPSHOT, rows, server, short
 
 from segment_balancer.plan.publish import PublishError, publish_plan
 from segment_balancer.plan.validation import PlanValidationError, require_valid
 from segment_balancer.planner.stages import APP_NAMES
 from segment_balancer.tools.pipeline import run_plan
+
 
 @pytest.fixture(scope="module")
 def planned(druid_sample_planned):
@@ -90,8 +90,13 @@ def test_assignment_is_the_projected_end_state(planned):
     got = {}
     for r in a.itertuples():
         got.setdefault(short(r.segment_id), set()).add(server(r.server))
-    assert got == {"tw01": {"h2", "d2"},
-                   "tw02": {"h1", "d2"}, "tw03": {"h2", "d3"}, "ed": {"d2", "d3"}, "wk": {"d2", "d3"}}
+    assert got == {
+        "tw01": {"h2", "d2"},
+        "tw02": {"h1", "d2"},
+        "tw03": {"h2", "d3"},
+        "ed": {"d2", "d3"},
+        "wk": {"d2", "d3"},
+    }
 
 
 def test_summary_reports_groups_status_and_validation(planned):
@@ -138,7 +143,9 @@ def test_explain_ranks_every_server_of_each_tier(spark, planned):
     # h1: max 1,000,000,000 - 880,560,760 projected = 119,439,240 bytes free < tw03's 411,651,320.
     assert hot == [("h2", 1, True, None), ("h1", 2, False, "not enough room (119439240 bytes available)")]
     assert tiers["hot"]["servers"][0]["cost"] == 0.0 and tiers["hot"]["servers"][1]["cost"] > 0
-    default = [(server(s["server"]), s["rank"], s["in_top_b"], s["ineligible"]) for s in tiers["_default_tier"]["servers"]]
+    default = [
+        (server(s["server"]), s["rank"], s["in_top_b"], s["ineligible"]) for s in tiers["_default_tier"]["servers"]
+    ]
     assert default == [("d3", 1, True, None), ("d2", 2, False, None), ("d1", None, False, "decommissioning")]
     assert (tiers["hot"]["b"], tiers["_default_tier"]["b"]) == (1, 1)
 
@@ -152,8 +159,9 @@ def test_a_key_of_a_newer_druid_plans_with_a_warning(spark, planned, tmp_path):
     snap = tmp_path / "snap"
     shutil.copytree(SNAPSHOT, snap)
     config = json.loads((snap / "coordinator_config.json").read_text())
-    (snap / "coordinator_config.json").write_text(json.dumps({**config, "maxSegmentsInNodeLoadQueue": 3,
-                                                              "replicationThrottleLimit": None}))
+    (snap / "coordinator_config.json").write_text(
+        json.dumps({**config, "maxSegmentsInNodeLoadQueue": 3, "replicationThrottleLimit": None})
+    )
     summary = run_plan(spark, snap, tmp_path / "plan")
     _, _, ops = planned
     again = pd.read_parquet(tmp_path / "plan" / "operations.parquet")

@@ -29,9 +29,15 @@ from segment_balancer.tools.pipeline import run_plan
 SCENARIOS = Path(__file__).parent / "scenarios"
 LOADING, DECOMM, BALANCING = "loading", "decommissioning", "balancing"
 STAGE_GROUPS = {
-    "ToBecomeFullyReplicated", "ToBecomeUnderreplicated", "StillUnreplicated", "ToBecomeFullyBroadcast",
-    "StillUnderbroadcast", "StillUnderreplicated", "ToBecomeNotLoadedOnDecommServers",
-    "StillLoadedOnDecommServers", "ToBeBalanced",
+    "ToBecomeFullyReplicated",
+    "ToBecomeUnderreplicated",
+    "StillUnreplicated",
+    "ToBecomeFullyBroadcast",
+    "StillUnderbroadcast",
+    "StillUnderreplicated",
+    "ToBecomeNotLoadedOnDecommServers",
+    "StillLoadedOnDecommServers",
+    "ToBeBalanced",
 }
 
 
@@ -170,8 +176,8 @@ def _check_dependencies(plan: Plan, deps: list[tuple[tuple, tuple]]):
 # Stage 2: b1 missing on h3 (100 + 50 = 150 <= 160) and d3 -> loads.
 # Stage 4 reuses stage 1's top B: a1 _default_tier: d3 then d2 (best first). a2 hot: {h2}, no room
 #   -> none; a2 _default_tier: count 1 (d3) -> d2.
-# Stages 6, 8 retry a2 in hot with the same top B {h2}: capacity still fails. Stages 7/11: no segment fully/under-replicated
-#   at the start of the run -> nothing to balance.
+# Stages 6, 8 retry a2 in hot with the same top B {h2}: capacity still fails. Stages 7/11: no segment
+#   fully/under-replicated at the start of the run -> nothing to balance.
 # Stage 12: j1 (drop rule) dropped from h1 and d1; u1 (unused) dropped from d1.
 
 
@@ -185,11 +191,16 @@ def plan_a(spark, tmp_path_factory):
 
 @pytest.fixture(scope="module")
 def ids_a():
-    return _ids(A, {
-        "a1": ("ds", "2020-03-10", "2020-03-11"), "a2": ("ds", "2020-03-09", "2020-03-10"),
-        "j1": ("junk", "2020-03-09", "2020-03-10"), "b1": ("bc", "2015-01-01", "2015-01-02"),
-        "u1": ("ds", "2018-01-01", "2018-01-02"),
-    })
+    return _ids(
+        A,
+        {
+            "a1": ("ds", "2020-03-10", "2020-03-11"),
+            "a2": ("ds", "2020-03-09", "2020-03-10"),
+            "j1": ("junk", "2020-03-09", "2020-03-10"),
+            "b1": ("bc", "2015-01-01", "2015-01-02"),
+            "u1": ("ds", "2018-01-01", "2018-01-02"),
+        },
+    )
 
 
 def test_a_index_order(ids_a):
@@ -197,19 +208,34 @@ def test_a_index_order(ids_a):
 
 
 def test_a_operations(plan_a, ids_a):
-    I = ids_a
-    _check_stage_ops(plan_a, {
-        1: (True, [(1, "LOAD", LOADING, I["a1"], "h3:8083"), (1, "LOAD", LOADING, I["a2"], "d3:8083")]),
-        2: (False, [(2, "LOAD", LOADING, I["b1"], "h3:8083"), (2, "LOAD", LOADING, I["b1"], "d3:8083")]),
-        4: (True, [(4, "LOAD", LOADING, I["a1"], "d3:8083"), (4, "LOAD", LOADING, I["a1"], "d2:8083"),
-                   (4, "LOAD", LOADING, I["a2"], "d2:8083")]),
-        12: (False, [(12, "DROP", None, I["j1"], "h1:8083"), (12, "DROP", None, I["j1"], "d1:8083"),
-                     (12, "DROP", None, I["u1"], "d1:8083")]),
-    })
+    ids = ids_a
+    _check_stage_ops(
+        plan_a,
+        {
+            1: (True, [(1, "LOAD", LOADING, ids["a1"], "h3:8083"), (1, "LOAD", LOADING, ids["a2"], "d3:8083")]),
+            2: (False, [(2, "LOAD", LOADING, ids["b1"], "h3:8083"), (2, "LOAD", LOADING, ids["b1"], "d3:8083")]),
+            4: (
+                True,
+                [
+                    (4, "LOAD", LOADING, ids["a1"], "d3:8083"),
+                    (4, "LOAD", LOADING, ids["a1"], "d2:8083"),
+                    (4, "LOAD", LOADING, ids["a2"], "d2:8083"),
+                ],
+            ),
+            12: (
+                False,
+                [
+                    (12, "DROP", None, ids["j1"], "h1:8083"),
+                    (12, "DROP", None, ids["j1"], "d1:8083"),
+                    (12, "DROP", None, ids["u1"], "d1:8083"),
+                ],
+            ),
+        },
+    )
     _check_dependencies(plan_a, [])
     tiers = {(r.segment_id, r.server): r.tier for r in plan_a.ops.itertuples()}
-    assert tiers[(I["a1"], "h3:8083")] == "hot"
-    assert tiers[(I["a2"], "d3:8083")] == "_default_tier"
+    assert tiers[(ids["a1"], "h3:8083")] == "hot"
+    assert tiers[(ids["a2"], "d3:8083")] == "_default_tier"
 
 
 def test_a_drop_reasons(plan_a, ids_a):
@@ -220,30 +246,33 @@ def test_a_drop_reasons(plan_a, ids_a):
 
 
 def test_a_groups(plan_a, ids_a):
-    I = ids_a
+    ids = ids_a
     assert plan_a.groups() == {
-        "ToBecomeFullyReplicated[hot]": {I["a1"]},
-        "ToBecomeFullyReplicated[_default_tier]": {I["a1"], I["a2"]},
-        "ToBecomeUnderreplicated[hot]": {I["a2"]},
-        "ToBecomeFullyBroadcast[hot]": {I["b1"]},
-        "ToBecomeFullyBroadcast[_default_tier]": {I["b1"]},
+        "ToBecomeFullyReplicated[hot]": {ids["a1"]},
+        "ToBecomeFullyReplicated[_default_tier]": {ids["a1"], ids["a2"]},
+        "ToBecomeUnderreplicated[hot]": {ids["a2"]},
+        "ToBecomeFullyBroadcast[hot]": {ids["b1"]},
+        "ToBecomeFullyBroadcast[_default_tier]": {ids["b1"]},
     }
 
 
 def test_a_start_status_groups(plan_a, ids_a):
-    I = ids_a
+    ids = ids_a
     g = plan_a.groups(stage_groups_only=False)
-    assert g["Unreplicated"] == {I["a1"], I["a2"]}
-    assert g["Underbroadcast[hot]"] == {I["b1"]}
-    assert g["Underbroadcast[_default_tier]"] == {I["b1"]}
+    assert g["Unreplicated"] == {ids["a1"], ids["a2"]}
+    assert g["Underbroadcast[hot]"] == {ids["b1"]}
+    assert g["Underbroadcast[_default_tier]"] == {ids["b1"]}
 
 
 def test_a_assignment(plan_a, ids_a):
-    I = ids_a
+    ids = ids_a
     assert plan_a.assignment_pairs() == {
-        (I["a1"], "h3:8083"), (I["a1"], "d3:8083"), (I["a1"], "d2:8083"),
-        (I["a2"], "d3:8083"), (I["a2"], "d2:8083"),
-        *((I["b1"], s) for s in ("h1:8083", "h2:8083", "h3:8083", "d1:8083", "d2:8083", "d3:8083")),
+        (ids["a1"], "h3:8083"),
+        (ids["a1"], "d3:8083"),
+        (ids["a1"], "d2:8083"),
+        (ids["a2"], "d3:8083"),
+        (ids["a2"], "d2:8083"),
+        *((ids["b1"], s) for s in ("h1:8083", "h2:8083", "h3:8083", "d1:8083", "d2:8083", "d3:8083")),
     }
 
 
@@ -285,52 +314,80 @@ def plan_b(spark, tmp_path_factory):
 @pytest.fixture(scope="module")
 def ids_b():
     keys = {f"q{i}": ("q", f"2020-01-{21 - i:02d}", f"2020-01-{22 - i:02d}") for i in range(9)}
-    keys.update({
-        "p0": ("p", "2019-06-01", "2019-06-02"), "p1": ("p", "2019-06-02", "2019-06-03"),
-        "r0": ("r", "2019-03-03", "2019-03-04"), "r1": ("r", "2019-03-02", "2019-03-03"),
-        "r2": ("r", "2019-03-01", "2019-03-02"),
-    })
+    keys.update(
+        {
+            "p0": ("p", "2019-06-01", "2019-06-02"),
+            "p1": ("p", "2019-06-02", "2019-06-03"),
+            "r0": ("r", "2019-03-03", "2019-03-04"),
+            "r1": ("r", "2019-03-02", "2019-03-03"),
+            "r2": ("r", "2019-03-01", "2019-03-02"),
+        }
+    )
     return _ids(B_, keys)
 
 
 def test_b_index_order(ids_b):
-    I = ids_b
-    assert _index_order(B_) == [I[f"q{i}"] for i in range(9)] + [I["p1"], I["p0"], I["r0"], I["r1"], I["r2"]]
+    ids = ids_b
+    assert _index_order(B_) == [ids[f"q{i}"] for i in range(9)] + [
+        ids["p1"],
+        ids["p0"],
+        ids["r0"],
+        ids["r1"],
+        ids["r2"],
+    ]
 
 
 def test_b_operations(plan_b, ids_b):
-    I = ids_b
-    _check_stage_ops(plan_b, {
-        1: (True, [(1, "LOAD", LOADING, I[f"q{i}"], "s1:8083") for i in range(5)]),
-        5: (False, [(5, "LOAD", DECOMM, I["r0"], "c2:8083"), (5, "DROP", None, I["r0"], "c1:8083")]),
-        8: (True, [(8, "LOAD", LOADING, I[f"q{i}"], "s1:8083") for i in (5, 6, 7)]),
-        9: (False, [(9, "LOAD", DECOMM, I["r1"], "c2:8083"), (9, "DROP", None, I["r1"], "c1:8083"),
-                    (9, "LOAD", DECOMM, I["r2"], "c2:8083"), (9, "DROP", None, I["r2"], "c1:8083")]),
-    })
-    _check_dependencies(plan_b, [
-        ((5, I["r0"], "c1:8083"), (5, I["r0"], "c2:8083")),
-        ((9, I["r1"], "c1:8083"), (9, I["r1"], "c2:8083")),
-        ((9, I["r2"], "c1:8083"), (9, I["r2"], "c2:8083")),
-    ])
+    ids = ids_b
+    _check_stage_ops(
+        plan_b,
+        {
+            1: (True, [(1, "LOAD", LOADING, ids[f"q{i}"], "s1:8083") for i in range(5)]),
+            5: (False, [(5, "LOAD", DECOMM, ids["r0"], "c2:8083"), (5, "DROP", None, ids["r0"], "c1:8083")]),
+            8: (True, [(8, "LOAD", LOADING, ids[f"q{i}"], "s1:8083") for i in (5, 6, 7)]),
+            9: (
+                False,
+                [
+                    (9, "LOAD", DECOMM, ids["r1"], "c2:8083"),
+                    (9, "DROP", None, ids["r1"], "c1:8083"),
+                    (9, "LOAD", DECOMM, ids["r2"], "c2:8083"),
+                    (9, "DROP", None, ids["r2"], "c1:8083"),
+                ],
+            ),
+        },
+    )
+    _check_dependencies(
+        plan_b,
+        [
+            ((5, ids["r0"], "c1:8083"), (5, ids["r0"], "c2:8083")),
+            ((9, ids["r1"], "c1:8083"), (9, ids["r1"], "c2:8083")),
+            ((9, ids["r2"], "c1:8083"), (9, ids["r2"], "c2:8083")),
+        ],
+    )
     # stage 9 visits r1 before r2 (index order)
-    assert _op_row(plan_b, 9, "LOAD", I["r1"], "c2:8083").op_id < _op_row(plan_b, 9, "LOAD", I["r2"], "c2:8083").op_id
+    assert (
+        _op_row(plan_b, 9, "LOAD", ids["r1"], "c2:8083").op_id < _op_row(plan_b, 9, "LOAD", ids["r2"], "c2:8083").op_id
+    )
 
 
 def test_b_groups(plan_b, ids_b):
-    I = ids_b
+    ids = ids_b
     assert plan_b.groups() == {
-        "ToBecomeFullyReplicated[_default_tier]": {I[f"q{i}"] for i in range(8)},
-        "StillUnreplicated": {I["q8"]},
-        "ToBecomeNotLoadedOnDecommServers[cold]": {I["r0"], I["r1"], I["r2"]},
+        "ToBecomeFullyReplicated[_default_tier]": {ids[f"q{i}"] for i in range(8)},
+        "StillUnreplicated": {ids["q8"]},
+        "ToBecomeNotLoadedOnDecommServers[cold]": {ids["r0"], ids["r1"], ids["r2"]},
     }
 
 
 def test_b_assignment(plan_b, ids_b):
-    I = ids_b
+    ids = ids_b
     assert plan_b.assignment_pairs() == {
-        *((I[f"q{i}"], "s1:8083") for i in range(8)),
-        (I["p0"], "s1:8083"), (I["p1"], "s1:8083"),  # loads queued by earlier runs succeed too
-        (I["r0"], "c2:8083"), (I["r1"], "c2:8083"), (I["r2"], "c2:8083"),
+        *((ids[f"q{i}"], "s1:8083") for i in range(8)),
+        (ids["p0"], "s1:8083"),
+        (ids["p1"], "s1:8083"),  # loads queued by earlier runs succeed too
+        (ids["r0"], "c2:8083"),
+        (ids["r1"], "c2:8083"),
+        (ids["r2"], "c2:8083"),
     }
 
 
@@ -381,32 +438,52 @@ def plan_c(spark, tmp_path_factory):
 
 @pytest.fixture(scope="module")
 def ids_c():
-    return _ids(C, {
-        "m0": ("m", "2020-05-02", "2020-05-03"), "m1": ("m", "2020-05-01", "2020-05-02"),
-        "n0": ("n", "2019-01-01", "2019-01-02"), "bc": ("bc", "2015-01-01", "2015-01-02"),
-    })
+    return _ids(
+        C,
+        {
+            "m0": ("m", "2020-05-02", "2020-05-03"),
+            "m1": ("m", "2020-05-01", "2020-05-02"),
+            "n0": ("n", "2019-01-01", "2019-01-02"),
+            "bc": ("bc", "2015-01-01", "2015-01-02"),
+        },
+    )
 
 
 def test_c_index_order(ids_c):
-    I = ids_c
-    assert _index_order(C) == [I["m0"], I["m1"], I["n0"], I["bc"]]
+    ids = ids_c
+    assert _index_order(C) == [ids["m0"], ids["m1"], ids["n0"], ids["bc"]]
 
 
 def test_c_operations(plan_c, ids_c):
-    I = ids_c
-    _check_stage_ops(plan_c, {
-        1: (True, [(1, "LOAD", LOADING, I["n0"], "d2:8083")]),
-        2: (False, [(2, "LOAD", LOADING, I["bc"], "d4:8083"), (2, "LOAD", LOADING, I["bc"], "h1:8083")]),
-        4: (False, [(4, "LOAD", LOADING, I["n0"], "d3:8083"), (4, "LOAD", LOADING, I["n0"], "h1:8083")]),
-        5: (False, [(5, "LOAD", DECOMM, I["m0"], "d4:8083"), (5, "DROP", None, I["m0"], "d1:8083"),
-                    (5, "LOAD", DECOMM, I["m1"], "d2:8083"), (5, "DROP", None, I["m1"], "d1:8083")]),
-        13: (True, [(13, "DROP", None, I["bc"], "x1:8083")]),
-    })
-    _check_dependencies(plan_c, [
-        ((5, I["m0"], "d1:8083"), (5, I["m0"], "d4:8083")),
-        ((5, I["m1"], "d1:8083"), (5, I["m1"], "d2:8083")),
-    ])
-    assert _op_row(plan_c, 5, "LOAD", I["m0"], "d4:8083").op_id < _op_row(plan_c, 5, "LOAD", I["m1"], "d2:8083").op_id
+    ids = ids_c
+    _check_stage_ops(
+        plan_c,
+        {
+            1: (True, [(1, "LOAD", LOADING, ids["n0"], "d2:8083")]),
+            2: (False, [(2, "LOAD", LOADING, ids["bc"], "d4:8083"), (2, "LOAD", LOADING, ids["bc"], "h1:8083")]),
+            4: (False, [(4, "LOAD", LOADING, ids["n0"], "d3:8083"), (4, "LOAD", LOADING, ids["n0"], "h1:8083")]),
+            5: (
+                False,
+                [
+                    (5, "LOAD", DECOMM, ids["m0"], "d4:8083"),
+                    (5, "DROP", None, ids["m0"], "d1:8083"),
+                    (5, "LOAD", DECOMM, ids["m1"], "d2:8083"),
+                    (5, "DROP", None, ids["m1"], "d1:8083"),
+                ],
+            ),
+            13: (True, [(13, "DROP", None, ids["bc"], "x1:8083")]),
+        },
+    )
+    _check_dependencies(
+        plan_c,
+        [
+            ((5, ids["m0"], "d1:8083"), (5, ids["m0"], "d4:8083")),
+            ((5, ids["m1"], "d1:8083"), (5, ids["m1"], "d2:8083")),
+        ],
+    )
+    assert (
+        _op_row(plan_c, 5, "LOAD", ids["m0"], "d4:8083").op_id < _op_row(plan_c, 5, "LOAD", ids["m1"], "d2:8083").op_id
+    )
 
 
 def test_c_no_operation_on_empty_decommissioning_server(plan_c):
@@ -414,23 +491,27 @@ def test_c_no_operation_on_empty_decommissioning_server(plan_c):
 
 
 def test_c_groups(plan_c, ids_c):
-    I = ids_c
+    ids = ids_c
     assert plan_c.groups() == {
-        "ToBecomeFullyReplicated[_default_tier]": {I["n0"]},
-        "ToBecomeFullyReplicated[hot]": {I["n0"]},
-        "ToBecomeFullyBroadcast[_default_tier]": {I["bc"]},
-        "ToBecomeFullyBroadcast[hot]": {I["bc"]},
-        "ToBecomeNotLoadedOnDecommServers[_default_tier]": {I["m0"], I["m1"]},
+        "ToBecomeFullyReplicated[_default_tier]": {ids["n0"]},
+        "ToBecomeFullyReplicated[hot]": {ids["n0"]},
+        "ToBecomeFullyBroadcast[_default_tier]": {ids["bc"]},
+        "ToBecomeFullyBroadcast[hot]": {ids["bc"]},
+        "ToBecomeNotLoadedOnDecommServers[_default_tier]": {ids["m0"], ids["m1"]},
     }
 
 
 def test_c_assignment(plan_c, ids_c):
-    I = ids_c
+    ids = ids_c
     assert plan_c.assignment_pairs() == {
-        (I["m0"], "d2:8083"), (I["m0"], "d4:8083"),
-        (I["m1"], "d3:8083"), (I["m1"], "d2:8083"),
-        (I["n0"], "d2:8083"), (I["n0"], "d3:8083"), (I["n0"], "h1:8083"),
-        *((I["bc"], s) for s in ("d1:8083", "d2:8083", "d3:8083", "d4:8083", "h1:8083")),
+        (ids["m0"], "d2:8083"),
+        (ids["m0"], "d4:8083"),
+        (ids["m1"], "d3:8083"),
+        (ids["m1"], "d2:8083"),
+        (ids["n0"], "d2:8083"),
+        (ids["n0"], "d3:8083"),
+        (ids["n0"], "h1:8083"),
+        *((ids["bc"], s) for s in ("d1:8083", "d2:8083", "d3:8083", "d4:8083", "h1:8083")),
     }
 
 
@@ -482,51 +563,74 @@ def plan_d(spark, tmp_path_factory):
 
 @pytest.fixture(scope="module")
 def ids_d():
-    return _ids(D, {
-        "o0": ("o", "2020-06-10", "2020-06-11"), "y1": ("junk", "2020-06-10", "2020-06-11"),
-        "y2": ("junk", "2020-06-11", "2020-06-12"), "u1": ("o", "2017-01-01", "2017-01-02"),
-        "g0": ("g", "2020-09-01", "2020-09-02"), "z1": ("junk", "2020-09-01", "2020-09-02"),
-        "k0": ("k", "2022-01-01", "2022-01-02"), "k1": ("k", "2022-01-02", "2022-01-03"),
-    })
+    return _ids(
+        D,
+        {
+            "o0": ("o", "2020-06-10", "2020-06-11"),
+            "y1": ("junk", "2020-06-10", "2020-06-11"),
+            "y2": ("junk", "2020-06-11", "2020-06-12"),
+            "u1": ("o", "2017-01-01", "2017-01-02"),
+            "g0": ("g", "2020-09-01", "2020-09-02"),
+            "z1": ("junk", "2020-09-01", "2020-09-02"),
+            "k0": ("k", "2022-01-01", "2022-01-02"),
+            "k1": ("k", "2022-01-02", "2022-01-03"),
+        },
+    )
 
 
 def test_d_index_order(ids_d):
-    I = ids_d
-    assert _index_order(D) == [I["k1"], I["k0"], I["z1"], I["g0"], I["y2"], I["o0"], I["y1"]]
+    ids = ids_d
+    assert _index_order(D) == [ids["k1"], ids["k0"], ids["z1"], ids["g0"], ids["y2"], ids["o0"], ids["y1"]]
 
 
 def test_d_operations(plan_d, ids_d):
-    I = ids_d
-    _check_stage_ops(plan_d, {
-        3: (False, [(3, "LOAD", LOADING, I["o0"], "e2:8083"), (3, "DROP", None, I["o0"], "h3:8083")]),
-        10: (False, [(10, "LOAD", BALANCING, I["g0"], "e2:8083"), (10, "DROP", None, I["g0"], "e1:8083")]),
-        12: (False, [(12, "DROP", None, I["o0"], "h2:8083"),
-                     (12, "DROP", None, I["y1"], "h2:8083"), (12, "DROP", None, I["y1"], "h3:8083"),
-                     (12, "DROP", None, I["y2"], "h3:8083"), (12, "DROP", None, I["z1"], "e1:8083"),
-                     (12, "DROP", None, I["u1"], "h2:8083")]),
-    })
-    _check_dependencies(plan_d, [
-        ((3, I["o0"], "h3:8083"), (3, I["o0"], "e2:8083")),
-        ((10, I["g0"], "e1:8083"), (10, I["g0"], "e2:8083")),
-    ])
-    assert _op_row(plan_d, 3, "DROP", I["o0"], "h3:8083").tier == "hot"
+    ids = ids_d
+    _check_stage_ops(
+        plan_d,
+        {
+            3: (False, [(3, "LOAD", LOADING, ids["o0"], "e2:8083"), (3, "DROP", None, ids["o0"], "h3:8083")]),
+            10: (False, [(10, "LOAD", BALANCING, ids["g0"], "e2:8083"), (10, "DROP", None, ids["g0"], "e1:8083")]),
+            12: (
+                False,
+                [
+                    (12, "DROP", None, ids["o0"], "h2:8083"),
+                    (12, "DROP", None, ids["y1"], "h2:8083"),
+                    (12, "DROP", None, ids["y1"], "h3:8083"),
+                    (12, "DROP", None, ids["y2"], "h3:8083"),
+                    (12, "DROP", None, ids["z1"], "e1:8083"),
+                    (12, "DROP", None, ids["u1"], "h2:8083"),
+                ],
+            ),
+        },
+    )
+    _check_dependencies(
+        plan_d,
+        [
+            ((3, ids["o0"], "h3:8083"), (3, ids["o0"], "e2:8083")),
+            ((10, ids["g0"], "e1:8083"), (10, ids["g0"], "e2:8083")),
+        ],
+    )
+    assert _op_row(plan_d, 3, "DROP", ids["o0"], "h3:8083").tier == "hot"
     assert plan_d.summary["availability"]["deferred_drops"] == 0
     assert plan_d.summary["availability"]["deferred_examples"] == []
 
 
 def test_d_groups(plan_d, ids_d):
-    I = ids_d
+    ids = ids_d
     groups = plan_d.groups()
     # ToBeBalanced: stage 10 moved g0's only holder outside top B, so g0 leaves the group.
     assert "ToBeBalanced[_default_tier]" not in groups
-    assert groups == {"ToBecomeFullyReplicated[_default_tier]": {I["o0"]}}
+    assert groups == {"ToBecomeFullyReplicated[_default_tier]": {ids["o0"]}}
 
 
 def test_d_assignment(plan_d, ids_d):
-    I = ids_d
+    ids = ids_d
     assert plan_d.assignment_pairs() == {
-        (I["o0"], "h1:8083"), (I["o0"], "e2:8083"),
-        (I["g0"], "e2:8083"), (I["k0"], "e2:8083"), (I["k1"], "e2:8083"),
+        (ids["o0"], "h1:8083"),
+        (ids["o0"], "e2:8083"),
+        (ids["g0"], "e2:8083"),
+        (ids["k0"], "e2:8083"),
+        (ids["k1"], "e2:8083"),
     }
 
 
@@ -574,51 +678,72 @@ def plan_e(spark, tmp_path_factory):
 
 @pytest.fixture(scope="module")
 def ids_e():
-    ids = _ids(E, {
-        "w0": ("w", "2020-02-10", "2020-02-11"), "jw": ("junk", "2020-02-10", "2020-02-11"),
-        "t0": ("t", "2021-01-01", "2021-01-02"), "jt": ("junk", "2021-01-01", "2021-01-02"),
-        "v0": ("v", "2022-01-01", "2022-01-02"), "v1": ("v", "2022-01-02", "2022-01-03"),
-        "nr0": ("norule", "2016-01-01", "2016-01-02"),
-    })
+    ids = _ids(
+        E,
+        {
+            "w0": ("w", "2020-02-10", "2020-02-11"),
+            "jw": ("junk", "2020-02-10", "2020-02-11"),
+            "t0": ("t", "2021-01-01", "2021-01-02"),
+            "jt": ("junk", "2021-01-01", "2021-01-02"),
+            "v0": ("v", "2022-01-01", "2022-01-02"),
+            "v1": ("v", "2022-01-02", "2022-01-03"),
+            "nr0": ("norule", "2016-01-01", "2016-01-02"),
+        },
+    )
     ids["w_old"] = "w_2020-02-10T00:00:00.000Z_2020-02-11T00:00:00.000Z_v0"
     return ids
 
 
 def test_e_index_order(ids_e):
-    I = ids_e
-    assert _index_order(E) == [I["v1"], I["v0"], I["t0"], I["jt"], I["w0"], I["jw"], I["nr0"]]
+    ids = ids_e
+    assert _index_order(E) == [ids["v1"], ids["v0"], ids["t0"], ids["jt"], ids["w0"], ids["jw"], ids["nr0"]]
 
 
 def test_e_operations(plan_e, ids_e):
-    I = ids_e
-    _check_stage_ops(plan_e, {
-        1: (True, [(1, "LOAD", LOADING, I["t0"], "b3:8083")]),
-        3: (False, [(3, "LOAD", LOADING, I["w0"], "g1:8083"), (3, "DROP", None, I["w0"], "a1:8083")]),
-        6: (False, [(6, "LOAD", LOADING, I["w0"], "g2:8083"), (6, "DROP", None, I["w0"], "b2:8083")]),
-        12: (False, [(12, "DROP", None, I["jw"], s) for s in ("a1:8083", "b2:8083", "g3:8083")]
-             + [(12, "DROP", None, I["jt"], "b1:8083"), (12, "DROP", None, I["w_old"], "g3:8083")]),
-    })
-    _check_dependencies(plan_e, [
-        ((3, I["w0"], "a1:8083"), (3, I["w0"], "g1:8083")),
-        ((6, I["w0"], "b2:8083"), (6, I["w0"], "g2:8083")),
-    ])
+    ids = ids_e
+    _check_stage_ops(
+        plan_e,
+        {
+            1: (True, [(1, "LOAD", LOADING, ids["t0"], "b3:8083")]),
+            3: (False, [(3, "LOAD", LOADING, ids["w0"], "g1:8083"), (3, "DROP", None, ids["w0"], "a1:8083")]),
+            6: (False, [(6, "LOAD", LOADING, ids["w0"], "g2:8083"), (6, "DROP", None, ids["w0"], "b2:8083")]),
+            12: (
+                False,
+                [(12, "DROP", None, ids["jw"], s) for s in ("a1:8083", "b2:8083", "g3:8083")]
+                + [(12, "DROP", None, ids["jt"], "b1:8083"), (12, "DROP", None, ids["w_old"], "g3:8083")],
+            ),
+        },
+    )
+    _check_dependencies(
+        plan_e,
+        [
+            ((3, ids["w0"], "a1:8083"), (3, ids["w0"], "g1:8083")),
+            ((6, ids["w0"], "b2:8083"), (6, ids["w0"], "g2:8083")),
+        ],
+    )
     assert "nr0" not in plan_e.ops.segment_id.str.cat()
 
 
 def test_e_groups(plan_e, ids_e):
-    I = ids_e
+    ids = ids_e
     assert plan_e.groups() == {
-        "ToBecomeFullyReplicated[beta]": {I["t0"]},
-        "ToBecomeFullyReplicated[gamma]": {I["w0"]},
+        "ToBecomeFullyReplicated[beta]": {ids["t0"]},
+        "ToBecomeFullyReplicated[gamma]": {ids["w0"]},
     }
-    assert plan_e.groups(stage_groups_only=False)["Unreplicated"] == {I["t0"]}
+    assert plan_e.groups(stage_groups_only=False)["Unreplicated"] == {ids["t0"]}
 
 
 def test_e_assignment(plan_e, ids_e):
-    I = ids_e
+    ids = ids_e
     assert plan_e.assignment_pairs() == {
-        (I["w0"], "a2:8083"), (I["w0"], "b1:8083"), (I["w0"], "g1:8083"), (I["w0"], "g2:8083"),
-        (I["t0"], "b3:8083"), (I["v0"], "g2:8083"), (I["v1"], "g2:8083"), (I["nr0"], "a2:8083"),
+        (ids["w0"], "a2:8083"),
+        (ids["w0"], "b1:8083"),
+        (ids["w0"], "g1:8083"),
+        (ids["w0"], "g2:8083"),
+        (ids["t0"], "b3:8083"),
+        (ids["v0"], "g2:8083"),
+        (ids["v1"], "g2:8083"),
+        (ids["nr0"], "a2:8083"),
     }
 
 

@@ -10,7 +10,6 @@ import json
 import numpy as np
 import pandas as pd
 import pytest
-
 from soak import _state, check_run, random_cluster, soak
 
 pytestmark = pytest.mark.simulation
@@ -24,7 +23,18 @@ def test_a_random_cluster_over_three_runs_loses_no_availability(spark, tmp_path)
 
 
 def _ops(rows):
-    cols = ["op_id", "stage", "segment_id", "server", "tier", "action", "depends_on", "reason", "queue_type", "size_bytes"]
+    cols = [
+        "op_id",
+        "stage",
+        "segment_id",
+        "server",
+        "tier",
+        "action",
+        "depends_on",
+        "reason",
+        "queue_type",
+        "size_bytes",
+    ]
     frame = pd.DataFrame([dict(zip(cols, r)) for r in rows], columns=cols)
     return frame.astype({"depends_on": "Int64"})
 
@@ -41,8 +51,11 @@ def _lone_replica(snap, holders) -> str:
     """A segment with a load rule and one served replica, whose tier has another historical."""
     historicals, _, _, required, _ = _state(snap)
     tiers = [t for t, _ in historicals.values()]
-    return next(sid for sid, h in sorted(holders.items())
-                if sid in required and len(h) == 1 and h[0] in historicals and tiers.count(historicals[h[0]][0]) > 1)
+    return next(
+        sid
+        for sid, h in sorted(holders.items())
+        if sid in required and len(h) == 1 and h[0] in historicals and tiers.count(historicals[h[0]][0]) > 1
+    )
 
 
 def _plan(tmp_path, rows):
@@ -70,6 +83,7 @@ def test_the_checker_finds_a_load_beyond_capacity(cluster, tmp_path):
     rows, free = [], server["max_size"] - server["curr_size"]
     sizes = {}
     import gzip
+
     for seg in map(json.loads, gzip.open(snap / "segments.jsonl.gz", "rt")):
         sizes[f"{seg['dataSource']}_{seg['interval'].replace('/', '_')}_{seg['version']}"] = seg["size"]
     for i, (sid, size) in enumerate(sorted(sizes.items())):
@@ -93,6 +107,11 @@ def test_a_move_keeps_its_source_until_its_load_succeeded(cluster, tmp_path):
     only = _lone_replica(snap, holders)
     source = holders[only][0]
     dest = next(s for s in sorted(servers) if s != source and servers[s]["tier"] == servers[source]["tier"])
-    plan = _plan(tmp_path, [(1, 7, only, dest, "t", "LOAD", None, "balancing", "balancing", 1),
-                            (2, 7, only, source, "t", "DROP", 1, "balancing", None, 1)])
+    plan = _plan(
+        tmp_path,
+        [
+            (1, 7, only, dest, "t", "LOAD", None, "balancing", "balancing", 1),
+            (2, 7, only, source, "t", "DROP", 1, "balancing", None, 1),
+        ],
+    )
     assert check_run(snap, plan, 30, np.random.default_rng(0)).violations == []

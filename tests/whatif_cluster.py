@@ -20,20 +20,58 @@ def write_cluster(path: Path) -> Path:
     with open(path / "segments.jsonl", "w") as f:
         for name in DAY:
             start, end = sid(name).split("_")[1:3]
-            f.write(json.dumps({"dataSource": "x", "interval": f"{start}/{end}", "version": "v1",
-                                "loadSpec": {"type": "local"}, "shardSpec": {"type": "numbered", "partitionNum": 0},
-                                "binaryVersion": 9, "size": 100, "identifier": sid(name)}) + "\n")
-    servers = [{"server": f"{n}:8083", "host": n, "server_type": "historical", "tier": "_default_tier",
-                "curr_size": size, "max_size": 10_000, "priority": 0} for n, size in (("a", 200), ("b", 100), ("c", 0))]
-    servers.append({"server": "broker:8082", "host": "broker", "server_type": "broker", "tier": None,
-                    "curr_size": 0, "max_size": 0, "priority": 0})
+            f.write(
+                json.dumps(
+                    {
+                        "dataSource": "x",
+                        "interval": f"{start}/{end}",
+                        "version": "v1",
+                        "loadSpec": {"type": "local"},
+                        "shardSpec": {"type": "numbered", "partitionNum": 0},
+                        "binaryVersion": 9,
+                        "size": 100,
+                        "identifier": sid(name),
+                    }
+                )
+                + "\n"
+            )
+    servers = [
+        {
+            "server": f"{n}:8083",
+            "host": n,
+            "server_type": "historical",
+            "tier": "_default_tier",
+            "curr_size": size,
+            "max_size": 10_000,
+            "priority": 0,
+        }
+        for n, size in (("a", 200), ("b", 100), ("c", 0))
+    ]
+    servers.append(
+        {
+            "server": "broker:8082",
+            "host": "broker",
+            "server_type": "broker",
+            "tier": None,
+            "curr_size": 0,
+            "max_size": 0,
+            "priority": 0,
+        }
+    )
     (path / "servers.json").write_text(json.dumps(servers))
-    (path / "server_segments.json").write_text(json.dumps(
-        [{"server": "a:8083", "segment_id": sid("s0")}, {"server": "a:8083", "segment_id": sid("s1")},
-         {"server": "b:8083", "segment_id": sid("y0")}]))
+    (path / "server_segments.json").write_text(
+        json.dumps(
+            [
+                {"server": "a:8083", "segment_id": sid("s0")},
+                {"server": "a:8083", "segment_id": sid("s1")},
+                {"server": "b:8083", "segment_id": sid("y0")},
+            ]
+        )
+    )
     (path / "load_queues.json").write_text(json.dumps({"a:8083": {"segmentsToLoad": [], "segmentsToDrop": []}}))
-    (path / "rules.json").write_text(json.dumps({"_default": [{"type": "loadForever",
-                                                               "tieredReplicants": {"_default_tier": 1}}]}))
+    (path / "rules.json").write_text(
+        json.dumps({"_default": [{"type": "loadForever", "tieredReplicants": {"_default_tier": 1}}]})
+    )
     (path / "coordinator_config.json").write_text(json.dumps({"decommissioningNodes": []}))
     (path / "snapshot.json").write_text(json.dumps({"snapshot_time": "2030-01-01T00:00:00.000Z", "cluster": "w"}))
     return path

@@ -22,5 +22,11 @@ def plan_event_extra(plan_dir: str) -> dict:
     from segment_balancer.plan.history import read_plan
 
     entry = read_plan(plan_dir)
-    return {"plan_dir": str(plan_dir), "cluster": entry.cluster, "snapshot_id": entry.snapshot_id,
-            "snapshot_time": entry.snapshot_time, "whatif": entry.whatif, **entry.numbers}
+    return {
+        "plan_dir": str(plan_dir),
+        "cluster": entry.cluster,
+        "snapshot_id": entry.snapshot_id,
+        "snapshot_time": entry.snapshot_time,
+        "whatif": entry.whatif,
+        **entry.numbers,
+    }

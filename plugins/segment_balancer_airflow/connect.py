@@ -88,8 +88,17 @@ class StageConnectOperator(BaseOperator):
     template_fields: Sequence[str] = ("snapshot", "work", "config_file")
     ui_color = "#fcecd4"
 
-    def __init__(self, *, stage_app: str, groups_from: str | None = None, snapshot: str, work: str,
-                 config_file: str | None = None, conn_id: str = DEFAULT_CONNECT_CONN_ID, **kwargs: Any) -> None:
+    def __init__(
+        self,
+        *,
+        stage_app: str,
+        groups_from: str | None = None,
+        snapshot: str,
+        work: str,
+        config_file: str | None = None,
+        conn_id: str = DEFAULT_CONNECT_CONN_ID,
+        **kwargs: Any,
+    ) -> None:
         kwargs.setdefault("task_id", stage_app)
         super().__init__(**kwargs)
         self.stage_app, self.groups_from = stage_app, groups_from
@@ -127,13 +136,34 @@ class SimulateConnectOperator(SimulateFields, BaseOperator):
     template_fields: Sequence[str] = SimulateFields.SIMULATE_FIELDS
     ui_color = "#e4f0d8"
 
-    def __init__(self, *, runs: Any, snapshot: str, plan: str, work: str, out: str, config_file: str | None = None,
-                 loads_per_run: Any = None, load_failure_rate: Any = 0.0, seed: Any = 0,
-                 conn_id: str = DEFAULT_CONNECT_CONN_ID, **kwargs: Any) -> None:
+    def __init__(
+        self,
+        *,
+        runs: Any,
+        snapshot: str,
+        plan: str,
+        work: str,
+        out: str,
+        config_file: str | None = None,
+        loads_per_run: Any = None,
+        load_failure_rate: Any = 0.0,
+        seed: Any = 0,
+        conn_id: str = DEFAULT_CONNECT_CONN_ID,
+        **kwargs: Any,
+    ) -> None:
         kwargs.setdefault("task_id", "simulate")
         super().__init__(**kwargs)
-        self.set_simulate_fields(runs=runs, snapshot=snapshot, plan=plan, work=work, out=out, config_file=config_file,
-                                 loads_per_run=loads_per_run, load_failure_rate=load_failure_rate, seed=seed)
+        self.set_simulate_fields(
+            runs=runs,
+            snapshot=snapshot,
+            plan=plan,
+            work=work,
+            out=out,
+            config_file=config_file,
+            loads_per_run=loads_per_run,
+            load_failure_rate=load_failure_rate,
+            seed=seed,
+        )
         self.conn_id = conn_id
 
     def execute(self, context: Any) -> str:
@@ -147,10 +177,18 @@ class SimulateConnectOperator(SimulateFields, BaseOperator):
         spark = remote_session(_context_session_url(self.conn_id, context))
         try:
             with refusing_bad_input():
-                simulate_published(spark, args.snapshot, args.plan, args.work, args.runs, args.out,
-                                   None if args.config_file is None else read_overrides(args.config_file),
-                                   loads_per_run=args.loads_per_run, load_failure_rate=args.load_failure_rate,
-                                   seed=args.seed)
+                simulate_published(
+                    spark,
+                    args.snapshot,
+                    args.plan,
+                    args.work,
+                    args.runs,
+                    args.out,
+                    None if args.config_file is None else read_overrides(args.config_file),
+                    loads_per_run=args.loads_per_run,
+                    load_failure_rate=args.load_failure_rate,
+                    seed=args.seed,
+                )
         finally:
             detach(spark)
         return str(args.out)
@@ -158,8 +196,9 @@ class SimulateConnectOperator(SimulateFields, BaseOperator):
 
 def release_session(dag_id: str, run_id: str, conn_id: str = DEFAULT_CONNECT_CONN_ID) -> str:
     """Release the run's Spark Connect session on the server (its cached tables, views and Python
-    workers: ``segment_balancer.spark.session.release``). Nothing to do in ``spark-submit`` mode. A server that does not answer is not an
-    error here (the session, if any, expires there). Returns what was done, for the task log."""
+    workers: ``segment_balancer.spark.session.release``). Nothing to do in ``spark-submit`` mode. A
+    server that does not answer is not an error here (the session, if any, expires there). Returns
+    what was done, for the task log."""
     import logging
 
     log = logging.getLogger(__name__)

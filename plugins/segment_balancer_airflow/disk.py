@@ -69,9 +69,11 @@ def check_room(home: Path, snapshot: Path, simulate_runs: int = 0) -> int:
     free = shutil.disk_usage(where).free
     if free < estimate:
         runs = f" with {simulate_runs} simulated runs" if simulate_runs > 0 else ""
-        raise NotEnoughRoom(f"{where} has {_gib(free)} free, and a run on {snapshot}{runs} is estimated to write "
-                            f"{_gib(estimate)} there: free some space (or let retention remove old plans) and "
-                            "trigger again")
+        raise NotEnoughRoom(
+            f"{where} has {_gib(free)} free, and a run on {snapshot}{runs} is estimated to write "
+            f"{_gib(estimate)} there: free some space (or let retention remove old plans) and "
+            "trigger again"
+        )
     return estimate
 
 

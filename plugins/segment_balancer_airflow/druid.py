@@ -37,8 +37,11 @@ def broker_endpoint(conn_id: str = BROKER_CONN_ID) -> DruidEndpoint:
     conn = DruidDbApiHook(druid_broker_conn_id=conn_id).get_connection(conn_id)
     extra = conn.extra_dejson
     auth = (conn.login, conn.password) if conn.login is not None and conn.password is not None else None
-    return DruidEndpoint(url=_url(conn.host, conn.port, extra.get("schema", "http")), auth=auth,
-                         verify=extra.get("ssl_verify_cert", True))
+    return DruidEndpoint(
+        url=_url(conn.host, conn.port, extra.get("schema", "http")),
+        auth=auth,
+        verify=extra.get("ssl_verify_cert", True),
+    )
 
 
 def coordinator_endpoint(conn_id: str = COORDINATOR_CONN_ID) -> DruidEndpoint:
@@ -51,5 +54,8 @@ def coordinator_endpoint(conn_id: str = COORDINATOR_CONN_ID) -> DruidEndpoint:
     if scheme not in ("http", "https"):
         scheme = conn.extra_dejson.get("schema", "http")
     auth = hook.get_auth()
-    return DruidEndpoint(url=_url(conn.host, conn.port, scheme),
-                         auth=(auth.username, auth.password) if auth is not None else None, verify=hook.get_verify())
+    return DruidEndpoint(
+        url=_url(conn.host, conn.port, scheme),
+        auth=(auth.username, auth.password) if auth is not None else None,
+        verify=hook.get_verify(),
+    )

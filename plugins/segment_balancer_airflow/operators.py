@@ -61,7 +61,9 @@ def _submit_environment(python: str) -> dict[str, str]:
     ours = shutil.which("spark-submit", path=bin_dir)
     if ours and shutil.which("spark-submit") != ours:
         env["PATH"] = os.pathsep.join([bin_dir, os.environ.get("PATH", "")])
-    env["SPARK_SUBMIT_OPTS"] = " ".join(filter(None, [local_driver_java_options(), os.environ.get("SPARK_SUBMIT_OPTS")]))
+    env["SPARK_SUBMIT_OPTS"] = " ".join(
+        filter(None, [local_driver_java_options(), os.environ.get("SPARK_SUBMIT_OPTS")])
+    )
     return env
 
 
@@ -74,8 +76,16 @@ class _SubmitHere(SparkSubmitOperator):
     over ``segment_balancer.spark.session.LEAN_CONF`` (every submit starts its own JVM: no UI, few
     shuffle partitions, small driver)."""
 
-    def __init__(self, *, app: str, apps_dir: str | os.PathLike | None = None, conf: dict[str, Any] | None = None,
-                 env_vars: dict[str, Any] | None = None, conn_id: str = "spark_default", **kwargs: Any) -> None:
+    def __init__(
+        self,
+        *,
+        app: str,
+        apps_dir: str | os.PathLike | None = None,
+        conf: dict[str, Any] | None = None,
+        env_vars: dict[str, Any] | None = None,
+        conn_id: str = "spark_default",
+        **kwargs: Any,
+    ) -> None:
         python = sys.executable
         apps = Path(apps_dir or os.environ.get("SEGMENT_BALANCER_APPS") or DEFAULT_APPS_DIR)
         super().__init__(
@@ -106,8 +116,16 @@ class StageSubmitOperator(_SubmitHere):
     template_fields: Sequence[str] = (*SparkSubmitOperator.template_fields, "snapshot", "work", "config_file")
     ui_color = "#fcecd4"
 
-    def __init__(self, *, stage_app: str, groups_from: str | None = None, snapshot: str, work: str,
-                 config_file: str | None = None, **kwargs: Any) -> None:
+    def __init__(
+        self,
+        *,
+        stage_app: str,
+        groups_from: str | None = None,
+        snapshot: str,
+        work: str,
+        config_file: str | None = None,
+        **kwargs: Any,
+    ) -> None:
         kwargs.setdefault("task_id", stage_app)
         kwargs.setdefault("name", f"segment_balancer.{stage_app}")
         super().__init__(app=stage_app, **kwargs)
@@ -160,13 +178,34 @@ class SimulateSubmitOperator(SimulateFields, _SubmitHere):
     template_fields: Sequence[str] = (*SparkSubmitOperator.template_fields, *SimulateFields.SIMULATE_FIELDS)
     ui_color = "#e4f0d8"
 
-    def __init__(self, *, runs: Any, snapshot: str, plan: str, work: str, out: str, config_file: str | None = None,
-                 loads_per_run: Any = None, load_failure_rate: Any = 0.0, seed: Any = 0, **kwargs: Any) -> None:
+    def __init__(
+        self,
+        *,
+        runs: Any,
+        snapshot: str,
+        plan: str,
+        work: str,
+        out: str,
+        config_file: str | None = None,
+        loads_per_run: Any = None,
+        load_failure_rate: Any = 0.0,
+        seed: Any = 0,
+        **kwargs: Any,
+    ) -> None:
         kwargs.setdefault("task_id", "simulate")
         kwargs.setdefault("name", "segment_balancer.tools.simulate")
         super().__init__(app="simulate", **kwargs)
-        self.set_simulate_fields(runs=runs, snapshot=snapshot, plan=plan, work=work, out=out, config_file=config_file,
-                                 loads_per_run=loads_per_run, load_failure_rate=load_failure_rate, seed=seed)
+        self.set_simulate_fields(
+            runs=runs,
+            snapshot=snapshot,
+            plan=plan,
+            work=work,
+            out=out,
+            config_file=config_file,
+            loads_per_run=loads_per_run,
+            load_failure_rate=load_failure_rate,
+            seed=seed,
+        )
 
     def execute(self, context: Any) -> str:
         args = self.simulate_args()

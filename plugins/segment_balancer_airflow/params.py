@@ -36,14 +36,18 @@ EDITS = "What-if: cluster edits"
 SIMULATION = "What-if simulation"
 
 #: How the form shows the choices of ``balancerStrategy``.
-_STRATEGY_DISPLAY = {"null": "(the snapshot's; cost unless it says)", "cost": "cost (Druid's placement cost)",
-                     "avgShedder": "avgShedder (usage pairs, shed after repeated gaps)"}
+_STRATEGY_DISPLAY = {
+    "null": "(the snapshot's; cost unless it says)",
+    "cost": "cost (Druid's placement cost)",
+    "avgShedder": "avgShedder (usage pairs, shed after repeated gaps)",
+}
 
 #: Typed fields of the Coordinator dynamic config: Druid key -> JSON schema (null = the snapshot's
 #: value), from the keys' one declaration (``segment_balancer.planner.config_keys``).
 CONFIG_KEYS: dict[str, dict[str, Any]] = {
     key.name: {**key.json_schema(), **({"values_display": _STRATEGY_DISPLAY} if key.name == "balancerStrategy" else {})}
-    for key in FORM_KEYS}
+    for key in FORM_KEYS
+}
 
 
 def default_snapshots_root() -> str:
@@ -76,49 +80,108 @@ def dag_params(snapshots_root: str) -> dict[str, Param]:
     finds under ``snapshots_root``."""
     snapshots, clusters = snapshot_examples(snapshots_root)
     params = {
-        "snapshot": Param(None, type=["null", "string"], title="Snapshot", section=SNAPSHOT,
-                          description="A snapshot directory, or its name under snapshots_root (a captured one is "
-                          "<cluster>/<time>, e.g. prod/2026-11-23T10-00-00Z); empty = the newest snapshot taken at "
-                          "or before the run's date (backfills replay history).",
-                          **({"examples": snapshots} if snapshots else {})),
-        "cluster": Param(None, type=["null", "string"], title="Cluster", section=SNAPSHOT,
-                         description="Only snapshots of this cluster (snapshot.json's cluster); empty = any.",
-                         **({"examples": clusters} if clusters else {})),
-        "snapshots_root": Param(snapshots_root, type="string", minLength=1, title="Snapshots root", section=SNAPSHOT,
-                                description="Directory holding the snapshots (one directory each, or "
-                                "<cluster>/<time>/ as the capture DAG writes them)."),
+        "snapshot": Param(
+            None,
+            type=["null", "string"],
+            title="Snapshot",
+            section=SNAPSHOT,
+            description="A snapshot directory, or its name under snapshots_root (a captured one is "
+            "<cluster>/<time>, e.g. prod/2026-11-23T10-00-00Z); empty = the newest snapshot taken at "
+            "or before the run's date (backfills replay history).",
+            **({"examples": snapshots} if snapshots else {}),
+        ),
+        "cluster": Param(
+            None,
+            type=["null", "string"],
+            title="Cluster",
+            section=SNAPSHOT,
+            description="Only snapshots of this cluster (snapshot.json's cluster); empty = any.",
+            **({"examples": clusters} if clusters else {}),
+        ),
+        "snapshots_root": Param(
+            snapshots_root,
+            type="string",
+            minLength=1,
+            title="Snapshots root",
+            section=SNAPSHOT,
+            description="Directory holding the snapshots (one directory each, or "
+            "<cluster>/<time>/ as the capture DAG writes them).",
+        ),
     }
     for key, schema in CONFIG_KEYS.items():
         params[key] = Param(None, section=CONFIG, **schema)
     params["config_overrides"] = Param(
-        {}, type=["null", "object"], title="Other config keys", section=CONFIG,
-        description="Any other Coordinator dynamic config key, as JSON; the typed fields above win.")
-    params.update({
-        "whatif_decommission": Param(
-            [], type=["null", "array"], items={"type": "string"}, title="Decommission historicals", section=EDITS,
-            description="Server names (host:port) to decommission as well, one per line."),
-        "whatif_remove": Param(
-            [], type=["null", "array"], items={"type": "string"}, title="Remove historicals (as if lost)",
-            section=EDITS, description="Server names (host:port) gone from the cluster, one per line."),
-        "whatif_add": Param(
-            [], type=["null", "array"], title="Add historicals", section=EDITS,
-            items={"type": "object", "required": ["tier", "count", "max_size"], "additionalProperties": False,
-                   "properties": {"tier": {"type": "string", "minLength": 1},
-                                  "count": {"type": "integer", "minimum": 1, "maximum": 1000},
-                                  "max_size": {"type": "integer", "minimum": 1}}},
-            description='Empty historicals to add, e.g. [{"tier": "cold", "count": 4, "max_size": 10000000000000}] '
-            "(max_size in bytes)."),
-        "simulate_runs": Param(
-            0, type="integer", minimum=0, maximum=100, title="Simulated Coordinator runs", section=SIMULATION,
-            description="0 = plan only. N = after publishing, apply the plan as the cluster would, plan again, "
-            "N runs in all (the first is this plan); runs.csv under plans/<run dir>/simulation."),
-        "simulate_loads_per_run": Param(
-            None, type=["null", "integer"], minimum=1, title="Loads per historical per run", section=SIMULATION,
-            description="Loads each historical completes per simulated run; empty = all its queue."),
-        "simulate_load_failure_rate": Param(
-            0.0, type=["null", "number"], minimum=0, maximum=1, title="Load failure rate", section=SIMULATION,
-            description="Probability that a simulated load fails (seeded: the same every time); empty = 0."),
-    })
+        {},
+        type=["null", "object"],
+        title="Other config keys",
+        section=CONFIG,
+        description="Any other Coordinator dynamic config key, as JSON; the typed fields above win.",
+    )
+    params.update(
+        {
+            "whatif_decommission": Param(
+                [],
+                type=["null", "array"],
+                items={"type": "string"},
+                title="Decommission historicals",
+                section=EDITS,
+                description="Server names (host:port) to decommission as well, one per line.",
+            ),
+            "whatif_remove": Param(
+                [],
+                type=["null", "array"],
+                items={"type": "string"},
+                title="Remove historicals (as if lost)",
+                section=EDITS,
+                description="Server names (host:port) gone from the cluster, one per line.",
+            ),
+            "whatif_add": Param(
+                [],
+                type=["null", "array"],
+                title="Add historicals",
+                section=EDITS,
+                items={
+                    "type": "object",
+                    "required": ["tier", "count", "max_size"],
+                    "additionalProperties": False,
+                    "properties": {
+                        "tier": {"type": "string", "minLength": 1},
+                        "count": {"type": "integer", "minimum": 1, "maximum": 1000},
+                        "max_size": {"type": "integer", "minimum": 1},
+                    },
+                },
+                description='Empty historicals to add, e.g. [{"tier": "cold", "count": 4, "max_size": 10000000000000}] '
+                "(max_size in bytes).",
+            ),
+            "simulate_runs": Param(
+                0,
+                type="integer",
+                minimum=0,
+                maximum=100,
+                title="Simulated Coordinator runs",
+                section=SIMULATION,
+                description="0 = plan only. N = after publishing, apply the plan as the cluster would, plan again, "
+                "N runs in all (the first is this plan); runs.csv under plans/<run dir>/simulation.",
+            ),
+            "simulate_loads_per_run": Param(
+                None,
+                type=["null", "integer"],
+                minimum=1,
+                title="Loads per historical per run",
+                section=SIMULATION,
+                description="Loads each historical completes per simulated run; empty = all its queue.",
+            ),
+            "simulate_load_failure_rate": Param(
+                0.0,
+                type=["null", "number"],
+                minimum=0,
+                maximum=1,
+                title="Load failure rate",
+                section=SIMULATION,
+                description="Probability that a simulated load fails (seeded: the same every time); empty = 0.",
+            ),
+        }
+    )
     return params
 
 

@@ -52,11 +52,20 @@ class NoRoom(SystemExit):
 
 
 #: Fail at once, with no retry, on :class:`InputRefused` and :class:`NoRoom`; the usual retries for anything else.
-RETRY_POLICY = ExceptionRetryPolicy(rules=[
-    RetryRule(exception=f"{__name__}.InputRefused", action=RetryAction.FAIL,
-              reason="bad input: a retry would be refused the same way; mend the input and trigger again"),
-    RetryRule(exception=f"{__name__}.NoRoom", action=RetryAction.FAIL,
-              reason="not enough free disk for the run: free some and trigger again")])
+RETRY_POLICY = ExceptionRetryPolicy(
+    rules=[
+        RetryRule(
+            exception=f"{__name__}.InputRefused",
+            action=RetryAction.FAIL,
+            reason="bad input: a retry would be refused the same way; mend the input and trigger again",
+        ),
+        RetryRule(
+            exception=f"{__name__}.NoRoom",
+            action=RetryAction.FAIL,
+            reason="not enough free disk for the run: free some and trigger again",
+        ),
+    ]
+)
 
 
 @contextmanager

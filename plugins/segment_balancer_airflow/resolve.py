@@ -20,7 +20,6 @@ from segment_balancer_airflow.params import config_overrides, what_if
 from segment_balancer_airflow.retention import write_run_marker
 from segment_balancer_airflow.snapshots import NoSnapshotError, pick_snapshot
 
-
 DAG_ID = "segment_balancing"
 """The DAG whose runs work under ``runs/`` and publish under ``plans/``."""
 
@@ -71,8 +70,11 @@ def run_paths(home: Path, run_id: str) -> dict[str, Path]:
     ``work`` (``home/runs/<name>/work``), ``publish_dir`` (``home/plans/<name>``) and
     ``simulation_dir`` (its ``simulation``)."""
     name = run_dir_name(run_id)
-    return {"work": runs_root(home) / name / "work", "publish_dir": plans_root(home) / name,
-            "simulation_dir": plans_root(home) / name / "simulation"}
+    return {
+        "work": runs_root(home) / name / "work",
+        "publish_dir": plans_root(home) / name,
+        "simulation_dir": plans_root(home) / name / "simulation",
+    }
 
 
 def resolve_run(params: dict, run_id: str, when: datetime, home: Path, dag_id: str = DAG_ID) -> dict[str, str]:
@@ -126,9 +128,14 @@ def resolve_run(params: dict, run_id: str, when: datetime, home: Path, dag_id: s
     config_file = work / "config_overrides.json"
     write_json_atomic(overrides, config_file)
     state = previous_balancer_state(paths["publish_dir"].parent, meta.cluster, meta.snapshot_time_ms, work)
-    return {"snapshot": str(planned), "work": str(work), "config_file": str(config_file),
-            "plan_dir": str(work / "plan"), "balancer_state": str(state or ""),
-            **{k: str(v) for k, v in paths.items() if k != "work"}}
+    return {
+        "snapshot": str(planned),
+        "work": str(work),
+        "config_file": str(config_file),
+        "plan_dir": str(work / "plan"),
+        "balancer_state": str(state or ""),
+        **{k: str(v) for k, v in paths.items() if k != "work"},
+    }
 
 
 def previous_balancer_state(plans_root: Path, cluster: str, snapshot_time_ms: int, work: Path) -> Path | None:

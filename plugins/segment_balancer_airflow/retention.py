@@ -69,8 +69,10 @@ class Retention:
             except ValueError:
                 value = -1
             if not math.isfinite(value) or value < 0:
-                raise ValueError(f"[{SECTION}] {key} = {raw!r}: expected a number >= 0 "
-                                 f"({'a whole number' if f.type == 'int' else 'days'}; 0 turns the rule off)")
+                raise ValueError(
+                    f"[{SECTION}] {key} = {raw!r}: expected a number >= 0 "
+                    f"({'a whole number' if f.type == 'int' else 'days'}; 0 turns the rule off)"
+                )
             values[f.name] = value
         return cls(**values)
 
@@ -89,8 +91,14 @@ def delete_xcoms(dag_id: str, run_id: str, task_ids: Iterable[str]) -> None:
         XCom.delete(key="return_value", task_id=task_id, dag_id=dag_id, run_id=run_id)
 
 
-def remove_run(run_dir: Path, runs_root: Path, dag_id: str, run_id: str, task_ids: Iterable[str],
-               xcom_deleter: Callable[[str, str, Iterable[str]], None] = delete_xcoms) -> Removed:
+def remove_run(
+    run_dir: Path,
+    runs_root: Path,
+    dag_id: str,
+    run_id: str,
+    task_ids: Iterable[str],
+    xcom_deleter: Callable[[str, str, Iterable[str]], None] = delete_xcoms,
+) -> Removed:
     """Remove one run's directory ``run_dir`` (a direct child of ``runs_root``, else ``ValueError``)
     and its XComs of ``task_ids``; log and return what was removed."""
     if not is_plain_child(run_dir, runs_root):
@@ -101,9 +109,14 @@ def remove_run(run_dir: Path, runs_root: Path, dag_id: str, run_id: str, task_id
     return Removed(str(run_dir), "published", size)
 
 
-def remove_old_runs(runs_root: Path, days: float, task_ids: Iterable[str], run_state: Callable[[str, str], str | None],
-                    now: float | None = None,
-                    xcom_deleter: Callable[[str, str, Iterable[str]], None] = delete_xcoms) -> list[Removed]:
+def remove_old_runs(
+    runs_root: Path,
+    days: float,
+    task_ids: Iterable[str],
+    run_state: Callable[[str, str], str | None],
+    now: float | None = None,
+    xcom_deleter: Callable[[str, str, Iterable[str]], None] = delete_xcoms,
+) -> list[Removed]:
     """Remove the run directories under ``runs_root`` older than ``days`` (by :data:`RUN_MARKER`'s
     time, else the directory's) whose run is not ``running`` or ``queued`` (``run_state(dag_id,
     run_id)``; None: the run is gone from Airflow), with their XComs of ``task_ids``; and leftover
@@ -134,8 +147,12 @@ def remove_old_runs(runs_root: Path, days: float, task_ids: Iterable[str], run_s
             xcom_deleter(run["dag_id"], run["run_id"], task_ids)
         size = remove_dir(path)
         removed.append(Removed(str(path), "age", size))
-        log.info("retention: removed %s (a run of %.1f days ago that did not publish, %.1f MiB)", path,
-                 (now - born) / DAY_SECONDS, size / 2**20)
+        log.info(
+            "retention: removed %s (a run of %.1f days ago that did not publish, %.1f MiB)",
+            path,
+            (now - born) / DAY_SECONDS,
+            size / 2**20,
+        )
     return removed
 
 
@@ -162,6 +179,7 @@ def remove_old_logs(log_folder: Path, days: float, now: float | None = None) -> 
 def run_state_of(ti) -> Callable[[str, str], str | None]:
     """``run_state(dag_id, run_id)`` for :func:`remove_old_runs` through the running task instance
     ``ti`` (Task SDK ``get_dagrun_state``): the run's state, None when Airflow no longer knows it."""
+
     def run_state(dag_id: str, run_id: str) -> str | None:
         try:
             return str(ti.get_dagrun_state(dag_id, run_id))

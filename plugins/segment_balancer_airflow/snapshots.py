@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import json
-from datetime import datetime, timezone
+from datetime import UTC, datetime
 from pathlib import Path
 
 from segment_balancer.common.errors import InputError
@@ -21,7 +21,7 @@ def snapshot_time(snapshot_dir: Path) -> datetime:
         when = datetime.fromisoformat(raw.replace("Z", "+00:00"))
     except (OSError, ValueError, KeyError, TypeError, AttributeError) as exc:
         raise ValueError(f"{meta_file}: cannot read snapshot_time ({exc})") from exc
-    return when if when.tzinfo else when.replace(tzinfo=timezone.utc)
+    return when if when.tzinfo else when.replace(tzinfo=UTC)
 
 
 def snapshot_dirs(root: Path) -> list[Path]:
@@ -35,7 +35,9 @@ def snapshot_dirs(root: Path) -> list[Path]:
         if (d / "snapshot.json").is_file():
             found.append(d)
         else:
-            found += [c for c in d.iterdir() if c.is_dir() and not c.name.startswith(".") and (c / "snapshot.json").is_file()]
+            found += [
+                c for c in d.iterdir() if c.is_dir() and not c.name.startswith(".") and (c / "snapshot.json").is_file()
+            ]
     return found
 
 
@@ -58,7 +60,7 @@ def pick_snapshot(snapshots_root: str | Path, at: datetime, cluster: str | None 
     root = Path(snapshots_root)
     if not root.is_dir():
         raise NoSnapshotError(f"snapshots root {root} is not a directory")
-    at = at if at.tzinfo else at.replace(tzinfo=timezone.utc)
+    at = at if at.tzinfo else at.replace(tzinfo=UTC)
     dirs = [d for d in snapshot_dirs(root) if cluster is None or snapshot_cluster(d) == cluster]
     candidates = [(snapshot_time(d), str(d.relative_to(root)), d) for d in dirs]
     eligible = [c for c in candidates if c[0] <= at]

@@ -56,8 +56,18 @@ class SimulateArgs:
 
     def argv(self) -> list[str]:
         """The arguments of ``spark_apps/simulate.py`` (``segment_balancer.tools.simulate.main``)."""
-        args = ["--snapshot", str(self.snapshot), "--plan", str(self.plan), "--work", str(self.work),
-                "--runs", str(self.runs), "--out", str(self.out)]
+        args = [
+            "--snapshot",
+            str(self.snapshot),
+            "--plan",
+            str(self.plan),
+            "--work",
+            str(self.work),
+            "--runs",
+            str(self.runs),
+            "--out",
+            str(self.out),
+        ]
         if self.config_file is not None:
             args += ["--config", str(self.config_file)]
         if self.loads_per_run is not None:
@@ -75,12 +85,31 @@ class SimulateFields:
     :param load_failure_rate: probability that a load fails; ``seed``: of the failures.
     """
 
-    SIMULATE_FIELDS: Sequence[str] = ("runs", "snapshot", "plan", "work", "out", "config_file", "loads_per_run",
-                                      "load_failure_rate", "seed")
+    SIMULATE_FIELDS: Sequence[str] = (
+        "runs",
+        "snapshot",
+        "plan",
+        "work",
+        "out",
+        "config_file",
+        "loads_per_run",
+        "load_failure_rate",
+        "seed",
+    )
 
-    def set_simulate_fields(self, *, runs: Any, snapshot: Any, plan: Any, work: Any, out: Any,
-                            config_file: Any = None, loads_per_run: Any = None, load_failure_rate: Any = 0.0,
-                            seed: Any = 0) -> None:
+    def set_simulate_fields(
+        self,
+        *,
+        runs: Any,
+        snapshot: Any,
+        plan: Any,
+        work: Any,
+        out: Any,
+        config_file: Any = None,
+        loads_per_run: Any = None,
+        load_failure_rate: Any = 0.0,
+        seed: Any = 0,
+    ) -> None:
         self.runs, self.snapshot, self.plan, self.work, self.out = runs, snapshot, plan, work, out
         self.config_file, self.loads_per_run = config_file, loads_per_run
         self.load_failure_rate, self.seed = load_failure_rate, seed
@@ -93,8 +122,13 @@ class SimulateFields:
         if runs <= 0:
             raise AirflowSkipException("simulate_runs is 0: no simulation asked for")
         return SimulateArgs(
-            runs=runs, snapshot=Path(self.snapshot), plan=Path(self.plan), work=Path(self.work), out=Path(self.out),
+            runs=runs,
+            snapshot=Path(self.snapshot),
+            plan=Path(self.plan),
+            work=Path(self.work),
+            out=Path(self.out),
             config_file=None if unset(self.config_file) else Path(self.config_file),
             loads_per_run=None if unset(self.loads_per_run) else int(self.loads_per_run),
             load_failure_rate=0.0 if unset(self.load_failure_rate) else float(self.load_failure_rate),
-            seed=0 if unset(self.seed) else int(self.seed))
+            seed=0 if unset(self.seed) else int(self.seed),
+        )

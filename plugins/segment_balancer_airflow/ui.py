@@ -41,6 +41,7 @@ from airflow.api_fastapi.core_api.security import requires_access_dag
 from fastapi import Depends, FastAPI, Query
 from fastapi.responses import FileResponse, HTMLResponse, JSONResponse, Response
 from jinja2 import Environment, FileSystemLoader, StrictUndefined
+
 from segment_balancer.common.files import is_plain_child
 from segment_balancer.plan.history import plan_history, signed_change
 from segment_balancer_airflow.resolve import DAG_ID, plans_root, run_paths, segment_balancer_home
@@ -54,8 +55,9 @@ AUTHORIZED = requires_access_dag(method="GET", access_entity=DagAccessEntity.RUN
 """The dependency of every route: the request's user may read runs of ``segment_balancing``
 (``HTTPException`` 401 without a valid JWT, 403 when the auth manager refuses)."""
 
-app = FastAPI(title="segment_balancer plans", dependencies=[Depends(AUTHORIZED)],
-              docs_url=None, redoc_url=None, openapi_url=None)
+app = FastAPI(
+    title="segment_balancer plans", dependencies=[Depends(AUTHORIZED)], docs_url=None, redoc_url=None, openapi_url=None
+)
 
 NO_CACHE = {"Cache-Control": "no-cache"}  # a re-run replaces the plan under the same URL
 _BODY = re.compile(r"<body\b[^>]*>", re.IGNORECASE)
@@ -80,8 +82,13 @@ def detail_facts(detail: dict) -> list[tuple[str, object]]:
     return [(k, v) for k, v in detail.items() if k not in _DETAIL_LISTS]
 
 
-_templates = Environment(loader=FileSystemLoader(Path(__file__).resolve().parent / "templates"), autoescape=True,
-                         undefined=StrictUndefined, trim_blocks=True, lstrip_blocks=True)
+_templates = Environment(
+    loader=FileSystemLoader(Path(__file__).resolve().parent / "templates"),
+    autoescape=True,
+    undefined=StrictUndefined,
+    trim_blocks=True,
+    lstrip_blocks=True,
+)
 _templates.globals["href"] = href
 _templates.filters.update(number=number, change=signed_change, detail_facts=detail_facts)
 
@@ -116,22 +123,28 @@ def run_view(run_id: str, dag_id: str = DAG_ID) -> HTMLResponse:
     it in: the tab is on the runs of every DAG) is not ``segment_balancing``, whose runs alone
     publish plans (a run of another DAG may have the same run id)."""
     if dag_id != DAG_ID:
-        return _not_found("No plan for this run",
-                          f"DAG run {run_id} is a run of {dag_id}: only runs of {DAG_ID} publish plans.")
+        return _not_found(
+            "No plan for this run", f"DAG run {run_id} is a run of {dag_id}: only runs of {DAG_ID} publish plans."
+        )
     publish_dir = run_paths(segment_balancer_home(), run_id)["publish_dir"]
     plan = plan_dir(publish_dir.name) if publish_dir.parent == _plans_root() else None
     if plan is None:
-        return _not_found("No plan for this run",
-                          f"DAG run {run_id} has no published plan: there is nothing at {publish_dir}.",
-                          "A run publishes its plan when it succeeds; a run still running, a failed run "
-                          f"or a run of another DAG than {DAG_ID} has none.")
+        return _not_found(
+            "No plan for this run",
+            f"DAG run {run_id} has no published plan: there is nothing at {publish_dir}.",
+            "A run publishes its plan when it succeeds; a run still running, a failed run "
+            f"or a run of another DAG than {DAG_ID} has none.",
+        )
     if not (plan / REPORT).is_file():
-        return _not_found("No report for this run",
-                          f"The plan of DAG run {run_id} is published at {plan}, but it has no {REPORT} "
-                          "(it was published before reports were written).")
+        return _not_found(
+            "No report for this run",
+            f"The plan of DAG run {run_id} is published at {plan}, but it has no {REPORT} "
+            "(it was published before reports were written).",
+        )
     report = (plan / REPORT).read_text(encoding="utf-8")
-    nav = _templates.get_template("nav.html").render(name=plan.name,
-                                                    simulation=(plan / "simulation" / REPORT).is_file())
+    nav = _templates.get_template("nav.html").render(
+        name=plan.name, simulation=(plan / "simulation" / REPORT).is_file()
+    )
     head_end = report.lower().find("</head>")
     body = _BODY.search(report, max(head_end, 0))
     at = body.end() if body else 0
@@ -153,8 +166,9 @@ def plans_json(cluster: str | None = None) -> list[dict]:
 
 
 @app.get("/plans/{name}/explain", response_class=HTMLResponse)
-def explain_page(name: str, segment: str | None = None,
-                 fmt: Literal["html", "json"] = Query("html", alias="format")) -> Response:
+def explain_page(
+    name: str, segment: str | None = None, fmt: Literal["html", "json"] = Query("html", alias="format")
+) -> Response:
     """The explain form of plan ``name`` and, for ``segment``, ``explain_plan``'s answer as HTML
     (the stages ``render_explain`` shows) or, with ``format=json``, as JSON. 404 (message on the
     page, ``{"detail": message}`` in JSON) for an unknown plan or segment, a plan without explain
@@ -177,9 +191,17 @@ def explain_page(name: str, segment: str | None = None,
         return JSONResponse(answer) if error is None else JSONResponse({"detail": error}, status_code=404)
     if plan is None:
         return _not_found("No such plan", error)
-    return _page("explain.html", 404 if error else 200, name=name, segment=segment or "", error=error,
-                 answer=answer, stages=shown_stages(answer) if answer else [], has_report=(plan / REPORT).is_file(),
-                 nothing_undone=NOTHING_UNDONE)
+    return _page(
+        "explain.html",
+        404 if error else 200,
+        name=name,
+        segment=segment or "",
+        error=error,
+        answer=answer,
+        stages=shown_stages(answer) if answer else [],
+        has_report=(plan / REPORT).is_file(),
+        nothing_undone=NOTHING_UNDONE,
+    )
 
 
 def shown_stages(answer: dict) -> list[dict]:

@@ -55,8 +55,13 @@ def test_remove_dir_goes_whole_and_counts_its_bytes(tmp_path):
     d.mkdir()
     (d / "a").write_bytes(b"x" * 7)
     assert remove_dir(d) == 7
-    for name, leftover in ((".plan.tmp-0123abcd", True), (".plan.old-0123456789ab", True), ("plan", False),
-                           (".plan", False), (".plan.tmp-xyz", False)):
+    for name, leftover in (
+        (".plan.tmp-0123abcd", True),
+        (".plan.old-0123456789ab", True),
+        ("plan", False),
+        (".plan", False),
+        (".plan.tmp-xyz", False),
+    ):
         assert is_leftover(tmp_path / name) is leftover, name
 
 

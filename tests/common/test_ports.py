@@ -34,16 +34,30 @@ def test_a_taken_port_is_named_with_its_setting():
     with listening() as port:
         assert taken(port)
         [line] = check({"AIRFLOW_PORT": port})
-        assert line == (f"port {port} (AIRFLOW_PORT: the Airflow API server) is taken by another process; "
-                        f"set AIRFLOW_PORT to a free port, e.g. make airflow AIRFLOW_PORT={port + 10}")
+        assert line == (
+            f"port {port} (AIRFLOW_PORT: the Airflow API server) is taken by another process; "
+            f"set AIRFLOW_PORT to a free port, e.g. make airflow AIRFLOW_PORT={port + 10}"
+        )
     assert not taken(port) and check({"AIRFLOW_PORT": port}) == []
     assert set(PORTS) == {"AIRFLOW_PORT", "SPARK_CONNECT_PORT", "STANDALONE_PORT"}
 
 
 def test_make_airflow_refuses_a_taken_port_in_one_line_before_setting_anything_up(tmp_path):
     with listening() as port:
-        done = subprocess.run(["make", "--no-print-directory", "-C", str(REPO), "airflow", f"AIRFLOW_PORT={port}",
-                               f"VAR={tmp_path / 'var'}"], capture_output=True, text=True, timeout=300)
+        done = subprocess.run(
+            [
+                "make",
+                "--no-print-directory",
+                "-C",
+                str(REPO),
+                "airflow",
+                f"AIRFLOW_PORT={port}",
+                f"VAR={tmp_path / 'var'}",
+            ],
+            capture_output=True,
+            text=True,
+            timeout=300,
+        )
     assert done.returncode != 0
     assert f"error: port {port} (AIRFLOW_PORT: the Airflow API server) is taken" in done.stderr
     assert "Traceback" not in done.stderr + done.stdout
@@ -52,18 +66,47 @@ def test_make_airflow_refuses_a_taken_port_in_one_line_before_setting_anything_u
 
 def test_the_standalone_cluster_refuses_a_taken_port_in_one_line(tmp_path):
     with listening() as port:
-        done = subprocess.run([sys.executable, "-m", "segment_balancer.spark.standalone", "start", "--dir",
-                               str(tmp_path), "--port", str(port)], capture_output=True, text=True, timeout=120)
+        done = subprocess.run(
+            [
+                sys.executable,
+                "-m",
+                "segment_balancer.spark.standalone",
+                "start",
+                "--dir",
+                str(tmp_path),
+                "--port",
+                str(port),
+            ],
+            capture_output=True,
+            text=True,
+            timeout=120,
+        )
     assert done.returncode == 1
     assert one_error_line(done.stderr).startswith(
-        f"error: Spark standalone cluster not started: port {port} (STANDALONE_PORT: the Spark standalone master")
+        f"error: Spark standalone cluster not started: port {port} (STANDALONE_PORT: the Spark standalone master"
+    )
 
 
 def test_the_connect_server_refuses_a_taken_port_in_one_line(tmp_path):
     with listening() as port:
-        done = subprocess.run([sys.executable, "-m", "segment_balancer.spark.connect_server", "start", "--dir",
-                               str(tmp_path), "--port", str(port), "--timeout", "5"],
-                              capture_output=True, text=True, timeout=120)
+        done = subprocess.run(
+            [
+                sys.executable,
+                "-m",
+                "segment_balancer.spark.connect_server",
+                "start",
+                "--dir",
+                str(tmp_path),
+                "--port",
+                str(port),
+                "--timeout",
+                "5",
+            ],
+            capture_output=True,
+            text=True,
+            timeout=120,
+        )
     assert done.returncode == 1
     assert one_error_line(done.stderr).startswith(
-        f"Spark Connect server not started: port {port} (SPARK_CONNECT_PORT: the Spark Connect server")
+        f"Spark Connect server not started: port {port} (SPARK_CONNECT_PORT: the Spark Connect server"
+    )

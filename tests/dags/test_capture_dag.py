@@ -7,7 +7,7 @@ leaves the root as it was."""
 from __future__ import annotations
 
 import json
-from datetime import datetime, timedelta, timezone
+from datetime import UTC, datetime, timedelta
 from pathlib import Path
 
 import fake_druid as fd
@@ -18,7 +18,9 @@ REPO = Path(__file__).resolve().parents[2]
 def connect(monkeypatch, fake) -> None:
     host, port = fake.url.split("//")[1].split(":")
     for conn_id, conn_type in (("DRUID_BROKER_DEFAULT", "druid"), ("DRUID_COORDINATOR_DEFAULT", "http")):
-        monkeypatch.setenv(f"AIRFLOW_CONN_{conn_id}", json.dumps({"conn_type": conn_type, "host": host, "port": int(port)}))
+        monkeypatch.setenv(
+            f"AIRFLOW_CONN_{conn_id}", json.dumps({"conn_type": conn_type, "host": host, "port": int(port)})
+        )
 
 
 def run_capture_dag(root: Path, retry_delay: timedelta | None = None, **conf):
@@ -39,6 +41,7 @@ def run_capture_dag(root: Path, retry_delay: timedelta | None = None, **conf):
 def test_a_capture_lands_emits_the_asset_and_is_planned_on_next(airflow_home, tmp_path, monkeypatch):
     from airflow.models.asset import AssetEvent, AssetModel
     from airflow.utils.session import create_session
+
     from segment_balancer_airflow.snapshots import pick_snapshot
 
     root = tmp_path / "snapshots"
@@ -54,10 +57,14 @@ def test_a_capture_lands_emits_the_asset_and_is_planned_on_next(airflow_home, tm
     [captured] = list((root / "prod").iterdir())  # keep=1: the 2020 capture was pruned
     assert captured != old and (captured / "servers.json").is_file() and (captured / "segments.jsonl.gz").is_file()
     assert json.loads((captured / "snapshot.json").read_text())["cluster"] == "prod"
-    assert pick_snapshot(root, datetime.now(timezone.utc)) == captured
+    assert pick_snapshot(root, datetime.now(UTC)) == captured
     with create_session() as session:
-        events = (session.query(AssetEvent, AssetModel).filter(AssetEvent.asset_id == AssetModel.id)
-                  .filter(AssetEvent.source_run_id == run.run_id).all())
+        events = (
+            session.query(AssetEvent, AssetModel)
+            .filter(AssetEvent.asset_id == AssetModel.id)
+            .filter(AssetEvent.source_run_id == run.run_id)
+            .all()
+        )
     assert [(a.name, e.source_task_id) for e, a in events] == [("segment_balancer_snapshots", "capture")]
 
 

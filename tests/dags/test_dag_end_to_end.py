@@ -23,8 +23,8 @@ from pathlib import Path
 
 import pandas as pd
 import pytest
-
 from compaction_snapshot import OVERSHADOWED, WAITING, line_of
+
 from segment_balancer.planner.stages import APP_NAMES
 
 REPO = Path(__file__).resolve().parents[2]
@@ -45,12 +45,18 @@ def standalone_connect(tmp_path_factory):
             s.bind(("127.0.0.1", 0))
             return s.getsockname()[1]
 
-    cluster = StandaloneCluster(tmp_path_factory.mktemp("standalone"), port=free_port(), cores=1, memory="2g",
-                                workers=2)
+    cluster = StandaloneCluster(
+        tmp_path_factory.mktemp("standalone"), port=free_port(), cores=1, memory="2g", workers=2
+    )
     cluster.start()
-    server = ConnectServer(tmp_path_factory.mktemp("connect"), port=free_port(), master=cluster.master_url,
-                           driver_memory="2g", event_log=True,
-                           conf={"spark.executor.memory": "1g", "spark.sql.shuffle.partitions": "2"})
+    server = ConnectServer(
+        tmp_path_factory.mktemp("connect"),
+        port=free_port(),
+        master=cluster.master_url,
+        driver_memory="2g",
+        event_log=True,
+        conf={"spark.executor.memory": "1g", "spark.sql.shuffle.partitions": "2"},
+    )
     try:
         server.start()
         yield cluster, server
@@ -70,12 +76,20 @@ def run_dag(snapshot: Path, **conf) -> Path:
 
     states = {ti.task_id: ti.state for ti in run.get_task_instances()}
     assert run.state == "success", states
-    assert set(states) == {"resolve_snapshot", *APP_NAMES, "validate_plan", "publish_plan", "simulate",
-                           "remove_work", "release_spark_session"}
+    assert set(states) == {
+        "resolve_snapshot",
+        *APP_NAMES,
+        "validate_plan",
+        "publish_plan",
+        "simulate",
+        "remove_work",
+        "release_spark_session",
+    }
     assert set(states.values()) == {"success"}
     # published: remove_work removed the run's directory and its stage XComs, objects in storage too
     from airflow.models.xcom import XComModel
     from airflow.utils.session import create_session
+
     from segment_balancer_airflow.resolve import run_dir_name
 
     home = Path(os.environ["SEGMENT_BALANCER_HOME"])
@@ -93,14 +107,21 @@ def run_dag(snapshot: Path, **conf) -> Path:
     from airflow.models.asset import AssetEvent, AssetModel
 
     with create_session() as session:
-        events = (session.query(AssetEvent, AssetModel).filter(AssetEvent.asset_id == AssetModel.id)
-                  .filter(AssetEvent.source_run_id == run.run_id).all())
+        events = (
+            session.query(AssetEvent, AssetModel)
+            .filter(AssetEvent.asset_id == AssetModel.id)
+            .filter(AssetEvent.source_run_id == run.run_id)
+            .all()
+        )
     assert [(a.name, e.source_task_id) for e, a in events] == [("segment_balancer_plans", "publish_plan")]
     summary = json.loads((published / "summary.json").read_text())
     extra = events[0][0].extra
     assert extra["plan_dir"] == str(published) and extra["cluster"] == summary["cluster"]
     assert (extra["operations"], extra["loads"], extra["unreplicated_after"]) == (
-        summary["operations"], summary["loads"], summary["status_after"]["unreplicated"])
+        summary["operations"],
+        summary["loads"],
+        summary["status_after"]["unreplicated"],
+    )
     return published
 
 
@@ -148,8 +169,9 @@ def test_segment_balancing_dag_publishes_the_plan_of_the_cli(airflow_home, compa
 
 
 @pytest.mark.spark_submit
-def test_segment_balancing_dag_on_spark_connect_publishes_the_same_plan(airflow_home, compaction_planned,
-                                                                      standalone_connect):
+def test_segment_balancing_dag_on_spark_connect_publishes_the_same_plan(
+    airflow_home, compaction_planned, standalone_connect
+):
     """The default mode: every Spark task of the run is a client of the Connect server, all on the
     run's one session (``run_session_id``), released by the teardown at the end; the server's master
     is the two-worker standalone cluster, and every application's tasks ran in its executors, both of
@@ -166,14 +188,23 @@ def test_segment_balancing_dag_on_spark_connect_publishes_the_same_plan(airflow_
 
     cluster, connect_server = standalone_connect
     base, cli_summary, cli_ops = compaction_planned
-    env = {**os.environ, "AIRFLOW__SEGMENT_BALANCER__SPARK_MODE": "connect",
-           "AIRFLOW_CONN_SPARK_CONNECT_DEFAULT": json.dumps(
-               {"conn_type": "spark_connect", "host": "sc://127.0.0.1", "port": connect_server.port})}
+    env = {
+        **os.environ,
+        "AIRFLOW__SEGMENT_BALANCER__SPARK_MODE": "connect",
+        "AIRFLOW_CONN_SPARK_CONNECT_DEFAULT": json.dumps(
+            {"conn_type": "spark_connect", "host": "sc://127.0.0.1", "port": connect_server.port}
+        ),
+    }
     env.pop("SPARK_CONNECT_MODE_ENABLED", None)
     conf = json.dumps({"snapshot": str(base / "snapshot"), "simulate_runs": 2})
     airflow = str(Path(sys.executable).parent / "airflow")
-    done = subprocess.run([airflow, "dags", "test", "segment_balancing", "--conf", conf], env=env,
-                          capture_output=True, text=True, timeout=1200)
+    done = subprocess.run(
+        [airflow, "dags", "test", "segment_balancing", "--conf", conf],
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=1200,
+    )
     assert done.returncode == 0, done.stdout[-4000:] + done.stderr[-4000:]
     with create_session() as session:
         run = session.query(DagRun).filter(DagRun.dag_id == "segment_balancing").order_by(DagRun.id.desc()).first()
@@ -187,15 +218,19 @@ def test_segment_balancing_dag_on_spark_connect_publishes_the_same_plan(airflow_
     skipped = {n for n, t in summary["timings_seconds"].items() if t.get("skipped")}
     assert skipped == {n for n, t in cli_summary["timings_seconds"].items() if t.get("skipped")}
     pd.testing.assert_frame_equal(
-        pd.read_parquet(published / "simulation" / "run-001" / "plan" / "operations.parquet"), cli_ops)
+        pd.read_parquet(published / "simulation" / "run-001" / "plan" / "operations.parquet"), cli_ops
+    )
 
     # Every tagged job of the run's applications ran in the run's one session, its tasks in the
     # standalone cluster's executors ("0" and "1"), never in the driver …
     session_id = run_session_id("segment_balancing", run_id)
     sessions, app_of_stage, executors = set(), {}, {}
-    events = [json.loads(line) for log in (connect_server.root / "events").iterdir()
-              for line in open(log, errors="replace") if '"SparkListenerJobStart"' in line
-              or '"SparkListenerTaskEnd"' in line]
+    events = [
+        json.loads(line)
+        for log in (connect_server.root / "events").iterdir()
+        for line in open(log, errors="replace")
+        if '"SparkListenerJobStart"' in line or '"SparkListenerTaskEnd"' in line
+    ]
     for event in events:
         if event["Event"] == "SparkListenerJobStart":
             tags = event["Properties"].get("spark.job.tags", "")
@@ -212,8 +247,10 @@ def test_segment_balancing_dag_on_spark_connect_publishes_the_same_plan(airflow_
     assert cluster.alive_workers() == 2
     assert session_id in sessions
     # … which the teardown released: the id can no longer be attached to.
-    probe = ("import sys; from pyspark.sql import SparkSession as S; "
-             "s = S.builder.remote(sys.argv[1]).getOrCreate(); s.range(1).count()")
+    probe = (
+        "import sys; from pyspark.sql import SparkSession as S; "
+        "s = S.builder.remote(sys.argv[1]).getOrCreate(); s.range(1).count()"
+    )
     url = f"{connect_server.url}/;session_id={session_id}"
     again = subprocess.run([sys.executable, "-c", probe, url], capture_output=True, text=True, timeout=120, env=env)
     assert again.returncode != 0 and "SESSION_CLOSED" in again.stderr, again.stderr[-2000:]

@@ -103,6 +103,7 @@ def test_stage_operators_hand_groups_along(mode, monkeypatch):
     """Both Spark modes build the same graph; connect runs the applications on the run's session
     (``spark_connect_default``), spark-submit submits ``spark_apps/<name>.py``."""
     from airflow.dag_processing.dagbag import DagBag
+
     from segment_balancer_airflow.connect import SimulateConnectOperator, StageConnectOperator
     from segment_balancer_airflow.operators import SimulateSubmitOperator, StageSubmitOperator
 
@@ -110,8 +111,11 @@ def test_stage_operators_hand_groups_along(mode, monkeypatch):
     dag = DagBag(dag_folder=str(DAGS)).dags["segment_balancing"]
     assert sorted(dag.task_ids) == sorted(EXPECTED)
     stages = [dag.get_task(t) for t in APPS]
-    kind, simulate_kind = ((StageConnectOperator, SimulateConnectOperator) if mode == "connect"
-                           else (StageSubmitOperator, SimulateSubmitOperator))
+    kind, simulate_kind = (
+        (StageConnectOperator, SimulateConnectOperator)
+        if mode == "connect"
+        else (StageSubmitOperator, SimulateSubmitOperator)
+    )
     assert all(type(op) is kind for op in stages)
     assert type(dag.get_task("simulate")) is simulate_kind
     assert stages[0].groups_from is None
@@ -152,7 +156,11 @@ def test_schedule_docs_and_params(dag):
     # The bundled snapshots are proposed in the trigger form (free text stays possible).
     assert {"druid_sample", "generated"} <= set(params.get_param("snapshot").schema["examples"])
     assert "examples" not in params.get_param("cluster").schema  # the bundled root holds no cluster directory
-    assert (params["simulate_runs"], params["simulate_loads_per_run"], params["simulate_load_failure_rate"]) == (0, None, 0.0)
+    assert (params["simulate_runs"], params["simulate_loads_per_run"], params["simulate_load_failure_rate"]) == (
+        0,
+        None,
+        0.0,
+    )
 
 
 def _dag_hashes(root: Path) -> dict[str, str]:
@@ -227,14 +235,28 @@ def test_params_are_validated(dag):
     from airflow.sdk.exceptions import ParamValidationError
 
     good = copy.deepcopy(dag.params)
-    good.update({"snapshot": "druid_sample", "config_overrides": {"maxSegmentsInNodeLoadingQueue": 10},
-                 "simulate_runs": 5, "simulate_loads_per_run": 20, "simulate_load_failure_rate": 0.1})
+    good.update(
+        {
+            "snapshot": "druid_sample",
+            "config_overrides": {"maxSegmentsInNodeLoadingQueue": 10},
+            "simulate_runs": 5,
+            "simulate_loads_per_run": 20,
+            "simulate_load_failure_rate": 0.1,
+        }
+    )
     good.validate()
-    for key, bad in (("config_overrides", "not an object"), ("snapshots_root", ""), ("simulate_runs", -1),
-                     ("simulate_loads_per_run", 0), ("simulate_load_failure_rate", 1.5),
-                     ("maxSegmentsInNodeLoadingQueue", -1), ("loadingMinPercent", 101),
-                     ("numBestServersChoosingFunctionDefaultLogBase", 1), ("whatif_remove", "h1:8083"),
-                     ("whatif_add", [{"tier": "cold", "count": 0, "max_size": 10}])):
+    for key, bad in (
+        ("config_overrides", "not an object"),
+        ("snapshots_root", ""),
+        ("simulate_runs", -1),
+        ("simulate_loads_per_run", 0),
+        ("simulate_load_failure_rate", 1.5),
+        ("maxSegmentsInNodeLoadingQueue", -1),
+        ("loadingMinPercent", 101),
+        ("numBestServersChoosingFunctionDefaultLogBase", 1),
+        ("whatif_remove", "h1:8083"),
+        ("whatif_add", [{"tier": "cold", "count": 0, "max_size": 10}]),
+    ):
         params = copy.deepcopy(dag.params)
         with pytest.raises(ParamValidationError):
             params[key] = bad
@@ -257,7 +279,10 @@ def test_parsing_imports_nothing_heavy():
     )
     done = subprocess.run(
         [sys.executable, "-c", code, str(DAGS / "segment_balancing.py")],
-        capture_output=True, text=True, cwd=REPO, timeout=120,
+        capture_output=True,
+        text=True,
+        cwd=REPO,
+        timeout=120,
         env={**__import__("os").environ, "PYTHONPATH": str(REPO / "plugins")},
     )
     assert done.returncode == 0, done.stdout + done.stderr

@@ -43,6 +43,7 @@ def test_a_run_that_does_not_fit_on_the_disk_is_refused_before_it_starts(airflow
     from collections import namedtuple
 
     from airflow.dag_processing.dagbag import DagBag
+
     from segment_balancer_airflow.disk import estimate_run_bytes
 
     monkeypatch.setenv("AIRFLOW__SEGMENT_BALANCER__SPARK_MODE", "spark-submit")
@@ -50,8 +51,11 @@ def test_a_run_that_does_not_fit_on_the_disk_is_refused_before_it_starts(airflow
     monkeypatch.setenv("SEGMENT_BALANCER_HOME", str(home))
     usage = namedtuple("usage", "total used free")
     real = shutil_module.disk_usage
-    monkeypatch.setattr(shutil_module, "disk_usage",
-                        lambda p: usage(10**12, 10**12 - 1000, 1000) if str(p).startswith(str(tmp_path)) else real(p))
+    monkeypatch.setattr(
+        shutil_module,
+        "disk_usage",
+        lambda p: usage(10**12, 10**12 - 1000, 1000) if str(p).startswith(str(tmp_path)) else real(p),
+    )
     dag = DagBag(dag_folder=str(REPO / "dags")).dags["segment_balancing"]
     run = dag.test(run_conf={"snapshot": str(SAMPLE)})
     tis = {ti.task_id: ti for ti in run.get_task_instances()}
@@ -60,6 +64,8 @@ def test_a_run_that_does_not_fit_on_the_disk_is_refused_before_it_starts(airflow
     estimate = estimate_run_bytes(SAMPLE)
     assert run.state == "failed"
     assert tis["resolve_snapshot"].state == "failed" and tis["resolve_snapshot"].try_number == 1
-    assert (f"no room: {tmp_path} has 0.00 GiB (1,000 bytes) free, and a run on {SAMPLE} is estimated to write "
-            f"{estimate / 2**30:.2f} GiB ({estimate:,} bytes) there") in text
+    assert (
+        f"no room: {tmp_path} has 0.00 GiB (1,000 bytes) free, and a run on {SAMPLE} is estimated to write "
+        f"{estimate / 2**30:.2f} GiB ({estimate:,} bytes) there"
+    ) in text
     assert "Traceback" not in text and not home.exists()

@@ -5,7 +5,7 @@ from __future__ import annotations
 import hashlib
 import json
 import shutil
-from datetime import datetime, timezone
+from datetime import UTC, datetime
 from pathlib import Path
 from types import SimpleNamespace
 
@@ -41,19 +41,33 @@ def root(tmp_path):
     return tmp_path / "snaps"
 
 
-def _call(resolve, root, monkeypatch, tmp_path, snapshot=None, overrides=None, logical_date=None,
-          run_after=datetime(2030, 1, 1, tzinfo=timezone.utc), run_id="manual__2024-07-01T00:00:00+00:00", **params):
+def _call(
+    resolve,
+    root,
+    monkeypatch,
+    tmp_path,
+    snapshot=None,
+    overrides=None,
+    logical_date=None,
+    run_after=datetime(2030, 1, 1, tzinfo=UTC),
+    run_id="manual__2024-07-01T00:00:00+00:00",
+    **params,
+):
     from airflow.dag_processing.dagbag import DagBag
 
     monkeypatch.setenv("SEGMENT_BALANCER_HOME", str(tmp_path / "home"))
     defaults = dict(DagBag(dag_folder=str(REPO / "dags")).dags["segment_balancing"].params.dump())
     params = {**defaults, "snapshot": snapshot, "snapshots_root": str(root), "config_overrides": overrides, **params}
-    return resolve(params=params, run_id=run_id, logical_date=logical_date,
-                   dag_run=SimpleNamespace(run_after=run_after, dag_id="segment_balancing"))
+    return resolve(
+        params=params,
+        run_id=run_id,
+        logical_date=logical_date,
+        dag_run=SimpleNamespace(run_after=run_after, dag_id="segment_balancing"),
+    )
 
 
 def test_by_date_then_run_after(resolve, root, monkeypatch, tmp_path):
-    by_logical = _call(resolve, root, monkeypatch, tmp_path, logical_date=datetime(2024, 3, 1, tzinfo=timezone.utc))
+    by_logical = _call(resolve, root, monkeypatch, tmp_path, logical_date=datetime(2024, 3, 1, tzinfo=UTC))
     assert Path(by_logical["snapshot"]).name == "old"
     manual = _call(resolve, root, monkeypatch, tmp_path)  # no logical_date: run_after (2030)
     assert Path(manual["snapshot"]).name == "new"
@@ -87,23 +101,38 @@ def test_an_unknown_key_of_config_overrides_is_refused_naming_the_param(resolve,
     closest known key, before any work directory is made."""
     with pytest.raises(InputRefused) as info:
         _call(resolve, root, monkeypatch, tmp_path, snapshot="old", overrides={"maxSegmentsInNodeLoadQueue": 7})
-    assert info.value.message == ("param config_overrides: unknown key 'maxSegmentsInNodeLoadQueue' "
-                               "(did you mean 'maxSegmentsInNodeLoadingQueue'?)")
+    assert info.value.message == (
+        "param config_overrides: unknown key 'maxSegmentsInNodeLoadQueue' "
+        "(did you mean 'maxSegmentsInNodeLoadingQueue'?)"
+    )
     assert not (tmp_path / "home" / "runs").exists()
 
 
 def test_typed_config_fields_win_over_config_overrides(resolve, root, monkeypatch, tmp_path):
-    run = _call(resolve, root, monkeypatch, tmp_path, overrides={"maxSegmentsInNodeLoadingQueue": 7, "balancingMinPercent": 5},
-                maxSegmentsInNodeLoadingQueue=100, balancerRandomSeed=3, decommissioningNodes=None,
-                balancingMinCostReductionPercent=2.5)
+    run = _call(
+        resolve,
+        root,
+        monkeypatch,
+        tmp_path,
+        overrides={"maxSegmentsInNodeLoadingQueue": 7, "balancingMinPercent": 5},
+        maxSegmentsInNodeLoadingQueue=100,
+        balancerRandomSeed=3,
+        decommissioningNodes=None,
+        balancingMinCostReductionPercent=2.5,
+    )
     assert json.loads(Path(run["config_file"]).read_text()) == {
-        "maxSegmentsInNodeLoadingQueue": 100, "balancingMinPercent": 5, "balancerRandomSeed": 3,
-        "balancingMinCostReductionPercent": 2.5}
+        "maxSegmentsInNodeLoadingQueue": 100,
+        "balancingMinPercent": 5,
+        "balancerRandomSeed": 3,
+        "balancingMinCostReductionPercent": 2.5,
+    }
 
 
 def test_cluster_param_and_captures_two_levels_down(resolve, monkeypatch, tmp_path):
-    for cluster, stamp, when in (("prod", "2024-05-01T00-00-00Z", "2024-05-01T00:00:00Z"),
-                                 ("test", "2024-06-01T00-00-00Z", "2024-06-01T00:00:00Z")):
+    for cluster, stamp, when in (
+        ("prod", "2024-05-01T00-00-00Z", "2024-05-01T00:00:00Z"),
+        ("test", "2024-06-01T00-00-00Z", "2024-06-01T00:00:00Z"),
+    ):
         sample_at(tmp_path / "captures" / cluster / stamp, when, cluster)
     root = tmp_path / "captures"
     assert Path(_call(resolve, root, monkeypatch, tmp_path)["snapshot"]).parent.name == "test"
@@ -114,8 +143,16 @@ def test_what_if_edits_give_an_edited_copy_and_unknown_servers_fail_first(resolv
     from whatif_cluster import write_cluster
 
     snap = write_cluster(tmp_path / "snaps" / "w")
-    run = _call(resolve, tmp_path / "snaps", monkeypatch, tmp_path, snapshot="w", whatif_decommission=["a:8083"],
-                whatif_remove=["b:8083"], whatif_add=[{"tier": "cold", "count": 1, "max_size": 1000}])
+    run = _call(
+        resolve,
+        tmp_path / "snaps",
+        monkeypatch,
+        tmp_path,
+        snapshot="w",
+        whatif_decommission=["a:8083"],
+        whatif_remove=["b:8083"],
+        whatif_add=[{"tier": "cold", "count": 1, "max_size": 1000}],
+    )
     assert run["snapshot"] == str(Path(run["work"]) / "snapshot-whatif")
     servers = {s["server"]: s["server_type"] for s in json.loads((Path(run["snapshot"]) / "servers.json").read_text())}
     assert servers["b:8083"] != "historical" and servers["whatif-cold-1:8083"] == "historical"
@@ -127,11 +164,24 @@ def test_what_if_edits_give_an_edited_copy_and_unknown_servers_fail_first(resolv
 
 
 def test_the_avg_shedder_fields_go_into_the_config(resolve, root, monkeypatch, tmp_path):
-    run = _call(resolve, root, monkeypatch, tmp_path, balancerStrategy="avgShedder", avgShedderLowThresholdPercent=10,
-                avgShedderHighThresholdPercent=30.5, avgShedderHitCountLowThreshold=4, avgShedderHitCountHighThreshold=1)
+    run = _call(
+        resolve,
+        root,
+        monkeypatch,
+        tmp_path,
+        balancerStrategy="avgShedder",
+        avgShedderLowThresholdPercent=10,
+        avgShedderHighThresholdPercent=30.5,
+        avgShedderHitCountLowThreshold=4,
+        avgShedderHitCountHighThreshold=1,
+    )
     assert json.loads(Path(run["config_file"]).read_text()) == {
-        "balancerStrategy": "avgShedder", "avgShedderLowThresholdPercent": 10, "avgShedderHighThresholdPercent": 30.5,
-        "avgShedderHitCountLowThreshold": 4, "avgShedderHitCountHighThreshold": 1}
+        "balancerStrategy": "avgShedder",
+        "avgShedderLowThresholdPercent": 10,
+        "avgShedderHighThresholdPercent": 30.5,
+        "avgShedderHitCountLowThreshold": 4,
+        "avgShedderHitCountHighThreshold": 1,
+    }
 
 
 def _published(plans: Path, name: str, cluster: str, when: str, whatif: bool = False, state: bool = True) -> Path:
@@ -171,19 +221,32 @@ def test_a_plan_without_a_state_hands_none(resolve, root, monkeypatch, tmp_path)
     assert _call(resolve, root, monkeypatch, tmp_path, snapshot="new")["balancer_state"] == ""
 
 
-ODD_RUN_IDS = [".", "..", "...", "a/../b", "a..b", ".hidden", "x" * 250, "été ☃", "manual__2024-07-01T00:00:00+00:00",
-               "manual__2024-07-01T00_00_00_00_00", "backfill_1"]
+ODD_RUN_IDS = [
+    ".",
+    "..",
+    "...",
+    "a/../b",
+    "a..b",
+    ".hidden",
+    "x" * 250,
+    "été ☃",
+    "manual__2024-07-01T00:00:00+00:00",
+    "manual__2024-07-01T00_00_00_00_00",
+    "backfill_1",
+]
 
 
 def _validated_plan(path: Path, cluster: str) -> Path:
     from plan_summaries import summary
+
     from segment_balancer.plan.publish import plan_fingerprint
 
     path.mkdir(parents=True)
     (path / "operations.parquet").write_bytes(b"ops")
     (path / "summary.json").write_text(json.dumps(summary(cluster=cluster)))
-    (path / "validation.json").write_text(json.dumps({"success": True, "checks": [],
-                                                       "plan_files": plan_fingerprint(path)}))
+    (path / "validation.json").write_text(
+        json.dumps({"success": True, "checks": [], "plan_files": plan_fingerprint(path)})
+    )
     return path
 
 
@@ -219,6 +282,7 @@ def test_the_publish_task_keeps_the_plans_history(resolve, root, monkeypatch, tm
     its own directory and every earlier plan stays; a publish_dir pointing at the plans root or its
     parent (a run dict from elsewhere) is refused by the task and removes nothing."""
     from airflow.dag_processing.dagbag import DagBag
+
     from segment_balancer.plan.publish import PublishError
     from segment_balancer_airflow.assets import PLANS
 

@@ -21,6 +21,7 @@ def aged(path: Path, days: float) -> Path:
 
 def test_the_retention_dag_removes_what_is_old_and_keeps_what_is_needed(airflow_home, tmp_path, monkeypatch):
     from airflow.dag_processing.dagbag import DagBag
+
     from segment_balancer_airflow.retention import RUN_MARKER, write_run_marker
 
     home = tmp_path / "home"

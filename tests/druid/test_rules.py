@@ -5,12 +5,21 @@ cross-checked with the standard library's calendar where it reaches."""
 from __future__ import annotations
 
 import calendar
-from datetime import datetime, timezone
+from datetime import UTC, datetime
 
 import numpy as np
 import pytest
 
-from segment_balancer.druid.rules import Period, Rule, first_applying_rule, format_instant_ms, parse_instant_ms, parse_interval, rule_index_for, rules_for
+from segment_balancer.druid.rules import (
+    Period,
+    Rule,
+    first_applying_rule,
+    format_instant_ms,
+    parse_instant_ms,
+    parse_interval,
+    rule_index_for,
+    rules_for,
+)
 from segment_balancer.druid.snapshot.models import RuleSpec
 
 HOUR, DAY = 3_600_000, 86_400_000
@@ -21,7 +30,7 @@ def ms(text: str) -> int:
 
 
 def utc(*args: int) -> int:
-    return calendar.timegm(datetime(*args, tzinfo=timezone.utc).timetuple()) * 1000
+    return calendar.timegm(datetime(*args, tzinfo=UTC).timetuple()) * 1000
 
 
 def rule(**raw) -> Rule:
@@ -41,20 +50,24 @@ NOW = utc(2012, 12, 31, 1)  # DateTimes.of("2012-12-31T01:00:00") in Druid's tes
 
 # --------------------------------------------------------------------------- instants, periods
 
-@pytest.mark.parametrize("text, expected", [
-    ("2012-12-31T01:00:00", utc(2012, 12, 31, 1)),
-    ("2012-12-31T01:00:00.000Z", utc(2012, 12, 31, 1)),
-    ("2012-12-31T01", utc(2012, 12, 31, 1)),
-    ("2013-01-01", utc(2013, 1, 1)),
-    ("2013", utc(2013, 1, 1)),
-    ("2013-02", utc(2013, 2, 1)),
-    ("2012-12-31T01:00:00.123456Z", utc(2012, 12, 31, 1) + 123),
-    ("2012-12-31T03:30:00+02:30", utc(2012, 12, 31, 1)),
-    ("2012-12-30T20:00:00-05:00", utc(2012, 12, 31, 1)),
-    ("1970-01-01T00:00:00Z", 0),
-    ("0", -62_167_219_200_000),  # 0000-01-01: 719528 days before the epoch
-    ("3000", utc(3000, 1, 1)),
-])
+
+@pytest.mark.parametrize(
+    "text, expected",
+    [
+        ("2012-12-31T01:00:00", utc(2012, 12, 31, 1)),
+        ("2012-12-31T01:00:00.000Z", utc(2012, 12, 31, 1)),
+        ("2012-12-31T01", utc(2012, 12, 31, 1)),
+        ("2013-01-01", utc(2013, 1, 1)),
+        ("2013", utc(2013, 1, 1)),
+        ("2013-02", utc(2013, 2, 1)),
+        ("2012-12-31T01:00:00.123456Z", utc(2012, 12, 31, 1) + 123),
+        ("2012-12-31T03:30:00+02:30", utc(2012, 12, 31, 1)),
+        ("2012-12-30T20:00:00-05:00", utc(2012, 12, 31, 1)),
+        ("1970-01-01T00:00:00Z", 0),
+        ("0", -62_167_219_200_000),  # 0000-01-01: 719528 days before the epoch
+        ("3000", utc(3000, 1, 1)),
+    ],
+)
 def test_parse_instant(text, expected):
     assert parse_instant_ms(text) == expected
 
@@ -76,21 +89,24 @@ def test_offset_with_seconds_as_in_druid_interval_test():
     assert end == utc(3000, 1, 1, 6)
 
 
-@pytest.mark.parametrize("period, start, expected", [
-    ("P1M", utc(2020, 3, 31, 5), utc(2020, 2, 29, 5)),      # clamps to the month's last day
-    ("P1M", utc(2019, 3, 31), utc(2019, 2, 28)),
-    ("P1Y", utc(2020, 2, 29), utc(2019, 2, 28)),
-    ("P1Y1M", utc(2020, 2, 29), utc(2019, 1, 28)),          # years first, then months, each clamped
-    ("P1M1D", utc(2020, 3, 31), utc(2020, 2, 28)),          # 03-31 -> 02-29 -> 02-28
-    ("P1W", utc(2013, 1, 3), utc(2012, 12, 27)),
-    ("PT6H", utc(2013, 1, 1, 3), utc(2012, 12, 31, 21)),
-    ("PT1.5S", 10_000, 8_500),
-    ("P2D", NOW, utc(2012, 12, 29, 1)),
-    ("P13M", utc(2013, 1, 15), utc(2011, 12, 15)),
-    # -2987-01-01 by hand: years -2987..2012 hold 1250 - 50 + 13 = 1213 leap years (ISO has a year 0),
-    # so 5000 * 365 + 1213 = 1826213 days; 2013-01-01 is day 15706 -> day -1810507
-    ("P5000Y", utc(2013, 1, 1), -1_810_507 * DAY),
-])
+@pytest.mark.parametrize(
+    "period, start, expected",
+    [
+        ("P1M", utc(2020, 3, 31, 5), utc(2020, 2, 29, 5)),  # clamps to the month's last day
+        ("P1M", utc(2019, 3, 31), utc(2019, 2, 28)),
+        ("P1Y", utc(2020, 2, 29), utc(2019, 2, 28)),
+        ("P1Y1M", utc(2020, 2, 29), utc(2019, 1, 28)),  # years first, then months, each clamped
+        ("P1M1D", utc(2020, 3, 31), utc(2020, 2, 28)),  # 03-31 -> 02-29 -> 02-28
+        ("P1W", utc(2013, 1, 3), utc(2012, 12, 27)),
+        ("PT6H", utc(2013, 1, 1, 3), utc(2012, 12, 31, 21)),
+        ("PT1.5S", 10_000, 8_500),
+        ("P2D", NOW, utc(2012, 12, 29, 1)),
+        ("P13M", utc(2013, 1, 15), utc(2011, 12, 15)),
+        # -2987-01-01 by hand: years -2987..2012 hold 1250 - 50 + 13 = 1213 leap years (ISO has a year 0),
+        # so 5000 * 365 + 1213 = 1826213 days; 2013-01-01 is day 15706 -> day -1810507
+        ("P5000Y", utc(2013, 1, 1), -1_810_507 * DAY),
+    ],
+)
 def test_period_subtract(period, start, expected):
     assert minus(period, start) == expected
 
@@ -126,6 +142,7 @@ def test_parse_interval_forms():
 
 
 # ------------------------------------------------------------------------- ported Druid cases
+
 
 def test_period_load_applies_to_all():  # PeriodLoadRuleTest.testAppliesToAll
     r = rule(type="loadByPeriod", period="P5000Y", includeFuture=False, tieredReplicants={"": 0})
@@ -214,7 +231,7 @@ def test_broadcast_by_period_and_forever_rules():
     assert not b.applies_to(NOW, NOW + DAY, NOW)
     assert rule(type="broadcastByPeriod", period="P1D").applies_to(NOW, NOW + DAY, NOW)
     for t in ("loadForever", "dropForever", "broadcastForever"):
-        assert rule(type=t).applies_to(-10**15, 10**15, NOW)
+        assert rule(type=t).applies_to(-(10**15), 10**15, NOW)
 
 
 def test_load_rule_defaults_as_druid():  # ForeverLoadRuleTest / PeriodLoadRuleTest serde defaults
@@ -232,8 +249,7 @@ def test_load_rule_defaults_as_druid():  # ForeverLoadRuleTest / PeriodLoadRuleT
 # ------------------------------------------------------------------------ matching and vectors
 
 RULES = {
-    "wiki": [rule(type="loadByPeriod", period="P1M", tieredReplicants={"hot": 2}),
-             rule(type="dropForever")],
+    "wiki": [rule(type="loadByPeriod", period="P1M", tieredReplicants={"hot": 2}), rule(type="dropForever")],
     "_default": [rule(type="loadForever", tieredReplicants={"cold": 1})],
     "lookup": [rule(type="broadcastForever")],
 }

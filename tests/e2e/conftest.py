@@ -58,8 +58,10 @@ def deployment(tmp_path_factory, artifacts, druid):
     tmp = tmp_path_factory.mktemp("e2e")
     write_snapshots(tmp / "snapshots_src")
     host, druid_port = druid.url.split("//")[1].split(":")
-    env = {f"AIRFLOW_CONN_{c}": json.dumps({"conn_type": t, "host": host, "port": int(druid_port)})
-           for c, t in (("DRUID_BROKER_DEFAULT", "druid"), ("DRUID_COORDINATOR_DEFAULT", "http"))}
+    env = {
+        f"AIRFLOW_CONN_{c}": json.dumps({"conn_type": t, "host": host, "port": int(druid_port)})
+        for c, t in (("DRUID_BROKER_DEFAULT", "druid"), ("DRUID_COORDINATOR_DEFAULT", "http"))
+    }
     with running_deployment(tmp, tmp / "snapshots_src", artifacts / "deployment.log", env) as dep:
         (artifacts / "deployment.pid").write_text(f"{dep.pid}\n")
         try:
@@ -112,7 +114,9 @@ class Console:
 def console(artifacts):
     c = Console()
     yield c
-    (artifacts / "console-errors.txt").write_text("".join(m + "\n" for m in [*c.messages, *(f"(retried by the UI) {r}" for r in c.retried)]))
+    (artifacts / "console-errors.txt").write_text(
+        "".join(m + "\n" for m in [*c.messages, *(f"(retried by the UI) {r}" for r in c.retried)])
+    )
 
 
 @pytest.fixture(scope="session")

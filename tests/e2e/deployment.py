@@ -43,8 +43,9 @@ class Deployment:
 
     def token(self, fresh: bool = False) -> str:
         if self._token is None or fresh:
-            self._token = self.request("POST", "/auth/token", {"username": "admin", "password": self.password},
-                                       auth=False)["access_token"]
+            self._token = self.request(
+                "POST", "/auth/token", {"username": "admin", "password": self.password}, auth=False
+            )["access_token"]
         return self._token
 
     def request(self, method: str, path: str, body: dict | None = None, auth: bool = True):
@@ -76,7 +77,8 @@ class Deployment:
         from urllib.parse import quote
 
         return self.get(f"/api/v2/dags/{DAG_ID}/dagRuns/{quote(run_id, safe='')}/taskInstances?limit=100")[
-            "task_instances"]
+            "task_instances"
+        ]
 
     def wait_for_runs(self, run_ids: list[str], timeout: float, dag_id: str = DAG_ID) -> list[dict]:
         """Poll until every run in ``run_ids`` is finished; fails on a failed one or on timeout."""
@@ -125,9 +127,12 @@ def _clean_env() -> dict[str, str]:
     """This process's environment without what ``tests/conftest_airflow.py`` set for the unit tests
     (AIRFLOW_HOME, AIRFLOW__* overrides, SEGMENT_BALANCER_HOME...): the deployment gets its settings
     from the Makefile and the rendered airflow.cfg only."""
-    env = {k: v for k, v in os.environ.items()
-           if not k.startswith(("AIRFLOW__", "AIRFLOW_CONN_", "SEGMENT_BALANCER_", "PYSPARK_"))
-           and k not in ("AIRFLOW_HOME", "MAKEFLAGS", "MFLAGS", "MAKELEVEL", "VAR", "REPO", "AIRFLOW_PORT")}
+    env = {
+        k: v
+        for k, v in os.environ.items()
+        if not k.startswith(("AIRFLOW__", "AIRFLOW_CONN_", "SEGMENT_BALANCER_", "PYSPARK_"))
+        and k not in ("AIRFLOW_HOME", "MAKEFLAGS", "MFLAGS", "MAKELEVEL", "VAR", "REPO", "AIRFLOW_PORT")
+    }
     # The log servers of the task runner and triggerer listen on fixed ports (8793, 8794) by
     # default: free ones, so the test runs beside another deployment on this machine.
     env["AIRFLOW__LOGGING__WORKER_LOG_SERVER_PORT"] = str(free_port())
@@ -140,12 +145,26 @@ def running_deployment(tmp: Path, snapshots: Path, log: Path, env: dict[str, str
     """``make airflow`` under ``tmp`` with the snapshots of ``snapshots``, its output in ``log``,
     ``env`` added to its clean environment; yields the ready :class:`Deployment`, stops it after."""
     port = free_port()
-    cmd = ["make", "--no-print-directory", "-C", str(REPO), "airflow",
-           f"VAR={tmp / 'var'}", f"AIRFLOW_PORT={port}", f"SNAPSHOTS={snapshots}",
-           f"SPARK_CONNECT_PORT={free_port()}"]
+    cmd = [
+        "make",
+        "--no-print-directory",
+        "-C",
+        str(REPO),
+        "airflow",
+        f"VAR={tmp / 'var'}",
+        f"AIRFLOW_PORT={port}",
+        f"SNAPSHOTS={snapshots}",
+        f"SPARK_CONNECT_PORT={free_port()}",
+    ]
     with open(log, "wb") as out:
-        proc = subprocess.Popen(cmd, stdout=out, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL,
-                                env={**_clean_env(), **(env or {})}, start_new_session=True)
+        proc = subprocess.Popen(
+            cmd,
+            stdout=out,
+            stderr=subprocess.STDOUT,
+            stdin=subprocess.DEVNULL,
+            env={**_clean_env(), **(env or {})},
+            start_new_session=True,
+        )
     dep = Deployment(base=f"http://127.0.0.1:{port}", var=tmp / "var", password="", log=log, pid=proc.pid)
     try:
         _wait_ready(dep, proc)

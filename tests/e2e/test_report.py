@@ -17,7 +17,9 @@ from playwright.sync_api import expect
 
 #: headline card -> its value in summary.json
 FROM_SUMMARY = {
-    "operations": lambda s: s["operations"], "loads": lambda s: s["loads"], "drops": lambda s: s["drops"],
+    "operations": lambda s: s["operations"],
+    "loads": lambda s: s["loads"],
+    "drops": lambda s: s["drops"],
     "moves": lambda s: s["moves"],
     "unreplicated_before": lambda s: s["status_before"]["unreplicated"],
     "unreplicated_after": lambda s: s["status_after"]["unreplicated"],
@@ -34,7 +36,9 @@ def open_report(browser, path: Path, artifacts: Path, name: str):
     errors: list[str] = []
     page.on("console", lambda m: errors.append(m.text) if m.type == "error" else None)
     page.on("pageerror", lambda exc: errors.append(f"page error: {exc}"))
-    page.on("request", lambda r: errors.append(f"fetched {r.url}") if not r.url.startswith(("file:", "data:")) else None)
+    page.on(
+        "request", lambda r: errors.append(f"fetched {r.url}") if not r.url.startswith(("file:", "data:")) else None
+    )
     page.goto(path.as_uri())
     page.wait_for_load_state("networkidle")
     page.screenshot(path=str(artifacts / f"{name}.png"), full_page=True)
@@ -79,6 +83,7 @@ def test_simulation_report(spark, browser, artifacts, tmp_path):
     charts, the two margin charts (moves and bytes per run, a line per margin) and the margin
     table, whose links open each margin's own simulation report."""
     from druid_sample_plan import SNAPSHOT
+
     from segment_balancer.plan.report import margin_summary
     from segment_balancer.tools.simulate import simulate_margins
 

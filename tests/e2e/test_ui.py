@@ -23,7 +23,7 @@ from __future__ import annotations
 
 import json
 import re
-from datetime import datetime, timezone
+from datetime import UTC, datetime
 from pathlib import Path
 from urllib.parse import unquote
 
@@ -36,23 +36,34 @@ DAG_ID = "segment_balancing"
 RUN_TIMEOUT = 20 * 60
 #: how long the UI may take to answer a submitted form (it refetches before it says so)
 UI_TIMEOUT = 60_000
-BACKFILL_FROM, BACKFILL_TO = datetime(2024, 1, 2, tzinfo=timezone.utc), datetime(2024, 1, 3, tzinfo=timezone.utc)
+BACKFILL_FROM, BACKFILL_TO = datetime(2024, 1, 2, tzinfo=UTC), datetime(2024, 1, 3, tzinfo=UTC)
 #: snapshot each backfill date plans on (e2e_snapshots.SNAPSHOTS: early 2024-01-01, late 2024-01-02T12:00)
 EXPECTED_BACKFILL = {BACKFILL_FROM: "early", BACKFILL_TO: "late"}
 
 #: the trigger form's sections and some of the labels each must show
 SECTIONS = {
     "Snapshot": ("Snapshot", "Cluster", "Snapshots root"),
-    "Coordinator dynamic config": ("maxSegmentsInNodeLoadingQueue", "decommissioningNodes", "loadingMinPercent",
-                                   "balancerRandomSeed", "balancingMinCostReductionPercent", "balancerStrategy",
-                                   "avgShedderLowThresholdPercent", "avgShedderHighThresholdPercent",
-                                   "avgShedderHitCountLowThreshold", "avgShedderHitCountHighThreshold",
-                                   "Other config keys"),
+    "Coordinator dynamic config": (
+        "maxSegmentsInNodeLoadingQueue",
+        "decommissioningNodes",
+        "loadingMinPercent",
+        "balancerRandomSeed",
+        "balancingMinCostReductionPercent",
+        "balancerStrategy",
+        "avgShedderLowThresholdPercent",
+        "avgShedderHighThresholdPercent",
+        "avgShedderHitCountLowThreshold",
+        "avgShedderHitCountHighThreshold",
+        "Other config keys",
+    ),
     "What-if: cluster edits": ("Decommission historicals", "Remove historicals (as if lost)", "Add historicals"),
     "What-if simulation": ("Simulated Coordinator runs", "Loads per historical per run", "Load failure rate"),
 }
 
-FORM_SHOTS = {"Coordinator dynamic config": "03a-trigger-form-config", "What-if: cluster edits": "03b-trigger-form-whatif"}
+FORM_SHOTS = {
+    "Coordinator dynamic config": "03a-trigger-form-config",
+    "What-if: cluster edits": "03b-trigger-form-whatif",
+}
 
 #: what the tests hand on to the next ones
 STATE: dict = {}
@@ -165,8 +176,13 @@ def test_trigger_form_and_run(page, deployment, artifacts):
             # closes it (Escape would close the whole dialog) and leaves the param unset
             dialog.get_by_role("combobox", name="balancerStrategy").click()
             options = page.get_by_role("option")
-            expect(options).to_have_text(["(the snapshot's; cost unless it says)", "cost (Druid's placement cost)",
-                                          "avgShedder (usage pairs, shed after repeated gaps)"])
+            expect(options).to_have_text(
+                [
+                    "(the snapshot's; cost unless it says)",
+                    "cost (Druid's placement cost)",
+                    "avgShedder (usage pairs, shed after repeated gaps)",
+                ]
+            )
             shot(page, artifacts, "03c-trigger-form-strategy")
             options.first.click()
             expect(options).to_have_count(0)
@@ -191,7 +207,9 @@ def test_trigger_form_and_run(page, deployment, artifacts):
     assert run["triggered_by"] == "ui", run
     # the form's defaults: nothing but the snapshots root is set
     assert {k: v for k, v in (run["conf"] or {}).items() if v not in (None, [], {}, 0)} in (
-        {}, {"snapshots_root": str(deployment.var / "snapshots")}), run["conf"]
+        {},
+        {"snapshots_root": str(deployment.var / "snapshots")},
+    ), run["conf"]
     assert not deployment.get(f"/api/v2/dags/{DAG_ID}")["is_paused"], "triggering should have unpaused the DAG"
     STATE["manual_run"] = run_id
     settle(page)
@@ -214,6 +232,7 @@ def test_the_runs_plan_in_the_ui(page, deployment, artifacts):
     moved, with the move's operations and their reasons."""
     import pandas as pd
     from playwright.sync_api import expect
+
     from segment_balancer_airflow.resolve import run_paths
 
     run_id = STATE["manual_run"]
@@ -224,7 +243,8 @@ def test_the_runs_plan_in_the_ui(page, deployment, artifacts):
     report = plan_frame(page, "Plan report")
     expect(report.get_by_test_id("headline-operations")).to_have_attribute("data-value", str(summary["operations"]))
     expect(report.get_by_test_id("headline-unreplicated_after")).to_have_attribute(
-        "data-value", str(summary["status_after"]["unreplicated"]))
+        "data-value", str(summary["status_after"]["unreplicated"])
+    )
     expect(report.get_by_test_id("validation-status")).to_have_text("passed")
     tiers = {s["tier"] for s in summary["servers"]}
     expect(report.locator(".js-plotly-plot svg.main-svg").first).to_be_visible()
@@ -297,9 +317,9 @@ def test_a_capture_lands_and_is_planned_on_by_itself(page, deployment, artifacts
     asset-triggered segment_balancing run, which plans on that capture (the newest snapshot)."""
     capture_dag = "druid_snapshot_capture"
     deployment.request("PATCH", f"/api/v2/dags/{capture_dag}", {"is_paused": False})
-    deadline = datetime.now(timezone.utc).timestamp() + RUN_TIMEOUT
+    deadline = datetime.now(UTC).timestamp() + RUN_TIMEOUT
     while not deployment.runs(capture_dag):
-        assert datetime.now(timezone.utc).timestamp() < deadline, "no capture run"
+        assert datetime.now(UTC).timestamp() < deadline, "no capture run"
         page.wait_for_timeout(3000)
     [capture_run] = deployment.runs(capture_dag)[:1]
     deployment.wait_for_runs([capture_run["dag_run_id"]], RUN_TIMEOUT, dag_id=capture_dag)
@@ -308,7 +328,7 @@ def test_a_capture_lands_and_is_planned_on_by_itself(page, deployment, artifacts
     assert any(path == "/druid/v2/sql" for _, path, _ in druid.requests)
 
     while not [r for r in deployment.runs() if r["run_type"] == "asset_triggered"]:
-        assert datetime.now(timezone.utc).timestamp() < deadline, "segment_balancing did not run on the capture"
+        assert datetime.now(UTC).timestamp() < deadline, "segment_balancing did not run on the capture"
         page.wait_for_timeout(3000)
     [asset_run] = [r for r in deployment.runs() if r["run_type"] == "asset_triggered"]
     deployment.wait_for_runs([asset_run["dag_run_id"]], RUN_TIMEOUT)
@@ -323,6 +343,7 @@ def test_plans_page(page, deployment, artifacts):
     """Browse -> "Segment plans" lists every published plan newest snapshot first, each with its
     numbers and the change from the previous plan of its cluster."""
     from playwright.sync_api import expect
+
     from segment_balancer.plan.history import plan_history, signed_change
 
     page.goto("/")
@@ -353,8 +374,11 @@ def test_a_refused_input_fails_the_first_task_in_one_log_line(page, deployment, 
 
     from playwright.sync_api import expect
 
-    run = deployment.request("POST", f"/api/v2/dags/{DAG_ID}/dagRuns",
-                             {"logical_date": None, "conf": {"config_overrides": {"maxSegmentsInNodeLoadQueue": 7}}})
+    run = deployment.request(
+        "POST",
+        f"/api/v2/dags/{DAG_ID}/dagRuns",
+        {"logical_date": None, "conf": {"config_overrides": {"maxSegmentsInNodeLoadQueue": 7}}},
+    )
     run_id = STATE["refused_run"] = run["dag_run_id"]
     deadline = time.monotonic() + RUN_TIMEOUT
     while {r["dag_run_id"]: r["state"] for r in deployment.runs()}.get(run_id) != "failed":
@@ -362,11 +386,16 @@ def test_a_refused_input_fails_the_first_task_in_one_log_line(page, deployment, 
         time.sleep(3)
     tis = {ti["task_id"]: ti for ti in deployment.task_instances(run_id)}
     assert tis["resolve_snapshot"]["state"] == "failed" and tis["resolve_snapshot"]["try_number"] == 1
-    assert {ti["state"] for name, ti in tis.items() if name not in ("resolve_snapshot", "release_spark_session")} \
-        == {"upstream_failed"}
-    line = ("input refused: param config_overrides: unknown key 'maxSegmentsInNodeLoadQueue' "
-            "(did you mean 'maxSegmentsInNodeLoadingQueue'?)")
-    log = deployment.get(f"/api/v2/dags/{DAG_ID}/dagRuns/{quote(run_id, safe='')}/taskInstances/resolve_snapshot/logs/1")
+    assert {ti["state"] for name, ti in tis.items() if name not in ("resolve_snapshot", "release_spark_session")} == {
+        "upstream_failed"
+    }
+    line = (
+        "input refused: param config_overrides: unknown key 'maxSegmentsInNodeLoadQueue' "
+        "(did you mean 'maxSegmentsInNodeLoadingQueue'?)"
+    )
+    log = deployment.get(
+        f"/api/v2/dags/{DAG_ID}/dagRuns/{quote(run_id, safe='')}/taskInstances/resolve_snapshot/logs/1"
+    )
     text = json.dumps(log)
     assert line in text and "Traceback" not in text
     page.goto(f"/dags/{DAG_ID}/runs/{quote(run_id, safe='')}/tasks/resolve_snapshot")

@@ -24,8 +24,8 @@ from __future__ import annotations
 import json
 
 import pytest
-
 from explain_cluster import seg, write_cluster
+
 from segment_balancer.plan.explain import PlanExplainError, explain_plan, render_explain
 
 
@@ -44,13 +44,22 @@ def stage_of(answer: dict, app: str) -> dict:
 
 def test_a_load_stopped_by_capacity_says_which_server_and_how_many_bytes(plan):
     answer = explain_plan(plan, seg("w0"))
-    assert answer["tiers"] == {"t2": {"target": 1, "count_before": 0, "count_after": 0, "servers_before": [],
-                                      "servers_after": []}}
+    assert answer["tiers"] == {
+        "t2": {"target": 1, "count_before": 0, "count_after": 0, "servers_before": [], "servers_after": []}
+    }
     for app in ("stage01_unreplicated", "stage06_first_revisit", "stage08_second_revisit"):
         (decision,) = stage_of(answer, app)["decisions"]
         assert decision["outcome"] == "not_loaded"
-        assert decision["detail"] == {"tiers": {"t2": {"target": 1, "count": 0, "b": 1, "tried": [
-            ["t2x:8083", "capacity: 50 bytes available, the segment has 100"]]}}}
+        assert decision["detail"] == {
+            "tiers": {
+                "t2": {
+                    "target": 1,
+                    "count": 0,
+                    "b": 1,
+                    "tried": [["t2x:8083", "capacity: 50 bytes available, the segment has 100"]],
+                }
+            }
+        }
     assert not any(s["operations"] for s in answer["stages"])
 
 
@@ -59,11 +68,13 @@ def test_a_load_stopped_by_the_stage_1_queue_limit_then_made_in_stage_6(plan):
     (decision,) = stage_of(answer, "stage01_unreplicated")["decisions"]
     assert decision["outcome"] == "not_loaded"
     assert decision["detail"]["tiers"]["t3"]["tried"] == [
-        ["t3x:8083", "load queue full for stage 1: 7 loading loads queued, its limit 7"]]
+        ["t3x:8083", "load queue full for stage 1: 7 loading loads queued, its limit 7"]
+    ]
     six = stage_of(answer, "stage06_first_revisit")
     assert six["decisions"] == []
     assert [(o["action"], o["server"], o["queue_type"], o["reason"], o["depends_on"]) for o in six["operations"]] == [
-        ("LOAD", "t3x:8083", "loading", "unreplicated", None)]
+        ("LOAD", "t3x:8083", "loading", "unreplicated", None)
+    ]
     assert six["counts"] == {"t3": 1}
     assert "ToBecomeFullyReplicated[t3]" in six["groups"]
     assert answer["tiers"]["t3"]["servers_after"] == ["t3x:8083"]
@@ -74,12 +85,20 @@ def test_a_load_stopped_by_the_stage_1_queue_limit_then_made_in_stage_6(plan):
 def test_a_drop_deferred_by_the_availability_rule(plan):
     answer = explain_plan(plan, seg("z0"))
     assert {t: (v["target"], v["count_before"], v["count_after"]) for t, v in answer["tiers"].items()} == {
-        "t1": (1, 2, 2), "t2": (1, 1, 1)}
+        "t1": (1, 2, 2),
+        "t2": (1, 1, 1),
+    }
     assert answer["required"] == 2
     (decision,) = stage_of(answer, "stage12_unload")["decisions"]
     assert decision["outcome"] == "deferred"
-    assert decision["detail"] == {"deferred": 1, "loaded": 2, "required": 2, "refused": [["t1", "t1b:8083"]],
-                                  "targets": {"t1": 1, "t2": 1}, "counts": {"t1": 2, "t2": 1}}
+    assert decision["detail"] == {
+        "deferred": 1,
+        "loaded": 2,
+        "required": 2,
+        "refused": [["t1", "t1b:8083"]],
+        "targets": {"t1": 1, "t2": 1},
+        "counts": {"t1": 2, "t2": 1},
+    }
     assert "dropping from t1b:8083 [t1] refused: it would leave fewer than 2 loaded replicas" in render_explain(answer)
 
 
@@ -87,13 +106,26 @@ def test_a_move_off_a_decommissioning_server(plan):
     answer = explain_plan(plan, seg("s1"))
     five = stage_of(answer, "stage05_decommissioning")
     (load, drop) = five["operations"]
-    assert (load["action"], load["server"], load["queue_type"], load["reason"]) == ("LOAD", "c:8083", "decommissioning",
-                                                                                   "decommissioning")
-    assert (drop["action"], drop["server"], drop["reason"], drop["depends_on"]) == ("DROP", "a:8083", "decommissioning",
-                                                                                   load["op_id"])
+    assert (load["action"], load["server"], load["queue_type"], load["reason"]) == (
+        "LOAD",
+        "c:8083",
+        "decommissioning",
+        "decommissioning",
+    )
+    assert (drop["action"], drop["server"], drop["reason"], drop["depends_on"]) == (
+        "DROP",
+        "a:8083",
+        "decommissioning",
+        load["op_id"],
+    )
     assert five["decisions"] == []
-    assert answer["tiers"]["t4"] == {"target": 1, "count_before": 1, "count_after": 1,
-                                     "servers_before": ["a:8083"], "servers_after": ["c:8083"]}
+    assert answer["tiers"]["t4"] == {
+        "target": 1,
+        "count_before": 1,
+        "count_after": 1,
+        "servers_before": ["a:8083"],
+        "servers_after": ["c:8083"],
+    }
     text = render_explain(answer)
     assert f"op {load['op_id']}: LOAD on c:8083 [t4] (decommissioning queue), reason decommissioning" in text
     assert f"op {drop['op_id']}: DROP on a:8083 [t4], reason decommissioning, after op {load['op_id']}" in text
@@ -105,11 +137,15 @@ def test_druid_metrics_of_the_plan(plan):
     metrics = json.loads((plan / "summary.json").read_text())["druid_metrics"]
     got = {(m["metric"], m.get("tier"), m["at"]): m["value"] for m in metrics}
     assert {k: v for k, v in got.items() if k[2] == "plan" and not k[0].startswith("segment/under")} == {
-        ("segment/assigned/count", "t3", "plan"): 8, ("segment/moved/count", "t4", "plan"): 2,
-        ("segment/unavailable/count", None, "plan"): 1}
+        ("segment/assigned/count", "t3", "plan"): 8,
+        ("segment/moved/count", "t4", "plan"): 2,
+        ("segment/unavailable/count", None, "plan"): 1,
+    }
     assert got[("segment/unavailable/count", None, "snapshot")] == 9
-    assert {t: (got[("segment/underReplicated/count", t, "snapshot")], got[("segment/underReplicated/count", t, "plan")])
-            for t in ("t1", "t2", "t3", "t4")} == {"t1": (0, 0), "t2": (1, 1), "t3": (8, 0), "t4": (0, 0)}
+    assert {
+        t: (got[("segment/underReplicated/count", t, "snapshot")], got[("segment/underReplicated/count", t, "plan")])
+        for t in ("t1", "t2", "t3", "t4")
+    } == {"t1": (0, 0), "t2": (1, 1), "t3": (8, 0), "t4": (0, 0)}
     assert got[("tier/historical/count", "t4", "snapshot")] == 3
     assert got[("tier/total/capacity", "t2", "snapshot")] == 150
 
@@ -137,14 +173,41 @@ def test_a_balancing_decision_shows_the_margin_test():
     destination had to beat."""
     from segment_balancer.plan.explain import OUTCOME_TEXT, render_explain
 
-    detail = {"target": 1, "count": 1, "b": 1, "top_b": ["b"], "trigger": "betterServerInTopB", "holders": ["a"],
-              "margin": 10.0, "costs": {"b": 0.5, "a": 2.0}, "source": "a", "threshold": 1.8,
-              "tried": [["b", "load queue full"]]}
-    report = {"segment_id": "s", "datasource": "ds", "size_bytes": 1, "rule_kind": "load", "used": True,
-              "overshadowed": False, "waiting": False, "tiers": {},
-              "stages": [{"app": "stage07_balancing", "stage": 7, "groups": [], "counts": {}, "operations": [],
-                          "decisions": [{"tier": "t", "outcome": "no_destination", "why": OUTCOME_TEXT["no_destination"],
-                                         "detail": detail}]}]}
+    detail = {
+        "target": 1,
+        "count": 1,
+        "b": 1,
+        "top_b": ["b"],
+        "trigger": "betterServerInTopB",
+        "holders": ["a"],
+        "margin": 10.0,
+        "costs": {"b": 0.5, "a": 2.0},
+        "source": "a",
+        "threshold": 1.8,
+        "tried": [["b", "load queue full"]],
+    }
+    report = {
+        "segment_id": "s",
+        "datasource": "ds",
+        "size_bytes": 1,
+        "rule_kind": "load",
+        "used": True,
+        "overshadowed": False,
+        "waiting": False,
+        "tiers": {},
+        "stages": [
+            {
+                "app": "stage07_balancing",
+                "stage": 7,
+                "groups": [],
+                "counts": {},
+                "operations": [],
+                "decisions": [
+                    {"tier": "t", "outcome": "no_destination", "why": OUTCOME_TEXT["no_destination"], "detail": detail}
+                ],
+            }
+        ],
+    }
     text = render_explain(report)
     assert "placement costs: b 0.5, a 2" in text
     assert "margin test: a destination must cost below 1.8 = 2 (holder a) x (1 - 10.0/100)" in text

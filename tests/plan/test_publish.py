@@ -6,8 +6,8 @@ import json
 import os
 
 import pytest
-
 from plan_summaries import summary
+
 from segment_balancer.plan import publish
 from segment_balancer.plan.publish import PublishError, plan_fingerprint, publish_plan
 
@@ -27,8 +27,7 @@ def make_plan(path, content: bytes, success=True, fingerprint=True):
 
 def snapshot(root):
     """{relative path: bytes} of every file under root."""
-    return {str(p.relative_to(root)): p.read_bytes() for p in sorted(root.rglob("*"))
-            if p.is_file()}
+    return {str(p.relative_to(root)): p.read_bytes() for p in sorted(root.rglob("*")) if p.is_file()}
 
 
 def published(dest, plan) -> bool:
@@ -92,6 +91,7 @@ def test_failure_while_swapping_keeps_previous(tmp_path, monkeypatch):
             if str(src).find(".tmp-") >= 0:  # the rename (or swap) of the new copy into place
                 raise OSError("disk on fire")
             return real(src, dst, *args)
+
         return rename
 
     for exchange in (True, False):  # the swap of renameat2, and where the OS lacks it, two renames
@@ -135,7 +135,8 @@ def test_publishes_a_plan_validated_by_gx(tmp_path):
     from segment_balancer.plan.validation import validate_plan
 
     spec = importlib.util.spec_from_file_location(
-        "_validation_fixtures", Path(__file__).with_name("test_validation.py"))
+        "_validation_fixtures", Path(__file__).with_name("test_validation.py")
+    )
     fixtures = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(fixtures)
     plan, work = fixtures.write_plan(tmp_path)

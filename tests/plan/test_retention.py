@@ -7,8 +7,8 @@ import os
 import time
 
 import pytest
-
 from plan_summaries import summary, whatif_record, write_plan_dir
+
 from segment_balancer.plan.history import plan_history
 from segment_balancer.plan.retention import plans_to_remove, remove_plans
 
@@ -31,8 +31,14 @@ def root(tmp_path):
     """prod, newest first: w6 (what-if, 1 day), a5 (2), w4 (what-if, 5), a3 (10, named by LATEST),
     a2 (35), a1 (40); test: b1 alone (50 days)."""
     root = tmp_path / "plans"
-    for name, day, ago, whatif in (("a1", 1, 40, None), ("a2", 2, 35, None), ("a3", 3, 10, None),
-                                   ("w4", 4, 5, WHATIF), ("a5", 5, 2, None), ("w6", 6, 1, WHATIF)):
+    for name, day, ago, whatif in (
+        ("a1", 1, 40, None),
+        ("a2", 2, 35, None),
+        ("a3", 3, 10, None),
+        ("w4", 4, 5, WHATIF),
+        ("a5", 5, 2, None),
+        ("w6", 6, 1, WHATIF),
+    ):
         published(root, name, "prod", day, ago, whatif)
     published(root, "b1", "test", 1, 50)
     (root / "LATEST").write_text("a3\n")
@@ -71,11 +77,23 @@ def test_remove_plans_on_disk_keeps_latest_and_unknown_directories(root):
     (root / ".a8.tmp-abcdef012345").mkdir()  # one under way now
     removed = remove_plans(root, 30, 3, now=NOW)
     assert sorted((os.path.basename(r.path), r.reason) for r in removed) == [
-        (".a7.tmp-0123456789ab", "leftover"), ("a1", "age"), ("a2", "age")]
+        (".a7.tmp-0123456789ab", "leftover"),
+        ("a1", "age"),
+        ("a2", "age"),
+    ]
     assert {os.path.basename(r.path): r.bytes for r in removed}["a1"] == sum(
-        p.stat().st_size for p in (root / "a3").rglob("*") if p.is_file())  # same files as a3's
-    assert sorted(p.name for p in root.iterdir()) == [".a8.tmp-abcdef012345", "LATEST", "a3", "a5", "b1", "notes",
-                                                      "w4", "w6"]
+        p.stat().st_size for p in (root / "a3").rglob("*") if p.is_file()
+    )  # same files as a3's
+    assert sorted(p.name for p in root.iterdir()) == [
+        ".a8.tmp-abcdef012345",
+        "LATEST",
+        "a3",
+        "a5",
+        "b1",
+        "notes",
+        "w4",
+        "w6",
+    ]
     assert (root / "LATEST").read_text() == "a3\n"
     assert remove_plans(root, 30, 3, now=NOW) == []  # nothing more to do
     assert remove_plans(root.parent / "missing", 30, 3) == []

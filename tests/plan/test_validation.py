@@ -8,11 +8,24 @@ import pandas as pd
 import pytest
 
 from segment_balancer.plan import validation
-from segment_balancer.plan.validation import (PlanValidationError, assignment_chunks, load_inputs, queue_frame, require_valid,
-                                               validate_plan)
+from segment_balancer.plan.validation import (
+    PlanValidationError,
+    assignment_chunks,
+    load_inputs,
+    queue_frame,
+    require_valid,
+    validate_plan,
+)
 
-CHECKS = ["known_servers_and_segments", "assignment_unique", "capacity",
-          "no_replicated_load_to_decommissioning", "queue_limits", "dependencies", "well_formed"]
+CHECKS = [
+    "known_servers_and_segments",
+    "assignment_unique",
+    "capacity",
+    "no_replicated_load_to_decommissioning",
+    "queue_limits",
+    "dependencies",
+    "well_formed",
+]
 
 # M = 10, loading 70 %, decommissioning 10 %, balancing 20 %, decommissioningMax 70 %.
 LIMITS = {
@@ -27,40 +40,54 @@ LIMITS = {
 
 
 def servers():
-    return pd.DataFrame({
-        "server": ["h1", "h2", "h3", "h4"], "host": ["h1:8083", "h2:8083", "h3:8083", "h4:8083"],
-        "tier": ["_default_tier"] * 3 + ["hot"],
-        "max_size": pd.array([310, 360, 1000, 1000], dtype="int64"),
-        "current_size": pd.array([300, 100, 200, 0], dtype="int64"),
-        "priority": pd.array([0, 0, 0, 1], dtype="int32"),
-        "decommissioning": [False, False, True, False],
-        "broadcast_only": [False, False, False, False],
-    })
+    return pd.DataFrame(
+        {
+            "server": ["h1", "h2", "h3", "h4"],
+            "host": ["h1:8083", "h2:8083", "h3:8083", "h4:8083"],
+            "tier": ["_default_tier"] * 3 + ["hot"],
+            "max_size": pd.array([310, 360, 1000, 1000], dtype="int64"),
+            "current_size": pd.array([300, 100, 200, 0], dtype="int64"),
+            "priority": pd.array([0, 0, 0, 1], dtype="int32"),
+            "decommissioning": [False, False, True, False],
+            "broadcast_only": [False, False, False, False],
+        }
+    )
 
 
 def segments():
     ids = ["s1", "s2", "s3", "s4", "s5"]
-    return pd.DataFrame({
-        "idx": pd.array([0, 1, 2, 3, None], dtype="Int64"), "segment_id": ids,
-        "datasource": ["ds"] * 5, "start_ms": pd.array([0] * 5, dtype="int64"),
-        "end_ms": pd.array([1] * 5, dtype="int64"), "version": ["v1"] * 5,
-        "partition_num": pd.array([0, 1, 2, 3, 4], dtype="int32"),
-        "size_bytes": pd.array([100, 100, 50, 10, 20], dtype="int64"),
-        "used": [True, True, True, True, False], "overshadowed": [False] * 5,
-        "rule_kind": ["load", "load", "load", "broadcast", None],
-    })
+    return pd.DataFrame(
+        {
+            "idx": pd.array([0, 1, 2, 3, None], dtype="Int64"),
+            "segment_id": ids,
+            "datasource": ["ds"] * 5,
+            "start_ms": pd.array([0] * 5, dtype="int64"),
+            "end_ms": pd.array([1] * 5, dtype="int64"),
+            "version": ["v1"] * 5,
+            "partition_num": pd.array([0, 1, 2, 3, 4], dtype="int32"),
+            "size_bytes": pd.array([100, 100, 50, 10, 20], dtype="int64"),
+            "used": [True, True, True, True, False],
+            "overshadowed": [False] * 5,
+            "rule_kind": ["load", "load", "load", "broadcast", None],
+        }
+    )
 
 
 def replicas():
     # s3 sits in h2's load queue untyped (counts as loading, 50 bytes towards capacity).
-    return pd.DataFrame({
-        "segment_id": ["s1", "s2", "s3", "s5"], "idx": pd.array([0, 1, 2, None], dtype="Int64"),
-        "server": ["h1", "h3", "h2", "h1"], "tier": ["_default_tier"] * 4,
-        "served": [True, True, False, True], "queued_load": [False, False, True, False],
-        "queue_type": [None, None, None, None],
-        "requested_at_ms": pd.array([None, None, 5, None], dtype="Int64"),
-        "queued_drop": [False] * 4,
-    })
+    return pd.DataFrame(
+        {
+            "segment_id": ["s1", "s2", "s3", "s5"],
+            "idx": pd.array([0, 1, 2, None], dtype="Int64"),
+            "server": ["h1", "h3", "h2", "h1"],
+            "tier": ["_default_tier"] * 4,
+            "served": [True, True, False, True],
+            "queued_load": [False, False, True, False],
+            "queue_type": [None, None, None, None],
+            "requested_at_ms": pd.array([None, None, 5, None], dtype="Int64"),
+            "queued_drop": [False] * 4,
+        }
+    )
 
 
 def operations():
@@ -73,8 +100,9 @@ def operations():
         (6, 7, "DROP", None, "s1", "h1", 100, 5),  # balancing move h1 -> h2
         (7, 12, "DROP", None, "s5", "h1", 20, None),  # unused segment
     ]
-    df = pd.DataFrame(rows, columns=["op_id", "stage", "action", "queue_type", "segment_id",
-                                     "server", "size_bytes", "depends_on"])
+    df = pd.DataFrame(
+        rows, columns=["op_id", "stage", "action", "queue_type", "segment_id", "server", "size_bytes", "depends_on"]
+    )
     df["op_id"] = df["op_id"].astype("int64")
     df["stage"] = df["stage"].astype("int8")
     df["size_bytes"] = df["size_bytes"].astype("int64")
@@ -86,9 +114,13 @@ def operations():
 
 
 def assignment():
-    return pd.DataFrame({"segment_id": ["s1", "s2", "s3", "s4", "s4"],
-                         "server": ["h2", "h2", "h2", "h1", "h2"],
-                         "tier": ["_default_tier"] * 5})
+    return pd.DataFrame(
+        {
+            "segment_id": ["s1", "s2", "s3", "s4", "s4"],
+            "server": ["h2", "h2", "h2", "h1", "h2"],
+            "tier": ["_default_tier"] * 5,
+        }
+    )
 
 
 def write_plan(tmp_path, ops=None, assign=None, srv=None, limits=None):
@@ -97,8 +129,7 @@ def write_plan(tmp_path, ops=None, assign=None, srv=None, limits=None):
     plan.mkdir(parents=True, exist_ok=True)
     prepared.mkdir(parents=True, exist_ok=True)
     (operations() if ops is None else ops).to_parquet(plan / "operations.parquet", index=False)
-    (assignment() if assign is None else assign).to_parquet(plan / "assignment.parquet",
-                                                             index=False)
+    (assignment() if assign is None else assign).to_parquet(plan / "assignment.parquet", index=False)
     (servers() if srv is None else srv).to_parquet(prepared / "servers.parquet", index=False)
     segments().to_parquet(prepared / "segments.parquet", index=False)
     replicas().to_parquet(prepared / "replicas.parquet", index=False)
@@ -124,8 +155,7 @@ def test_valid_plan_passes_and_report_is_written(tmp_path):
     assert all(c["unexpected_count"] == 0 and c["examples"] == [] for c in report["checks"])
     on_disk = json.loads((plan / "validation.json").read_text())
     assert on_disk["success"] is True and on_disk["gx_version"] == report["gx_version"]
-    assert sorted(p.name for p in plan.iterdir()) == ["assignment.parquet", "operations.parquet",
-                                                      "validation.json"]
+    assert sorted(p.name for p in plan.iterdir()) == ["assignment.parquet", "operations.parquet", "validation.json"]
     assert require_valid(plan, work)["success"] is True
 
 
@@ -134,8 +164,7 @@ def test_queue_frame_counts_start_queue_as_loading(tmp_path):
     q = queue_frame(load_inputs(plan, work)).set_index(["stage", "server"])
     assert q.loc[(2, "h2"), "count"] == 2  # queued untyped s3 + s4
     assert q.loc[(5, "h2"), ["count", "total_count"]].tolist() == [1, 3]
-    assert q.loc[(7, "h2"), ["counted_type", "count", "total_count"]].tolist() == \
-        ["balancing", 1, 4]
+    assert q.loc[(7, "h2"), ["counted_type", "count", "total_count"]].tolist() == ["balancing", 1, 4]
     assert (2, "h1") in q.index and (5, "h1") not in q.index
 
 
@@ -159,28 +188,24 @@ def variant_cases():
     forward.loc[2, "op_id"] = 4
     forward.loc[3, "op_id"] = 3
     forward.loc[3, "depends_on"] = 4
-    extra_drop = pd.concat([operations(), operations().iloc[[5]].assign(
-        op_id=8, stage=12, server="h2", depends_on=6)], ignore_index=True)
+    extra_drop = pd.concat(
+        [operations(), operations().iloc[[5]].assign(op_id=8, stage=12, server="h2", depends_on=6)], ignore_index=True
+    )
     dup_op = tampered({(7, "op_id"): 6})
     return {
-        "unknown_server": ({"ops": tampered({(2, "server"): "ghost"})},
-                           "known_servers_and_segments"),
-        "unknown_segment": ({"ops": tampered({(7, "segment_id"): "nope"})},
-                            "known_servers_and_segments"),
+        "unknown_server": ({"ops": tampered({(2, "server"): "ghost"})}, "known_servers_and_segments"),
+        "unknown_segment": ({"ops": tampered({(7, "segment_id"): "nope"})}, "known_servers_and_segments"),
         "duplicate_assignment": ({"assign": dup}, "assignment_unique"),
         "capacity_with_queued": ({"srv": srv_small}, "capacity"),
         "capacity_drops_not_subtracted": ({"srv": srv_drop}, "capacity"),
-        "load_to_decommissioning": ({"ops": tampered({(5, "server"): "h3"})},
-                                    "no_replicated_load_to_decommissioning"),
+        "load_to_decommissioning": ({"ops": tampered({(5, "server"): "h3"})}, "no_replicated_load_to_decommissioning"),
         "too_many_loading": ({"limits": tight}, "queue_limits"),
         "too_many_total": ({"limits": tight_total}, "queue_limits"),
         "depends_forward": ({"ops": forward}, "dependencies"),
         "depends_on_drop": ({"ops": extra_drop}, "dependencies"),
         "dependent_load": ({"ops": tampered({(2, "depends_on"): 1})}, "dependencies"),
-        "drop_with_queue_type": ({"ops": tampered({(7, "queue_type"): "balancing"})},
-                                 "well_formed"),
-        "load_without_queue_type": ({"ops": tampered({(5, "queue_type"): None})},
-                                    "well_formed"),
+        "drop_with_queue_type": ({"ops": tampered({(7, "queue_type"): "balancing"})}, "well_formed"),
+        "load_without_queue_type": ({"ops": tampered({(5, "queue_type"): None})}, "well_formed"),
         "duplicate_op_id": ({"ops": dup_op}, "well_formed"),
         "stage_out_of_range": ({"ops": tampered({(7, "stage"): 14})}, "well_formed"),
         "negative_size": ({"ops": tampered({(7, "size_bytes"): -1})}, "well_formed"),
@@ -203,9 +228,18 @@ def test_examples_name_the_offending_rows(tmp_path):
     kwargs, _ = variant_cases()["capacity_with_queued"]
     plan, work = write_plan(tmp_path, **kwargs)
     ex = check(validate_plan(plan, work), "capacity")["examples"]
-    assert ex == [{"expectation": "expect_column_pair_values_a_to_be_greater_than_b",
-                   "columns": ["max_size", "projected_size"], "server": "h2", "max_size": 359, "current_size": 100, "queued_bytes": 50,
-                   "plan_load_bytes": 210, "projected_size": 360}]
+    assert ex == [
+        {
+            "expectation": "expect_column_pair_values_a_to_be_greater_than_b",
+            "columns": ["max_size", "projected_size"],
+            "server": "h2",
+            "max_size": 359,
+            "current_size": 100,
+            "queued_bytes": 50,
+            "plan_load_bytes": 210,
+            "projected_size": 360,
+        }
+    ]
     kwargs, _ = variant_cases()["too_many_loading"]
     plan, work = write_plan(tmp_path / "q", **kwargs)
     ex = check(validate_plan(plan, work), "queue_limits")["examples"]
@@ -268,15 +302,20 @@ def test_assignment_chunks_end_where_a_segments_rows_end(tmp_path):
     frame.to_parquet(tmp_path / "a.parquet", index=False)
     chunks = [list(c["segment_id"]) for c in assignment_chunks(tmp_path / "a.parquet", rows=2)]
     assert sum(chunks, []) == ids
-    assert all(not set(a) & set(b) for i, a in enumerate(chunks) for b in chunks[i + 1:])
+    assert all(not set(a) & set(b) for i, a in enumerate(chunks) for b in chunks[i + 1 :])
     assert all(list(c.index) == list(range(len(c))) for c in assignment_chunks(tmp_path / "a.parquet", rows=2))
 
 
 def test_a_repeat_on_a_chunk_boundary_is_found(tmp_path, monkeypatch):
     """s4 on h2 twice, the two rows in different batches of 2 rows: still one chunk, 2 unexpected."""
     monkeypatch.setattr(validation, "CHUNK_ROWS", 2)
-    repeat = pd.DataFrame({"segment_id": ["s1", "s2", "s3", "s4", "s4", "s4"],
-                           "server": ["h2", "h2", "h2", "h1", "h2", "h2"], "tier": ["_default_tier"] * 6})
+    repeat = pd.DataFrame(
+        {
+            "segment_id": ["s1", "s2", "s3", "s4", "s4", "s4"],
+            "server": ["h2", "h2", "h2", "h1", "h2", "h2"],
+            "tier": ["_default_tier"] * 6,
+        }
+    )
     plan, work = write_plan(tmp_path, assign=repeat)
     report = validate_plan(plan, work)
     assert failed(report) == ["assignment_unique"]

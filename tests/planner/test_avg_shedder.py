@@ -30,11 +30,11 @@ def test_exactly_the_low_threshold_does_not_hit(used_high, hits):
 
 
 def test_exactly_the_high_threshold_sheds_only_by_the_low_count():
-    h, l = Usage("h", 90, 100), Usage("l", 50, 100)  # difference exactly 40
-    [pair] = pair_tier("t", [h, l], {pair_key("h", "l"): 5})
+    high, low = Usage("h", 90, 100), Usage("l", 50, 100)  # difference exactly 40
+    [pair] = pair_tier("t", [high, low], {pair_key("h", "l"): 5})
     assert pair.hit_count == 6 and not pair.sheds  # 40 is not above 40: it waits for the count of 8
     assert pair.waiting == "shed in 2 more run(s) if the gap stays above 15"
-    [pair] = pair_tier("t", [h, l], {pair_key("h", "l"): 7})
+    [pair] = pair_tier("t", [high, low], {pair_key("h", "l"): 7})
     assert pair.hit_count == 8 and pair.sheds
 
 
@@ -72,7 +72,10 @@ def test_the_added_server_cluster_sheds_in_runs_2_and_10():
 
 
 def test_a_pair_that_stops_hitting_or_sheds_is_forgotten():
-    pairs = pair_tier("t", [Usage("h", 90, 100), Usage("l", 10, 100), Usage("x", 51, 100), Usage("y", 50, 100)],
-                      {pair_key("h", "l"): 1, pair_key("x", "y"): 3})
+    pairs = pair_tier(
+        "t",
+        [Usage("h", 90, 100), Usage("l", 10, 100), Usage("x", 51, 100), Usage("y", 50, 100)],
+        {pair_key("h", "l"): 1, pair_key("x", "y"): 3},
+    )
     assert {p.key: (p.hit_count, p.sheds) for p in pairs} == {("h", "l"): (2, True), ("x", "y"): (0, False)}
     assert next_counts(pairs) == {}

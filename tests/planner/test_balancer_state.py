@@ -8,8 +8,15 @@ import json
 import pytest
 
 from segment_balancer.druid.instants import parse_instant_ms
-from segment_balancer.planner.balancer_state import (STATE_FILE, BalancerState, counts_from_json, counts_to_json,
-                                                    give_previous, read_previous, read_state)
+from segment_balancer.planner.balancer_state import (
+    STATE_FILE,
+    BalancerState,
+    counts_from_json,
+    counts_to_json,
+    give_previous,
+    read_previous,
+    read_state,
+)
 
 T0 = parse_instant_ms("2024-06-01T00:00:00.000Z")
 T1 = parse_instant_ms("2024-06-01T01:00:00.000Z")
@@ -20,12 +27,16 @@ def test_a_state_round_trips(tmp_path):
     path = state.write(tmp_path)
     assert path == tmp_path / STATE_FILE
     data = json.loads(path.read_text())
-    assert data == {"format": "segment_balancer/balancer_state", "version": 1, "cluster": "prod",
-                    "snapshot_time": "2024-06-01T00:00:00.000Z",
-                    "pairs": [{"tier": "cold", "servers": ["c:1", "d:1"], "hit_count": 1,
-                               "counted_at": "2024-06-01T00:00:00.000Z"},
-                              {"tier": "hot", "servers": ["a:1", "b:1"], "hit_count": 3,
-                               "counted_at": "2024-06-01T00:00:00.000Z"}]}
+    assert data == {
+        "format": "segment_balancer/balancer_state",
+        "version": 1,
+        "cluster": "prod",
+        "snapshot_time": "2024-06-01T00:00:00.000Z",
+        "pairs": [
+            {"tier": "cold", "servers": ["c:1", "d:1"], "hit_count": 1, "counted_at": "2024-06-01T00:00:00.000Z"},
+            {"tier": "hot", "servers": ["a:1", "b:1"], "hit_count": 3, "counted_at": "2024-06-01T00:00:00.000Z"},
+        ],
+    }
     assert read_state(path, "prod", T1) == (state.counts, None)
     assert read_state(path, "prod", T0) == (state.counts, None)  # the same snapshot again (a CLI re-run)
 
@@ -35,17 +46,28 @@ def test_no_state_is_the_first_run(tmp_path):
     assert read_state(tmp_path / "absent.json", "prod", T0) == ({}, None)
 
 
-@pytest.mark.parametrize("edit, warning", [
-    (lambda d: {**d, "cluster": "test"}, "is the balancer state of cluster 'test', not 'prod'; hit counts start at 1"),
-    (lambda d: {**d, "snapshot_time": "2024-06-01T02:00:00.000Z"},
-     "was counted at 2024-06-01T02:00:00.000Z, after the snapshot planned (2024-06-01T01:00:00.000Z)"),
-    (lambda d: {**d, "version": 2}, "is balancer state version 2, this release reads 1"),
-    (lambda d: {**d, "format": "other"}, "is not a balancer state"),
-    (lambda d: [d], "is not a balancer state"),
-    (lambda d: {**d, "pairs": [{"tier": "hot", "servers": ["a"], "hit_count": 1}]}, "is unreadable as a balancer state"),
-    (lambda d: {**d, "pairs": [{"tier": "hot", "servers": ["a", "b"], "hit_count": 0}]}, "is unreadable"),
-    (lambda d: {**d, "snapshot_time": "yesterday"}, "is unreadable"),
-])
+@pytest.mark.parametrize(
+    "edit, warning",
+    [
+        (
+            lambda d: {**d, "cluster": "test"},
+            "is the balancer state of cluster 'test', not 'prod'; hit counts start at 1",
+        ),
+        (
+            lambda d: {**d, "snapshot_time": "2024-06-01T02:00:00.000Z"},
+            "was counted at 2024-06-01T02:00:00.000Z, after the snapshot planned (2024-06-01T01:00:00.000Z)",
+        ),
+        (lambda d: {**d, "version": 2}, "is balancer state version 2, this release reads 1"),
+        (lambda d: {**d, "format": "other"}, "is not a balancer state"),
+        (lambda d: [d], "is not a balancer state"),
+        (
+            lambda d: {**d, "pairs": [{"tier": "hot", "servers": ["a"], "hit_count": 1}]},
+            "is unreadable as a balancer state",
+        ),
+        (lambda d: {**d, "pairs": [{"tier": "hot", "servers": ["a", "b"], "hit_count": 0}]}, "is unreadable"),
+        (lambda d: {**d, "snapshot_time": "yesterday"}, "is unreadable"),
+    ],
+)
 def test_a_state_that_cannot_be_used_warns_and_counts_start_at_1(tmp_path, edit, warning):
     path = BalancerState("prod", T0, {"hot": {("a", "b"): 2}}).write(tmp_path)
     path.write_text(json.dumps(edit(json.loads(path.read_text()))))
@@ -74,13 +96,18 @@ def test_a_state_handed_to_a_run_is_read_there_and_named_by_its_source(tmp_path)
 def test_a_state_named_that_is_not_there_warns(tmp_path):
     give_previous(tmp_path / "nowhere.json", tmp_path / "work")
     counts, message = read_previous(tmp_path / "work", "prod", T1)
-    assert counts == {} and message.startswith(f"{tmp_path / 'nowhere.json'} is unreadable as a balancer state "
-                                               "(FileNotFoundError") and message.endswith("hit counts start at 1")
+    assert (
+        counts == {}
+        and message.startswith(f"{tmp_path / 'nowhere.json'} is unreadable as a balancer state (FileNotFoundError")
+        and message.endswith("hit counts start at 1")
+    )
 
 
 def test_the_next_state_keeps_the_pairs_that_hit_and_did_not_shed():
-    pairs = [{"tier": "hot", "high": "b", "low": "a", "hit_count": 3, "sheds": False},
-             {"tier": "hot", "high": "d", "low": "c", "hit_count": 2, "sheds": True},
-             {"tier": "cold", "high": "f", "low": "e", "hit_count": 0, "sheds": False}]
+    pairs = [
+        {"tier": "hot", "high": "b", "low": "a", "hit_count": 3, "sheds": False},
+        {"tier": "hot", "high": "d", "low": "c", "hit_count": 2, "sheds": True},
+        {"tier": "cold", "high": "f", "low": "e", "hit_count": 0, "sheds": False},
+    ]
     assert BalancerState.from_pairs("prod", T0, pairs).counts == {"hot": {("a", "b"): 3}}
     assert counts_from_json(counts_to_json({"hot": {("a", "b"): 3}})) == {"hot": {("a", "b"): 3}}

@@ -58,8 +58,11 @@ def config_accepts(key: Key, value) -> bool:
 
 @pytest.mark.parametrize("key", FORM_KEYS, ids=[k.name for k in FORM_KEYS])
 def test_the_form_and_the_config_agree_at_and_around_every_bound(key):
-    disagree = [(v, form_accepts(key, v), config_accepts(key, v)) for v in probes(key)
-                if form_accepts(key, v) != config_accepts(key, v)]
+    disagree = [
+        (v, form_accepts(key, v), config_accepts(key, v))
+        for v in probes(key)
+        if form_accepts(key, v) != config_accepts(key, v)
+    ]
     assert disagree == [], f"{key.name}: (value, form, config) that disagree"
 
 
@@ -81,14 +84,23 @@ def test_the_probes_that_were_found_to_disagree_are_decided():
     assert form_accepts(queue, INT32) and config_accepts(queue, INT32)
 
 
-@pytest.mark.parametrize("given, names", [
-    ({"avgShedderLowThresholdPercent": 30, "avgShedderHighThresholdPercent": 20},
-     ("avgShedderHighThresholdPercent", "avgShedderLowThresholdPercent")),
-    ({"balancingIterationWindow": 10, "balancingFailedIterationThreshold": 11},
-     ("balancingFailedIterationThreshold", "balancingIterationWindow")),
-    ({"loadingMinPercent": 70, "decommissioningMinPercent": 10, "balancingMinPercent": 30},
-     ("loadingMinPercent", "decommissioningMinPercent", "balancingMinPercent")),
-])
+@pytest.mark.parametrize(
+    "given, names",
+    [
+        (
+            {"avgShedderLowThresholdPercent": 30, "avgShedderHighThresholdPercent": 20},
+            ("avgShedderHighThresholdPercent", "avgShedderLowThresholdPercent"),
+        ),
+        (
+            {"balancingIterationWindow": 10, "balancingFailedIterationThreshold": 11},
+            ("balancingFailedIterationThreshold", "balancingIterationWindow"),
+        ),
+        (
+            {"loadingMinPercent": 70, "decommissioningMinPercent": 10, "balancingMinPercent": 30},
+            ("loadingMinPercent", "decommissioningMinPercent", "balancingMinPercent"),
+        ),
+    ],
+)
 def test_a_constraint_across_keys_is_stated_in_the_form_and_refused_naming_both(given, names):
     with pytest.raises(SnapshotError) as info:
         build_config({}, given)

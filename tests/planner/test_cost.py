@@ -9,13 +9,23 @@ from __future__ import annotations
 
 import math
 import random
-from datetime import datetime, timezone
+from datetime import UTC, datetime
 
 import numpy as np
 import pandas as pd
 import pytest
 
-from segment_balancer.planner.cost import ETERNITY_END_MS, ETERNITY_START_MS, drop_key, exact_sum, interval_cost, joint_cost, placement_cost, rank_key, rank_servers
+from segment_balancer.planner.cost import (
+    ETERNITY_END_MS,
+    ETERNITY_START_MS,
+    drop_key,
+    exact_sum,
+    interval_cost,
+    joint_cost,
+    placement_cost,
+    rank_key,
+    rank_servers,
+)
 
 HOUR = 3_600_000
 DAY = 24 * HOUR
@@ -23,7 +33,7 @@ LAM = math.log(2) / 24.0  # Druid's lambda, per hour (24 h half-life)
 
 
 def ms(text: str) -> int:
-    return int(datetime.fromisoformat(text).replace(tzinfo=timezone.utc).timestamp() * 1000)
+    return int(datetime.fromisoformat(text).replace(tzinfo=UTC).timestamp() * 1000)
 
 
 def plus(start_ms: int, granularity: str) -> int:
@@ -143,7 +153,9 @@ def test_same_datasource_doubles_and_symmetry():
 
 def test_eternity_self_cost():
     # Druid testJointSegmentsCostAllGranularity: 3.548e14 <= cost <= 3.549e14.
-    cost = float(joint_cost(ETERNITY_START_MS, ETERNITY_END_MS, "ds", [ETERNITY_START_MS], [ETERNITY_END_MS], ["ds"])[0])
+    cost = float(
+        joint_cost(ETERNITY_START_MS, ETERNITY_END_MS, "ds", [ETERNITY_START_MS], [ETERNITY_END_MS], ["ds"])[0]
+    )
     assert 3.548e14 <= cost <= 3.549e14
 
 

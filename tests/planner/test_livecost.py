@@ -4,11 +4,10 @@ from __future__ import annotations
 
 import numpy as np
 import pytest
-
-from segment_balancer.planner.cost import COST_WINDOW_MS, ETERNITY_END_MS, ETERNITY_START_MS, joint_cost, placement_cost
-from segment_balancer.planner.livecost import IntervalKeys, TierCosts, total_cost
-
 from test_cost import DRUID_PLACEMENT_COSTS, druid_placement_cluster
+
+from segment_balancer.planner.cost import ETERNITY_END_MS, ETERNITY_START_MS, joint_cost, placement_cost
+from segment_balancer.planner.livecost import IntervalKeys, TierCosts, total_cost
 
 HOUR, DAY = 3_600_000, 86_400_000
 T0 = 1_640_995_200_000  # 2022-01-01
@@ -37,7 +36,9 @@ def test_druid_compute_placement_cost_values(which, expected):
 def _random_universe(rng, n):
     """n intervals of mixed granularity (minutes to years, a few zero-length, eternity) over ~2 years,
     in three datasources."""
-    gran = rng.choice([HOUR, DAY, 7 * DAY, 31 * DAY, 365 * DAY, 15 * 60_000, 0], n, p=[.4, .3, .1, .08, .04, .06, .02])
+    gran = rng.choice(
+        [HOUR, DAY, 7 * DAY, 31 * DAY, 365 * DAY, 15 * 60_000, 0], n, p=[0.4, 0.3, 0.1, 0.08, 0.04, 0.06, 0.02]
+    )
     start = T0 + rng.integers(0, 730, n) * DAY + rng.integers(0, 24, n) * HOUR
     end = start + gran
     ds = rng.choice(np.array(["wiki", "clicks", "orders"], dtype=object), n)
@@ -53,9 +54,16 @@ def _reference(tier_rows, key, keys, holders_server=None):
         if holders_server is not None and server in holders_server:
             rows.remove(key)
         rows = np.asarray(rows, dtype=np.int64)
-        out.append(placement_cost(keys.start_ms[key], keys.end_ms[key], keys.datasources[keys.datasource[key]],
-                                  keys.start_ms[rows], keys.end_ms[rows],
-                                  np.asarray(keys.datasources, dtype=object)[keys.datasource[rows]]))
+        out.append(
+            placement_cost(
+                keys.start_ms[key],
+                keys.end_ms[key],
+                keys.datasources[keys.datasource[key]],
+                keys.start_ms[rows],
+                keys.end_ms[rows],
+                np.asarray(keys.datasources, dtype=object)[keys.datasource[rows]],
+            )
+        )
     return np.array(out)
 
 

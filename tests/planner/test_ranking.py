@@ -33,12 +33,15 @@ SEGMENTS = {  # idx: (datasource, start_ms, end_ms)
     6: ("b", T + DAY, T + 2 * DAY),  # V: the next day
 }
 PROJECTED = [  # (server, tier, idx)
-    ("s1", "hot", 1), ("s1", "hot", 2),  # s1: X itself + Y           -> C_SAME_DAY for X
-    ("s2", "hot", 2),                    # s2: Y                      -> C_SAME_DAY for X
-    ("s3", "hot", 3), ("s3", "hot", 4),  # s3: 2 x (other ds, 1/2 C)  -> C_SAME_DAY for X
-    ("s4", "hot", 5),                    # s4: W, 50 days away        -> 0
-    ("s6", "hot", 1), ("s6", "hot", 3),  # s6 is decommissioning: never a candidate
-    ("c1", "cold", 6),                   # c1: V, next day, other ds  -> C_NEXT_DAY_OTHER_DS
+    ("s1", "hot", 1),
+    ("s1", "hot", 2),  # s1: X itself + Y           -> C_SAME_DAY for X
+    ("s2", "hot", 2),  # s2: Y                      -> C_SAME_DAY for X
+    ("s3", "hot", 3),
+    ("s3", "hot", 4),  # s3: 2 x (other ds, 1/2 C)  -> C_SAME_DAY for X
+    ("s4", "hot", 5),  # s4: W, 50 days away        -> 0
+    ("s6", "hot", 1),
+    ("s6", "hot", 3),  # s6 is decommissioning: never a candidate
+    ("c1", "cold", 6),  # c1: V, next day, other ds  -> C_NEXT_DAY_OTHER_DS
     ("c2", "cold", 1),
 ]
 SERVERS = [  # (server, tier, available_bytes, decommissioning)
@@ -94,11 +97,16 @@ def test_rank_one_for_a_segment_outside_the_used_set():
     2 x C_SAME_DAY; s2 holds Y and s3 holds Z and Z2, so C_SAME_DAY each; s4 (W, 50 days away) and
     s5 (empty) are 0."""
     ds, start, end = SEGMENTS[1]
-    tier_projected = pd.DataFrame([(server, i, *SEGMENTS[i]) for server, t, i in PROJECTED if t == "hot"],
-                                  columns=["server", "idx", "datasource", "start_ms", "end_ms"])
-    tier_servers = pd.DataFrame([(s, a, d) for s, t, a, d in SERVERS if t == "hot"],
-                                columns=["server", "available_bytes", "decommissioning"])
-    order, costs = rank_one({"idx": None, "datasource": ds, "start_ms": start, "end_ms": end}, tier_projected, tier_servers)
+    tier_projected = pd.DataFrame(
+        [(server, i, *SEGMENTS[i]) for server, t, i in PROJECTED if t == "hot"],
+        columns=["server", "idx", "datasource", "start_ms", "end_ms"],
+    )
+    tier_servers = pd.DataFrame(
+        [(s, a, d) for s, t, a, d in SERVERS if t == "hot"], columns=["server", "available_bytes", "decommissioning"]
+    )
+    order, costs = rank_one(
+        {"idx": None, "datasource": ds, "start_ms": start, "end_ms": end}, tier_projected, tier_servers
+    )
     assert order == ["s4", "s5", "s3", "s2", "s1"]
     assert costs == pytest.approx([0.0, 0.0, C_SAME_DAY, C_SAME_DAY, 2 * C_SAME_DAY], rel=1e-12)
 

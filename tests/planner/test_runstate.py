@@ -16,7 +16,15 @@ from test_ranking import C_SAME_DAY, EXPECTED, PROJECTED, SEGMENTS, SERVERS, pla
 
 from segment_balancer.planner.config import build_config
 from segment_balancer.planner.kernels.loading import load_unreplicated
-from segment_balancer.planner.runstate import NO_LOAD, QUEUE_CODES, STATE_COLUMNS, OpSink, StageLimit, TierRun, state_frame
+from segment_balancer.planner.runstate import (
+    NO_LOAD,
+    QUEUE_CODES,
+    STATE_COLUMNS,
+    OpSink,
+    StageLimit,
+    TierRun,
+    state_frame,
+)
 
 NUM_BEST = build_config({}).num_best_servers
 
@@ -26,12 +34,28 @@ def tier_from(segments, projected, servers, tier):
     segment row (target 1) for every segment; server sizes give the available bytes."""
     rows = []
     for i, (ds, start, end) in segments.items():
-        base = {"tier": tier, "idx": i, "segment_id": f"s{i}", "datasource": ds, "start_ms": start, "end_ms": end, "size_bytes": 0}
+        base = {
+            "tier": tier,
+            "idx": i,
+            "segment_id": f"s{i}",
+            "datasource": ds,
+            "start_ms": start,
+            "end_ms": end,
+            "size_bytes": 0,
+        }
         rows.append({**base, "kind": "segment", "target": 1, "tier_pos": 0, "rule_kind": "load", "required": 1})
-        rows += [{**base, "kind": "replica", "server": s, "served": True, "dropping": False}
-                 for s, t, j in projected if t == tier and j == i]
-    srv = pd.DataFrame([{"server": s, "tier": t, "max_size": a, "current_size": 0, "priority": 0, "decommissioning": d}
-                        for s, t, a, d in servers if t == tier])
+        rows += [
+            {**base, "kind": "replica", "server": s, "served": True, "dropping": False}
+            for s, t, j in projected
+            if t == tier and j == i
+        ]
+    srv = pd.DataFrame(
+        [
+            {"server": s, "tier": t, "max_size": a, "current_size": 0, "priority": 0, "decommissioning": d}
+            for s, t, a, d in servers
+            if t == tier
+        ]
+    )
     return TierRun.from_rows(tier, state_frame(pd.DataFrame(rows)), srv, NUM_BEST)
 
 
@@ -110,9 +134,13 @@ def test_the_state_after_a_step_is_the_start_state_with_its_ops_and_top_b():
     # What a step writes (its ops and top B), replayed onto the start state, is the live state.
     code = {name: i for i, name in enumerate(start.servers)}
     ops = run.sink.ops
-    replayed = start.apply([o.code for o in ops], [code[o.server] for o in ops], [o.action == "LOAD" for o in ops],
-                           [QUEUE_CODES.get(o.queue_type, NO_LOAD) for o in ops], [o.dep_server is not None for o in ops]
-                           ).with_topb(run.new_topb())
+    replayed = start.apply(
+        [o.code for o in ops],
+        [code[o.server] for o in ops],
+        [o.action == "LOAD" for o in ops],
+        [QUEUE_CODES.get(o.queue_type, NO_LOAD) for o in ops],
+        [o.dep_server is not None for o in ops],
+    ).with_topb(run.new_topb())
     assert run.new_topb() == {1: x.topb}
     key = lambda f: f.sort_values(["kind", "idx", "server"]).reset_index(drop=True)  # noqa: E731
     pd.testing.assert_frame_equal(key(replayed.rows(run.table)), key(after))
@@ -137,8 +165,13 @@ def test_reading_segments_changes_nothing_a_cached_top_b_or_an_op_does():
 
 
 def run_servers():
-    return pd.DataFrame([{"server": s, "tier": t, "max_size": a, "current_size": 0, "priority": 0, "decommissioning": d}
-                         for s, t, a, d in SERVERS if t == "hot"])
+    return pd.DataFrame(
+        [
+            {"server": s, "tier": t, "max_size": a, "current_size": 0, "priority": 0, "decommissioning": d}
+            for s, t, a, d in SERVERS
+            if t == "hot"
+        ]
+    )
 
 
 def test_druid_balancing_strategies_fresh_cluster_gets_200_segments_on_each_historical():
@@ -151,12 +184,36 @@ def test_druid_balancing_strategies_fresh_cluster_gets_200_segments_on_each_hist
     idx = 0
     for d in reversed(range(100)):  # used-segment index: newest first
         for p in range(10):
-            rows.append({"tier": "T1", "kind": "segment", "idx": idx, "segment_id": f"wiki_{d}_{p}", "datasource": "wiki",
-                         "start_ms": start + d * day, "end_ms": start + (d + 1) * day, "size_bytes": 500 << 20,
-                         "target": 1, "tier_pos": 0, "rule_kind": "load", "required": 1})
+            rows.append(
+                {
+                    "tier": "T1",
+                    "kind": "segment",
+                    "idx": idx,
+                    "segment_id": f"wiki_{d}_{p}",
+                    "datasource": "wiki",
+                    "start_ms": start + d * day,
+                    "end_ms": start + (d + 1) * day,
+                    "size_bytes": 500 << 20,
+                    "target": 1,
+                    "tier_pos": 0,
+                    "rule_kind": "load",
+                    "required": 1,
+                }
+            )
             idx += 1
-    servers = pd.DataFrame([{"server": f"historical-{i}", "tier": "T1", "max_size": 1 << 40, "current_size": 0,
-                             "priority": 0, "decommissioning": False} for i in range(5)])
+    servers = pd.DataFrame(
+        [
+            {
+                "server": f"historical-{i}",
+                "tier": "T1",
+                "max_size": 1 << 40,
+                "current_size": 0,
+                "priority": 0,
+                "decommissioning": False,
+            }
+            for i in range(5)
+        ]
+    )
     sink = OpSink()
     run = TierRun.from_rows("T1", state_frame(pd.DataFrame(rows)), servers, NUM_BEST, sink=sink)
     load_unreplicated({"T1": run}, range(1000), {"T1": 0}, StageLimit(queue_type="loading"), sink)

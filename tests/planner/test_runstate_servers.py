@@ -25,7 +25,9 @@ def test_typed_limit_counts_only_its_type():
 
 def test_total_limit_applies_to_every_stage():
     # Full M = 10 with 10 loads queued (any types): nothing more.
-    assert not holder(decommissioning=5, balancing=5).can_load(1, StageLimit(queue_type="loading", counted="loading", cap=7, total_cap=10))
+    assert not holder(decommissioning=5, balancing=5).can_load(
+        1, StageLimit(queue_type="loading", counted="loading", cap=7, total_cap=10)
+    )
     assert not holder(decommissioning=5, balancing=5).can_load(1, StageLimit(queue_type="loading", total_cap=10))
 
 
@@ -54,10 +56,19 @@ def test_refusal_names_what_stops_a_load_and_agrees_with_can_load():
     stage6 = StageLimit(stage=6, queue_type="loading", counted="all", cap=8, total_cap=10)
     cases = [
         (holder(projected=60), 41, stage1, "capacity: 40 bytes available, the segment has 41"),
-        (holder(projected=120), 1, stage1, "capacity: 0 bytes available, the segment has 1"),  # overfull: no negative bytes
+        (
+            holder(projected=120),
+            1,
+            stage1,
+            "capacity: 0 bytes available, the segment has 1",
+        ),  # overfull: no negative bytes
         (holder(loading=7), 1, stage1, "load queue full for stage 1: 7 loading loads queued, its limit 7"),
-        (holder(decommissioning=5, balancing=5), 1, stage1,
-         "load queue full: 10 loads queued, maxSegmentsInNodeLoadingQueue 10"),
+        (
+            holder(decommissioning=5, balancing=5),
+            1,
+            stage1,
+            "load queue full: 10 loads queued, maxSegmentsInNodeLoadingQueue 10",
+        ),
         (holder(loading=4, balancing=4), 1, stage6, "load queue full for stage 6: 8 loads queued, its limit 8"),
         (holder(loading=6, balancing=3), 1, stage1, None),
         (holder(), 1, StageLimit(stage=12), "stage 12 only drops"),

@@ -36,36 +36,90 @@ def tier_status(rows, servers):
     [state] = states.values() if states else [None]
     return status_of_state(state, table, servers)
 
-SERVERS = pd.DataFrame([
-    {"server": "h1", "tier": "hot", "decommissioning": True, "broadcast_only": False},
-    {"server": "h2", "tier": "hot", "decommissioning": False, "broadcast_only": False},
-    {"server": "h3", "tier": "hot", "decommissioning": False, "broadcast_only": False},
-    {"server": "h4", "tier": "hot", "decommissioning": True, "broadcast_only": True},
-    {"server": "c1", "tier": "cold", "decommissioning": False, "broadcast_only": False},
-])
+
+SERVERS = pd.DataFrame(
+    [
+        {"server": "h1", "tier": "hot", "decommissioning": True, "broadcast_only": False},
+        {"server": "h2", "tier": "hot", "decommissioning": False, "broadcast_only": False},
+        {"server": "h3", "tier": "hot", "decommissioning": False, "broadcast_only": False},
+        {"server": "h4", "tier": "hot", "decommissioning": True, "broadcast_only": True},
+        {"server": "c1", "tier": "cold", "decommissioning": False, "broadcast_only": False},
+    ]
+)
 
 
 def rows(tier, segments, replicas):
     """State rows: ``segments`` (idx, rule, target), ``replicas`` (idx, server, served, load, drop)."""
-    out = [{"kind": "segment", "idx": i, "segment_id": f"s{i}", "datasource": "d", "start_ms": 0, "end_ms": 1,
-            "size_bytes": 1, "target": t, "tier_pos": 0, "rule_kind": rule, "required": 1}
-           for i, rule, t in segments]
-    out += [{"kind": "replica", "idx": i, "segment_id": f"s{i}", "datasource": "d", "start_ms": 0, "end_ms": 1,
-             "size_bytes": 1, "server": s, "served": served, "load_type": "loading" if load else None, "dropping": drop}
-            for i, s, served, load, drop in replicas]
+    out = [
+        {
+            "kind": "segment",
+            "idx": i,
+            "segment_id": f"s{i}",
+            "datasource": "d",
+            "start_ms": 0,
+            "end_ms": 1,
+            "size_bytes": 1,
+            "target": t,
+            "tier_pos": 0,
+            "rule_kind": rule,
+            "required": 1,
+        }
+        for i, rule, t in segments
+    ]
+    out += [
+        {
+            "kind": "replica",
+            "idx": i,
+            "segment_id": f"s{i}",
+            "datasource": "d",
+            "start_ms": 0,
+            "end_ms": 1,
+            "size_bytes": 1,
+            "server": s,
+            "served": served,
+            "load_type": "loading" if load else None,
+            "dropping": drop,
+        }
+        for i, s, served, load, drop in replicas
+    ]
     return state_frame(pd.DataFrame(out).assign(tier=tier))
 
 
-HOT = rows("hot", [(0, "load", 2), (1, "load", 2), (2, "load", 2), (3, "load", 1), (4, "load", 0), (5, "load", 2),
-                   (6, "load", 1), (7, "broadcast", 0), (8, "broadcast", 0)],
-           [(0, "h2", True, False, False), (0, "h3", True, False, False), (1, "h1", True, False, False),
-            (3, "h2", True, False, False), (3, "h3", False, True, False), (4, "h2", True, False, False),
-            (5, "h2", True, False, True), (5, "h3", False, True, False),
-            (7, "h2", True, False, False), (7, "h3", True, False, False),
-            (8, "h1", True, False, False), (8, "h2", True, False, False), (8, "h3", True, False, False),
-            (-1, "h2", True, False, False)])
-COLD = rows("cold", [(2, "load", 1), (6, "load", 1), (7, "broadcast", 0), (8, "broadcast", 0)],
-            [(2, "c1", True, False, False), (7, "c1", True, False, False), (8, "c1", True, False, False)])
+HOT = rows(
+    "hot",
+    [
+        (0, "load", 2),
+        (1, "load", 2),
+        (2, "load", 2),
+        (3, "load", 1),
+        (4, "load", 0),
+        (5, "load", 2),
+        (6, "load", 1),
+        (7, "broadcast", 0),
+        (8, "broadcast", 0),
+    ],
+    [
+        (0, "h2", True, False, False),
+        (0, "h3", True, False, False),
+        (1, "h1", True, False, False),
+        (3, "h2", True, False, False),
+        (3, "h3", False, True, False),
+        (4, "h2", True, False, False),
+        (5, "h2", True, False, True),
+        (5, "h3", False, True, False),
+        (7, "h2", True, False, False),
+        (7, "h3", True, False, False),
+        (8, "h1", True, False, False),
+        (8, "h2", True, False, False),
+        (8, "h3", True, False, False),
+        (-1, "h2", True, False, False),
+    ],
+)
+COLD = rows(
+    "cold",
+    [(2, "load", 1), (6, "load", 1), (7, "broadcast", 0), (8, "broadcast", 0)],
+    [(2, "c1", True, False, False), (7, "c1", True, False, False), (8, "c1", True, False, False)],
+)
 
 
 def test_one_tier_memberships_worked_by_hand():
@@ -83,8 +137,10 @@ def test_one_tier_memberships_worked_by_hand():
 
 
 def test_unreplicated_is_targeted_somewhere_and_counted_nowhere():
-    per_tier = {"hot": tier_status(HOT, SERVERS[SERVERS.tier == "hot"]),
-                "cold": tier_status(COLD, SERVERS[SERVERS.tier == "cold"])}
+    per_tier = {
+        "hot": tier_status(HOT, SERVERS[SERVERS.tier == "hot"]),
+        "cold": tier_status(COLD, SERVERS[SERVERS.tier == "cold"]),
+    }
     groups = combine(per_tier)
     # 2 has no replica in hot but one in cold: underreplicated in hot, not unreplicated.
     assert groups["Unreplicated"] == BitMap([6])
@@ -92,9 +148,17 @@ def test_unreplicated_is_targeted_somewhere_and_counted_nowhere():
     assert sorted(groups["FullyReplicated[cold]"]) == [2]
     # empty groups are left out: nothing is underbroadcast or overreplicated in cold
     assert "Underbroadcast[cold]" not in groups and "Overreplicated[cold]" not in groups
-    assert sorted(groups) == ["Balanceable[cold]", "Balanceable[hot]", "FullyReplicated[cold]", "FullyReplicated[hot]",
-                              "Overreplicated[hot]", "ToMoveAwayFromDecommServers[hot]", "Underbroadcast[hot]",
-                              "Underreplicated[hot]", "Unreplicated"]
+    assert sorted(groups) == [
+        "Balanceable[cold]",
+        "Balanceable[hot]",
+        "FullyReplicated[cold]",
+        "FullyReplicated[hot]",
+        "Overreplicated[hot]",
+        "ToMoveAwayFromDecommServers[hot]",
+        "Underbroadcast[hot]",
+        "Underreplicated[hot]",
+        "Unreplicated",
+    ]
 
 
 def test_a_tier_where_every_server_is_broadcast_only_wants_no_broadcast_replica():

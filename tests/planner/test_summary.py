@@ -8,11 +8,17 @@ from __future__ import annotations
 import json
 
 import pytest
-
 from plan_summaries import summary, write_plan_dir
+
 from segment_balancer.common.errors import InputError
-from segment_balancer.planner.summary import (SCHEMA_FILE, SCHEMA_VERSION, SUMMARY_FILE, PlanSummary,
-                                              parse_plan_summary, read_plan_summary)
+from segment_balancer.planner.summary import (
+    SCHEMA_FILE,
+    SCHEMA_VERSION,
+    SUMMARY_FILE,
+    PlanSummary,
+    parse_plan_summary,
+    read_plan_summary,
+)
 
 
 def test_the_summary_of_a_real_plan_is_a_plan_summary(druid_sample_planned):
@@ -52,9 +58,15 @@ def test_keys_a_summary_leaves_out_stay_out():
     """An alert without ``count``, a cluster-wide metric without ``tier``, an application that ran
     (no ``skipped``) and one without ``started_at`` come back as they were: absent, not null."""
     s = summary()
-    s["alerts"] = [{"kind": "unknown_tier", "message": "tier cold has no historical"},
-                   {"kind": "load_queued_too_long", "count": 2, "message": "2 loads queued longer than 900 s",
-                    "examples": ["a on h1", "b on h2"]}]
+    s["alerts"] = [
+        {"kind": "unknown_tier", "message": "tier cold has no historical"},
+        {
+            "kind": "load_queued_too_long",
+            "count": 2,
+            "message": "2 loads queued longer than 900 s",
+            "examples": ["a on h1", "b on h2"],
+        },
+    ]
     s["druid_metrics"].append({"metric": "segment/unavailable/count", "value": 0, "at": "plan"})
     s["timings_seconds"]["stage06_first_revisit"] = {"stage": 6, "seconds": 0.0, "skipped": True}
     model = parse_plan_summary(s, "test")
@@ -86,8 +98,10 @@ def test_missing_unreadable_unknown_and_newer_summaries_are_refused(tmp_path):
     (tmp_path / SUMMARY_FILE).write_text("[]")
     with pytest.raises(InputError, match="a JSON object expected"):
         read_plan_summary(tmp_path)
-    for key, value, field in (("operation_count", 1, "operation_count"), ("schema_version", SCHEMA_VERSION + 1,
-                                                                          "schema_version")):
+    for key, value, field in (
+        ("operation_count", 1, "operation_count"),
+        ("schema_version", SCHEMA_VERSION + 1, "schema_version"),
+    ):
         (tmp_path / SUMMARY_FILE).write_text(json.dumps({**summary(), key: value}))
         with pytest.raises(InputError, match=f"not a plan summary: {field}"):
             read_plan_summary(tmp_path)

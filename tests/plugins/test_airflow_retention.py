@@ -8,8 +8,14 @@ import time
 
 import pytest
 
-from segment_balancer_airflow.retention import (RUN_MARKER, Retention, remove_old_logs, remove_old_runs, remove_run,
-                                                write_run_marker)
+from segment_balancer_airflow.retention import (
+    RUN_MARKER,
+    Retention,
+    remove_old_logs,
+    remove_old_runs,
+    remove_run,
+    write_run_marker,
+)
 
 NOW = time.time()
 DAY = 86_400
@@ -32,11 +38,18 @@ def test_settings_defaults_and_from_the_airflow_config(monkeypatch):
     monkeypatch.setenv("AIRFLOW__SEGMENT_BALANCER__RETENTION_PLAN_DAYS", "2.5")
     monkeypatch.setenv("AIRFLOW__SEGMENT_BALANCER__RETENTION_PLANS_PER_CLUSTER", "0")
     assert Retention.from_airflow_config() == Retention(7, 2.5, 0, 30)
-    for key, bad in (("PLANS_PER_CLUSTER", "1.5"), ("LOG_DAYS", "-1"), ("WORK_DAYS_AFTER_FAILURE", "a week"),
-                     ("PLAN_DAYS", "nan")):
+    for key, bad in (
+        ("PLANS_PER_CLUSTER", "1.5"),
+        ("LOG_DAYS", "-1"),
+        ("WORK_DAYS_AFTER_FAILURE", "a week"),
+        ("PLAN_DAYS", "nan"),
+    ):
         monkeypatch.setenv(f"AIRFLOW__SEGMENT_BALANCER__RETENTION_{key}", bad)
-        with pytest.raises(ValueError, match=rf"\[segment_balancer\] retention_{key.lower()} = '{bad}': expected a "
-                                             r"number >= 0"):
+        with pytest.raises(
+            ValueError,
+            match=rf"\[segment_balancer\] retention_{key.lower()} = '{bad}': expected a "
+            r"number >= 0",
+        ):
             Retention.from_airflow_config()
         monkeypatch.delenv(f"AIRFLOW__SEGMENT_BALANCER__RETENTION_{key}")
 
@@ -46,8 +59,11 @@ def test_remove_run_removes_its_directory_and_xcoms_and_nothing_outside(tmp_path
     path = run_dir(runs, "r1", 0, "manual__1", size=1234)
     deleted = []
     removed = remove_run(path, runs, "segment_balancing", "manual__1", TASKS, lambda *a: deleted.append(a))
-    assert (removed.path, removed.reason, removed.bytes) == (str(path), "published", 1234 + len(
-        json.dumps({"dag_id": "segment_balancing", "run_id": "manual__1"}, indent=2)))
+    assert (removed.path, removed.reason, removed.bytes) == (
+        str(path),
+        "published",
+        1234 + len(json.dumps({"dag_id": "segment_balancing", "run_id": "manual__1"}, indent=2)),
+    )
     assert deleted == [("segment_balancing", "manual__1", TASKS)] and list(runs.iterdir()) == []
     for outside in (runs, tmp_path, runs / ".hidden", runs / "a" / "b"):
         with pytest.raises(ValueError, match="not a run directory right under"):
@@ -69,7 +85,11 @@ def test_old_runs_that_did_not_publish_go_with_their_xcoms(tmp_path):
     deleted = []
     removed = remove_old_runs(runs, 7, TASKS, lambda d, r: states.get(r), NOW, lambda *a: deleted.append(a[1]))
     assert sorted((os.path.basename(r.path), r.reason) for r in removed) == [
-        (".x.old-0123456789ab", "leftover"), ("failed", "age"), ("forgotten", "age"), ("unmarked", "age")]
+        (".x.old-0123456789ab", "leftover"),
+        ("failed", "age"),
+        ("forgotten", "age"),
+        ("unmarked", "age"),
+    ]
     assert sorted(deleted) == ["failed_run", "gone_run"]
     assert sorted(p.name for p in runs.iterdir()) == ["running", "young"]
     assert remove_old_runs(runs, 0, TASKS, lambda d, r: None, NOW + 100 * DAY, lambda *a: None) == []  # 0: off

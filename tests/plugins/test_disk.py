@@ -8,9 +8,17 @@ from collections import namedtuple
 import pytest
 
 from segment_balancer_airflow import disk
-from segment_balancer_airflow.disk import (FIXED_BYTES, FIXED_PER_SIMULATED_RUN, PER_SIMULATED_RUN, PER_SNAPSHOT_BYTE,
-                                           NotEnoughRoom, check_room, estimate_run_bytes, snapshot_bytes,
-                                           uncompressed_bytes)
+from segment_balancer_airflow.disk import (
+    FIXED_BYTES,
+    FIXED_PER_SIMULATED_RUN,
+    PER_SIMULATED_RUN,
+    PER_SNAPSHOT_BYTE,
+    NotEnoughRoom,
+    check_room,
+    estimate_run_bytes,
+    snapshot_bytes,
+    uncompressed_bytes,
+)
 
 
 @pytest.fixture
@@ -39,13 +47,21 @@ def test_a_gzip_trailer_past_4_gib_is_raised_to_the_compressed_size(tmp_path):
 def test_the_estimate_and_simulated_runs(snapshot):
     assert estimate_run_bytes(snapshot) == int(FIXED_BYTES + 101_000 * PER_SNAPSHOT_BYTE)
     # each simulated run writes its own snapshot and plan (run 1 too: the plan and its snapshot copied)
-    assert estimate_run_bytes(snapshot, 3) == int(FIXED_BYTES + 101_000 * PER_SNAPSHOT_BYTE
-                                                 + 3 * (FIXED_PER_SIMULATED_RUN + 101_000 * PER_SIMULATED_RUN))
+    assert estimate_run_bytes(snapshot, 3) == int(
+        FIXED_BYTES + 101_000 * PER_SNAPSHOT_BYTE + 3 * (FIXED_PER_SIMULATED_RUN + 101_000 * PER_SIMULATED_RUN)
+    )
 
 
-@pytest.mark.parametrize("size, runs, measured_mib", [
-    ("druid_sample", 0, 5.1), ("100000", 0, 47.1), ("1000000", 0, 371.6), ("druid_sample", 3, 23.8),
-    ("100000", 3, 159.2)])
+@pytest.mark.parametrize(
+    "size, runs, measured_mib",
+    [
+        ("druid_sample", 0, 5.1),
+        ("100000", 0, 47.1),
+        ("1000000", 0, 371.6),
+        ("druid_sample", 3, 23.8),
+        ("100000", 3, 159.2),
+    ],
+)
 def test_the_estimate_covers_what_bench_disk_measured(monkeypatch, size, runs, measured_mib):
     """benchmarks/README.md, bench_disk.py: the peak bytes of a run (of uncompressed snapshots of
     0.004, 69.4 and 716.0 MiB) never above the estimate, and the estimate under twice it."""
@@ -65,6 +81,7 @@ def test_check_room_names_the_path_the_free_bytes_and_the_estimate(snapshot, tmp
     assert str(refused.value) == (
         f"{tmp_path} has 0.00 GiB (5,242,880 bytes) free, and a run on {snapshot} is estimated to write "
         f"{estimate / 2**30:.2f} GiB ({estimate:,} bytes) there: free some space (or let retention remove old "
-        "plans) and trigger again")
+        "plans) and trigger again"
+    )
     monkeypatch.setattr(disk.shutil, "disk_usage", lambda p: usage(0, 0, estimate))
     assert check_room(home, snapshot) == estimate

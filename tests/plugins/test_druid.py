@@ -5,6 +5,7 @@ from __future__ import annotations
 import json
 
 import pytest
+
 from segment_balancer_airflow.druid import broker_endpoint, coordinator_endpoint
 
 
@@ -21,10 +22,26 @@ def test_default_connections_plain_http(monkeypatch):
 
 
 def test_https_basic_auth_and_tls_options(monkeypatch):
-    conn(monkeypatch, "b", conn_type="druid", host="broker", port=8282, login="ops", password="s3cret",
-         extra={"schema": "https", "ssl_verify_cert": False})
-    conn(monkeypatch, "c", conn_type="druid", host="https://coord", port=8281, login="ops", password="s3cret",
-         extra={"ca_bundle_path": "/etc/ca.pem"})
+    conn(
+        monkeypatch,
+        "b",
+        conn_type="druid",
+        host="broker",
+        port=8282,
+        login="ops",
+        password="s3cret",
+        extra={"schema": "https", "ssl_verify_cert": False},
+    )
+    conn(
+        monkeypatch,
+        "c",
+        conn_type="druid",
+        host="https://coord",
+        port=8281,
+        login="ops",
+        password="s3cret",
+        extra={"ca_bundle_path": "/etc/ca.pem"},
+    )
     broker, coordinator = broker_endpoint("b"), coordinator_endpoint("c")
     assert (broker.url, broker.auth, broker.verify) == ("https://broker:8282", ("ops", "s3cret"), False)
     # DruidHook verifies TLS unless told otherwise (its verify_ssl); the CA bundle applies only then.

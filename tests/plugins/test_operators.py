@@ -9,6 +9,7 @@ from pathlib import Path
 
 import pytest
 from pyroaring import BitMap
+
 from segment_balancer_airflow.operators import StageSubmitOperator
 
 HERE = Path(__file__).resolve().parent
@@ -46,8 +47,9 @@ def _operator(tmp_path, **kwargs):
 
 
 def test_builds_the_stage_application_and_lean_conf(tmp_path):
-    op = StageSubmitOperator(stage_app="stage03_underreplicated", groups_from="stage02_underbroadcast",
-                             snapshot="s", work="w")
+    op = StageSubmitOperator(
+        stage_app="stage03_underreplicated", groups_from="stage02_underbroadcast", snapshot="s", work="w"
+    )
     assert op.task_id == "stage03_underreplicated"
     assert op.application.endswith("spark_apps/stage03_underreplicated.py")
     assert Path(op.application).is_file()
@@ -57,8 +59,7 @@ def test_builds_the_stage_application_and_lean_conf(tmp_path):
 
 
 def test_groups_go_through_xcom(tmp_path, local_spark):
-    previous = {"groups": {"StillUnreplicated": base64.b64encode(BitMap([1, 5]).serialize()).decode()},
-                "stage": 1}
+    previous = {"groups": {"StillUnreplicated": base64.b64encode(BitMap([1, 5]).serialize()).decode()}, "stage": 1}
     config = tmp_path / "config_overrides.json"
     config.write_text("{}")
     op = _operator(tmp_path, groups_from="stage01", config_file=str(config))
@@ -74,10 +75,18 @@ def test_groups_go_through_xcom(tmp_path, local_spark):
     assert json.loads((work / "xcom" / "tiny.in.json").read_text()) == previous
     argv = json.loads((work / "tiny_app_argv.json").read_text())
     assert argv == [
-        "--snapshot", str(tmp_path / "snap"), "--work", str(work),
-        "--groups-in", str(work / "xcom" / "tiny.in.json"),
-        "--groups-out", str(work / "xcom" / "tiny.out.json"), "--refusal-out", str(work / "xcom" / "tiny.refused.txt"),
-        "--config", str(config),
+        "--snapshot",
+        str(tmp_path / "snap"),
+        "--work",
+        str(work),
+        "--groups-in",
+        str(work / "xcom" / "tiny.in.json"),
+        "--groups-out",
+        str(work / "xcom" / "tiny.out.json"),
+        "--refusal-out",
+        str(work / "xcom" / "tiny.refused.txt"),
+        "--config",
+        str(config),
     ]
     assert op.conf["spark.pyspark.python"] == sys.executable
 
@@ -116,8 +125,12 @@ def test_a_stage_with_nothing_to_schedule_is_not_submitted(tmp_path, monkeypatch
     would fail: there is no YARN here)."""
     monkeypatch.setenv("AIRFLOW_CONN_SPARK_DEFAULT", '{"conn_type": "spark", "host": "yarn"}')
     previous = {"stage": 8, "groups": {"ToBeBalanced[hot]": base64.b64encode(BitMap([3]).serialize()).decode()}}
-    op = StageSubmitOperator(stage_app="stage09_still_loaded_on_decomm", groups_from="stage08_second_revisit",
-                             snapshot=str(tmp_path / "snap"), work=str(tmp_path / "work"))
+    op = StageSubmitOperator(
+        stage_app="stage09_still_loaded_on_decomm",
+        groups_from="stage08_second_revisit",
+        snapshot=str(tmp_path / "snap"),
+        work=str(tmp_path / "work"),
+    )
 
     result = op.execute({"ti": FakeTI({"stage08_second_revisit": previous})})
 
@@ -130,9 +143,14 @@ def test_a_stage_with_nothing_to_schedule_is_not_submitted(tmp_path, monkeypatch
 def _simulate_operator(tmp_path, **kwargs):
     from segment_balancer_airflow.operators import SimulateSubmitOperator
 
-    return SimulateSubmitOperator(snapshot=str(tmp_path / "snap"), plan=str(tmp_path / "plans" / "r1"),
-                                  work=str(tmp_path / "work"), out=str(tmp_path / "plans" / "r1" / "simulation"),
-                                  apps_dir=HERE / "recording_app", **kwargs)
+    return SimulateSubmitOperator(
+        snapshot=str(tmp_path / "snap"),
+        plan=str(tmp_path / "plans" / "r1"),
+        work=str(tmp_path / "work"),
+        out=str(tmp_path / "plans" / "r1" / "simulation"),
+        apps_dir=HERE / "recording_app",
+        **kwargs,
+    )
 
 
 @pytest.mark.parametrize("runs", ["0", "None", "", 0])
@@ -149,16 +167,30 @@ def test_simulate_submits_the_rendered_params(tmp_path, local_spark):
     """The params as the DAG renders them (strings; an empty loads-per-run renders as "None")."""
     config = tmp_path / "config_overrides.json"
     config.write_text("{}")
-    op = _simulate_operator(tmp_path, runs="3", loads_per_run="None", load_failure_rate="0.25",
-                            config_file=str(config))
+    op = _simulate_operator(tmp_path, runs="3", loads_per_run="None", load_failure_rate="0.25", config_file=str(config))
     assert op.application == str(HERE / "recording_app" / "simulate.py")
 
     assert op.execute({}) == str(tmp_path / "plans" / "r1" / "simulation")
 
     argv = json.loads((tmp_path / "plans" / "r1" / "simulation" / "argv.json").read_text())
-    assert argv == ["--snapshot", str(tmp_path / "snap"), "--plan", str(tmp_path / "plans" / "r1"),
-                    "--work", str(tmp_path / "work"), "--runs", "3", "--out", str(tmp_path / "plans" / "r1" / "simulation"),
-                    "--config", str(config), "--load-failure-rate", "0.25", "--seed", "0"]
+    assert argv == [
+        "--snapshot",
+        str(tmp_path / "snap"),
+        "--plan",
+        str(tmp_path / "plans" / "r1"),
+        "--work",
+        str(tmp_path / "work"),
+        "--runs",
+        "3",
+        "--out",
+        str(tmp_path / "plans" / "r1" / "simulation"),
+        "--config",
+        str(config),
+        "--load-failure-rate",
+        "0.25",
+        "--seed",
+        "0",
+    ]
 
 
 def test_a_refused_snapshot_fails_the_task_in_one_line_without_a_retry(tmp_path, local_spark, capfd):
@@ -166,6 +198,7 @@ def test_a_refused_snapshot_fails_the_task_in_one_line_without_a_retry(tmp_path,
     exits 2 after writing its refusal, and the operator raises ``InputRefused`` with that one line
     (no retry, no traceback: ``refusal.py``); the driver's stderr holds no Java stack trace either."""
     from bad_inputs import KINDS_BY_NAME, bad_snapshot
+
     from segment_balancer_airflow.refusal import InputRefused
 
     snap = bad_snapshot(tmp_path / "snap", KINDS_BY_NAME["segments: size a word"])

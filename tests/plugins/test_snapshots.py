@@ -3,9 +3,10 @@
 from __future__ import annotations
 
 import json
-from datetime import datetime, timezone
+from datetime import UTC, datetime, timezone
 
 import pytest
+
 from segment_balancer_airflow.snapshots import NoSnapshotError, pick_snapshot
 
 
@@ -27,7 +28,7 @@ def root(tmp_path):
 
 
 def utc(*args):
-    return datetime(*args, tzinfo=timezone.utc)
+    return datetime(*args, tzinfo=UTC)
 
 
 def test_newest_at_or_before(root):
@@ -69,8 +70,12 @@ def test_malformed_snapshot_json_names_the_file(tmp_path):
 
 def test_captures_of_a_cluster_two_levels_down(tmp_path):
     """The capture DAG's layout ``<cluster>/<time>/``; a capture still being written (hidden) is skipped."""
-    for cluster, stamp, when in (("prod", "t1", "2024-03-01T00:00:00Z"), ("prod", "t2", "2024-03-03T00:00:00Z"),
-                                 ("prod", ".t3.tmp-ab12", "2024-03-04T00:00:00Z"), ("qa", "t1", "2024-03-02T00:00:00Z")):
+    for cluster, stamp, when in (
+        ("prod", "t1", "2024-03-01T00:00:00Z"),
+        ("prod", "t2", "2024-03-03T00:00:00Z"),
+        ("prod", ".t3.tmp-ab12", "2024-03-04T00:00:00Z"),
+        ("qa", "t1", "2024-03-02T00:00:00Z"),
+    ):
         (tmp_path / cluster).mkdir(exist_ok=True)
         d = _snapshot(tmp_path / cluster, stamp, when)
         (d / "snapshot.json").write_text(json.dumps({"snapshot_time": when, "cluster": cluster}))

@@ -30,7 +30,9 @@ def main(argv=None) -> None:
 
     spark = SparkSession.builder.appName("tiny_groups_app").getOrCreate()
     indexes = [r.id for r in spark.range(0, 30_000, 3).collect()]
-    jvm_args = list(spark.sparkContext._jvm.java.lang.management.ManagementFactory.getRuntimeMXBean().getInputArguments())
+    jvm_args = list(
+        spark.sparkContext._jvm.java.lang.management.ManagementFactory.getRuntimeMXBean().getInputArguments()
+    )
     spark.stop()
 
     payload = {"groups": {}, "stage": 0}

@@ -45,7 +45,7 @@ def test_a_stage_whose_groups_are_empty_schedules_nothing_and_hands_on_the_same_
     tiers = sorted(Run(spark, work).meta["tiers"])
     empty = {}
     for read in module.READS:
-        for tier in (tiers if read.endswith("[T]") else [None]):
+        for tier in tiers if read.endswith("[T]") else [None]:
             empty[group_name(read.removesuffix("[T]"), tier)] = BitMap()
     empty["Overreplicated[_default_tier]"] = BitMap([4])  # a group no stage 1–11 reads, carried on
     xcom = {"stage": stage - 1, "groups": G.encode_all(empty)}

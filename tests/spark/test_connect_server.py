@@ -28,8 +28,13 @@ def _free_port() -> int:
 
 def _cli(*args: str, env: dict | None = None, timeout: float = 600) -> subprocess.CompletedProcess:
     clean = {k: v for k, v in os.environ.items() if k not in ("SPARK_REMOTE", "SPARK_CONNECT_MODE_ENABLED")}
-    return subprocess.run([sys.executable, "-m", "segment_balancer", *args], capture_output=True, text=True,
-                          timeout=timeout, env={**clean, **(env or {})})
+    return subprocess.run(
+        [sys.executable, "-m", "segment_balancer", *args],
+        capture_output=True,
+        text=True,
+        timeout=timeout,
+        env={**clean, **(env or {})},
+    )
 
 
 def test_an_unreachable_server_is_named_at_once():
@@ -50,8 +55,22 @@ def test_conf_settings_reach_the_servers_command_and_a_malformed_one_is_refused(
     started = []
     monkeypatch.setattr(ConnectServer, "start", lambda self, timeout=120.0: started.append(self) or self.url)
     monkeypatch.setattr(ConnectServer, "pid", lambda self: 4242)
-    assert connect_server.main(["start", "--dir", str(tmp_path), "--master", "spark://127.0.0.1:7177",
-                                "--conf", "spark.sql.shuffle.partitions=4", "--conf", "spark.x=a=b"]) == 0
+    assert (
+        connect_server.main(
+            [
+                "start",
+                "--dir",
+                str(tmp_path),
+                "--master",
+                "spark://127.0.0.1:7177",
+                "--conf",
+                "spark.sql.shuffle.partitions=4",
+                "--conf",
+                "spark.x=a=b",
+            ]
+        )
+        == 0
+    )
     [server] = started
     command = server.command()
     assert "spark.sql.shuffle.partitions=4" in command and "spark.x=a=b" in command
@@ -64,8 +83,16 @@ def test_conf_settings_reach_the_servers_command_and_a_malformed_one_is_refused(
 
 def test_the_cli_refuses_an_unreachable_remote_with_exit_code_2(tmp_path):
     port = _free_port()
-    done = _cli("plan", "--snapshot", str(REPO / "include/segment_balancer/snapshots/druid_sample"),
-                "--out", str(tmp_path / "plan"), "--remote", f"sc://127.0.0.1:{port}", timeout=120)
+    done = _cli(
+        "plan",
+        "--snapshot",
+        str(REPO / "include/segment_balancer/snapshots/druid_sample"),
+        "--out",
+        str(tmp_path / "plan"),
+        "--remote",
+        f"sc://127.0.0.1:{port}",
+        timeout=120,
+    )
     assert done.returncode == 2, done.stderr[-2000:]
     assert f"no Spark Connect server answers at sc://127.0.0.1:{port}" in done.stderr
     assert not (tmp_path / "plan").exists()
@@ -75,8 +102,17 @@ def test_the_cli_on_the_server_gives_the_in_process_plan(connect_server, druid_s
     """``plan --remote`` runs every application on the Connect server and publishes exactly the plan
     of the in-process session; every Spark job it ran carries its application's tag."""
     _, summary, ops = druid_sample_planned
-    done = _cli("plan", "--snapshot", str(REPO / "include/segment_balancer/snapshots/druid_sample"),
-                "--out", str(tmp_path / "plan"), "--work", str(tmp_path / "work"), "--remote", connect_server.url)
+    done = _cli(
+        "plan",
+        "--snapshot",
+        str(REPO / "include/segment_balancer/snapshots/druid_sample"),
+        "--out",
+        str(tmp_path / "plan"),
+        "--work",
+        str(tmp_path / "work"),
+        "--remote",
+        connect_server.url,
+    )
     assert done.returncode == 0, done.stderr[-3000:]
     pd.testing.assert_frame_equal(pd.read_parquet(tmp_path / "plan" / "operations.parquet"), ops)
     remote = json.loads((tmp_path / "plan" / "summary.json").read_text())
@@ -109,8 +145,20 @@ def test_the_watchdog_stops_the_server_when_its_owner_ends(tmp_path):
     """``start --stop-with PID`` (make airflow, make demo): the server goes when PID goes."""
     owner = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(600)"])
     port = _free_port()
-    cmd = [sys.executable, "-m", "segment_balancer.spark.connect_server", "start", "--dir", str(tmp_path), "--port", str(port),
-           "--driver-memory", "1g", "--stop-with", str(owner.pid)]
+    cmd = [
+        sys.executable,
+        "-m",
+        "segment_balancer.spark.connect_server",
+        "start",
+        "--dir",
+        str(tmp_path),
+        "--port",
+        str(port),
+        "--driver-memory",
+        "1g",
+        "--stop-with",
+        str(owner.pid),
+    ]
     done = subprocess.run(cmd, capture_output=True, text=True, timeout=180)
     assert done.returncode == 0, done.stderr
     server = ConnectServer(tmp_path, port=port)
@@ -151,7 +199,8 @@ print("all done", flush=True)
 
 
 def test_a_server_killed_mid_run_fails_the_application_soon_and_a_resumed_run_gives_the_same_plan(
-        tmp_path, druid_sample_planned):
+    tmp_path, druid_sample_planned
+):
     """The server dies while ``stage03`` runs: the client fails within seconds (short retries, not
     the client's ten minutes); after a restart on the same port, running again from the failed
     application on the kept work directory (what clearing the failed task does) assembles exactly
@@ -168,9 +217,13 @@ def test_a_server_killed_mid_run_fails_the_application_soon_and_a_resumed_run_gi
     server.start()
     env = {k: v for k, v in os.environ.items() if k not in ("SPARK_REMOTE", "SPARK_CONNECT_MODE_ENABLED")}
     try:
-        client = subprocess.Popen([sys.executable, "-c", RESUMABLE, server.url, str(snapshot), str(work),
-                                   "used_segments"], stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
-                                  env=env)
+        client = subprocess.Popen(
+            [sys.executable, "-c", RESUMABLE, server.url, str(snapshot), str(work), "used_segments"],
+            stdout=subprocess.PIPE,
+            stderr=subprocess.STDOUT,
+            text=True,
+            env=env,
+        )
         out = []
         for line in client.stdout:
             out.append(line)
@@ -186,8 +239,13 @@ def test_a_server_killed_mid_run_fails_the_application_soon_and_a_resumed_run_gi
         assert not (work / "xcom-stage03_underreplicated.json").exists()
 
         server.start()
-        again = subprocess.run([sys.executable, "-c", RESUMABLE, server.url, str(snapshot), str(work),
-                                "stage03_underreplicated"], capture_output=True, text=True, timeout=600, env=env)
+        again = subprocess.run(
+            [sys.executable, "-c", RESUMABLE, server.url, str(snapshot), str(work), "stage03_underreplicated"],
+            capture_output=True,
+            text=True,
+            timeout=600,
+            env=env,
+        )
         assert again.returncode == 0, again.stdout[-3000:] + again.stderr[-3000:]
     finally:
         server.stop()
@@ -214,8 +272,13 @@ def test_the_servers_python_workers_give_freed_memory_back(connect_server):
         "print(json.dumps({r.k: r.v for r in spark.range(1).mapInArrow(env, 'k string, v string').collect()}))\n"
     )
     clean = {k: v for k, v in os.environ.items() if k not in ("SPARK_REMOTE", "SPARK_CONNECT_MODE_ENABLED")}
-    done = subprocess.run([sys.executable, "-c", client, connect_server.url, json.dumps(sorted(WORKER_MEMORY_ENV))],
-                          capture_output=True, text=True, timeout=120, env=clean)
+    done = subprocess.run(
+        [sys.executable, "-c", client, connect_server.url, json.dumps(sorted(WORKER_MEMORY_ENV))],
+        capture_output=True,
+        text=True,
+        timeout=120,
+        env=clean,
+    )
     assert done.returncode == 0, done.stderr[-2000:]
     assert json.loads(done.stdout.strip().splitlines()[-1]) == WORKER_MEMORY_ENV
 
@@ -248,8 +311,13 @@ def test_a_released_session_leaves_no_python_daemon_and_spares_the_others(connec
     ends the released session's daemon (and its workers) on this machine, and only that one: another
     session's daemon stays, and that session still runs Python functions."""
     clean = {k: v for k, v in os.environ.items() if k not in ("SPARK_REMOTE", "SPARK_CONNECT_MODE_ENABLED")}
-    done = subprocess.run([sys.executable, "-c", RELEASE_CLIENT, connect_server.url], capture_output=True, text=True,
-                          timeout=180, env=clean)
+    done = subprocess.run(
+        [sys.executable, "-c", RELEASE_CLIENT, connect_server.url],
+        capture_output=True,
+        text=True,
+        timeout=180,
+        env=clean,
+    )
     assert done.returncode == 0, done.stderr[-3000:]
     seen = json.loads(done.stdout.strip().splitlines()[-1])
     assert seen["ids"]["a"] and seen["ids"]["b"] and seen["ids"]["a"] != seen["ids"]["b"], seen

@@ -11,7 +11,8 @@ def test_archive_option_only_when_the_archive_exists(tmp_path, monkeypatch):
     assert "SharedArchiveFile" not in jvm_archive.local_driver_java_options()
     path.write_bytes(b"x")
     assert jvm_archive.local_driver_java_options() == (
-        f"{jvm_archive.BASE_DRIVER_JAVA_OPTIONS} -XX:SharedArchiveFile={path}")
+        f"{jvm_archive.BASE_DRIVER_JAVA_OPTIONS} -XX:SharedArchiveFile={path}"
+    )
 
 
 def test_default_archive_lives_in_the_interpreter_environment(monkeypatch):
@@ -19,4 +20,3 @@ def test_default_archive_lives_in_the_interpreter_environment(monkeypatch):
 
     monkeypatch.delenv(jvm_archive.ARCHIVE_ENV, raising=False)
     assert jvm_archive.archive_path().is_relative_to(sys.prefix)
-

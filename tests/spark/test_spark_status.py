@@ -8,8 +8,10 @@ from workdirs import write_workdir
 from segment_balancer.spark.status import status_pass
 from segment_balancer.spark.workdir import Run
 
-TIERS = {"hot": {"servers": ["h1", "h2"], "segments": [(0, 2, ["h1"]), (2, 1, [])]},
-         "cold": {"servers": ["c1"], "segments": [(1, 1, ["c1"])]}}
+TIERS = {
+    "hot": {"servers": ["h1", "h2"], "segments": [(0, 2, ["h1"]), (2, 1, [])]},
+    "cold": {"servers": ["c1"], "segments": [(1, 1, ["c1"])]},
+}
 
 
 def test_status_of_a_hand_made_state(spark, tmp_path):

@@ -10,13 +10,15 @@ import pandas as pd
 from workdirs import write_workdir
 
 from segment_balancer.planner.runstate import Op, OpSink, SegmentRef
-from segment_balancer.spark.state_store import read_tier
 from segment_balancer.spark.stage_run import SparkStageRun as Run
+from segment_balancer.spark.state_store import read_tier
 from segment_balancer.spark.tierpass import commit_with_drops, finish, kernel_pass
 from segment_balancer.spark.workdir import OUT_SCHEMA, out_frame
 
-TIERS = {"hot": {"servers": ["h1", "h2"], "segments": [(0, 2, ["h1"])]},
-         "cold": {"servers": ["c1"], "segments": [(1, 1, ["c1"])]}}
+TIERS = {
+    "hot": {"servers": ["h1", "h2"], "segments": [(0, 2, ["h1"])]},
+    "cold": {"servers": ["c1"], "segments": [(1, 1, ["c1"])]},
+}
 
 
 def _replicas(run, tier):
@@ -24,8 +26,10 @@ def _replicas(run, tier):
     state = read_tier(run.work_uri, run.state_spec(), tier, run.server_names)
     rows = state.rows(run_table(run))
     reps = rows[rows["kind"] == "replica"].sort_values(["segment_id", "server"])
-    return [(r.segment_id, r.server, bool(r.served), r.load_type, bool(r.dropping), bool(r.drop_dependent))
-            for r in reps.itertuples()]
+    return [
+        (r.segment_id, r.server, bool(r.served), r.load_type, bool(r.dropping), bool(r.drop_dependent))
+        for r in reps.itertuples()
+    ]
 
 
 def run_table(run):
@@ -53,16 +57,32 @@ def test_a_step_writes_its_ops_and_top_b_and_the_next_step_sees_them(spark, tmp_
     finish(run, 3, "test", result)
     ops = pd.read_parquet(run.work / "ops" / "stage_03_test.parquet")
     assert ops[["op_id", "stage", "action", "queue_type", "server", "segment_id", "code"]].values.tolist() == [
-        [0, 3, "LOAD", "loading", "h2", "seg0", 0]]
-    assert _replicas(run, "hot") == [("seg0", "h1", True, None, False, False), ("seg0", "h2", False, "loading", False, False)]
+        [0, 3, "LOAD", "loading", "h2", "seg0", 0]
+    ]
+    assert _replicas(run, "hot") == [
+        ("seg0", "h1", True, None, False, False),
+        ("seg0", "h2", False, "loading", False, False),
+    ]
     assert _replicas(run, "cold") == [("seg1", "c1", True, None, False, False)]
     assert read_tier(run.work_uri, run.state_spec(), "hot", run.server_names).topb == {0: ["h1", "h2"]}
+
     # the next step's tasks see it: the load counts on h2, the top B is reused
     def look(runs, sink):
         hot, seg = runs["hot"], runs["hot"].segment(0)
-        return [{"kind": "over", "tier": "hot", "detail": json.dumps(
-            {"count": seg.count(), "topb": seg.topb, "loading": hot.servers["h2"].loads["loading"],
-             "projected": hot.servers["h2"].projected_size})}]
+        return [
+            {
+                "kind": "over",
+                "tier": "hot",
+                "detail": json.dumps(
+                    {
+                        "count": seg.count(),
+                        "topb": seg.topb,
+                        "loading": hot.servers["h2"].loads["loading"],
+                        "projected": hot.servers["h2"].projected_size,
+                    }
+                ),
+            }
+        ]
 
     result = kernel_pass(run, 4, "look", ["hot"], look)
     assert run.pass_rows(result, "over") == [{"count": 2, "topb": ["h1", "h2"], "loading": 1, "projected": 10}]
@@ -79,23 +99,32 @@ def test_drops_decided_outside_a_pass_count_from_the_next_step_on(spark, tmp_pat
     assert _replicas(run, "hot") == [("seg0", "h1", True, None, False, False)]
     ops = pd.read_parquet(run.work / "ops" / "stage_12_test.parquet")
     assert ops[["op_id", "action", "server", "segment_id", "reason"]].values.tolist() == [
-        [0, "DROP", "c1", "seg1", "unused"]]
+        [0, "DROP", "c1", "seg1", "unused"]
+    ]
 
 
 def test_a_callbacks_drop_is_marked_dependent_an_unload_drop_is_not(spark, tmp_path):
     """A DROP that waits for a load (``dep_server``: a stage-3 callback) keeps its replica among the
     loaded ones until then (ALGORITHM.md "Terms"); an excess drop of stage 12 does not."""
-    tiers = {"hot": {"servers": ["h1", "h2"], "segments": [(0, 1, ["h1", "h2"]), (2, 1, ["h1", "h2"])]},
-             "cold": {"servers": ["c1"], "segments": [(0, 1, [])]}}
+    tiers = {
+        "hot": {"servers": ["h1", "h2"], "segments": [(0, 1, ["h1", "h2"]), (2, 1, ["h1", "h2"])]},
+        "cold": {"servers": ["c1"], "segments": [(0, 1, [])]},
+    }
     run = Run(spark, write_workdir(tmp_path / "work", tiers))
     sink = OpSink()
     seg0 = SegmentRef(0, "seg0", "ds", 10)
-    sink.ops.append(Op("LOAD", 0, "seg0", "ds", "cold", "c1", 10, "underreplicated", (0, "", 0.0), queue_type="loading"))
+    sink.ops.append(
+        Op("LOAD", 0, "seg0", "ds", "cold", "c1", 10, "underreplicated", (0, "", 0.0), queue_type="loading")
+    )
     sink.drop(seg0, "h1", "hot", "callback", (0, "", 0.5), dep_server="c1")
     sink.drop(SegmentRef(2, "seg2", "ds", 10), "h2", "hot", "overreplicated", (2, "", 0.0))
     commit_with_drops(run, 3, "test", spark.createDataFrame(out_frame(sink), OUT_SCHEMA))
-    assert _replicas(run, "hot") == [("seg0", "h1", True, None, True, True), ("seg0", "h2", True, None, False, False),
-                                     ("seg2", "h1", True, None, False, False), ("seg2", "h2", True, None, True, False)]
+    assert _replicas(run, "hot") == [
+        ("seg0", "h1", True, None, True, True),
+        ("seg0", "h2", True, None, False, False),
+        ("seg2", "h1", True, None, False, False),
+        ("seg2", "h2", True, None, True, False),
+    ]
     assert _replicas(run, "cold") == [("seg0", "c1", False, "loading", False, False)]
 
 
@@ -114,8 +143,10 @@ def test_a_pass_counts_its_extra_rows_and_without_over_rows_no_callbacks_are_pla
     assert run.callback_drops(result) is None
 
     def over(runs, sink):
-        return [{"kind": "over", "idx": 1, "tier": tier, "target": 1, "detail": json.dumps({"count": 2, "drop_order": []})}
-                for tier in runs]
+        return [
+            {"kind": "over", "idx": 1, "tier": tier, "target": 1, "detail": json.dumps({"count": 2, "drop_order": []})}
+            for tier in runs
+        ]
 
     result = kernel_pass(run, 3, "loud", ["cold", "hot"], over)
     assert result.extra == {"over": 2}

@@ -6,11 +6,12 @@ can type."""
 import json
 
 import pandas as pd
+from compaction_snapshot import OVERSHADOWED, ROWS, SEGMENT_IDS, STANDBY, TOMBSTONES, UNUSED, VISIBLE, WAITING, line_of
 from pyroaring import BitMap
 
-from compaction_snapshot import OVERSHADOWED, ROWS, SEGMENT_IDS, STANDBY, TOMBSTONES, UNUSED, VISIBLE, WAITING, line_of
 from segment_balancer.planner import groups as G
 from segment_balancer.spark.used_segments import used_segments
+
 
 def test_timeline_groups_over_segment_rows(spark, tmp_path):
     snap = tmp_path / "snap"
@@ -43,8 +44,11 @@ def test_plan_drops_overshadowed_replicas_and_never_a_visible_one(compaction_pla
     base, summary, ops = compaction_planned
     drops = ops[(ops.action == "DROP") & ops.depends_on.isna()]
     assert {line_of(s) for s in drops[drops.reason == "overshadowed"].segment_id} == OVERSHADOWED - WAITING
-    assert summary["overshadowed_waiting"] == {"segments": 24, "served_replicas": 24,
-                                               "per_datasource": {"a": {"segments": 24, "served_replicas": 24}}}
+    assert summary["overshadowed_waiting"] == {
+        "segments": 24,
+        "served_replicas": 24,
+        "per_datasource": {"a": {"segments": 24, "served_replicas": 24}},
+    }
     assert set(drops.reason) == {"overshadowed"}
     assert not {line_of(s) for s in drops.segment_id} & (VISIBLE | STANDBY)
     assert [line_of(s) for s in ops[ops.stage == 1].segment_id] == [25]
@@ -73,8 +77,13 @@ def test_explain_says_what_overshadows_a_segment_and_why(spark, compaction_plann
     assert [(p["relation"], p["version"]) for p in t28["complete_timeline"]] == [("higher", "v2"), ("higher", "v2")]
     t48 = timeline(48)
     assert (t48["status"], t48["minor_overshadowed_by"]) == ("overshadowed", [SEGMENT_IDS[50 - 1]])
-    assert t48["atomic_update_group"] == {"root_range": [0, 2], "minor_version": 1, "size": 2,
-                                          "present": 2, "state": "overshadowed"}
+    assert t48["atomic_update_group"] == {
+        "root_range": [0, 2],
+        "minor_version": 1,
+        "size": 2,
+        "present": 2,
+        "state": "overshadowed",
+    }
     t55 = timeline(55)
     assert t55["status"] == "standby"
     assert t55["atomic_update_group"]["present"] == 1 and t55["atomic_update_group"]["size"] == 2
@@ -107,8 +116,10 @@ def test_a_line_the_fast_reader_cannot_type_is_read_by_the_reference_reader(spar
     snap = tmp_path / "snap"
     snap.mkdir()
     day = "2013-01-01T00:00:00.000Z/2013-01-02T00:00:00.000Z"
-    rows = [{"dataSource": "x", "interval": day, "version": 2, "size": 1},
-            {"dataSource": "x", "interval": day, "version": "1", "size": 1}]
+    rows = [
+        {"dataSource": "x", "interval": day, "version": 2, "size": 1},
+        {"dataSource": "x", "interval": day, "version": "1", "size": 1},
+    ]
     (snap / "segments.jsonl").write_text("".join(json.dumps(r) + "\n" for r in rows))
     xcom = used_segments(spark, snap, tmp_path / "work")
     groups = G.decode_all(xcom["groups"])

@@ -26,17 +26,27 @@ def _write(run, spark, stage, step, ops):
 def test_ops_are_numbered_in_scheduling_order_and_a_dependent_drop_names_its_load(spark, tmp_path):
     run = Run(spark, write_workdir(tmp_path / "work", TIERS))
     # written out of order, as parallel tasks would: the order key (o1, o2, o3) decides
-    n = _write(run, spark, 5, "decommissioning", [
-        _op("DROP", 0, "h1", (5, "", 1.0), dep_server="h2"),
-        _op("LOAD", 0, "h2", (5, "", 0.0), queue_type="decommissioning"),
-        _op("LOAD", 1, "h1", (1, "", 0.0), queue_type="loading")])
+    n = _write(
+        run,
+        spark,
+        5,
+        "decommissioning",
+        [
+            _op("DROP", 0, "h1", (5, "", 1.0), dep_server="h2"),
+            _op("LOAD", 0, "h2", (5, "", 0.0), queue_type="decommissioning"),
+            _op("LOAD", 1, "h1", (1, "", 0.0), queue_type="loading"),
+        ],
+    )
     assert n == 3
     assert _write(run, spark, 7, "balancing", [_op("LOAD", 1, "h2", (0, "", 0.0), queue_type="balancing")]) == 1
 
     ops = run.ops().toPandas().sort_values("op_id")
     assert ops[["op_id", "stage", "action", "segment_id", "server"]].values.tolist() == [
-        [0, 5, "LOAD", "seg1", "h1"], [1, 5, "LOAD", "seg0", "h2"], [2, 5, "DROP", "seg0", "h1"],
-        [3, 7, "LOAD", "seg1", "h2"]]
+        [0, 5, "LOAD", "seg1", "h1"],
+        [1, 5, "LOAD", "seg0", "h2"],
+        [2, 5, "DROP", "seg0", "h1"],
+        [3, 7, "LOAD", "seg1", "h2"],
+    ]
     assert ops.set_index("op_id").loc[2, "depends_on"] == 1
     assert ops.set_index("op_id")["depends_on"].drop(2).isna().all()
 

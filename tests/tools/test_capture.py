@@ -8,12 +8,12 @@ from __future__ import annotations
 import gzip
 import json
 import os
-from datetime import datetime, timedelta, timezone
+from datetime import UTC, datetime, timedelta
 from pathlib import Path
 
+import fake_druid as fd
 import pytest
 
-import fake_druid as fd
 from segment_balancer.druid.segment_id import parse_segment_id
 from segment_balancer.druid.snapshot import loader
 from segment_balancer.druid.snapshot.models import QueueEntry, Server
@@ -21,7 +21,7 @@ from segment_balancer.planner.config import load_config
 from segment_balancer.tools import capture as cap
 from segment_balancer.tools.capture import CaptureError, DruidEndpoint, capture, capture_to, prune
 
-NOW = datetime(2026, 11, 23, 10, 15, tzinfo=timezone.utc)
+NOW = datetime(2026, 11, 23, 10, 15, tzinfo=UTC)
 DIR_NAME = "2026-11-23T10-15-00Z"
 CLUSTER = "test-cluster"
 
@@ -72,14 +72,42 @@ EXPECTED_SERVER_SEGMENTS = (
 )
 
 EXPECTED_SERVERS = [
-    {"server": "hist-1:8083", "host": "hist-1", "server_type": "historical", "tier": "_default_tier",
-     "curr_size": 3000, "max_size": 1000000, "priority": 0},
-    {"server": "hist-2:8083", "host": "hist-2", "server_type": "historical", "tier": "_default_tier",
-     "curr_size": 2300, "max_size": 1000000, "priority": 0},
-    {"server": "broker-1:8082", "host": "broker-1", "server_type": "broker", "tier": None,
-     "curr_size": 0, "max_size": 0, "priority": 0},
-    {"server": "peon-1:8100", "host": "peon-1", "server_type": "indexer-executor", "tier": "_default_tier",
-     "curr_size": 0, "max_size": 0, "priority": 0},
+    {
+        "server": "hist-1:8083",
+        "host": "hist-1",
+        "server_type": "historical",
+        "tier": "_default_tier",
+        "curr_size": 3000,
+        "max_size": 1000000,
+        "priority": 0,
+    },
+    {
+        "server": "hist-2:8083",
+        "host": "hist-2",
+        "server_type": "historical",
+        "tier": "_default_tier",
+        "curr_size": 2300,
+        "max_size": 1000000,
+        "priority": 0,
+    },
+    {
+        "server": "broker-1:8082",
+        "host": "broker-1",
+        "server_type": "broker",
+        "tier": None,
+        "curr_size": 0,
+        "max_size": 0,
+        "priority": 0,
+    },
+    {
+        "server": "peon-1:8100",
+        "host": "peon-1",
+        "server_type": "indexer-executor",
+        "tier": "_default_tier",
+        "curr_size": 0,
+        "max_size": 0,
+        "priority": 0,
+    },
 ]
 
 # the broker's queue (a broadcast load) is left out
@@ -98,22 +126,41 @@ EXPECTED_RULES = {
 }
 
 EXPECTED_CONFIG = {
-    "millisToWaitBeforeDeleting": 900000, "mergeBytesLimit": 524288000, "mergeSegmentsLimit": 100,
-    "maxSegmentsToMove": 100, "replicantLifetime": 15, "replicationThrottleLimit": 500,
-    "balancerComputeThreads": 1, "killDataSourceWhitelist": [], "killPendingSegmentsSkipList": [],
-    "maxSegmentsInNodeLoadingQueue": 500, "decommissioningNodes": [],
-    "decommissioningMaxPercentOfMaxSegmentsToMove": 70, "pauseCoordination": False,
-    "replicateAfterLoadTimeout": False, "maxNonPrimaryReplicantsToLoad": 2147483647,
-    "useRoundRobinSegmentAssignment": True, "smartSegmentLoading": True, "debugDimensions": None,
+    "millisToWaitBeforeDeleting": 900000,
+    "mergeBytesLimit": 524288000,
+    "mergeSegmentsLimit": 100,
+    "maxSegmentsToMove": 100,
+    "replicantLifetime": 15,
+    "replicationThrottleLimit": 500,
+    "balancerComputeThreads": 1,
+    "killDataSourceWhitelist": [],
+    "killPendingSegmentsSkipList": [],
+    "maxSegmentsInNodeLoadingQueue": 500,
+    "decommissioningNodes": [],
+    "decommissioningMaxPercentOfMaxSegmentsToMove": 70,
+    "pauseCoordination": False,
+    "replicateAfterLoadTimeout": False,
+    "maxNonPrimaryReplicantsToLoad": 2147483647,
+    "useRoundRobinSegmentAssignment": True,
+    "smartSegmentLoading": True,
+    "debugDimensions": None,
 }
 
 EXPECTED_META = {"snapshot_time": "2026-11-23T10:15:00.000Z", "cluster": CLUSTER}
 
-FILES = ["coordinator_config.json", "load_queues.json", "rules.json", "segments.jsonl.gz",
-         "server_segments.jsonl.gz", "servers.json", "snapshot.json"]
+FILES = [
+    "coordinator_config.json",
+    "load_queues.json",
+    "rules.json",
+    "segments.jsonl.gz",
+    "server_segments.jsonl.gz",
+    "servers.json",
+    "snapshot.json",
+]
 
 
 # ---- helpers -------------------------------------------------------------------------------------------------
+
 
 def endpoints(fake, auth=None):
     return DruidEndpoint(fake.url, auth=auth), DruidEndpoint(fake.url, auth=auth)
@@ -176,6 +223,7 @@ def assert_fails_cleanly(roots, knobs: dict, *fragments: str, **capture_kwargs) 
 
 # ---- the capture -------------------------------------------------------------------------------------------
 
+
 def test_capture_writes_the_hand_written_snapshot(tmp_path):
     with fd.fake_druid() as fake:
         out = run_capture(fake, tmp_path / "snapshots")
@@ -199,8 +247,11 @@ def test_capture_asks_druid_as_documented(tmp_path):
     assert ("GET", "/druid/coordinator/v1/loadqueue") in asked
     assert ("GET", "/druid/coordinator/v1/rules") in asked
     assert ("GET", "/druid/coordinator/v1/config") in asked
-    sql = sorted(body["query"] + " | " + body["resultFormat"] + " | " + str(body["header"])
-                 for m, p, body in fake.requests if p == "/druid/v2/sql")
+    sql = sorted(
+        body["query"] + " | " + body["resultFormat"] + " | " + str(body["header"])
+        for m, p, body in fake.requests
+        if p == "/druid/v2/sql"
+    )
     assert sql == [
         "SELECT server, host, server_type, tier, curr_size, max_size, priority FROM sys.servers | object | False",
         "SELECT server, segment_id FROM sys.server_segments | objectLines | False",
@@ -247,6 +298,7 @@ def test_full_load_queue_shape_converts_to_ids(tmp_path, monkeypatch):
 
     def bare(segment):
         return {k: v for k, v in segment.items() if k != "identifier"}
+
     queues = {"hist-1:8083": ([bare(fd.WIKI_B)], []), "hist-2:8083": ([bare(fd.WIKI_NEW)], [bare(fd.WIKI_OLD)])}
     with fd.fake_druid(load_queues=queues) as fake:
         out = run_capture(fake, tmp_path / "computed")
@@ -301,7 +353,11 @@ def test_bad_cluster_names(tmp_path, cluster):
 # ---- failures: CaptureError naming the endpoint, nothing left behind -----------------------------------------
 
 WHERE = {  # endpoint -> what the message names: URL path (and query), file
-    "segments": ("coordinator GET", "/druid/coordinator/v1/metadata/segments?includeOvershadowedStatus", "segments.jsonl.gz"),
+    "segments": (
+        "coordinator GET",
+        "/druid/coordinator/v1/metadata/segments?includeOvershadowedStatus",
+        "segments.jsonl.gz",
+    ),
     "loadqueue": ("coordinator GET", "/druid/coordinator/v1/loadqueue", "load_queues.json"),
     "rules": ("coordinator GET", "/druid/coordinator/v1/rules", "rules.json"),
     "config": ("coordinator GET", "/druid/coordinator/v1/config", "coordinator_config.json"),
@@ -312,30 +368,38 @@ WHERE = {  # endpoint -> what the message names: URL path (and query), file
 
 @pytest.mark.parametrize("endpoint", fd.ENDPOINTS)
 def test_http_500_on_each_endpoint(roots, endpoint):
-    message = assert_fails_cleanly(roots, {"fail_status": {endpoint: 500}}, *WHERE[endpoint],
-                                   "HTTP 500", f"injected failure of {endpoint}")
+    message = assert_fails_cleanly(
+        roots, {"fail_status": {endpoint: 500}}, *WHERE[endpoint], "HTTP 500", f"injected failure of {endpoint}"
+    )
     assert "http://127.0.0.1:" in message
 
 
-@pytest.mark.parametrize("endpoint, problem", [
-    ("segments", "malformed or cut-off JSON in element 0"),
-    ("loadqueue", "malformed JSON at line 1"),
-    ("rules", "malformed JSON at line 1"),
-    ("config", "NaN is not valid JSON"),
-    ("servers", "malformed JSON at line 1"),
-    ("server_segments", "line 1 is not valid JSON"),
-])
+@pytest.mark.parametrize(
+    "endpoint, problem",
+    [
+        ("segments", "malformed or cut-off JSON in element 0"),
+        ("loadqueue", "malformed JSON at line 1"),
+        ("rules", "malformed JSON at line 1"),
+        ("config", "NaN is not valid JSON"),
+        ("servers", "malformed JSON at line 1"),
+        ("server_segments", "line 1 is not valid JSON"),
+    ],
+)
 def test_malformed_json_on_each_endpoint(roots, endpoint, problem):
     assert_fails_cleanly(roots, {"malformed": {endpoint}}, *WHERE[endpoint], problem)
 
 
-@pytest.mark.parametrize("style, problem", [
-    ("close", "ended without Druid's trailing blank line after 3 rows"),
-    ("chunked", "broke off"),
-])
+@pytest.mark.parametrize(
+    "style, problem",
+    [
+        ("close", "ended without Druid's trailing blank line after 3 rows"),
+        ("chunked", "broke off"),
+    ],
+)
 def test_cut_object_lines_stream(roots, style, problem):
-    assert_fails_cleanly(roots, {"cut_server_segments_after": 3, "cut_style": style},
-                         *WHERE["server_segments"], problem)
+    assert_fails_cleanly(
+        roots, {"cut_server_segments_after": 3, "cut_style": style}, *WHERE["server_segments"], problem
+    )
 
 
 def test_trailer_rule_alone():
@@ -349,8 +413,15 @@ def test_trailer_rule_alone():
 
 
 def test_wrong_credentials_get_401(roots):
-    assert_fails_cleanly(roots, {"auth": ("admin", "s3cret")}, "broker POST", "/druid/v2/sql", "servers.json",
-                         "HTTP 401", auth=("admin", "wrong"))
+    assert_fails_cleanly(
+        roots,
+        {"auth": ("admin", "s3cret")},
+        "broker POST",
+        "/druid/v2/sql",
+        "servers.json",
+        "HTTP 401",
+        auth=("admin", "wrong"),
+    )
 
 
 def test_no_credentials_get_401(roots):
@@ -386,16 +457,24 @@ def test_empty_servers_list(roots):
 
 def test_a_capture_the_loaders_refuse(roots):
     """rules.json without ``_default``: load_rules' SnapshotError, as a CaptureError."""
-    assert_fails_cleanly(roots, {"rules": {"wikipedia": [{"type": "dropForever"}]}},
-                         "does not load as a snapshot", "rules.json", "'_default' rule list is missing")
+    assert_fails_cleanly(
+        roots,
+        {"rules": {"wikipedia": [{"type": "dropForever"}]}},
+        "does not load as a snapshot",
+        "rules.json",
+        "'_default' rule list is missing",
+    )
 
 
 def test_a_segment_element_that_is_not_an_object(roots):
     segments = [(fd.WIKI_A, False, 2, 100), ({"dataSource": "x"}, False, 1, 1)]
-    assert_fails_cleanly(roots[:1], {"segments": segments}, *WHERE["segments"], "element 1 (0-based) has no string interval")
+    assert_fails_cleanly(
+        roots[:1], {"segments": segments}, *WHERE["segments"], "element 1 (0-based) has no string interval"
+    )
 
 
 # ---- prune ---------------------------------------------------------------------------------------------------
+
 
 def write_meta(directory: Path, when: str, cluster: str = CLUSTER) -> Path:
     directory.mkdir(parents=True)
@@ -409,14 +488,15 @@ def test_prune_keeps_the_newest_by_snapshot_time(tmp_path):
     second = write_meta(base / "2026-11-21T00-00-00Z", "2026-11-21T00:00:00.000Z")
     third = write_meta(base / "2026-11-22T00-00-00Z", "2026-11-22T00:00:00.000Z")
     newest = write_meta(base / "aaa-named-first", "2026-11-23T00:00:00.000Z")
-    (base / ".2026-11-24T00-00-00Z.tmp-1234abcd").mkdir()   # a capture in progress
-    (base / "notes").mkdir()                                  # no snapshot.json
+    (base / ".2026-11-24T00-00-00Z.tmp-1234abcd").mkdir()  # a capture in progress
+    (base / "notes").mkdir()  # no snapshot.json
     (base / "README").write_text("x")
     other = write_meta(base / "other-cluster", "2020-01-01T00:00:00.000Z", cluster="other")
 
     assert prune(tmp_path, CLUSTER, keep=2) == [oldest, second]
     assert sorted(p.name for p in base.iterdir()) == sorted(
-        [".2026-11-24T00-00-00Z.tmp-1234abcd", "notes", "README", third.name, newest.name, other.name])
+        [".2026-11-24T00-00-00Z.tmp-1234abcd", "notes", "README", third.name, newest.name, other.name]
+    )
     assert prune(tmp_path, CLUSTER, keep=2) == []
     assert prune(tmp_path, CLUSTER, keep=1) == [third]
     assert newest.is_dir()
@@ -440,13 +520,18 @@ def test_prune_after_real_captures(tmp_path):
 
 # ---- the capture loads ---------------------------------------------------------------------------------------
 
+
 def test_capture_loads_with_the_snapshot_loaders(tmp_path):
     with fd.fake_druid() as fake:
         out = run_capture(fake, tmp_path)
     historicals, names = loader.load_all_servers(out)
     assert historicals == [
-        Server(server="hist-1:8083", host="hist-1", tier="_default_tier", current_size=3000, max_size=1000000, priority=0),
-        Server(server="hist-2:8083", host="hist-2", tier="_default_tier", current_size=2300, max_size=1000000, priority=0),
+        Server(
+            server="hist-1:8083", host="hist-1", tier="_default_tier", current_size=3000, max_size=1000000, priority=0
+        ),
+        Server(
+            server="hist-2:8083", host="hist-2", tier="_default_tier", current_size=2300, max_size=1000000, priority=0
+        ),
     ]
     assert names == {"hist-1:8083", "hist-2:8083", "broker-1:8082", "peon-1:8100"}
     assert loader.load_load_queues(out, {"hist-1:8083", "hist-2:8083"}) == [
@@ -474,23 +559,56 @@ def test_replica_ids_are_listed_or_parse_as_druid_ids(tmp_path):
 
 
 def test_druid_segment_id_examples():
-    assert cap.druid_segment_id({"dataSource": "ds", "interval": "2015-01-02/2015-01-03T00:00:00Z", "version": "v",
-                                 "shardSpec": {"type": "numbered", "partitionNum": 3}}) == \
-        "ds_2015-01-02T00:00:00.000Z_2015-01-03T00:00:00.000Z_v_3"
-    assert cap.druid_segment_id({"dataSource": "ds", "interval": "2015-01-02T00:00:00.000Z/2015-01-03T00:00:00.000Z",
-                                 "version": "v", "shardSpec": {"type": "numbered_overwrite", "partitionId": 32768}}) == \
-        "ds_2015-01-02T00:00:00.000Z_2015-01-03T00:00:00.000Z_v_32768"
-    assert cap.druid_segment_id({"dataSource": "ds", "interval": fd.ETERNITY, "version": "v",
-                                 "shardSpec": {"type": "none"}}) == \
-        "ds_-146136543-09-08T08:23:32.096Z_146140482-04-24T15:36:27.903Z_v"
+    assert (
+        cap.druid_segment_id(
+            {
+                "dataSource": "ds",
+                "interval": "2015-01-02/2015-01-03T00:00:00Z",
+                "version": "v",
+                "shardSpec": {"type": "numbered", "partitionNum": 3},
+            }
+        )
+        == "ds_2015-01-02T00:00:00.000Z_2015-01-03T00:00:00.000Z_v_3"
+    )
+    assert (
+        cap.druid_segment_id(
+            {
+                "dataSource": "ds",
+                "interval": "2015-01-02T00:00:00.000Z/2015-01-03T00:00:00.000Z",
+                "version": "v",
+                "shardSpec": {"type": "numbered_overwrite", "partitionId": 32768},
+            }
+        )
+        == "ds_2015-01-02T00:00:00.000Z_2015-01-03T00:00:00.000Z_v_32768"
+    )
+    assert (
+        cap.druid_segment_id(
+            {"dataSource": "ds", "interval": fd.ETERNITY, "version": "v", "shardSpec": {"type": "none"}}
+        )
+        == "ds_-146136543-09-08T08:23:32.096Z_146140482-04-24T15:36:27.903Z_v"
+    )
 
 
 def test_the_cli_captures_and_exits_1_leaving_nothing_when_druid_fails(tmp_path, capsys):
     from segment_balancer.tools.cli import main
 
     with fd.fake_druid() as fake:
-        assert main(["capture", "--coordinator", fake.url, "--broker", fake.url, "--out", str(tmp_path / "snap"),
-                     "--cluster", "prod"]) == 0
+        assert (
+            main(
+                [
+                    "capture",
+                    "--coordinator",
+                    fake.url,
+                    "--broker",
+                    fake.url,
+                    "--out",
+                    str(tmp_path / "snap"),
+                    "--cluster",
+                    "prod",
+                ]
+            )
+            == 0
+        )
     assert sorted(os.listdir(tmp_path / "snap")) == FILES
     assert json.loads((tmp_path / "snap" / "snapshot.json").read_text())["cluster"] == "prod"
     with fd.fake_druid(fail_status={"rules": 503}) as fake:
@@ -501,6 +619,7 @@ def test_the_cli_captures_and_exits_1_leaving_nothing_when_druid_fails(tmp_path,
 
 # ---- a Coordinator that is not the leader --------------------------------------------------------
 
+
 def test_a_non_leader_coordinator_redirects_and_the_capture_follows_with_the_credentials(tmp_path):
     """Druid's ``RedirectFilter``: a Coordinator that is not the leader answers ``307`` to the leader.
     The capture follows, sending the credentials on to the leader the Coordinator names, and the
@@ -508,16 +627,29 @@ def test_a_non_leader_coordinator_redirects_and_the_capture_follows_with_the_cre
     auth = ("admin", "s3cret")
     with fd.fake_druid(auth=auth) as leader, fd.fake_druid(auth=auth) as follower, fd.fake_druid(auth=auth) as broker:
         follower.redirect_to, follower.leader = leader.url, leader.url
-        direct = capture(DruidEndpoint(leader.url, auth), DruidEndpoint(broker.url, auth), tmp_path / "direct",
-                         CLUSTER, now=NOW, timeout_s=10.0)
-        redirected = capture(DruidEndpoint(follower.url, auth), DruidEndpoint(broker.url, auth),
-                             tmp_path / "redirected", CLUSTER, now=NOW, timeout_s=10.0)
+        direct = capture(
+            DruidEndpoint(leader.url, auth),
+            DruidEndpoint(broker.url, auth),
+            tmp_path / "direct",
+            CLUSTER,
+            now=NOW,
+            timeout_s=10.0,
+        )
+        redirected = capture(
+            DruidEndpoint(follower.url, auth),
+            DruidEndpoint(broker.url, auth),
+            tmp_path / "redirected",
+            CLUSTER,
+            now=NOW,
+            timeout_s=10.0,
+        )
         asked_follower = [path for _, path, _ in follower.requests]
         leader_auth = set(leader.authorizations)
     assert tree(direct) == tree(redirected)
     # every Coordinator call went to the follower first, and the leader's name was asked once
-    assert sorted(set(asked_follower)) == sorted({cap.SEGMENTS_PATH, cap.LOAD_QUEUE_PATH, cap.RULES_PATH,
-                                                  cap.CONFIG_PATH, cap.LEADER_PATH})
+    assert sorted(set(asked_follower)) == sorted(
+        {cap.SEGMENTS_PATH, cap.LOAD_QUEUE_PATH, cap.RULES_PATH, cap.CONFIG_PATH, cap.LEADER_PATH}
+    )
     assert asked_follower.count(cap.LEADER_PATH) == 1
     assert leader_auth == {fd._basic(*auth)}  # the leader got the credentials every time
 
@@ -529,8 +661,14 @@ def test_credentials_are_not_sent_to_a_redirect_outside_the_cluster(tmp_path):
     with fd.fake_druid(auth=auth) as leader, fd.fake_druid() as elsewhere, fd.fake_druid(auth=auth) as follower:
         follower.redirect_to, follower.leader = elsewhere.url, leader.url
         with pytest.raises(CaptureError, match="neither a configured service nor the leader") as info:
-            capture(DruidEndpoint(follower.url, auth), DruidEndpoint(leader.url, auth), tmp_path, CLUSTER, now=NOW,
-                    timeout_s=10.0)
+            capture(
+                DruidEndpoint(follower.url, auth),
+                DruidEndpoint(leader.url, auth),
+                tmp_path,
+                CLUSTER,
+                now=NOW,
+                timeout_s=10.0,
+            )
         assert elsewhere.requests == []
     assert "s3cret" not in str(info.value)
     assert os.listdir(tmp_path) == []
@@ -539,7 +677,9 @@ def test_credentials_are_not_sent_to_a_redirect_outside_the_cluster(tmp_path):
 def test_without_credentials_any_redirect_is_followed(tmp_path):
     with fd.fake_druid() as leader, fd.fake_druid() as follower:
         follower.redirect_to = leader.url
-        out = capture(DruidEndpoint(follower.url), DruidEndpoint(leader.url), tmp_path, CLUSTER, now=NOW, timeout_s=10.0)
+        out = capture(
+            DruidEndpoint(follower.url), DruidEndpoint(leader.url), tmp_path, CLUSTER, now=NOW, timeout_s=10.0
+        )
     assert gunzip_text(out / "segments.jsonl.gz") == EXPECTED_SEGMENTS
 
 
@@ -558,9 +698,24 @@ def test_a_capture_killed_halfway_leaves_no_snapshot_directory(tmp_path):
     with fd.fake_druid() as fake:
         earlier = capture_to(*endpoints(fake), root / "cluster" / DIR_NAME, "cluster", now=NOW, timeout_s=10.0)
     with fd.fake_druid(delay_s={"segments": 30}) as fake:
-        proc = subprocess.Popen([sys.executable, "-m", "segment_balancer", "capture", "--coordinator", fake.url,
-                                 "--broker", fake.url, "--out", str(root / "cluster" / "2030-01-01T00-00-00Z"),
-                                 "--cluster", "cluster"], stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+        proc = subprocess.Popen(
+            [
+                sys.executable,
+                "-m",
+                "segment_balancer",
+                "capture",
+                "--coordinator",
+                fake.url,
+                "--broker",
+                fake.url,
+                "--out",
+                str(root / "cluster" / "2030-01-01T00-00-00Z"),
+                "--cluster",
+                "cluster",
+            ],
+            stdout=subprocess.DEVNULL,
+            stderr=subprocess.DEVNULL,
+        )
         deadline = time.monotonic() + 60
         while not any(path.startswith(cap.SEGMENTS_PATH.split("?")[0]) for _, path, _ in fake.requests):
             assert time.monotonic() < deadline and proc.poll() is None
@@ -569,4 +724,4 @@ def test_a_capture_killed_halfway_leaves_no_snapshot_directory(tmp_path):
         proc.wait()
     visible = [p.name for p in (root / "cluster").iterdir() if not p.name.startswith(".")]
     assert visible == [earlier.name]
-    assert pick_snapshot(root, datetime(2031, 1, 1, tzinfo=timezone.utc)) == earlier
+    assert pick_snapshot(root, datetime(2031, 1, 1, tzinfo=UTC)) == earlier

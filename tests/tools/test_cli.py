@@ -14,14 +14,18 @@ def test_an_unknown_key_of_the_config_file_is_refused_naming_the_file_before_spa
     key and the closest known key; no Spark session is started and nothing is written."""
     import segment_balancer.spark.session as session
 
-    monkeypatch.setattr(session, "local_session", lambda *a, **k: (_ for _ in ()).throw(AssertionError("Spark started")))
+    monkeypatch.setattr(
+        session, "local_session", lambda *a, **k: (_ for _ in ()).throw(AssertionError("Spark started"))
+    )
     bad = tmp_path / "overrides.json"
     bad.write_text(json.dumps({"balancingMinCostReductionPct": 5}))
     code = cli.main(["plan", "--snapshot", str(SNAPSHOT), "--out", str(tmp_path / "plan"), "--config", str(bad)])
     err = capsys.readouterr().err
     assert code == 2
-    assert err.strip() == (f"input refused: --config {bad}: unknown key 'balancingMinCostReductionPct' "
-                           "(did you mean 'balancingMinCostReductionPercent'?)")
+    assert err.strip() == (
+        f"input refused: --config {bad}: unknown key 'balancingMinCostReductionPct' "
+        "(did you mean 'balancingMinCostReductionPercent'?)"
+    )
     assert not (tmp_path / "plan").exists()
 
 
@@ -36,8 +40,9 @@ def test_an_internal_error_is_not_reported_as_the_users_input(tmp_path, capsys, 
     monkeypatch.setattr(cli, "print_summary", broken)
     assert cli.main(["summary", str(tmp_path)]) == 1
     err = capsys.readouterr().err
-    assert err.strip().endswith("internal error: ValueError: h1 already holds s1 "
-                                "(a bug in segment_balancer: the traceback is above)")
+    assert err.strip().endswith(
+        "internal error: ValueError: h1 already holds s1 (a bug in segment_balancer: the traceback is above)"
+    )
     assert "Traceback" in err and "input refused" not in err
 
     def refused(plan):

@@ -10,15 +10,31 @@ import os
 import pytest
 
 from segment_balancer.druid.importer import iso_to_ms, parse_interval, segment_id
-from segment_balancer.tools.sample import ETERNITY, SNAPSHOTS_DIR, UNEXPORTED, build_druid_sample, default_servers, generate_snapshot, server_layout
+from segment_balancer.tools.sample import (
+    ETERNITY,
+    SNAPSHOTS_DIR,
+    UNEXPORTED,
+    build_druid_sample,
+    default_servers,
+    generate_snapshot,
+    server_layout,
+)
 
-FILES = {"segments.jsonl.gz", "servers.json", "server_segments.json", "load_queues.json",
-         "rules.json", "coordinator_config.json", "snapshot.json"}
+FILES = {
+    "segments.jsonl.gz",
+    "servers.json",
+    "server_segments.json",
+    "load_queues.json",
+    "rules.json",
+    "coordinator_config.json",
+    "snapshot.json",
+}
 DAY = 86_400_000
 
 
 def _load(path) -> dict:
     """Every file of a snapshot directory, read as ARCHITECTURE.md describes it."""
+
     def read(name):
         with open(os.path.join(path, name), encoding="utf-8") as handle:
             return json.load(handle)
@@ -28,8 +44,7 @@ def _load(path) -> dict:
     snap = {name[:-5]: read(name) for name in FILES if name.endswith(".json")}
     snap["segments"] = {segment_id(s): s for s in segments}
     snap["n_segment_lines"] = len(segments)
-    snap["historicals"] = {s["server"]: s for s in snap["servers"]
-                           if s["server_type"].lower() == "historical"}
+    snap["historicals"] = {s["server"]: s for s in snap["servers"] if s["server_type"].lower() == "historical"}
     snap["served"] = collections.defaultdict(set)
     for row in snap["server_segments"]:
         snap["served"][row["segment_id"]].add(row["server"])
@@ -80,8 +95,7 @@ def _check_consistency(snap) -> None:
         # A replica of a segment segments.jsonl lacks is of an unused (killed) segment: only the
         # generator's one such case.
         assert row["segment_id"] in snap["segments"] or row["segment_id"] == UNEXPORTED[0]
-    assert len({(r["server"], r["segment_id"]) for r in snap["server_segments"]}) == len(
-        snap["server_segments"])
+    assert len({(r["server"], r["segment_id"]) for r in snap["server_segments"]}) == len(snap["server_segments"])
     served_bytes = collections.Counter()
     for sid, servers in snap["served"].items():
         if sid not in snap["segments"]:
@@ -126,10 +140,8 @@ def test_druid_sample_has_the_described_cluster():
     by_day = {(s["dataSource"], s["interval"][:10]): sid for sid, s in snap["segments"].items()}
     tw1, tw3 = by_day[("twitterstream", "2013-01-01")], by_day[("twitterstream", "2013-01-03")]
     assert snap["served"][tw3] == set()  # unreplicated (target hot:1 + _default_tier:1)
-    assert _first_rule(snap, snap["segments"][tw3], now)["tieredReplicants"] == {
-        "hot": 1, "_default_tier": 1}
-    default_holders = [s for s in snap["served"][tw1]
-                       if snap["historicals"][s]["tier"] == "_default_tier"]
+    assert _first_rule(snap, snap["segments"][tw3], now)["tieredReplicants"] == {"hot": 1, "_default_tier": 1}
+    default_holders = [s for s in snap["served"][tw1] if snap["historicals"][s]["tier"] == "_default_tier"]
     assert len(default_holders) == 2  # overreplicated in _default_tier (target 1)
     assert sum(len(v) >= 2 for v in snap["served"].values()) >= 2  # some served twice
     (decommissioning,) = snap["coordinator_config"]["decommissioningNodes"]
@@ -163,8 +175,10 @@ def test_shipped_generated_snapshot_equals_a_fresh_generation(fresh):
 
 def test_another_seed_gives_another_snapshot(fresh, tmp_path):
     generate_snapshot(tmp_path, seed=1)
-    with open(os.path.join(tmp_path, "server_segments.json"), "rb") as a, open(
-            os.path.join(fresh[0], "server_segments.json"), "rb") as b:
+    with (
+        open(os.path.join(tmp_path, "server_segments.json"), "rb") as a,
+        open(os.path.join(fresh[0], "server_segments.json"), "rb") as b,
+    ):
         assert a.read() != b.read()
 
 
@@ -184,19 +198,20 @@ def test_generated_snapshot_is_consistent(snap, fresh):
 def test_generated_segments_look_like_druids(snap):
     datasources = collections.Counter(s["dataSource"] for s in snap["segments"].values())
     assert {"wikipedia", "clickstream", "metrics", "orders", "lookup_dim"} <= set(datasources)
-    sizes = sorted(s["size"] for s in snap["segments"].values()
-                   if s["dataSource"] != "lookup_dim")
+    sizes = sorted(s["size"] for s in snap["segments"].values() if s["dataSource"] != "lookup_dim")
     median = sizes[len(sizes) // 2]
     assert 50_000_000 <= median <= 500_000_000
-    partitions = {s["shardSpec"].get("partitionNum", 0) for s in snap["segments"].values()
-                  if s["dataSource"] == "clickstream"}
+    partitions = {
+        s["shardSpec"].get("partitionNum", 0) for s in snap["segments"].values() if s["dataSource"] == "clickstream"
+    }
     assert len(partitions) > 1
     # every numbered/hashed time chunk has all its partitions (a complete core set)
     chunks = collections.defaultdict(set)
     for s in snap["segments"].values():
         if "partitions" in s["shardSpec"]:
             chunks[(s["dataSource"], s["interval"], s["version"], s["shardSpec"]["partitions"])].add(
-                s["shardSpec"]["partitionNum"])
+                s["shardSpec"]["partitionNum"]
+            )
     assert all(nums == set(range(key[3])) for key, nums in chunks.items())
 
 
@@ -212,8 +227,7 @@ def test_generated_tiers_and_servers(snap):
     assert len(empty) == 1
     assert not any(empty[0] in held for held in snap["served"].values())
     assert any(_current_size(s) >= 0.95 * s["max_size"] for s in snap["historicals"].values())
-    assert any(_current_size(s) <= 0.8 * s["max_size"] for s in snap["historicals"].values()
-               if _current_size(s) > 0)
+    assert any(_current_size(s) <= 0.8 * s["max_size"] for s in snap["historicals"].values() if _current_size(s) > 0)
 
 
 def test_generated_historicals_scale_with_the_cluster(snap):
@@ -273,8 +287,7 @@ def test_generated_broadcast_unused_and_overshadowed(snap):
     assert broadcast
     assert any(s["dataSource"] in broadcast for s in snap["segments"].values())
     assert snap["rules"]["_default"][0]["type"] == "loadForever"
-    unused_served = [sid for sid, s in snap["segments"].items()
-                     if s["used"] is False and snap["served"][sid]]
+    unused_served = [sid for sid, s in snap["segments"].items() if s["used"] is False and snap["served"][sid]]
     assert unused_served
     overshadowed = [sid for sid, s in snap["segments"].items() if s.get("overshadowed")]
     assert overshadowed and all(snap["served"][sid] for sid in overshadowed)
@@ -288,8 +301,13 @@ def test_generated_real_cluster_cases(snap):
     assert UNEXPORTED[0] not in snap["segments"]
     assert snap["served"][UNEXPORTED[0]] == {f"{n}:8083" for n in UNEXPORTED[1]}
     now = iso_to_ms(snap["snapshot"]["snapshot_time"])
-    new_orders = [sid for sid, s in snap["segments"].items() if s["dataSource"] == "orders"
-                  and iso_to_ms(s["interval"].split("/")[1]) >= now - 6 * 86_400_000 and not s.get("overshadowed")]
+    new_orders = [
+        sid
+        for sid, s in snap["segments"].items()
+        if s["dataSource"] == "orders"
+        and iso_to_ms(s["interval"].split("/")[1]) >= now - 6 * 86_400_000
+        and not s.get("overshadowed")
+    ]
     assert len(new_orders) == 6 and sum(not snap["served"][sid] for sid in new_orders) == 1
 
 

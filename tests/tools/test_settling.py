@@ -19,7 +19,6 @@ twitterstream day 01/02/03, one day each, ed = the editstream segment overlappin
 from __future__ import annotations
 
 import pandas as pd
-
 from druid_sample_plan import SNAPSHOT, server, short
 
 from segment_balancer.tools.simulate import simulate
@@ -31,4 +30,6 @@ def test_druid_sample_settles_from_run_3_on(spark, tmp_path):
     assert runs["balancing_moves"].tolist() == [1, 1, 0, 0, 0]
     ops = pd.read_parquet(tmp_path / "sim" / "run-002" / "plan" / "operations.parquet")
     assert [(int(r.stage), r.action, short(r.segment_id), server(r.server)) for r in ops.itertuples()] == [
-        (7, "LOAD", "tw01", "d3"), (7, "DROP", "tw01", "d2")]
+        (7, "LOAD", "tw01", "d3"),
+        (7, "DROP", "tw01", "d2"),
+    ]

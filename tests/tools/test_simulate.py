@@ -1,11 +1,11 @@
 """``segment_balancer.tools.simulate``: applying a plan as a cluster would (hand-worked, no Spark), and
 Druid's ``BalancingStrategiesTest`` scenarios through the simulator (plans on Spark).
 
-Applying, worked by hand. Historicals ``a`` (serves s1, s2; ``curr_size`` 30 bytes) and ``b`` (serves s3;
-``current_size`` 30 bytes: the applier keeps each row's own key) of tier ``t``; sizes s1..s5 = 10, 20, 30, 40, 50 bytes. Queued in the snapshot: a load of s4
-on ``b`` and a drop of s2 on ``a``. The plan: op 0 LOAD s1 on ``b`` (balancing), op 1 DROP s1 on
-``a`` after op 0 (a move), op 2 LOAD s5 on ``a``, op 3 DROP s3 on ``b``. Queue order on ``b``: s4
-(queued before), then s1.
+Applying, worked by hand. Historicals ``a`` (serves s1, s2; ``curr_size`` 30 bytes) and ``b``
+(serves s3; ``current_size`` 30 bytes: the applier keeps each row's own key) of tier ``t``; sizes
+s1..s5 = 10, 20, 30, 40, 50 bytes. Queued in the snapshot: a load of s4 on ``b`` and a drop of s2 on
+``a``. The plan: op 0 LOAD s1 on ``b`` (balancing), op 1 DROP s1 on ``a`` after op 0 (a move), op 2
+LOAD s5 on ``a``, op 3 DROP s3 on ``b``. Queue order on ``b``: s4 (queued before), then s1.
 """
 
 from __future__ import annotations
@@ -16,8 +16,8 @@ from pathlib import Path
 
 import pandas as pd
 import pytest
-
 from druid_simulation import T1, T2, historical, per_historical, wiki_segments, write_cluster
+
 from segment_balancer.druid.snapshot.loader import load_load_queues
 from segment_balancer.tools.simulate import RUN_COLUMNS, apply_plan, simulate
 
@@ -28,22 +28,48 @@ def tiny(tmp_path: Path) -> tuple[Path, Path]:
     snap, plan = tmp_path / "snap", tmp_path / "plan"
     snap.mkdir()
     plan.mkdir()
-    (snap / "servers.json").write_text(json.dumps([
-        {"server": "a", "server_type": "historical", "tier": "t", "curr_size": 30, "max_size": 1000},
-        {"server": "b", "server_type": "historical", "tier": "t", "current_size": 30, "max_size": 1000},
-        {"server": "broker", "server_type": "broker", "tier": None, "curr_size": 0, "max_size": 0}]))
-    (snap / "server_segments.json").write_text(json.dumps(
-        [{"server": "a", "segment_id": "s1"}, {"server": "a", "segment_id": "s2"}, {"server": "b", "segment_id": "s3"}]))
-    (snap / "load_queues.json").write_text(json.dumps({
-        "a": {"segmentsToLoad": [], "segmentsToDrop": ["s2"]},
-        "b": {"segmentsToLoad": [{"segment_id": "s4", "queue_type": "loading", "requested_at": "2021-12-31T23:59:00.000Z"}],
-              "segmentsToDrop": []}}))
+    (snap / "servers.json").write_text(
+        json.dumps(
+            [
+                {"server": "a", "server_type": "historical", "tier": "t", "curr_size": 30, "max_size": 1000},
+                {"server": "b", "server_type": "historical", "tier": "t", "current_size": 30, "max_size": 1000},
+                {"server": "broker", "server_type": "broker", "tier": None, "curr_size": 0, "max_size": 0},
+            ]
+        )
+    )
+    (snap / "server_segments.json").write_text(
+        json.dumps(
+            [
+                {"server": "a", "segment_id": "s1"},
+                {"server": "a", "segment_id": "s2"},
+                {"server": "b", "segment_id": "s3"},
+            ]
+        )
+    )
+    (snap / "load_queues.json").write_text(
+        json.dumps(
+            {
+                "a": {"segmentsToLoad": [], "segmentsToDrop": ["s2"]},
+                "b": {
+                    "segmentsToLoad": [
+                        {"segment_id": "s4", "queue_type": "loading", "requested_at": "2021-12-31T23:59:00.000Z"}
+                    ],
+                    "segmentsToDrop": [],
+                },
+            }
+        )
+    )
     (snap / "snapshot.json").write_text(json.dumps({"snapshot_time": "2022-01-01T00:00:00.000Z", "cluster": "c"}))
     (snap / "rules.json").write_text("{}")
-    ops = [(0, 7, "LOAD", "balancing", "s1", "b", 10, None), (1, 7, "DROP", None, "s1", "a", 10, 0.0),
-           (2, 3, "LOAD", "loading", "s5", "a", 50, None), (3, 12, "DROP", None, "s3", "b", 30, None)]
-    pd.DataFrame(ops, columns=["op_id", "stage", "action", "queue_type", "segment_id", "server", "size_bytes",
-                               "depends_on"]).to_parquet(plan / "operations.parquet")
+    ops = [
+        (0, 7, "LOAD", "balancing", "s1", "b", 10, None),
+        (1, 7, "DROP", None, "s1", "a", 10, 0.0),
+        (2, 3, "LOAD", "loading", "s5", "a", 50, None),
+        (3, 12, "DROP", None, "s3", "b", 30, None),
+    ]
+    pd.DataFrame(
+        ops, columns=["op_id", "stage", "action", "queue_type", "segment_id", "server", "size_bytes", "depends_on"]
+    ).to_parquet(plan / "operations.parquet")
     return snap, plan
 
 
@@ -52,7 +78,9 @@ def after(out: Path) -> tuple[dict, dict, dict]:
     for line in (out / "server_segments.jsonl").read_text().splitlines():
         row = json.loads(line)
         served.setdefault(row["server"], set()).add(row["segment_id"])
-    sizes = {s["server"]: s.get("curr_size", s.get("current_size")) for s in json.loads((out / "servers.json").read_text())}
+    sizes = {
+        s["server"]: s.get("curr_size", s.get("current_size")) for s in json.loads((out / "servers.json").read_text())
+    }
     return served, sizes, json.loads((out / "load_queues.json").read_text())
 
 
@@ -62,13 +90,17 @@ def test_every_load_completes_then_the_drops_happen(tmp_path):
     served, sizes, queues = after(tmp_path / "next")
     assert served == {"a": {"s5"}, "b": {"s1", "s4"}}
     assert sizes == {"a": 30 + 50 - 10 - 20, "b": 30 + 40 + 10 - 30, "broker": 0}
-    assert queues == {"a": {"segmentsToLoad": [], "segmentsToDrop": []}, "b": {"segmentsToLoad": [], "segmentsToDrop": []}}
+    assert queues == {
+        "a": {"segmentsToLoad": [], "segmentsToDrop": []},
+        "b": {"segmentsToLoad": [], "segmentsToDrop": []},
+    }
     assert (applied.loads_completed, applied.loads_failed, applied.loads_still_queued) == (3, 0, 0)
     assert (applied.drops_done, applied.drops_cancelled) == (3, 0)
     assert json.loads((tmp_path / "next" / "snapshot.json").read_text())["snapshot_time"] == "2022-01-01T00:01:00.000Z"
     assert applied.historicals.to_dict("records") == [
         {"server": "a", "tier": "t", "max_size": 1000, "segments": 1, "bytes": 50},
-        {"server": "b", "tier": "t", "max_size": 1000, "segments": 2, "bytes": 50}]
+        {"server": "b", "tier": "t", "max_size": 1000, "segments": 2, "bytes": 50},
+    ]
 
 
 def test_loads_not_reached_stay_queued_and_their_moves_wait(tmp_path):
@@ -79,15 +111,20 @@ def test_loads_not_reached_stay_queued_and_their_moves_wait(tmp_path):
     # queued on a (the next plan sees a's replica as dropping).
     assert served == {"a": {"s1", "s5"}, "b": {"s4"}}
     assert sizes["a"] == 30 + 50 - 20 and sizes["b"] == 30 + 40 - 30
-    assert queues["b"]["segmentsToLoad"] == [{"segment_id": "s1", "queue_type": "balancing",
-                                              "requested_at": "2022-01-01T00:00:00.000Z"}]
+    assert queues["b"]["segmentsToLoad"] == [
+        {"segment_id": "s1", "queue_type": "balancing", "requested_at": "2022-01-01T00:00:00.000Z"}
+    ]
     assert queues["a"]["segmentsToDrop"] == ["s1"]
-    assert json.loads((tmp_path / "next" / "pending_drops.json").read_text()) == [{"server": "a", "segment_id": "s1", "after": "b"}]
+    assert json.loads((tmp_path / "next" / "pending_drops.json").read_text()) == [
+        {"server": "a", "segment_id": "s1", "after": "b"}
+    ]
     assert (applied.loads_completed, applied.loads_still_queued) == (2, 1)
     assert (applied.drops_done, applied.drops_cancelled, applied.drops_pending) == (2, 0, 1)
     entries = load_load_queues(tmp_path / "next", {"a", "b"})  # the planner reads it back
     assert [(e.server, e.segment_id, e.action, e.queue_type) for e in entries] == [
-        ("a", "s1", "DROP", None), ("b", "s1", "LOAD", "balancing")]
+        ("a", "s1", "DROP", None),
+        ("b", "s1", "LOAD", "balancing"),
+    ]
     assert json.loads((tmp_path / "next" / "snapshot.json").read_text())["snapshot_time"] == "2022-01-01T00:05:00.000Z"
 
     # The next run plans nothing; s1 loads on b, and only then is it dropped from a.
@@ -112,7 +149,10 @@ def test_a_failed_load_leaves_the_queue_and_cancels_its_drop(tmp_path):
 
 def test_failures_are_seeded(tmp_path):
     snap, plan = tiny(tmp_path)
-    runs = [apply_plan(snap, plan, SIZES, tmp_path / f"n{k}", 4, load_failure_rate=0.5, seed=9).loads_failed for k in range(2)]
+    runs = [
+        apply_plan(snap, plan, SIZES, tmp_path / f"n{k}", 4, load_failure_rate=0.5, seed=9).loads_failed
+        for k in range(2)
+    ]
     assert runs[0] == runs[1]
     assert after(tmp_path / "n0") == after(tmp_path / "n1")
 
@@ -128,6 +168,7 @@ def test_bad_rates_are_refused(tmp_path):
 # (createDynamicConfig(1000, 0, 100)), historicals of 1 TB. Every queued load completes between
 # runs (loadQueuedSegments).
 
+
 @pytest.mark.simulation
 def test_fresh_cluster_gets_200_on_each_historical_and_then_stays(spark, tmp_path):
     """testFreshClusterGetsBalanced: run 1 assigns all 1000 segments, 200 on each of five empty
@@ -135,7 +176,11 @@ def test_fresh_cluster_gets_200_on_each_historical_and_then_stays(spark, tmp_pat
     snap = write_cluster(tmp_path / "snap", wiki_segments(), {historical(i): [] for i in range(5)})
     runs = simulate(spark, snap, tmp_path / "sim", 2)
     assert list(runs.columns) == RUN_COLUMNS
-    assert runs.loc[0, "loads"] == 1000 and runs.loc[0, "balancing_moves"] == 0 and runs.loc[0, "unreplicated_before"] == 1000
+    assert (
+        runs.loc[0, "loads"] == 1000
+        and runs.loc[0, "balancing_moves"] == 0
+        and runs.loc[0, "unreplicated_before"] == 1000
+    )
     assert per_historical(tmp_path / "sim", 1) == {historical(i): 200 for i in range(5)}
     assert runs.loc[1, "operations"] == 0 and bool(runs.loc[1, "stable"])
 
@@ -178,11 +223,13 @@ def test_a_removed_historicals_segments_spread_over_the_others(spark, tmp_path):
 # segments moved, a drawn unmoved segment costs (9 - k) same-interval terms on its holder and k on
 # the other historical, which ranks first while k < 4.5: exactly 5 moves (Druid: MOVED_COUNT 5).
 
+
 @pytest.fixture(scope="module")
 def one_day_moved(spark, tmp_path_factory):
     base = tmp_path_factory.mktemp("segment_balancing")
-    snap = write_cluster(base / "snap", wiki_segments(days=1), {historical(1): list(range(10)), historical(2): []},
-                         size_mb=10_000)
+    snap = write_cluster(
+        base / "snap", wiki_segments(days=1), {historical(1): list(range(10)), historical(2): []}, size_mb=10_000
+    )
     return base, snap, simulate(spark, snap, base / "sim", 1)
 
 
@@ -205,8 +252,9 @@ def test_a_margin_trades_moves_for_spread(spark, tmp_path):
     C(5,2) + C(5,2) = 20u against C(7,2) + C(3,2) = 24u."""
     from segment_balancer.tools.simulate import simulate_margins
 
-    snap = write_cluster(tmp_path / "snap", wiki_segments(days=1), {historical(1): list(range(10)), historical(2): []},
-                         size_mb=GB10)
+    snap = write_cluster(
+        tmp_path / "snap", wiki_segments(days=1), {historical(1): list(range(10)), historical(2): []}, size_mb=GB10
+    )
     table = simulate_margins(spark, snap, tmp_path / "sim", 2, [50, 0])
     assert list(table.columns) == ["margin", *RUN_COLUMNS]
     by = {m: part.sort_values("run") for m, part in table.groupby("margin")}
@@ -225,7 +273,12 @@ def test_a_margin_trades_moves_for_spread(spark, tmp_path):
 def test_the_drop_does_not_happen_when_the_load_fails(one_day_moved, tmp_path):
     """testDropDoesNotHappenWhenLoadFails: the same plan, every load failing: all 10 stay on the first."""
     base, snap, _ = one_day_moved
-    sizes = pd.Series({s: 500 * (1 << 20) for s in pd.read_parquet(base / "sim" / "run-001" / "plan" / "operations.parquet").segment_id})
+    sizes = pd.Series(
+        {
+            s: 500 * (1 << 20)
+            for s in pd.read_parquet(base / "sim" / "run-001" / "plan" / "operations.parquet").segment_id
+        }
+    )
     applied = apply_plan(snap, base / "sim" / "run-001" / "plan", sizes, tmp_path / "next", 1, load_failure_rate=1.0)
     assert (applied.loads_failed, applied.drops_cancelled, applied.drops_done) == (5, 5, 0)
     assert dict(zip(applied.historicals.server, applied.historicals.segments)) == {historical(1): 10, historical(2): 0}
@@ -237,7 +290,12 @@ def test_segments_in_the_load_queue_are_not_overreplicated(spark, one_day_moved,
     run 2 drops nothing and moves nothing (each moving segment counts once: served on the first
     historical with its drop queued, loading on the second); once the loads complete, 5 and 5."""
     base, snap, _ = one_day_moved
-    sizes = pd.Series({s: 500 * (1 << 20) for s in pd.read_parquet(base / "sim" / "run-001" / "plan" / "operations.parquet").segment_id})
+    sizes = pd.Series(
+        {
+            s: 500 * (1 << 20)
+            for s in pd.read_parquet(base / "sim" / "run-001" / "plan" / "operations.parquet").segment_id
+        }
+    )
     queued = apply_plan(snap, base / "sim" / "run-001" / "plan", sizes, tmp_path / "queued", 1, loads_per_run=0)
     assert (queued.loads_still_queued, queued.drops_pending) == (5, 5)
     runs = simulate(spark, tmp_path / "queued", tmp_path / "sim", 1)
@@ -258,8 +316,10 @@ def test_run_one_can_be_the_plan_a_dag_run_published(spark, one_day_moved, tmp_p
     table = simulate(None, snap, tmp_path / "sim", 1, first_plan=tmp_path / "published", first_work=tmp_path / "work")
     pd.testing.assert_frame_equal(table, runs)
     assert per_historical(tmp_path / "sim", 1) == {historical(1): 5, historical(2): 5}
-    pd.testing.assert_frame_equal(pd.read_parquet(tmp_path / "sim" / "run-001" / "plan" / "operations.parquet"),
-                                  pd.read_parquet(tmp_path / "published" / "operations.parquet"))
+    pd.testing.assert_frame_equal(
+        pd.read_parquet(tmp_path / "sim" / "run-001" / "plan" / "operations.parquet"),
+        pd.read_parquet(tmp_path / "published" / "operations.parquet"),
+    )
     assert (tmp_path / "work" / "prepared" / "segments.parquet").exists()
     with pytest.raises(ValueError, match="go together"):
         simulate(None, snap, tmp_path / "sim2", 1, first_plan=tmp_path / "published")
@@ -279,8 +339,20 @@ def test_a_refused_simulation_exits_2_and_keeps_the_earlier_one(tmp_path, monkey
     out.mkdir(parents=True)
     (out / "runs.csv").write_text("earlier\n")
     with pytest.raises(SystemExit) as exit_:
-        simulate_main(["--snapshot", str(tmp_path), "--plan", str(tmp_path), "--work", str(tmp_path),
-                       "--runs", "0", "--out", str(out)])
+        simulate_main(
+            [
+                "--snapshot",
+                str(tmp_path),
+                "--plan",
+                str(tmp_path),
+                "--work",
+                str(tmp_path),
+                "--runs",
+                "0",
+                "--out",
+                str(out),
+            ]
+        )
     assert exit_.value.code == 2
     assert (out / "runs.csv").read_text() == "earlier\n"
     assert sorted(p.name for p in out.parent.iterdir()) == ["simulation"]
@@ -288,13 +360,18 @@ def test_a_refused_simulation_exits_2_and_keeps_the_earlier_one(tmp_path, monkey
 
 # ---- Druid's RoundRobinAssignmentTest -------------------------------------------------------------
 
+
 @pytest.mark.simulation
 def test_two_replicas_of_1000_segments_spread_200_on_each_of_10_historicals(spark, tmp_path):
     """testSegmentsAreAssignedUniformly: WIKI_10X100D with 2 replicas onto 10 empty historicals of
     1 TB, queue unlimited: 2000 loads, 200 on each (Druid assigns round robin; here by cost, ranked
     at first visit)."""
-    snap = write_cluster(tmp_path / "snap", wiki_segments(), {historical(i): [] for i in range(10)},
-                         rules={"_default": [{"type": "loadForever", "tieredReplicants": {"tier_t1": 2}}]})
+    snap = write_cluster(
+        tmp_path / "snap",
+        wiki_segments(),
+        {historical(i): [] for i in range(10)},
+        rules={"_default": [{"type": "loadForever", "tieredReplicants": {"tier_t1": 2}}]},
+    )
     runs = simulate(spark, snap, tmp_path / "sim", 1)
     assert runs.loc[0, "loads"] == 2000
     assert per_historical(tmp_path / "sim", 1) == {historical(i): 200 for i in range(10)}
@@ -331,13 +408,24 @@ def test_a_full_queue_takes_no_more_loads(spark, tmp_path):
     nothing having loaded, assigns none; once 2 of the queued loads complete, the next run assigns 2.
     (Druid's run 3, where loads completed outside the queue are cancelled, has no counterpart: the
     algorithm never cancels a queued load.)"""
-    snap = write_cluster(tmp_path / "snap", wiki_segments(days=1), {historical(1): []}, size_mb=GB10,
-                         config={"maxSegmentsInNodeLoadingQueue": 5})
+    snap = write_cluster(
+        tmp_path / "snap",
+        wiki_segments(days=1),
+        {historical(1): []},
+        size_mb=GB10,
+        config={"maxSegmentsInNodeLoadingQueue": 5},
+    )
     runs = simulate(spark, snap, tmp_path / "sim", 2, loads_per_run=0)
     assert list(runs["loads"]) == [5, 0] and runs.loc[1, "loads_still_queued"] == 5
     sizes = pd.Series({s: 500 * (1 << 20) for s in plan_ops(tmp_path / "sim", 1).segment_id})
-    apply_plan(tmp_path / "sim" / "run-002" / "snapshot", tmp_path / "sim" / "run-002" / "plan", sizes,
-               tmp_path / "two_loaded", 3, loads_per_run=2)
+    apply_plan(
+        tmp_path / "sim" / "run-002" / "snapshot",
+        tmp_path / "sim" / "run-002" / "plan",
+        sizes,
+        tmp_path / "two_loaded",
+        3,
+        loads_per_run=2,
+    )
     more = simulate(spark, tmp_path / "two_loaded", tmp_path / "more", 1)
     assert more.loc[0, "loads"] == 2
 
@@ -346,10 +434,14 @@ def _dropped_from_full_servers(spark, tmp_path, name: str, config: dict | None =
     """The cluster of testSegmentsAreDroppedFromFullServersFirst, simulated for one run: the plan's
     ops and the segments each historical serves once every operation completed."""
     wiki, koala = wiki_segments(days=1), wiki_segments(days=1, partitions=100, datasource="koala")[:2]
-    snap = write_cluster(tmp_path / f"{name}-snap", wiki + koala,
-                         {historical(1): list(range(12)), historical(2): list(range(10))}, size_mb=GB10,
-                         rules={"_default": [{"type": "loadForever", "tieredReplicants": {T1: 1}}]},
-                         config={"maxSegmentsInNodeLoadingQueue": 0, **(config or {})})
+    snap = write_cluster(
+        tmp_path / f"{name}-snap",
+        wiki + koala,
+        {historical(1): list(range(12)), historical(2): list(range(10))},
+        size_mb=GB10,
+        rules={"_default": [{"type": "loadForever", "tieredReplicants": {T1: 1}}]},
+        config={"maxSegmentsInNodeLoadingQueue": 0, **(config or {})},
+    )
     simulate(spark, snap, tmp_path / name, 1)
     return plan_ops(tmp_path / name, 1), per_historical(tmp_path / name, 1)
 
@@ -404,13 +496,22 @@ def test_one_excess_replica_across_two_tiers_is_dropped_once(spark, tmp_path):
     tier, each tier would drop one replica."""
     wiki, koala = wiki_segments(days=1)[:1], wiki_segments(days=1, datasource="koala")[:1]
     t2, t3 = historical(1, T2), historical(1, "tier_t3")
-    rules = {"wiki": [{"type": "loadForever", "tieredReplicants": {T1: 1, T2: 1, "tier_t3": 1}}],
-             "_default": [{"type": "loadForever", "tieredReplicants": {T2: 1}}]}
-    snap = write_cluster(tmp_path / "snap", wiki + koala,
-                         {historical(1): [0], historical(2): [0], t2: [0, 1], historical(2, T2): [0], t3: []},
-                         size_mb=GB10, rules=rules, tiers={t2: T2, historical(2, T2): T2, t3: "tier_t3"})
+    rules = {
+        "wiki": [{"type": "loadForever", "tieredReplicants": {T1: 1, T2: 1, "tier_t3": 1}}],
+        "_default": [{"type": "loadForever", "tieredReplicants": {T2: 1}}],
+    }
+    snap = write_cluster(
+        tmp_path / "snap",
+        wiki + koala,
+        {historical(1): [0], historical(2): [0], t2: [0, 1], historical(2, T2): [0], t3: []},
+        size_mb=GB10,
+        rules=rules,
+        tiers={t2: T2, historical(2, T2): T2, t3: "tier_t3"},
+    )
     servers = json.loads((snap / "servers.json").read_text())
-    (snap / "servers.json").write_text(json.dumps([{**s, "max_size": 1 << 20} if s["server"] == t3 else s for s in servers]))
+    (snap / "servers.json").write_text(
+        json.dumps([{**s, "max_size": 1 << 20} if s["server"] == t3 else s for s in servers])
+    )
     simulate(spark, snap, tmp_path / "sim", 1)
     ops = plan_ops(tmp_path / "sim", 1)
     assert [(o.stage, o.action, o.tier, o.server) for o in ops.itertuples()] == [(12, "DROP", T2, t2)]
@@ -432,8 +533,14 @@ def test_a_tier_shift_does_not_cause_underreplication(spark, tmp_path):
     segment = wiki_segments(days=1)[:1]
     t2 = {historical(i, T2): T2 for i in (1, 2, 3)}
     rules = {"_default": [{"type": "loadForever", "tieredReplicants": {T2: 3}}]}
-    snap = write_cluster(tmp_path / "snap", segment, {historical(1): [0], historical(2): [0], historical(1, T2): [],
-                                                      historical(2, T2): []}, size_mb=GB10, rules=rules, tiers=t2)
+    snap = write_cluster(
+        tmp_path / "snap",
+        segment,
+        {historical(1): [0], historical(2): [0], historical(1, T2): [], historical(2, T2): []},
+        size_mb=GB10,
+        rules=rules,
+        tiers=t2,
+    )
     first = simulate(spark, snap, tmp_path / "r1", 2, loads_per_run=0)
     ops = plan_ops(tmp_path / "r1", 1)
     assert counts(ops) == {("LOAD", T2): 2, ("DROP", T1): 2}
@@ -445,7 +552,10 @@ def test_a_tier_shift_does_not_cause_underreplication(spark, tmp_path):
     assert plan_ops(tmp_path / "r3", 1).empty and plan_ops(tmp_path / "r3", 2).empty
     assert (third.loc[0, "loads_completed"], third.loc[0, "drops_done"]) == (2, 2)
     served = per_historical(tmp_path / "r3", 2)
-    assert served[historical(1, T2)] + served[historical(2, T2)] == 2 and served[historical(1)] + served[historical(2)] == 0
+    assert (
+        served[historical(1, T2)] + served[historical(2, T2)] == 2
+        and served[historical(1)] + served[historical(2)] == 0
+    )
 
     grown = tmp_path / "grown"
     shutil.copytree(tmp_path / "r3" / "run-002" / "snapshot", grown)

@@ -9,8 +9,8 @@ import json
 
 import pandas as pd
 import pytest
-
 from druid_simulation import historical, per_historical, wiki_segments, write_cluster
+
 from segment_balancer.plan.explain import explain_plan, render_explain
 from segment_balancer.tools.simulate import simulate
 
@@ -34,14 +34,23 @@ def test_avg_shedder_sheds_the_added_historical_in_runs_2_and_10(spark, tmp_path
     # usage max − min: 62.5 − 0; then 62.5 − 31.25 (125 of 400 segments' room); after run 10 the
     # untouched hist 0 at 62.5 against 187 segments' 46.75
     assert list(runs["usage_max_minus_min"]) == [62.5] + [31.25] * 8 + [15.75]
-    assert per_historical(tmp_path / "sim", 2) == {**{historical(i): 250 for i in range(3)}, historical(3): 125,
-                                                   historical(4): 125}
-    assert per_historical(tmp_path / "sim", 10) == {historical(0): 250, historical(1): 188, historical(2): 188,
-                                                    historical(3): 187, historical(4): 187}
+    assert per_historical(tmp_path / "sim", 2) == {
+        **{historical(i): 250 for i in range(3)},
+        historical(3): 125,
+        historical(4): 125,
+    }
+    assert per_historical(tmp_path / "sim", 10) == {
+        historical(0): 250,
+        historical(1): 188,
+        historical(2): 188,
+        historical(3): 187,
+        historical(4): 187,
+    }
     balancer = json.loads((tmp_path / "sim" / "run-009" / "plan" / "summary.json").read_text())["balancer"]
     assert [(p["high"], p["low"], p["difference"], p["hit_count"], p["waiting"]) for p in balancer["pairs"]] == [
         (historical(2), historical(3), 31.25, 7, "shed in 1 more run(s) if the gap stays above 15"),
-        (historical(1), historical(4), 31.25, 7, "shed in 1 more run(s) if the gap stays above 15")]
+        (historical(1), historical(4), 31.25, 7, "shed in 1 more run(s) if the gap stays above 15"),
+    ]
     state = json.loads((tmp_path / "sim" / "run-010" / "plan" / "balancer_state.json").read_text())
     assert state["pairs"] == []  # both pairs shed: forgotten
     # explain: a segment moved off hist 2, one left on it, one on the unpaired hist 0
@@ -49,8 +58,10 @@ def test_avg_shedder_sheds_the_added_historical_in_runs_2_and_10(spark, tmp_path
     ops = pd.read_parquet(plan / "operations.parquet")
     moved = ops[(ops["action"] == "DROP") & (ops["server"] == historical(2))]["segment_id"].iloc[0]
     text = render_explain(explain_plan(plan, moved))
-    assert (f"moved off {historical(2)} to {historical(3)}: the pair {historical(2)} (62.50 %) with {historical(3)} "
-            "(31.25 %), gap 31.25 points, hit count 8; the pair shed 32,505,856,000 of the 32,768,000,000 bytes") in text
+    assert (
+        f"moved off {historical(2)} to {historical(3)}: the pair {historical(2)} (62.50 %) with {historical(3)} "
+        "(31.25 %), gap 31.25 points, hit count 8; the pair shed 32,505,856,000 of the 32,768,000,000 bytes"
+    ) in text
     held = pd.read_parquet(plan / "assignment.parquet")
     stays = sorted(set(held[held["server"] == historical(2)]["segment_id"]) - set(ops["segment_id"]))[0]
     text = render_explain(explain_plan(plan, stays))

@@ -23,17 +23,21 @@ from pathlib import Path
 
 import pandas as pd
 import pytest
-
-from segment_balancer.tools.whatif import REMOVED_TYPE, WhatIf, WhatIfError, apply_what_if, parse_add
 from whatif_cluster import DAY, sid, write_cluster
 
+from segment_balancer.tools.whatif import REMOVED_TYPE, WhatIf, WhatIfError, apply_what_if, parse_add
+
 # ---- the edited copy (no Spark) ------------------------------------------------------------------
+
 
 def test_the_copy_carries_every_edit_and_the_snapshot_is_untouched(tmp_path):
     snap = write_cluster(tmp_path / "snap")
     before = {p.name: p.read_bytes() for p in snap.iterdir()}
-    edits = WhatIf.parse(decommission=["b:8083"], remove=["a:8083"],
-                         add=[{"tier": "cold", "count": 2, "max_size": 5000}, parse_add("_default_tier:1:7000")])
+    edits = WhatIf.parse(
+        decommission=["b:8083"],
+        remove=["a:8083"],
+        add=[{"tier": "cold", "count": 2, "max_size": 5000}, parse_add("_default_tier:1:7000")],
+    )
     overrides, record = apply_what_if(snap, edits, tmp_path / "copy", {"maxSegmentsInNodeLoadingQueue": 5})
 
     assert {p.name: p.read_bytes() for p in snap.iterdir()} == before
@@ -41,15 +45,22 @@ def test_the_copy_carries_every_edit_and_the_snapshot_is_untouched(tmp_path):
     assert servers["a:8083"]["server_type"] == REMOVED_TYPE
     assert servers["b:8083"]["server_type"] == servers["c:8083"]["server_type"] == "historical"
     assert {n: (s["tier"], s["curr_size"], s["max_size"]) for n, s in servers.items() if n.startswith("whatif-")} == {
-        "whatif-cold-1:8083": ("cold", 0, 5000), "whatif-cold-2:8083": ("cold", 0, 5000),
-        "whatif-_default_tier-1:8083": ("_default_tier", 0, 7000)}
+        "whatif-cold-1:8083": ("cold", 0, 5000),
+        "whatif-cold-2:8083": ("cold", 0, 5000),
+        "whatif-_default_tier-1:8083": ("_default_tier", 0, 7000),
+    }
     assert json.loads((tmp_path / "copy" / "load_queues.json").read_text()) == {}  # a's queue went with it
     assert (tmp_path / "copy" / "server_segments.json").read_bytes() == before["server_segments.json"]
     assert overrides == {"maxSegmentsInNodeLoadingQueue": 5, "decommissioningNodes": ["b:8083"]}
-    assert record == {"decommission": ["b:8083"], "remove": ["a:8083"],
-                      "add": [{"tier": "cold", "count": 2, "max_size": 5000},
-                              {"tier": "_default_tier", "count": 1, "max_size": 7000}],
-                      "added": ["whatif-cold-1:8083", "whatif-cold-2:8083", "whatif-_default_tier-1:8083"]}
+    assert record == {
+        "decommission": ["b:8083"],
+        "remove": ["a:8083"],
+        "add": [
+            {"tier": "cold", "count": 2, "max_size": 5000},
+            {"tier": "_default_tier", "count": 1, "max_size": 7000},
+        ],
+        "added": ["whatif-cold-1:8083", "whatif-cold-2:8083", "whatif-_default_tier-1:8083"],
+    }
 
 
 def test_decommissioning_extends_the_overrides_list_when_they_set_one(tmp_path):
@@ -58,16 +69,23 @@ def test_decommissioning_extends_the_overrides_list_when_they_set_one(tmp_path):
     edits = WhatIf.parse(decommission=["a:8083"])
     assert apply_what_if(snap, edits, tmp_path / "c1")[0] == {"decommissioningNodes": ["c:8083", "a:8083"]}
     assert apply_what_if(snap, edits, tmp_path / "c2", {"decommissioningNodes": []})[0] == {
-        "decommissioningNodes": ["a:8083"]}
+        "decommissioningNodes": ["a:8083"]
+    }
 
 
-@pytest.mark.parametrize("edits, message", [
-    ({"decommission": ["z:8083"]}, r"decommission: 'z:8083' is no historical of .*servers.json \(historicals: a:8083, b:8083, c:8083\)"),
-    ({"remove": ["broker:8082"]}, "remove: 'broker:8082' is no historical"),
-    ({"decommission": ["a:8083"], "remove": ["a:8083"]}, "both decommissioned and removed"),
-    ({"add": [{"tier": "t", "count": 0, "max_size": 1}]}, "count"),
-    ({"add": [{"tier": "t", "count": 1}]}, "max_size"),
-])
+@pytest.mark.parametrize(
+    "edits, message",
+    [
+        (
+            {"decommission": ["z:8083"]},
+            r"decommission: 'z:8083' is no historical of .*servers.json \(historicals: a:8083, b:8083, c:8083\)",
+        ),
+        ({"remove": ["broker:8082"]}, "remove: 'broker:8082' is no historical"),
+        ({"decommission": ["a:8083"], "remove": ["a:8083"]}, "both decommissioned and removed"),
+        ({"add": [{"tier": "t", "count": 0, "max_size": 1}]}, "count"),
+        ({"add": [{"tier": "t", "count": 1}]}, "max_size"),
+    ],
+)
 def test_edits_that_do_not_fit_are_refused_before_anything_is_written(tmp_path, edits, message):
     snap = write_cluster(tmp_path / "snap")
     with pytest.raises(WhatIfError, match=message):
@@ -85,11 +103,21 @@ def test_add_spec_of_the_cli():
 
 # ---- plans of the edited cluster (Spark) ---------------------------------------------------------
 
+
 def ops_of(out: Path) -> list[tuple]:
     ops = pd.read_parquet(out / "operations.parquet").sort_values("op_id")
     name = {sid(n): n for n in DAY}
-    return [(int(r.stage), r.action, None if pd.isna(r.queue_type) else r.queue_type, name[r.segment_id],
-             r.server.split(":")[0], None if pd.isna(r.depends_on) else int(r.depends_on)) for r in ops.itertuples()]
+    return [
+        (
+            int(r.stage),
+            r.action,
+            None if pd.isna(r.queue_type) else r.queue_type,
+            name[r.segment_id],
+            r.server.split(":")[0],
+            None if pd.isna(r.depends_on) else int(r.depends_on),
+        )
+        for r in ops.itertuples()
+    ]
 
 
 def test_decommissioning_one_more_historical_moves_its_segments_off_in_stage_5(spark, tmp_path):
@@ -104,11 +132,20 @@ def test_decommissioning_one_more_historical_moves_its_segments_off_in_stage_5(s
     ops = ops_of(tmp_path / "plan")
     op_ids = pd.read_parquet(tmp_path / "plan" / "operations.parquet").sort_values("op_id").op_id.tolist()
     load_s1, load_s0 = op_ids[0], op_ids[2]
-    assert ops == [(5, "LOAD", "decommissioning", "s1", "c", None), (5, "DROP", None, "s1", "a", load_s1),
-                   (5, "LOAD", "decommissioning", "s0", "b", None), (5, "DROP", None, "s0", "a", load_s0)]
+    assert ops == [
+        (5, "LOAD", "decommissioning", "s1", "c", None),
+        (5, "DROP", None, "s1", "a", load_s1),
+        (5, "LOAD", "decommissioning", "s0", "b", None),
+        (5, "DROP", None, "s0", "a", load_s0),
+    ]
     assert summary["config"]["decommissioningNodes"] == ["a:8083"]
-    assert summary["whatif"] == {"decommission": ["a:8083"], "remove": [], "add": [], "added": [],
-                                 "snapshot": str(snap)}
+    assert summary["whatif"] == {
+        "decommission": ["a:8083"],
+        "remove": [],
+        "add": [],
+        "added": [],
+        "snapshot": str(snap),
+    }
     # a plan hands its balancer state on (no pairs under cost); a what-if writes none back
     assert json.loads((tmp_path / "baseline" / "balancer_state.json").read_text())["pairs"] == []
     assert not (tmp_path / "plan" / "balancer_state.json").exists() and not summary["balancer"]["state_written"]
@@ -119,7 +156,10 @@ def test_removing_a_historical_loads_its_segments_elsewhere_in_stage_1(spark, tm
 
     snap = write_cluster(tmp_path / "snap")
     summary = run_plan(spark, snap, tmp_path / "plan", edits=WhatIf.parse(remove=["a:8083"]))
-    assert ops_of(tmp_path / "plan") == [(1, "LOAD", "loading", "s1", "c", None), (1, "LOAD", "loading", "s0", "b", None)]
+    assert ops_of(tmp_path / "plan") == [
+        (1, "LOAD", "loading", "s1", "c", None),
+        (1, "LOAD", "loading", "s0", "b", None),
+    ]
     assert summary["status_before"]["unreplicated"] == 2
     assert summary["whatif"]["remove"] == ["a:8083"]
 
@@ -132,11 +172,24 @@ def test_a_what_if_under_avg_shedder_reads_the_state_and_writes_none_back(spark,
 
     snap = write_cluster(tmp_path / "snap")
     state = BalancerState("w", 0, {"_default_tier": {("b:8083", "c:8083"): 3}}).write(tmp_path / "previous")
-    summary = run_plan(spark, snap, tmp_path / "plan", {"balancerStrategy": "avgShedder"},
-                       edits=WhatIf.parse(remove=["a:8083"]), balancer_state=state)
-    assert ops_of(tmp_path / "plan") == [(1, "LOAD", "loading", "s1", "c", None), (1, "LOAD", "loading", "s0", "b", None)]
+    summary = run_plan(
+        spark,
+        snap,
+        tmp_path / "plan",
+        {"balancerStrategy": "avgShedder"},
+        edits=WhatIf.parse(remove=["a:8083"]),
+        balancer_state=state,
+    )
+    assert ops_of(tmp_path / "plan") == [
+        (1, "LOAD", "loading", "s1", "c", None),
+        (1, "LOAD", "loading", "s0", "b", None),
+    ]
     balancer = summary["balancer"]
-    assert balancer["previous_counts"] == {"_default_tier": [["b:8083", "c:8083", 3]]} and balancer["state_warning"] is None
+    assert (
+        balancer["previous_counts"] == {"_default_tier": [["b:8083", "c:8083", 3]]}
+        and balancer["state_warning"] is None
+    )
     assert [(p["high"], p["low"], p["difference"], p["hit_count"]) for p in balancer["pairs"]] == [
-        ("b:8083", "c:8083", 1.0, 0)]
+        ("b:8083", "c:8083", 1.0, 0)
+    ]
     assert not (tmp_path / "plan" / "balancer_state.json").exists() and not balancer["state_written"]

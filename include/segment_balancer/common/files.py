@@ -21,9 +21,9 @@ import re
 import shutil
 import uuid
 from collections.abc import Callable, Iterator
-from typing import IO
 from contextlib import contextmanager
 from pathlib import Path
+from typing import IO
 
 
 def link_or_copy(src: Path, dst: Path) -> None:
@@ -118,8 +118,12 @@ def is_plain_child(path: Path, root: Path) -> bool:
     """Whether ``path`` is a non-hidden entry right under ``root``, as written and once resolved
     (no ``.``, ``..``, nesting or symbolic link out of ``root``): a plan's or a run's own directory."""
     path, root = Path(path), Path(root)
-    return (path.name not in ("", ".", "..") and not path.name.startswith(".")
-            and os.path.abspath(path.parent) == os.path.abspath(root) and path.resolve().parent == root.resolve())
+    return (
+        path.name not in ("", ".", "..")
+        and not path.name.startswith(".")
+        and os.path.abspath(path.parent) == os.path.abspath(root)
+        and path.resolve().parent == root.resolve()
+    )
 
 
 def remove_dir(path: Path) -> int:
@@ -157,8 +161,9 @@ def atomic_file(path: Path, mode: str = "w", *, durable: bool = False, encoding:
     tmp = sibling_tmp(path)
     binary = mode == "wb"
     try:
-        with open(tmp, "xb" if binary else "x", encoding=None if binary else encoding,
-                  newline=None if binary else "\n") as fh:
+        with open(
+            tmp, "xb" if binary else "x", encoding=None if binary else encoding, newline=None if binary else "\n"
+        ) as fh:
             yield fh
             if durable:
                 fh.flush()

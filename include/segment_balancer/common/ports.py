@@ -15,8 +15,14 @@ import sys
 #: Every port setting, its default and what listens on it (the Makefile's variables).
 PORTS: dict[str, tuple[int, str]] = {
     "AIRFLOW_PORT": (8080, "the Airflow API server"),
-    "SPARK_CONNECT_PORT": (15002, "the Spark Connect server (its Spark UI on the next port, or the first free one after)"),
-    "STANDALONE_PORT": (7177, "the Spark standalone master (its web UI on the next port, the worker's on the one after)"),
+    "SPARK_CONNECT_PORT": (
+        15002,
+        "the Spark Connect server (its Spark UI on the next port, or the first free one after)",
+    ),
+    "STANDALONE_PORT": (
+        7177,
+        "the Spark standalone master (its web UI on the next port, the worker's on the one after)",
+    ),
 }
 HOST = "127.0.0.1"
 
@@ -38,8 +44,10 @@ def taken(port: int, host: str = HOST) -> bool:
 def refusal(setting: str, port: int, target: str = "make airflow") -> str:
     """The one line that says port ``port`` of ``setting`` is taken and what to do."""
     what = PORTS.get(setting, (None, "a service"))[1]
-    return (f"port {port} ({setting}: {what}) is taken by another process; set {setting} to a free port, "
-            f"e.g. {target} {setting}={port + 10}")
+    return (
+        f"port {port} ({setting}: {what}) is taken by another process; set {setting} to a free port, "
+        f"e.g. {target} {setting}={port + 10}"
+    )
 
 
 def check(settings: dict[str, int], host: str = HOST) -> list[str]:

@@ -24,6 +24,7 @@ def lookup(key, mapping: dict, dtype: str | None = None):
     key = F.col(key) if isinstance(key, str) else key
     if not mapping:
         return F.lit(None).cast(dtype) if dtype else F.lit(None)
+
     def value(v):
         if isinstance(v, Column):
             return v

@@ -16,7 +16,8 @@ import gzip
 import json
 import os
 import re
-from typing import Iterator, NamedTuple
+from collections.abc import Iterator
+from typing import NamedTuple
 
 from segment_balancer.common.errors import InputError
 from segment_balancer.common.files import atomic_file, write_text_atomic
@@ -24,8 +25,17 @@ from segment_balancer.druid.instants import format_instant_ms, parse_instant_ms
 
 # Druid's column order of druid_segments, used when an INSERT has no column list (mysqldump's
 # default). Later Druid versions append columns (used_status_last_updated, ...), which are ignored.
-DRUID_SEGMENT_COLUMNS = ("id", "datasource", "created_date", "start", "end", "partitioned",
-                         "version", "used", "payload")
+DRUID_SEGMENT_COLUMNS = (
+    "id",
+    "datasource",
+    "created_date",
+    "start",
+    "end",
+    "partitioned",
+    "version",
+    "used",
+    "payload",
+)
 REQUIRED_COLUMNS = ("id", "datasource", "start", "end", "version", "used", "payload")
 
 
@@ -76,6 +86,7 @@ def segment_id(payload: dict) -> str:
 
 # ----------------------------------------------------------------------------------- tokenizer
 
+
 class Token(NamedTuple):
     """One SQL token: ``kind`` is ``word``, ``ident`` (quoted identifier), ``string``, ``number``,
     ``punct`` or ``eof``; ``line`` is where it starts (1-based)."""
@@ -85,7 +96,8 @@ class Token(NamedTuple):
     line: int
 
 
-_TOKEN = re.compile(r"""
+_TOKEN = re.compile(
+    r"""
     (?P<punct>[(),;.=])
   | '(?P<string>(?:[^'\\]+|\\.|'')*)'
   | (?P<space>\s+)
@@ -97,13 +109,28 @@ _TOKEN = re.compile(r"""
   | [xX]'(?P<xhex>[0-9A-Fa-f]*)'
   | (?P<number>[+-]?(?:\d+\.?\d*|\.\d+)(?:[eE][+-]?\d+)?)
   | (?P<word>[A-Za-z_$][A-Za-z0-9_$]*)
-""", re.X | re.S)
+""",
+    re.X | re.S,
+)
 _STRING_ESCAPE = re.compile(r"\\(.)|''", re.S)
-_ESCAPES = {"0": "\0", "b": "\b", "n": "\n", "r": "\r", "t": "\t", "Z": "\x1a",
-            "%": "\\%", "_": "\\_"}  # MySQL keeps the backslash of \% and \_
-_UNTERMINATED = (("'", "unterminated string literal"), ("/*", "unterminated /* comment"),
-                 ("`", "unterminated quoted identifier `"), ('"', 'unterminated quoted identifier "'),
-                 ("x'", "unterminated hex string X'...'"), ("X'", "unterminated hex string X'...'"))
+_ESCAPES = {
+    "0": "\0",
+    "b": "\b",
+    "n": "\n",
+    "r": "\r",
+    "t": "\t",
+    "Z": "\x1a",
+    "%": "\\%",
+    "_": "\\_",
+}  # MySQL keeps the backslash of \% and \_
+_UNTERMINATED = (
+    ("'", "unterminated string literal"),
+    ("/*", "unterminated /* comment"),
+    ("`", "unterminated quoted identifier `"),
+    ('"', 'unterminated quoted identifier "'),
+    ("x'", "unterminated hex string X'...'"),
+    ("X'", "unterminated hex string X'...'"),
+)
 
 
 def tokenize(text: str, path: str = "<sql>") -> Iterator[Token]:
@@ -120,8 +147,10 @@ def tokenize(text: str, path: str = "<sql>") -> Iterator[Token]:
     while pos < size:
         found = match_token(text, pos)
         if found is None:
-            problem = next((p for prefix, p in _UNTERMINATED if text.startswith(prefix, pos)),
-                           f"unexpected character {text[pos]!r}")
+            problem = next(
+                (p for prefix, p in _UNTERMINATED if text.startswith(prefix, pos)),
+                f"unexpected character {text[pos]!r}",
+            )
             raise SqlImportError(path, line, problem)
         kind, raw = found.lastgroup, found.group(found.lastgroup)
         token = None
@@ -160,6 +189,7 @@ def _hex_text(digits: str, path: str, line: int) -> str:
 
 
 # -------------------------------------------------------------------------------------- parser
+
 
 class _Reader:
     """Cursor over the tokens with one token of lookahead."""
@@ -289,6 +319,7 @@ def _value(reader: _Reader):
 
 # ------------------------------------------------------------------------------------ importer
 
+
 def _as_bool(value, path: str, line: int) -> bool:
     if isinstance(value, bool):
         return value
@@ -308,6 +339,7 @@ def row_to_segment(row: dict, path: str, line: int) -> dict:
     and ``id`` columns and whose ``size`` is a non-negative integer (bytes). Raises
     ``SqlImportError(path, line, problem)`` otherwise.
     """
+
     def fail(problem: str) -> SqlImportError:
         return SqlImportError(path, line, f"row {row.get('id')!r}: {problem}")
 
@@ -329,8 +361,7 @@ def row_to_segment(row: dict, path: str, line: int) -> dict:
     try:
         start, end = parse_interval(payload["interval"])
         if (start, end) != (iso_to_ms(str(row["start"])), iso_to_ms(str(row["end"]))):
-            raise fail(f"payload interval {payload['interval']!r} != columns "
-                       f"{row['start']!r}/{row['end']!r}")
+            raise fail(f"payload interval {payload['interval']!r} != columns {row['start']!r}/{row['end']!r}")
         expected_id = segment_id(payload)
     except ValueError as err:
         if isinstance(err, SqlImportError):
@@ -374,8 +405,9 @@ def import_druid_segments_sql(sql_path: str, out_dir: str, table: str = "druid_s
     for line, row in read_segment_rows(sql_path, table):
         segment = row_to_segment(row, sql_path, line)
         if row["id"] in seen:
-            raise SqlImportError(sql_path, line, f"duplicate segment id {row['id']!r} "
-                                                 f"(first at line {seen[row['id']]})")
+            raise SqlImportError(
+                sql_path, line, f"duplicate segment id {row['id']!r} (first at line {seen[row['id']]})"
+            )
         seen[row["id"]] = line
         lines.append(json.dumps(segment, separators=(",", ":")))
     if not lines:

@@ -13,7 +13,6 @@ from __future__ import annotations
 
 import re
 
-
 DAY_MS = 86_400_000
 
 
@@ -50,7 +49,8 @@ def _days_in_month(y: int, m: int) -> int:
 INSTANT_PATTERN = (
     r"([+-]?\d{1,9})(?:-(\d{1,2})(?:-(\d{1,2})"
     r"(?:T(\d{1,2})(?::(\d{1,2})(?::(\d{1,2})(?:[.,](\d{1,9}))?)?)?"
-    r"(?:(Z)|([+-])(\d{2})(?::?(\d{2})(?::?(\d{2})(?:\.(\d{1,3}))?)?)?)?)?)?)?")
+    r"(?:(Z)|([+-])(\d{2})(?::?(\d{2})(?::?(\d{2})(?:\.(\d{1,3}))?)?)?)?)?)?)?"
+)
 _INSTANT = re.compile(INSTANT_PATTERN)
 
 
@@ -75,7 +75,7 @@ def parse_instant_ms(text: str) -> int:
     frac = (m.group(7) or "").ljust(3, "0")[:3]
     if not (1 <= month <= 12 and 1 <= day <= _days_in_month(year, month) and hh < 24 and mi < 60 and ss < 60):
         raise ValueError(f"field out of range in instant {text!r}")
-    ms = (_days_from_civil(year, month, day) * DAY_MS + ((hh * 60 + mi) * 60 + ss) * 1000 + int(frac))
+    ms = _days_from_civil(year, month, day) * DAY_MS + ((hh * 60 + mi) * 60 + ss) * 1000 + int(frac)
     if m.group(9):
         sign = -1 if m.group(9) == "-" else 1
         oh, om, osec = int(m.group(10)), int(m.group(11) or 0), int(m.group(12) or 0)
@@ -93,5 +93,4 @@ def format_instant_ms(ms: int) -> str:
     year, month, day = _civil_from_days(days)
     secs, millis = divmod(rest, 1000)
     ytext = f"-{-year:04d}" if year < 0 else f"{year:04d}"
-    return (f"{ytext}-{month:02d}-{day:02d}T{secs // 3600:02d}:{secs // 60 % 60:02d}:"
-            f"{secs % 60:02d}.{millis:03d}Z")
+    return f"{ytext}-{month:02d}-{day:02d}T{secs // 3600:02d}:{secs // 60 % 60:02d}:{secs % 60:02d}.{millis:03d}Z"

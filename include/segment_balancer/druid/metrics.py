@@ -53,8 +53,14 @@ def decision_metric(action: str, queue_type: str | None, reason: str) -> str | N
     return "segment/dropped/count"
 
 
-def druid_metrics(op_counts: pd.DataFrame, servers: pd.DataFrame, missing_before: dict[str, int],
-                  missing_after: dict[str, int], unavailable_before: int, unavailable_after: int) -> list[dict]:
+def druid_metrics(
+    op_counts: pd.DataFrame,
+    servers: pd.DataFrame,
+    missing_before: dict[str, int],
+    missing_after: dict[str, int],
+    unavailable_before: int,
+    unavailable_after: int,
+) -> list[dict]:
     """Druid-named metric events of one plan, sorted by metric then tier.
 
     ``op_counts``: one row per (``tier``, ``action``, ``queue_type``, ``reason``) with ``count``
@@ -72,11 +78,17 @@ def druid_metrics(op_counts: pd.DataFrame, servers: pd.DataFrame, missing_before
             events[key] = events.get(key, 0) + int(row.count)
     out = [{"metric": m, "tier": t, "value": v, "at": at} for (m, t, at), v in events.items()]
     for at, missing in (("snapshot", missing_before), ("plan", missing_after)):
-        out += [{"metric": "segment/underReplicated/count", "tier": t, "value": int(n), "at": at}
-                for t, n in missing.items()]
-    out += [{"metric": "segment/unavailable/count", "value": int(unavailable_before), "at": "snapshot"},
-            {"metric": "segment/unavailable/count", "value": int(unavailable_after), "at": "plan"}]
+        out += [
+            {"metric": "segment/underReplicated/count", "tier": t, "value": int(n), "at": at}
+            for t, n in missing.items()
+        ]
+    out += [
+        {"metric": "segment/unavailable/count", "value": int(unavailable_before), "at": "snapshot"},
+        {"metric": "segment/unavailable/count", "value": int(unavailable_after), "at": "plan"},
+    ]
     for tier, part in servers.groupby("tier"):
-        out += [{"metric": "tier/historical/count", "tier": tier, "value": len(part), "at": "snapshot"},
-                {"metric": "tier/total/capacity", "tier": tier, "value": int(part["max_size"].sum()), "at": "snapshot"}]
+        out += [
+            {"metric": "tier/historical/count", "tier": tier, "value": len(part), "at": "snapshot"},
+            {"metric": "tier/total/capacity", "tier": tier, "value": int(part["max_size"].sum()), "at": "snapshot"},
+        ]
     return sorted(out, key=lambda e: (e["metric"], e.get("tier") or "", e["at"] != "snapshot"))

@@ -32,29 +32,49 @@ from typing import Literal
 import numpy as np
 
 __all__ = [
-    "Period", "Rule", "RULE_KINDS", "parse_instant_ms", "format_instant_ms", "parse_interval",
-    "first_applying_rule", "rule_index_for", "DEFAULT_RULES_KEY",
+    "Period",
+    "Rule",
+    "RULE_KINDS",
+    "parse_instant_ms",
+    "format_instant_ms",
+    "parse_interval",
+    "first_applying_rule",
+    "rule_index_for",
+    "DEFAULT_RULES_KEY",
 ]
 
 DEFAULT_RULES_KEY = "_default"
 
 RULE_KINDS: dict[str, Literal["load", "drop", "broadcast"]] = {
-    "loadForever": "load", "loadByInterval": "load", "loadByPeriod": "load",
-    "dropForever": "drop", "dropByInterval": "drop", "dropByPeriod": "drop",
+    "loadForever": "load",
+    "loadByInterval": "load",
+    "loadByPeriod": "load",
+    "dropForever": "drop",
+    "dropByInterval": "drop",
+    "dropByPeriod": "drop",
     "dropBeforeByPeriod": "drop",
-    "broadcastForever": "broadcast", "broadcastByInterval": "broadcast", "broadcastByPeriod": "broadcast",
+    "broadcastForever": "broadcast",
+    "broadcastByInterval": "broadcast",
+    "broadcastByPeriod": "broadcast",
 }
 
 
-from segment_balancer.druid.instants import DAY_MS, format_instant_ms, parse_instant_ms  # noqa: F401  (re-exported)
-from segment_balancer.druid.instants import _civil_from_days, _days_from_civil, _days_in_month
-
+from segment_balancer.druid.instants import (  # noqa: E402, F401  (re-exported)
+    DAY_MS,
+    _civil_from_days,
+    _days_from_civil,
+    _days_in_month,
+    format_instant_ms,
+    parse_instant_ms,
+)
 
 # ---------------------------------------------------------------------------------- periods
 
 _PERIOD = re.compile(
     r"P(?:(-?\d+)Y)?(?:(-?\d+)M)?(?:(-?\d+)W)?(?:(-?\d+)D)?"
-    r"(?:T(?:(-?\d+)H)?(?:(-?\d+)M)?(?:(-?\d+)(?:[.,](\d{1,3}))?S)?)?", re.IGNORECASE)
+    r"(?:T(?:(-?\d+)H)?(?:(-?\d+)M)?(?:(-?\d+)(?:[.,](\d{1,3}))?S)?)?",
+    re.IGNORECASE,
+)
 
 
 @dataclass(frozen=True)
@@ -72,7 +92,7 @@ class Period:
     text: str = field(default="", compare=False)
 
     @classmethod
-    def parse(cls, text: str) -> "Period":
+    def parse(cls, text: str) -> Period:
         """Parse ``PnYnMnWnDTnHnMn[.fff]S`` (case-insensitive, as Joda's ``ISOPeriodFormat.standard``).
 
         Raises:
@@ -104,8 +124,9 @@ class Period:
                 mo += 1
                 d = min(d, _days_in_month(y, mo))
             ms = _days_from_civil(y, mo, d) * DAY_MS + rest
-        fixed = ((((self.weeks * 7 + self.days) * 24 + self.hours) * 60 + self.minutes) * 60
-                 + self.seconds) * 1000 + self.millis
+        fixed = (
+            (((self.weeks * 7 + self.days) * 24 + self.hours) * 60 + self.minutes) * 60 + self.seconds
+        ) * 1000 + self.millis
         return ms + fixed * scalar
 
     def subtract_from(self, ms: int) -> int:
@@ -149,6 +170,7 @@ def parse_interval(text: str) -> tuple[int, int]:
 
 
 # ------------------------------------------------------------------------------------- rules
+
 
 @dataclass(frozen=True)
 class Rule:
@@ -204,8 +226,9 @@ def rules_for(rules: dict[str, list[Rule]], datasource: str) -> list[Rule]:
     return list(own) + list(rules.get(DEFAULT_RULES_KEY, []))
 
 
-def first_applying_rule(rules: dict[str, list[Rule]], datasource: str, start_ms: int, end_ms: int,
-                        now_ms: int) -> Rule | None:
+def first_applying_rule(
+    rules: dict[str, list[Rule]], datasource: str, start_ms: int, end_ms: int, now_ms: int
+) -> Rule | None:
     """The first rule of ``rules[datasource] + rules['_default']`` that applies, or ``None``.
 
     Source: Druid ``RunRules`` (first matching rule wins); ALGORITHM.md "Terms" (Target).

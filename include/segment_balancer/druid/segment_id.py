@@ -22,7 +22,8 @@ from segment_balancer.druid.instants import parse_instant_ms
 DELIMITER = "_"
 # Druid's DateTimes.COMMON_DATE_TIME_PATTERN: the instant that most probably ends the datasource.
 COMMON_DATE_TIME = re.compile(
-    r"[0-9]{4}-[01][0-9]-[0-3][0-9]T[0-2][0-9]:[0-5][0-9]:[0-5][0-9]\.[0-9]{3}(Z|[+\-][0-9]{2}(:[0-9]{2}))")
+    r"[0-9]{4}-[01][0-9]-[0-3][0-9]T[0-2][0-9]:[0-5][0-9]:[0-5][0-9]\.[0-9]{3}(Z|[+\-][0-9]{2}(:[0-9]{2}))"
+)
 
 
 @dataclass(frozen=True)
@@ -46,7 +47,7 @@ def parse_with_datasource(datasource: str, segment_id: str) -> SegmentIdParts | 
     """
     if not datasource or not segment_id.startswith(datasource + DELIMITER):
         return None
-    splits = segment_id[len(datasource) + 1:].split(DELIMITER)
+    splits = segment_id[len(datasource) + 1 :].split(DELIMITER)
     if len(splits) < 3:
         return None
     try:
@@ -55,7 +56,7 @@ def parse_with_datasource(datasource: str, segment_id: str) -> SegmentIdParts | 
         return None
     if start >= end:
         return None
-    version = DELIMITER.join(splits[2:max(len(splits) - 1, 3)])
+    version = DELIMITER.join(splits[2 : max(len(splits) - 1, 3)])
     if len(splits) > 3:
         trail = splits[-1]
         if re.fullmatch(r"-?\d+", trail) and 0 < int(trail) < 2**31:

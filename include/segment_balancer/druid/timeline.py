@@ -149,13 +149,12 @@ def timeline_pieces(segments: pd.DataFrame) -> pd.DataFrame:
     """
     tl = _Timeline(segments)
     rows = [
-        (tl.p_start[i], tl.p_end[i], tl.versions[tl.e_vrank[e]], tl.e_start[e], tl.e_end[e],
-         list(tl.visible_ids(e)))
+        (tl.p_start[i], tl.p_end[i], tl.versions[tl.e_vrank[e]], tl.e_start[e], tl.e_end[e], list(tl.visible_ids(e)))
         for i, e in enumerate(tl.p_entry)
     ]
-    return pd.DataFrame(rows, columns=["start_ms", "end_ms", "version", "true_start_ms",
-                                       "true_end_ms", "segment_ids"]).astype(
-        {"start_ms": "int64", "end_ms": "int64", "true_start_ms": "int64", "true_end_ms": "int64"})
+    return pd.DataFrame(
+        rows, columns=["start_ms", "end_ms", "version", "true_start_ms", "true_end_ms", "segment_ids"]
+    ).astype({"start_ms": "int64", "end_ms": "int64", "true_start_ms": "int64", "true_end_ms": "int64"})
 
 
 def time_chunk_states(segments: pd.DataFrame) -> pd.DataFrame:
@@ -169,8 +168,9 @@ def time_chunk_states(segments: pd.DataFrame) -> pd.DataFrame:
     cols = _Columns(segments)
     if len(set(zip(cols.start.tolist(), cols.end.tolist(), cols.version.tolist()))) > 1:
         raise ValueError("time_chunk_states takes the segments of one interval and one version")
-    res = tm.classify_chunk(cols.kind, cols.part, cols.n_core, cols.root_start, cols.root_end,
-                            cols.minor, cols.aug_size)
+    res = tm.classify_chunk(
+        cols.kind, cols.part, cols.n_core, cols.root_start, cols.root_end, cols.minor, cols.aug_size
+    )
     out = segments.copy()
     out["chunk_state"] = [tm.STATE_NAMES[s] for s in res.state]
     out["chunk_complete"] = res.complete
@@ -228,16 +228,20 @@ class _Columns:
             raise ValueError(f"segment {self.seg_id[bad[0]]!r}: end_ms must be after start_ms")
         bad = np.flatnonzero(ow & ((rs < 0) | (re <= rs) | (mv <= 0)))
         if len(bad):
-            raise ValueError(f"overwrite segment {self.seg_id[bad[0]]!r} needs a root partition "
-                             "range [start, end) and a minor version > 0")
+            raise ValueError(
+                f"overwrite segment {self.seg_id[bad[0]]!r} needs a root partition "
+                "range [start, end) and a minor version > 0"
+            )
         ids = pd.Series(self.seg_id)
         if ids.duplicated().any():
             raise ValueError(f"duplicate segment_id {ids[ids.duplicated()].iloc[0]!r}")
         key = pd.DataFrame({"s": self.start, "e": self.end, "v": self.version, "p": self.part})
         dup = key.duplicated()
         if dup.any():
-            raise ValueError(f"segment {self.seg_id[np.flatnonzero(dup)[0]]!r} repeats the interval, "
-                             "version and partition number of another segment")
+            raise ValueError(
+                f"segment {self.seg_id[np.flatnonzero(dup)[0]]!r} repeats the interval, "
+                "version and partition number of another segment"
+            )
 
 
 def _version_ranks(versions: np.ndarray) -> tuple[list[str], np.ndarray]:
@@ -258,7 +262,7 @@ def _range_query(values: np.ndarray, lo: np.ndarray, hi: np.ndarray, op, fill: i
     while size < max(len(values), 1):
         size *= 2
     tree = np.full(2 * size, fill, dtype=np.int64)
-    tree[size:size + len(values)] = values
+    tree[size : size + len(values)] = values
     for level in range(size.bit_length() - 1):  # build parents level by level
         parents = np.arange(size >> (level + 1), size >> level)
         tree[parents] = op(tree[2 * parents], tree[2 * parents + 1])
@@ -300,7 +304,7 @@ def _range_chmax(k: int, lo: np.ndarray, hi: np.ndarray, vals: np.ndarray) -> np
         nodes = np.arange(1 << level, 2 << level)
         for child in (2 * nodes, 2 * nodes + 1):
             tree[child] = np.maximum(tree[child], tree[nodes])
-    return tree[size:size + k]
+    return tree[size : size + k]
 
 
 # --------------------------------------------------------------------------------------------
@@ -333,8 +337,9 @@ def _fmt_intervals(starts: np.ndarray, ends: np.ndarray) -> np.ndarray:
     date_only = (starts % _DAY_MS == 0) & (ends % _DAY_MS == 0)
     out = (s_txt + "Z/" + e_txt + "Z").astype(object)
     if date_only.any():
-        out[date_only] = np.array([f"{a.split('T')[0]}/{b.split('T')[0]}" for a, b in
-                                   zip(s_txt[date_only], e_txt[date_only])], dtype=object)
+        out[date_only] = np.array(
+            [f"{a.split('T')[0]}/{b.split('T')[0]}" for a, b in zip(s_txt[date_only], e_txt[date_only])], dtype=object
+        )
     return out
 
 
@@ -372,21 +377,30 @@ class _Timeline:
         # States inside each time chunk.
         self.state = np.full(n, tm.VISIBLE, dtype=np.int8)
         kind_o = c.kind[order]
-        has_ow = np.add.reduceat((kind_o == tm.KIND_OVERWRITE).astype(np.int64), first) > 0 \
-            if n else np.zeros(0, dtype=bool)
+        has_ow = (
+            np.add.reduceat((kind_o == tm.KIND_OVERWRITE).astype(np.int64), first) > 0 if n else np.zeros(0, dtype=bool)
+        )
         self.e_complete = np.zeros(n_e, dtype=bool)
         plain = np.flatnonzero(~has_ow)
         if len(plain):
             # complete_plain walks rows in (entry, partition) order; give it only plain entries.
             rows = order[np.repeat(~has_ow, self.e_len)]
             offs = np.concatenate([[0], np.cumsum(self.e_len[plain])[:-1]])
-            self.e_complete[plain] = tm.complete_plain(c.kind[rows], c.part[rows], c.n_core[rows],
-                                                       offs, self.e_len[plain])
+            self.e_complete[plain] = tm.complete_plain(
+                c.kind[rows], c.part[rows], c.n_core[rows], offs, self.e_len[plain]
+            )
         self.chunk_results: dict[int, tuple[np.ndarray, tm.ChunkResult]] = {}
         for e in np.flatnonzero(has_ow):
             rows = self.rows_of(e)
-            res = tm.classify_chunk(c.kind[rows], c.part[rows], c.n_core[rows], c.root_start[rows],
-                                    c.root_end[rows], c.minor[rows], c.aug_size[rows])
+            res = tm.classify_chunk(
+                c.kind[rows],
+                c.part[rows],
+                c.n_core[rows],
+                c.root_start[rows],
+                c.root_end[rows],
+                c.minor[rows],
+                c.aug_size[rows],
+            )
             self.state[rows] = res.state
             self.e_complete[e] = res.complete
             self.chunk_results[int(e)] = (rows, res)
@@ -399,7 +413,7 @@ class _Timeline:
 
     def rows_of(self, e: int) -> np.ndarray:
         """Row positions of time chunk ``e``, by partition number."""
-        return self.order[self.e_first[e]:self.e_first[e] + self.e_len[e]]
+        return self.order[self.e_first[e] : self.e_first[e] + self.e_len[e]]
 
     def visible_ids(self, e: int) -> list[str]:
         """Ids of the visible segments of time chunk ``e`` (cached; one shared list per chunk)."""
@@ -420,7 +434,8 @@ class _Timeline:
             raise ValueError(
                 f"overlapping intervals with the same version {self.versions[self.e_vrank[i]]} "
                 f"(one is {_fmt_interval(self.e_start[i], self.e_end[i])}); Druid's timeline "
-                "rejects this")
+                "rejects this"
+            )
 
     def _sweep_complete_timeline(self):
         """Highest complete version per elementary segment; merged into pieces; range queries."""
@@ -463,8 +478,9 @@ class _Timeline:
         n_e = len(self.e_first)
         iv = _fmt_intervals(self.e_start, self.e_end)
         version = np.array(self.versions, dtype=object)[self.e_vrank] if n_e else iv
-        status = np.where(self.covered, STATUS_OVERSHADOWED,
-                          np.where(self.e_complete, STATUS_VISIBLE, STATUS_STANDBY)).astype(object)
+        status = np.where(
+            self.covered, STATUS_OVERSHADOWED, np.where(self.e_complete, STATUS_VISIBLE, STATUS_STANDBY)
+        ).astype(object)
         reason = np.empty(n_e, dtype=object)
         by = np.empty(n_e, dtype=object)
         by.fill([])
@@ -472,9 +488,11 @@ class _Timeline:
         visible = status == STATUS_VISIBLE
         reason[visible] = "newest complete version over " + partial[visible] + iv[visible]
         for e in np.flatnonzero(status == STATUS_STANDBY):
-            reason[e] = (f"partition set of version {version[e]} for {iv[e]} is incomplete: "
-                         f"{self._incomplete_detail(e)}; not overshadowed, so Druid loads it but "
-                         "brokers do not query it")
+            reason[e] = (
+                f"partition set of version {version[e]} for {iv[e]} is incomplete: "
+                f"{self._incomplete_detail(e)}; not overshadowed, so Druid loads it but "
+                "brokers do not query it"
+            )
         # Covered time chunks: one list and one text per distinct set of covering time chunks.
         i0 = np.searchsorted(self.p_end, self.e_start, side="right")
         i1 = np.searchsorted(self.p_start, self.e_end, side="left")
@@ -491,10 +509,12 @@ class _Timeline:
             by[single] = lists[inverse]
             reason[single] = texts[inverse] + iv[single] + " completely"
         for e in np.flatnonzero(self.covered & (i1 - i0 != 1)):
-            higher = tuple(dict.fromkeys(self.p_entry[i0[e]:i1[e]].tolist()))
+            higher = tuple(dict.fromkeys(self.p_entry[i0[e] : i1[e]].tolist()))
             if higher not in shared:
-                shared[higher] = ([i for h in higher for i in self.visible_ids(h)],
-                                  _versions_text([self.versions[self.e_vrank[h]] for h in higher]))
+                shared[higher] = (
+                    [i for h in higher for i in self.visible_ids(h)],
+                    _versions_text([self.versions[self.e_vrank[h]] for h in higher]),
+                )
             by[e], text = shared[higher]
             reason[e] = f"{text} {iv[e]} completely"
 
@@ -525,20 +545,22 @@ class _Timeline:
             if res.state[j] == tm.STANDBY:
                 size = "unknown" if res.g_size[g] < 0 else str(res.g_size[g])
                 self.status[r] = STATUS_STANDBY
-                self.reason[r] = (f"atomic update group incomplete ({res.g_count[g]} of {size}); "
-                                  "older generation stays visible")
+                self.reason[r] = (
+                    f"atomic update group incomplete ({res.g_count[g]} of {size}); older generation stays visible"
+                )
             elif res.state[j] == tm.OVERSHADOWED:
                 over = res.overshadowing_groups(g)
                 members = np.isin(res.group, over)
                 ids = [str(x) for x in self.seg_id[rows[members]]]
-                texts = [f"minor version {res.g_minor[o]} of root range [{res.g_start[o]}, "
-                         f"{res.g_end[o]}) is complete" for o in over]
+                texts = [
+                    f"minor version {res.g_minor[o]} of root range [{res.g_start[o]}, {res.g_end[o]}) is complete"
+                    for o in over
+                ]
                 if self.e_max[e] > self.e_vrank[e]:
                     if higher is None:
                         higher = self._higher_entries(e)
                     ids += [i for h in higher for i in self.visible_ids(h)]
-                    texts.append(f"{_versions_text([self.versions[self.e_vrank[h]] for h in higher])}"
-                                 " the rest")
+                    texts.append(f"{_versions_text([self.versions[self.e_vrank[h]] for h in higher])} the rest")
                 self.status[r] = STATUS_OVERSHADOWED
                 self.reason[r] = "; ".join(texts)
                 self.overshadowed_by[r] = ids
@@ -561,9 +583,13 @@ class _Timeline:
         c = self.c
         e = int(self.entry_of[r])
         start, end = int(c.start[r]), int(c.end[r])
-        group = {"root_range": [int(c.root_start[r]), int(c.root_end[r])],
-                 "minor_version": int(c.minor[r]), "size": int(c.aug_size[r]),
-                 "present": 1, "state": tm.STATE_NAMES[self.state[r]]}
+        group = {
+            "root_range": [int(c.root_start[r]), int(c.root_end[r])],
+            "minor_version": int(c.minor[r]),
+            "size": int(c.aug_size[r]),
+            "present": 1,
+            "state": tm.STATE_NAMES[self.state[r]],
+        }
         minor_by: list[str] = []
         if e in self.chunk_results:
             rows, res = self.chunk_results[e]
@@ -579,10 +605,16 @@ class _Timeline:
                 uncovered.append([cursor, ps])
             cursor = pe
             cmp = self.e_vrank[h] - self.e_vrank[e]
-            pieces.append({"start_ms": ps, "end_ms": pe, "interval": _fmt_interval(ps, pe),
-                           "version": self.versions[self.e_vrank[h]],
-                           "segment_ids": list(self.visible_ids(h)),
-                           "relation": "higher" if cmp > 0 else ("own" if h == e else "lower")})
+            pieces.append(
+                {
+                    "start_ms": ps,
+                    "end_ms": pe,
+                    "interval": _fmt_interval(ps, pe),
+                    "version": self.versions[self.e_vrank[h]],
+                    "segment_ids": list(self.visible_ids(h)),
+                    "relation": "higher" if cmp > 0 else ("own" if h == e else "lower"),
+                }
+            )
         if cursor < end:
             uncovered.append([cursor, end])
         return {

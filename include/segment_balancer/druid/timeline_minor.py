@@ -169,10 +169,8 @@ def classify_chunk(
         g_state = _group_states(gs, ge, gm, g_full)
     state = g_state[group]
 
-    complete, detail = _is_complete(kind, part, n_core, gs, ge, gm, g_full, g_count, g_size,
-                                    group, state)
-    return ChunkResult(state.astype(np.int8), group, gs, ge, gm, g_size, g_count, g_full,
-                       complete, detail)
+    complete, detail = _is_complete(kind, part, n_core, gs, ge, gm, g_full, g_count, g_size, group, state)
+    return ChunkResult(state.astype(np.int8), group, gs, ge, gm, g_size, g_count, g_full, complete, detail)
 
 
 def _group_states(gs, ge, gm, full) -> np.ndarray:
@@ -219,8 +217,10 @@ def _is_complete(kind, part, n_core, gs, ge, gm, g_full, g_count, g_size, group,
     if len(not_full):
         g = int(not_full[0])
         size = "unknown" if g_size[g] < 0 else str(g_size[g])
-        full_why = (f"atomic update group incomplete ({g_count[g]} of {size}) for root range "
-                    f"[{gs[g]}, {ge[g]}), minor version {gm[g]}")
+        full_why = (
+            f"atomic update group incomplete ({g_count[g]} of {size}) for root range "
+            f"[{gs[g]}, {ge[g]}), minor version {gm[g]}"
+        )
     else:
         full_why = ""
 
@@ -259,8 +259,9 @@ def _is_complete(kind, part, n_core, gs, ge, gm, g_full, g_count, g_size, group,
     return False, chain_why(curr)
 
 
-def complete_plain(kind: np.ndarray, part: np.ndarray, n_core: np.ndarray,
-                   first: np.ndarray, length: np.ndarray) -> np.ndarray:
+def complete_plain(
+    kind: np.ndarray, part: np.ndarray, n_core: np.ndarray, first: np.ndarray, length: np.ndarray
+) -> np.ndarray:
     """``PartitionHolder.isComplete`` for many time chunks without overwriting segments at once.
 
     Rows are sorted by (time chunk, partition number); time chunk i owns rows

@@ -36,24 +36,41 @@ def explain_segment(spark, work: Path, segment_id: str, tier: str | None = None)
     seg = found[0].asDict()
     servers = pd.read_parquet(prepared / "servers.parquet")
     replicas = spark.read.parquet(str(prepared / "replicas.parquet"))
-    targets = spark.read.parquet(str(prepared / "targets.parquet")).filter(F.col("idx") == F.lit(seg["idx"])).collect() if seg["idx"] is not None else []
+    targets = (
+        spark.read.parquet(str(prepared / "targets.parquet")).filter(F.col("idx") == F.lit(seg["idx"])).collect()
+        if seg["idx"] is not None
+        else []
+    )
     target = {r["tier"]: int(r["target"]) for r in targets}
     mine = replicas.filter(F.col("segment_id") == segment_id).collect()
     here = {r["server"]: r.asDict() for r in mine}
     tiers = sorted({t for t in target} | {r["tier"] for r in mine}) if tier is None else [tier]
-    window = start_projection(replicas, segments).filter(
-        (F.col("start_ms") < seg["end_ms"] + COST_WINDOW_MS) & (F.col("end_ms") > seg["start_ms"] - COST_WINDOW_MS)
-        & F.col("tier").isin(tiers)).toPandas()
+    window = (
+        start_projection(replicas, segments)
+        .filter(
+            (F.col("start_ms") < seg["end_ms"] + COST_WINDOW_MS)
+            & (F.col("end_ms") > seg["start_ms"] - COST_WINDOW_MS)
+            & F.col("tier").isin(tiers)
+        )
+        .toPandas()
+    )
     num_best = num_best_function(meta["config"])
-    out = {"segment_id": segment_id, "idx": seg["idx"], "used": bool(seg["used"]), "overshadowed": bool(seg["overshadowed"]),
-           "rule_kind": seg["rule_kind"], "size_bytes": int(seg["size_bytes"]),
-           # min(2, Σ tieredReplicants): loaded replicas stage 12 keeps (ALGORITHM.md "Availability")
-           "required": seg["required"],
-           # overshadowed, and kept: some overshadowing segment needs a replica and is served nowhere
-           "waiting": seg["waiting"],
-           # false: only server_segments.json / load_queues.json name it (unused, size unknown)
-           "listed": bool(seg["listed"]),
-           "timeline": _timeline(spark, Path(work), seg), "tiers": []}
+    out = {
+        "segment_id": segment_id,
+        "idx": seg["idx"],
+        "used": bool(seg["used"]),
+        "overshadowed": bool(seg["overshadowed"]),
+        "rule_kind": seg["rule_kind"],
+        "size_bytes": int(seg["size_bytes"]),
+        # min(2, Σ tieredReplicants): loaded replicas stage 12 keeps (ALGORITHM.md "Availability")
+        "required": seg["required"],
+        # overshadowed, and kept: some overshadowing segment needs a replica and is served nowhere
+        "waiting": seg["waiting"],
+        # false: only server_segments.json / load_queues.json name it (unused, size unknown)
+        "listed": bool(seg["listed"]),
+        "timeline": _timeline(spark, Path(work), seg),
+        "tiers": [],
+    }
     for t in tiers:
         part = servers[servers["tier"] == t].copy()
         part["available_bytes"] = part["max_size"] - part["projected_size"]
@@ -62,11 +79,27 @@ def explain_segment(spark, work: Path, segment_id: str, tier: str | None = None)
         rows = []
         for rank, (name, cost) in enumerate(zip(order, costs), start=1):
             srv = part[part["server"] == name].iloc[0]
-            rows.append({"server": name, "rank": rank, "cost": cost, "in_top_b": rank <= b,
-                         "available_bytes": int(srv["available_bytes"]), "ineligible": _why(name, srv, seg, here)})
+            rows.append(
+                {
+                    "server": name,
+                    "rank": rank,
+                    "cost": cost,
+                    "in_top_b": rank <= b,
+                    "available_bytes": int(srv["available_bytes"]),
+                    "ineligible": _why(name, srv, seg, here),
+                }
+            )
         for _, srv in part[part["decommissioning"]].iterrows():
-            rows.append({"server": srv["server"], "rank": None, "cost": None, "in_top_b": False,
-                         "available_bytes": int(srv["available_bytes"]), "ineligible": "decommissioning"})
+            rows.append(
+                {
+                    "server": srv["server"],
+                    "rank": None,
+                    "cost": None,
+                    "in_top_b": False,
+                    "available_bytes": int(srv["available_bytes"]),
+                    "ineligible": "decommissioning",
+                }
+            )
         out["tiers"].append({"tier": t, "target": target.get(t, 0), "b": b, "servers": rows})
     return out
 
@@ -91,8 +124,12 @@ def _timeline(spark, work: Path, seg: dict) -> dict:
     from segment_balancer.spark.used_segments import TIMELINE_COLUMNS
 
     table = spark.read.parquet(str(work / "timeline" / "segments.parquet"))
-    near = table.filter((F.col("datasource") == seg["datasource"]) & F.col("used")
-                        & (F.col("start_ms") < seg["end_ms"]) & (F.col("end_ms") > seg["start_ms"]))
+    near = table.filter(
+        (F.col("datasource") == seg["datasource"])
+        & F.col("used")
+        & (F.col("start_ms") < seg["end_ms"])
+        & (F.col("end_ms") > seg["start_ms"])
+    )
     pdf = near.select(*TIMELINE_COLUMNS).toPandas()
     if seg["segment_id"] not in set(pdf["segment_id"]):
         return {"status": "unused"}
@@ -107,16 +144,16 @@ OUTCOME_TEXT = {
     "underbroadcast": "some servers that should hold this broadcast segment could not load it",
     "left_on_decomm": "replicas stay on decommissioning servers: no destination could take them",
     "excess_on_decomm": "replicas on decommissioning servers not moved: the tier holds its target without them, "
-                        "stage 12 drops them",
+    "stage 12 drops them",
     "no_destination": "the balancing trigger picked a holder to move, but no server of top B cheaper than it by the "
-                      "margin could take it",
+    "margin could take it",
     "balanced": "drawn for balancing, and no non-holding server of top B is cheaper than a holder by the margin "
-                "(balancingMinCostReductionPercent; equal costs never move): nothing to move",
+    "(balancingMinCostReductionPercent; equal costs never move): nothing to move",
     "already_visited": "drawn again after an earlier balancing stage had visited it",
     "deferred": "drops refused by the availability rule: fewer loaded replicas than required would remain",
     "waiting": "overshadowed, kept until a segment overshadowing it is served",
     "shed": "moved by avgShedder: its holder was the higher server of a shedding pair, and its placement-cost "
-            "reduction ranked it among the bytes that equalise the pair",
+    "reduction ranked it among the bytes that equalise the pair",
     "not_shed": "not moved by avgShedder, though its holder was the higher server of a shedding pair",
 }
 """One sentence per decision outcome (:mod:`segment_balancer.planner.kernels.decisions`)."""
@@ -132,7 +169,9 @@ class PlanExplainError(InputError, LookupError):
 def _rows(path: Path, segment_id: str, columns: list[str] | None = None) -> list[dict]:
     import pyarrow.dataset as ds
 
-    table = ds.dataset(str(path), format="parquet").to_table(filter=ds.field("segment_id") == segment_id, columns=columns)
+    table = ds.dataset(str(path), format="parquet").to_table(
+        filter=ds.field("segment_id") == segment_id, columns=columns
+    )
     return table.to_pylist()
 
 
@@ -169,8 +208,10 @@ def explain_plan(plan_dir: str | Path, segment_id: str) -> dict:
     needed = ["segments.parquet", "decisions.parquet", "stage_groups.json", "operations.parquet", "assignment.parquet"]
     missing = [n for n in needed if not (plan / n).exists()]
     if missing:
-        raise PlanExplainError(f"{plan}: no {', '.join(missing)}; the plan was made before explain --plan existed, "
-                               "plan again to explain it")
+        raise PlanExplainError(
+            f"{plan}: no {', '.join(missing)}; the plan was made before explain --plan existed, "
+            "plan again to explain it"
+        )
     found = _rows(plan / "segments.parquet", segment_id)
     if not found:
         raise PlanExplainError(f"segment {segment_id} is not in the snapshot of the plan {plan}")
@@ -188,13 +229,24 @@ def explain_plan(plan_dir: str | Path, segment_id: str) -> dict:
         held = servers_before.setdefault(op["tier"], set())
         (held.discard if op["action"] == "LOAD" else held.add)(op["server"])
     tiers = sorted(set(targets) | set(servers_before) | set(servers_after))
-    out = {"segment_id": segment_id, **{k: seg[k] for k in ("idx", "datasource", "size_bytes", "used", "overshadowed",
-                                                          "rule_kind", "required", "waiting")},
-           "tiers": {t: {"target": int(targets.get(t, 0)),
-                         "count_before": len(servers_before.get(t, ())), "count_after": len(servers_after.get(t, ())),
-                         "servers_before": sorted(servers_before.get(t, ())),
-                         "servers_after": sorted(servers_after.get(t, ()))} for t in tiers},
-           "stages": []}
+    out = {
+        "segment_id": segment_id,
+        **{
+            k: seg[k]
+            for k in ("idx", "datasource", "size_bytes", "used", "overshadowed", "rule_kind", "required", "waiting")
+        },
+        "tiers": {
+            t: {
+                "target": int(targets.get(t, 0)),
+                "count_before": len(servers_before.get(t, ())),
+                "count_after": len(servers_after.get(t, ())),
+                "servers_before": sorted(servers_before.get(t, ())),
+                "servers_after": sorted(servers_after.get(t, ())),
+            }
+            for t in tiers
+        },
+        "stages": [],
+    }
     stage_groups = json.loads((plan / "stage_groups.json").read_text())
     counts = {t: len(servers_before.get(t, ())) for t in tiers}
     idx = seg["idx"]
@@ -210,13 +262,30 @@ def explain_plan(plan_dir: str | Path, segment_id: str) -> dict:
         for o in mine:
             counts[o["tier"]] = counts.get(o["tier"], 0) + (1 if o["action"] == "LOAD" else -1)
         groups = sorted(g for g, yes in member.items() if yes)
-        why = [{"tier": d["tier"], "outcome": d["outcome"], "why": OUTCOME_TEXT.get(d["outcome"], d["outcome"]),
-                "step": d["step"], "detail": json.loads(d["detail"]) if d["detail"] else {}}
-               for d in decisions if d["stage"] == stage]
-        out["stages"].append({"app": name, "stage": stage, "groups": groups, "counts": dict(sorted(counts.items())),
-                              "operations": [{k: o[k] for k in ("op_id", "action", "tier", "server", "queue_type", "reason",
-                                                                 "depends_on")} for o in mine],
-                              "decisions": why})
+        why = [
+            {
+                "tier": d["tier"],
+                "outcome": d["outcome"],
+                "why": OUTCOME_TEXT.get(d["outcome"], d["outcome"]),
+                "step": d["step"],
+                "detail": json.loads(d["detail"]) if d["detail"] else {},
+            }
+            for d in decisions
+            if d["stage"] == stage
+        ]
+        out["stages"].append(
+            {
+                "app": name,
+                "stage": stage,
+                "groups": groups,
+                "counts": dict(sorted(counts.items())),
+                "operations": [
+                    {k: o[k] for k in ("op_id", "action", "tier", "server", "queue_type", "reason", "depends_on")}
+                    for o in mine
+                ],
+                "decisions": why,
+            }
+        )
     balancer = read_plan_summary(plan).balancer
     out["strategy"] = {"name": balancer.strategy}
     if balancer.strategy == "avgShedder":
@@ -239,18 +308,27 @@ def avg_shedder_notes(pairs: list[dict], servers_before: dict[str, set[str]], mo
             pair = next((p for p in pairs if p["tier"] == tier and server in (p["high"], p["low"])), None)
             role = "unpaired" if pair is None else "higher" if pair["high"] == server else "lower"
             if pair is None:
-                note = (f"{server} was paired with no other historical of {tier} this run (an odd middle server, or "
-                        "too few historicals): nothing moves off it")
+                note = (
+                    f"{server} was paired with no other historical of {tier} this run (an odd middle server, or "
+                    "too few historicals): nothing moves off it"
+                )
             else:
-                gap = (f"pair {pair['high']} ({pair['high_score']:.2f} %) with {pair['low']} ({pair['low_score']:.2f} %), "
-                       f"gap {pair['difference']:.2f} points, hit count {pair['hit_count']}")
+                gap = (
+                    f"pair {pair['high']} ({pair['high_score']:.2f} %) with {pair['low']} ({pair['low_score']:.2f} %), "
+                    f"gap {pair['difference']:.2f} points, hit count {pair['hit_count']}"
+                )
                 if role == "lower":
                     note = f"{server} is the lower server of the {gap}: segments move onto it, not off it"
                 elif server in moved_from:
-                    note = (f"moved off {server} to {pair['low']}: the {gap}; the pair shed {pair['bytes_moved']:,} "
-                            f"of the {pair['bytes_to_move']:,} bytes that equalise it")
+                    note = (
+                        f"moved off {server} to {pair['low']}: the {gap}; the pair shed {pair['bytes_moved']:,} "
+                        f"of the {pair['bytes_to_move']:,} bytes that equalise it"
+                    )
                 elif pair["sheds"]:
-                    note = f"stays on {server}: the {gap}; the pair shed, but not this segment (stage 7's decision says why)"
+                    note = (
+                        f"stays on {server}: the {gap}; the pair shed, but not this segment "
+                        "(stage 7's decision says why)"
+                    )
                 else:
                     note = f"stays on {server}: the {gap}; {pair['waiting']}"
             notes.append({"tier": tier, "server": server, "role": role, "pair": pair, "note": note})
@@ -260,13 +338,17 @@ def avg_shedder_notes(pairs: list[dict], servers_before: dict[str, set[str]], mo
 def render_explain(report: dict) -> str:
     """:func:`explain_plan`'s answer as text for a person: the segment, its tiers before and after,
     then stage by stage what it did and, where a stage left the segment undone, why."""
-    lines = [f"segment {report['segment_id']}",
-             f"  datasource {report['datasource']}, {report['size_bytes']} bytes, rule {report['rule_kind'] or 'none'}"
-             f"{', unused' if not report['used'] else ''}{', overshadowed' if report['overshadowed'] else ''}"
-             f"{', waiting for what overshadows it' if report['waiting'] else ''}"]
+    lines = [
+        f"segment {report['segment_id']}",
+        f"  datasource {report['datasource']}, {report['size_bytes']} bytes, rule {report['rule_kind'] or 'none'}"
+        f"{', unused' if not report['used'] else ''}{', overshadowed' if report['overshadowed'] else ''}"
+        f"{', waiting for what overshadows it' if report['waiting'] else ''}",
+    ]
     for tier, t in report["tiers"].items():
-        lines.append(f"  tier {tier}: target {t['target']}, count {t['count_before']} -> {t['count_after']}  "
-                     f"[{', '.join(t['servers_before']) or '-'}] -> [{', '.join(t['servers_after']) or '-'}]")
+        lines.append(
+            f"  tier {tier}: target {t['target']}, count {t['count_before']} -> {t['count_after']}  "
+            f"[{', '.join(t['servers_before']) or '-'}] -> [{', '.join(t['servers_after']) or '-'}]"
+        )
     previous: list[str] | None = None
     for st in report["stages"]:
         changed = st["groups"] != previous
@@ -279,7 +361,9 @@ def render_explain(report: dict) -> str:
         for o in st["operations"]:
             dep = f", after op {o['depends_on']}" if o["depends_on"] is not None else ""
             queue = f" ({o['queue_type']} queue)" if o["queue_type"] else ""
-            lines.append(f"  op {o['op_id']}: {o['action']} on {o['server']} [{o['tier']}]{queue}, reason {o['reason']}{dep}")
+            lines.append(
+                f"  op {o['op_id']}: {o['action']} on {o['server']} [{o['tier']}]{queue}, reason {o['reason']}{dep}"
+            )
         for d in st["decisions"]:
             where = f" in {d['tier']}" if d["tier"] else ""
             label = "considered" if d["outcome"] in NOTHING_UNDONE else "why not"
@@ -288,7 +372,9 @@ def render_explain(report: dict) -> str:
     strategy = report.get("strategy", {})
     if strategy.get("name") == "avgShedder":
         lines.append("balancing strategy avgShedder (stage 7):")
-        lines += [f"  {h['note']}" for h in strategy.get("holders", [])] or ["  the segment was served nowhere at the snapshot"]
+        lines += [f"  {h['note']}" for h in strategy.get("holders", [])] or [
+            "  the segment was served nowhere at the snapshot"
+        ]
     return "\n".join(lines)
 
 
@@ -307,11 +393,16 @@ def _detail_lines(detail: dict) -> list[str]:
     if isinstance(detail.get("costs"), dict):
         out.append("    placement costs: " + ", ".join(f"{s} {c:.6g}" for s, c in detail["costs"].items()))
     if "threshold" in detail and "source" in detail:
-        out.append(f"    margin test: a destination must cost below {detail['threshold']:.6g} = "
-                   f"{detail['costs'].get(detail['source'], float('nan')):.6g} (holder {detail['source']}) "
-                   f"x (1 - {detail.get('margin', 0)}/100)")
+        out.append(
+            f"    margin test: a destination must cost below {detail['threshold']:.6g} = "
+            f"{detail['costs'].get(detail['source'], float('nan')):.6g} (holder {detail['source']}) "
+            f"x (1 - {detail.get('margin', 0)}/100)"
+        )
     for server, why in detail.get("tried", []):
         out.append(f"    {server}: {why}")
     for tier, server in detail.get("refused", []):
-        out.append(f"    dropping from {server} [{tier}] refused: it would leave fewer than {detail.get('required')} loaded replicas")
+        out.append(
+            f"    dropping from {server} [{tier}] refused: it would leave fewer than {detail.get('required')} "
+            "loaded replicas"
+        )
     return out

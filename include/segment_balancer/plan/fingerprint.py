@@ -48,7 +48,9 @@ def table_digest(path: Path) -> str:
 
     frame = pq.read_table(path).to_pandas()
     if "detail" in frame:
-        frame["detail"] = [json.dumps(_round_floats(json.loads(d)), sort_keys=True) if d else d for d in frame["detail"]]
+        frame["detail"] = [
+            json.dumps(_round_floats(json.loads(d)), sort_keys=True) if d else d for d in frame["detail"]
+        ]
     frame = frame.astype(str).sort_values(list(frame.columns), kind="stable").reset_index(drop=True)
     return hashlib.sha256(frame.to_csv(index=False).encode()).hexdigest()
 

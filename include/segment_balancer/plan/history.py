@@ -17,7 +17,7 @@ from __future__ import annotations
 import json
 import logging
 from dataclasses import asdict, dataclass, field
-from datetime import datetime, timezone
+from datetime import UTC, datetime
 from pathlib import Path
 
 from segment_balancer.common.errors import InputError
@@ -25,8 +25,18 @@ from segment_balancer.planner.summary import SUMMARY_FILE, PlanSummary, read_pla
 
 log = logging.getLogger(__name__)
 
-HEADLINE_KEYS = ("operations", "loads", "drops", "moves", "unreplicated_before", "unreplicated_after",
-                 "underreplicated_before", "underreplicated_after", "deferred_drops", "overshadowed_waiting")
+HEADLINE_KEYS = (
+    "operations",
+    "loads",
+    "drops",
+    "moves",
+    "unreplicated_before",
+    "unreplicated_after",
+    "underreplicated_before",
+    "underreplicated_after",
+    "deferred_drops",
+    "overshadowed_waiting",
+)
 """The integer headline numbers of a plan, as :func:`headline` computes them from ``summary.json``."""
 
 DIFF_KEYS = ("operations", "loads", "drops", "moves", "unreplicated_after", "underreplicated_after")
@@ -42,14 +52,20 @@ def headline(summary: PlanSummary) -> dict:
     ``overshadowed_waiting`` (overshadowed segments kept until what overshadows them is served),
     and ``max_minus_min_after`` / ``max_minus_min_before`` (``{tier: segments}``, max − min of
     segments over a tier's non-decommissioning historicals). All ints."""
+
     def under(status) -> int:
         return sum(t.get("underreplicated", 0) for t in status.tiers.values())
 
     before, after = summary.status_before, summary.status_after
     return {
-        "operations": summary.operations, "loads": summary.loads, "drops": summary.drops, "moves": summary.moves,
-        "unreplicated_before": before.unreplicated, "unreplicated_after": after.unreplicated,
-        "underreplicated_before": under(before), "underreplicated_after": under(after),
+        "operations": summary.operations,
+        "loads": summary.loads,
+        "drops": summary.drops,
+        "moves": summary.moves,
+        "unreplicated_before": before.unreplicated,
+        "unreplicated_after": after.unreplicated,
+        "underreplicated_before": under(before),
+        "underreplicated_after": under(after),
         "deferred_drops": summary.availability.deferred_drops,
         "overshadowed_waiting": summary.overshadowed_waiting.segments,
         "max_minus_min_before": {t: b.segments_max_minus_min for t, b in summary.balance_before.items()},
@@ -89,7 +105,7 @@ class PlanEntry:
 
 
 def _iso(ts: float) -> str:
-    return datetime.fromtimestamp(ts, tz=timezone.utc).strftime("%Y-%m-%dT%H:%M:%S.%f")[:-3] + "Z"
+    return datetime.fromtimestamp(ts, tz=UTC).strftime("%Y-%m-%dT%H:%M:%S.%f")[:-3] + "Z"
 
 
 def read_plan(plan_dir: Path) -> PlanEntry:
@@ -114,11 +130,18 @@ def read_plan(plan_dir: Path) -> PlanEntry:
     snapshot_time = summary.snapshot_time or summary.snapshot_id.rpartition("@")[2]
     edits = summary.whatif
     return PlanEntry(
-        name=plan_dir.name, path=str(plan_dir), cluster=summary.cluster, snapshot_id=summary.snapshot_id,
-        snapshot_time=snapshot_time, published_at=_iso(path.stat().st_mtime),
+        name=plan_dir.name,
+        path=str(plan_dir),
+        cluster=summary.cluster,
+        snapshot_id=summary.snapshot_id,
+        snapshot_time=snapshot_time,
+        published_at=_iso(path.stat().st_mtime),
         whatif=edits is not None and bool(edits.decommission or edits.remove or edits.added),
-        valid=valid, has_report=(plan_dir / "report.html").is_file(),
-        has_simulation=(plan_dir / "simulation" / "report.html").is_file(), numbers=numbers)
+        valid=valid,
+        has_report=(plan_dir / "report.html").is_file(),
+        has_simulation=(plan_dir / "simulation" / "report.html").is_file(),
+        numbers=numbers,
+    )
 
 
 def signed_change(n: int) -> str:
@@ -130,8 +153,11 @@ def diff(current: dict, previous: dict) -> dict:
     """``current`` minus ``previous`` (two :func:`headline` dicts): every :data:`DIFF_KEYS` and
     ``max_minus_min_after`` for the tiers both have."""
     out = {k: current[k] - previous[k] for k in DIFF_KEYS}
-    out["max_minus_min_after"] = {t: current["max_minus_min_after"][t] - previous["max_minus_min_after"][t]
-                                  for t in current["max_minus_min_after"] if t in previous["max_minus_min_after"]}
+    out["max_minus_min_after"] = {
+        t: current["max_minus_min_after"][t] - previous["max_minus_min_after"][t]
+        for t in current["max_minus_min_after"]
+        if t in previous["max_minus_min_after"]
+    }
     return out
 
 
@@ -173,8 +199,11 @@ def previous_plan(plans_root: str | Path, cluster: str, snapshot_time: str) -> P
     scheduled run gets the plan of the run before it; a backfill, the plan of the snapshot before
     its own, however the runs were ordered; a second plan of one snapshot, the same plan as the
     first (so planning a snapshot again gives the same plan). None: no such plan."""
-    older = [e for e in plan_history(plans_root, cluster)
-             if not e.whatif and e.valid and _instant(e.snapshot_time) < _instant(snapshot_time)]
+    older = [
+        e
+        for e in plan_history(plans_root, cluster)
+        if not e.whatif and e.valid and _instant(e.snapshot_time) < _instant(snapshot_time)
+    ]
     return older[0] if older else None
 
 

@@ -2,12 +2,12 @@
 
 ``publish_plan(plan_dir, dest_dir)`` copies the plan to a hidden temporary sibling of ``dest_dir``,
 writes its ``report.html`` there and renames it into place; an existing ``dest_dir`` is swapped out
-in the same step and deleted once the new one is in (:func:`segment_balancer.common.files.replace_dir`). A ``LATEST`` file beside
-``dest_dir`` then names the newest plan published there: of the newest snapshot, and of two plans
-of one snapshot the one whose run began later (``summary.json``'s ``snapshot_time`` and
-``planned_at``). Runs that publish at once (two DAG runs, a backfill beside the schedule, the CLI)
-take a lock on the plans directory for that step, so ``LATEST`` always names a whole plan and a
-backfill of old snapshots does not take it from the plan of the newest.
+in the same step and deleted once the new one is in (:func:`segment_balancer.common.files.replace_dir`).
+A ``LATEST`` file beside ``dest_dir`` then names the newest plan published there: of the newest
+snapshot, and of two plans of one snapshot the one whose run began later (``summary.json``'s
+``snapshot_time`` and ``planned_at``). Runs that publish at once (two DAG runs, a backfill beside
+the schedule, the CLI) take a lock on the plans directory for that step, so ``LATEST`` always names
+a whole plan and a backfill of old snapshots does not take it from the plan of the newest.
 """
 
 from __future__ import annotations
@@ -54,8 +54,11 @@ def _check_validated(plan_dir: Path) -> None:
     except (OSError, ValueError) as exc:
         raise PublishError(f"{report_path}: unreadable ({exc})") from exc
     if not isinstance(report, dict) or report.get("success") is not True:
-        failed = [c.get("name") for c in report.get("checks", []) if not c.get("success")] \
-            if isinstance(report, dict) else []
+        failed = (
+            [c.get("name") for c in report.get("checks", []) if not c.get("success")]
+            if isinstance(report, dict)
+            else []
+        )
         raise PublishError(f"{plan_dir}: validation did not succeed (failed checks: {failed})")
     expected = report.get("plan_files")
     if expected is not None and plan_fingerprint(plan_dir) != expected:
@@ -93,8 +96,12 @@ def _update_latest(parent: Path, name: str) -> str:
             current = (parent / "LATEST").read_text().strip()
         except FileNotFoundError:
             current = ""
-        if current and current != name and (parent / current).is_dir() \
-                and plan_order(parent / current) > plan_order(parent / name):
+        if (
+            current
+            and current != name
+            and (parent / current).is_dir()
+            and plan_order(parent / current) > plan_order(parent / name)
+        ):
             return current
         _write_latest(parent, name)
         return name
@@ -109,8 +116,9 @@ def _check_destination(dest: Path, plans_root: Path | None) -> None:
     ``dest``'s own parent when None), as written and once resolved."""
     root = plans_root if plans_root is not None else dest.parent
     if not is_plain_child(dest, root):
-        raise PublishError(f"cannot publish to {dest}: a plan is published as a non-hidden directory right "
-                           f"under the plans root {root}")
+        raise PublishError(
+            f"cannot publish to {dest}: a plan is published as a non-hidden directory right under the plans root {root}"
+        )
 
 
 def publish_plan(plan_dir: str | Path, dest_dir: str | Path, plans_root: str | Path | None = None) -> Path:
@@ -150,8 +158,13 @@ def publish_plan(plan_dir: str | Path, dest_dir: str | Path, plans_root: str | P
     try:
         latest = _update_latest(dest.parent, dest.name)
         if latest != dest.name:
-            log.info("published %s; LATEST still names %s, a newer plan (snapshot time, run start: %s against %s)",
-                     dest, latest, plan_order(dest.parent / latest), plan_order(dest))
+            log.info(
+                "published %s; LATEST still names %s, a newer plan (snapshot time, run start: %s against %s)",
+                dest,
+                latest,
+                plan_order(dest.parent / latest),
+                plan_order(dest),
+            )
     except OSError as exc:
         raise PublishError(f"{dest} published but LATEST not updated: {exc}") from exc
     return dest

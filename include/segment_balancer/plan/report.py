@@ -30,25 +30,42 @@ import pandas as pd
 from segment_balancer.common.errors import InputError
 from segment_balancer.common.files import write_text_atomic
 from segment_balancer.plan.history import headline
-from segment_balancer.planner.summary import (SUMMARY_FILE, AppTiming, PlanSummary, ReplicationStatus, ServerHoldings,
-                                              StageTierActionCount, TierBalance, read_plan_summary)
+from segment_balancer.planner.summary import (
+    SUMMARY_FILE,
+    AppTiming,
+    PlanSummary,
+    ReplicationStatus,
+    ServerHoldings,
+    StageTierActionCount,
+    TierBalance,
+    read_plan_summary,
+)
 
 log = logging.getLogger(__name__)
 
 REPORT_FILE = "report.html"
 HEADLINES = (
-    ("operations", "operations"), ("loads", "loads"), ("drops", "drops"), ("moves", "drops waiting for a load (moves, callbacks)"),
-    ("unreplicated_before", "unreplicated at the snapshot"), ("unreplicated_after", "unreplicated once the plan succeeded"),
+    ("operations", "operations"),
+    ("loads", "loads"),
+    ("drops", "drops"),
+    ("moves", "drops waiting for a load (moves, callbacks)"),
+    ("unreplicated_before", "unreplicated at the snapshot"),
+    ("unreplicated_after", "unreplicated once the plan succeeded"),
     ("underreplicated_before", "underreplicated at the snapshot"),
     ("underreplicated_after", "underreplicated once the plan succeeded"),
-    ("deferred_drops", "drops deferred (availability rule)"), ("overshadowed_waiting", "overshadowed segments waiting"),
+    ("deferred_drops", "drops deferred (availability rule)"),
+    ("overshadowed_waiting", "overshadowed segments waiting"),
 )
 """The report's headline cards: (key of :func:`~segment_balancer.plan.history.headline`, label). Each card
 is an element ``data-testid="headline-<key>"`` with ``data-value`` = the integer."""
 
 BEFORE, AFTER = "#9aa5b1", "#1f77b4"
-STATUS_COLORS = {"unreplicated": "#d62728", "underreplicated": "#ff7f0e", "fully_replicated": "#2ca02c",
-                 "overreplicated": "#9467bd"}
+STATUS_COLORS = {
+    "unreplicated": "#d62728",
+    "underreplicated": "#ff7f0e",
+    "fully_replicated": "#2ca02c",
+    "overreplicated": "#9467bd",
+}
 
 
 class ReportError(InputError):
@@ -59,8 +76,12 @@ class ReportError(InputError):
 def _environment():
     from jinja2 import Environment, PackageLoader, select_autoescape
 
-    env = Environment(loader=PackageLoader("segment_balancer.plan", "templates"), autoescape=select_autoescape(["html", "j2"]),
-                      trim_blocks=True, lstrip_blocks=True)
+    env = Environment(
+        loader=PackageLoader("segment_balancer.plan", "templates"),
+        autoescape=select_autoescape(["html", "j2"]),
+        trim_blocks=True,
+        lstrip_blocks=True,
+    )
     env.filters["num"] = lambda v: f"{v:,}" if isinstance(v, int) and not isinstance(v, bool) else v
     env.filters["value"] = lambda v: v if isinstance(v, str) else json.dumps(v)  # a config value as Druid's JSON has it
     return env
@@ -75,8 +96,9 @@ def _plotlyjs() -> str:
 def _html(fig, div_id: str) -> str:
     """The figure as a ``<div>`` and its script (no ``plotly.js``), with a fixed id."""
     fig.update_layout(template="plotly_white", font={"size": 12})
-    return fig.to_html(full_html=False, include_plotlyjs=False, div_id=div_id,
-                       config={"displaylogo": False, "responsive": True})
+    return fig.to_html(
+        full_html=False, include_plotlyjs=False, div_id=div_id, config={"displaylogo": False, "responsive": True}
+    )
 
 
 def _read_summary(plan: Path) -> PlanSummary:
@@ -109,16 +131,48 @@ def holdings_figure(servers: list[ServerHoldings], tier: str):
 
     rows = [r for r in servers if r.tier == tier]
     names = [r.server + (" (decommissioning)" if r.decommissioning else "") for r in rows]
-    fig = make_subplots(rows=2, cols=1, shared_xaxes=True, vertical_spacing=0.16,
-                        subplot_titles=("segments per historical", "bytes per historical (GB) and max_size"))
+    fig = make_subplots(
+        rows=2,
+        cols=1,
+        shared_xaxes=True,
+        vertical_spacing=0.16,
+        subplot_titles=("segments per historical", "bytes per historical (GB) and max_size"),
+    )
     for when, color in (("before", BEFORE), ("after", AFTER)):
-        fig.add_trace(go.Bar(x=names, y=[getattr(r, f"segments_{when}") for r in rows], name=f"{when}",
-                             marker_color=color, legendgroup=when), row=1, col=1)
-        fig.add_trace(go.Bar(x=names, y=[getattr(r, f"bytes_{when}") / 1e9 for r in rows], name=f"{when}",
-                             marker_color=color, legendgroup=when, showlegend=False), row=2, col=1)
-    fig.add_trace(go.Scatter(x=names, y=[r.max_size / 1e9 for r in rows], name="max_size", mode="markers",
-                             marker={"symbol": "line-ew-open", "size": 28, "color": "#d62728", "line": {"width": 3}}),
-                  row=2, col=1)
+        fig.add_trace(
+            go.Bar(
+                x=names,
+                y=[getattr(r, f"segments_{when}") for r in rows],
+                name=f"{when}",
+                marker_color=color,
+                legendgroup=when,
+            ),
+            row=1,
+            col=1,
+        )
+        fig.add_trace(
+            go.Bar(
+                x=names,
+                y=[getattr(r, f"bytes_{when}") / 1e9 for r in rows],
+                name=f"{when}",
+                marker_color=color,
+                legendgroup=when,
+                showlegend=False,
+            ),
+            row=2,
+            col=1,
+        )
+    fig.add_trace(
+        go.Scatter(
+            x=names,
+            y=[r.max_size / 1e9 for r in rows],
+            name="max_size",
+            mode="markers",
+            marker={"symbol": "line-ew-open", "size": 28, "color": "#d62728", "line": {"width": 3}},
+        ),
+        row=2,
+        col=1,
+    )
     fig.update_layout(title=f"tier {tier}: holdings before and after", barmode="group", height=480)
     fig.update_layout(margin={"t": 90})
     return fig
@@ -133,10 +187,29 @@ def balance_figure(before: dict[str, TierBalance], after: dict[str, TierBalance]
     tiers = sorted(set(before) | set(after))
     fig = make_subplots(rows=1, cols=2, subplot_titles=("max − min segments", "max − min bytes (GB)"))
     for when, data, color in (("before", before, BEFORE), ("after", after, AFTER)):
-        fig.add_trace(go.Bar(x=tiers, y=[data[t].segments_max_minus_min if t in data else 0 for t in tiers], name=when,
-                             marker_color=color, legendgroup=when), row=1, col=1)
-        fig.add_trace(go.Bar(x=tiers, y=[(data[t].bytes_max_minus_min if t in data else 0) / 1e9 for t in tiers],
-                             name=when, marker_color=color, legendgroup=when, showlegend=False), row=1, col=2)
+        fig.add_trace(
+            go.Bar(
+                x=tiers,
+                y=[data[t].segments_max_minus_min if t in data else 0 for t in tiers],
+                name=when,
+                marker_color=color,
+                legendgroup=when,
+            ),
+            row=1,
+            col=1,
+        )
+        fig.add_trace(
+            go.Bar(
+                x=tiers,
+                y=[(data[t].bytes_max_minus_min if t in data else 0) / 1e9 for t in tiers],
+                name=when,
+                marker_color=color,
+                legendgroup=when,
+                showlegend=False,
+            ),
+            row=1,
+            col=2,
+        )
     fig.update_layout(title="balance per tier (smaller is more even)", barmode="group", height=340)
     return fig
 
@@ -148,14 +221,22 @@ def status_figure(before: ReplicationStatus, after: ReplicationStatus):
     import plotly.graph_objects as go
 
     tiers = sorted(set(before.tiers) | set(after.tiers))
-    x = [[t for t in tiers for _ in (0, 1)] + ["(any tier)", "(any tier)"],
-         ["before", "after"] * len(tiers) + ["before", "after"]]
+    x = [
+        [t for t in tiers for _ in (0, 1)] + ["(any tier)", "(any tier)"],
+        ["before", "after"] * len(tiers) + ["before", "after"],
+    ]
     fig = go.Figure()
     for status in ("underreplicated", "fully_replicated", "overreplicated"):
         y = [s.tiers.get(t, {}).get(status, 0) for t in tiers for s in (before, after)] + [0, 0]
         fig.add_trace(go.Bar(x=x, y=y, name=status.replace("_", " "), marker_color=STATUS_COLORS[status]))
-    fig.add_trace(go.Bar(x=x, y=[0] * (2 * len(tiers)) + [before.unreplicated, after.unreplicated],
-                         name="unreplicated", marker_color=STATUS_COLORS["unreplicated"]))
+    fig.add_trace(
+        go.Bar(
+            x=x,
+            y=[0] * (2 * len(tiers)) + [before.unreplicated, after.unreplicated],
+            name="unreplicated",
+            marker_color=STATUS_COLORS["unreplicated"],
+        )
+    )
     fig.update_layout(title="replication status per tier, before and after", barmode="stack", height=380)
     return fig
 
@@ -170,8 +251,13 @@ def operations_figure(by_stage: list[StageTierActionCount]):
     for (tier, action), part in frame.groupby(["tier", "action"], sort=True):
         per = dict(zip(part["stage"].astype(str), part["count"].astype(int)))
         fig.add_trace(go.Bar(x=stages, y=[per.get(s, 0) for s in stages], name=f"{tier} {action}"))
-    fig.update_layout(title="operations per stage × tier × action", barmode="stack", height=380,
-                      xaxis={"title": "stage", "type": "category"}, yaxis={"title": "operations"})
+    fig.update_layout(
+        title="operations per stage × tier × action",
+        barmode="stack",
+        height=380,
+        xaxis={"title": "stage", "type": "category"},
+        yaxis={"title": "operations"},
+    )
     return fig
 
 
@@ -183,7 +269,9 @@ def timeline_figure(per_datasource: dict[str, dict[str, int]]):
     names = sorted(per_datasource)
     fig = go.Figure()
     for status, color in (("visible", "#2ca02c"), ("standby", "#ff7f0e"), ("overshadowed", "#9aa5b1")):
-        fig.add_trace(go.Bar(x=names, y=[per_datasource[n].get(status, 0) for n in names], name=status, marker_color=color))
+        fig.add_trace(
+            go.Bar(x=names, y=[per_datasource[n].get(status, 0) for n in names], name=status, marker_color=color)
+        )
     fig.update_layout(title="used segments per datasource on the timeline", barmode="stack", height=340)
     return fig
 
@@ -194,10 +282,13 @@ def timings_figure(timings: dict[str, AppTiming]):
     import plotly.graph_objects as go
 
     names = [n + (" (skipped)" if t.skipped else "") for n, t in timings.items()]
-    fig = go.Figure(go.Bar(y=names, x=[t.seconds for t in timings.values()], orientation="h",
-                           marker_color=AFTER))
-    fig.update_layout(title="seconds per application", height=120 + 24 * len(names),
-                      yaxis={"autorange": "reversed"}, xaxis={"title": "seconds"})
+    fig = go.Figure(go.Bar(y=names, x=[t.seconds for t in timings.values()], orientation="h", marker_color=AFTER))
+    fig.update_layout(
+        title="seconds per application",
+        height=120 + 24 * len(names),
+        yaxis={"autorange": "reversed"},
+        xaxis={"title": "seconds"},
+    )
     return fig
 
 
@@ -215,10 +306,12 @@ def plan_report(plan_dir: str | Path) -> str:
 def _plan_report(plan: Path, summary: PlanSummary, validation: dict | None) -> str:
     numbers = headline(summary)
     tiers = sorted({r.tier for r in summary.servers})
-    charts = {"status": _html(status_figure(summary.status_before, summary.status_after), "chart-status"),
-              "balance": _html(balance_figure(summary.balance_before, summary.balance_after), "chart-balance"),
-              "operations": _html(operations_figure(summary.by_stage_tier_action), "chart-operations"),
-              "timings": _html(timings_figure(summary.timings_seconds), "chart-timings")}
+    charts = {
+        "status": _html(status_figure(summary.status_before, summary.status_after), "chart-status"),
+        "balance": _html(balance_figure(summary.balance_before, summary.balance_after), "chart-balance"),
+        "operations": _html(operations_figure(summary.by_stage_tier_action), "chart-operations"),
+        "timings": _html(timings_figure(summary.timings_seconds), "chart-timings"),
+    }
     per_ds = summary.timeline.per_datasource
     if per_ds:
         charts["timeline"] = _html(timeline_figure(per_ds), "chart-timeline")
@@ -228,10 +321,22 @@ def _plan_report(plan: Path, summary: PlanSummary, validation: dict | None) -> s
         metrics.setdefault((e.metric, e.tier or ""), {})[e.at] = e.value
     config = {k: v for k, v in summary.config.items() if k not in ("ignored", "derived")}
     # the template reads the summary as its JSON (a key the file leaves out is undefined there)
-    return _environment().get_template("plan_report.html.j2").render(
-        title=f"Plan {plan.name}", summary=summary.model_dump(mode="json"), numbers=numbers, headlines=HEADLINES,
-        charts=charts, holdings=holdings, validation=validation, metrics=sorted(metrics.items()), config=config,
-        plotlyjs=_plotlyjs())
+    return (
+        _environment()
+        .get_template("plan_report.html.j2")
+        .render(
+            title=f"Plan {plan.name}",
+            summary=summary.model_dump(mode="json"),
+            numbers=numbers,
+            headlines=HEADLINES,
+            charts=charts,
+            holdings=holdings,
+            validation=validation,
+            metrics=sorted(metrics.items()),
+            config=config,
+            plotlyjs=_plotlyjs(),
+        )
+    )
 
 
 def write_report(plan_dir: str | Path) -> Path:
@@ -265,7 +370,13 @@ def simulation_frames(sim_dir: Path) -> tuple[pd.DataFrame, pd.DataFrame]:
         decommissioning = {s.server for s in _read_summary(base / "plan").servers if s.decommissioning}
         live = held[~held["server"].isin(decommissioning)]
         for tier, part in live.groupby("tier"):
-            rows.append({"run": int(run), "tier": tier, "segments_max_minus_min": int(part["segments"].max() - part["segments"].min())})
+            rows.append(
+                {
+                    "run": int(run),
+                    "tier": tier,
+                    "segments_max_minus_min": int(part["segments"].max() - part["segments"].min()),
+                }
+            )
     return runs, pd.DataFrame(rows, columns=["run", "tier", "segments_max_minus_min"])
 
 
@@ -277,35 +388,71 @@ def simulation_report(sim_dir: str | Path) -> str:
     runs, spread = simulation_frames(sim)
     x = runs["run"].astype(int).tolist()
     status = go.Figure()
-    for column, name, color in (("unreplicated_before", "unreplicated", STATUS_COLORS["unreplicated"]),
-                                ("underreplicated_before", "underreplicated", STATUS_COLORS["underreplicated"])):
-        status.add_trace(go.Scatter(x=x, y=runs[column].astype(int).tolist(), name=name, mode="lines+markers",
-                                    line={"color": color}))
+    for column, name, color in (
+        ("unreplicated_before", "unreplicated", STATUS_COLORS["unreplicated"]),
+        ("underreplicated_before", "underreplicated", STATUS_COLORS["underreplicated"]),
+    ):
+        status.add_trace(
+            go.Scatter(x=x, y=runs[column].astype(int).tolist(), name=name, mode="lines+markers", line={"color": color})
+        )
     status.update_layout(title="segments at the start of each run", xaxis={"title": "run", "dtick": 1}, height=340)
     balance = go.Figure()
     for tier, part in spread.groupby("tier"):
-        balance.add_trace(go.Scatter(x=part["run"].tolist(), y=part["segments_max_minus_min"].tolist(), name=tier,
-                                     mode="lines+markers"))
-    balance.update_layout(title="max − min segments per tier after each run", xaxis={"title": "run", "dtick": 1}, height=340)
+        balance.add_trace(
+            go.Scatter(
+                x=part["run"].tolist(), y=part["segments_max_minus_min"].tolist(), name=tier, mode="lines+markers"
+            )
+        )
+    balance.update_layout(
+        title="max − min segments per tier after each run", xaxis={"title": "run", "dtick": 1}, height=340
+    )
     moves = go.Figure()
-    for column, name in (("loads", "loads"), ("drops", "drops"), ("moves", "moves"), ("balancing_moves", "balancing moves")):
+    for column, name in (
+        ("loads", "loads"),
+        ("drops", "drops"),
+        ("moves", "moves"),
+        ("balancing_moves", "balancing moves"),
+    ):
         moves.add_trace(go.Bar(x=x, y=runs[column].astype(int).tolist(), name=name))
-    moves.update_layout(title="operations planned per run", barmode="group", xaxis={"title": "run", "dtick": 1}, height=340)
-    charts = {"status": _html(status, "chart-sim-status"), "balance": _html(balance, "chart-sim-balance"),
-              "moves": _html(moves, "chart-sim-moves")}
+    moves.update_layout(
+        title="operations planned per run", barmode="group", xaxis={"title": "run", "dtick": 1}, height=340
+    )
+    charts = {
+        "status": _html(status, "chart-sim-status"),
+        "balance": _html(balance, "chart-sim-balance"),
+        "moves": _html(moves, "chart-sim-moves"),
+    }
     margins = _margins(sim)
     if margins is not None:
-        charts["margins"] = _html(_margin_figure(margins, "balancing_moves", "balancing moves per run by margin"),
-                                  "chart-sim-margins")
-        charts["margin_bytes"] = _html(_margin_figure(margins.assign(balancing_bytes=margins["balancing_bytes"] / 2**30),
-                                                      "balancing_bytes", "GiB moved by balancing per run by margin"),
-                                       "chart-sim-margin-bytes")
-    reports = {int(r): f"run-{int(r):03d}/plan/{REPORT_FILE}" for r in x
-               if (sim / f"run-{int(r):03d}" / "plan" / REPORT_FILE).is_file()}
-    return _environment().get_template("simulation_report.html.j2").render(
-        title=f"Simulation {sim.parent.name}/{sim.name}", runs=runs.to_dict("records"), columns=list(runs.columns),
-        charts=charts, reports=reports, plotlyjs=_plotlyjs(),
-        margins=None if margins is None else margin_summary(margins, sim))
+        charts["margins"] = _html(
+            _margin_figure(margins, "balancing_moves", "balancing moves per run by margin"), "chart-sim-margins"
+        )
+        charts["margin_bytes"] = _html(
+            _margin_figure(
+                margins.assign(balancing_bytes=margins["balancing_bytes"] / 2**30),
+                "balancing_bytes",
+                "GiB moved by balancing per run by margin",
+            ),
+            "chart-sim-margin-bytes",
+        )
+    reports = {
+        int(r): f"run-{int(r):03d}/plan/{REPORT_FILE}"
+        for r in x
+        if (sim / f"run-{int(r):03d}" / "plan" / REPORT_FILE).is_file()
+    }
+    return (
+        _environment()
+        .get_template("simulation_report.html.j2")
+        .render(
+            title=f"Simulation {sim.parent.name}/{sim.name}",
+            runs=runs.to_dict("records"),
+            columns=list(runs.columns),
+            charts=charts,
+            reports=reports,
+            plotlyjs=_plotlyjs(),
+            margins=None if margins is None else margin_summary(margins, sim),
+        )
+    )
 
 
 def margin_name(margin: float) -> str:
@@ -330,10 +477,21 @@ def _margin_figure(margins: pd.DataFrame, column: str, title: str):
 
     fig = go.Figure()
     for margin, part in margins.groupby("margin"):
-        fig.add_trace(go.Scatter(x=part["run"].astype(int).tolist(), y=part[column].round(2).tolist(),
-                                 name=f"{margin_name(margin)} %", mode="lines+markers"))
-    fig.update_layout(title=title, xaxis={"title": "run", "dtick": 1}, yaxis={"rangemode": "tozero"}, height=340,
-                      legend={"title": {"text": "balancingMinCostReductionPercent"}})
+        fig.add_trace(
+            go.Scatter(
+                x=part["run"].astype(int).tolist(),
+                y=part[column].round(2).tolist(),
+                name=f"{margin_name(margin)} %",
+                mode="lines+markers",
+            )
+        )
+    fig.update_layout(
+        title=title,
+        xaxis={"title": "run", "dtick": 1},
+        yaxis={"rangemode": "tozero"},
+        height=340,
+        legend={"title": {"text": "balancingMinCostReductionPercent"}},
+    )
     return fig
 
 
@@ -353,9 +511,16 @@ def margin_summary(margins: pd.DataFrame, sim: Path | None = None) -> list[dict]
         else:
             quiet = last_busy + 1 if last_busy < int(part["run"].max()) else None
         last = part.iloc[-1]
-        row = {"margin": float(margin), "moves": int(moved.sum()), "bytes": int(part["balancing_bytes"].sum()),
-               "quiet_from": quiet, "segments_spread": int(last["segments_max_minus_min"]),
-               "bytes_spread": int(last["bytes_max_minus_min"]), "total_cost": float(last["total_cost"]), "report": None}
+        row = {
+            "margin": float(margin),
+            "moves": int(moved.sum()),
+            "bytes": int(part["balancing_bytes"].sum()),
+            "quiet_from": quiet,
+            "segments_spread": int(last["segments_max_minus_min"]),
+            "bytes_spread": int(last["bytes_max_minus_min"]),
+            "total_cost": float(last["total_cost"]),
+            "report": None,
+        }
         if sim is not None:  # the simulation's own margin has no directory under margins/
             own = not (sim / "margins" / margin_name(margin)).is_dir()
             rel = REPORT_FILE if own else f"margins/{margin_name(margin)}/{REPORT_FILE}"

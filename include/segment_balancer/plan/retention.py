@@ -51,8 +51,9 @@ def _age_days(entry: PlanEntry, now: float) -> float:
     return (now - published) / DAY_SECONDS
 
 
-def plans_to_remove(entries: list[PlanEntry], latest: str | None, now: float, max_age_days: float,
-                    per_cluster: int) -> list[tuple[PlanEntry, str]]:
+def plans_to_remove(
+    entries: list[PlanEntry], latest: str | None, now: float, max_age_days: float, per_cluster: int
+) -> list[tuple[PlanEntry, str]]:
     """The plans of ``entries`` (newest first, as ``plan_history`` gives them) to remove, each with
     its reason (``age`` or ``count``), oldest last; ``latest``: the name ``LATEST`` holds (None:
     none); ``now``: seconds since the epoch. Module docstring for the rules."""
@@ -78,8 +79,9 @@ def plans_to_remove(entries: list[PlanEntry], latest: str | None, now: float, ma
     return out
 
 
-def remove_plans(plans_root: str | Path, max_age_days: float, per_cluster: int,
-                 now: float | None = None) -> list[Removed]:
+def remove_plans(
+    plans_root: str | Path, max_age_days: float, per_cluster: int, now: float | None = None
+) -> list[Removed]:
     """Remove, under the publish lock of ``plans_root``, the plans :func:`plans_to_remove` names
     and leftover temporaries older than a day; log and return each :class:`Removed`. A plan whose
     removal fails is logged and left (``OSError``); nothing is raised for it."""
@@ -95,10 +97,15 @@ def remove_plans(plans_root: str | Path, max_age_days: float, per_cluster: int,
             latest = (root / "LATEST").read_text().strip() or None
         except FileNotFoundError:
             latest = None
-        doomed = [(Path(e.path), reason) for e, reason in
-                  plans_to_remove(plan_history(root), latest, now, max_age_days, per_cluster)]
-        doomed += [(p, "leftover") for p in sorted(root.iterdir())
-                   if is_leftover(p) and now - p.lstat().st_mtime > LEFTOVER_AGE_SECONDS]
+        doomed = [
+            (Path(e.path), reason)
+            for e, reason in plans_to_remove(plan_history(root), latest, now, max_age_days, per_cluster)
+        ]
+        doomed += [
+            (p, "leftover")
+            for p in sorted(root.iterdir())
+            if is_leftover(p) and now - p.lstat().st_mtime > LEFTOVER_AGE_SECONDS
+        ]
         for path, reason in doomed:
             try:
                 size = remove_dir(path) if path.is_dir() and not path.is_symlink() else _unlink(path)

@@ -25,7 +25,7 @@ import json
 import logging
 import os
 from dataclasses import dataclass, field
-from datetime import datetime, timezone
+from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
@@ -43,8 +43,19 @@ CHUNK_ROWS = 2_000_000
 replicas is checked chunk by chunk, each chunk ending where a segment's rows end."""
 
 _REQUIRED = {
-    "operations": ["op_id", "stage", "action", "queue_type", "segment_id", "datasource", "tier",
-                   "server", "size_bytes", "depends_on", "reason"],
+    "operations": [
+        "op_id",
+        "stage",
+        "action",
+        "queue_type",
+        "segment_id",
+        "datasource",
+        "tier",
+        "server",
+        "size_bytes",
+        "depends_on",
+        "reason",
+    ],
     "assignment": ["segment_id", "server", "tier"],
     "servers": ["server", "tier", "max_size", "current_size", "decommissioning"],
     "segments": ["segment_id", "size_bytes", "rule_kind"],
@@ -120,9 +131,13 @@ def load_inputs(plan_dir: str | Path, work_dir: str | Path) -> PlanInputs:
     import pyarrow.dataset as ds
 
     plan_dir, prepared = Path(plan_dir), Path(work_dir) / "prepared"
-    paths = {"operations": plan_dir / "operations.parquet", "assignment": plan_dir / "assignment.parquet",
-             "servers": prepared / "servers.parquet", "replicas": prepared / "replicas.parquet",
-             "segments": prepared / "segments.parquet"}
+    paths = {
+        "operations": plan_dir / "operations.parquet",
+        "assignment": plan_dir / "assignment.parquet",
+        "servers": prepared / "servers.parquet",
+        "replicas": prepared / "replicas.parquet",
+        "segments": prepared / "segments.parquet",
+    }
     datasets = {}
     for name, path in paths.items():
         if not path.exists():
@@ -131,14 +146,20 @@ def load_inputs(plan_dir: str | Path, work_dir: str | Path) -> PlanInputs:
         missing = [c for c in _REQUIRED[name] if c not in datasets[name].schema.names]
         if missing:
             raise ValueError(f"{name}: missing columns {missing}")
-    frames = {"operations": datasets["operations"].to_table().to_pandas(),
-              "assignment": paths["assignment"],
-              "servers": datasets["servers"].to_table(columns=_REQUIRED["servers"]).to_pandas(),
-              "replicas": datasets["replicas"].to_table(columns=_REQUIRED["replicas"],
-                                                        filter=ds.field("queued_load") == True).to_pandas()}  # noqa: E712
+    frames = {
+        "operations": datasets["operations"].to_table().to_pandas(),
+        "assignment": paths["assignment"],
+        "servers": datasets["servers"].to_table(columns=_REQUIRED["servers"]).to_pandas(),
+        "replicas": datasets["replicas"]
+        .to_table(columns=_REQUIRED["replicas"], filter=ds.field("queued_load") == True)  # noqa: E712 (a pyarrow expression)
+        .to_pandas(),
+    }  # noqa: E712
     named = pd.concat([frames["operations"]["segment_id"], frames["replicas"]["segment_id"]]).dropna().unique()
-    frames["segments"] = datasets["segments"].to_table(
-        columns=_REQUIRED["segments"], filter=ds.field("segment_id").isin(pa.array(named, pa.string()))).to_pandas()
+    frames["segments"] = (
+        datasets["segments"]
+        .to_table(columns=_REQUIRED["segments"], filter=ds.field("segment_id").isin(pa.array(named, pa.string())))
+        .to_pandas()
+    )
     ops = frames["operations"]
     ops["depends_on"] = ops["depends_on"].astype("Int64")
     meta = json.loads((prepared / "meta.json").read_text())
@@ -170,8 +191,9 @@ def assignment_chunks(path: Path, rows: int | None = None):
         order = (ids[1:] < ids[:-1]).astype(bool)
         if order.any() or (last is not None and len(ids) and ids[0] < last):
             at = seen + (int(order.argmax()) + 1 if order.any() else 0)
-            raise ValueError(f"{path}: row {at}: segment ids out of order; the plan's assignment is written "
-                             f"sorted by segment id")
+            raise ValueError(
+                f"{path}: row {at}: segment ids out of order; the plan's assignment is written sorted by segment id"
+            )
         seen += len(frame)
         if held is not None:
             frame = pd.concat([held, frame], ignore_index=True)
@@ -200,8 +222,9 @@ def capacity_frame(inp: PlanInputs) -> pd.DataFrame:
     queued_bytes = queued["segment_id"].map(sizes).fillna(0).groupby(queued["server"]).sum()
     loads = inp.operations[inp.operations["action"] == "LOAD"]
     load_bytes = loads.groupby("server")["size_bytes"].sum()
-    out = inp.servers.loc[inp.servers["server"].isin(load_bytes.index),
-                          ["server", "tier", "max_size", "current_size"]].reset_index(drop=True)
+    out = inp.servers.loc[
+        inp.servers["server"].isin(load_bytes.index), ["server", "tier", "max_size", "current_size"]
+    ].reset_index(drop=True)
     out["queued_bytes"] = out["server"].map(queued_bytes).fillna(0).astype("int64")
     out["plan_load_bytes"] = out["server"].map(load_bytes).fillna(0).astype("int64")
     out["projected_size"] = out["current_size"] + out["queued_bytes"] + out["plan_load_bytes"]
@@ -233,25 +256,31 @@ def queue_frame(inp: PlanInputs) -> pd.DataFrame:
     ``total_count`` (int64: all loads), ``total`` (Int64, null = unlimited).
     """
     rep = inp.replicas[inp.replicas["queued_load"].fillna(False).astype(bool)]
-    start = pd.DataFrame({"server": rep["server"], "qt": rep["queue_type"].fillna("loading"),
-                          "stage": 0})
+    start = pd.DataFrame({"server": rep["server"], "qt": rep["queue_type"].fillna("loading"), "stage": 0})
     ops = inp.operations
     ops = ops[(ops["action"] == "LOAD") & ops["stage"].notna() & ops["server"].notna()]
-    loads = pd.DataFrame({"server": ops["server"], "qt": ops["queue_type"].fillna("loading"),
-                          "stage": ops["stage"].astype("int64")})
+    loads = pd.DataFrame(
+        {"server": ops["server"], "qt": ops["queue_type"].fillna("loading"), "stage": ops["stage"].astype("int64")}
+    )
     queued = pd.concat([start, loads], ignore_index=True)
     rows = []
     for k in sorted(loads["stage"].unique()):
-        counts = (queued[queued["stage"] <= k].groupby(["server", "qt"]).size()
-                  .unstack(fill_value=0))
+        counts = queued[queued["stage"] <= k].groupby(["server", "qt"]).size().unstack(fill_value=0)
         lim = inp.stage_limits.get(int(k), {})
         qtype = lim.get("queue_type")
         for server in sorted(loads.loc[loads["stage"] == k, "server"].unique()):
             row = counts.loc[server]
-            rows.append({"stage": int(k), "server": server, "counted_type": qtype or "all",
-                         "count": int(row.get(qtype, 0) if qtype else row.sum()),
-                         "limit": lim.get("limit"), "total_count": int(row.sum()),
-                         "total": lim.get("total")})
+            rows.append(
+                {
+                    "stage": int(k),
+                    "server": server,
+                    "counted_type": qtype or "all",
+                    "count": int(row.get(qtype, 0) if qtype else row.sum()),
+                    "limit": lim.get("limit"),
+                    "total_count": int(row.sum()),
+                    "total": lim.get("total"),
+                }
+            )
     cols = ["stage", "server", "counted_type", "count", "limit", "total_count", "total"]
     out = pd.DataFrame(rows, columns=cols)
     for c in ("stage", "count", "total_count"):
@@ -268,11 +297,12 @@ def dependency_frame(inp: PlanInputs) -> pd.DataFrame:
     (Int64), ``target_action``, ``target_segment_id`` (str; ``"<missing>"`` when no op has that id).
     """
     ops = inp.operations
-    dep = ops.loc[ops["depends_on"].notna(),
-                  ["op_id", "action", "segment_id", "server", "depends_on"]]
-    targets = (ops[["op_id", "action", "segment_id"]].drop_duplicates("op_id")
-               .rename(columns={"op_id": "depends_on", "action": "target_action",
-                                "segment_id": "target_segment_id"}))
+    dep = ops.loc[ops["depends_on"].notna(), ["op_id", "action", "segment_id", "server", "depends_on"]]
+    targets = (
+        ops[["op_id", "action", "segment_id"]]
+        .drop_duplicates("op_id")
+        .rename(columns={"op_id": "depends_on", "action": "target_action", "segment_id": "target_segment_id"})
+    )
     targets["depends_on"] = targets["depends_on"].astype("Int64")
     out = dep.merge(targets, on="depends_on", how="left").reset_index(drop=True)
     for c in ("target_action", "target_segment_id"):
@@ -289,50 +319,87 @@ def _checks(inp: PlanInputs) -> list[tuple[str, Any, list, list[str]]]:
     wf["action_queue_type"] = wf["action"].astype(str) + ":" + wf["queue_type"].fillna("null")
     pair_ok = [f"LOAD:{q}" for q in QUEUE_TYPES] + ["DROP:null"]
     # Segment ids are checked through a flag: a value_set of a million ids makes GX take minutes.
-    known = ops.assign(segment_known=ops["segment_id"].isin(inp.segments["segment_id"])
-                       .astype("boolean").where(ops["segment_id"].notna()))
+    known = ops.assign(
+        segment_known=ops["segment_id"]
+        .isin(inp.segments["segment_id"])
+        .astype("boolean")
+        .where(ops["segment_id"].notna())
+    )
     not_null = ["op_id", "stage", "action", "segment_id", "server", "size_bytes"]
     E = gx().expectations
     return [
-        ("known_servers_and_segments", known, [
-            E.ExpectColumnValuesToBeInSet(column="server",
-                                          value_set=sorted(inp.servers["server"].unique())),
-            E.ExpectColumnValuesToBeInSet(column="segment_known", value_set=[True]),
-        ], key),
-        ("assignment_unique", assignment_chunks(inp.assignment), [
-            E.ExpectCompoundColumnsToBeUnique(column_list=["segment_id", "server"]),
-        ], ["segment_id", "server", "tier"]),
-        ("capacity", capacity_frame(inp), [
-            E.ExpectColumnPairValuesAToBeGreaterThanB(column_A="max_size",
-                                                      column_B="projected_size", or_equal=True),
-        ], ["server", "max_size", "current_size", "queued_bytes", "plan_load_bytes",
-            "projected_size"]),
-        ("no_replicated_load_to_decommissioning", decommissioning_load_frame(inp), [
-            E.ExpectColumnValuesToBeInSet(column="decommissioning", value_set=[False]),
-        ], ["op_id", "stage", "segment_id", "server"]),
-        ("queue_limits", queue_frame(inp), [
-            E.ExpectColumnPairValuesAToBeGreaterThanB(column_A="limit", column_B="count",
-                                                      or_equal=True,
-                                                      ignore_row_if="either_value_is_missing"),
-            E.ExpectColumnPairValuesAToBeGreaterThanB(column_A="total", column_B="total_count",
-                                                      or_equal=True,
-                                                      ignore_row_if="either_value_is_missing"),
-        ], ["stage", "server", "counted_type", "count", "limit", "total_count", "total"]),
-        ("dependencies", dependency_frame(inp), [
-            E.ExpectColumnPairValuesAToBeGreaterThanB(column_A="op_id", column_B="depends_on"),
-            E.ExpectColumnValuesToBeInSet(column="target_action", value_set=["LOAD"]),
-            E.ExpectColumnPairValuesToBeEqual(column_A="segment_id",
-                                              column_B="target_segment_id"),
-            E.ExpectColumnValuesToBeInSet(column="action", value_set=["DROP"]),
-        ], ["op_id", "action", "segment_id", "depends_on", "target_action", "target_segment_id"]),
-        ("well_formed", wf, [
-            E.ExpectColumnValuesToBeUnique(column="op_id"),
-            *[E.ExpectColumnValuesToNotBeNull(column=c) for c in not_null],
-            E.ExpectColumnValuesToBeInSet(column="action", value_set=list(ACTIONS)),
-            E.ExpectColumnValuesToBeInSet(column="action_queue_type", value_set=pair_ok),
-            E.ExpectColumnValuesToBeBetween(column="stage", min_value=1, max_value=13),
-            E.ExpectColumnValuesToBeBetween(column="size_bytes", min_value=0),
-        ], key + ["queue_type", "size_bytes"]),
+        (
+            "known_servers_and_segments",
+            known,
+            [
+                E.ExpectColumnValuesToBeInSet(column="server", value_set=sorted(inp.servers["server"].unique())),
+                E.ExpectColumnValuesToBeInSet(column="segment_known", value_set=[True]),
+            ],
+            key,
+        ),
+        (
+            "assignment_unique",
+            assignment_chunks(inp.assignment),
+            [
+                E.ExpectCompoundColumnsToBeUnique(column_list=["segment_id", "server"]),
+            ],
+            ["segment_id", "server", "tier"],
+        ),
+        (
+            "capacity",
+            capacity_frame(inp),
+            [
+                E.ExpectColumnPairValuesAToBeGreaterThanB(
+                    column_A="max_size", column_B="projected_size", or_equal=True
+                ),
+            ],
+            ["server", "max_size", "current_size", "queued_bytes", "plan_load_bytes", "projected_size"],
+        ),
+        (
+            "no_replicated_load_to_decommissioning",
+            decommissioning_load_frame(inp),
+            [
+                E.ExpectColumnValuesToBeInSet(column="decommissioning", value_set=[False]),
+            ],
+            ["op_id", "stage", "segment_id", "server"],
+        ),
+        (
+            "queue_limits",
+            queue_frame(inp),
+            [
+                E.ExpectColumnPairValuesAToBeGreaterThanB(
+                    column_A="limit", column_B="count", or_equal=True, ignore_row_if="either_value_is_missing"
+                ),
+                E.ExpectColumnPairValuesAToBeGreaterThanB(
+                    column_A="total", column_B="total_count", or_equal=True, ignore_row_if="either_value_is_missing"
+                ),
+            ],
+            ["stage", "server", "counted_type", "count", "limit", "total_count", "total"],
+        ),
+        (
+            "dependencies",
+            dependency_frame(inp),
+            [
+                E.ExpectColumnPairValuesAToBeGreaterThanB(column_A="op_id", column_B="depends_on"),
+                E.ExpectColumnValuesToBeInSet(column="target_action", value_set=["LOAD"]),
+                E.ExpectColumnPairValuesToBeEqual(column_A="segment_id", column_B="target_segment_id"),
+                E.ExpectColumnValuesToBeInSet(column="action", value_set=["DROP"]),
+            ],
+            ["op_id", "action", "segment_id", "depends_on", "target_action", "target_segment_id"],
+        ),
+        (
+            "well_formed",
+            wf,
+            [
+                E.ExpectColumnValuesToBeUnique(column="op_id"),
+                *[E.ExpectColumnValuesToNotBeNull(column=c) for c in not_null],
+                E.ExpectColumnValuesToBeInSet(column="action", value_set=list(ACTIONS)),
+                E.ExpectColumnValuesToBeInSet(column="action_queue_type", value_set=pair_ok),
+                E.ExpectColumnValuesToBeBetween(column="stage", min_value=1, max_value=13),
+                E.ExpectColumnValuesToBeBetween(column="size_bytes", min_value=0),
+            ],
+            key + ["queue_type", "size_bytes"],
+        ),
     ]
 
 
@@ -374,29 +441,40 @@ def _run_frame(source, name: str, asset: str, frame: pd.DataFrame, exps: list, c
     for exp in exps:
         suite.add_expectation(exp)
     result = batch_def.get_batch(batch_parameters={"dataframe": frame}).validate(
-        suite, result_format={"result_format": "SUMMARY", "partial_unexpected_count": 5})
+        suite, result_format={"result_format": "SUMMARY", "partial_unexpected_count": 5}
+    )
     examples, unexpected, details = [], 0, []
     for res in result.results:
         etype = res.expectation_config.type
         count = int(res.result.get("unexpected_count") or 0)
         unexpected += count
-        details.append({"expectation": etype, "kwargs": _short_kwargs(res.expectation_config.kwargs),
-                        "success": bool(res.success), "unexpected_count": count})
+        details.append(
+            {
+                "expectation": etype,
+                "kwargs": _short_kwargs(res.expectation_config.kwargs),
+                "success": bool(res.success),
+                "unexpected_count": count,
+            }
+        )
         if res.success:
             continue
         error = _exception_message(res.exception_info)
         if error:
-            examples.append({"expectation": etype,
-                             "columns": _columns_of(res.expectation_config.kwargs),
-                             "error": error})
+            examples.append(
+                {"expectation": etype, "columns": _columns_of(res.expectation_config.kwargs), "error": error}
+            )
             continue
         idx = res.result.get("partial_unexpected_index_list") or []
-        rows = json.loads(frame.loc[list(idx), [c for c in cols if c in frame]]
-                          .to_json(orient="records"))
+        rows = json.loads(frame.loc[list(idx), [c for c in cols if c in frame]].to_json(orient="records"))
         on = _columns_of(res.expectation_config.kwargs)
         examples.extend({"expectation": etype, "columns": on, **row} for row in rows)
-    return {"name": name, "success": bool(result.success), "unexpected_count": unexpected,
-            "examples": examples[:MAX_EXAMPLES], "expectations": details}
+    return {
+        "name": name,
+        "success": bool(result.success),
+        "unexpected_count": unexpected,
+        "examples": examples[:MAX_EXAMPLES],
+        "expectations": details,
+    }
 
 
 def _columns_of(kwargs: Any) -> list[str]:
@@ -438,7 +516,7 @@ def validate_plan(plan_dir: str | Path, work_dir: str | Path) -> dict:
     report = {
         "success": all(c["success"] for c in checks),
         "checks": checks,
-        "validated_at": datetime.now(timezone.utc).isoformat(),
+        "validated_at": datetime.now(UTC).isoformat(),
         "gx_version": gx().__version__,
         "plan_files": plan_fingerprint(plan_dir),
     }
@@ -457,6 +535,8 @@ def require_valid(plan_dir: str | Path, work_dir: str | Path) -> dict:
     lines = [f"plan {plan_dir} failed validation:"]
     for check in report["checks"]:
         if not check["success"]:
-            lines.append(f"- {check['name']}: {check['unexpected_count']} unexpected; "
-                         f"examples: {json.dumps(check['examples'][:3], default=str)}")
+            lines.append(
+                f"- {check['name']}: {check['unexpected_count']} unexpected; "
+                f"examples: {json.dumps(check['examples'][:3], default=str)}"
+            )
     raise PlanValidationError("\n".join(lines), report)

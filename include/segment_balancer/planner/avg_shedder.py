@@ -63,9 +63,16 @@ class Pair:
         return pair_key(self.high.server, self.low.server)
 
 
-def pair_tier(tier: str, servers: Iterable[Usage], previous: Mapping[tuple[str, str], int], *,
-              low_threshold: float = 15.0, high_threshold: float = 40.0, hit_count_low: int = 8,
-              hit_count_high: int = 2) -> list[Pair]:
+def pair_tier(
+    tier: str,
+    servers: Iterable[Usage],
+    previous: Mapping[tuple[str, str], int],
+    *,
+    low_threshold: float = 15.0,
+    high_threshold: float = 40.0,
+    hit_count_low: int = 8,
+    hit_count_high: int = 2,
+) -> list[Pair]:
     """The pairs of ``tier`` this run, widest difference first (ties: the outer pair first, the
     order they were paired in; ALGORITHM.md leaves the tie open).
 
@@ -91,8 +98,10 @@ def pair_tier(tier: str, servers: Iterable[Usage], previous: Mapping[tuple[str, 
         elif sheds:
             waiting = ""
         elif difference > high_threshold:
-            waiting = (f"shed in {hit_count_high - count} more run(s) if the gap stays above {high_threshold:g}, "
-                       f"or {hit_count_low - count} if it stays above {low_threshold:g}")
+            waiting = (
+                f"shed in {hit_count_high - count} more run(s) if the gap stays above {high_threshold:g}, "
+                f"or {hit_count_low - count} if it stays above {low_threshold:g}"
+            )
         else:
             waiting = f"shed in {hit_count_low - count} more run(s) if the gap stays above {low_threshold:g}"
         pairs.append(Pair(tier, high, low, difference, count, sheds, max(int(x), 0), waiting))

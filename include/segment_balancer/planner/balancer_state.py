@@ -25,8 +25,17 @@ from segment_balancer.common.files import write_json_atomic, write_text_atomic
 from segment_balancer.druid.instants import format_instant_ms, parse_instant_ms
 from segment_balancer.planner.avg_shedder import pair_key, remembered
 
-__all__ = ["BalancerState", "STATE_FILE", "NEXT_STATE_FILE", "PREVIOUS_FILE", "FORMAT", "VERSION", "read_state", "counts_from_json",
-           "counts_to_json"]
+__all__ = [
+    "BalancerState",
+    "STATE_FILE",
+    "NEXT_STATE_FILE",
+    "PREVIOUS_FILE",
+    "FORMAT",
+    "VERSION",
+    "read_state",
+    "counts_from_json",
+    "counts_to_json",
+]
 
 STATE_FILE = "balancer_state.json"
 """The state a published plan carries, next to its operations."""
@@ -57,12 +66,20 @@ class BalancerState:
     def to_dict(self) -> dict:
         """The JSON object of ``balancer_state.json`` (module docstring); pairs by tier, then names."""
         at = format_instant_ms(self.snapshot_time_ms)
-        return {"format": FORMAT, "version": VERSION, "cluster": self.cluster, "snapshot_time": at,
-                "pairs": [{"tier": tier, "servers": list(pair), "hit_count": int(n), "counted_at": at}
-                          for tier in sorted(self.counts) for pair, n in sorted(self.counts[tier].items())]}
+        return {
+            "format": FORMAT,
+            "version": VERSION,
+            "cluster": self.cluster,
+            "snapshot_time": at,
+            "pairs": [
+                {"tier": tier, "servers": list(pair), "hit_count": int(n), "counted_at": at}
+                for tier in sorted(self.counts)
+                for pair, n in sorted(self.counts[tier].items())
+            ],
+        }
 
     @classmethod
-    def from_pairs(cls, cluster: str, snapshot_time_ms: int, pairs) -> "BalancerState":
+    def from_pairs(cls, cluster: str, snapshot_time_ms: int, pairs) -> BalancerState:
         """The state after a run whose pairs were ``pairs`` (dicts with ``tier``, ``high``, ``low``,
         ``hit_count``, ``sheds``: ``kernels.shedding.pair_record``): the pairs the next run
         starts from (:func:`~segment_balancer.planner.avg_shedder.remembered`)."""
@@ -79,8 +96,9 @@ class BalancerState:
         return path
 
 
-def read_state(path: Path | None, cluster: str, snapshot_time_ms: int, name: str | None = None
-               ) -> tuple[Counts, str | None]:
+def read_state(
+    path: Path | None, cluster: str, snapshot_time_ms: int, name: str | None = None
+) -> tuple[Counts, str | None]:
     """The hit counts of the state at ``path`` for a plan of ``cluster`` at ``snapshot_time_ms``,
     and a warning naming the file (``name``, default ``path``; None when the state is used).
     ``path`` None or absent: no counts, no warning (the first run). Never raises."""
@@ -94,21 +112,32 @@ def read_state(path: Path | None, cluster: str, snapshot_time_ms: int, name: str
     try:
         data = json.loads(path.read_text(encoding="utf-8"))
         if not isinstance(data, Mapping) or data.get("format") != FORMAT:
-            return {}, f"{shown} is not a balancer state (no \"format\": \"{FORMAT}\"); {start}"
+            return {}, f'{shown} is not a balancer state (no "format": "{FORMAT}"); {start}'
         if data.get("version") != VERSION:
-            return {}, f"{shown} is balancer state version {data.get('version')!r}, this release reads {VERSION}; {start}"
+            return (
+                {},
+                f"{shown} is balancer state version {data.get('version')!r}, this release reads {VERSION}; {start}",
+            )
         if data.get("cluster") != cluster:
             return {}, f"{shown} is the balancer state of cluster {data.get('cluster')!r}, not {cluster!r}; {start}"
         state_ms = parse_instant_ms(data["snapshot_time"])
         if state_ms > snapshot_time_ms:
-            return {}, (f"{shown} was counted at {data['snapshot_time']}, after the snapshot planned "
-                        f"({format_instant_ms(snapshot_time_ms)}); {start}")
+            return {}, (
+                f"{shown} was counted at {data['snapshot_time']}, after the snapshot planned "
+                f"({format_instant_ms(snapshot_time_ms)}); {start}"
+            )
         counts: Counts = {}
         for row in data["pairs"]:
             a, b = row["servers"]
             n = row["hit_count"]
-            if not isinstance(n, int) or isinstance(n, bool) or n < 1 or not isinstance(row["tier"], str) \
-                    or not isinstance(a, str) or not isinstance(b, str):
+            if (
+                not isinstance(n, int)
+                or isinstance(n, bool)
+                or n < 1
+                or not isinstance(row["tier"], str)
+                or not isinstance(a, str)
+                or not isinstance(b, str)
+            ):
                 raise ValueError(f"bad pair {row!r}")
             counts.setdefault(row["tier"], {})[pair_key(a, b)] = n
         return counts, None

@@ -33,7 +33,7 @@ import logging
 import math
 import os
 import re
-from collections.abc import Callable, Mapping
+from collections.abc import Mapping
 from fractions import Fraction
 from typing import Any
 
@@ -43,7 +43,7 @@ from segment_balancer.druid.rules import Period
 from segment_balancer.druid.snapshot.errors import SnapshotError, json_kind, short_value
 from segment_balancer.druid.snapshot.loader import read_json
 from segment_balancer.druid.snapshot.models import QueueType
-from segment_balancer.planner.jsfunc import JsFunctionError, compile_function
+from segment_balancer.planner.bestservers import BestServersError, BestServersFunction, compile_function
 from segment_balancer.planner.config_keys import BALANCER_STRATEGIES, DEFAULT_FUNCTION, KEYS, MOVE_TRIGGERS
 from segment_balancer.planner.config_keys import BY_NAME as KEYS_BY_NAME
 from segment_balancer.planner.runstate import StageLimit
@@ -128,7 +128,7 @@ class EffectiveConfig(BaseModel):
     ignored: tuple[dict[str, Any], ...] = ()
     derived: dict[str, str] = {}
     _exact: dict[str, Fraction] = PrivateAttr(default_factory=dict)
-    _fn: Callable[[float, float], float] | None = PrivateAttr(default=None)
+    _fn: BestServersFunction | None = PrivateAttr(default=None)  # the same object for the same text in a process
 
     @property
     def segment_loading_max_ms(self) -> int:
@@ -163,13 +163,17 @@ class EffectiveConfig(BaseModel):
     def num_best_servers(self, num_servers_in_tier: int, target_replicants: int) -> int:
         """``B = min(max(floor(f(n, t)), t), n)`` (ALGORITHM.md "Best servers").
 
-        ``f`` is ``numBestServersChoosingFunction``; a NaN result counts as ``t``; ``n`` wins when
+        ``f`` is ``numBestServersChoosingFunction``, run by V8 once per distinct ``(n, t)``
+        (:mod:`segment_balancer.planner.bestservers`); a NaN result counts as ``t``; ``n`` wins when
         ``t > n`` (no more servers than the tier has).
+
+        Raises:
+            BestServersError: ``f(n, t)`` threw, returned a non-number or exceeded its time or memory limit.
         """
         n, t = int(num_servers_in_tier), int(target_replicants)
         if self._fn is None:
             self._fn = _compile(self.num_best_servers_choosing_function, self)
-        value = self._fn(float(n), float(t))
+        value = self._fn(n, t)
         b = t if value != value else (math.floor(value) if math.isfinite(value) else (n if value > 0 else t))
         return max(0, min(max(b, t), n))
 
@@ -182,7 +186,7 @@ class EffectiveConfig(BaseModel):
         return {**values, "ignored": [dict(e) for e in self.ignored], "derived": dict(self.derived)}
 
 
-def _compile(text: str, cfg: EffectiveConfig) -> Callable[[float, float], float]:
+def _compile(text: str, cfg: EffectiveConfig) -> BestServersFunction:
     return compile_function(text, {LOG_BASE_KEY: cfg.num_best_servers_choosing_function_default_log_base})
 
 
@@ -356,8 +360,10 @@ def build_config(file_values: Mapping[str, Any] | None, overrides: Mapping[str, 
 
     Raises:
         SnapshotError: an unknown key of ``overrides`` (with the closest known key), wrong type or
-            range, min-percents not summing to 100, invalid ``numBestServersChoosingFunction`` text. ``file`` is ``coordinator_config.json`` or
-            ``config overrides``; ``row`` is ``None``.
+            range, min-percents not summing to 100, a ``numBestServersChoosingFunction`` that V8 refuses
+            or whose ``f(1, 1)`` throws, returns a non-number or exceeds its time or memory limit
+            (:func:`segment_balancer.planner.bestservers.compile_function`). ``file`` is
+            ``coordinator_config.json`` or ``config overrides``; ``row`` is ``None``.
     """
     if file_values is not None and not isinstance(file_values, Mapping):
         raise SnapshotError(CONFIG_FILE, None, f"must be a JSON object, got {json_kind(file_values)}")
@@ -463,8 +469,9 @@ def build_config(file_values: Mapping[str, Any] | None, overrides: Mapping[str, 
         raise ctx.fail("numBestServersChoosingFunction", f"must be a string, got {fn_text!r}")
     try:
         cfg._fn = _compile(fn_text, cfg)
-    except JsFunctionError as exc:
-        raise ctx.fail("numBestServersChoosingFunction", f"{short_value(fn_text)} is not accepted: {exc}") from None
+    except BestServersError as exc:
+        problem = f"{short_value(fn_text)} is not accepted: {exc.reason}"
+        raise ctx.fail("numBestServersChoosingFunction", problem) from None
     return cfg
 
 

@@ -56,8 +56,12 @@ class Key:
         ``must be between 0 and 100`` …, without the value), or None. A range of two bounds is
         named whole, unless its top is only Java's integer limit."""
         lo, hi, xlo, xhi = self.minimum, self.maximum, self.exclusive_minimum, self.exclusive_maximum
-        if ((lo is None or value >= lo) and (hi is None or value <= hi)
-                and (xlo is None or value > xlo) and (xhi is None or value < xhi)):
+        if (
+            (lo is None or value >= lo)
+            and (hi is None or value <= hi)
+            and (xlo is None or value > xlo)
+            and (xhi is None or value < xhi)
+        ):
             return None
         if hi is not None and hi not in (INT32, INT64):
             if lo is not None:
@@ -82,8 +86,12 @@ class Key:
             schema.update(type=["null", "array"], items={"type": "string"})
         else:
             schema["type"] = ["null", self.type]
-        for field, word in (("minimum", "minimum"), ("maximum", "maximum"),
-                            ("exclusive_minimum", "exclusiveMinimum"), ("exclusive_maximum", "exclusiveMaximum")):
+        for field, word in (
+            ("minimum", "minimum"),
+            ("maximum", "maximum"),
+            ("exclusive_minimum", "exclusiveMinimum"),
+            ("exclusive_maximum", "exclusiveMaximum"),
+        ):
             if getattr(self, field) is not None:
                 schema[word] = getattr(self, field)
         if self.choices:
@@ -111,70 +119,220 @@ _PERCENT = {"minimum": 0, "maximum": 100, "unit": "%"}
 _SEED = 'seed "Configurations"'
 
 KEYS: tuple[Key, ...] = (
-    Key("maxSegmentsInNodeLoadingQueue", "integer", 500, "Load-queue size of every historical, 0 = unlimited",
-        _SEED, "segments", minimum=0, maximum=INT32, form=True),
-    Key("numBestServersChoosingFunction", "string", DEFAULT_FUNCTION,
+    Key(
+        "maxSegmentsInNodeLoadingQueue",
+        "integer",
+        500,
+        "Load-queue size of every historical, 0 = unlimited",
+        _SEED,
+        "segments",
+        minimum=0,
+        maximum=INT32,
+        form=True,
+    ),
+    Key(
+        "numBestServersChoosingFunction",
+        "string",
+        DEFAULT_FUNCTION,
         "JavaScript function (numServersInTier, targetReplicants) giving B, the number of best servers; "
-        "it may read numBestServersChoosingFunctionDefaultLogBase", _SEED),
-    Key("numBestServersChoosingFunctionDefaultLogBase", "number", 5.0,
-        "Log base of the default function giving B", _SEED, exclusive_minimum=1, form=True),
-    Key("loadingMinPercent", "number", 70.0,
+        "it may read numBestServersChoosingFunctionDefaultLogBase",
+        _SEED,
+    ),
+    Key(
+        "numBestServersChoosingFunctionDefaultLogBase",
+        "number",
+        5.0,
+        "Log base of the default function giving B",
+        _SEED,
+        exclusive_minimum=1,
+        form=True,
+    ),
+    Key(
+        "loadingMinPercent",
+        "number",
+        70.0,
         "Share of each load queue kept for loading; with decommissioningMinPercent and balancingMinPercent: "
         "one given, the other two share the rest in their default proportion; all three given, they sum to 100",
-        _SEED, **_PERCENT, form=True),
-    Key("decommissioningMinPercent", "number", 10.0,
+        _SEED,
+        **_PERCENT,
+        form=True,
+    ),
+    Key(
+        "decommissioningMinPercent",
+        "number",
+        10.0,
         "Share of each load queue kept for moves off decommissioning historicals (sums to 100 with "
-        "loadingMinPercent and balancingMinPercent)", _SEED, **_PERCENT, form=True),
-    Key("balancingMinPercent", "number", 20.0,
+        "loadingMinPercent and balancingMinPercent)",
+        _SEED,
+        **_PERCENT,
+        form=True,
+    ),
+    Key(
+        "balancingMinPercent",
+        "number",
+        20.0,
         "Share of each load queue kept for balancing moves (sums to 100 with loadingMinPercent and "
-        "decommissioningMinPercent)", _SEED, **_PERCENT, form=True),
-    Key("decommissioningMaxPercent", "number", 70.0,
-        "Most of each load queue that moves off decommissioning historicals may take", _SEED, **_PERCENT, form=True),
-    Key("segmentLoadingMaxSecondsBeforeAlerting", "number", 900.0,
-        "A load queued longer than this is raised as an alert", _SEED, "seconds", minimum=0),
-    Key("coordinatorPeriodMillis", "integer", 60_000,
+        "decommissioningMinPercent)",
+        _SEED,
+        **_PERCENT,
+        form=True,
+    ),
+    Key(
+        "decommissioningMaxPercent",
+        "number",
+        70.0,
+        "Most of each load queue that moves off decommissioning historicals may take",
+        _SEED,
+        **_PERCENT,
+        form=True,
+    ),
+    Key(
+        "segmentLoadingMaxSecondsBeforeAlerting",
+        "number",
+        900.0,
+        "A load queued longer than this is raised as an alert",
+        _SEED,
+        "seconds",
+        minimum=0,
+    ),
+    Key(
+        "coordinatorPeriodMillis",
+        "integer",
+        60_000,
         "The Coordinator's period (or druid.coordinator.period as an ISO-8601 period; both given, they agree)",
-        "Druid druid.coordinator.period", "milliseconds", minimum=1, maximum=INT32),
-    Key("druid.coordinator.period", "string", "PT60S",
-        "The Coordinator's period as a fixed ISO-8601 period, e.g. PT60S", "Druid druid.coordinator.period"),
-    Key("decommissioningNodes", "array", [],
+        "Druid druid.coordinator.period",
+        "milliseconds",
+        minimum=1,
+        maximum=INT32,
+    ),
+    Key(
+        "druid.coordinator.period",
+        "string",
+        "PT60S",
+        "The Coordinator's period as a fixed ISO-8601 period, e.g. PT60S",
+        "Druid druid.coordinator.period",
+    ),
+    Key(
+        "decommissioningNodes",
+        "array",
+        [],
         "Historicals being decommissioned (server names; Druid's comma-separated string too)",
-        "Druid CoordinatorDynamicConfig", form=True),
-    Key("balancerRandomSeed", "integer", 0, "Seed of the balancing draws: the same seed gives the same plan",
-        "ALGORITHM.md stage 7", minimum=0, maximum=INT64, form=True),
-    Key("balancingIterationWindow", "integer", 100, "Balancing draws at least this many iterations",
-        "ALGORITHM.md stage 7", "iterations", minimum=1, maximum=INT32),
-    Key("balancingFailedIterationThreshold", "integer", 80,
+        "Druid CoordinatorDynamicConfig",
+        form=True,
+    ),
+    Key(
+        "balancerRandomSeed",
+        "integer",
+        0,
+        "Seed of the balancing draws: the same seed gives the same plan",
+        "ALGORITHM.md stage 7",
+        minimum=0,
+        maximum=INT64,
+        form=True,
+    ),
+    Key(
+        "balancingIterationWindow",
+        "integer",
+        100,
+        "Balancing draws at least this many iterations",
+        "ALGORITHM.md stage 7",
+        "iterations",
+        minimum=1,
+        maximum=INT32,
+    ),
+    Key(
+        "balancingFailedIterationThreshold",
+        "integer",
+        80,
         "Balancing stops once this many of the last balancingIterationWindow iterations failed "
-        "(at most balancingIterationWindow)", "ALGORITHM.md stage 7", "iterations", minimum=0, maximum=INT32),
-    Key("balancingMoveTrigger", "string", MOVE_TRIGGERS[0],
+        "(at most balancingIterationWindow)",
+        "ALGORITHM.md stage 7",
+        "iterations",
+        minimum=0,
+        maximum=INT32,
+    ),
+    Key(
+        "balancingMoveTrigger",
+        "string",
+        MOVE_TRIGGERS[0],
         "When balancing moves a replica: a non-holding server of top B beats the worst-ranked holder "
-        "(betterServerInTopB), or a holder is outside top B (outsideTopB)", "ALGORITHM.md stage 7",
-        choices=MOVE_TRIGGERS),
-    Key("balancingMinCostReductionPercent", "number", 0.0,
+        "(betterServerInTopB), or a holder is outside top B (outsideTopB)",
+        "ALGORITHM.md stage 7",
+        choices=MOVE_TRIGGERS,
+    ),
+    Key(
+        "balancingMinCostReductionPercent",
+        "number",
+        0.0,
         "How much cheaper a server must be to take a balancing move from a holder; equal costs never move",
-        "ALGORITHM.md stage 7", "%", minimum=0, exclusive_maximum=100, form=True),
-    Key("topBReuse", "boolean", True,
+        "ALGORITHM.md stage 7",
+        "%",
+        minimum=0,
+        exclusive_maximum=100,
+        form=True,
+    ),
+    Key(
+        "topBReuse",
+        "boolean",
+        True,
         "Loading stages reuse a segment's top B from the stage that first ranked it (false: rank afresh)",
-        'ALGORITHM.md "When a segment is ranked"'),
-    Key("balancerStrategy", "string", BALANCER_STRATEGIES[0],
+        'ALGORITHM.md "When a segment is ranked"',
+    ),
+    Key(
+        "balancerStrategy",
+        "string",
+        BALANCER_STRATEGIES[0],
         "Balancing of stages 7, 10 and 11: cost (Druid's placement cost), or avgShedder, which pairs the "
         "fullest historical of a tier with the emptiest and moves bytes between them once their usage gap "
-        "has lasted several runs", 'ALGORITHM.md "Balancing strategy avgShedder"; seed 002',
-        choices=BALANCER_STRATEGIES, form=True),
-    Key("avgShedderLowThresholdPercent", "number", 15.0,
+        "has lasted several runs",
+        'ALGORITHM.md "Balancing strategy avgShedder"; seed 002',
+        choices=BALANCER_STRATEGIES,
+        form=True,
+    ),
+    Key(
+        "avgShedderLowThresholdPercent",
+        "number",
+        15.0,
         "avgShedder: a pair hits when its usage gap is above this (at most avgShedderHighThresholdPercent)",
-        "seed 002", "points of %",
-        exclusive_minimum=0, maximum=100, form=True),
-    Key("avgShedderHighThresholdPercent", "number", 40.0,
+        "seed 002",
+        "points of %",
+        exclusive_minimum=0,
+        maximum=100,
+        form=True,
+    ),
+    Key(
+        "avgShedderHighThresholdPercent",
+        "number",
+        40.0,
         "avgShedder: a gap above this sheds after fewer hits (at least avgShedderLowThresholdPercent)",
-        "seed 002", "points of %", exclusive_minimum=0, maximum=100, form=True),
-    Key("avgShedderHitCountLowThreshold", "integer", 8,
-        "avgShedder: runs in a row a gap above the low threshold must last before it sheds", "seed 002", "runs",
-        minimum=1, maximum=INT32, form=True),
-    Key("avgShedderHitCountHighThreshold", "integer", 2,
-        "avgShedder: runs in a row a gap above the high threshold must last before it sheds", "seed 002", "runs",
-        minimum=1, maximum=INT32, form=True),
+        "seed 002",
+        "points of %",
+        exclusive_minimum=0,
+        maximum=100,
+        form=True,
+    ),
+    Key(
+        "avgShedderHitCountLowThreshold",
+        "integer",
+        8,
+        "avgShedder: runs in a row a gap above the low threshold must last before it sheds",
+        "seed 002",
+        "runs",
+        minimum=1,
+        maximum=INT32,
+        form=True,
+    ),
+    Key(
+        "avgShedderHitCountHighThreshold",
+        "integer",
+        2,
+        "avgShedder: runs in a row a gap above the high threshold must last before it sheds",
+        "seed 002",
+        "runs",
+        minimum=1,
+        maximum=INT32,
+        form=True,
+    ),
 )
 
 BY_NAME: dict[str, Key] = {k.name: k for k in KEYS}
@@ -198,7 +356,9 @@ def markdown_table() -> str:
             bounds.append(" or ".join(f"`{c}`" for c in k.choices))
         default = _default(k) if isinstance(k.default, str) and len(k.default) >= 40 else f"`{_default(k)}`"
         unit = f" ({k.unit})" if k.unit else ""
-        rows.append(f"| `{k.name}` | {k.type} | {default} | {', '.join(bounds) or '—'} | {k.meaning}{unit} | {k.source} |")
+        rows.append(
+            f"| `{k.name}` | {k.type} | {default} | {', '.join(bounds) or '—'} | {k.meaning}{unit} | {k.source} |"
+        )
     return "\n".join(rows) + "\n"
 
 
@@ -206,14 +366,18 @@ def help_text() -> str:
     """The keys for a ``--help`` epilog: one line each, name, type, default and range."""
     lines = ["Dynamic config keys (--config FILE.json: a JSON object of any of them; docs/CONFIGURATION.md):"]
     for k in KEYS:
-        bounds = [f">= {_num(k.minimum)}" if k.minimum is not None else "",
-                  f"> {_num(k.exclusive_minimum)}" if k.exclusive_minimum is not None else "",
-                  f"<= {_num(k.maximum)}" if k.maximum is not None else "",
-                  f"< {_num(k.exclusive_maximum)}" if k.exclusive_maximum is not None else "",
-                  " | ".join(k.choices) if k.choices else ""]
+        bounds = [
+            f">= {_num(k.minimum)}" if k.minimum is not None else "",
+            f"> {_num(k.exclusive_minimum)}" if k.exclusive_minimum is not None else "",
+            f"<= {_num(k.maximum)}" if k.maximum is not None else "",
+            f"< {_num(k.exclusive_maximum)}" if k.exclusive_maximum is not None else "",
+            " | ".join(k.choices) if k.choices else "",
+        ]
         default = _default(k)
         rng = ", ".join(b for b in bounds if b)
-        lines.append(f"  {k.name}: {k.type}, default {default}" + (f", {rng}" if rng else "")
-                     + (f" ({k.unit})" if k.unit else ""))
+        lines.append(
+            f"  {k.name}: {k.type}, default {default}"
+            + (f", {rng}" if rng else "")
+            + (f" ({k.unit})" if k.unit else "")
+        )
     return "\n".join(lines)
-

@@ -77,11 +77,7 @@ def interval_cost(x1, y0, y1):
         y1_inside = sy1 <= sx1
         beta = np.where(y1_inside, sy1 - sy0, sx1 - sy0)
         gamma = np.where(y1_inside, sx1 - sy0, sy1 - sy0)
-        overlapping = (
-            _disjoint_cost(sy0, sy0, sy1)
-            + _disjoint_cost(beta, beta, gamma)
-            + 2 * (beta + _exp(-beta) - 1)
-        )
+        overlapping = _disjoint_cost(sy0, sy0, sy1) + _disjoint_cost(beta, beta, gamma) + 2 * (beta + _exp(-beta) - 1)
         result = np.where(sy0 < sx1, overlapping, _disjoint_cost(sx1, sy0, sy1))
     return np.where((x1 == 0) | (y1 == y0), 0.0, result)
 

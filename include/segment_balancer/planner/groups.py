@@ -53,8 +53,10 @@ def bitmaps_frame(members_df):
                 built.setdefault(name, BitMap()).add(int(idx))
         if built:
             names = sorted(built)
-            yield pa.RecordBatch.from_pydict({"group": names, "data": [built[n].serialize() for n in names]},
-                                             schema=pa.schema([("group", pa.string()), ("data", pa.binary())]))
+            yield pa.RecordBatch.from_pydict(
+                {"group": names, "data": [built[n].serialize() for n in names]},
+                schema=pa.schema([("group", pa.string()), ("data", pa.binary())]),
+            )
 
     return members_df.select("group", "idx").mapInArrow(per_partition, "group string, data binary")
 
@@ -101,7 +103,9 @@ def members_frame(spark, groups: Mapping[str, BitMap], names: Iterable[str], chu
         for pdf in batches:
             for name, data in zip(pdf["group"], pdf["data"]):
                 idx = list(BitMap.deserialize(bytes(data)))
-                yield pd.DataFrame({"group": [name] * len(idx), "idx": idx}, columns=["group", "idx"]).astype({"idx": "int64"})
+                yield pd.DataFrame({"group": [name] * len(idx), "idx": idx}, columns=["group", "idx"]).astype(
+                    {"idx": "int64"}
+                )
 
     return df.mapInPandas(expand, "group string, idx long")
 

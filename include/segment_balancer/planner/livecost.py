@@ -50,7 +50,7 @@ class IntervalKeys:
     datasources: tuple[str, ...]
 
     @classmethod
-    def build(cls, datasource: np.ndarray, start_ms: np.ndarray, end_ms: np.ndarray) -> tuple["IntervalKeys", np.ndarray]:
+    def build(cls, datasource: np.ndarray, start_ms: np.ndarray, end_ms: np.ndarray) -> tuple[IntervalKeys, np.ndarray]:
         """Distinct keys of the per-segment arrays (str datasource, int64 start/end, length N).
 
         Returns ``(keys, key_of_segment)``: ``key_of_segment`` int64 (N,) indexes ``keys``. Keys are
@@ -60,12 +60,17 @@ class IntervalKeys:
         return cls.build_coded(ds_code.reshape(-1), start_ms, end_ms, tuple(names.tolist()))
 
     @classmethod
-    def build_coded(cls, datasource: np.ndarray, start_ms: np.ndarray, end_ms: np.ndarray,
-                    names: tuple[str, ...]) -> tuple["IntervalKeys", np.ndarray]:
+    def build_coded(
+        cls, datasource: np.ndarray, start_ms: np.ndarray, end_ms: np.ndarray, names: tuple[str, ...]
+    ) -> tuple[IntervalKeys, np.ndarray]:
         """:meth:`build` from datasource codes (int, length N) into ``names`` (sorted: codes in name
         order give the keys :meth:`build` gives for the names)."""
         used, local = np.unique(np.asarray(datasource, np.int64), return_inverse=True)
-        ds, start, end = local.reshape(-1).astype(np.int64), np.asarray(start_ms, np.int64), np.asarray(end_ms, np.int64)
+        ds, start, end = (
+            local.reshape(-1).astype(np.int64),
+            np.asarray(start_ms, np.int64),
+            np.asarray(end_ms, np.int64),
+        )
         order = np.lexsort((end, start, ds))
         ds, start, end = ds[order], start[order], end[order]
         first = np.ones(len(order), dtype=bool)
@@ -118,7 +123,8 @@ class _InstantSums:
         self.ends = ends
 
     def weighted(self, key: int, a0: int, a1: int) -> np.ndarray:
-        """``sum over the key's window of e^(instant - a0) * sums`` (ends) or ``e^(a1 - instant) * sums`` (starts), (S,)."""
+        """``sum over the key's window of e^(instant - a0) * sums`` (ends) or ``e^(a1 - instant) * sums``
+        (starts), (S,)."""
         lo, hi = self.lo[key], self.hi[key]
         if lo == hi:
             return np.zeros(self.sums.shape[1])
@@ -154,8 +160,10 @@ class TierCosts:
         everything = np.ones(k, dtype=bool)
         self._sides = [_InstantSums(n_servers, keys, everything, ends) for ends in (True, False)]
         # per datasource: the same sums over that datasource's keys only (the doubled weight)
-        self._ds_sides = [[_InstantSums(n_servers, keys, keys.datasource == d, ends) for ends in (True, False)]
-                          for d in range(len(keys.datasources))]
+        self._ds_sides = [
+            [_InstantSums(n_servers, keys, keys.datasource == d, ends) for ends in (True, False)]
+            for d in range(len(keys.datasources))
+        ]
         self._overlap_csr()
 
     def _overlap_csr(self) -> None:
@@ -171,14 +179,19 @@ class TierCosts:
         hi = np.searchsorted(short_starts, k.end_ms, "left")
         lists = []
         for key in range(len(k)):
-            cand = np.concatenate([short[lo[key]:hi[key]], long_keys])
+            cand = np.concatenate([short[lo[key] : hi[key]], long_keys])
             lists.append(cand[(k.start_ms[cand] < k.end_ms[key]) & (k.end_ms[cand] > k.start_ms[key])])
         sizes = np.array([len(x) for x in lists], dtype=np.int64)
         self._offsets = np.concatenate([[0], np.cumsum(sizes)])
         self._over = np.concatenate(lists) if lists else np.zeros(0, np.int64)
         a = np.repeat(np.arange(len(k)), sizes)
-        self._pair = joint_cost_same(k.start_ms[a], k.end_ms[a], k.start_ms[self._over], k.end_ms[self._over],
-                                     k.datasource[a] == k.datasource[self._over])
+        self._pair = joint_cost_same(
+            k.start_ms[a],
+            k.end_ms[a],
+            k.start_ms[self._over],
+            k.end_ms[self._over],
+            k.datasource[a] == k.datasource[self._over],
+        )
         self._pair[k.end_ms[a] == k.start_ms[a]] = 0.0
         self._self_pos = np.full(len(k), -1, dtype=np.int64)
         mine = np.flatnonzero(self._over == a)

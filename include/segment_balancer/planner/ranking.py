@@ -47,17 +47,19 @@ def server_costs(segment: Mapping, tier_projected: pd.DataFrame, candidates) -> 
     if rows.empty:
         return costs
     terms = joint_cost(
-        segment["start_ms"], segment["end_ms"], segment["datasource"],
-        rows["start_ms"], rows["end_ms"], rows["datasource"],
+        segment["start_ms"],
+        segment["end_ms"],
+        segment["datasource"],
+        rows["start_ms"],
+        rows["end_ms"],
+        rows["datasource"],
     )
     for server, ix in rows.groupby("server", sort=False).indices.items():
         costs[server] = exact_sum(terms[ix])
     return costs
 
 
-def rank_one(
-    segment: Mapping, tier_projected: pd.DataFrame, servers: pd.DataFrame
-) -> tuple[list[str], list[float]]:
+def rank_one(segment: Mapping, tier_projected: pd.DataFrame, servers: pd.DataFrame) -> tuple[list[str], list[float]]:
     """Rank the candidate servers of one tier for one segment (plain Python; ``explain``).
 
     Args:

@@ -29,7 +29,6 @@ whole cluster (stage 12) and the tests write by hand.
 Source: ALGORITHM.md "Terms", "Best servers", "Load-queue limits", "Capacity".
 """
 
-
 from __future__ import annotations
 
 from collections.abc import Callable, Iterable, Mapping, Sequence
@@ -44,10 +43,25 @@ from segment_balancer.planner.cost import drop_key
 from segment_balancer.planner.livecost import IntervalKeys, TierCosts
 
 STATE_FIELDS = [
-    ("tier", "string"), ("kind", "string"), ("idx", "long"), ("code", "long"), ("segment_id", "string"),
-    ("datasource", "string"), ("start_ms", "long"), ("end_ms", "long"), ("size_bytes", "long"), ("server", "string"),
-    ("served", "boolean"), ("load_type", "string"), ("dropping", "boolean"), ("drop_dependent", "boolean"),
-    ("target", "int"), ("tier_pos", "int"), ("rule_kind", "string"), ("required", "int"), ("topb", "string"),
+    ("tier", "string"),
+    ("kind", "string"),
+    ("idx", "long"),
+    ("code", "long"),
+    ("segment_id", "string"),
+    ("datasource", "string"),
+    ("start_ms", "long"),
+    ("end_ms", "long"),
+    ("size_bytes", "long"),
+    ("server", "string"),
+    ("served", "boolean"),
+    ("load_type", "string"),
+    ("dropping", "boolean"),
+    ("drop_dependent", "boolean"),
+    ("target", "int"),
+    ("tier_pos", "int"),
+    ("rule_kind", "string"),
+    ("required", "int"),
+    ("topb", "string"),
 ]
 """The run state as rows (``kind`` ``segment`` or ``replica``; ``code`` the segment's row of the
 :class:`SegmentTable`, ``idx`` -1 outside the used set; ``topb`` comma-separated)."""
@@ -66,6 +80,7 @@ FATES = (None, "drop_rule", "unused", "overshadowed", "waiting")
 segment of a drop rule), 2 drop (unused: not marked used, a tombstone, or unlisted), 3 drop
 (overshadowed), 4 keep (overshadowed, waiting for a segment that overshadows it to be served).
 The names of 1-3 are the drops' reasons (ALGORITHM.md stage 12)."""
+
 
 @dataclass(frozen=True)
 class StageLimit:
@@ -120,11 +135,16 @@ class StageLimit:
         ``queue_type`` (the counted type, null for all loads), ``limit`` (``cap``) and ``total``
         (``total_cap``), the shape validation reads."""
         counted = None if self.counted in (None, "all") else self.counted
-        return {"stage": self.stage, "load_type": self.queue_type, "queue_type": counted, "limit": self.cap,
-                "total": self.total_cap}
+        return {
+            "stage": self.stage,
+            "load_type": self.queue_type,
+            "queue_type": counted,
+            "limit": self.cap,
+            "total": self.total_cap,
+        }
 
     @classmethod
-    def from_meta(cls, entry: dict | None) -> "StageLimit":
+    def from_meta(cls, entry: dict | None) -> StageLimit:
         """Inverse of :meth:`to_meta` (a missing entry = unlimited)."""
         entry = entry or {}
         cap = entry.get("limit")
@@ -229,12 +249,24 @@ class OpSink:
         self._seq += 1
         return self._seq
 
-    def drop(self, seg: SegmentRef, server: str, tier: str, reason: str, order: tuple,
-             dep_server: str | None = None) -> Op:
+    def drop(
+        self, seg: SegmentRef, server: str, tier: str, reason: str, order: tuple, dep_server: str | None = None
+    ) -> Op:
         """Record a DROP of ``seg`` from ``server`` of ``tier`` (dependent on the LOAD on
         ``dep_server`` of the same step, if given)."""
-        op = Op("DROP", seg.idx, seg.segment_id, seg.datasource, tier, server, seg.size_bytes, reason, order,
-                dep_server=dep_server, code=seg.code)
+        op = Op(
+            "DROP",
+            seg.idx,
+            seg.segment_id,
+            seg.datasource,
+            tier,
+            server,
+            seg.size_bytes,
+            reason,
+            order,
+            dep_server=dep_server,
+            code=seg.code,
+        )
         self.ops.append(op)
         return op
 
@@ -264,8 +296,6 @@ class DropCandidate:
     cost: float
     available_bytes: int
     server: str
-
-
 
 
 @dataclass(frozen=True)
@@ -326,8 +356,9 @@ class SegmentTable:
 
     def ref(self, code: int) -> SegmentRef:
         """The :class:`SegmentRef` an operation on ``code`` names."""
-        return SegmentRef(self.idx(code), self.segment_id_of(code), self.datasource_of(code),
-                          int(self.size_bytes[code]), int(code))
+        return SegmentRef(
+            self.idx(code), self.segment_id_of(code), self.datasource_of(code), int(self.size_bytes[code]), int(code)
+        )
 
 
 @dataclass
@@ -360,8 +391,9 @@ class TierState:
     SEGMENT_ARRAYS = ("seg_code", "target", "tier_pos")
     REPLICA_ARRAYS = ("rep_code", "rep_server", "served", "load", "dropping", "dependent")
 
-    def apply(self, code: np.ndarray, server: np.ndarray, is_load: np.ndarray, queue: np.ndarray,
-              dependent: np.ndarray) -> "TierState":
+    def apply(
+        self, code: np.ndarray, server: np.ndarray, is_load: np.ndarray, queue: np.ndarray, dependent: np.ndarray
+    ) -> TierState:
         """The state after operations on this tier (arrays of length k, in op order: segment
         ``code`` int64, ``server`` code int32, ``is_load`` bool, ``queue`` int8 queue code of a
         LOAD, ``dependent`` bool of a DROP that waits for a load). A LOAD marks its replica loading
@@ -391,22 +423,31 @@ class TierState:
         new = rows < 0
         if new.any():
             k = int(new.sum())
-            added = {"rep_code": lc[new], "rep_server": ls[new].astype(np.int32), "served": np.zeros(k, bool),
-                     "load": lq[new], "dropping": np.zeros(k, bool), "dependent": np.zeros(k, bool)}
+            added = {
+                "rep_code": lc[new],
+                "rep_server": ls[new].astype(np.int32),
+                "served": np.zeros(k, bool),
+                "load": lq[new],
+                "dropping": np.zeros(k, bool),
+                "dependent": np.zeros(k, bool),
+            }
             arrays = {name: np.concatenate([a, added[name].astype(a.dtype)]) for name, a in arrays.items()}
         dc, ds, dd = code[~is_load], server[~is_load], np.asarray(dependent, bool)[~is_load]
         if len(dc):
             rows = locate(arrays["rep_code"] * width + arrays["rep_server"], dc, ds)
             if (rows < 0).any():
                 j = int(np.flatnonzero(rows < 0)[0])
-                raise ValueError(f"tier {self.tier}: a DROP of segment code {dc[j]} from server code {ds[j]}, "
-                                 "which holds no replica of it")
+                raise ValueError(
+                    f"tier {self.tier}: a DROP of segment code {dc[j]} from server code {ds[j]}, "
+                    "which holds no replica of it"
+                )
             arrays["dropping"][rows] = True
             arrays["dependent"][rows] = dd
-        return TierState(self.tier, self.servers, self.seg_code, self.target, self.tier_pos, topb=dict(self.topb),
-                         **arrays)
+        return TierState(
+            self.tier, self.servers, self.seg_code, self.target, self.tier_pos, topb=dict(self.topb), **arrays
+        )
 
-    def with_topb(self, topb: Mapping[int, list[str]]) -> "TierState":
+    def with_topb(self, topb: Mapping[int, list[str]]) -> TierState:
         """The state with ``topb`` cached (a later entry replaces an earlier one of the segment)."""
         if not topb:
             return self
@@ -424,36 +465,58 @@ class TierState:
         is_seg = np.arange(n + m) < n
 
         def names(values: tuple[str, ...], index: np.ndarray, valid: np.ndarray):
-            return pc.take(pa.array(list(values) or [""], pa.string()), pa.array(np.where(valid, index, 0)),
-                           ).to_numpy(zero_copy_only=False).astype(object) if len(index) else np.zeros(0, object)
+            return (
+                pc.take(
+                    pa.array(list(values) or [""], pa.string()),
+                    pa.array(np.where(valid, index, 0)),
+                )
+                .to_numpy(zero_copy_only=False)
+                .astype(object)
+                if len(index)
+                else np.zeros(0, object)
+            )
 
         def masked(values, valid):
             return pa.array(values, mask=~np.asarray(valid, bool))
 
-        ids = (table.segment_id.take(pa.array(codes)) if type(table.segment_id).__module__.startswith("pyarrow")
-               else pa.array(table.segment_ids(codes), pa.string()))
+        ids = (
+            table.segment_id.take(pa.array(codes))
+            if type(table.segment_id).__module__.startswith("pyarrow")
+            else pa.array(table.segment_ids(codes), pa.string())
+        )
         rule = table.rule[codes]
         required = table.required[codes]
         server = np.concatenate([np.zeros(n, np.int64), self.rep_server.astype(np.int64)])
         load = np.concatenate([np.full(n, NO_LOAD, np.int8), self.load])
-        flags = {k: np.concatenate([np.zeros(n, bool), getattr(self, a)])
-                 for k, a in (("served", "served"), ("dropping", "dropping"), ("drop_dependent", "dependent"))}
+        flags = {
+            k: np.concatenate([np.zeros(n, bool), getattr(self, a)])
+            for k, a in (("served", "served"), ("dropping", "dropping"), ("drop_dependent", "dependent"))
+        }
         topb = [",".join(self.topb[int(c)]) if int(c) in self.topb else None for c in self.seg_code] + [None] * m
         columns = {
             "tier": pa.array([self.tier] * (n + m), pa.string()),
             "kind": pa.array(np.where(is_seg, "segment", "replica").astype(object), pa.string()),
-            "idx": pa.array(table.idx_of(codes), pa.int64()), "code": pa.array(codes, pa.int64()),
+            "idx": pa.array(table.idx_of(codes), pa.int64()),
+            "code": pa.array(codes, pa.int64()),
             "segment_id": ids,
-            "datasource": pa.array(names(table.datasources, table.datasource[codes], np.ones(n + m, bool)), pa.string()),
-            "start_ms": pa.array(table.start_ms[codes]), "end_ms": pa.array(table.end_ms[codes]),
+            "datasource": pa.array(
+                names(table.datasources, table.datasource[codes], np.ones(n + m, bool)), pa.string()
+            ),
+            "start_ms": pa.array(table.start_ms[codes]),
+            "end_ms": pa.array(table.end_ms[codes]),
             "size_bytes": pa.array(table.size_bytes[codes]),
             "server": masked(names(self.servers, server, ~is_seg), ~is_seg).cast(pa.string()),
-            "served": masked(flags["served"], ~is_seg), "load_type": masked(
-                names(QUEUE_TYPES, load.astype(np.int64), load >= 0), ~is_seg & (load >= 0)).cast(pa.string()),
-            "dropping": masked(flags["dropping"], ~is_seg), "drop_dependent": masked(flags["drop_dependent"], ~is_seg),
+            "served": masked(flags["served"], ~is_seg),
+            "load_type": masked(names(QUEUE_TYPES, load.astype(np.int64), load >= 0), ~is_seg & (load >= 0)).cast(
+                pa.string()
+            ),
+            "dropping": masked(flags["dropping"], ~is_seg),
+            "drop_dependent": masked(flags["drop_dependent"], ~is_seg),
             "target": masked(np.concatenate([self.target, np.zeros(m, np.int32)]).astype(np.int32), is_seg),
             "tier_pos": masked(np.concatenate([self.tier_pos, np.zeros(m, np.int32)]).astype(np.int32), is_seg),
-            "rule_kind": masked(names(RULE_KINDS, rule.astype(np.int64), rule >= 0), is_seg & (rule >= 0)).cast(pa.string()),
+            "rule_kind": masked(names(RULE_KINDS, rule.astype(np.int64), rule >= 0), is_seg & (rule >= 0)).cast(
+                pa.string()
+            ),
             "required": masked(required.astype(np.int32), is_seg & (required >= 0)),
             "topb": pa.array(topb, pa.string()),
         }
@@ -465,8 +528,9 @@ class TierState:
         return state_frame(self.arrow_rows(table).to_pandas())
 
 
-def tables_from_rows(rows: pd.DataFrame, servers: Sequence[str] | None = None
-                     ) -> tuple[SegmentTable, dict[str, TierState]]:
+def tables_from_rows(
+    rows: pd.DataFrame, servers: Sequence[str] | None = None
+) -> tuple[SegmentTable, dict[str, TierState]]:
     """A :class:`SegmentTable` and one :class:`TierState` per tier from state rows
     (:data:`STATE_COLUMNS`; ``code`` may be absent): used segments keep their ``idx`` as code,
     the others (``idx`` -1: unused, :data:`FATES` 2) follow by segment id; server codes index ``servers`` (default: the
@@ -509,16 +573,23 @@ def tables_from_rows(rows: pd.DataFrame, servers: Sequence[str] | None = None
         mine = (tiers == tier).to_numpy(bool)
         segs = rows[mine & is_seg].assign(code=code[mine & is_seg]).sort_values("code", kind="stable")
         reps = rows[mine & ~is_seg].assign(code=code[mine & ~is_seg])
-        topb = {int(c): (t.split(",") if t else []) for c, t in zip(segs["code"], segs["topb"])
-                if t is not None and t == t}
+        topb = {
+            int(c): (t.split(",") if t else []) for c, t in zip(segs["code"], segs["topb"]) if t is not None and t == t
+        }
         states[tier] = TierState(
-            tier, servers, segs["code"].to_numpy(np.int64), segs["target"].astype("Int64").fillna(0).to_numpy(np.int32),
-            segs["tier_pos"].astype("Int64").fillna(0).to_numpy(np.int32), reps["code"].to_numpy(np.int64),
+            tier,
+            servers,
+            segs["code"].to_numpy(np.int64),
+            segs["target"].astype("Int64").fillna(0).to_numpy(np.int32),
+            segs["tier_pos"].astype("Int64").fillna(0).to_numpy(np.int32),
+            reps["code"].to_numpy(np.int64),
             np.array([server_code[s] for s in reps["server"]], dtype=np.int32),
             reps["served"].astype("boolean").fillna(False).to_numpy(bool),
             np.array([NO_LOAD if t is None or t != t else QUEUE_CODES[t] for t in reps["load_type"]], dtype=np.int8),
             reps["dropping"].astype("boolean").fillna(False).to_numpy(bool),
-            reps["drop_dependent"].astype("boolean").fillna(False).to_numpy(bool), topb)
+            reps["drop_dependent"].astype("boolean").fillna(False).to_numpy(bool),
+            topb,
+        )
     return table, states
 
 
@@ -527,10 +598,24 @@ class SegmentInTier:
     ms), made by :meth:`TierRun.segment`. ``topb`` is the top ``B`` cached here (None before a
     loading stage ranked it); the replica methods read the live arrays."""
 
-    __slots__ = ("_run", "_rows", "idx", "code", "segment_id", "datasource", "start_ms", "end_ms", "size_bytes",
-                 "target", "tier_pos", "rule_kind", "required", "key")
+    __slots__ = (
+        "_run",
+        "_rows",
+        "idx",
+        "code",
+        "segment_id",
+        "datasource",
+        "start_ms",
+        "end_ms",
+        "size_bytes",
+        "target",
+        "tier_pos",
+        "rule_kind",
+        "required",
+        "key",
+    )
 
-    def __init__(self, run: "TierRun", row: int):
+    def __init__(self, run: TierRun, row: int):
         table, code = run.table, int(run._s_code[row])
         self._run = run
         self.code = code
@@ -623,9 +708,16 @@ class TierRun:
     its ops (``sink``) and :meth:`new_topb`; :meth:`state` is the live state as a :class:`TierState`.
     """
 
-    def __init__(self, state: TierState, table: SegmentTable, servers: pd.DataFrame,
-                 num_best: Callable[[int, int], int], ranked: bool = True, sink: OpSink | None = None,
-                 reuse_top_b: bool = True):
+    def __init__(
+        self,
+        state: TierState,
+        table: SegmentTable,
+        servers: pd.DataFrame,
+        num_best: Callable[[int, int], int],
+        ranked: bool = True,
+        sink: OpSink | None = None,
+        reuse_top_b: bool = True,
+    ):
         self.tier = state.tier
         self.table = table
         self._state_servers = state.servers
@@ -644,10 +736,16 @@ class TierRun:
         code = state.rep_code[mine][order]
         self._s_code = np.asarray(state.seg_code, np.int64)
         self._s_target, self._s_tier_pos = np.asarray(state.target, np.int64), np.asarray(state.tier_pos, np.int64)
-        self._r = _Replicas(code=code, server=local[state.rep_server[mine][order]], served=state.served[mine][order],
-                            load=state.load[mine][order], dropping=state.dropping[mine][order],
-                            dependent=state.dependent[mine][order], size=table.size_bytes[code],
-                            key=np.full(len(code), -1, np.int64))
+        self._r = _Replicas(
+            code=code,
+            server=local[state.rep_server[mine][order]],
+            served=state.served[mine][order],
+            load=state.load[mine][order],
+            dropping=state.dropping[mine][order],
+            dependent=state.dependent[mine][order],
+            size=table.size_bytes[code],
+            key=np.full(len(code), -1, np.int64),
+        )
         self._base = self._r.n
         self._topb: dict[int, list[str]] = {int(k): list(v) for k, v in state.topb.items()}
         self._topb_new: dict[int, list[str]] = {}
@@ -662,23 +760,35 @@ class TierRun:
         self._s_key = np.full(len(self._s_code), -1, dtype=np.int64)
         codes = np.concatenate([self._s_code, r.code])
         if ranked and len(codes):
-            self.keys, key_of = IntervalKeys.build_coded(table.datasource[codes], table.start_ms[codes],
-                                                         table.end_ms[codes], table.datasources)
-            self._s_key, r.key[:] = key_of[: len(self._s_code)], key_of[len(self._s_code):]
+            self.keys, key_of = IntervalKeys.build_coded(
+                table.datasource[codes], table.start_ms[codes], table.end_ms[codes], table.datasources
+            )
+            self._s_key, r.key[:] = key_of[: len(self._s_code)], key_of[len(self._s_code) :]
             self.costs = TierCosts(self.keys, len(self.names))
             holds = (r.served | (r.load != NO_LOAD)) & ~r.dropping
             self.costs.add_many(r.server[holds].astype(np.int64), r.key[holds])
 
     @classmethod
-    def from_rows(cls, tier: str, rows: pd.DataFrame, servers: pd.DataFrame, num_best: Callable[[int, int], int],
-                  ranked: bool = True, sink: OpSink | None = None, reuse_top_b: bool = True) -> "TierRun":
+    def from_rows(
+        cls,
+        tier: str,
+        rows: pd.DataFrame,
+        servers: pd.DataFrame,
+        num_best: Callable[[int, int], int],
+        ranked: bool = True,
+        sink: OpSink | None = None,
+        reuse_top_b: bool = True,
+    ) -> TierRun:
         """A TierRun of ``tier`` from hand-made state rows (:data:`STATE_COLUMNS`, ``tier`` and
         ``code`` may be absent; :func:`tables_from_rows`)."""
         rows = rows.assign(tier=tier)
         names = set(servers["server"]) | set(rows.loc[rows["kind"] == "replica", "server"].dropna())
         table, states = tables_from_rows(rows, sorted(names))
-        state = states.get(tier) or TierState(tier, (), *(np.zeros(0, t) for t in (np.int64, np.int32, np.int32, np.int64,
-                                                                                    np.int32, bool, np.int8, bool, bool)))
+        state = states.get(tier) or TierState(
+            tier,
+            (),
+            *(np.zeros(0, t) for t in (np.int64, np.int32, np.int32, np.int64, np.int32, bool, np.int8, bool, bool)),
+        )
         return cls(state, table, servers, num_best, ranked, sink, reuse_top_b)
 
     # ---- construction -------------------------------------------------------------------------
@@ -692,10 +802,14 @@ class TierRun:
         for i, rec in enumerate(servers.to_dict("records")):
             name = rec["server"]
             out[name] = ServerHolder(
-                server=name, tier=self.tier, max_size=int(rec["max_size"]),
+                server=name,
+                tier=self.tier,
+                max_size=int(rec["max_size"]),
                 projected_size=int(rec["current_size"]) + int(queued[i]),
-                decommissioning=bool(rec["decommissioning"]), priority=int(rec["priority"]),
-                loads={t: int(counts[t][i]) for t in QUEUE_TYPES})
+                decommissioning=bool(rec["decommissioning"]),
+                priority=int(rec["priority"]),
+                loads={t: int(counts[t][i]) for t in QUEUE_TYPES},
+            )
         return out
 
     @property
@@ -714,10 +828,20 @@ class TierRun:
         r = self._r
         codes = {name: i for i, name in enumerate(self._state_servers)}
         to_state = np.array([codes[name] for name in self.names] + [-1], dtype=np.int32)
-        return TierState(self.tier, self._state_servers, self._s_code, self._s_target.astype(np.int32),
-                         self._s_tier_pos.astype(np.int32), r.live("code").copy(), to_state[r.live("server")],
-                         r.live("served").copy(), r.live("load").copy(), r.live("dropping").copy(),
-                         r.live("dependent").copy(), dict(self._topb))
+        return TierState(
+            self.tier,
+            self._state_servers,
+            self._s_code,
+            self._s_target.astype(np.int32),
+            self._s_tier_pos.astype(np.int32),
+            r.live("code").copy(),
+            to_state[r.live("server")],
+            r.live("served").copy(),
+            r.live("load").copy(),
+            r.live("dropping").copy(),
+            r.live("dependent").copy(),
+            dict(self._topb),
+        )
 
     # ---- segments -----------------------------------------------------------------------------
     def _seg_row(self, idx: int) -> int:
@@ -828,8 +952,15 @@ class TierRun:
         """A :class:`DropCandidate` (decommissioning, cost, available bytes, server) for each of
         ``names``, costs against the live state."""
         costs = self.placement_costs(seg)
-        return [DropCandidate(name in self.decommissioning, float(costs[self.pos[name]]),
-                              int(self.servers[name].available_bytes), name) for name in names]
+        return [
+            DropCandidate(
+                name in self.decommissioning,
+                float(costs[self.pos[name]]),
+                int(self.servers[name].available_bytes),
+                name,
+            )
+            for name in names
+        ]
 
     def drop_order(self, seg: SegmentInTier, names: Iterable[str]) -> list[str]:
         """``names`` in the order to drop from: the ranking reversed (:func:`.cost.drop_key`)."""
@@ -854,8 +985,19 @@ class TierRun:
         self.servers[server].add_load(seg.size_bytes, queue_type)
         if self.costs is not None:
             self.costs.add(p, seg.key, +1)
-        op = Op("LOAD", seg.idx, seg.segment_id, seg.datasource, self.tier, server, seg.size_bytes, reason, order,
-                queue_type=queue_type, code=seg.code)
+        op = Op(
+            "LOAD",
+            seg.idx,
+            seg.segment_id,
+            seg.datasource,
+            self.tier,
+            server,
+            seg.size_bytes,
+            reason,
+            order,
+            queue_type=queue_type,
+            code=seg.code,
+        )
         self.sink.ops.append(op)
         return op
 
@@ -865,8 +1007,19 @@ class TierRun:
         self.count_drop(seg, server)
         self._r.dependent[seg._row(self.pos[server])] = dep_server is not None
         self._dirty = True
-        op = Op("DROP", seg.idx, seg.segment_id, seg.datasource, self.tier, server, seg.size_bytes, reason, order,
-                dep_server=dep_server, code=seg.code)
+        op = Op(
+            "DROP",
+            seg.idx,
+            seg.segment_id,
+            seg.datasource,
+            self.tier,
+            server,
+            seg.size_bytes,
+            reason,
+            order,
+            dep_server=dep_server,
+            code=seg.code,
+        )
         self.sink.ops.append(op)
         return op
 
@@ -885,8 +1038,9 @@ class TierRun:
         if self.costs is not None and held:
             self.costs.add(p, seg.key, -1)
 
-    def move(self, seg: SegmentInTier, source: str, dest: str, queue_type: str, reason: str, order: tuple
-             ) -> tuple[Op, Op]:
+    def move(
+        self, seg: SegmentInTier, source: str, dest: str, queue_type: str, reason: str, order: tuple
+    ) -> tuple[Op, Op]:
         """Schedule a move of ``seg`` from ``source`` to ``dest`` (ALGORITHM.md "Moves and
         callbacks"): a LOAD on ``dest`` of ``queue_type`` (``decommissioning`` or ``balancing``)
         at ``order``, then a DROP from ``source`` that depends on it, ordered just after it (the

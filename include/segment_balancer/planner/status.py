@@ -18,9 +18,14 @@ from pyroaring import BitMap
 
 from segment_balancer.planner.runstate import NO_LOAD, RULE_CODES, SegmentTable, TierState
 
-
-GROUP_KINDS = ("Underreplicated", "FullyReplicated", "Overreplicated", "ToMoveAwayFromDecommServers", "Balanceable",
-               "Underbroadcast")
+GROUP_KINDS = (
+    "Underreplicated",
+    "FullyReplicated",
+    "Overreplicated",
+    "ToMoveAwayFromDecommServers",
+    "Balanceable",
+    "Underbroadcast",
+)
 """The per-tier groups at the start of the run (named ``Kind[tier]``), besides ``Unreplicated``."""
 
 
@@ -135,7 +140,11 @@ def replication_counts(counts: dict[str, int]) -> dict:
     """``{"unreplicated": n, "tiers": {tier: {"underreplicated", "fully_replicated",
     "overreplicated": n}}}`` (used load-rule segments per tier by status; a tier lists only the
     statuses it has) for the plan summary, from the group sizes ``counts`` of a :class:`Status`."""
-    names = {"Underreplicated": "underreplicated", "FullyReplicated": "fully_replicated", "Overreplicated": "overreplicated"}
+    names = {
+        "Underreplicated": "underreplicated",
+        "FullyReplicated": "fully_replicated",
+        "Overreplicated": "overreplicated",
+    }
     out: dict = {"unreplicated": counts.get("Unreplicated", 0), "tiers": {}}
     for name, n in counts.items():
         kind, _, tier = name.partition("[")
@@ -153,8 +162,11 @@ def balance(held: dict[str, tuple[int, int]], servers_pdf: pd.DataFrame) -> dict
         cands = part[~part["decommissioning"].astype(bool)]["server"]
         counts = [held.get(s, (0, 0))[0] for s in cands] or [0]
         sizes = [held.get(s, (0, 0))[1] for s in cands] or [0]
-        out[tier] = {"servers": len(cands), "segments_max_minus_min": max(counts) - min(counts),
-                     "bytes_max_minus_min": max(sizes) - min(sizes)}
+        out[tier] = {
+            "servers": len(cands),
+            "segments_max_minus_min": max(counts) - min(counts),
+            "bytes_max_minus_min": max(sizes) - min(sizes),
+        }
     return out
 
 

@@ -22,8 +22,15 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
 from segment_balancer.common.errors import InputError
 
-__all__ = ["SCHEMA_VERSION", "SUMMARY_FILE", "SCHEMA_FILE", "PlanSummary", "read_plan_summary", "parse_plan_summary",
-           "summary_schema"]
+__all__ = [
+    "SCHEMA_VERSION",
+    "SUMMARY_FILE",
+    "SCHEMA_FILE",
+    "PlanSummary",
+    "read_plan_summary",
+    "parse_plan_summary",
+    "summary_schema",
+]
 
 SCHEMA_VERSION = 1
 """The version of :class:`PlanSummary` this code writes (``schema_version``) and the newest it reads."""

@@ -15,6 +15,7 @@ import argparse
 import json
 import logging
 import sys
+from datetime import UTC
 from pathlib import Path
 
 from segment_balancer.common.errors import InputError
@@ -201,9 +202,9 @@ def _record_timing(work, stage: int, name: str, seconds: float, skipped: bool = 
     timings = {k: v for k, v in timings.items() if k in APP_NAMES and APP_NAMES.index(k) < position}
     timings[name] = {"stage": stage, "seconds": round(seconds, 3), **({"skipped": True} if skipped else {})}
     if position == 0:  # when the run began (UTC): what orders two plans of one snapshot (plan.publish)
-        from datetime import datetime, timedelta, timezone
+        from datetime import datetime, timedelta
 
-        began = datetime.now(timezone.utc) - timedelta(seconds=seconds)
+        began = datetime.now(UTC) - timedelta(seconds=seconds)
         timings[name]["started_at"] = began.isoformat(timespec="microseconds").replace("+00:00", "Z")
     write_json_atomic(timings, path)
 

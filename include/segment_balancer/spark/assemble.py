@@ -54,21 +54,42 @@ def assemble(run: Run, groups, snapshot: Path) -> Path:
     # the start of the run as prepare measured it (the same pass over the initial state)
     held_before = {server: tuple(n) for server, n in run.meta.get("held", {}).items()}
     after = status_pass(run)
-    write_parquet_atomic(assignment.repartition(1).sortWithinPartitions("segment_id", "server"), tmp / "assignment.parquet")
+    write_parquet_atomic(
+        assignment.repartition(1).sortWithinPartitions("segment_id", "server"), tmp / "assignment.parquet"
+    )
     _flatten(tmp / "assignment.parquet")
-    by_stage = [{"stage": int(k[0]), "tier": _value(k[1]), "action": _value(k[2]), "count": int(n)}
-                for k, n in ops.groupby(["stage", "tier", "action"], dropna=False).size().items()]
+    by_stage = [
+        {"stage": int(k[0]), "tier": _value(k[1]), "action": _value(k[2]), "count": int(n)}
+        for k, n in ops.groupby(["stage", "tier", "action"], dropna=False).size().items()
+    ]
     by_stage.sort(key=lambda r: (r["stage"], r["tier"] or "", r["action"] or ""))
     by_reason = {_value(k): int(n) for k, n in ops.groupby("reason", dropna=False).size().items()}
-    totals = {"operations": len(ops), "loads": int((ops["action"] == "LOAD").sum()),
-              "drops": int((ops["action"] == "DROP").sum()), "moves": int(ops["depends_on"].notna().sum())}
-    metrics = (ops.groupby(["tier", "action", "queue_type", "reason"], dropna=False).size().rename("count").reset_index()
-               .astype({"count": "int64"}))
+    totals = {
+        "operations": len(ops),
+        "loads": int((ops["action"] == "LOAD").sum()),
+        "drops": int((ops["action"] == "DROP").sum()),
+        "moves": int(ops["depends_on"].notna().sum()),
+    }
+    metrics = (
+        ops.groupby(["tier", "action", "queue_type", "reason"], dropna=False)
+        .size()
+        .rename("count")
+        .reset_index()
+        .astype({"count": "int64"})
+    )
     keys = ["tier", "action", "queue_type", "reason"]
     metrics[keys] = metrics[keys].astype(object).where(metrics[keys].notna(), None)
     _explain_tables(run, tmp)
-    final_groups = [{"name": name, "kind": split_group_name(name)[0], "tier": split_group_name(name)[1],
-                     "count": len(bm), "bitset": G.encode(bm)} for name, bm in sorted(groups.items())]
+    final_groups = [
+        {
+            "name": name,
+            "kind": split_group_name(name)[0],
+            "tier": split_group_name(name)[1],
+            "count": len(bm),
+            "bitset": G.encode(bm),
+        }
+        for name, bm in sorted(groups.items())
+    ]
     write_json_atomic(final_groups, tmp / "groups.json")
     timings_path = run.work / "timings.json"
     timings = json.loads(timings_path.read_text()) if timings_path.exists() else {}
@@ -92,9 +113,13 @@ def assemble(run: Run, groups, snapshot: Path) -> Path:
         balance_after=balance(after.held, run.servers_pdf),
         servers=server_rows(run.servers_pdf, held_before, after.held),
         druid_metrics=druid_metrics(
-            metrics, run.servers_pdf,
-            run.meta.get("missing_replicas", {}), after.missing,
-            run.meta.get("status_counts", {}).get("Unreplicated", 0), after.counts.get("Unreplicated", 0)),
+            metrics,
+            run.servers_pdf,
+            run.meta.get("missing_replicas", {}),
+            after.missing,
+            run.meta.get("status_counts", {}).get("Unreplicated", 0),
+            after.counts.get("Unreplicated", 0),
+        ),
         timeline=run.meta.get("timeline", {}),
         availability=availability(run),
         overshadowed_waiting=run.meta.get("overshadowed_waiting", {}),
@@ -115,8 +140,18 @@ def assemble(run: Run, groups, snapshot: Path) -> Path:
     return plan
 
 
-PLAN_SEGMENT_COLUMNS = ["segment_id", "idx", "datasource", "size_bytes", "used", "overshadowed", "rule_kind",
-                        "required", "waiting", "targets"]
+PLAN_SEGMENT_COLUMNS = [
+    "segment_id",
+    "idx",
+    "datasource",
+    "size_bytes",
+    "used",
+    "overshadowed",
+    "rule_kind",
+    "required",
+    "waiting",
+    "targets",
+]
 """The plan's ``segments.parquet``: every segment of the snapshot, with what ``explain`` needs of it:
 ``idx`` (null when unused), ``size_bytes``, ``used``, ``overshadowed``, ``rule_kind``, ``required``
 (loaded replicas stage 12 keeps), ``waiting`` and ``targets`` (JSON ``{tier: target}``, in the
@@ -135,9 +170,12 @@ def _explain_tables(run: Run, plan: Path) -> None:
     decisions = run.decisions()
     if decisions is None:
         decisions = run.spark.createDataFrame(
-            [], "stage int, step string, idx long, segment_id string, tier string, outcome string, detail string")
-    write_parquet_atomic(decisions.select(*DECISION_COLUMNS).repartition(1).sortWithinPartitions("segment_id", "stage", "tier"),
-                         plan / "decisions.parquet")
+            [], "stage int, step string, idx long, segment_id string, tier string, outcome string, detail string"
+        )
+    write_parquet_atomic(
+        decisions.select(*DECISION_COLUMNS).repartition(1).sortWithinPartitions("segment_id", "stage", "tier"),
+        plan / "decisions.parquet",
+    )
     _flatten(plan / "decisions.parquet")
     segments = run.table("segments").select(*PLAN_SEGMENT_COLUMNS)
     write_parquet_atomic(segments.repartition(1).sortWithinPartitions("segment_id"), plan / "segments.parquet")
@@ -147,8 +185,10 @@ def _explain_tables(run: Run, plan: Path) -> None:
         path = run.work / "groups" / f"{name}.json"
         if path.exists():
             groups = json.loads(path.read_text())
-            stage_groups[name] = {"names": sorted(groups),
-                                  "changed": {g: text for g, text in sorted(groups.items()) if previous.get(g) != text}}
+            stage_groups[name] = {
+                "names": sorted(groups),
+                "changed": {g: text for g, text in sorted(groups.items()) if previous.get(g) != text},
+            }
             previous = groups
     write_json_atomic(stage_groups, plan / "stage_groups.json")
 
@@ -176,10 +216,18 @@ def server_rows(servers_pdf, held_before: dict, held_after: dict) -> list[dict]:
     rows = []
     for r in servers_pdf.sort_values(["tier", "server"]).itertuples(index=False):
         before, after = held_before.get(r.server, (0, 0)), held_after.get(r.server, (0, 0))
-        rows.append({"server": r.server, "tier": r.tier, "max_size": int(r.max_size),
-                     "decommissioning": bool(r.decommissioning),
-                     "segments_before": int(before[0]), "bytes_before": int(before[1]),
-                     "segments_after": int(after[0]), "bytes_after": int(after[1])})
+        rows.append(
+            {
+                "server": r.server,
+                "tier": r.tier,
+                "max_size": int(r.max_size),
+                "decommissioning": bool(r.decommissioning),
+                "segments_before": int(before[0]),
+                "bytes_before": int(before[1]),
+                "segments_after": int(after[0]),
+                "bytes_after": int(after[1]),
+            }
+        )
     return rows
 
 
@@ -187,9 +235,11 @@ def availability(run: Run) -> dict:
     """Drops deferred by the availability rule (ALGORITHM.md "Availability"), summed over the steps
     that report them (stage 12): ``deferred_drops``, ``deferred_segments``, a few examples."""
     facts = [f for f in run.step_facts() if "deferred_drops" in f]
-    return {"deferred_drops": sum(f["deferred_drops"] for f in facts),
-            "deferred_segments": sum(f["deferred_segments"] for f in facts),
-            "deferred_examples": sorted(x for f in facts for x in f.get("deferred_examples", []))[:5]}
+    return {
+        "deferred_drops": sum(f["deferred_drops"] for f in facts),
+        "deferred_segments": sum(f["deferred_segments"] for f in facts),
+        "deferred_examples": sorted(x for f in facts for x in f.get("deferred_examples", []))[:5],
+    }
 
 
 def balancer(run: Run, plan: Path) -> dict:
@@ -211,8 +261,13 @@ def balancer(run: Run, plan: Path) -> dict:
     write_json_atomic(state.to_dict(), run.work / NEXT_STATE_FILE)
     if not whatif:
         write_json_atomic(state.to_dict(), plan / STATE_FILE)
-    return {"strategy": run.config.balancer_strategy, "pairs": pairs, "previous_counts": given.get("counts", {}),
-            "state_warning": given.get("warning"), "state_written": not whatif}
+    return {
+        "strategy": run.config.balancer_strategy,
+        "pairs": pairs,
+        "previous_counts": given.get("counts", {}),
+        "state_warning": given.get("warning"),
+        "state_written": not whatif,
+    }
 
 
 def _flatten(path: Path) -> None:

@@ -28,12 +28,25 @@ def callback_drops(out):
     from pyspark.sql import functions as F
 
     loads = out.filter("kind = 'op' and action = 'LOAD'").select(
-        "idx", F.struct("o1", "o2", "o3", F.col("tier").alias("load_tier"), F.col("server").alias("load_server"),
-                        "segment_id", "datasource", "size_bytes").alias("load"))
+        "idx",
+        F.struct(
+            "o1",
+            "o2",
+            "o3",
+            F.col("tier").alias("load_tier"),
+            F.col("server").alias("load_server"),
+            "segment_id",
+            "datasource",
+            "size_bytes",
+        ).alias("load"),
+    )
     over = out.filter("kind = 'over'").select("idx", F.struct("tier", "target", "detail").alias("over"))
-    work = (loads.groupBy("idx").agg(F.collect_list("load").alias("loads"))
-            .join(over.groupBy("idx").agg(F.collect_list("over").alias("over")), "idx")
-            .withColumn("bucket", F.col("idx") % BUCKETS))
+    work = (
+        loads.groupBy("idx")
+        .agg(F.collect_list("load").alias("loads"))
+        .join(over.groupBy("idx").agg(F.collect_list("over").alias("over")), "idx")
+        .withColumn("bucket", F.col("idx") % BUCKETS)
+    )
 
     def kernel(pdf: pd.DataFrame) -> pd.DataFrame:
         sink = OpSink()
@@ -43,9 +56,13 @@ def callback_drops(out):
             tiers = {}
             for o in r["over"]:
                 detail = json.loads(o["detail"])
-                tiers[o["tier"]] = callbacks.OverreplicatedTier(int(o["target"]), int(detail["count"]), list(detail["drop_order"]))
-            loads = [callbacks.ScheduledLoad(x["load_tier"], x["load_server"], (int(x["o1"]), x["o2"], float(x["o3"])))
-                     for x in lds]
+                tiers[o["tier"]] = callbacks.OverreplicatedTier(
+                    int(o["target"]), int(detail["count"]), list(detail["drop_order"])
+                )
+            loads = [
+                callbacks.ScheduledLoad(x["load_tier"], x["load_server"], (int(x["o1"]), x["o2"], float(x["o3"])))
+                for x in lds
+            ]
             callbacks.add_callbacks(seg, loads, tiers, sink)
         return out_frame(sink)
 

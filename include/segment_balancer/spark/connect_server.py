@@ -37,8 +37,8 @@ Usage::
 ``start`` returns once the server answers a query (the health check: a session runs a Python
 function, which also warms the server's code generation and first Python worker) and prints its
 URL; it is a no-op when the server of ``DIR`` already answers on the port; with ``--stop-with PID``
-a detached watchdog stops the server when process ``PID`` ends (``make airflow``, ``make demo``). ``status`` exits 0 when
-the server answers, 1 when not. ``stop`` stops the server of ``DIR`` (TERM, then KILL after a
+a detached watchdog stops the server when process ``PID`` ends (``make airflow``, ``make demo``).
+``status`` exits 0 when the server answers, 1 when not. ``stop`` stops the server of ``DIR`` (TERM, then KILL after a
 grace period); nothing is left running.
 """
 
@@ -121,22 +121,30 @@ class ConnectServer:
         from segment_balancer.spark.session import LEAN_CONF, LOCAL_SQL_CONF
 
         conf = {k: v for k, v in LEAN_CONF.items() if k not in ("spark.driver.memory", "spark.ui.enabled")}
-        conf.update({
-            "spark.connect.grpc.binding.port": str(self.port),
-            "spark.connect.grpc.binding.address": self.host,
-            "spark.ui.enabled": "true",
-            "spark.ui.port": str(self.ui_port or self.port + 1),
-            "spark.driver.host": self.host if self._on_this_machine() else "",
-            "spark.pyspark.python": sys.executable,
-            "spark.pyspark.driver.python": sys.executable,
-        })
+        conf.update(
+            {
+                "spark.connect.grpc.binding.port": str(self.port),
+                "spark.connect.grpc.binding.address": self.host,
+                "spark.ui.enabled": "true",
+                "spark.ui.port": str(self.ui_port or self.port + 1),
+                "spark.driver.host": self.host if self._on_this_machine() else "",
+                "spark.pyspark.python": sys.executable,
+                "spark.pyspark.driver.python": sys.executable,
+            }
+        )
         if self.master.startswith("local"):
             conf.update(LOCAL_SQL_CONF)
             conf["spark.sql.shuffle.partitions"] = str(max(2, _local_cores(self.master)))
         if self.event_log:
             (self.root / "events").mkdir(parents=True, exist_ok=True)
-            conf.update({"spark.eventLog.enabled": "true", "spark.eventLog.dir": f"file://{self.root / 'events'}",
-                         "spark.eventLog.compress": "false", "spark.eventLog.rolling.enabled": "false"})
+            conf.update(
+                {
+                    "spark.eventLog.enabled": "true",
+                    "spark.eventLog.dir": f"file://{self.root / 'events'}",
+                    "spark.eventLog.compress": "false",
+                    "spark.eventLog.rolling.enabled": "false",
+                }
+            )
         conf.update(self.conf)
         return {k: v for k, v in conf.items() if v != ""}
 
@@ -149,8 +157,17 @@ class ConnectServer:
         """The ``spark-submit`` that runs the server."""
         from segment_balancer.spark.jvm_archive import local_driver_java_options
 
-        cmd = [str(spark_home() / "bin" / "spark-submit"), "--class", SERVER_CLASS, "--master", self.master,
-               "--name", "segment_balancer.connect", "--driver-memory", self.driver_memory]
+        cmd = [
+            str(spark_home() / "bin" / "spark-submit"),
+            "--class",
+            SERVER_CLASS,
+            "--master",
+            self.master,
+            "--name",
+            "segment_balancer.connect",
+            "--driver-memory",
+            self.driver_memory,
+        ]
         if self.master.startswith("local"):
             cmd += ["--driver-java-options", local_driver_java_options()]
         for key, value in self.spark_conf().items():
@@ -196,8 +213,15 @@ class ConnectServer:
         with open(self.log_path, "ab") as log:
             log.write(f"--- {time.strftime('%Y-%m-%dT%H:%M:%S')} starting {' '.join(self.command())}\n".encode())
             log.flush()
-            proc = subprocess.Popen(self.command(), env=self._env(), stdout=log, stderr=subprocess.STDOUT,
-                                    stdin=subprocess.DEVNULL, start_new_session=True, cwd=self.root)
+            proc = subprocess.Popen(
+                self.command(),
+                env=self._env(),
+                stdout=log,
+                stderr=subprocess.STDOUT,
+                stdin=subprocess.DEVNULL,
+                start_new_session=True,
+                cwd=self.root,
+            )
         write_text_atomic(f"{proc.pid}\n", self.pid_path)
         deadline = time.monotonic() + timeout
         while time.monotonic() < deadline:
@@ -209,8 +233,10 @@ class ConnectServer:
             time.sleep(0.5)
         self.stop()
         tail = self.log_path.read_text(errors="replace").splitlines()[-15:]
-        raise TimeoutError(f"the Spark Connect server at {self.url} did not answer within {timeout:.0f} s; "
-                           f"log {self.log_path}:\n" + "\n".join(tail))
+        raise TimeoutError(
+            f"the Spark Connect server at {self.url} did not answer within {timeout:.0f} s; "
+            f"log {self.log_path}:\n" + "\n".join(tail)
+        )
 
     def stop(self, grace: float = 20.0) -> bool:
         """Stop the server of this directory (its whole process group: the JVM and its Python
@@ -239,9 +265,25 @@ class ConnectServer:
     def stop_with(self, pid: int) -> None:
         """Stop this server when process ``pid`` ends (a detached watchdog, polling every second):
         ``make airflow`` and ``make demo`` leave nothing running however their shell ends."""
-        subprocess.Popen([sys.executable, "-m", "segment_balancer.spark.connect_server", "watch", "--dir", str(self.root), "--port", str(self.port),
-                          "--pid", str(pid)], env=self._env(), stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL,
-                         stderr=subprocess.DEVNULL, start_new_session=True)
+        subprocess.Popen(
+            [
+                sys.executable,
+                "-m",
+                "segment_balancer.spark.connect_server",
+                "watch",
+                "--dir",
+                str(self.root),
+                "--port",
+                str(self.port),
+                "--pid",
+                str(pid),
+            ],
+            env=self._env(),
+            stdin=subprocess.DEVNULL,
+            stdout=subprocess.DEVNULL,
+            stderr=subprocess.DEVNULL,
+            start_new_session=True,
+        )
 
     def watch(self, pid: int, every: float = 1.0) -> None:
         """Block until process ``pid`` or this server ends; then stop the server."""
@@ -251,7 +293,7 @@ class ConnectServer:
         if server is not None and self.pid() == server:
             self.stop()
 
-    def __enter__(self) -> "ConnectServer":
+    def __enter__(self) -> ConnectServer:
         self.start()
         return self
 
@@ -279,7 +321,7 @@ def _alive(pid: int) -> bool:
 
 def _local_cores(master: str) -> int:
     """The cores of a ``local``, ``local[N]`` or ``local[*]`` master."""
-    inner = master[len("local["):-1] if master.startswith("local[") else "1"
+    inner = master[len("local[") : -1] if master.startswith("local[") else "1"
     if inner in ("*", ""):
         return os.cpu_count() or 2
     return int(inner.split(",")[0])
@@ -290,23 +332,27 @@ def _probe(url: str, timeout: float) -> bool:
     process (a Connect client that cannot reach its server retries for minutes: the child is
     killed after ``timeout`` seconds), then release the session (``segment_balancer.spark.session.release``: a health
     check leaves no Python daemon behind). True when it printed the expected answer."""
-    code = ("import sys; from pyspark.sql.connect.session import SparkSession as S; "
-            "s = S.builder.remote(sys.argv[1]).getOrCreate(); "
-            "f = lambda it: (b for b in it); "
-            "print('answer', s.range(3).mapInArrow(f, 'id long').count()); "
-            "from segment_balancer.spark.session import release; release(s)")
+    code = (
+        "import sys; from pyspark.sql.connect.session import SparkSession as S; "
+        "s = S.builder.remote(sys.argv[1]).getOrCreate(); "
+        "f = lambda it: (b for b in it); "
+        "print('answer', s.range(3).mapInArrow(f, 'id long').count()); "
+        "from segment_balancer.spark.session import release; release(s)"
+    )
     env = {k: v for k, v in os.environ.items() if k not in ("SPARK_REMOTE", "PYSPARK_SUBMIT_ARGS")}
     try:
-        done = subprocess.run([sys.executable, "-c", code, url], capture_output=True, text=True, timeout=timeout,
-                              env=env)
+        done = subprocess.run(
+            [sys.executable, "-c", code, url], capture_output=True, text=True, timeout=timeout, env=env
+        )
     except subprocess.TimeoutExpired:
         return False
     return done.returncode == 0 and "answer 3" in done.stdout
 
 
 def main(argv=None) -> int:
-    parser = argparse.ArgumentParser(prog="python -m segment_balancer.spark.connect_server",
-                                     description=__doc__.split("\n")[0])
+    parser = argparse.ArgumentParser(
+        prog="python -m segment_balancer.spark.connect_server", description=__doc__.split("\n")[0]
+    )
     parser.add_argument("action", choices=["start", "stop", "status", "watch"])
     parser.add_argument("--dir", required=True, type=Path, help="the server's log, pid file and event log")
     parser.add_argument("--port", type=int, default=int(os.environ.get("SPARK_CONNECT_PORT", DEFAULT_PORT)))
@@ -315,9 +361,14 @@ def main(argv=None) -> int:
     parser.add_argument("--driver-memory", default=os.environ.get(MEMORY_ENV, DEFAULT_DRIVER_MEMORY))
     parser.add_argument("--ui-port", type=int, help="the Spark UI's port (default: port + 1)")
     parser.add_argument("--event-log", action="store_true", help="write Spark's event log under DIR/events")
-    parser.add_argument("--conf", action="append", default=[], metavar="KEY=VALUE",
-                        help="a Spark setting of the server (repeatable), e.g. spark.sql.shuffle.partitions=8 "
-                             "on a cluster master (on a local master it is one per core)")
+    parser.add_argument(
+        "--conf",
+        action="append",
+        default=[],
+        metavar="KEY=VALUE",
+        help="a Spark setting of the server (repeatable), e.g. spark.sql.shuffle.partitions=8 "
+        "on a cluster master (on a local master it is one per core)",
+    )
     parser.add_argument("--timeout", type=float, default=120.0, help="seconds to wait for the server to answer")
     parser.add_argument("--stop-with", type=int, metavar="PID", help="with start: stop the server when PID ends")
     parser.add_argument("--pid", type=int, help=argparse.SUPPRESS)  # watch: the process to outlive no longer
@@ -328,8 +379,9 @@ def main(argv=None) -> int:
         if not sep or not key.strip():
             parser.error(f"--conf {item!r}: expected KEY=VALUE")
         conf[key.strip()] = value
-    server = ConnectServer(args.dir.absolute(), args.port, args.host, args.master, args.driver_memory, args.ui_port,
-                           args.event_log, conf)
+    server = ConnectServer(
+        args.dir.absolute(), args.port, args.host, args.master, args.driver_memory, args.ui_port, args.event_log, conf
+    )
     if args.action == "start":
         started = time.monotonic()
         try:
@@ -337,9 +389,11 @@ def main(argv=None) -> int:
         except (RuntimeError, TimeoutError) as exc:
             print(f"Spark Connect server not started: {exc}", file=sys.stderr)
             return 1
-        print(f"Spark Connect server up in {time.monotonic() - started:.1f} s (pid {server.pid()}, "
-              f"master {server.master}, driver memory {server.driver_memory}, log {server.log_path})",
-              file=sys.stderr)
+        print(
+            f"Spark Connect server up in {time.monotonic() - started:.1f} s (pid {server.pid()}, "
+            f"master {server.master}, driver memory {server.driver_memory}, log {server.log_path})",
+            file=sys.stderr,
+        )
         if args.stop_with:
             server.stop_with(args.stop_with)
     elif args.action == "watch":

@@ -38,7 +38,9 @@ LOG4J_CONFIG = Path(__file__).with_name("log4j2.properties")
 
 # Short runs: C1-only JIT and the serial collector start faster and spend less CPU than the
 # server defaults (about a quarter less per plan).
-BASE_DRIVER_JAVA_OPTIONS = f"-XX:TieredStopAtLevel=1 -XX:ReservedCodeCacheSize=256m -XX:+UseSerialGC -Dlog4j2.configurationFile={LOG4J_CONFIG}"
+BASE_DRIVER_JAVA_OPTIONS = (
+    f"-XX:TieredStopAtLevel=1 -XX:ReservedCodeCacheSize=256m -XX:+UseSerialGC -Dlog4j2.configurationFile={LOG4J_CONFIG}"
+)
 
 #: Applications run to fill the archive: between them they read and write parquet, join, window,
 #: aggregate, run a kernel in ``applyInPandas`` and collect to pandas, as every later stage does.
@@ -75,13 +77,19 @@ def build_archive(path: Path | None = None, snapshot: Path | None = None) -> Pat
     aside = path.with_name(f".{path.name}.{os.getpid()}.tmp")
     aside.unlink(missing_ok=True)
     java_options = f"{BASE_DRIVER_JAVA_OPTIONS} -XX:ArchiveClassesAtExit={aside} -Xlog:cds=error,cds+dynamic=error"
-    env = {**os.environ, "PYSPARK_SUBMIT_ARGS": f'--driver-java-options "{java_options}" pyspark-shell',
-           "SPARK_MASTER": "local[2]"}
+    env = {
+        **os.environ,
+        "PYSPARK_SUBMIT_ARGS": f'--driver-java-options "{java_options}" pyspark-shell',
+        "SPARK_MASTER": "local[2]",
+    }
     env.pop(ARCHIVE_ENV, None)
     with tempfile.TemporaryDirectory(prefix="segment_balancer-jvm-archive-") as tmp:
         done = subprocess.run(
             [sys.executable, "-m", "segment_balancer.spark.apps", "--workload", ",".join(WORKLOAD), str(snapshot), tmp],
-            env=env, capture_output=True, text=True)
+            env=env,
+            capture_output=True,
+            text=True,
+        )
     if done.returncode != 0 or not aside.is_file():
         aside.unlink(missing_ok=True)
         raise RuntimeError(f"building the JVM archive failed (exit {done.returncode}):\n{done.stderr[-3000:]}")

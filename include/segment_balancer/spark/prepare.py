@@ -61,18 +61,48 @@ four tasks took the job as long as two (22.2 s against 23.2 s)."""
 SERVER_SEGMENTS_NAME = "server_segments.json"
 """How an unlisted segment's first naming row is reported (whatever the replica file's layout)."""
 QUEUES_NAME = "load_queues.json"
-JOIN_SCHEMA = ("side byte, segment_id string, bucket int, datasource string, start_ms long, end_ms long, version string, "
-               "partition_num int, size_bytes long, used boolean, overshadowed boolean, overshadowed_by array<string>, "
-               "line long, shard_type string, idx long, row long, server string, bad boolean, queued_load boolean, "
-               "queue_type string, requested_at_ms long, queued_drop boolean, place string")
+JOIN_SCHEMA = (
+    "side byte, segment_id string, bucket int, datasource string, start_ms long, end_ms long, version string, "
+    "partition_num int, size_bytes long, used boolean, overshadowed boolean, overshadowed_by array<string>, "
+    "line long, shard_type string, idx long, row long, server string, bad boolean, queued_load boolean, "
+    "queue_type string, requested_at_ms long, queued_drop boolean, place string"
+)
 """The rows the join meets per bucket, by ``side``: 0 a segment of the timeline table, 1 its
 used-segment index, 2 a replica row, 3 a load-queue entry."""
-SEGMENT_COLUMNS = ["idx", "code", "segment_id", "datasource", "start_ms", "end_ms", "version", "partition_num",
-                   "size_bytes", "used", "overshadowed", "rule_kind", "rule_idx", "required", "waiting", "listed",
-                   "shard_type", "line", "targets"]
+SEGMENT_COLUMNS = [
+    "idx",
+    "code",
+    "segment_id",
+    "datasource",
+    "start_ms",
+    "end_ms",
+    "version",
+    "partition_num",
+    "size_bytes",
+    "used",
+    "overshadowed",
+    "rule_kind",
+    "rule_idx",
+    "required",
+    "waiting",
+    "listed",
+    "shard_type",
+    "line",
+    "targets",
+]
 """``prepared/segments.parquet`` (docs/ARCHITECTURE.md)."""
-REPLICA_COLUMNS = ["segment_id", "idx", "code", "server", "tier", "served", "queued_load", "queue_type",
-                   "requested_at_ms", "queued_drop"]
+REPLICA_COLUMNS = [
+    "segment_id",
+    "idx",
+    "code",
+    "server",
+    "tier",
+    "served",
+    "queued_load",
+    "queue_type",
+    "requested_at_ms",
+    "queued_drop",
+]
 """``prepared/replicas.parquet`` (docs/ARCHITECTURE.md)."""
 
 
@@ -142,8 +172,9 @@ def assign_rules(segs: pd.DataFrame, rules: dict, now_ms: int) -> pd.DataFrame:
     total = np.zeros(n, dtype=np.int32)
     for ds, rows in segs.groupby("datasource", sort=False).indices.items():
         lst = of(ds)
-        out[rows] = rule_index_for(lst, segs["start_ms"].to_numpy(np.int64)[rows], segs["end_ms"].to_numpy(np.int64)[rows],
-                                   now_ms)
+        out[rows] = rule_index_for(
+            lst, segs["start_ms"].to_numpy(np.int64)[rows], segs["end_ms"].to_numpy(np.int64)[rows], now_ms
+        )
         for i, rule in enumerate(lst):
             hit = rows[out[rows] == i]
             kind[hit], total[hit] = rule.kind, _replicants_total(rule)
@@ -160,16 +191,32 @@ def _queue_rows(queues) -> list[tuple]:
     for q in queues:
         key = "segmentsToLoad" if q.action == "LOAD" else "segmentsToDrop"
         j = position[(q.server, key)] = position.get((q.server, key), -1) + 1
-        rows.append((q.server, q.segment_id, q.action == "LOAD", q.queue_type if q.action == "LOAD" else None,
-                     q.requested_at_ms, q.action == "DROP", f"server {q.server!r} {key}[{j}]"))
+        rows.append(
+            (
+                q.server,
+                q.segment_id,
+                q.action == "LOAD",
+                q.queue_type if q.action == "LOAD" else None,
+                q.requested_at_ms,
+                q.action == "DROP",
+                f"server {q.server!r} {key}[{j}]",
+            )
+        )
     return rows
 
 
 # ---- the join, per bucket of segment ids ---------------------------------------------------------
 def _first_named(named: pd.DataFrame) -> pd.DataFrame:
     """Per segment id, where it is first named: the least (``file``, ``row``, ``place``), nulls first."""
-    key = pd.DataFrame({"f": named["file"], "rn": named["row"].notna(), "r": named["row"].fillna(0),
-                        "pn": named["place"].notna(), "p": named["place"].fillna("")})
+    key = pd.DataFrame(
+        {
+            "f": named["file"],
+            "rn": named["row"].notna(),
+            "r": named["row"].fillna(0),
+            "pn": named["place"].notna(),
+            "p": named["place"].fillna(""),
+        }
+    )
     order = np.lexsort((key["p"], key["pn"], key["r"], key["rn"], key["f"]))
     return named.iloc[order].drop_duplicates("segment_id", keep="first")
 
@@ -181,21 +228,44 @@ def _unlisted(missing: pd.DataFrame, datasources: list[str]) -> tuple[pd.DataFra
     from segment_balancer.druid.segment_id import parse_segment_id
 
     rows, problems = [], []
-    for sid, file, row, place, bucket in zip(missing["segment_id"], missing["file"], missing["row"], missing["place"],
-                                             missing["bucket"]):
+    for sid, file, row, place, bucket in zip(
+        missing["segment_id"], missing["file"], missing["row"], missing["place"], missing["bucket"]
+    ):
         parts = parse_segment_id(sid, datasources)
         if parts is None:
-            problems.append({"file": file, "row": None if pd.isna(row) else int(row), "place": place, "segment_id": sid,
-                             "problem": f"segment {sid} is not in segments.jsonl and is not a Druid segment id "
-                                        "(dataSource_start_end_version[_partitionNum])"})
+            problems.append(
+                {
+                    "file": file,
+                    "row": None if pd.isna(row) else int(row),
+                    "place": place,
+                    "segment_id": sid,
+                    "problem": f"segment {sid} is not in segments.jsonl and is not a Druid segment id "
+                    "(dataSource_start_end_version[_partitionNum])",
+                }
+            )
             continue
-        rows.append({"segment_id": sid, "datasource": parts.datasource, "start_ms": parts.start_ms,
-                     "end_ms": parts.end_ms, "version": parts.version, "partition_num": parts.partition_num,
-                     "bucket": bucket})
-    frame = pd.DataFrame(rows, columns=["segment_id", "datasource", "start_ms", "end_ms", "version", "partition_num",
-                                        "bucket"])
-    return frame.assign(size_bytes=0, used=False, overshadowed=False, shard_type="unknown", listed=False,
-                        overshadowed_by=[[] for _ in range(len(frame))]), problems
+        rows.append(
+            {
+                "segment_id": sid,
+                "datasource": parts.datasource,
+                "start_ms": parts.start_ms,
+                "end_ms": parts.end_ms,
+                "version": parts.version,
+                "partition_num": parts.partition_num,
+                "bucket": bucket,
+            }
+        )
+    frame = pd.DataFrame(
+        rows, columns=["segment_id", "datasource", "start_ms", "end_ms", "version", "partition_num", "bucket"]
+    )
+    return frame.assign(
+        size_bytes=0,
+        used=False,
+        overshadowed=False,
+        shard_type="unknown",
+        listed=False,
+        overshadowed_by=[[] for _ in range(len(frame))],
+    ), problems
 
 
 def _problem_key(p: dict) -> tuple:
@@ -205,8 +275,20 @@ def _problem_key(p: dict) -> tuple:
 
 def _summary() -> dict:
     """What a partition of the join reports, before it has seen a row."""
-    return {"bad_replicas": False, "unlisted_problem": None, "per_server": {}, "stale_n": 0, "stale": [], "norule_n": 0,
-            "norule": [], "unlisted": {}, "unlisted_ids": [], "n_used": 0, "datasources": [], "others": {}}
+    return {
+        "bad_replicas": False,
+        "unlisted_problem": None,
+        "per_server": {},
+        "stale_n": 0,
+        "stale": [],
+        "norule_n": 0,
+        "norule": [],
+        "unlisted": {},
+        "unlisted_ids": [],
+        "n_used": 0,
+        "datasources": [],
+        "others": {},
+    }
 
 
 def join_bucket(pdf: pd.DataFrame, ctx: dict) -> tuple[dict, dict | None]:
@@ -221,12 +303,28 @@ def join_bucket(pdf: pd.DataFrame, ctx: dict) -> tuple[dict, dict | None]:
     import pyarrow.compute as pc
 
     side = pdf["side"].to_numpy()
-    segs = pdf[side == 0][["segment_id", "bucket", "datasource", "start_ms", "end_ms", "version", "partition_num",
-                           "size_bytes", "used", "overshadowed", "overshadowed_by", "line", "shard_type"]]
+    segs = pdf[side == 0][
+        [
+            "segment_id",
+            "bucket",
+            "datasource",
+            "start_ms",
+            "end_ms",
+            "version",
+            "partition_num",
+            "size_bytes",
+            "used",
+            "overshadowed",
+            "overshadowed_by",
+            "line",
+            "shard_type",
+        ]
+    ]
     index = pdf[side == 1]
     reps = pdf[side == 2][["segment_id", "row", "server", "bad", "bucket"]].reset_index(drop=True)
-    queue = pdf[side == 3][["segment_id", "server", "queued_load", "queue_type", "requested_at_ms", "queued_drop",
-                            "place", "bucket"]].reset_index(drop=True)
+    queue = pdf[side == 3][
+        ["segment_id", "server", "queued_load", "queue_type", "requested_at_ms", "queued_drop", "place", "bucket"]
+    ].reset_index(drop=True)
     summary = _summary()
     if reps["bad"].eq(True).any():
         summary["bad_replicas"] = True
@@ -241,14 +339,23 @@ def join_bucket(pdf: pd.DataFrame, ctx: dict) -> tuple[dict, dict | None]:
 
     rep_pos, q_pos = positions(reps["segment_id"].to_numpy(object)), positions(queue["segment_id"].to_numpy(object))
     n_rep, n_q = len(reps), len(queue)
-    named = pd.DataFrame({
-        "segment_id": np.concatenate([reps["segment_id"].to_numpy(object)[rep_pos < 0],
-                                      queue["segment_id"].to_numpy(object)[q_pos < 0]]),
-        "file": np.array([SERVER_SEGMENTS_NAME] * int((rep_pos < 0).sum()) + [QUEUES_NAME] * int((q_pos < 0).sum()),
-                         dtype=object),
-        "row": pd.array(list(reps["row"][rep_pos < 0]) + [None] * int((q_pos < 0).sum()), dtype="Int64"),
-        "place": np.concatenate([np.full(int((rep_pos < 0).sum()), None, object), queue["place"].to_numpy(object)[q_pos < 0]]),
-        "bucket": np.concatenate([reps["bucket"].to_numpy(np.int64)[rep_pos < 0], queue["bucket"].to_numpy(np.int64)[q_pos < 0]])})
+    named = pd.DataFrame(
+        {
+            "segment_id": np.concatenate(
+                [reps["segment_id"].to_numpy(object)[rep_pos < 0], queue["segment_id"].to_numpy(object)[q_pos < 0]]
+            ),
+            "file": np.array(
+                [SERVER_SEGMENTS_NAME] * int((rep_pos < 0).sum()) + [QUEUES_NAME] * int((q_pos < 0).sum()), dtype=object
+            ),
+            "row": pd.array(list(reps["row"][rep_pos < 0]) + [None] * int((q_pos < 0).sum()), dtype="Int64"),
+            "place": np.concatenate(
+                [np.full(int((rep_pos < 0).sum()), None, object), queue["place"].to_numpy(object)[q_pos < 0]]
+            ),
+            "bucket": np.concatenate(
+                [reps["bucket"].to_numpy(np.int64)[rep_pos < 0], queue["bucket"].to_numpy(np.int64)[q_pos < 0]]
+            ),
+        }
+    )
     unlisted, problems = _unlisted(_first_named(named), ctx["datasources"])
     if problems:
         summary["unlisted_problem"] = min(problems, key=_problem_key)
@@ -258,8 +365,9 @@ def join_bucket(pdf: pd.DataFrame, ctx: dict) -> tuple[dict, dict | None]:
         extra = pa.array(unlisted["segment_id"].to_numpy(object), pa.string())
         for pos, ids in ((rep_pos, reps["segment_id"]), (q_pos, queue["segment_id"])):
             miss = pos < 0
-            pos[miss] = len(segs) + np.asarray(pc.index_in(pa.array(ids.to_numpy(object)[miss], pa.string()),
-                                                           value_set=extra).fill_null(-1), np.int64)
+            pos[miss] = len(segs) + np.asarray(
+                pc.index_in(pa.array(ids.to_numpy(object)[miss], pa.string()), value_set=extra).fill_null(-1), np.int64
+            )
     every = assign_rules(every, ctx["rules"], ctx["now_ms"])
     n = len(every)
     # a replica row repeats when its (server, segment) does: the reference reader names the repeat
@@ -274,12 +382,25 @@ def join_bucket(pdf: pd.DataFrame, ctx: dict) -> tuple[dict, dict | None]:
     # replicas: every served or queued (server, segment) of a historical, the queue entries joined
     # to the served rows as a full outer join on (server, segment) would
     served = pd.DataFrame({"key": rep_key, "served": True})
-    queued = pd.DataFrame({"key": q_key, "queued_load": queue["queued_load"].astype(bool).to_numpy(),
-                           "queue_type": queue["queue_type"].to_numpy(object),
-                           "requested_at_ms": queue["requested_at_ms"].astype("Int64"),
-                           "queued_drop": queue["queued_drop"].astype(bool).to_numpy()})
-    rep = served.merge(queued, on="key", how="outer", sort=False) if n_q else served.assign(
-        queued_load=False, queue_type=None, requested_at_ms=pd.array([None] * n_rep, dtype="Int64"), queued_drop=False)
+    queued = pd.DataFrame(
+        {
+            "key": q_key,
+            "queued_load": queue["queued_load"].astype(bool).to_numpy(),
+            "queue_type": queue["queue_type"].to_numpy(object),
+            "requested_at_ms": queue["requested_at_ms"].astype("Int64"),
+            "queued_drop": queue["queued_drop"].astype(bool).to_numpy(),
+        }
+    )
+    rep = (
+        served.merge(queued, on="key", how="outer", sort=False)
+        if n_q
+        else served.assign(
+            queued_load=False,
+            queue_type=None,
+            requested_at_ms=pd.array([None] * n_rep, dtype="Int64"),
+            queued_drop=False,
+        )
+    )
     key = rep["key"].to_numpy(np.int64)
     pos, srv = key % n, key // n
     server_names = np.array(names, dtype=object)[srv] if len(names) else np.zeros(0, object)
@@ -295,48 +416,100 @@ def join_bucket(pdf: pd.DataFrame, ctx: dict) -> tuple[dict, dict | None]:
     size = every["size_bytes"].to_numpy(np.int64)
     kind = every["rule_kind"].to_numpy(object)
     ids = every["segment_id"].to_numpy(object)
-    out_reps = pd.DataFrame({"segment_id": ids[pos], "idx": pd.array(np.where(np.isnan(idx[pos]), None, idx[pos]),
-                                                                       dtype="Int64"),
-                             "server": server_names, "tier": tier, "served": served_flag, "queued_load": queued_load,
-                             "queue_type": queue_type, "requested_at_ms": pd.array(requested, dtype="Int64"),
-                             "queued_drop": queued_drop})
+    out_reps = pd.DataFrame(
+        {
+            "segment_id": ids[pos],
+            "idx": pd.array(np.where(np.isnan(idx[pos]), None, idx[pos]), dtype="Int64"),
+            "server": server_names,
+            "tier": tier,
+            "served": served_flag,
+            "queued_load": queued_load,
+            "queue_type": queue_type,
+            "requested_at_ms": pd.array(requested, dtype="Int64"),
+            "queued_drop": queued_drop,
+        }
+    )
     # waiting's inputs: the segments that need a replica and have none served (no drop queued)
     drop_keys = set(q_key[queue["queued_drop"].astype(bool).to_numpy()].tolist())
     serving = np.zeros(n, bool)
     serving[rep_pos[~np.isin(rep_key, np.fromiter(drop_keys, np.int64, len(drop_keys)))]] = True
-    needs = (every["used"].to_numpy(bool) & ~every["overshadowed"].to_numpy(bool)
-             & ((kind == "broadcast") | ((kind == "load") & (every["replicants_total"].to_numpy() > 0))))
+    needs = (
+        every["used"].to_numpy(bool)
+        & ~every["overshadowed"].to_numpy(bool)
+        & ((kind == "broadcast") | ((kind == "load") & (every["replicants_total"].to_numpy() > 0)))
+    )
     unserved = pd.DataFrame({"by": ids[needs & ~serving]})
     over = np.flatnonzero(every["overshadowed"].to_numpy(bool))
     lists = every["overshadowed_by"].to_numpy(object)[over]
-    pairs = pd.DataFrame({"line": np.repeat(every["line"].to_numpy(dtype=np.float64, na_value=np.nan)[over].astype(np.int64),
-                                            [len(x) for x in lists]),
-                          "by": [b for x in lists for b in x]})
+    pairs = pd.DataFrame(
+        {
+            "line": np.repeat(
+                every["line"].to_numpy(dtype=np.float64, na_value=np.nan)[over].astype(np.int64),
+                [len(x) for x in lists],
+            ),
+            "by": [b for x in lists for b in x],
+        }
+    )
     # the summaries' facts
     has_idx = ~np.isnan(idx)
     broadcast_used = has_idx[pos] & (kind[pos] == "broadcast")
-    per_server = pd.DataFrame({"server": server_names, "queued_bytes": np.where(queued_load, size[pos], 0),
-                               "non_broadcast": (served_flag & ~broadcast_used).astype(np.int64)}).groupby("server").sum()
-    stale = out_reps[(out_reps["queued_load"] & (out_reps["requested_at_ms"] < ctx["stale_before_ms"])).fillna(False)
-                     .astype(bool)].sort_values(["requested_at_ms", "server"], kind="stable")
+    per_server = (
+        pd.DataFrame(
+            {
+                "server": server_names,
+                "queued_bytes": np.where(queued_load, size[pos], 0),
+                "non_broadcast": (served_flag & ~broadcast_used).astype(np.int64),
+            }
+        )
+        .groupby("server")
+        .sum()
+    )
+    stale = out_reps[
+        (out_reps["queued_load"] & (out_reps["requested_at_ms"] < ctx["stale_before_ms"])).fillna(False).astype(bool)
+    ].sort_values(["requested_at_ms", "server"], kind="stable")
     norule = every[has_idx & pd.isna(kind)].sort_values("idx")
     un = every[~every["listed"].to_numpy(bool)]
     un_reps = out_reps[out_reps["segment_id"].isin(un["segment_id"])].groupby("segment_id")["served"].sum()
-    un_per_ds = {ds: {"segments": int(len(part)), "replicas": int(un_reps.reindex(part["segment_id"]).fillna(0).sum())}
-                 for ds, part in un.groupby("datasource")}
-    summary.update({
-        "per_server": {s: (int(r["queued_bytes"]), int(r["non_broadcast"])) for s, r in per_server.iterrows()},
-        "stale_n": len(stale),
-        "stale": [{"segment_id": a, "server": b, "requested_at_ms": int(c)}
-                  for a, b, c in zip(stale["segment_id"][:5], stale["server"][:5], stale["requested_at_ms"][:5])],
-        "norule_n": len(norule),
-        "norule": [{"idx": int(i), "segment_id": s} for i, s in zip(norule["idx"][:5], norule["segment_id"][:5])],
-        "unlisted": un_per_ds, "unlisted_ids": sorted(un["segment_id"])[:5],
-        "n_used": int(has_idx.sum()), "datasources": sorted(set(every["datasource"])),
-        "others": {int(b): int(c) for b, c in every.loc[~has_idx, "bucket"].value_counts().items()},
-    })
-    keep = ["segment_id", "bucket", "datasource", "start_ms", "end_ms", "version", "partition_num", "size_bytes", "used",
-            "overshadowed", "line", "shard_type", "idx", "listed", "rule_idx", "rule_kind", "required"]
+    un_per_ds = {
+        ds: {"segments": int(len(part)), "replicas": int(un_reps.reindex(part["segment_id"]).fillna(0).sum())}
+        for ds, part in un.groupby("datasource")
+    }
+    summary.update(
+        {
+            "per_server": {s: (int(r["queued_bytes"]), int(r["non_broadcast"])) for s, r in per_server.iterrows()},
+            "stale_n": len(stale),
+            "stale": [
+                {"segment_id": a, "server": b, "requested_at_ms": int(c)}
+                for a, b, c in zip(stale["segment_id"][:5], stale["server"][:5], stale["requested_at_ms"][:5])
+            ],
+            "norule_n": len(norule),
+            "norule": [{"idx": int(i), "segment_id": s} for i, s in zip(norule["idx"][:5], norule["segment_id"][:5])],
+            "unlisted": un_per_ds,
+            "unlisted_ids": sorted(un["segment_id"])[:5],
+            "n_used": int(has_idx.sum()),
+            "datasources": sorted(set(every["datasource"])),
+            "others": {int(b): int(c) for b, c in every.loc[~has_idx, "bucket"].value_counts().items()},
+        }
+    )
+    keep = [
+        "segment_id",
+        "bucket",
+        "datasource",
+        "start_ms",
+        "end_ms",
+        "version",
+        "partition_num",
+        "size_bytes",
+        "used",
+        "overshadowed",
+        "line",
+        "shard_type",
+        "idx",
+        "listed",
+        "rule_idx",
+        "rule_kind",
+        "required",
+    ]
     return summary, {"segs": every[keep], "reps": out_reps, "pairs": pairs, "unserved": unserved}
 
 
@@ -346,8 +519,12 @@ def _to_pandas(table) -> pd.DataFrame:
     end, 2^62 − 1."""
     import pyarrow as pa
 
-    types = {pa.int8(): pd.Int8Dtype(), pa.int32(): pd.Int32Dtype(), pa.int64(): pd.Int64Dtype(),
-             pa.bool_(): pd.BooleanDtype()}
+    types = {
+        pa.int8(): pd.Int8Dtype(),
+        pa.int32(): pd.Int32Dtype(),
+        pa.int64(): pd.Int64Dtype(),
+        pa.bool_(): pd.BooleanDtype(),
+    }
     return table.to_pandas(types_mapper=types.get)
 
 
@@ -357,14 +534,36 @@ def _typed(name: str, frame: pd.DataFrame):
     import pyarrow as pa
 
     types = {
-        "segs": {"segment_id": pa.string(), "bucket": pa.int32(), "datasource": pa.string(), "start_ms": pa.int64(),
-                 "end_ms": pa.int64(), "version": pa.string(), "partition_num": pa.int32(), "size_bytes": pa.int64(),
-                 "used": pa.bool_(), "overshadowed": pa.bool_(), "line": pa.int64(), "shard_type": pa.string(),
-                 "idx": pa.int64(), "listed": pa.bool_(), "rule_idx": pa.int32(), "rule_kind": pa.string(),
-                 "required": pa.int32()},
-        "reps": {"segment_id": pa.string(), "idx": pa.int64(), "server": pa.string(), "tier": pa.string(),
-                 "served": pa.bool_(), "queued_load": pa.bool_(), "queue_type": pa.string(),
-                 "requested_at_ms": pa.int64(), "queued_drop": pa.bool_()},
+        "segs": {
+            "segment_id": pa.string(),
+            "bucket": pa.int32(),
+            "datasource": pa.string(),
+            "start_ms": pa.int64(),
+            "end_ms": pa.int64(),
+            "version": pa.string(),
+            "partition_num": pa.int32(),
+            "size_bytes": pa.int64(),
+            "used": pa.bool_(),
+            "overshadowed": pa.bool_(),
+            "line": pa.int64(),
+            "shard_type": pa.string(),
+            "idx": pa.int64(),
+            "listed": pa.bool_(),
+            "rule_idx": pa.int32(),
+            "rule_kind": pa.string(),
+            "required": pa.int32(),
+        },
+        "reps": {
+            "segment_id": pa.string(),
+            "idx": pa.int64(),
+            "server": pa.string(),
+            "tier": pa.string(),
+            "served": pa.bool_(),
+            "queued_load": pa.bool_(),
+            "queue_type": pa.string(),
+            "requested_at_ms": pa.int64(),
+            "queued_drop": pa.bool_(),
+        },
         "pairs": {"line": pa.int64(), "by": pa.string()},
         "unserved": {"by": pa.string()},
     }[name]
@@ -372,8 +571,16 @@ def _typed(name: str, frame: pd.DataFrame):
     return pa.Table.from_pandas(frame.reindex(columns=list(types)), schema=schema, preserve_index=False)
 
 
-def _join_job(spark, snapshot: Path, work: Path, scratch: str, ctx: dict, queues: list[tuple],
-              historicals: set[str], all_names: set[str]) -> list[dict]:
+def _join_job(
+    spark,
+    snapshot: Path,
+    work: Path,
+    scratch: str,
+    ctx: dict,
+    queues: list[tuple],
+    historicals: set[str],
+    all_names: set[str],
+) -> list[dict]:
     """Jobs 1 and 2 (module docstring): the rows of every bucket joined in one Python task per
     partition, which writes its frames under ``scratch`` (relative to ``work``); returns the tasks'
     summaries."""
@@ -388,22 +595,49 @@ def _join_job(spark, snapshot: Path, work: Path, scratch: str, ctx: dict, queues
 
     timeline = read_parquet(spark, work / TABLE_FILE)
     used = F.col("used") & (F.col("shard_type") != "tombstone")
-    segs = timeline.select(F.lit(0).cast("byte").alias("side"), "segment_id", "datasource", "start_ms", "end_ms", "version",
-                           F.col("partition_num").cast("int").alias("partition_num"), "size_bytes", used.alias("used"),
-                           "overshadowed", "overshadowed_by", "line", "shard_type")
+    segs = timeline.select(
+        F.lit(0).cast("byte").alias("side"),
+        "segment_id",
+        "datasource",
+        "start_ms",
+        "end_ms",
+        "version",
+        F.col("partition_num").cast("int").alias("partition_num"),
+        "size_bytes",
+        used.alias("used"),
+        "overshadowed",
+        "overshadowed_by",
+        "line",
+        "shard_type",
+    )
     # the used-segment index: newest first (end desc, start desc, id desc), numbered in the JVM over
     # the sorted partitions (the sort is cached: numbering counts its partitions first)
-    ordered = (timeline.filter(used & ~F.col("overshadowed")).select("segment_id", "line", "start_ms", "end_ms")
-               .orderBy(F.desc("end_ms"), F.desc("start_ms"), F.desc("segment_id")).select("segment_id", "line").cache())
-    index = with_row_numbers(ordered, "idx", first=0).select(F.lit(1).cast("byte").alias("side"), "segment_id", "line",
-                                                             "idx")
-    reps = _replica_rows(spark, snapshot, historicals, all_names).filter("bad or historical").select(
-        F.lit(2).cast("byte").alias("side"), "segment_id", "row", "server", "bad")
-    queue = spark.createDataFrame(queues, "server string, segment_id string, queued_load boolean, queue_type string, "
-                                          "requested_at_ms long, queued_drop boolean, place string")
+    ordered = (
+        timeline.filter(used & ~F.col("overshadowed"))
+        .select("segment_id", "line", "start_ms", "end_ms")
+        .orderBy(F.desc("end_ms"), F.desc("start_ms"), F.desc("segment_id"))
+        .select("segment_id", "line")
+        .cache()
+    )
+    index = with_row_numbers(ordered, "idx", first=0).select(
+        F.lit(1).cast("byte").alias("side"), "segment_id", "line", "idx"
+    )
+    reps = (
+        _replica_rows(spark, snapshot, historicals, all_names)
+        .filter("bad or historical")
+        .select(F.lit(2).cast("byte").alias("side"), "segment_id", "row", "server", "bad")
+    )
+    queue = spark.createDataFrame(
+        queues,
+        "server string, segment_id string, queued_load boolean, queue_type string, "
+        "requested_at_ms long, queued_drop boolean, place string",
+    )
     queue = queue.select(F.lit(3).cast("byte").alias("side"), *queue.columns)
-    union = segs.unionByName(index, allowMissingColumns=True).unionByName(reps, allowMissingColumns=True).unionByName(
-        queue, allowMissingColumns=True)
+    union = (
+        segs.unionByName(index, allowMissingColumns=True)
+        .unionByName(reps, allowMissingColumns=True)
+        .unionByName(queue, allowMissingColumns=True)
+    )
     union = union.withColumn("bucket", F.pmod(F.hash("segment_id"), F.lit(BUCKETS)).cast("int"))
     # an empty array, never a null one: Spark 4.2 turns a null array into Arrow some thousand times
     # slower than an empty one (a million null arrays took 32 s of one task, empty ones 1 s)
@@ -425,7 +659,9 @@ def _join_job(spark, snapshot: Path, work: Path, scratch: str, ctx: dict, queues
                 summary["part"] = part
                 for name, frame in frames.items():
                     fs.create_dir(f"{base}/{scratch}/{name}", recursive=True)
-                    pq.write_table(_typed(name, frame), f"{base}/{scratch}/{name}/part-{part:05d}.parquet", filesystem=fs)
+                    pq.write_table(
+                        _typed(name, frame), f"{base}/{scratch}/{name}/part-{part:05d}.parquet", filesystem=fs
+                    )
         yield pa.RecordBatch.from_pydict({"data": [pickle.dumps(summary)]}, schema=pa.schema([("data", pa.binary())]))
 
     try:
@@ -451,14 +687,23 @@ def _replica_rows(spark, snapshot: Path, historicals: set[str], all_names: set[s
     lines, _ = replica_lines(spark, server_segments_path(snapshot))
     if lines is None:
         rows, _, _ = read_server_segments(spark, snapshot, historicals, all_names, duplicates=False)
-        return rows.select("row", "server", "segment_id", F.coalesce("historical", F.lit(False)).alias("historical"),
-                           F.col("problem").isNotNull().alias("bad"))
+        return rows.select(
+            "row",
+            "server",
+            "segment_id",
+            F.coalesce("historical", F.lit(False)).alias("historical"),
+            F.col("problem").isNotNull().alias("bad"),
+        )
     hist, known = frozenset(historicals), frozenset(all_names)
 
     def parse(batches):
         for batch in batches:
-            table = parse_replica_lines(np.asarray(batch.column(0).to_numpy(zero_copy_only=False), np.int64),
-                                        batch.column(1).to_pylist(), hist, known)
+            table = parse_replica_lines(
+                np.asarray(batch.column(0).to_numpy(zero_copy_only=False), np.int64),
+                batch.column(1).to_pylist(),
+                hist,
+                known,
+            )
             yield from table.to_batches() or [pa.RecordBatch.from_pylist([], table.schema)]
 
     return lines.mapInArrow(parse, REPLICA_SCHEMA)
@@ -510,18 +755,26 @@ def finish_part(segs: pd.DataFrame, reps: pd.DataFrame, ctx: dict) -> dict[str, 
     code[used] = segs.loc[used, "idx"].to_numpy(np.int64)
     others = segs.loc[~used, ["bucket", "segment_id"]].sort_values(["bucket", "segment_id"], kind="stable")
     rank = others.groupby("bucket").cumcount().to_numpy(np.int64)
-    code[others.index.to_numpy()] = ctx["n_used"] + np.array([ctx["offsets"][b] for b in others["bucket"]], np.int64) + rank
+    code[others.index.to_numpy()] = (
+        ctx["n_used"] + np.array([ctx["offsets"][b] for b in others["bucket"]], np.int64) + rank
+    )
     segs["code"] = code
     overshadowed = segs["overshadowed"].to_numpy(bool)
-    waits = pd.array(np.isin(segs["line"].fillna(-1).to_numpy(np.int64), np.array(ctx["waiting"], dtype=np.int64)),
-                     dtype="boolean")
+    waits = pd.array(
+        np.isin(segs["line"].fillna(-1).to_numpy(np.int64), np.array(ctx["waiting"], dtype=np.int64)), dtype="boolean"
+    )
     waits[~overshadowed] = pd.NA
     segs["waiting"] = waits
     kind = segs["rule_kind"].to_numpy(object)
-    fate = np.where(used, np.where(kind == "drop", FATES.index("drop_rule"), 0),
-                    np.where(~overshadowed, FATES.index("unused"),
-                             np.where(segs["waiting"].fillna(False).to_numpy(bool), FATES.index("waiting"),
-                                      FATES.index("overshadowed"))))
+    fate = np.where(
+        used,
+        np.where(kind == "drop", FATES.index("drop_rule"), 0),
+        np.where(
+            ~overshadowed,
+            FATES.index("unused"),
+            np.where(segs["waiting"].fillna(False).to_numpy(bool), FATES.index("waiting"), FATES.index("overshadowed")),
+        ),
+    )
     # targets: the used load-rule segments' tiers of the snapshot with a replicant count
     parts = []
     load = segs[used & (kind == "load")]
@@ -531,51 +784,102 @@ def finish_part(segs: pd.DataFrame, reps: pd.DataFrame, ctx: dict) -> dict[str, 
         tiers_of = ctx["per_rule"].get(f"{ds}\x00{rule_idx}", ())
         if tiers_of:
             # {tier: target} in the rule's tier order, as explain shows it
-            targets_json[load_rows[rows]] = json.dumps({t: n for t, n, _ in sorted(tiers_of, key=lambda x: x[2])},
-                                                       separators=(",", ":"))
+            targets_json[load_rows[rows]] = json.dumps(
+                {t: n for t, n, _ in sorted(tiers_of, key=lambda x: x[2])}, separators=(",", ":")
+            )
             idx = load["idx"].to_numpy(np.int64)[rows]
-            parts.append(pd.DataFrame({"idx": np.repeat(idx, len(tiers_of)),
-                                       "tier": np.tile(np.array([t for t, _, _ in tiers_of], dtype=object), len(idx)),
-                                       "target": np.tile(np.array([n for _, n, _ in tiers_of]), len(idx)),
-                                       "tier_pos": np.tile(np.array([p for _, _, p in tiers_of]), len(idx))}))
-    targets = (pd.concat(parts, ignore_index=True) if parts else pd.DataFrame(
-        {"idx": [], "tier": pd.Series([], dtype=object), "target": [], "tier_pos": []})).astype(
-        {"idx": "int64", "target": "int32", "tier_pos": "int32"})
+            parts.append(
+                pd.DataFrame(
+                    {
+                        "idx": np.repeat(idx, len(tiers_of)),
+                        "tier": np.tile(np.array([t for t, _, _ in tiers_of], dtype=object), len(idx)),
+                        "target": np.tile(np.array([n for _, n, _ in tiers_of]), len(idx)),
+                        "tier_pos": np.tile(np.array([p for _, _, p in tiers_of]), len(idx)),
+                    }
+                )
+            )
+    targets = (
+        pd.concat(parts, ignore_index=True)
+        if parts
+        else pd.DataFrame({"idx": [], "tier": pd.Series([], dtype=object), "target": [], "tier_pos": []})
+    ).astype({"idx": "int64", "target": "int32", "tier_pos": "int32"})
     reps = reps.merge(segs[["segment_id", "code"]], on="segment_id")
     # the start state: a replica row per replica; a segment row per (used segment, tier) where it
     # has a target or a replica, and in every tier for a broadcast segment
     none = lambda n, dtype: pd.array([None] * n, dtype=dtype)  # noqa: E731
-    rep_rows = pd.DataFrame({
-        "tier": reps["tier"], "kind": "replica", "code": reps["code"], "target": none(len(reps), "Int32"),
-        "tier_pos": none(len(reps), "Int32"),
-        "server": reps["server"].map(ctx["server_code"]).astype("Int32"),
-        "load": pd.array(np.where(reps["queued_load"], reps["queue_type"].map(QUEUE_CODES).fillna(NO_LOAD), NO_LOAD),
-                         dtype="Int8"),
-        "served": reps["served"].astype("boolean"), "dropping": reps["queued_drop"].astype("boolean")})
-    pairs = pd.concat([f for f in (targets[["idx", "tier"]], reps.loc[reps["idx"].notna(), ["idx", "tier"]]) if len(f)]
-                      or [targets[["idx", "tier"]]], ignore_index=True)
+    rep_rows = pd.DataFrame(
+        {
+            "tier": reps["tier"],
+            "kind": "replica",
+            "code": reps["code"],
+            "target": none(len(reps), "Int32"),
+            "tier_pos": none(len(reps), "Int32"),
+            "server": reps["server"].map(ctx["server_code"]).astype("Int32"),
+            "load": pd.array(
+                np.where(reps["queued_load"], reps["queue_type"].map(QUEUE_CODES).fillna(NO_LOAD), NO_LOAD),
+                dtype="Int8",
+            ),
+            "served": reps["served"].astype("boolean"),
+            "dropping": reps["queued_drop"].astype("boolean"),
+        }
+    )
+    pairs = pd.concat(
+        [f for f in (targets[["idx", "tier"]], reps.loc[reps["idx"].notna(), ["idx", "tier"]]) if len(f)]
+        or [targets[["idx", "tier"]]],
+        ignore_index=True,
+    )
     broadcast = segs.loc[used & (kind == "broadcast"), "idx"].to_numpy(np.int64)
     if len(broadcast) and ctx["tiers"]:
-        pairs = pd.concat([pairs, pd.DataFrame({"idx": np.repeat(broadcast, len(ctx["tiers"])),
-                                                "tier": np.tile(np.array(ctx["tiers"], dtype=object), len(broadcast))})],
-                          ignore_index=True)
+        pairs = pd.concat(
+            [
+                pairs,
+                pd.DataFrame(
+                    {
+                        "idx": np.repeat(broadcast, len(ctx["tiers"])),
+                        "tier": np.tile(np.array(ctx["tiers"], dtype=object), len(broadcast)),
+                    }
+                ),
+            ],
+            ignore_index=True,
+        )
     pairs = pairs.astype({"idx": "int64"}).drop_duplicates().merge(targets, on=["idx", "tier"], how="left")
     n = len(pairs)
-    seg_rows = pd.DataFrame({"tier": pairs["tier"], "kind": "segment", "code": pairs["idx"],
-                             "target": pairs["target"].fillna(0).astype("Int32"),
-                             "tier_pos": pairs["tier_pos"].fillna(0).astype("Int32"), "server": none(n, "Int32"),
-                             "served": none(n, "boolean"), "load": none(n, "Int8"), "dropping": none(n, "boolean")})
-    table = pd.DataFrame({"code": segs["code"], "segment_id": segs["segment_id"],
-                          "datasource": segs["datasource"].map(ctx["datasource_code"]), "start_ms": segs["start_ms"],
-                          "end_ms": segs["end_ms"], "size_bytes": segs["size_bytes"],
-                          "rule": segs["rule_kind"].map(RULE_CODES).fillna(NO_RULE),
-                          "required": segs["required"].fillna(-1), "fate": fate})
+    seg_rows = pd.DataFrame(
+        {
+            "tier": pairs["tier"],
+            "kind": "segment",
+            "code": pairs["idx"],
+            "target": pairs["target"].fillna(0).astype("Int32"),
+            "tier_pos": pairs["tier_pos"].fillna(0).astype("Int32"),
+            "server": none(n, "Int32"),
+            "served": none(n, "boolean"),
+            "load": none(n, "Int8"),
+            "dropping": none(n, "boolean"),
+        }
+    )
+    table = pd.DataFrame(
+        {
+            "code": segs["code"],
+            "segment_id": segs["segment_id"],
+            "datasource": segs["datasource"].map(ctx["datasource_code"]),
+            "start_ms": segs["start_ms"],
+            "end_ms": segs["end_ms"],
+            "size_bytes": segs["size_bytes"],
+            "rule": segs["rule_kind"].map(RULE_CODES).fillna(NO_RULE),
+            "required": segs["required"].fillna(-1),
+            "fate": fate,
+        }
+    )
     segs["idx"] = segs["idx"].astype("Int64")
     segs["targets"] = targets_json
     reps["idx"] = reps["idx"].astype("Int64")
-    return {"segments": segs[SEGMENT_COLUMNS], "replicas": reps[REPLICA_COLUMNS], "targets": targets,
-            "state": pd.concat([f for f in (rep_rows, seg_rows) if len(f)] or [rep_rows], ignore_index=True),
-            "table": table}
+    return {
+        "segments": segs[SEGMENT_COLUMNS],
+        "replicas": reps[REPLICA_COLUMNS],
+        "targets": targets,
+        "state": pd.concat([f for f in (rep_rows, seg_rows) if len(f)] or [rep_rows], ignore_index=True),
+        "table": table,
+    }
 
 
 def _part_schema(name: str):
@@ -589,21 +893,53 @@ def _part_schema(name: str):
         from segment_balancer.spark.status import START_STATE_SCHEMA
 
         return arrow_schema(START_STATE_SCHEMA)
-    return pa.schema(list({
-        "segments": {"idx": pa.int64(), "code": pa.int64(), "segment_id": pa.string(), "datasource": pa.string(),
-                     "start_ms": pa.int64(), "end_ms": pa.int64(), "version": pa.string(), "partition_num": pa.int32(),
-                     "size_bytes": pa.int64(), "used": pa.bool_(), "overshadowed": pa.bool_(), "rule_kind": pa.string(),
-                     "rule_idx": pa.int32(), "required": pa.int32(), "waiting": pa.bool_(), "listed": pa.bool_(),
-                     "shard_type": pa.string(), "line": pa.int64(), "targets": pa.string()},
-        "replicas": {"segment_id": pa.string(), "idx": pa.int64(), "code": pa.int64(), "server": pa.string(),
-                     "tier": pa.string(), "served": pa.bool_(), "queued_load": pa.bool_(), "queue_type": pa.string(),
-                     "requested_at_ms": pa.int64(), "queued_drop": pa.bool_()},
-        "targets": {"idx": pa.int64(), "tier": pa.string(), "target": pa.int32(), "tier_pos": pa.int32()},
-    }[name].items()))
+    return pa.schema(
+        list(
+            {
+                "segments": {
+                    "idx": pa.int64(),
+                    "code": pa.int64(),
+                    "segment_id": pa.string(),
+                    "datasource": pa.string(),
+                    "start_ms": pa.int64(),
+                    "end_ms": pa.int64(),
+                    "version": pa.string(),
+                    "partition_num": pa.int32(),
+                    "size_bytes": pa.int64(),
+                    "used": pa.bool_(),
+                    "overshadowed": pa.bool_(),
+                    "rule_kind": pa.string(),
+                    "rule_idx": pa.int32(),
+                    "required": pa.int32(),
+                    "waiting": pa.bool_(),
+                    "listed": pa.bool_(),
+                    "shard_type": pa.string(),
+                    "line": pa.int64(),
+                    "targets": pa.string(),
+                },
+                "replicas": {
+                    "segment_id": pa.string(),
+                    "idx": pa.int64(),
+                    "code": pa.int64(),
+                    "server": pa.string(),
+                    "tier": pa.string(),
+                    "served": pa.bool_(),
+                    "queued_load": pa.bool_(),
+                    "queue_type": pa.string(),
+                    "requested_at_ms": pa.int64(),
+                    "queued_drop": pa.bool_(),
+                },
+                "targets": {"idx": pa.int64(), "tier": pa.string(), "target": pa.int32(), "tier_pos": pa.int32()},
+            }[name].items()
+        )
+    )
 
 
-PART_DIRS = {"segments": "prepared/segments.parquet", "replicas": "prepared/replicas.parquet",
-             "targets": "prepared/targets.parquet"}
+PART_DIRS = {
+    "segments": "prepared/segments.parquet",
+    "replicas": "prepared/replicas.parquet",
+    "targets": "prepared/targets.parquet",
+}
 """Where the prepared tables go (relative to the work directory): one part per partition."""
 
 
@@ -629,13 +965,19 @@ def _finish_job(spark, work: Path, scratch: str, parts: list[int], ctx: dict, as
         for name, frame in out.items():
             directory = aside[name] if name in aside else f"{scratch}/{name}-out"
             fs.create_dir(f"{base}/{directory}", recursive=True)
-            pq.write_table(pa.Table.from_pandas(frame, schema=_part_schema(name), preserve_index=False),
-                           f"{base}/{directory}/part-{part:05d}.parquet", filesystem=fs)
+            pq.write_table(
+                pa.Table.from_pandas(frame, schema=_part_schema(name), preserve_index=False),
+                f"{base}/{directory}/part-{part:05d}.parquet",
+                filesystem=fs,
+            )
         for tier, rows in state.groupby("tier", sort=True):  # the start state's rows, by tier
             directory = f"{scratch}/state-out/{tier_dir_name(tier)}"
             fs.create_dir(f"{base}/{directory}", recursive=True)
-            pq.write_table(pa.Table.from_pandas(rows, schema=_part_schema("state"), preserve_index=False),
-                           f"{base}/{directory}/part-{part:05d}.parquet", filesystem=fs)
+            pq.write_table(
+                pa.Table.from_pandas(rows, schema=_part_schema("state"), preserve_index=False),
+                f"{base}/{directory}/part-{part:05d}.parquet",
+                filesystem=fs,
+            )
         segs, reps = out["segments"], out["replicas"]
         waiting = segs[segs["waiting"].fillna(False).to_numpy(bool)]
         mine = reps[reps["served"] & reps["segment_id"].isin(waiting["segment_id"])]
@@ -667,8 +1009,13 @@ def _write_segment_table(spark, work: Path, scratch: str, n_used: int, names: li
         fs, base = filesystem(work_uri)
         batches = list(batches)
         rows = pa.Table.from_batches(batches).sort_by("code") if batches else None
-        write_ipc(fs, f"{base}/{SEGMENT_TABLE_FILE}", schema.empty_table() if rows is None else pa.Table.from_arrays(
-            [rows.column(n).cast(schema.field(n).type) for n in schema.names], schema=schema))
+        write_ipc(
+            fs,
+            f"{base}/{SEGMENT_TABLE_FILE}",
+            schema.empty_table()
+            if rows is None
+            else pa.Table.from_arrays([rows.column(n).cast(schema.field(n).type) for n in schema.names], schema=schema),
+        )
         yield pa.RecordBatch.from_pydict({"n": [0 if rows is None else rows.num_rows]})
 
     table_dir = work / scratch / "table-out"
@@ -704,9 +1051,14 @@ def prepare(spark, snapshot: Path, work: Path, overrides: dict | None = None) ->
     datasources = sorted(timeline_summary["per_datasource"])
     servers_pdf = _servers_frame(servers, decommissioning)
     limit_ms = config.segment_loading_max_ms
-    ctx = {"rules": rules, "now_ms": now_ms, "datasources": datasources, "stale_before_ms": now_ms - limit_ms,
-           "tier_of": dict(zip(servers_pdf["server"], servers_pdf["tier"])),
-           "segments": sum(n for per in timeline_summary["per_datasource"].values() for n in per.values())}
+    ctx = {
+        "rules": rules,
+        "now_ms": now_ms,
+        "datasources": datasources,
+        "stale_before_ms": now_ms - limit_ms,
+        "tier_of": dict(zip(servers_pdf["server"], servers_pdf["tier"])),
+        "segments": sum(n for per in timeline_summary["per_datasource"].values() for n in per.values()),
+    }
     replica_file = server_segments_path(snapshot).name
     scratch = f"prepared.scratch-{uuid.uuid4().hex[:8]}"
     aside = {name: f"{path}.tmp-{uuid.uuid4().hex[:8]}" for name, path in PART_DIRS.items()}
@@ -731,11 +1083,18 @@ def prepare(spark, snapshot: Path, work: Path, overrides: dict | None = None) ->
                 counts[b] = counts.get(b, 0) + n
         for b in range(BUCKETS):
             offsets[b], at = at, at + counts.get(b, 0)
-        fctx = {"n_used": n_used, "offsets": offsets, "waiting": waiting, "tiers": tiers,
-                "per_rule": _rule_targets(rules, datasources, set(tiers)),
-                "server_code": {name: i for i, name in enumerate(servers_pdf["server"])},
-                "datasource_code": {n: i for i, n in enumerate(names)}}
-        waiting_counts = _finish_job(spark, work, scratch, sorted(s["part"] for s in summaries if "part" in s), fctx, aside)
+        fctx = {
+            "n_used": n_used,
+            "offsets": offsets,
+            "waiting": waiting,
+            "tiers": tiers,
+            "per_rule": _rule_targets(rules, datasources, set(tiers)),
+            "server_code": {name: i for i, name in enumerate(servers_pdf["server"])},
+            "datasource_code": {n: i for i, n in enumerate(names)},
+        }
+        waiting_counts = _finish_job(
+            spark, work, scratch, sorted(s["part"] for s in summaries if "part" in s), fctx, aside
+        )
         for name, path in PART_DIRS.items():
             (work / aside[name]).mkdir(parents=True, exist_ok=True)
             replace_path(work / aside[name], work / path)
@@ -758,11 +1117,14 @@ def prepare(spark, snapshot: Path, work: Path, overrides: dict | None = None) ->
     finally:
         remove_path(work / scratch)
     groups, counts = status.groups, status.counts
-    found = {"stale_n": [{"n": sum(s["stale_n"] for s in summaries)}],
-             "stale": sorted((r for s in summaries for r in s["stale"]),
-                             key=lambda r: (r["requested_at_ms"], r["server"]))[:5],
-             "norule_n": [{"n": sum(s["norule_n"] for s in summaries)}],
-             "norule": sorted((r for s in summaries for r in s["norule"]), key=lambda r: r["idx"])[:5]}
+    found = {
+        "stale_n": [{"n": sum(s["stale_n"] for s in summaries)}],
+        "stale": sorted((r for s in summaries for r in s["stale"]), key=lambda r: (r["requested_at_ms"], r["server"]))[
+            :5
+        ],
+        "norule_n": [{"n": sum(s["norule_n"] for s in summaries)}],
+        "norule": sorted((r for s in summaries for r in s["norule"]), key=lambda r: r["idx"])[:5],
+    }
     unlisted: dict = {}
     for s in summaries:
         for ds, v in s["unlisted"].items():
@@ -798,12 +1160,24 @@ def prepare(spark, snapshot: Path, work: Path, overrides: dict | None = None) ->
     if meta["balancer_state"]["warning"]:
         meta["alerts"].append({"kind": "balancer_state", "message": meta["balancer_state"]["warning"]})
     for entry in unknown_keys(config):
-        meta["alerts"].append({"kind": "unknown_config_key", "key": entry["key"],
-                               "message": f"{CONFIG_FILE} has key {entry['key']!r}: {entry['note']}"})
+        meta["alerts"].append(
+            {
+                "kind": "unknown_config_key",
+                "key": entry["key"],
+                "message": f"{CONFIG_FILE} has key {entry['key']!r}: {entry['note']}",
+            }
+        )
     if meta["timeline"]["flag_disagreements"]:
         n = meta["timeline"]["flag_disagreements"]
-        meta["alerts"].append({"kind": "overshadowed_flag_disagrees", "count": n, "examples": meta["timeline"]["flag_examples"],
-                               "message": f"the input's overshadowed flag disagrees with the computed timeline for {n} segments; the timeline wins"})
+        meta["alerts"].append(
+            {
+                "kind": "overshadowed_flag_disagrees",
+                "count": n,
+                "examples": meta["timeline"]["flag_examples"],
+                "message": f"the input's overshadowed flag disagrees with the computed timeline for {n} segments; "
+                "the timeline wins",
+            }
+        )
     write_json_atomic(meta, work / "prepared" / "meta.json")
     return {"stage": 0, "groups": G.encode_all(groups)}
 
@@ -827,11 +1201,20 @@ def previous_balancer_state(work: Path, config, smeta) -> dict:
 def _servers_frame(servers, decommissioning: set[str]):
     import pandas as pd
 
-    return pd.DataFrame([{
-        "server": s.server, "host": s.host, "tier": s.tier, "max_size": int(s.max_size),
-        "current_size": int(s.current_size), "priority": int(s.priority),
-        "decommissioning": s.server in decommissioning,
-    } for s in sorted(servers, key=lambda s: s.server)]).astype({"max_size": "int64", "current_size": "int64", "priority": "int32"})
+    return pd.DataFrame(
+        [
+            {
+                "server": s.server,
+                "host": s.host,
+                "tier": s.tier,
+                "max_size": int(s.max_size),
+                "current_size": int(s.current_size),
+                "priority": int(s.priority),
+                "decommissioning": s.server in decommissioning,
+            }
+            for s in sorted(servers, key=lambda s: s.server)
+        ]
+    ).astype({"max_size": "int64", "current_size": "int64", "priority": "int32"})
 
 
 def _mark_broadcast_only(servers_pdf, per_server: list[dict]):
@@ -839,7 +1222,8 @@ def _mark_broadcast_only(servers_pdf, per_server: list[dict]):
     import pandas as pd
 
     per = pd.DataFrame(per_server, columns=["server", "queued_bytes", "non_broadcast"]).astype(
-        {"queued_bytes": "int64", "non_broadcast": "int64"})  # typed even when empty: no object-dtype fillna
+        {"queued_bytes": "int64", "non_broadcast": "int64"}
+    )  # typed even when empty: no object-dtype fillna
     out = servers_pdf.merge(per, on="server", how="left").fillna({"queued_bytes": 0, "non_broadcast": 0})
     out["projected_size"] = (out["current_size"] + out["queued_bytes"]).astype("int64")
     out["broadcast_only"] = out["decommissioning"] & (out["non_broadcast"] == 0)
@@ -849,8 +1233,11 @@ def _mark_broadcast_only(servers_pdf, per_server: list[dict]):
 def _tiers_meta(servers_pdf) -> dict:
     out = {}
     for tier, part in servers_pdf.groupby("tier"):
-        out[tier] = {"priority": int(part.priority.max()), "servers": int(len(part)),
-                     "candidates": int((~part.decommissioning).sum())}
+        out[tier] = {
+            "priority": int(part.priority.max()),
+            "servers": int(len(part)),
+            "candidates": int((~part.decommissioning).sum()),
+        }
     return out
 
 
@@ -860,35 +1247,70 @@ def _alerts(rules, tiers, decommissioning, historicals, found: dict, limit_ms: i
     alerts = []
     named = {t for lst in rules.values() for r in lst for t in (r.tiered_replicants or {})}
     for tier in sorted(named - tiers):
-        alerts.append({"kind": "unknown_tier", "message": f"tier {tier} is named by a rule but has no historical server; left out of every sum"})
+        alerts.append(
+            {
+                "kind": "unknown_tier",
+                "message": f"tier {tier} is named by a rule but has no historical server; left out of every sum",
+            }
+        )
     for name in sorted(decommissioning - historicals):
-        alerts.append({"kind": "unknown_decommissioning_node", "message": f"decommissioningNodes names {name}, which is not a historical server"})
+        alerts.append(
+            {
+                "kind": "unknown_decommissioning_node",
+                "message": f"decommissioningNodes names {name}, which is not a historical server",
+            }
+        )
     n_stale = found["stale_n"][0]["n"]
     if n_stale:
-        ex = [f"{r['segment_id']} on {r['server']}" for r in sorted(found["stale"], key=lambda r: (r["requested_at_ms"], r["server"]))]
-        alerts.append({"kind": "load_queued_too_long", "count": n_stale,
-                       "message": f"{n_stale} loads queued longer than {limit_ms // 1000} s", "examples": ex})
+        ex = [
+            f"{r['segment_id']} on {r['server']}"
+            for r in sorted(found["stale"], key=lambda r: (r["requested_at_ms"], r["server"]))
+        ]
+        alerts.append(
+            {
+                "kind": "load_queued_too_long",
+                "count": n_stale,
+                "message": f"{n_stale} loads queued longer than {limit_ms // 1000} s",
+                "examples": ex,
+            }
+        )
     n_norule = found["norule_n"][0]["n"]
     if n_norule:
         ex = [r["segment_id"] for r in sorted(found["norule"], key=lambda r: r["idx"])]
-        alerts.append({"kind": "no_rule_matches", "count": n_norule,
-                       "message": f"{n_norule} used segments match no rule; left where they are", "examples": ex})
+        alerts.append(
+            {
+                "kind": "no_rule_matches",
+                "count": n_norule,
+                "message": f"{n_norule} used segments match no rule; left where they are",
+                "examples": ex,
+            }
+        )
     return alerts
 
 
 def _unlisted_counts(found: dict) -> dict:
     """Unused segments still served or queued (stage 12 drops their replicas): how many, how many
     replicas, per datasource, a few examples (from :func:`_unlisted_queries`)."""
-    per = {r["datasource"]: {"segments": int(r["segments"]), "served_replicas": int(r.get("replicas") or 0)}
-           for r in sorted(found["unlisted"], key=lambda r: r["datasource"])}
-    return {"segments": sum(v["segments"] for v in per.values()),
-            "served_replicas": sum(v["served_replicas"] for v in per.values()),
-            "per_datasource": per, "examples": sorted(r["segment_id"] for r in found["unlisted_ids"])}
+    per = {
+        r["datasource"]: {"segments": int(r["segments"]), "served_replicas": int(r.get("replicas") or 0)}
+        for r in sorted(found["unlisted"], key=lambda r: r["datasource"])
+    }
+    return {
+        "segments": sum(v["segments"] for v in per.values()),
+        "served_replicas": sum(v["served_replicas"] for v in per.values()),
+        "per_datasource": per,
+        "examples": sorted(r["segment_id"] for r in found["unlisted_ids"]),
+    }
 
 
 def _waiting_counts(found: dict) -> dict:
     """Overshadowed segments that stage 12 keeps (from :func:`_waiting_queries`)."""
-    per = {r["datasource"]: {"segments": int(r["segments"]), "served_replicas": int(r["replicas"])}
-           for r in sorted(found["waiting"], key=lambda r: r["datasource"])}
-    return {"segments": sum(v["segments"] for v in per.values()),
-            "served_replicas": sum(v["served_replicas"] for v in per.values()), "per_datasource": per}
+    per = {
+        r["datasource"]: {"segments": int(r["segments"]), "served_replicas": int(r["replicas"])}
+        for r in sorted(found["waiting"], key=lambda r: r["datasource"])
+    }
+    return {
+        "segments": sum(v["segments"] for v in per.values()),
+        "served_replicas": sum(v["served_replicas"] for v in per.values()),
+        "per_datasource": per,
+    }

@@ -98,8 +98,10 @@ def check_reachable(url: str, timeout: float = CONNECT_TIMEOUT_S) -> None:
     except OSError as exc:
         raise SparkUnreachable(
             f"no Spark Connect server answers at {url.split(';')[0]} ({exc.strerror or exc}); start one with "
-            f"`python -m segment_balancer.spark.connect_server start --port {port}` (make airflow and make demo start it), "
-            f"or point the connection at a running server") from exc
+            f"`python -m segment_balancer.spark.connect_server start --port {port}` "
+            "(make airflow and make demo start it), "
+            f"or point the connection at a running server"
+        ) from exc
 
 
 def remote_session(url: str):
@@ -217,8 +219,12 @@ def release(spark) -> None:
         log.warning("could not release the Spark Connect session: %s", exc)
     if workers:
         ended = end_python_daemons(workers)
-        log.info("released the Spark Connect session; its Python daemon %s", f"ended (pid {ended[0]})" if ended
-                 else "is not on this machine (it stays on the server until the server restarts)")
+        log.info(
+            "released the Spark Connect session; its Python daemon %s",
+            f"ended (pid {ended[0]})"
+            if ended
+            else "is not on this machine (it stays on the server until the server restarts)",
+        )
 
 
 def get_session(app_name: str = "segment_balancer", master: str | None = None, remote: str | None = None):
@@ -261,7 +267,9 @@ def local_session(app_name: str = "segment_balancer", remote: str | None = None)
         return remote_session(remote)
     master = os.environ.get("SPARK_MASTER", "local[*]")
     if master.startswith("local"):
-        os.environ.setdefault("PYSPARK_SUBMIT_ARGS", f'--driver-java-options "{local_driver_java_options()}" pyspark-shell')
+        os.environ.setdefault(
+            "PYSPARK_SUBMIT_ARGS", f'--driver-java-options "{local_driver_java_options()}" pyspark-shell'
+        )
     return get_session(app_name, master)
 
 
@@ -285,7 +293,8 @@ def run_tasks(spark, items: Sequence[Any], fn: Callable[[Any], Any]) -> list[Any
             ids = batch.column(0).to_pylist()
             yield pa.RecordBatch.from_pydict(
                 {"i": ids, "result": [pickle.dumps(fn(items[i])) for i in ids]},
-                schema=pa.schema([("i", pa.int64()), ("result", pa.binary())]))
+                schema=pa.schema([("i", pa.int64()), ("result", pa.binary())]),
+            )
 
     rows = spark.range(0, len(items), 1, len(items)).mapInArrow(per_partition, "i long, result binary").collect()
     return [pickle.loads(r["result"]) for r in sorted(rows, key=lambda r: r["i"])]
@@ -306,8 +315,10 @@ def collect_small(frames: dict[str, Any]) -> dict[str, list[dict]]:
 
     from pyspark.sql import functions as F
 
-    parts = [df.select(F.lit(name).alias("query"), F.to_json(F.struct(*df.columns)).alias("row"))
-             for name, df in frames.items()]
+    parts = [
+        df.select(F.lit(name).alias("query"), F.to_json(F.struct(*df.columns)).alias("row"))
+        for name, df in frames.items()
+    ]
     out: dict[str, list[dict]] = {name: [] for name in frames}
     if not parts:
         return out
@@ -338,5 +349,7 @@ def read_parquet(spark, *paths):
         raise FileNotFoundError(f"no parquet file under {paths[0]}")
     meta = pq.read_metadata(files[0], filesystem=fs).metadata or {}
     text = meta.get(b"org.apache.spark.sql.parquet.row.metadata")
-    schema = StructType.fromJson(json.loads(text)) if text else from_arrow_schema(pq.read_schema(files[0], filesystem=fs))
+    schema = (
+        StructType.fromJson(json.loads(text)) if text else from_arrow_schema(pq.read_schema(files[0], filesystem=fs))
+    )
     return spark.read.schema(schema).parquet(*[str(p) for p in paths])

@@ -19,13 +19,22 @@ class SparkStageRun(Run):
     """:class:`~segment_balancer.spark.workdir.Run` plus the :class:`StageRun` methods
     (``spark``: the session; ``work``: the run's work directory)."""
 
-    def kernel_pass(self, stage: int, step: str, tiers: list[str], body: Body, ranked: bool = True,
-                    one_task: bool = False, keep_state: bool = True) -> tierpass.PassResult:
+    def kernel_pass(
+        self,
+        stage: int,
+        step: str,
+        tiers: list[str],
+        body: Body,
+        ranked: bool = True,
+        one_task: bool = False,
+        keep_state: bool = True,
+    ) -> tierpass.PassResult:
         """:func:`.tierpass.kernel_pass` on this run."""
         return tierpass.kernel_pass(self, stage, step, tiers, body, ranked, one_task, keep_state)
 
-    def finish(self, stage: int, step: str, result: tierpass.PassResult, drops=None, facts: dict | None = None
-               ) -> dict[str, BitMap]:
+    def finish(
+        self, stage: int, step: str, result: tierpass.PassResult, drops=None, facts: dict | None = None
+    ) -> dict[str, BitMap]:
         """:func:`.tierpass.finish` on this run."""
         return tierpass.finish(self, stage, step, result, drops, facts)
 

@@ -62,15 +62,26 @@ class StandaloneCluster:
         return self.port + 1
 
     def _env(self) -> dict[str, str]:
-        return dict(os.environ, SPARK_HOME=str(spark_home()), SPARK_LOCAL_IP=HOST, SPARK_MASTER_HOST=HOST,
-                    SPARK_LOG_DIR=str(self.root / "logs"), SPARK_PID_DIR=str(self.root / "pids"),
-                    SPARK_WORKER_DIR=str(self.root / "worker"), SPARK_IDENT_STRING="segment_balancer")
+        return dict(
+            os.environ,
+            SPARK_HOME=str(spark_home()),
+            SPARK_LOCAL_IP=HOST,
+            SPARK_MASTER_HOST=HOST,
+            SPARK_LOG_DIR=str(self.root / "logs"),
+            SPARK_PID_DIR=str(self.root / "pids"),
+            SPARK_WORKER_DIR=str(self.root / "worker"),
+            SPARK_IDENT_STRING="segment_balancer",
+        )
 
     def _daemon(self, action: str, cls: str, instance: int, *args: str) -> None:
         for sub in ("logs", "pids", "worker"):
             (self.root / sub).mkdir(parents=True, exist_ok=True)
-        subprocess.run(["bash", str(spark_home() / "sbin" / "spark-daemon.sh"), action, cls, str(instance), *args],
-                       env=self._env(), check=True, stdout=subprocess.DEVNULL)
+        subprocess.run(
+            ["bash", str(spark_home() / "sbin" / "spark-daemon.sh"), action, cls, str(instance), *args],
+            env=self._env(),
+            check=True,
+            stdout=subprocess.DEVNULL,
+        )
 
     def status(self) -> dict:
         """The master's status (its web UI's ``/json/``: ``aliveworkers``, ``activeapps``,
@@ -101,21 +112,41 @@ class StandaloneCluster:
         last_ui = self.webui_port + self.workers
         for port in (self.port, *range(self.webui_port, last_ui + 1)):
             if taken(port, HOST):
-                raise RuntimeError(refusal("STANDALONE_PORT", self.port, "make cluster-demo")
-                                   + ("" if port == self.port else f" (its web UIs take {self.webui_port} to "
-                                                                   f"{last_ui}; {port} is taken)"))
-        self._daemon("start", MASTER_CLASS, 1, "--host", HOST, "--port", str(self.port),
-                     "--webui-port", str(self.webui_port))
+                raise RuntimeError(
+                    refusal("STANDALONE_PORT", self.port, "make cluster-demo")
+                    + (
+                        ""
+                        if port == self.port
+                        else f" (its web UIs take {self.webui_port} to {last_ui}; {port} is taken)"
+                    )
+                )
+        self._daemon(
+            "start", MASTER_CLASS, 1, "--host", HOST, "--port", str(self.port), "--webui-port", str(self.webui_port)
+        )
         for i in range(1, self.workers + 1):
-            self._daemon("start", WORKER_CLASS, i, "--host", HOST, "--cores", str(self.cores), "--memory",
-                         self.memory, "--webui-port", str(self.webui_port + i), self.master_url)
+            self._daemon(
+                "start",
+                WORKER_CLASS,
+                i,
+                "--host",
+                HOST,
+                "--cores",
+                str(self.cores),
+                "--memory",
+                self.memory,
+                "--webui-port",
+                str(self.webui_port + i),
+                self.master_url,
+            )
         deadline = time.monotonic() + timeout
         while time.monotonic() < deadline:
             if self.alive_workers() >= self.workers:
                 return self.master_url
             time.sleep(0.5)
-        raise TimeoutError(f"{self.alive_workers()} of {self.workers} workers registered with {self.master_url} "
-                           f"after {timeout:.0f} s; see {self.root / 'logs'}")
+        raise TimeoutError(
+            f"{self.alive_workers()} of {self.workers} workers registered with {self.master_url} "
+            f"after {timeout:.0f} s; see {self.root / 'logs'}"
+        )
 
     def _worker_pid_files(self) -> dict[int, Path]:
         """``{instance: pid file}`` of the workers started under ``root`` (``spark-daemon.sh`` names
@@ -143,10 +174,14 @@ class StandaloneCluster:
         given), then the master (any may already be gone)."""
         instances = sorted(set(self._worker_pid_files()) | set(range(1, self.workers + 1)))
         for cls, instance in [*((WORKER_CLASS, i) for i in instances), (MASTER_CLASS, 1)]:
-            subprocess.run(["bash", str(spark_home() / "sbin" / "spark-daemon.sh"), "stop", cls, str(instance)],
-                           env=self._env(), check=False, stdout=subprocess.DEVNULL)
+            subprocess.run(
+                ["bash", str(spark_home() / "sbin" / "spark-daemon.sh"), "stop", cls, str(instance)],
+                env=self._env(),
+                check=False,
+                stdout=subprocess.DEVNULL,
+            )
 
-    def __enter__(self) -> "StandaloneCluster":
+    def __enter__(self) -> StandaloneCluster:
         self.start()
         return self
 
@@ -162,7 +197,9 @@ def connection_json(master_url: str) -> str:
 
 
 def main(argv=None) -> int:
-    parser = argparse.ArgumentParser(prog="python -m segment_balancer.spark.standalone", description=__doc__.split("\n")[0])
+    parser = argparse.ArgumentParser(
+        prog="python -m segment_balancer.spark.standalone", description=__doc__.split("\n")[0]
+    )
     parser.add_argument("action", choices=["start", "stop"])
     parser.add_argument("--dir", required=True, type=Path, help="logs, pids and the worker directory")
     parser.add_argument("--port", type=int, default=7177, help="master port (web UI: port + 1, workers' UIs: + 2 on)")

@@ -36,8 +36,14 @@ INITIAL_STATE_DIR = "state/00_prepare"
 SEGMENT_TABLE_FILE = "prepared/segment_table.arrow"
 """The run's segment table, relative to the work directory."""
 
-_ARROW_TYPES = {"string": "string", "long": "int64", "int": "int32", "boolean": "bool_", "double": "float64",
-                "byte": "int8"}
+_ARROW_TYPES = {
+    "string": "string",
+    "long": "int64",
+    "int": "int32",
+    "boolean": "bool_",
+    "double": "float64",
+    "byte": "int8",
+}
 
 
 def arrow_schema(fields):
@@ -47,13 +53,27 @@ def arrow_schema(fields):
     return pa.schema([(n, getattr(pa, _ARROW_TYPES[t])()) for n, t in fields])
 
 
-SEGMENT_TABLE_FIELDS = [("segment_id", "string"), ("datasource", "int"), ("start_ms", "long"), ("end_ms", "long"),
-                        ("size_bytes", "long"), ("rule", "byte"), ("required", "int"), ("fate", "byte")]
+SEGMENT_TABLE_FIELDS = [
+    ("segment_id", "string"),
+    ("datasource", "int"),
+    ("start_ms", "long"),
+    ("end_ms", "long"),
+    ("size_bytes", "long"),
+    ("rule", "byte"),
+    ("required", "int"),
+    ("fate", "byte"),
+]
 """The segment table's columns, by code (:class:`~segment_balancer.planner.runstate.SegmentTable`)."""
 TIER_SEGMENT_FIELDS = [("code", "long"), ("target", "int"), ("tier_pos", "int")]
 """A tier's segments: :attr:`TierState.seg_code`, ``target``, ``tier_pos``."""
-TIER_REPLICA_FIELDS = [("code", "long"), ("server", "int"), ("served", "boolean"), ("load", "byte"),
-                       ("dropping", "boolean"), ("dependent", "boolean")]
+TIER_REPLICA_FIELDS = [
+    ("code", "long"),
+    ("server", "int"),
+    ("served", "boolean"),
+    ("load", "byte"),
+    ("dropping", "boolean"),
+    ("dependent", "boolean"),
+]
 """A tier's replicas: :attr:`TierState.rep_code`, ``rep_server``, ``served``, ``load``, ``dropping``, ``dependent``."""
 
 
@@ -68,7 +88,7 @@ def tier_of_dir(name: str) -> str:
     """Inverse of :func:`tier_dir_name` (also reads Spark's escaping)."""
     from urllib.parse import unquote
 
-    return unquote(name[len("tier="):])
+    return unquote(name[len("tier=") :])
 
 
 def initial_state_dirs(work) -> dict[str, str]:
@@ -79,8 +99,11 @@ def initial_state_dirs(work) -> dict[str, str]:
     root = Path(work) / INITIAL_STATE_DIR
     if not root.is_dir():
         return {}
-    return {tier_of_dir(p.name): f"{INITIAL_STATE_DIR}/{p.name}"
-            for p in sorted(root.iterdir()) if p.is_dir() and p.name.startswith("tier=")}
+    return {
+        tier_of_dir(p.name): f"{INITIAL_STATE_DIR}/{p.name}"
+        for p in sorted(root.iterdir())
+        if p.is_dir() and p.name.startswith("tier=")
+    }
 
 
 # ---- files -------------------------------------------------------------------------------------
@@ -120,14 +143,30 @@ def write_segment_table(fs, path: str, table: SegmentTable) -> None:
     import pyarrow as pa
 
     schema = arrow_schema(SEGMENT_TABLE_FIELDS).with_metadata(
-        {"n_used": str(table.n_used), "datasources": json.dumps(list(table.datasources))})
-    ids = table.segment_id if type(table.segment_id).__module__.startswith("pyarrow") else pa.array(
-        [str(s) for s in table.segment_id], pa.string())
-    write_ipc(fs, path, pa.Table.from_arrays([ids, pa.array(table.datasource, pa.int32()), pa.array(table.start_ms),
-                                              pa.array(table.end_ms), pa.array(table.size_bytes),
-                                              pa.array(table.rule, pa.int8()), pa.array(table.required, pa.int32()),
-                                              pa.array(table.fate, pa.int8())],
-                                             schema=schema))
+        {"n_used": str(table.n_used), "datasources": json.dumps(list(table.datasources))}
+    )
+    ids = (
+        table.segment_id
+        if type(table.segment_id).__module__.startswith("pyarrow")
+        else pa.array([str(s) for s in table.segment_id], pa.string())
+    )
+    write_ipc(
+        fs,
+        path,
+        pa.Table.from_arrays(
+            [
+                ids,
+                pa.array(table.datasource, pa.int32()),
+                pa.array(table.start_ms),
+                pa.array(table.end_ms),
+                pa.array(table.size_bytes),
+                pa.array(table.rule, pa.int8()),
+                pa.array(table.required, pa.int32()),
+                pa.array(table.fate, pa.int8()),
+            ],
+            schema=schema,
+        ),
+    )
 
 
 _TABLES: dict = {}
@@ -149,11 +188,18 @@ def read_segment_table(work_uri: str) -> SegmentTable:
     table = read_ipc(fs, path)
     meta = table.schema.metadata or {}
     names = tuple(json.loads(meta[b"datasources"]))
-    out = SegmentTable(table.column("segment_id").combine_chunks(), _numpy(table.column("datasource"), np.int32),
-                       _numpy(table.column("start_ms"), np.int64), _numpy(table.column("end_ms"), np.int64),
-                       _numpy(table.column("size_bytes"), np.int64), _numpy(table.column("rule"), np.int8),
-                       _numpy(table.column("required"), np.int32), _numpy(table.column("fate"), np.int8), names,
-                       int(meta[b"n_used"]))
+    out = SegmentTable(
+        table.column("segment_id").combine_chunks(),
+        _numpy(table.column("datasource"), np.int32),
+        _numpy(table.column("start_ms"), np.int64),
+        _numpy(table.column("end_ms"), np.int64),
+        _numpy(table.column("size_bytes"), np.int64),
+        _numpy(table.column("rule"), np.int8),
+        _numpy(table.column("required"), np.int32),
+        _numpy(table.column("fate"), np.int8),
+        names,
+        int(meta[b"n_used"]),
+    )
     _TABLES.clear()
     _TABLES[path] = (key, out)
     return out
@@ -166,8 +212,10 @@ def write_tier_start(fs, directory: str, state: TierState) -> None:
     import pyarrow as pa
 
     segs = pa.table([state.seg_code, state.target, state.tier_pos], schema=arrow_schema(TIER_SEGMENT_FIELDS))
-    reps = pa.table([state.rep_code, state.rep_server, state.served, state.load, state.dropping, state.dependent],
-                    schema=arrow_schema(TIER_REPLICA_FIELDS))
+    reps = pa.table(
+        [state.rep_code, state.rep_server, state.served, state.load, state.dropping, state.dependent],
+        schema=arrow_schema(TIER_REPLICA_FIELDS),
+    )
     write_ipc(fs, f"{directory}/segments.arrow", segs)
     write_ipc(fs, f"{directory}/replicas.arrow", reps)
 
@@ -177,11 +225,19 @@ def read_tier_start(fs, directory: str, tier: str, servers: tuple[str, ...]) -> 
     of the server codes (``prepared/servers.parquet``'s rows)."""
     segs = read_ipc(fs, f"{directory}/segments.arrow")
     reps = read_ipc(fs, f"{directory}/replicas.arrow")
-    return TierState(tier, servers, _numpy(segs.column("code"), np.int64), _numpy(segs.column("target"), np.int32),
-                     _numpy(segs.column("tier_pos"), np.int32), _numpy(reps.column("code"), np.int64),
-                     _numpy(reps.column("server"), np.int32), _numpy(reps.column("served"), bool),
-                     _numpy(reps.column("load"), np.int8), _numpy(reps.column("dropping"), bool),
-                     _numpy(reps.column("dependent"), bool))
+    return TierState(
+        tier,
+        servers,
+        _numpy(segs.column("code"), np.int64),
+        _numpy(segs.column("target"), np.int32),
+        _numpy(segs.column("tier_pos"), np.int32),
+        _numpy(reps.column("code"), np.int64),
+        _numpy(reps.column("server"), np.int32),
+        _numpy(reps.column("served"), bool),
+        _numpy(reps.column("load"), np.int8),
+        _numpy(reps.column("dropping"), bool),
+        _numpy(reps.column("dependent"), bool),
+    )
 
 
 def write_topb(fs, path: str, topb: dict[int, list[str]]) -> None:
@@ -189,8 +245,13 @@ def write_topb(fs, path: str, topb: dict[int, list[str]]) -> None:
     import pyarrow as pa
 
     codes = sorted(topb)
-    write_ipc(fs, path, pa.table({"code": pa.array(codes, pa.int64()),
-                                  "topb": pa.array([topb[c] for c in codes], pa.list_(pa.string()))}))
+    write_ipc(
+        fs,
+        path,
+        pa.table(
+            {"code": pa.array(codes, pa.int64()), "topb": pa.array([topb[c] for c in codes], pa.list_(pa.string()))}
+        ),
+    )
 
 
 def read_topb(fs, path: str) -> dict[int, list[str]]:
@@ -214,16 +275,23 @@ def read_tier(work_uri: str, spec: dict, tier: str, servers: tuple[str, ...]) ->
     state = read_tier_start(fs, f"{base}/{start}", tier, servers)
     if spec["ops"]:
         ops = ds.dataset([f"{base}/{f}" for f in spec["ops"]], format="parquet", filesystem=fs).to_table(
-            filter=ds.field("tier") == tier, columns=["op_id", "code", "server", "action", "queue_type", "depends_on"])
+            filter=ds.field("tier") == tier, columns=["op_id", "code", "server", "action", "queue_type", "depends_on"]
+        )
         if ops.num_rows:
             ops = ops.sort_by("op_id")
             code_of = {name: i for i, name in enumerate(servers)}
             server = np.array([code_of[s] for s in ops.column("server").to_pylist()], dtype=np.int64)
-            queue = np.array([QUEUE_CODES.get(q, NO_LOAD) if q else NO_LOAD
-                              for q in ops.column("queue_type").to_pylist()], dtype=np.int8)
-            state = state.apply(_numpy(ops.column("code"), np.int64), server,
-                                np.asarray(ops.column("action").to_pylist(), dtype=object) == "LOAD", queue,
-                                ops.column("depends_on").is_valid().to_numpy())
+            queue = np.array(
+                [QUEUE_CODES.get(q, NO_LOAD) if q else NO_LOAD for q in ops.column("queue_type").to_pylist()],
+                dtype=np.int8,
+            )
+            state = state.apply(
+                _numpy(ops.column("code"), np.int64),
+                server,
+                np.asarray(ops.column("action").to_pylist(), dtype=object) == "LOAD",
+                queue,
+                ops.column("depends_on").is_valid().to_numpy(),
+            )
     for rel in spec["topb"].get(tier, []):
         state = state.with_topb(read_topb(fs, f"{base}/{rel}"))
     return state

@@ -15,18 +15,32 @@ from segment_balancer.planner.runstate import SegmentTable, TierState
 from segment_balancer.planner.status import Status, combine, held_per_server, missing_replicas, tier_status
 from segment_balancer.spark.session import run_tasks
 
-START_STATE_SCHEMA = [("tier", "string"), ("kind", "string"), ("code", "long"), ("target", "int"), ("tier_pos", "int"),
-                      ("server", "int"), ("served", "boolean"), ("load", "byte"), ("dropping", "boolean")]
-"""The start state's rows ((name, Spark type) pairs) as ``prepare`` hands them to :func:`write_start_state`: per tier, ``kind``
-``segment`` rows (``code`` = idx, ``target``, ``tier_pos``) and ``replica`` rows (``code``,
-``server`` code, ``served``, ``load`` queue code or -1, ``dropping``)."""
+START_STATE_SCHEMA = [
+    ("tier", "string"),
+    ("kind", "string"),
+    ("code", "long"),
+    ("target", "int"),
+    ("tier_pos", "int"),
+    ("server", "int"),
+    ("served", "boolean"),
+    ("load", "byte"),
+    ("dropping", "boolean"),
+]
+"""The start state's rows ((name, Spark type) pairs) as ``prepare`` hands them to
+:func:`write_start_state`: per tier, ``kind`` ``segment`` rows (``code`` = idx, ``target``,
+``tier_pos``) and ``replica`` rows (``code``, ``server`` code, ``served``, ``load`` queue code or
+-1, ``dropping``)."""
 
 
 def _tier_result(state: TierState, table: SegmentTable, servers_pdf: pd.DataFrame) -> tuple:
     """``(tier, {group: serialized bitmap}, held_per_server, missing_replicas)`` of one tier's state."""
     status = tier_status(state, table, servers_pdf[servers_pdf["tier"] == state.tier])
-    return (state.tier, {k: bm.serialize() for k, bm in status.items()}, held_per_server(state, table),
-            missing_replicas(state, table))
+    return (
+        state.tier,
+        {k: bm.serialize() for k, bm in status.items()},
+        held_per_server(state, table),
+        missing_replicas(state, table),
+    )
 
 
 def _combine(results: list[tuple]) -> Status:
@@ -46,11 +60,22 @@ def start_state(tier: str, rows, servers: tuple[str, ...]) -> TierState:
         return np.asarray(table.column(name).to_numpy(zero_copy_only=False), dtype=dtype)
 
     segs = rows.filter(pc.equal(rows.column("kind"), "segment")).sort_by("code")
-    reps = rows.filter(pc.equal(rows.column("kind"), "replica")).sort_by([("code", "ascending"), ("server", "ascending")])
-    return TierState(tier, servers, col(segs, "code", np.int64), col(segs, "target", np.int32),
-                     col(segs, "tier_pos", np.int32), col(reps, "code", np.int64), col(reps, "server", np.int32),
-                     col(reps, "served", bool), col(reps, "load", np.int8), col(reps, "dropping", bool),
-                     np.zeros(reps.num_rows, bool))
+    reps = rows.filter(pc.equal(rows.column("kind"), "replica")).sort_by(
+        [("code", "ascending"), ("server", "ascending")]
+    )
+    return TierState(
+        tier,
+        servers,
+        col(segs, "code", np.int64),
+        col(segs, "target", np.int32),
+        col(segs, "tier_pos", np.int32),
+        col(reps, "code", np.int64),
+        col(reps, "server", np.int32),
+        col(reps, "served", bool),
+        col(reps, "load", np.int8),
+        col(reps, "dropping", bool),
+        np.zeros(reps.num_rows, bool),
+    )
 
 
 def write_start_state(spark, work: Path, rel_dir: str, parts: str, servers_pdf: pd.DataFrame) -> Status:
@@ -66,7 +91,13 @@ def write_start_state(spark, work: Path, rel_dir: str, parts: str, servers_pdf: 
     import pyarrow.dataset as ds
 
     from segment_balancer.common.files import remove_path, replace_path
-    from segment_balancer.spark.state_store import read_segment_table, server_names, tier_dir_name, tier_of_dir, write_tier_start
+    from segment_balancer.spark.state_store import (
+        read_segment_table,
+        server_names,
+        tier_dir_name,
+        tier_of_dir,
+        write_tier_start,
+    )
 
     work = Path(work).absolute()
     work_uri = str(work)
@@ -115,4 +146,5 @@ def start_projection(replicas, segments):
 
     proj = replicas.filter((F.col("served") & ~F.col("queued_drop")) | F.col("queued_load"))
     return proj.join(segments.select("segment_id", "datasource", "start_ms", "end_ms"), "segment_id").select(
-        "server", "tier", F.coalesce("idx", F.lit(-1)).alias("idx"), "datasource", "start_ms", "end_ms")
+        "server", "tier", F.coalesce("idx", F.lit(-1)).alias("idx"), "datasource", "start_ms", "end_ms"
+    )

@@ -38,6 +38,7 @@ from segment_balancer.spark.workdir import OUT_FIELDS, OUT_SCHEMA, Run, num_best
 
 log = logging.getLogger(__name__)
 
+
 @dataclass
 class PassResult:
     """What a pass leaves: ``out_dir`` (the task files of ``OUT_COLUMNS`` rows, relative to the work
@@ -79,12 +80,22 @@ def _write_out(fs, path: str, frame: pd.DataFrame) -> None:
     import pyarrow.parquet as pq
 
     fs.create_dir(path.rsplit("/", 1)[0], recursive=True)
-    pq.write_table(pa.Table.from_pandas(frame, schema=arrow_schema(OUT_FIELDS), preserve_index=False), path,
-                   filesystem=fs)
+    pq.write_table(
+        pa.Table.from_pandas(frame, schema=arrow_schema(OUT_FIELDS), preserve_index=False), path, filesystem=fs
+    )
 
 
-def kernel_pass(run: Run, stage: int, step: str, tiers: list[str], body: Body, ranked: bool = True,
-                one_task: bool = False, keep_state: bool = True, groups: list[list[str]] | None = None) -> PassResult:
+def kernel_pass(
+    run: Run,
+    stage: int,
+    step: str,
+    tiers: list[str],
+    body: Body,
+    ranked: bool = True,
+    one_task: bool = False,
+    keep_state: bool = True,
+    groups: list[list[str]] | None = None,
+) -> PassResult:
     """Run ``body`` on the live state of ``tiers``: one Spark task per tier, or one for all of them
     (``one_task``), or one per list of ``groups`` (tiers that must be decided together: stage 12's
     segments whose drops depend on the order across tiers; ``tiers`` is then ignored). ``ranked``:
@@ -105,8 +116,15 @@ def kernel_pass(run: Run, stage: int, step: str, tiers: list[str], body: Body, r
         for tier in tier_names:
             state = read_tier(work, spec, tier, names)
             if state is not None and (len(state.seg_code) or len(state.rep_code)):
-                runs[tier] = TierRun(state, table, servers_pdf[servers_pdf["tier"] == tier], num_best_function(cfg),
-                                     ranked, sink, reuse_top_b=reuse_top_b)
+                runs[tier] = TierRun(
+                    state,
+                    table,
+                    servers_pdf[servers_pdf["tier"] == tier],
+                    num_best_function(cfg),
+                    ranked,
+                    sink,
+                    reuse_top_b=reuse_top_b,
+                )
         extra = body(runs, sink)
         written = {}
         for tier, tier_run in runs.items():
@@ -131,8 +149,9 @@ def kernel_pass(run: Run, stage: int, step: str, tiers: list[str], body: Body, r
     return PassResult(out, topb, members, pdir, dict(extra))
 
 
-def commit_with_drops(run: Run, stage: int, step: str, output, topb: dict[str, str] | None = None,
-                      facts: dict | None = None) -> None:
+def commit_with_drops(
+    run: Run, stage: int, step: str, output, topb: dict[str, str] | None = None, facts: dict | None = None
+) -> None:
     """Commit a step whose output (Spark DataFrame of :data:`OUT_COLUMNS`) holds drops decided
     outside a tier pass (stage-3 callbacks, stages 12 and 13): write the output once (one Spark
     job) and append its ops to the op log, with ``topb`` (``{tier: file}``) the top ``B`` the
@@ -141,7 +160,9 @@ def commit_with_drops(run: Run, stage: int, step: str, output, topb: dict[str, s
     run.write_ops(stage, step, rel, facts, topb=topb)
 
 
-def finish(run: Run, stage: int, step: str, result: PassResult, drops=None, facts: dict | None = None) -> dict[str, BitMap]:
+def finish(
+    run: Run, stage: int, step: str, result: PassResult, drops=None, facts: dict | None = None
+) -> dict[str, BitMap]:
     """Commit a step: its ops (``result.out``'s and ``drops``') and the top ``B`` its pass cached
     to the op log and the manifest. Returns the memberships the kernels recorded."""
     if drops is None:

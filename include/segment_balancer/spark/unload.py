@@ -39,8 +39,9 @@ from segment_balancer.spark.workdir import OUT_FIELDS, OUT_SCHEMA, Run, out_fram
 log = logging.getLogger(__name__)
 
 STAGE = 12
-OVER_SCHEMA = ("idx long, target int, count long, cap long, excess long, loaded long, required int, "
-               "counts string, tier string")
+OVER_SCHEMA = (
+    "idx long, target int, count long, cap long, excess long, loaded long, required int, counts string, tier string"
+)
 """The overreplicated (segment, tier) pairs stage 12 decides on (``passes/12_unload/over.parquet``,
 partitioned by tier): ``cap`` = min(count − target, holders serving it with no drop); ``excess``,
 ``loaded``, ``required`` of the segment; ``counts``: JSON ``{tier: [target, count]}`` of every tier
@@ -51,8 +52,15 @@ holding it: serving with no drop, or loading), ``loaded`` (serving it with no dr
 dependent one, where the target is above 0), ``droppable`` (serving it with no drop)."""
 WAITING_SCHEMA = "idx long, segment_id string, server string"
 """A served replica (no drop) of an overshadowed segment that waits (``FATES`` ``waiting``)."""
-_TALLY_FIELDS = [("idx", "long"), ("tier", "string"), ("target", "int"), ("count", "long"), ("loaded", "long"),
-                 ("droppable", "long"), ("required", "int")]
+_TALLY_FIELDS = [
+    ("idx", "long"),
+    ("tier", "string"),
+    ("target", "int"),
+    ("count", "long"),
+    ("loaded", "long"),
+    ("droppable", "long"),
+    ("required", "int"),
+]
 _WAITING_FIELDS = [("idx", "long"), ("segment_id", "string"), ("server", "string")]
 
 
@@ -74,8 +82,13 @@ def tally(state, table) -> dict[str, np.ndarray]:
     load = (code < table.n_used) & (table.rule[code] == RULE_CODES["load"])
     target = state.target.astype(np.int64)
     loaded = np.where(target > 0, per(serving), 0)
-    return {"code": code[load], "target": target[load], "count": per(held)[load], "loaded": loaded[load],
-            "droppable": per(droppable)[load]}
+    return {
+        "code": code[load],
+        "target": target[load],
+        "count": per(held)[load],
+        "loaded": loaded[load],
+        "droppable": per(droppable)[load],
+    }
 
 
 def unload_pass(run: Run) -> None:
@@ -105,16 +118,34 @@ def unload_pass(run: Run) -> None:
         ids = table.segment_ids(codes)
         idx = table.idx_of(codes)
         server_names = [names[s] for s in servers]
-        rows = [{"kind": "op", "action": "DROP", "idx": int(i), "code": int(c), "segment_id": sid,
-                 "datasource": table.datasource_of(c), "tier": tier, "server": srv, "size_bytes": int(table.size_bytes[c]),
-                 "reason": FATES[int(table.fate[c])], "o1": int(i) if i >= 0 else 1 << 62, "o2": f"{sid}|{srv}", "o3": 0.0}
-                for i, c, sid, srv in zip(idx, codes, ids, server_names)]
+        rows = [
+            {
+                "kind": "op",
+                "action": "DROP",
+                "idx": int(i),
+                "code": int(c),
+                "segment_id": sid,
+                "datasource": table.datasource_of(c),
+                "tier": tier,
+                "server": srv,
+                "size_bytes": int(table.size_bytes[c]),
+                "reason": FATES[int(table.fate[c])],
+                "o1": int(i) if i >= 0 else 1 << 62,
+                "o2": f"{sid}|{srv}",
+                "o3": 0.0,
+            }
+            for i, c, sid, srv in zip(idx, codes, ids, server_names)
+        ]
         _write_out(fs, f"{base}/{pdir}/everywhere/{_name(tier)}.parquet", out_frame(OpSink(), rows))
         wait = serving & (fate == FATES.index("waiting"))
         wait_codes = state.rep_code[wait]
-        pa_rows = pa.table({"idx": pa.array(table.idx_of(wait_codes), pa.int64()),
-                            "segment_id": pa.array(table.segment_ids(wait_codes), pa.string()),
-                            "server": pa.array([names[s] for s in state.rep_server[wait]], pa.string())})
+        pa_rows = pa.table(
+            {
+                "idx": pa.array(table.idx_of(wait_codes), pa.int64()),
+                "segment_id": pa.array(table.segment_ids(wait_codes), pa.string()),
+                "server": pa.array([names[s] for s in state.rep_server[wait]], pa.string()),
+            }
+        )
         _write_table(fs, f"{base}/{pdir}/waiting/{_name(tier)}.parquet", pa_rows, arrow_schema(_WAITING_FIELDS))
         return over.serialize()
 
@@ -132,37 +163,67 @@ def unload_pass(run: Run) -> None:
             tal = tally(state, table)
             keep = np.isin(tal["code"], np.array(BitMap.deserialize(data), dtype=np.int64))
             required = table.required[tal["code"][keep]]
-            rows = pa.table({"idx": pa.array(tal["code"][keep], pa.int64()), "tier": pa.array([tier] * int(keep.sum()), pa.string()),
-                             "target": pa.array(tal["target"][keep].astype(np.int32)), "count": pa.array(tal["count"][keep]),
-                             "loaded": pa.array(tal["loaded"][keep]), "droppable": pa.array(tal["droppable"][keep]),
-                             "required": pa.array(required.astype(np.int32), mask=required < 0)})
+            rows = pa.table(
+                {
+                    "idx": pa.array(tal["code"][keep], pa.int64()),
+                    "tier": pa.array([tier] * int(keep.sum()), pa.string()),
+                    "target": pa.array(tal["target"][keep].astype(np.int32)),
+                    "count": pa.array(tal["count"][keep]),
+                    "loaded": pa.array(tal["loaded"][keep]),
+                    "droppable": pa.array(tal["droppable"][keep]),
+                    "required": pa.array(required.astype(np.int32), mask=required < 0),
+                }
+            )
             _write_table(fs, f"{base}/{pdir}/tally/{_name(tier)}.parquet", rows, arrow_schema(_TALLY_FIELDS))
             return None
 
         run_tasks(run.spark, tiers, second)
         w = Window.partitionBy("idx")
-        counts = (run.spark.read.schema(TALLY_SCHEMA).parquet(f"{work}/{pdir}/tally")
-                  .withColumn("total_count", F.sum("count").over(w))
-                  .withColumn("total_target", F.sum("target").over(w)).withColumn("loaded", F.sum("loaded").over(w))
-                  .filter("total_count > total_target")
-                  .withColumn("counts", F.to_json(F.map_from_entries(F.collect_list(
-                      F.struct("tier", F.array(F.col("target").cast("long"), F.col("count")))).over(w)))))
+        counts = (
+            run.spark.read.schema(TALLY_SCHEMA)
+            .parquet(f"{work}/{pdir}/tally")
+            .withColumn("total_count", F.sum("count").over(w))
+            .withColumn("total_target", F.sum("target").over(w))
+            .withColumn("loaded", F.sum("loaded").over(w))
+            .filter("total_count > total_target")
+            .withColumn(
+                "counts",
+                F.to_json(
+                    F.map_from_entries(
+                        F.collect_list(F.struct("tier", F.array(F.col("target").cast("long"), F.col("count")))).over(w)
+                    )
+                ),
+            )
+        )
         over = counts.filter("count > target").select(
-            "idx", "target", "count", F.least(F.col("count") - F.col("target"), F.col("droppable")).alias("cap"),
-            (F.col("total_count") - F.col("total_target")).alias("excess"), "loaded", "required", "counts", "tier")
+            "idx",
+            "target",
+            "count",
+            F.least(F.col("count") - F.col("target"), F.col("droppable")).alias("cap"),
+            (F.col("total_count") - F.col("total_target")).alias("excess"),
+            "loaded",
+            "required",
+            "counts",
+            "tier",
+        )
         # partitioned by tier: the tiers with excess are its directories (no job to find them)
         write_partitioned_atomic(over, run.work / over_rel, "tier")
         over_tiers = sorted(unquote(p.name.split("=", 1)[1]) for p in (run.work / over_rel).glob("tier=*"))
     out = conform(run.spark.read.schema(OUT_SCHEMA).parquet(f"{work}/{pdir}/everywhere"), OUT_FIELDS).unionByName(
-        _waiting(run, f"{work}/{pdir}/waiting"))
+        _waiting(run, f"{work}/{pdir}/waiting")
+    )
     if over_tiers:
         out = _excess(run, over_rel, over_tiers).unionByName(out)
     rel = run.write_output(STAGE, "unload", out)
     facts = _deferred_facts(run, rel)
     run.write_ops(STAGE, "unload", rel, facts)
     if facts["deferred_drops"]:
-        log.info("stage %d: %d drops of %d segments deferred by the availability rule", STAGE,
-                 facts["deferred_drops"], facts["deferred_segments"])
+        log.info(
+            "stage %d: %d drops of %d segments deferred by the availability rule",
+            STAGE,
+            facts["deferred_drops"],
+            facts["deferred_segments"],
+        )
 
 
 def _name(tier: str) -> str:
@@ -183,8 +244,11 @@ def _deferred_facts(run: Run, output: str) -> dict:
     ids) from the ``deferred`` rows of the stage's output (one per segment whose excess drops the
     availability rule held back; ``o1``: how many), read with pyarrow."""
     rows = read_output(run.work_uri, output, ["segment_id", "o1"], "deferred")
-    return {"deferred_drops": int(sum(x or 0 for x in rows.column("o1").to_pylist())), "deferred_segments": rows.num_rows,
-            "deferred_examples": sorted(rows.column("segment_id").to_pylist())[:5]}
+    return {
+        "deferred_drops": int(sum(x or 0 for x in rows.column("o1").to_pylist())),
+        "deferred_segments": rows.num_rows,
+        "deferred_examples": sorted(rows.column("segment_id").to_pylist())[:5],
+    }
 
 
 def _task_groups(run: Run, over_rel: str, tiers: list[str]) -> list[list[str]]:
@@ -202,21 +266,39 @@ def _task_groups(run: Run, over_rel: str, tiers: list[str]) -> list[list[str]]:
         return t
 
     if len(tiers) > 1:
+
         def coupled(batches):
             import pandas as pd
 
             for pdf in batches:
-                yield pd.DataFrame({"tiers": [
-                    sorted(c["tier"] for c in r["caps"]) for r in pdf.to_dict("records")
-                    if unload.couples_tiers(int(r["excess"]), int(r["loaded"]), int(r["required"] or 0),
-                                            {c["tier"]: (int(c["target"]), int(c["cap"])) for c in r["caps"]})]},
-                    dtype=object)
+                yield pd.DataFrame(
+                    {
+                        "tiers": [
+                            sorted(c["tier"] for c in r["caps"])
+                            for r in pdf.to_dict("records")
+                            if unload.couples_tiers(
+                                int(r["excess"]),
+                                int(r["loaded"]),
+                                int(r["required"] or 0),
+                                {c["tier"]: (int(c["target"]), int(c["cap"])) for c in r["caps"]},
+                            )
+                        ]
+                    },
+                    dtype=object,
+                )
 
-        per_seg = (run.spark.read.schema(OVER_SCHEMA).parquet(f"{run.work_uri}/{over_rel}").groupBy("idx")
-                   .agg(F.first("excess").alias("excess"), F.first("loaded").alias("loaded"),
-                        F.first("required").alias("required"),
-                        F.collect_list(F.struct("tier", "target", "cap")).alias("caps"))
-                   .filter(F.size("caps") > 1))
+        per_seg = (
+            run.spark.read.schema(OVER_SCHEMA)
+            .parquet(f"{run.work_uri}/{over_rel}")
+            .groupBy("idx")
+            .agg(
+                F.first("excess").alias("excess"),
+                F.first("loaded").alias("loaded"),
+                F.first("required").alias("required"),
+                F.collect_list(F.struct("tier", "target", "cap")).alias("caps"),
+            )
+            .filter(F.size("caps") > 1)
+        )
         for row in per_seg.mapInPandas(coupled, "tiers array<string>").distinct().collect():
             first, *rest = row["tiers"]
             for t in rest:
@@ -234,8 +316,11 @@ def _excess(run: Run, over_rel: str, tiers: list[str]):
     work = run.work_uri
     groups = _task_groups(run, over_rel, tiers)
     if any(len(g) > 1 for g in groups):
-        log.info("stage %d: tiers decided together (a segment's drops depend on the order across them): %s",
-                 STAGE, [g for g in groups if len(g) > 1])
+        log.info(
+            "stage %d: tiers decided together (a segment's drops depend on the order across them): %s",
+            STAGE,
+            [g for g in groups if len(g) > 1],
+        )
 
     def body(runs, sink):
         import pyarrow as pa
@@ -244,12 +329,18 @@ def _excess(run: Run, over_rel: str, tiers: list[str]):
         fs, base = filesystem(work)
         part = ds.partitioning(pa.schema([("tier", pa.string())]), flavor="hive")
         table = ds.dataset(f"{base}/{over_rel}", format="parquet", filesystem=fs, partitioning=part).to_table(
-            filter=ds.field("tier").isin(list(runs)), columns=["idx", "excess", "loaded", "required", "counts"])
+            filter=ds.field("tier").isin(list(runs)), columns=["idx", "excess", "loaded", "required", "counts"]
+        )
         items = {}
         for r in table.to_pylist():
             if r["idx"] not in items:
-                items[r["idx"]] = unload.Excess(int(r["idx"]), int(r["excess"]), int(r["loaded"]), int(r["required"] or 0),
-                                                {t: (int(a), int(b)) for t, (a, b) in json.loads(r["counts"]).items()})
+                items[r["idx"]] = unload.Excess(
+                    int(r["idx"]),
+                    int(r["excess"]),
+                    int(r["loaded"]),
+                    int(r["required"] or 0),
+                    {t: (int(a), int(b)) for t, (a, b) in json.loads(r["counts"]).items()},
+                )
         unload.unload_tiers(runs, items.values(), sink)
         return []
 
@@ -264,7 +355,23 @@ def _waiting(run: Run, waiting: str):
     their served replicas (``waiting``: the files of :data:`WAITING_SCHEMA` rows the tier tasks wrote)."""
     from pyspark.sql import functions as F
 
-    rows = run.spark.read.schema(WAITING_SCHEMA).parquet(waiting).groupBy("segment_id").agg(
-        F.min("idx").alias("idx"), F.to_json(F.struct(F.array_sort(F.collect_list("server")).alias("servers"))).alias("detail"))
-    return conform(rows.select(F.lit("decision").alias("kind"), "idx", "segment_id", F.lit(None).cast("string").alias("tier"),
-                               F.lit("waiting").alias("reason"), "detail"), OUT_FIELDS)
+    rows = (
+        run.spark.read.schema(WAITING_SCHEMA)
+        .parquet(waiting)
+        .groupBy("segment_id")
+        .agg(
+            F.min("idx").alias("idx"),
+            F.to_json(F.struct(F.array_sort(F.collect_list("server")).alias("servers"))).alias("detail"),
+        )
+    )
+    return conform(
+        rows.select(
+            F.lit("decision").alias("kind"),
+            "idx",
+            "segment_id",
+            F.lit(None).cast("string").alias("tier"),
+            F.lit("waiting").alias("reason"),
+            "detail",
+        ),
+        OUT_FIELDS,
+    )

@@ -37,9 +37,19 @@ from segment_balancer.druid.snapshot.errors import SnapshotError
 BUCKET_MS = 366 * 86_400_000
 CLAMP_LO_MS = -2_208_988_800_000  # 1900-01-01
 CLAMP_HI_MS = 7_258_118_400_000  # 2200-01-01
-TIMELINE_COLUMNS = ["segment_id", "start_ms", "end_ms", "version", "shard_type", "partition_num",
-                    "num_core_partitions", "start_root_partition_id", "end_root_partition_id",
-                    "minor_version", "atomic_update_group_size"]
+TIMELINE_COLUMNS = [
+    "segment_id",
+    "start_ms",
+    "end_ms",
+    "version",
+    "shard_type",
+    "partition_num",
+    "num_core_partitions",
+    "start_root_partition_id",
+    "end_root_partition_id",
+    "minor_version",
+    "atomic_update_group_size",
+]
 STATUSES = ("visible", "standby", "overshadowed")
 TABLE_FILE = "timeline/segments.parquet"
 """The table (relative to the work directory): the parsed columns (``overshadowed`` renamed
@@ -88,7 +98,9 @@ def _classify_partition(table) -> tuple[dict, object]:
         index = np.flatnonzero(used)[rows]
         part = pdf.iloc[index]
         frame = part[TIMELINE_COLUMNS].reset_index(drop=True)
-        frame["start_ms"], frame["end_ms"] = clipped(part["start_ms"].to_numpy(np.int64), part["end_ms"].to_numpy(np.int64))
+        frame["start_ms"], frame["end_ms"] = clipped(
+            part["start_ms"].to_numpy(np.int64), part["end_ms"].to_numpy(np.int64)
+        )
         try:
             out = classify_datasource(frame)
         except ValueError as exc:
@@ -108,17 +120,23 @@ def _classify_partition(table) -> tuple[dict, object]:
     lines = pdf["line"].to_numpy(np.int64)
     ids = pdf["segment_id"].to_numpy(object)
     first = np.flatnonzero(mismatch)[np.argsort(lines[mismatch], kind="stable")][:5]
-    summary["examples"] = [(int(lines[i]), f"{ids[i]}: input says {'not ' if not given[i] else ''}overshadowed, "
-                                           f"timeline says {status[i]}") for i in first]
-    counts = pd.Series(1, index=pd.MultiIndex.from_arrays([pdf["datasource"].to_numpy(object), status])).groupby(
-        level=[0, 1]).sum()
+    summary["examples"] = [
+        (int(lines[i]), f"{ids[i]}: input says {'not ' if not given[i] else ''}overshadowed, timeline says {status[i]}")
+        for i in first
+    ]
+    counts = (
+        pd.Series(1, index=pd.MultiIndex.from_arrays([pdf["datasource"].to_numpy(object), status]))
+        .groupby(level=[0, 1])
+        .sum()
+    )
     summary["counts"] = {(d, s): int(v) for (d, s), v in counts.items()}
     for name in STATUSES:
         mine = status == name
         if mine.any():
             summary["groups"][name.capitalize()] = BitMap((lines[mine] - 1).astype(np.uint32)).serialize()
     out = table.drop_columns(["bad"]).rename_columns(
-        ["input_overshadowed" if c == "overshadowed" else c for c in table.column_names if c != "bad"])
+        ["input_overshadowed" if c == "overshadowed" else c for c in table.column_names if c != "bad"]
+    )
     out = out.append_column("problem", pa.nulls(n, pa.string()))
     out = out.append_column("status", pa.array(status, pa.string()))
     out = out.append_column("overshadowed_by", pa.array(list(overshadowed_by), pa.list_(pa.string())))
@@ -169,8 +187,9 @@ def _parsed_fast(spark, path: Path):
 
     def parse(batches):
         for batch in batches:
-            table = parse_lines(np.asarray(batch.column(0).to_numpy(zero_copy_only=False), np.int64),
-                                batch.column(1).to_pylist())
+            table = parse_lines(
+                np.asarray(batch.column(0).to_numpy(zero_copy_only=False), np.int64), batch.column(1).to_pylist()
+            )
             yield from table.to_batches() or [pa.RecordBatch.from_pylist([], table.schema)]
 
     lines = numbered_lines(spark, path).filter(F.trim("text") != "")
@@ -186,8 +205,9 @@ def _parsed_reference(spark, snapshot: Path):
     from segment_balancer.druid.snapshot.segments import read_segments
 
     segs = read_segments(spark, snapshot)
-    return segs.select(*[F.col(n).cast(t).alias(n) for n, t in PARSED_FIELDS if n != "bad"],
-                       F.col("problem").isNotNull().alias("bad"))
+    return segs.select(
+        *[F.col(n).cast(t).alias(n) for n, t in PARSED_FIELDS if n != "bad"], F.col("problem").isNotNull().alias("bad")
+    )
 
 
 def _refuse_by_reference(spark, snapshot: Path, file: str) -> None:
@@ -249,8 +269,11 @@ def used_segments(spark, snapshot: Path, work: Path) -> dict:
         for (ds, status), n in s["counts"].items():
             per_ds.setdefault(ds, {})[status] = per_ds.get(ds, {}).get(status, 0) + n
     examples = [text for _, text in sorted(e for s in summaries for e in s["examples"])[:5]]
-    summary = {"per_datasource": {ds: dict(sorted(v.items())) for ds, v in sorted(per_ds.items())},
-               "flag_disagreements": sum(s["mismatches"] for s in summaries), "flag_examples": examples}
+    summary = {
+        "per_datasource": {ds: dict(sorted(v.items())) for ds, v in sorted(per_ds.items())},
+        "flag_disagreements": sum(s["mismatches"] for s in summaries),
+        "flag_examples": examples,
+    }
     write_json_atomic(summary, work / "timeline" / "summary.json")
     groups: dict[str, BitMap] = {}
     for s in summaries:

@@ -34,8 +34,9 @@ Files written, from a Coordinator and a Broker (or a Router in front of both):
 
 Everything is written into a hidden sibling ``.<name>.tmp-<hex>`` (files fsynced), checked with the
 snapshot's own loaders (servers, load queues, rules, config, meta), then renamed to its name in one
-step that refuses a name already taken (``common.files.rename_new``). Any failure removes the temporary directory (and any parent directory the capture
-created) and raises :class:`CaptureError`. No Spark, no Airflow.
+step that refuses a name already taken (``common.files.rename_new``). Any failure removes the
+temporary directory (and any parent directory the capture created) and raises :class:`CaptureError`.
+No Spark, no Airflow.
 """
 
 from __future__ import annotations
@@ -50,7 +51,7 @@ import shutil
 import time
 from collections.abc import Iterable, Iterator
 from dataclasses import dataclass
-from datetime import datetime, timedelta, timezone
+from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import Any
 from urllib.parse import urljoin, urlsplit, urlunsplit
@@ -64,9 +65,22 @@ from segment_balancer.druid.snapshot import loader
 from segment_balancer.druid.snapshot.errors import SnapshotError
 from segment_balancer.planner.config import load_config
 
-__all__ = ["DruidEndpoint", "CaptureError", "capture", "capture_to", "prune", "snapshot_dir_name",
-           "SEGMENTS_PATH", "LOAD_QUEUE_PATH", "RULES_PATH", "CONFIG_PATH", "SQL_PATH",
-           "SERVERS_SQL", "SERVER_SEGMENTS_SQL", "druid_segment_id"]
+__all__ = [
+    "DruidEndpoint",
+    "CaptureError",
+    "capture",
+    "capture_to",
+    "prune",
+    "snapshot_dir_name",
+    "SEGMENTS_PATH",
+    "LOAD_QUEUE_PATH",
+    "RULES_PATH",
+    "CONFIG_PATH",
+    "SQL_PATH",
+    "SERVERS_SQL",
+    "SERVER_SEGMENTS_SQL",
+    "druid_segment_id",
+]
 
 log = logging.getLogger(__name__)
 
@@ -119,15 +133,23 @@ class CaptureError(RuntimeError):
 
 # ---- public API -------------------------------------------------------------------------------------
 
+
 def snapshot_dir_name(now: datetime) -> str:
     """The directory name of a capture taken at ``now`` (naive = UTC): ``yyyy-MM-ddTHH-mm-ssZ`` in UTC
     (no ``:``, so valid on every filesystem; sorts by time)."""
     return _utc(now).strftime("%Y-%m-%dT%H-%M-%SZ")
 
 
-def capture(coordinator: DruidEndpoint, broker: DruidEndpoint, snapshots_root: Path, cluster: str, *,
-            now: datetime | None = None, timeout_s: float = 300.0,
-            session: requests.Session | None = None) -> Path:
+def capture(
+    coordinator: DruidEndpoint,
+    broker: DruidEndpoint,
+    snapshots_root: Path,
+    cluster: str,
+    *,
+    now: datetime | None = None,
+    timeout_s: float = 300.0,
+    session: requests.Session | None = None,
+) -> Path:
     """Capture a snapshot into ``snapshots_root/<cluster>/<snapshot_dir_name(now)>/``, whole or not at all.
 
     Args:
@@ -148,18 +170,26 @@ def capture(coordinator: DruidEndpoint, broker: DruidEndpoint, snapshots_root: P
             off, malformed JSON, an empty servers list, a capture the snapshot loaders refuse, or a
             filesystem error. snapshots_root is left as it was.
     """
-    when = datetime.now(timezone.utc) if now is None else now
+    when = datetime.now(UTC) if now is None else now
     _check_cluster(cluster)
-    return _capture_into(coordinator, broker, Path(snapshots_root) / cluster / snapshot_dir_name(when),
-                         cluster, when, timeout_s, session)
+    return _capture_into(
+        coordinator, broker, Path(snapshots_root) / cluster / snapshot_dir_name(when), cluster, when, timeout_s, session
+    )
 
 
-def capture_to(coordinator: DruidEndpoint, broker: DruidEndpoint, out: Path, cluster: str, *,
-               now: datetime | None = None, timeout_s: float = 300.0,
-               session: requests.Session | None = None) -> Path:
+def capture_to(
+    coordinator: DruidEndpoint,
+    broker: DruidEndpoint,
+    out: Path,
+    cluster: str,
+    *,
+    now: datetime | None = None,
+    timeout_s: float = 300.0,
+    session: requests.Session | None = None,
+) -> Path:
     """As :func:`capture`, into exactly ``out``, which must not exist yet (its parents are created,
     and removed again on failure). Returns ``out``. Raises CaptureError as :func:`capture` does."""
-    when = datetime.now(timezone.utc) if now is None else now
+    when = datetime.now(UTC) if now is None else now
     _check_cluster(cluster)
     return _capture_into(coordinator, broker, Path(out), cluster, when, timeout_s, session)
 
@@ -199,7 +229,9 @@ def prune(snapshots_root: Path, cluster: str, keep: int) -> list[Path]:
             log.warning("prune: %s left alone: %s", entry, exc)
             continue
         if meta.cluster != cluster:
-            log.warning("prune: %s left alone: its snapshot.json names cluster %r, not %r", entry, meta.cluster, cluster)
+            log.warning(
+                "prune: %s left alone: its snapshot.json names cluster %r, not %r", entry, meta.cluster, cluster
+            )
             continue
         found.append((meta.snapshot_time_ms, entry.name, entry))
     found.sort()
@@ -213,14 +245,27 @@ def prune(snapshots_root: Path, cluster: str, keep: int) -> list[Path]:
 
 # ---- the capture --------------------------------------------------------------------------------------
 
-def _capture_into(coordinator: DruidEndpoint, broker: DruidEndpoint, final: Path, cluster: str,
-                  now: datetime, timeout_s: float, session: requests.Session | None) -> Path:
+
+def _capture_into(
+    coordinator: DruidEndpoint,
+    broker: DruidEndpoint,
+    final: Path,
+    cluster: str,
+    now: datetime,
+    timeout_s: float,
+    session: requests.Session | None,
+) -> Path:
     if not isinstance(timeout_s, (int, float)) or isinstance(timeout_s, bool) or not timeout_s > 0:
         raise CaptureError(f"timeout_s must be a number > 0, got {timeout_s!r}")
     for role, endpoint in (("coordinator", coordinator), ("broker", broker)):
-        if not isinstance(endpoint, DruidEndpoint) or urlsplit(endpoint.url).scheme not in ("http", "https") \
-                or not urlsplit(endpoint.url).netloc:
-            raise CaptureError(f"{role} endpoint must be a DruidEndpoint with an http(s)://host:port url, got {endpoint!r}")
+        if (
+            not isinstance(endpoint, DruidEndpoint)
+            or urlsplit(endpoint.url).scheme not in ("http", "https")
+            or not urlsplit(endpoint.url).netloc
+        ):
+            raise CaptureError(
+                f"{role} endpoint must be a DruidEndpoint with an http(s)://host:port url, got {endpoint!r}"
+            )
     snapshot_time = format_instant_ms(_epoch_ms(now))
     if final.exists() or final.is_symlink():
         raise CaptureError(f"capture target {final} already exists; nothing was written")
@@ -234,8 +279,13 @@ def _capture_into(coordinator: DruidEndpoint, broker: DruidEndpoint, final: Path
     started = time.monotonic()
     try:
         tmp.mkdir()
-        log.info("capturing cluster %r from coordinator %s and broker %s into %s",
-                 cluster, _redact(coordinator.url), _redact(broker.url), final)
+        log.info(
+            "capturing cluster %r from coordinator %s and broker %s into %s",
+            cluster,
+            _redact(coordinator.url),
+            _redact(broker.url),
+            final,
+        )
         servers = _capture_servers(http, broker, tmp)
         historicals = {row["server"] for row in servers if str(row.get("server_type", "")).lower() == "historical"}
         if not historicals:
@@ -259,8 +309,9 @@ def _capture_into(coordinator: DruidEndpoint, broker: DruidEndpoint, final: Path
     finally:
         if own_session:
             http.session.close()
-    log.info("captured snapshot %s of cluster %r at %s in %.1f s", final, cluster, snapshot_time,
-             time.monotonic() - started)
+    log.info(
+        "captured snapshot %s of cluster %r at %s in %.1f s", final, cluster, snapshot_time, time.monotonic() - started
+    )
     return final
 
 
@@ -284,15 +335,23 @@ def _capture_server_segments(http: _Http, broker: DruidEndpoint, tmp: Path, know
     call = _Call("broker", broker, "POST", SQL_PATH, SERVER_SEGMENTS_FILE, note=SERVER_SEGMENTS_SQL)
     progress = _Progress(SERVER_SEGMENTS_FILE, "rows")
     unknown: dict[str, int] = {}
-    with http.stream(call, json={"query": SERVER_SEGMENTS_SQL, "resultFormat": "objectLines", "header": False}) as chunks, \
-            _GzipLines(tmp / SERVER_SEGMENTS_FILE) as out:
+    with (
+        http.stream(
+            call, json={"query": SERVER_SEGMENTS_SQL, "resultFormat": "objectLines", "header": False}
+        ) as chunks,
+        _GzipLines(tmp / SERVER_SEGMENTS_FILE) as out,
+    ):
         counted = _Counted(chunks)
         for line_no, line in _object_lines(call, counted):
             try:
                 row = json.loads(line)
             except (json.JSONDecodeError, UnicodeDecodeError) as exc:
                 raise call.error(f"line {line_no} is not valid JSON ({exc}): {_short(line)}") from None
-            if not isinstance(row, dict) or not isinstance(row.get("server"), str) or not isinstance(row.get("segment_id"), str):
+            if (
+                not isinstance(row, dict)
+                or not isinstance(row.get("server"), str)
+                or not isinstance(row.get("segment_id"), str)
+            ):
                 raise call.error(f"line {line_no} is not an object with string server and segment_id: {_short(line)}")
             if row["server"] not in known:
                 unknown[row["server"]] = unknown.get(row["server"], 0) + 1
@@ -300,8 +359,13 @@ def _capture_server_segments(http: _Http, broker: DruidEndpoint, tmp: Path, know
             out.write_line(line)
             progress.tick(counted.bytes)
     for server, n in sorted(unknown.items()):
-        log.warning("%s: left out %d rows of server %r, which %s does not list (it joined or left meanwhile)",
-                    SERVER_SEGMENTS_FILE, n, server, SERVERS_FILE)
+        log.warning(
+            "%s: left out %d rows of server %r, which %s does not list (it joined or left meanwhile)",
+            SERVER_SEGMENTS_FILE,
+            n,
+            server,
+            SERVERS_FILE,
+        )
     progress.done(counted.bytes)
 
 
@@ -333,7 +397,9 @@ def _data_segment(call: _Call, index: int, element: Any) -> dict[str, Any]:
         if not isinstance(segment.get(key), str):
             raise call.error(f"element {index} (0-based) has no string {key}: {_short(element)}")
     if segment.get("overshadowed") not in (True, False, None):
-        raise call.error(f"element {index} (0-based): overshadowed must be true or false, got {_short(segment['overshadowed'])}")
+        raise call.error(
+            f"element {index} (0-based): overshadowed must be true or false, got {_short(segment['overshadowed'])}"
+        )
     return segment
 
 
@@ -344,17 +410,34 @@ def _capture_load_queues(http: _Http, coordinator: DruidEndpoint, tmp: Path, his
         raise call.error(f"expected a JSON object {{server: queues}}, got {type(data).__name__}")
     out: dict[str, dict[str, list[str]]] = {}
     for server, queues in data.items():
-        if not isinstance(queues, dict) or not all(isinstance(queues.get(k), list) for k in ("segmentsToLoad", "segmentsToDrop")):
-            raise call.error(f"server {server!r}: expected lists segmentsToLoad and segmentsToDrop, got {_short(queues)}")
+        if not isinstance(queues, dict) or not all(
+            isinstance(queues.get(k), list) for k in ("segmentsToLoad", "segmentsToDrop")
+        ):
+            raise call.error(
+                f"server {server!r}: expected lists segmentsToLoad and segmentsToDrop, got {_short(queues)}"
+            )
         if server not in historicals:
-            log.info("%s: left out the queue of %r (%d loads, %d drops): not a historical of %s", QUEUES_FILE, server,
-                     len(queues["segmentsToLoad"]), len(queues["segmentsToDrop"]), SERVERS_FILE)
+            log.info(
+                "%s: left out the queue of %r (%d loads, %d drops): not a historical of %s",
+                QUEUES_FILE,
+                server,
+                len(queues["segmentsToLoad"]),
+                len(queues["segmentsToDrop"]),
+                SERVERS_FILE,
+            )
             continue
-        out[server] = {key: [_queued_id(call, server, key, j, entry) for j, entry in enumerate(queues[key])]
-                       for key in ("segmentsToLoad", "segmentsToDrop")}
+        out[server] = {
+            key: [_queued_id(call, server, key, j, entry) for j, entry in enumerate(queues[key])]
+            for key in ("segmentsToLoad", "segmentsToDrop")
+        }
     _write_file(tmp / QUEUES_FILE, _json_bytes(out))
-    log.info("%s: %d historical queues, %d loads, %d drops", QUEUES_FILE, len(out),
-             sum(len(q["segmentsToLoad"]) for q in out.values()), sum(len(q["segmentsToDrop"]) for q in out.values()))
+    log.info(
+        "%s: %d historical queues, %d loads, %d drops",
+        QUEUES_FILE,
+        len(out),
+        sum(len(q["segmentsToLoad"]) for q in out.values()),
+        sum(len(q["segmentsToDrop"]) for q in out.values()),
+    )
 
 
 def _queued_id(call: _Call, server: str, key: str, j: int, entry: Any) -> str:
@@ -414,6 +497,7 @@ def _check_loads(tmp: Path, final: Path) -> None:
 
 # ---- HTTP ------------------------------------------------------------------------------------------------
 
+
 @dataclass(frozen=True)
 class _Call:
     """One request of the capture, and the errors that name it."""
@@ -431,7 +515,9 @@ class _Call:
 
     def error(self, problem: str) -> CaptureError:
         note = f" ({self.note})" if self.note else ""
-        return CaptureError(f"capture of {self.file} failed: {self.role} {self.method} {_redact(self.url)}{note}: {problem}")
+        return CaptureError(
+            f"capture of {self.file} failed: {self.role} {self.method} {_redact(self.url)}{note}: {problem}"
+        )
 
     def parse_json(self, body: bytes) -> Any:
         try:
@@ -439,8 +525,9 @@ class _Call:
         except UnicodeDecodeError as exc:
             raise self.error(f"the response is not UTF-8 text: {exc}") from None
         except json.JSONDecodeError as exc:
-            raise self.error(f"malformed JSON at line {exc.lineno} column {exc.colno}: {exc.msg}; "
-                             f"the body begins {_short(body)}") from None
+            raise self.error(
+                f"malformed JSON at line {exc.lineno} column {exc.colno}: {exc.msg}; the body begins {_short(body)}"
+            ) from None
         except _Malformed as exc:
             raise self.error(str(exc)) from None
 
@@ -474,8 +561,13 @@ class _Http:
         when it does not say."""
         if endpoint.url not in self._leaders:
             try:
-                response = self.session.get(endpoint.url.rstrip("/") + LEADER_PATH, auth=endpoint.auth,
-                                            verify=endpoint.verify, timeout=self.timeout, allow_redirects=False)
+                response = self.session.get(
+                    endpoint.url.rstrip("/") + LEADER_PATH,
+                    auth=endpoint.auth,
+                    verify=endpoint.verify,
+                    timeout=self.timeout,
+                    allow_redirects=False,
+                )
                 text = response.text.strip() if response.status_code == 200 else ""
             except requests.RequestException:
                 text = ""
@@ -486,10 +578,17 @@ class _Http:
         url, method = call.url, call.method
         for _ in range(MAX_REDIRECTS + 1):
             try:
-                response = self.session.request(method, url, json=json_body, auth=call.endpoint.auth,
-                                                verify=call.endpoint.verify, timeout=self.timeout, stream=stream,
-                                                headers={"Accept": "application/json, text/plain"},
-                                                allow_redirects=False)
+                response = self.session.request(
+                    method,
+                    url,
+                    json=json_body,
+                    auth=call.endpoint.auth,
+                    verify=call.endpoint.verify,
+                    timeout=self.timeout,
+                    stream=stream,
+                    headers={"Accept": "application/json, text/plain"},
+                    allow_redirects=False,
+                )
             except requests.Timeout as exc:
                 raise call.error(f"timed out ({exc})") from None
             except requests.RequestException as exc:
@@ -500,9 +599,13 @@ class _Http:
             response.close()
             origin = _origin(target)
             if call.endpoint.auth is not None and origin not in self.origins and origin != self._leader(call.endpoint):
-                raise call.error(f"redirected to {_redact(target)}, which is neither a configured service nor the "
-                                 "leader the Coordinator names; the credentials are not sent there")
-            log.info("%s %s: redirected to %s (HTTP %d)", call.role, _redact(url), _redact(target), response.status_code)
+                raise call.error(
+                    f"redirected to {_redact(target)}, which is neither a configured service nor the "
+                    "leader the Coordinator names; the credentials are not sent there"
+                )
+            log.info(
+                "%s %s: redirected to %s (HTTP %d)", call.role, _redact(url), _redact(target), response.status_code
+            )
             url = target
             if response.status_code == 303:
                 method, json_body = "GET", None
@@ -569,11 +672,18 @@ class _Progress:
             log.info("%s: %d %s so far, %.1f MB received", self.file, self.n, self.unit, received / 1e6)
 
     def done(self, received: int) -> None:
-        log.info("%s: %d %s, %.1f MB received in %.1f s", self.file, self.n, self.unit, received / 1e6,
-                 time.monotonic() - self.started)
+        log.info(
+            "%s: %d %s, %.1f MB received in %.1f s",
+            self.file,
+            self.n,
+            self.unit,
+            received / 1e6,
+            time.monotonic() - self.started,
+        )
 
 
 # ---- stream parsers ------------------------------------------------------------------------------------------
+
 
 class _Malformed(ValueError):
     pass
@@ -603,8 +713,10 @@ def _object_lines(call: _Call, chunks: Iterable[bytes]) -> Iterator[tuple[int, b
                 rows += 1
                 yield line_no, line
     if pending.strip() or not ended:
-        raise call.error(f"the response ended without Druid's trailing blank line after {rows} rows: "
-                         "it was cut off (connection closed mid-stream?)")
+        raise call.error(
+            f"the response ended without Druid's trailing blank line after {rows} rows: "
+            "it was cut off (connection closed mid-stream?)"
+        )
 
 
 def _json_array(call: _Call, chunks: Iterable[bytes]) -> Iterator[tuple[int, Any]]:
@@ -646,7 +758,7 @@ def _json_array(call: _Call, chunks: Iterable[bytes]) -> Iterator[tuple[int, Any
     if not skip_ws():
         raise call.error("the response is empty, expected a JSON array")
     if buf[pos] != "[":
-        raise call.error(f"expected a JSON array, the body begins {_short(buf[pos:pos + 80])}")
+        raise call.error(f"expected a JSON array, the body begins {_short(buf[pos : pos + 80])}")
     pos += 1
     if not skip_ws():
         raise cut(0)
@@ -665,9 +777,11 @@ def _json_array(call: _Call, chunks: Iterable[bytes]) -> Iterator[tuple[int, Any
                     # an element cut by the chunk boundary parses once more text is in; at the end of
                     # the body, or past MAX_ELEMENT_CHARS, it is malformed (or the body was cut off)
                     if len(buf) - pos > MAX_ELEMENT_CHARS or not more():
-                        raise call.error(f"malformed or cut-off JSON in element {index} (0-based): {exc.msg} "
-                                         f"(column {exc.pos - pos + 1} of the element): "
-                                         f"{_short(buf[pos:pos + 120])}") from None
+                        raise call.error(
+                            f"malformed or cut-off JSON in element {index} (0-based): {exc.msg} "
+                            f"(column {exc.pos - pos + 1} of the element): "
+                            f"{_short(buf[pos : pos + 120])}"
+                        ) from None
             yield index, value
             index += 1
             pos = end
@@ -678,14 +792,17 @@ def _json_array(call: _Call, chunks: Iterable[bytes]) -> Iterator[tuple[int, Any
             if sep == "]":
                 break
             if sep != ",":
-                raise call.error(f"malformed JSON after element {index - 1} (0-based): expected ',' or ']', got {sep!r}")
+                raise call.error(
+                    f"malformed JSON after element {index - 1} (0-based): expected ',' or ']', got {sep!r}"
+                )
             if not skip_ws():
                 raise cut(index)
     if skip_ws():
-        raise call.error(f"data after the JSON array: {_short(buf[pos:pos + 80])}")
+        raise call.error(f"data after the JSON array: {_short(buf[pos : pos + 80])}")
 
 
 # ---- files ------------------------------------------------------------------------------------------------
+
 
 class _GzipLines:
     """A gzip file written line by line, fsynced on a clean close (deterministic: no mtime, no name)."""
@@ -747,19 +864,27 @@ def _remove_created(created: list[Path]) -> None:
 
 # ---- small helpers -----------------------------------------------------------------------------------------
 
+
 def _check_cluster(cluster: str) -> None:
-    if not isinstance(cluster, str) or not cluster.strip() or cluster in (".", "..") or cluster.startswith(".") \
-            or _BAD_NAME.search(cluster):
-        raise CaptureError(f"cluster must be a non-empty directory name without '.' first or any of "
-                           f"<>:\"/\\|?* and control characters, got {cluster!r}")
+    if (
+        not isinstance(cluster, str)
+        or not cluster.strip()
+        or cluster in (".", "..")
+        or cluster.startswith(".")
+        or _BAD_NAME.search(cluster)
+    ):
+        raise CaptureError(
+            f"cluster must be a non-empty directory name without '.' first or any of "
+            f'<>:"/\\|?* and control characters, got {cluster!r}'
+        )
 
 
 def _utc(when: datetime) -> datetime:
-    return when.replace(tzinfo=timezone.utc) if when.tzinfo is None else when.astimezone(timezone.utc)
+    return when.replace(tzinfo=UTC) if when.tzinfo is None else when.astimezone(UTC)
 
 
 def _epoch_ms(when: datetime) -> int:
-    return (_utc(when) - datetime(1970, 1, 1, tzinfo=timezone.utc)) // timedelta(milliseconds=1)
+    return (_utc(when) - datetime(1970, 1, 1, tzinfo=UTC)) // timedelta(milliseconds=1)
 
 
 def _redact(url: str) -> str:
@@ -780,4 +905,4 @@ def _short(value: Any, limit: int = 120) -> str:
             text = json.dumps(value, ensure_ascii=False)
         except (TypeError, ValueError):
             text = repr(value)
-    return repr(text if len(text) <= limit else text[:limit - 3] + "...")
+    return repr(text if len(text) <= limit else text[: limit - 3] + "...")

@@ -1,12 +1,14 @@
 """Command line: the same applications as the DAG, in one Spark session.
 
-``python -m segment_balancer plan --snapshot DIR --out DIR [--config FILE.json] [--work DIR] [--balancer-state FILE] [--decommission SERVER] [--remove SERVER] [--add TIER:COUNT:MAX_SIZE_BYTES]``
+``python -m segment_balancer plan --snapshot DIR --out DIR [--config FILE.json] [--work DIR] [--balancer-state FILE]
+[--decommission SERVER] [--remove SERVER] [--add TIER:COUNT:MAX_SIZE_BYTES]``
 ``python -m segment_balancer explain --plan PLAN_DIR --segment ID [--json]``
 ``python -m segment_balancer explain --snapshot DIR --segment ID [--tier T] [--config FILE.json]``
 ``python -m segment_balancer summary PLAN_DIR``
 ``python -m segment_balancer report DIR`` (a plan directory, or a simulation directory)
 ``python -m segment_balancer plans PLANS_ROOT [--cluster NAME] [--json]``
-``python -m segment_balancer simulate --snapshot DIR --runs N --out DIR [--config FILE.json] [--loads-per-run N] [--load-failure-rate P] [--seed N] [--compare-margins P,P,…]``
+``python -m segment_balancer simulate --snapshot DIR --runs N --out DIR [--config FILE.json] [--loads-per-run N]
+[--load-failure-rate P] [--seed N] [--compare-margins P,P,…]``
 ``python -m segment_balancer capture --coordinator URL --broker URL --out DIR [--cluster NAME] [--user USER]``
 ``python -m segment_balancer generate OUT_DIR [--seed N] [--segments N] [--servers N]``
 ``python -m segment_balancer import-sql SQL_FILE OUT_DIR``
@@ -64,12 +66,16 @@ def print_summary(plan: Path) -> None:
     console.print(f"[bold]Plan[/bold] {plan}  snapshot {summary.snapshot_id}")
     edits = summary.whatif
     if edits:
-        parts = [f"decommission {', '.join(edits.decommission)}" if edits.decommission else "",
-                 f"remove {', '.join(edits.remove)}" if edits.remove else "",
-                 f"add {', '.join(edits.added)}" if edits.added else ""]
+        parts = [
+            f"decommission {', '.join(edits.decommission)}" if edits.decommission else "",
+            f"remove {', '.join(edits.remove)}" if edits.remove else "",
+            f"add {', '.join(edits.added)}" if edits.added else "",
+        ]
         console.print(f"[bold]what-if[/bold] {'; '.join(p for p in parts if p)} (on a copy of {edits.snapshot})")
-    console.print(f"{summary.operations} operations: {summary.loads} loads, {summary.drops} drops, "
-                  f"{summary.moves} of the drops wait for a load (moves and callbacks)")
+    console.print(
+        f"{summary.operations} operations: {summary.loads} loads, {summary.drops} drops, "
+        f"{summary.moves} of the drops wait for a load (moves and callbacks)"
+    )
     table = Table("stage", "tier", "action", "count")
     for row in summary.by_stage_tier_action:
         table.add_row(str(row.stage), str(row.tier), row.action, str(row.count))
@@ -78,16 +84,23 @@ def print_summary(plan: Path) -> None:
     console.print(f"unreplicated segments: {before.unreplicated} before, {after.unreplicated} once the plan succeeds")
     deferred = summary.availability
     if deferred.deferred_drops:
-        console.print(f"{deferred.deferred_drops} drops of {deferred.deferred_segments} segments wait for a later run: "
-                      "dropping now would leave fewer loaded replicas than required")
+        console.print(
+            f"{deferred.deferred_drops} drops of {deferred.deferred_segments} segments wait for a later run: "
+            "dropping now would leave fewer loaded replicas than required"
+        )
     waiting = summary.overshadowed_waiting
     if waiting.segments:
         per = ", ".join(f"{ds} {v.segments}" for ds, v in waiting.per_datasource.items())
-        console.print(f"{waiting.segments} overshadowed segments keep their replicas until what overshadows them is served ({per})")
+        console.print(
+            f"{waiting.segments} overshadowed segments keep their replicas until what overshadows them is "
+            f"served ({per})"
+        )
     unlisted = summary.unlisted
     if unlisted.segments:
-        console.print(f"{unlisted.segments} segments not in segments.jsonl (unused): "
-                      f"{unlisted.served_replicas} served replicas dropped")
+        console.print(
+            f"{unlisted.segments} segments not in segments.jsonl (unused): "
+            f"{unlisted.served_replicas} served replicas dropped"
+        )
     for alert in summary.alerts:
         console.print(f"[yellow]alert[/yellow] {alert.kind}: {alert.message}")
 
@@ -105,18 +118,37 @@ def print_plans(entries, root: Path) -> None:
     if not entries:
         console.print(f"no plans published yet under {root}")
         return
-    table = Table("snapshot time", "cluster", "plan", "operations", "unreplicated after", "underreplicated after",
-                  "max − min after", "compared with")
+    table = Table(
+        "snapshot time",
+        "cluster",
+        "plan",
+        "operations",
+        "unreplicated after",
+        "underreplicated after",
+        "max − min after",
+        "compared with",
+    )
     for e in entries:
         n, d = e.numbers, e.diff
 
-        def cell(key: str) -> str:
+        def cell(key: str, n=n, d=d) -> str:
             return f"{n[key]:,}" + (f" ({signed_change(d[key])})" if d else "")
 
-        spread = ", ".join(f"{t} {v}" + (f" ({signed_change(d['max_minus_min_after'][t])})" if t in d.get("max_minus_min_after", {}) else "")
-                           for t, v in sorted(n["max_minus_min_after"].items()))
-        table.add_row(e.snapshot_time, e.cluster, e.name + (" (what-if)" if e.whatif else ""), cell("operations"),
-                      cell("unreplicated_after"), cell("underreplicated_after"), spread, e.previous or "-")
+        spread = ", ".join(
+            f"{t} {v}"
+            + (f" ({signed_change(d['max_minus_min_after'][t])})" if t in d.get("max_minus_min_after", {}) else "")
+            for t, v in sorted(n["max_minus_min_after"].items())
+        )
+        table.add_row(
+            e.snapshot_time,
+            e.cluster,
+            e.name + (" (what-if)" if e.whatif else ""),
+            cell("operations"),
+            cell("unreplicated_after"),
+            cell("underreplicated_after"),
+            spread,
+            e.previous or "-",
+        )
     console.print(table)
 
 
@@ -125,7 +157,9 @@ def _margin_list(text: str) -> list[float]:
     try:
         return [float(part) for part in text.split(",") if part.strip()]
     except ValueError:
-        raise argparse.ArgumentTypeError(f"expected comma-separated percents such as 0,1,2,5,10, got {text!r}") from None
+        raise argparse.ArgumentTypeError(
+            f"expected comma-separated percents such as 0,1,2,5,10, got {text!r}"
+        ) from None
 
 
 def print_margins(table) -> None:
@@ -138,8 +172,14 @@ def print_margins(table) -> None:
 
     out = Table("margin %", "balancing moves", "bytes moved", "no move from run", "max − min segments", "total cost")
     for m in margin_summary(table):
-        out.add_row(f"{m['margin']:g}", f"{m['moves']:,}", f"{m['bytes']:,}", str(m["quiet_from"] or "-"),
-                    str(m["segments_spread"]), f"{m['total_cost']:.6g}")
+        out.add_row(
+            f"{m['margin']:g}",
+            f"{m['moves']:,}",
+            f"{m['bytes']:,}",
+            str(m["quiet_from"] or "-"),
+            str(m["segments_spread"]),
+            f"{m['total_cost']:.6g}",
+        )
     Console().print(out)
 
 
@@ -148,16 +188,29 @@ def print_runs(table) -> None:
     from rich.console import Console
     from rich.table import Table
 
-    columns = ["run", "loads", "drops", "moves", "balancing_moves", "unreplicated_before", "underreplicated_before",
-               "loads_failed", "loads_still_queued", "segments_max_minus_min", "stable"]
+    columns = [
+        "run",
+        "loads",
+        "drops",
+        "moves",
+        "balancing_moves",
+        "unreplicated_before",
+        "underreplicated_before",
+        "loads_failed",
+        "loads_still_queued",
+        "segments_max_minus_min",
+        "stable",
+    ]
     out = Table(*columns)
     for row in table[columns].itertuples(index=False):
         out.add_row(*(str(v) for v in row))
     Console().print(out)
 
 
-REMOTE_HELP = ("the Spark Connect server to run on (sc://host:port); default $SPARK_REMOTE, else an in-process "
-               "Spark on $SPARK_MASTER or local[*]")
+REMOTE_HELP = (
+    "the Spark Connect server to run on (sc://host:port); default $SPARK_REMOTE, else an in-process "
+    "Spark on $SPARK_MASTER or local[*]"
+)
 
 
 def _run_spark_command(spark, args, overrides: dict | None) -> None:
@@ -174,7 +227,9 @@ def _run_spark_command(spark, args, overrides: dict | None) -> None:
 
         options = {"loads_per_run": args.loads_per_run, "load_failure_rate": args.load_failure_rate, "seed": args.seed}
         if args.compare_margins:
-            table = simulate_margins(spark, args.snapshot, args.out, args.runs, args.compare_margins, overrides, **options)
+            table = simulate_margins(
+                spark, args.snapshot, args.out, args.runs, args.compare_margins, overrides, **options
+            )
             print_margins(table)
         else:
             print_runs(simulate(spark, args.snapshot, args.out, args.runs, overrides, **options))
@@ -185,25 +240,51 @@ def _run_spark_command(spark, args, overrides: dict | None) -> None:
 def _parser() -> argparse.ArgumentParser:
     p = argparse.ArgumentParser(prog="python -m segment_balancer", description=__doc__.splitlines()[0])
     sub = p.add_subparsers(dest="command", required=True)
-    plan = sub.add_parser("plan", help="compute, validate and publish a plan", epilog=config_keys.help_text(),
-                          formatter_class=argparse.RawDescriptionHelpFormatter)
+    plan = sub.add_parser(
+        "plan",
+        help="compute, validate and publish a plan",
+        epilog=config_keys.help_text(),
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+    )
     plan.add_argument("--snapshot", required=True, type=Path)
     plan.add_argument("--out", required=True, type=Path)
     plan.add_argument("--config", type=Path, help="JSON object of dynamic config overrides (the keys below)")
     plan.add_argument("--work", type=Path, help="keep the work directory here (default: a temporary one)")
     plan.add_argument("--remote", metavar="URL", help=REMOTE_HELP)
-    plan.add_argument("--balancer-state", type=Path, metavar="FILE",
-                      help="the balancer_state.json of the previous plan of the cluster (balancerStrategy avgShedder: "
-                           "its pairs' hit counts); without it every hit count starts at 1")
+    plan.add_argument(
+        "--balancer-state",
+        type=Path,
+        metavar="FILE",
+        help="the balancer_state.json of the previous plan of the cluster (balancerStrategy avgShedder: "
+        "its pairs' hit counts); without it every hit count starts at 1",
+    )
     what = plan.add_argument_group("what-if edits of the cluster (applied to a copy of the snapshot)")
-    what.add_argument("--decommission", action="append", default=[], metavar="SERVER",
-                      help="decommission this historical too (repeatable)")
-    what.add_argument("--remove", action="append", default=[], metavar="SERVER",
-                      help="remove this historical, as if lost (repeatable)")
-    what.add_argument("--add", action="append", default=[], metavar="TIER:COUNT:MAX_SIZE_BYTES",
-                      help="add COUNT empty historicals of TIER, MAX_SIZE_BYTES each (repeatable)")
-    ex = sub.add_parser("explain", help="what a plan did with one segment and why (--plan), or how every server "
-                                        "ranks for it at the start of a run (--snapshot)")
+    what.add_argument(
+        "--decommission",
+        action="append",
+        default=[],
+        metavar="SERVER",
+        help="decommission this historical too (repeatable)",
+    )
+    what.add_argument(
+        "--remove",
+        action="append",
+        default=[],
+        metavar="SERVER",
+        help="remove this historical, as if lost (repeatable)",
+    )
+    what.add_argument(
+        "--add",
+        action="append",
+        default=[],
+        metavar="TIER:COUNT:MAX_SIZE_BYTES",
+        help="add COUNT empty historicals of TIER, MAX_SIZE_BYTES each (repeatable)",
+    )
+    ex = sub.add_parser(
+        "explain",
+        help="what a plan did with one segment and why (--plan), or how every server "
+        "ranks for it at the start of a run (--snapshot)",
+    )
     source = ex.add_mutually_exclusive_group(required=True)
     source.add_argument("--plan", type=Path, help="a published plan directory: every stage's operations and decisions")
     source.add_argument("--snapshot", type=Path, help="a snapshot: start-of-run placement costs and ranks (JSON)")
@@ -212,11 +293,17 @@ def _parser() -> argparse.ArgumentParser:
     ex.add_argument("--config", type=Path, help="with --snapshot: dynamic config overrides")
     ex.add_argument("--json", action="store_true", help="with --plan: print the answer as JSON")
     ex.add_argument("--remote", metavar="URL", help="with --snapshot: " + REMOTE_HELP)
-    sim = sub.add_parser("simulate", help="plan, apply the plan as a cluster would, repeat: where does the cluster end?")
+    sim = sub.add_parser(
+        "simulate", help="plan, apply the plan as a cluster would, repeat: where does the cluster end?"
+    )
     add_simulate_arguments(sim)
-    sim.add_argument("--compare-margins", type=_margin_list, metavar="P,P,…",
-                     help="also simulate with each balancingMinCostReductionPercent of the list (out/margins/P/) and "
-                          "chart the balancing moves per run by margin in out/report.html")
+    sim.add_argument(
+        "--compare-margins",
+        type=_margin_list,
+        metavar="P,P,…",
+        help="also simulate with each balancingMinCostReductionPercent of the list (out/margins/P/) and "
+        "chart the balancing moves per run by margin in out/report.html",
+    )
     sim.add_argument("--remote", metavar="URL", help=REMOTE_HELP)
     cap = sub.add_parser("capture", help="capture a snapshot from a live Druid cluster (whole or not at all)")
     cap.add_argument("--coordinator", required=True, help="Coordinator URL, e.g. http://coordinator:8081")
@@ -229,8 +316,11 @@ def _parser() -> argparse.ArgumentParser:
     sm.add_argument("plan", type=Path)
     rep = sub.add_parser("report", help="(re)build report.html of a plan directory, or of a simulation and its runs")
     rep.add_argument("dir", type=Path, help="a plan directory (summary.json) or a simulation directory (runs.csv)")
-    hist = sub.add_parser("plans", help="the published plans under a root, newest first, with the change from the "
-                                        "previous plan of the same cluster")
+    hist = sub.add_parser(
+        "plans",
+        help="the published plans under a root, newest first, with the change from the "
+        "previous plan of the same cluster",
+    )
     hist.add_argument("root", type=Path, help="the plans root, e.g. var/plans")
     hist.add_argument("--cluster", help="only this cluster's plans")
     hist.add_argument("--json", action="store_true", help="print the list as JSON")
@@ -274,16 +364,25 @@ def main(argv=None) -> int:
         elif args.command == "generate":
             from segment_balancer.tools.sample import generate_snapshot
 
-            print(json.dumps(generate_snapshot(args.out, seed=args.seed, n_segments=args.segments,
-                                                             n_servers=args.servers), indent=2))
+            print(
+                json.dumps(
+                    generate_snapshot(args.out, seed=args.seed, n_segments=args.segments, n_servers=args.servers),
+                    indent=2,
+                )
+            )
         elif args.command == "capture":
             import os
 
             from segment_balancer.tools.capture import DruidEndpoint, capture_to
 
             auth = (args.user, os.environ.get("DRUID_PASSWORD", "")) if args.user else None
-            out = capture_to(DruidEndpoint(args.coordinator, auth), DruidEndpoint(args.broker, auth), args.out,
-                             args.cluster, timeout_s=args.timeout)
+            out = capture_to(
+                DruidEndpoint(args.coordinator, auth),
+                DruidEndpoint(args.broker, auth),
+                args.out,
+                args.cluster,
+                timeout_s=args.timeout,
+            )
             print(f"snapshot captured into {out}")
         elif args.command == "explain" and args.plan is not None:
             from segment_balancer.plan.explain import explain_plan, render_explain
@@ -323,7 +422,9 @@ def main(argv=None) -> int:
         return 1
     except Exception as exc:  # the tool's own fault, never presented as the user's input
         traceback.print_exception(exc, file=sys.stderr)
-        print(f"internal error: {type(exc).__name__}: {exc} (a bug in segment_balancer: the traceback is above)",
-              file=sys.stderr)
+        print(
+            f"internal error: {type(exc).__name__}: {exc} (a bug in segment_balancer: the traceback is above)",
+            file=sys.stderr,
+        )
         return 1
     return 0

@@ -11,8 +11,15 @@ import tempfile
 from pathlib import Path
 
 
-def run_plan(spark, snapshot: Path, out: Path, overrides: dict | None = None, work: Path | None = None,
-             edits=None, balancer_state: Path | None = None) -> dict:
+def run_plan(
+    spark,
+    snapshot: Path,
+    out: Path,
+    overrides: dict | None = None,
+    work: Path | None = None,
+    edits=None,
+    balancer_state: Path | None = None,
+) -> dict:
     """Run every application of ``APP_NAMES`` in order, validate, and publish to ``out``.
 
     ``edits``: a ``whatif.WhatIf`` applied to a copy of ``snapshot`` first (recorded in the

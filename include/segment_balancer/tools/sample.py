@@ -13,14 +13,20 @@ from __future__ import annotations
 import gzip
 import json
 import os
-
 from typing import NamedTuple
 
 import numpy as np
 
 from segment_balancer.common.errors import InputError
 from segment_balancer.common.files import write_text_atomic
-from segment_balancer.druid.importer import import_druid_segments_sql, iso_to_ms, ms_to_iso, segment_id, write_gzip_lines, write_json
+from segment_balancer.druid.importer import (
+    import_druid_segments_sql,
+    iso_to_ms,
+    ms_to_iso,
+    segment_id,
+    write_gzip_lines,
+    write_json,
+)
 
 SNAPSHOTS_DIR = os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))), "snapshots")
 SAMPLE_SQL = os.path.join(SNAPSHOTS_DIR, "druid_segments-sample.sql")
@@ -41,12 +47,21 @@ def _read_segments(out_dir: str) -> list[dict]:
 
 def _historical(name: str, tier: str, curr_size: int, max_size: int, priority: int) -> dict:
     """A ``sys.servers`` row of a historical (Druid's column names, ``curr_size`` in bytes)."""
-    return {"server": f"{name}:8083", "host": name, "plaintext_port": 8083, "tls_port": -1,
-            "server_type": "historical", "tier": tier, "curr_size": curr_size,
-            "max_size": max_size, "priority": priority}
+    return {
+        "server": f"{name}:8083",
+        "host": name,
+        "plaintext_port": 8083,
+        "tls_port": -1,
+        "server_type": "historical",
+        "tier": tier,
+        "curr_size": curr_size,
+        "max_size": max_size,
+        "priority": priority,
+    }
 
 
 # ------------------------------------------------------------------------------- druid_sample
+
 
 def build_druid_sample(out_dir: str, sql_path: str | None = None) -> dict:
     """Write the ``druid_sample`` snapshot to ``out_dir`` (created if needed); returns counts.
@@ -86,36 +101,68 @@ def build_druid_sample(out_dir: str, sql_path: str | None = None) -> dict:
     servers = []
     for name, held in serving.items():
         hot = name.startswith("hist-hot")
-        servers.append(_historical(name, "hot" if hot else "_default_tier", sum(s for _, s in held),
-                                   1_000_000_000 if hot else 1_500_000_000, 10 if hot else 0))
-    servers.append({"server": "broker-01:8082", "host": "broker-01", "plaintext_port": 8082,
-                    "tls_port": -1, "server_type": "broker", "tier": None, "curr_size": 0,
-                    "max_size": 0, "priority": 0})
+        servers.append(
+            _historical(
+                name,
+                "hot" if hot else "_default_tier",
+                sum(s for _, s in held),
+                1_000_000_000 if hot else 1_500_000_000,
+                10 if hot else 0,
+            )
+        )
+    servers.append(
+        {
+            "server": "broker-01:8082",
+            "host": "broker-01",
+            "plaintext_port": 8082,
+            "tls_port": -1,
+            "server_type": "broker",
+            "tier": None,
+            "curr_size": 0,
+            "max_size": 0,
+            "priority": 0,
+        }
+    )
     write_json(os.path.join(out_dir, "servers.json"), servers)
-    rows = [{"server": f"{name}:8083", "segment_id": sid}
-            for name, held in serving.items() for sid, _ in sorted(held)]
+    rows = [{"server": f"{name}:8083", "segment_id": sid} for name, held in serving.items() for sid, _ in sorted(held)]
     _write_rows(os.path.join(out_dir, "server_segments.json"), rows)
     queues = {f"{name}:8083": {"segmentsToLoad": [], "segmentsToDrop": []} for name in serving}
     queues["hist-default-03:8083"]["segmentsToLoad"].append(
-        {"segment_id": wiki[0], "queue_type": "loading", "requested_at": "2013-05-31T23:58:00.000Z"})
+        {"segment_id": wiki[0], "queue_type": "loading", "requested_at": "2013-05-31T23:58:00.000Z"}
+    )
     write_json(os.path.join(out_dir, "load_queues.json"), queues)
-    write_json(os.path.join(out_dir, "rules.json"), {
-        "twitterstream": [
-            {"type": "loadByInterval",
-             "interval": "2013-01-01T00:00:00.000Z/2013-02-01T00:00:00.000Z",
-             "tieredReplicants": {"hot": 1, "_default_tier": 1}},
-            {"type": "loadForever", "tieredReplicants": {"_default_tier": 2}}],
-        "_default": [{"type": "loadForever", "tieredReplicants": {"_default_tier": 2}}]})
-    write_json(os.path.join(out_dir, "coordinator_config.json"), {
-        "maxSegmentsInNodeLoadingQueue": 100,
-        "decommissioningNodes": ["hist-default-01:8083"]})
-    write_json(os.path.join(out_dir, "snapshot.json"),
-               {"snapshot_time": "2013-06-01T00:00:00.000Z", "cluster": "druid-sample"})
-    return {"segments": n_segments, "servers": len(serving), "server_segments": len(rows),
-            "queued_loads": 1, "queued_drops": 0}
+    write_json(
+        os.path.join(out_dir, "rules.json"),
+        {
+            "twitterstream": [
+                {
+                    "type": "loadByInterval",
+                    "interval": "2013-01-01T00:00:00.000Z/2013-02-01T00:00:00.000Z",
+                    "tieredReplicants": {"hot": 1, "_default_tier": 1},
+                },
+                {"type": "loadForever", "tieredReplicants": {"_default_tier": 2}},
+            ],
+            "_default": [{"type": "loadForever", "tieredReplicants": {"_default_tier": 2}}],
+        },
+    )
+    write_json(
+        os.path.join(out_dir, "coordinator_config.json"),
+        {"maxSegmentsInNodeLoadingQueue": 100, "decommissioningNodes": ["hist-default-01:8083"]},
+    )
+    write_json(
+        os.path.join(out_dir, "snapshot.json"), {"snapshot_time": "2013-06-01T00:00:00.000Z", "cluster": "druid-sample"}
+    )
+    return {
+        "segments": n_segments,
+        "servers": len(serving),
+        "server_segments": len(rows),
+        "queued_loads": 1,
+        "queued_drops": 0,
+    }
 
 
 # ------------------------------------------------------------------------------ the generator
+
 
 def _load_rule(period: str | None, tiers: dict) -> dict:
     """A Druid ``loadForever`` (``period`` None) or ``loadByPeriod`` rule."""
@@ -128,8 +175,11 @@ RECENT = {"hot": 2, "cold": 1}
 GENERATED_RULES = {
     "wikipedia": [_load_rule("P7D", RECENT), _load_rule("P90D", {"cold": 1}), {"type": "dropForever"}],
     "clickstream": [_load_rule("P30D", RECENT), _load_rule(None, {"cold": 1, "_default_tier": 1})],
-    "metrics": [_load_rule("P30D", RECENT), {"type": "dropBeforeByPeriod", "period": "P365D"},
-                _load_rule(None, {"_default_tier": 1})],
+    "metrics": [
+        _load_rule("P30D", RECENT),
+        {"type": "dropBeforeByPeriod", "period": "P365D"},
+        _load_rule(None, {"_default_tier": 1}),
+    ],
     "orders": [_load_rule("P30D", RECENT), _load_rule(None, {"cold": 1})],
     "lookup_dim": [{"type": "broadcastForever"}],
     "countries": [_load_rule(None, {"_default_tier": 2})],
@@ -138,13 +188,10 @@ GENERATED_RULES = {
 
 # name: (granularity, chunks, shardSpec type, median size MB, dimensions, metrics)
 DATASOURCES = {
-    "wikipedia": ("hour", 91 * 24, "numbered", 60, "channel,page,user,namespace,isRobot",
-                  "count,added,deleted,delta"),
-    "clickstream": ("hour", 60 * 24, "numbered", 200, "session,page,referrer,country,device",
-                    "count,dwell_ms"),
+    "wikipedia": ("hour", 91 * 24, "numbered", 60, "channel,page,user,namespace,isRobot", "count,added,deleted,delta"),
+    "clickstream": ("hour", 60 * 24, "numbered", 200, "session,page,referrer,country,device", "count,dwell_ms"),
     "metrics": ("day", 368, "hashed", 120, "host,service,metric", "count,sum,min,max"),
-    "orders": ("day", 3 * 365 + 1, "none", 400, "customer,product,region,channel",
-               "count,quantity,revenue"),
+    "orders": ("day", 3 * 365 + 1, "none", 400, "customer,product,region,channel", "count,quantity,revenue"),
     "audit_log": ("week", 156, "none", 50, "actor,action,target", "count"),
     "lookup_dim": ("month", 6, "none", 2, "key,value", "count"),
 }
@@ -171,8 +218,9 @@ class Layout(NamedTuple):
 
     def names(self, tier: str, live: bool = False) -> list[str]:
         """Names of ``tier`` in history (``live``: less the lost and the decommissioning server)."""
-        return [n for n, t, _ in self.history if t == tier
-                and not (live and (n in self.lost or n == self.decommissioning))]
+        return [
+            n for n, t, _ in self.history if t == tier and not (live and (n in self.lost or n == self.decommissioning))
+        ]
 
 
 def server_layout(n_servers: int) -> Layout:
@@ -186,9 +234,11 @@ def server_layout(n_servers: int) -> Layout:
         raise InputError(f"a generated cluster needs at least 12 historicals, not {n_servers}")
     hot, default = max(3, round(0.3 * n_servers)), max(4, round(0.2 * n_servers))
     cold = n_servers - hot - default  # present, with the added one; history: the lost one instead
-    history = ([(f"hist-hot-{i:02d}", "hot", 10) for i in range(1, hot + 2)]
-               + [(f"hist-cold-{i:02d}", "cold", 0) for i in range(1, cold + 1)]
-               + [(f"hist-default-{i:02d}", "_default_tier", 0) for i in range(1, default + 1)])
+    history = (
+        [(f"hist-hot-{i:02d}", "hot", 10) for i in range(1, hot + 2)]
+        + [(f"hist-cold-{i:02d}", "cold", 0) for i in range(1, cold + 1)]
+        + [(f"hist-default-{i:02d}", "_default_tier", 0) for i in range(1, default + 1)]
+    )
     return Layout(history, (f"hist-hot-{hot + 1:02d}", f"hist-cold-{cold:02d}"), f"hist-cold-{cold + 1:02d}")
 
 
@@ -196,8 +246,10 @@ def server_layout(n_servers: int) -> Layout:
 ETERNITY = "-146136543-09-08T08:23:32.096Z/146140482-04-24T15:36:27.903Z"
 # A wikipedia hour killed (deleted from the metadata store) that two cold historicals still serve:
 # the metadata export lists used segments only, so segments.jsonl lacks it.
-UNEXPORTED = ("wikipedia_2026-07-01T00:00:00.000Z_2026-07-01T01:00:00.000Z_2026-07-01T00:01:00.000Z",
-              ["hist-cold-03", "hist-cold-05"])
+UNEXPORTED = (
+    "wikipedia_2026-07-01T00:00:00.000Z_2026-07-01T01:00:00.000Z_2026-07-01T00:01:00.000Z",
+    ["hist-cold-03", "hist-cold-05"],
+)
 MAX_SIZE_HEADROOM = {"hot": 1.3, "cold": 1.005, "_default_tier": 1.6}
 
 
@@ -218,7 +270,7 @@ def _chunks(granularity: str, count: int, now: int) -> list[tuple[int, int]]:
     for _ in range(count + 2):
         firsts.append(iso_to_ms(f"{year:04d}-{month:02d}-01"))
         year, month = (year, month - 1) if month > 1 else (year - 1, 12)
-    firsts = firsts[::-1][:count + 1]
+    firsts = firsts[::-1][: count + 1]
     return list(zip(firsts[:-1], firsts[1:]))
 
 
@@ -267,11 +319,23 @@ def _make_segments(rng: np.random.Generator, now: int, n_segments: int) -> list[
                 compacted = _minor_compaction(ds, start, end, now, parts)
                 recompacted = compacted == "complete" and parts >= 3 and start < now - 17 * DAY
                 for num in range(parts):
-                    segments.append(_payload(ds, start, end, ms_to_iso(version), shard, num, parts,
-                                             max(int(sizes[num]), MB), dims, metrics,
-                                             overshadowed=v_index + 1 < len(versions)
-                                             or (compacted == "complete" and num < 2)
-                                             or (recompacted and num == 2)))
+                    segments.append(
+                        _payload(
+                            ds,
+                            start,
+                            end,
+                            ms_to_iso(version),
+                            shard,
+                            num,
+                            parts,
+                            max(int(sizes[num]), MB),
+                            dims,
+                            metrics,
+                            overshadowed=v_index + 1 < len(versions)
+                            or (compacted == "complete" and num < 2)
+                            or (recompacted and num == 2),
+                        )
+                    )
                 if compacted:
                     originals = segments[-parts:]
                     segments.append(_overwrite(originals[:2], compacted, overshadowed=recompacted))
@@ -301,9 +365,14 @@ def _overwrite(originals: list[dict], state: str, generation: int = 1, overshado
     (32769). ``state`` "complete": a group of 1; else a group of 2 with one member present."""
     seg = {k: v for k, v in originals[0].items() if not k.startswith("_") and k != "overshadowed"}
     partition_id = 32767 + generation
-    seg["shardSpec"] = {"type": "numbered_overwrite", "partitionId": partition_id, "startRootPartitionId": 0,
-                        "endRootPartitionId": 1 + generation, "minorVersion": generation,
-                        "atomicUpdateGroupSize": 1 if state == "complete" else 2}
+    seg["shardSpec"] = {
+        "type": "numbered_overwrite",
+        "partitionId": partition_id,
+        "startRootPartitionId": 0,
+        "endRootPartitionId": 1 + generation,
+        "minorVersion": generation,
+        "atomicUpdateGroupSize": 1 if state == "complete" else 2,
+    }
     if overshadowed:
         seg["overshadowed"] = True
     seg["size"] = int(sum(o["size"] for o in originals) * 0.8)
@@ -319,15 +388,25 @@ def _payload(ds, start, end, version, shard, num, parts, size, dims, metrics, ov
     if shard == "none":
         spec = {"type": "none"}
     elif shard == "hashed":
-        spec = {"type": "hashed", "partitionNum": num, "partitions": parts,
-                "partitionDimensions": ["host"]}
+        spec = {"type": "hashed", "partitionNum": num, "partitions": parts, "partitionDimensions": ["host"]}
     else:
         spec = {"type": "numbered", "partitionNum": num, "partitions": parts}
-    seg = {"dataSource": ds, "interval": f"{s}/{e}", "version": version,
-           "loadSpec": {"type": "s3_zip", "bucket": "druid-deep",
-                        "key": f"segments/{ds}/{s}_{e}/{version}/{num}/index.zip"},
-           "dimensions": dims, "metrics": metrics, "shardSpec": spec, "binaryVersion": 9,
-           "size": size, "used": True}
+    seg = {
+        "dataSource": ds,
+        "interval": f"{s}/{e}",
+        "version": version,
+        "loadSpec": {
+            "type": "s3_zip",
+            "bucket": "druid-deep",
+            "key": f"segments/{ds}/{s}_{e}/{version}/{num}/index.zip",
+        },
+        "dimensions": dims,
+        "metrics": metrics,
+        "shardSpec": spec,
+        "binaryVersion": 9,
+        "size": size,
+        "used": True,
+    }
     if overshadowed:
         seg["overshadowed"] = True
     seg["_start"], seg["_end"] = start, end
@@ -349,16 +428,22 @@ class _LoadQueueFile:
         if queue_type is None:
             self.loads[server].setdefault(sid, sid)
         else:
-            self.loads[server].setdefault(sid, {"segment_id": sid, "queue_type": queue_type,
-                                                "requested_at": ms_to_iso(requested_at)})
+            self.loads[server].setdefault(
+                sid, {"segment_id": sid, "queue_type": queue_type, "requested_at": ms_to_iso(requested_at)}
+            )
 
     def add_drop_entry(self, server: str, sid: str, requested_at: int) -> None:
         self.drops[server].setdefault(sid, {"segment_id": sid, "requested_at": ms_to_iso(requested_at)})
 
     def as_json(self) -> dict:
         """``{"<name>:8083": {"segmentsToLoad": [...], "segmentsToDrop": [...]}}``."""
-        return {f"{s}:8083": {"segmentsToLoad": list(self.loads[s].values()),
-                    "segmentsToDrop": list(self.drops[s].values())} for s in sorted(self.loads)}
+        return {
+            f"{s}:8083": {
+                "segmentsToLoad": list(self.loads[s].values()),
+                "segmentsToDrop": list(self.drops[s].values()),
+            }
+            for s in sorted(self.loads)
+        }
 
 
 def _assign(rng, segments, now, layout: Layout) -> list[set]:
@@ -399,10 +484,12 @@ def _pick(rng, items: list, k: int) -> list:
 
 def _perturb(rng, segments, holders, now, queues: _LoadQueueFile, layout: Layout) -> None:
     """The situations of a live cluster, applied in place (see ``generate_snapshot``)."""
+
     def ago(lo_min: float, hi_min: float) -> int:
         return now - int(rng.integers(int(lo_min * MINUTE), int(hi_min * MINUTE)))
 
     hot, live_cold, default = (layout.names(t, live=True) for t in ("hot", "cold", "_default_tier"))
+
     def loadable(i: int) -> bool:  # used, not overshadowed, under a load rule now
         seg = segments[i]
         rules = GENERATED_RULES.get(seg["dataSource"], GENERATED_RULES["_default"])
@@ -419,8 +506,12 @@ def _perturb(rng, segments, holders, now, queues: _LoadQueueFile, layout: Layout
                 only_lost.append(i)
     for k, i in enumerate(_pick(rng, only_lost, 60)):
         stale = k < 40
-        queues.add_load_entry(live_cold[int(rng.integers(len(live_cold)))], segments[i]["_id"], "loading",
-                    ago(20, 50) if stale else ago(1, 10))
+        queues.add_load_entry(
+            live_cold[int(rng.integers(len(live_cold)))],
+            segments[i]["_id"],
+            "loading",
+            ago(20, 50) if stale else ago(1, 10),
+        )
     # Just handed off: the newest hour is served nowhere; clickstream's is queued on hot servers.
     for i in current:
         seg = segments[i]
@@ -450,18 +541,21 @@ def _perturb(rng, segments, holders, now, queues: _LoadQueueFile, layout: Layout
                     queues.add_drop_entry(server, seg["_id"], ago(0.5, 2))
     current = [i for i in current if segments[i]["used"]]
     # A day of wikipedia just aged out under dropForever: a few drops queued.
-    aged = [i for i, seg in enumerate(segments) if seg["dataSource"] == "wikipedia"
-            and seg["_end"] <= now - 90 * DAY and holders[i]]
+    aged = [
+        i
+        for i, seg in enumerate(segments)
+        if seg["dataSource"] == "wikipedia" and seg["_end"] <= now - 90 * DAY and holders[i]
+    ]
     for i in _pick(rng, aged, 5):
         queues.add_drop_entry(sorted(holders[i])[0], segments[i]["_id"], ago(0.5, 2))
     # Decommissioning moves in flight off hist-default-04.
-    on_decom = [i for i in current if layout.decommissioning in holders[i]
-                and segments[i]["dataSource"] != "lookup_dim"]
+    on_decom = [
+        i for i in current if layout.decommissioning in holders[i] and segments[i]["dataSource"] != "lookup_dim"
+    ]
     for i in _pick(rng, on_decom, 12):
         dest = [n for n in default if n not in holders[i]]
         if dest:
-            queues.add_load_entry(dest[int(rng.integers(len(dest)))], segments[i]["_id"], "decommissioning",
-                        ago(1, 12))
+            queues.add_load_entry(dest[int(rng.integers(len(dest)))], segments[i]["_id"], "decommissioning", ago(1, 12))
     # The newest lookup_dim month: three of the servers without it have it queued (untyped).
     broadcast = [i for i, seg in enumerate(segments) if seg["dataSource"] == "lookup_dim"]
     newest = max(broadcast, key=lambda i: segments[i]["_end"])
@@ -476,13 +570,24 @@ def _real_cluster_cases(segments: list[dict], holders: list[set], now: int) -> N
     version waits, still served); ``countries``, one ALL-granularity segment (Druid's eternity
     interval), served by hist-default-01 and the decommissioning hist-default-04. (The served
     segment that ``segments.jsonl`` lacks, ``UNEXPORTED``, is added to the served rows only.)"""
-    reindexed = [i for i, s in enumerate(segments)
-                 if s["dataSource"] == "orders" and s["_end"] >= now - 6 * DAY and not s.get("overshadowed")]
+    reindexed = [
+        i
+        for i, s in enumerate(segments)
+        if s["dataSource"] == "orders" and s["_end"] >= now - 6 * DAY and not s.get("overshadowed")
+    ]
     holders[max(reindexed, key=lambda i: segments[i]["_start"])].clear()
-    seg = {"dataSource": "countries", "interval": ETERNITY, "version": "2024-01-01T00:00:00.000Z",
-           "loadSpec": {"type": "s3_zip", "bucket": "druid-deep", "key": "segments/countries/all/index.zip"},
-           "dimensions": "iso_code,name,continent", "metrics": "count", "shardSpec": {"type": "none"},
-           "binaryVersion": 9, "size": 5 * MB, "used": True}
+    seg = {
+        "dataSource": "countries",
+        "interval": ETERNITY,
+        "version": "2024-01-01T00:00:00.000Z",
+        "loadSpec": {"type": "s3_zip", "bucket": "druid-deep", "key": "segments/countries/all/index.zip"},
+        "dimensions": "iso_code,name,continent",
+        "metrics": "count",
+        "shardSpec": {"type": "none"},
+        "binaryVersion": 9,
+        "size": 5 * MB,
+        "used": True,
+    }
     start, end = (iso_to_ms(t) for t in ETERNITY.split("/"))
     seg["_start"], seg["_end"] = start, end
     seg["_id"] = segment_id(seg)
@@ -499,24 +604,44 @@ def _servers(holders, segments, queues: _LoadQueueFile, layout: Layout) -> list[
     for seg, held in zip(segments, holders):
         for name in held:
             served[f"{name}:8083"] += seg["size"]
-    projected = {f"{n}:8083": served[f"{n}:8083"] + sum(size_of[sid] for sid in queues.loads[n])
-                 for n, _, _ in present}
+    projected = {f"{n}:8083": served[f"{n}:8083"] + sum(size_of[sid] for sid in queues.loads[n]) for n, _, _ in present}
     rows = []
     for tier, headroom in MAX_SIZE_HEADROOM.items():
         top = max(projected[f"{n}:8083"] for n, t, _ in present if t == tier)
         max_size = -(-int(top * headroom) // GIB) * GIB
         for name, t, priority in present:
             if t == tier:
-                rows.append({"server": f"{name}:8083", "host": name, "plaintext_port": 8083,
-                             "tls_port": -1, "server_type": "historical", "tier": tier,
-                             "current_size": served[f"{name}:8083"], "max_size": max_size,
-                             "priority": priority})
-    for name, kind, port, tier in (("broker-01", "broker", 8082, None),
-                                   ("coordinator-01", "coordinator", 8081, None),
-                                   ("middlemanager-01", "indexer-executor", 8100, "_default_tier")):
-        rows.append({"server": f"{name}:{port}", "host": name, "plaintext_port": port,
-                     "tls_port": -1, "server_type": kind, "tier": tier, "current_size": 0,
-                     "max_size": 0, "priority": 0})
+                rows.append(
+                    {
+                        "server": f"{name}:8083",
+                        "host": name,
+                        "plaintext_port": 8083,
+                        "tls_port": -1,
+                        "server_type": "historical",
+                        "tier": tier,
+                        "current_size": served[f"{name}:8083"],
+                        "max_size": max_size,
+                        "priority": priority,
+                    }
+                )
+    for name, kind, port, tier in (
+        ("broker-01", "broker", 8082, None),
+        ("coordinator-01", "coordinator", 8081, None),
+        ("middlemanager-01", "indexer-executor", 8100, "_default_tier"),
+    ):
+        rows.append(
+            {
+                "server": f"{name}:{port}",
+                "host": name,
+                "plaintext_port": port,
+                "tls_port": -1,
+                "server_type": kind,
+                "tier": tier,
+                "current_size": 0,
+                "max_size": 0,
+                "priority": 0,
+            }
+        )
     return rows
 
 
@@ -525,8 +650,14 @@ def default_servers(n_segments: int) -> int:
     return max(30, n_segments // 5000)
 
 
-def generate_snapshot(out_dir: str, *, seed: int = 7458, n_segments: int = 20_000, n_servers: int | None = None,
-                      snapshot_time: str = "2026-11-01T00:00:00.000Z") -> dict:
+def generate_snapshot(
+    out_dir: str,
+    *,
+    seed: int = 7458,
+    n_segments: int = 20_000,
+    n_servers: int | None = None,
+    snapshot_time: str = "2026-11-01T00:00:00.000Z",
+) -> dict:
     """Write a realistic, seeded snapshot of a Druid cluster to ``out_dir`` (created if needed).
 
     Deterministic: the same arguments give byte-identical files (numpy ``default_rng(seed)``,
@@ -583,28 +714,45 @@ def generate_snapshot(out_dir: str, *, seed: int = 7458, n_segments: int = 20_00
     _real_cluster_cases(segments, holders, now)
     servers = _servers(holders, segments, queues, layout)
     os.makedirs(out_dir, exist_ok=True)
-    rows = sorted([(f"{n}:8083", seg["_id"]) for seg, held in zip(segments, holders) for n in held]
-                  + [(f"{n}:8083", UNEXPORTED[0]) for n in UNEXPORTED[1]])
-    _write_rows(os.path.join(out_dir, "server_segments.json"),
-                [{"server": s, "segment_id": sid} for s, sid in rows])
-    lines = [json.dumps({k: v for k, v in seg.items() if not k.startswith("_")},
-                        separators=(",", ":")) for seg in segments]
+    rows = sorted(
+        [(f"{n}:8083", seg["_id"]) for seg, held in zip(segments, holders) for n in held]
+        + [(f"{n}:8083", UNEXPORTED[0]) for n in UNEXPORTED[1]]
+    )
+    _write_rows(os.path.join(out_dir, "server_segments.json"), [{"server": s, "segment_id": sid} for s, sid in rows])
+    lines = [
+        json.dumps({k: v for k, v in seg.items() if not k.startswith("_")}, separators=(",", ":")) for seg in segments
+    ]
     write_gzip_lines(os.path.join(out_dir, "segments.jsonl.gz"), lines)
     write_json(os.path.join(out_dir, "servers.json"), servers)
     queue_json = queues.as_json()
     write_json(os.path.join(out_dir, "load_queues.json"), queue_json)
     write_json(os.path.join(out_dir, "rules.json"), GENERATED_RULES)
-    write_json(os.path.join(out_dir, "coordinator_config.json"), {
-        "millisToWaitBeforeDeleting": 900000, "maxSegmentsToMove": 100, "replicantLifetime": 15,
-        "replicationThrottleLimit": 500, "balancerComputeThreads": 1,
-        "killDataSourceWhitelist": [], "maxSegmentsInNodeLoadingQueue": 500,
-        "decommissioningNodes": [f"{DECOMMISSIONING}:8083"],
-        "decommissioningMaxPercentOfMaxSegmentsToMove": 70, "loadingMinPercent": 70,
-        "segmentLoadingMaxSecondsBeforeAlerting": 900, "balancerRandomSeed": seed})
-    write_json(os.path.join(out_dir, "snapshot.json"),
-               {"snapshot_time": ms_to_iso(now), "cluster": f"generated-{seed}"})
-    return {"segments": len(segments), "used": sum(s["used"] for s in segments),
-            "overshadowed": sum(bool(s.get("overshadowed")) for s in segments),
-            "historicals": len(present), "server_segments": len(rows),
-            "queued_loads": sum(len(q["segmentsToLoad"]) for q in queue_json.values()),
-            "queued_drops": sum(len(q["segmentsToDrop"]) for q in queue_json.values())}
+    write_json(
+        os.path.join(out_dir, "coordinator_config.json"),
+        {
+            "millisToWaitBeforeDeleting": 900000,
+            "maxSegmentsToMove": 100,
+            "replicantLifetime": 15,
+            "replicationThrottleLimit": 500,
+            "balancerComputeThreads": 1,
+            "killDataSourceWhitelist": [],
+            "maxSegmentsInNodeLoadingQueue": 500,
+            "decommissioningNodes": [f"{DECOMMISSIONING}:8083"],
+            "decommissioningMaxPercentOfMaxSegmentsToMove": 70,
+            "loadingMinPercent": 70,
+            "segmentLoadingMaxSecondsBeforeAlerting": 900,
+            "balancerRandomSeed": seed,
+        },
+    )
+    write_json(
+        os.path.join(out_dir, "snapshot.json"), {"snapshot_time": ms_to_iso(now), "cluster": f"generated-{seed}"}
+    )
+    return {
+        "segments": len(segments),
+        "used": sum(s["used"] for s in segments),
+        "overshadowed": sum(bool(s.get("overshadowed")) for s in segments),
+        "historicals": len(present),
+        "server_segments": len(rows),
+        "queued_loads": sum(len(q["segmentsToLoad"]) for q in queue_json.values()),
+        "queued_drops": sum(len(q["segmentsToDrop"]) for q in queue_json.values()),
+    }

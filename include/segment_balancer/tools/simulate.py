@@ -51,19 +51,37 @@ from segment_balancer.planner.summary import PlanSummary, read_plan_summary
 log = logging.getLogger(__name__)
 
 RUN_COLUMNS = [
-    "run", "snapshot_time", "operations", "loads", "drops", "moves", "balancing_moves", "balancing_bytes",
-    "unreplicated_before", "underreplicated_before", "overreplicated_before", "loads_completed", "loads_failed",
-    "loads_still_queued", "drops_done", "drops_cancelled", "drops_pending", "segments_max_minus_min",
-    "bytes_max_minus_min", "usage_max_minus_min", "total_cost", "stable",
+    "run",
+    "snapshot_time",
+    "operations",
+    "loads",
+    "drops",
+    "moves",
+    "balancing_moves",
+    "balancing_bytes",
+    "unreplicated_before",
+    "underreplicated_before",
+    "overreplicated_before",
+    "loads_completed",
+    "loads_failed",
+    "loads_still_queued",
+    "drops_done",
+    "drops_cancelled",
+    "drops_pending",
+    "segments_max_minus_min",
+    "bytes_max_minus_min",
+    "usage_max_minus_min",
+    "total_cost",
+    "stable",
 ]
 """Columns of ``runs.csv``. ``balancing_bytes``: bytes of the balancing moves' loads (stages 7, 10,
 11); ``*_before``: the replication status the run's plan started from (``status_before`` of its
 summary, summed over tiers); ``segments_max_minus_min`` and ``bytes_max_minus_min``: after applying,
 the largest max − min of segments (of bytes) per historical over the tiers (decommissioning
 historicals left out); ``usage_max_minus_min``: likewise of usage, the bytes a historical
-serves as a percentage of its ``max_size`` (percentage points); ``total_cost``: after applying, the cluster's total placement cost
-(:func:`segment_balancer.planner.livecost.total_cost`, Druid's units); ``stable``: the plan had
-nothing to load and no balancing move."""
+serves as a percentage of its ``max_size`` (percentage points); ``total_cost``: after applying, the
+cluster's total placement cost (:func:`segment_balancer.planner.livecost.total_cost`, Druid's
+units); ``stable``: the plan had nothing to load and no balancing move."""
 MARGIN_KEY = "balancingMinCostReductionPercent"
 
 BALANCING_STAGES = (7, 10, 11)
@@ -76,9 +94,9 @@ CARRIED = ("segments.jsonl.gz", "segments.jsonl", "rules.json", "coordinator_con
 @dataclass
 class Applied:
     """What :func:`apply_plan` did: counts of loads completed / failed / still queued and of drops
-    done / cancelled / pending (waiting for a queued load), ``historicals`` (DataFrame ``server``, ``tier`` str, ``max_size``,
-    ``segments`` and ``bytes`` int64) and ``served`` (DataFrame ``server``, ``segment_id`` str: every replica a
-    historical serves) after the run."""
+    done / cancelled / pending (waiting for a queued load), ``historicals`` (DataFrame ``server``,
+    ``tier`` str, ``max_size``, ``segments`` and ``bytes`` int64) and ``served`` (DataFrame
+    ``server``, ``segment_id`` str: every replica a historical serves) after the run."""
 
     loads_completed: int = 0
     loads_failed: int = 0
@@ -109,8 +127,18 @@ def _resized(server: dict, delta: int) -> dict:
     return {**server, **{k: max(0, int(server.get(k) or 0) + delta) for k in keys}}
 
 
-def apply_plan(snapshot: Path, plan: Path, sizes: pd.Series, out: Path, run: int, *, loads_per_run: int | None = None,
-               load_failure_rate: float = 0.0, seed: int = 0, period_ms: int = 60_000) -> Applied:
+def apply_plan(
+    snapshot: Path,
+    plan: Path,
+    sizes: pd.Series,
+    out: Path,
+    run: int,
+    *,
+    loads_per_run: int | None = None,
+    load_failure_rate: float = 0.0,
+    seed: int = 0,
+    period_ms: int = 60_000,
+) -> Applied:
     """Write the snapshot that follows ``snapshot`` once the cluster has worked on ``plan`` for one
     run (module docstring), atomically into ``out`` (replaced if present).
 
@@ -124,7 +152,9 @@ def apply_plan(snapshot: Path, plan: Path, sizes: pd.Series, out: Path, run: int
     if loads_per_run is not None and loads_per_run < 0:
         raise InputError(f"loads per run must be >= 0, got {loads_per_run}")
     servers = read_json(snapshot, "servers.json")
-    waiting = {(p["server"], p["segment_id"]): p["after"] for p in read_json(snapshot, PENDING_FILE, required=False) or []}
+    waiting = {
+        (p["server"], p["segment_id"]): p["after"] for p in read_json(snapshot, PENDING_FILE, required=False) or []
+    }
     meta = read_json(snapshot, "snapshot.json")
     now_ms = parse_instant_ms(meta["snapshot_time"])
     ops = pd.read_parquet(plan / "operations.parquet").sort_values("op_id")
@@ -137,22 +167,40 @@ def apply_plan(snapshot: Path, plan: Path, sizes: pd.Series, out: Path, run: int
     drops: list[dict] = []
     for e in load_load_queues(snapshot, set(historicals)):
         if e.action == "LOAD":
-            loads[e.server].append({"segment_id": e.segment_id, "queue_type": e.queue_type,
-                                    "requested_at": None if e.requested_at_ms is None else format_instant_ms(e.requested_at_ms),
-                                    "size_bytes": int(sizes.get(e.segment_id, 0))})
+            loads[e.server].append(
+                {
+                    "segment_id": e.segment_id,
+                    "queue_type": e.queue_type,
+                    "requested_at": None if e.requested_at_ms is None else format_instant_ms(e.requested_at_ms),
+                    "size_bytes": int(sizes.get(e.segment_id, 0)),
+                }
+            )
         else:
-            drops.append({"server": e.server, "segment_id": e.segment_id, "size_bytes": int(sizes.get(e.segment_id, 0)),
-                          "after": waiting.get((e.server, e.segment_id))})
+            drops.append(
+                {
+                    "server": e.server,
+                    "segment_id": e.segment_id,
+                    "size_bytes": int(sizes.get(e.segment_id, 0)),
+                    "after": waiting.get((e.server, e.segment_id)),
+                }
+            )
     requested = format_instant_ms(now_ms)
     load_server = dict(zip(ops["op_id"], ops["server"]))
     for op in ops.itertuples():
         if op.action == "LOAD":
-            loads[op.server].append({"segment_id": op.segment_id, "queue_type": op.queue_type,
-                                     "requested_at": requested, "size_bytes": int(op.size_bytes)})
+            loads[op.server].append(
+                {
+                    "segment_id": op.segment_id,
+                    "queue_type": op.queue_type,
+                    "requested_at": requested,
+                    "size_bytes": int(op.size_bytes),
+                }
+            )
         else:
             after = None if pd.isna(op.depends_on) else load_server[int(op.depends_on)]
-            drops.append({"server": op.server, "segment_id": op.segment_id, "size_bytes": int(op.size_bytes),
-                          "after": after})
+            drops.append(
+                {"server": op.server, "segment_id": op.segment_id, "size_bytes": int(op.size_bytes), "after": after}
+            )
 
     rng = np.random.default_rng([int(seed), int(run)])
     applied = Applied()
@@ -194,12 +242,23 @@ def apply_plan(snapshot: Path, plan: Path, sizes: pd.Series, out: Path, run: int
                 link_or_copy(snapshot / name, tmp / name)
         new_servers = [_resized(s, delta.get(s["server"], 0)) for s in servers]
         write_json_atomic(new_servers, tmp / "servers.json")
-        write_json_atomic({name: {"segmentsToLoad": [{k: item[k] for k in ("segment_id", "queue_type", "requested_at") if item.get(k)}
-                                                     for item in remaining.get(name, [])],
-                                  "segmentsToDrop": [d["segment_id"] for d in pending if d["server"] == name]}
-                           for name in sorted(historicals)}, tmp / "load_queues.json")
-        write_json_atomic([{"server": d["server"], "segment_id": d["segment_id"], "after": d["after"]} for d in pending],
-                          tmp / PENDING_FILE)
+        write_json_atomic(
+            {
+                name: {
+                    "segmentsToLoad": [
+                        {k: item[k] for k in ("segment_id", "queue_type", "requested_at") if item.get(k)}
+                        for item in remaining.get(name, [])
+                    ],
+                    "segmentsToDrop": [d["segment_id"] for d in pending if d["server"] == name],
+                }
+                for name in sorted(historicals)
+            },
+            tmp / "load_queues.json",
+        )
+        write_json_atomic(
+            [{"server": d["server"], "segment_id": d["segment_id"], "after": d["after"]} for d in pending],
+            tmp / PENDING_FILE,
+        )
         write_json_atomic({**meta, "snapshot_time": format_instant_ms(now_ms + int(period_ms))}, tmp / "snapshot.json")
         pairs.to_json(tmp / "server_segments.jsonl", orient="records", lines=True)
 
@@ -208,19 +267,28 @@ def apply_plan(snapshot: Path, plan: Path, sizes: pd.Series, out: Path, run: int
     replace_dir(out, fill, durable=False)
 
     applied.served = pairs[pairs["server"].isin(historicals)].reset_index(drop=True)
-    on = pairs[pairs["server"].isin(historicals)].assign(size_bytes=lambda f: f["segment_id"].map(sizes).fillna(0).astype("int64"))
+    on = pairs[pairs["server"].isin(historicals)].assign(
+        size_bytes=lambda f: f["segment_id"].map(sizes).fillna(0).astype("int64")
+    )
     per = on.groupby("server").agg(segments=("segment_id", "size"), bytes=("size_bytes", "sum"))
-    applied.historicals = pd.DataFrame({
-        "server": sorted(historicals),
-        "tier": [historicals[n].get("tier", "_default_tier") for n in sorted(historicals)],
-        "max_size": [int(historicals[n].get("max_size") or 0) for n in sorted(historicals)],
-    }).merge(per, left_on="server", right_index=True, how="left").fillna({"segments": 0, "bytes": 0}).astype(
-        {"segments": "int64", "bytes": "int64"})
+    applied.historicals = (
+        pd.DataFrame(
+            {
+                "server": sorted(historicals),
+                "tier": [historicals[n].get("tier", "_default_tier") for n in sorted(historicals)],
+                "max_size": [int(historicals[n].get("max_size") or 0) for n in sorted(historicals)],
+            }
+        )
+        .merge(per, left_on="server", right_index=True, how="left")
+        .fillna({"segments": 0, "bytes": 0})
+        .astype({"segments": "int64", "bytes": "int64"})
+    )
     return applied
 
 
-def run_row(run: int, snapshot: Path, summary: PlanSummary, applied: Applied, ops: pd.DataFrame,
-            segments: pd.DataFrame) -> dict:
+def run_row(
+    run: int, snapshot: Path, summary: PlanSummary, applied: Applied, ops: pd.DataFrame, segments: pd.DataFrame
+) -> dict:
     """One row of ``runs.csv`` (:data:`RUN_COLUMNS`) from a run's plan summary, its ops
     (``operations.parquet``: ``stage``, ``action``, ``size_bytes``), what applying it did and the
     run's segments (``segment_id``, ``datasource``, ``start_ms``, ``end_ms``, one row each)."""
@@ -232,32 +300,59 @@ def run_row(run: int, snapshot: Path, summary: PlanSummary, applied: Applied, op
     decommissioning = set(summary.config.get("decommissioningNodes") or [])
     live = applied.historicals[~applied.historicals["server"].isin(decommissioning)]
     live = live.assign(usage=100.0 * live["bytes"] / live["max_size"].where(live["max_size"] > 0))
-    spread = live.groupby("tier")[["segments", "bytes", "usage"]].agg(lambda s: s.max() - s.min()) if len(live) else None
+    spread = (
+        live.groupby("tier")[["segments", "bytes", "usage"]].agg(lambda s: s.max() - s.min()) if len(live) else None
+    )
     placed = applied.served.merge(segments, on="segment_id")
     meta = json.loads((snapshot / "snapshot.json").read_text())
     return {
-        "run": run, "snapshot_time": meta["snapshot_time"], "operations": summary.operations,
-        "loads": summary.loads, "drops": summary.drops, "moves": summary.moves,
-        "balancing_moves": len(balancing), "balancing_bytes": int(balancing["size_bytes"].sum()),
+        "run": run,
+        "snapshot_time": meta["snapshot_time"],
+        "operations": summary.operations,
+        "loads": summary.loads,
+        "drops": summary.drops,
+        "moves": summary.moves,
+        "balancing_moves": len(balancing),
+        "balancing_bytes": int(balancing["size_bytes"].sum()),
         "unreplicated_before": before.unreplicated,
         "underreplicated_before": sum(t.get("underreplicated", 0) for t in tiers),
         "overreplicated_before": sum(t.get("overreplicated", 0) for t in tiers),
-        "loads_completed": applied.loads_completed, "loads_failed": applied.loads_failed,
-        "loads_still_queued": applied.loads_still_queued, "drops_done": applied.drops_done,
-        "drops_cancelled": applied.drops_cancelled, "drops_pending": applied.drops_pending,
+        "loads_completed": applied.loads_completed,
+        "loads_failed": applied.loads_failed,
+        "loads_still_queued": applied.loads_still_queued,
+        "drops_done": applied.drops_done,
+        "drops_cancelled": applied.drops_cancelled,
+        "drops_pending": applied.drops_pending,
         "segments_max_minus_min": int(spread["segments"].max()) if spread is not None else 0,
         "bytes_max_minus_min": int(spread["bytes"].max()) if spread is not None else 0,
-        "usage_max_minus_min": round(float(spread["usage"].max()), 4) if spread is not None and spread["usage"].notna().any() else 0.0,
-        "total_cost": total_cost(placed["datasource"].to_numpy(object), placed["start_ms"].to_numpy("int64"),
-                                 placed["end_ms"].to_numpy("int64"), placed["server"].to_numpy(object)),
+        "usage_max_minus_min": round(float(spread["usage"].max()), 4)
+        if spread is not None and spread["usage"].notna().any()
+        else 0.0,
+        "total_cost": total_cost(
+            placed["datasource"].to_numpy(object),
+            placed["start_ms"].to_numpy("int64"),
+            placed["end_ms"].to_numpy("int64"),
+            placed["server"].to_numpy(object),
+        ),
         "stable": summary.loads == 0 and len(balancing) == 0,
     }
 
 
-def simulate(spark, snapshot: Path, out: Path, runs: int, overrides: dict | None = None, *,
-             loads_per_run: int | None = None, load_failure_rate: float = 0.0, seed: int = 0,
-             first_plan: Path | None = None, first_work: Path | None = None,
-             balancer_state: Path | None = None, plan_on=None) -> pd.DataFrame:
+def simulate(
+    spark,
+    snapshot: Path,
+    out: Path,
+    runs: int,
+    overrides: dict | None = None,
+    *,
+    loads_per_run: int | None = None,
+    load_failure_rate: float = 0.0,
+    seed: int = 0,
+    first_plan: Path | None = None,
+    first_work: Path | None = None,
+    balancer_state: Path | None = None,
+    plan_on=None,
+) -> pd.DataFrame:
     """Plan and apply ``runs`` times from ``snapshot``; returns the ``runs.csv`` frame
     (:data:`RUN_COLUMNS`, one row per run) and writes ``out/`` (module docstring).
 
@@ -299,21 +394,38 @@ def simulate(spark, snapshot: Path, out: Path, runs: int, overrides: dict | None
         if (work / NEXT_STATE_FILE).exists():
             state = base / STATE_FILE
             link_or_copy(work / NEXT_STATE_FILE, state)
-        segments = pd.read_parquet(work / "prepared" / "segments.parquet",
-                                   columns=["segment_id", "datasource", "start_ms", "end_ms", "size_bytes"])
+        segments = pd.read_parquet(
+            work / "prepared" / "segments.parquet",
+            columns=["segment_id", "datasource", "start_ms", "end_ms", "size_bytes"],
+        )
         segments = segments.drop_duplicates("segment_id")
         sizes = segments.set_index("segment_id")["size_bytes"]
-        applied = apply_plan(current, base / "plan", sizes, base / "snapshot", run, loads_per_run=loads_per_run,
-                             load_failure_rate=load_failure_rate, seed=seed,
-                             period_ms=int(summary.config.get("coordinatorPeriodMillis", 60_000)))
+        applied = apply_plan(
+            current,
+            base / "plan",
+            sizes,
+            base / "snapshot",
+            run,
+            loads_per_run=loads_per_run,
+            load_failure_rate=load_failure_rate,
+            seed=seed,
+            period_ms=int(summary.config.get("coordinatorPeriodMillis", 60_000)),
+        )
         if work == base / "work":
             shutil.rmtree(work, ignore_errors=True)
         applied.historicals.to_csv(base / "historicals.csv", index=False)
         ops = pd.read_parquet(base / "plan" / "operations.parquet", columns=["stage", "action", "size_bytes"])
         rows.append(run_row(run, current, summary, applied, ops, segments.drop(columns="size_bytes")))
-        log.info("run %d of %d: %d loads (%d balancing moves), %d drops; max - min segments %d%s", run, runs,
-                 summary.loads, rows[-1]["balancing_moves"], summary.drops, rows[-1]["segments_max_minus_min"],
-                 " (stable)" if rows[-1]["stable"] else "")
+        log.info(
+            "run %d of %d: %d loads (%d balancing moves), %d drops; max - min segments %d%s",
+            run,
+            runs,
+            summary.loads,
+            rows[-1]["balancing_moves"],
+            summary.drops,
+            rows[-1]["segments_max_minus_min"],
+            " (stable)" if rows[-1]["stable"] else "",
+        )
         current = base / "snapshot"
     table = pd.DataFrame(rows, columns=RUN_COLUMNS)
     write_text_atomic(table.to_csv(index=False), out / "runs.csv")
@@ -321,8 +433,9 @@ def simulate(spark, snapshot: Path, out: Path, runs: int, overrides: dict | None
     return table
 
 
-def simulate_margins(spark, snapshot: Path, out: Path, runs: int, margins: list[float], overrides: dict | None = None,
-                     **options) -> pd.DataFrame:
+def simulate_margins(
+    spark, snapshot: Path, out: Path, runs: int, margins: list[float], overrides: dict | None = None, **options
+) -> pd.DataFrame:
     """``simulate --compare-margins``: the simulation of ``overrides`` into ``out`` as
     :func:`simulate` writes it, and the same runs once per ``balancingMinCostReductionPercent`` of
     ``margins`` into ``out/margins/<margin>/`` (each a whole simulation with its report); then
@@ -344,8 +457,14 @@ def simulate_margins(spark, snapshot: Path, out: Path, runs: int, margins: list[
     for margin in sorted({float(m) for m in margins}):
         if margin not in frames:
             log.info("margin %s%%: simulating %d runs", margin_name(margin), runs)
-            frames[margin] = simulate(spark, snapshot, out / "margins" / margin_name(margin), runs,
-                                      {**overrides, MARGIN_KEY: margin}, **options)
+            frames[margin] = simulate(
+                spark,
+                snapshot,
+                out / "margins" / margin_name(margin),
+                runs,
+                {**overrides, MARGIN_KEY: margin},
+                **options,
+            )
     table = pd.concat([f.assign(margin=m) for m, f in sorted(frames.items())], ignore_index=True)
     table = table[["margin", *RUN_COLUMNS]]
     write_text_atomic(table.to_csv(index=False), out / MARGINS_FILE)
@@ -360,12 +479,14 @@ def add_simulate_arguments(parser: argparse.ArgumentParser) -> None:
     ``--loads-per-run``, ``--load-failure-rate``, ``--seed``."""
     parser.add_argument("--snapshot", required=True, type=Path)
     parser.add_argument("--runs", required=True, type=int, help="Coordinator runs to simulate")
-    parser.add_argument("--out", required=True, type=Path,
-                        help="run-NNN/{plan,snapshot,historicals.csv} and runs.csv go here")
+    parser.add_argument(
+        "--out", required=True, type=Path, help="run-NNN/{plan,snapshot,historicals.csv} and runs.csv go here"
+    )
     parser.add_argument("--config", type=Path, help="JSON object of dynamic config overrides, for every run")
     parser.add_argument("--loads-per-run", type=int, help="loads each historical completes per run (default: all)")
-    parser.add_argument("--load-failure-rate", type=float, default=0.0,
-                        help="probability that a load fails (default 0)")
+    parser.add_argument(
+        "--load-failure-rate", type=float, default=0.0, help="probability that a load fails (default 0)"
+    )
     parser.add_argument("--seed", type=int, default=0, help="seed of the load failures")
 
 
@@ -374,9 +495,18 @@ class SimulationRefused(InputError):
     was written."""
 
 
-def simulate_published(spark, snapshot: Path, plan: Path, work: Path, runs: int, out: Path,
-                       overrides: dict | None = None, loads_per_run: int | None = None,
-                       load_failure_rate: float = 0.0, seed: int = 0) -> None:
+def simulate_published(
+    spark,
+    snapshot: Path,
+    plan: Path,
+    work: Path,
+    runs: int,
+    out: Path,
+    overrides: dict | None = None,
+    loads_per_run: int | None = None,
+    load_failure_rate: float = 0.0,
+    seed: int = 0,
+) -> None:
     """Simulate ``runs`` Coordinator runs of which the first is the plan ``plan`` already made in
     work directory ``work`` (a DAG run's published plan), with
     :func:`simulate`, into ``out``, written whole or not at all
@@ -389,9 +519,21 @@ def simulate_published(spark, snapshot: Path, plan: Path, work: Path, runs: int,
 
     snapshot, plan, work, out = (Path(p).absolute() for p in (snapshot, plan, work, out))
     try:
-        replace_dir(out, lambda tmp: simulate(
-            spark, snapshot, tmp, runs, overrides, loads_per_run=loads_per_run,
-            load_failure_rate=load_failure_rate, seed=seed, first_plan=plan, first_work=work))
+        replace_dir(
+            out,
+            lambda tmp: simulate(
+                spark,
+                snapshot,
+                tmp,
+                runs,
+                overrides,
+                loads_per_run=loads_per_run,
+                load_failure_rate=load_failure_rate,
+                seed=seed,
+                first_plan=plan,
+                first_work=work,
+            ),
+        )
     except WriteError as exc:
         cause = exc.__cause__
         if isinstance(cause, (SnapshotError, ValueError)):
@@ -417,9 +559,18 @@ def main(argv=None) -> int:
     log = logging.getLogger("simulate")
     spark = get_session("segment_balancer.tools.simulate")
     try:
-        simulate_published(spark, args.snapshot, args.plan, args.work, args.runs, args.out,
-                           read_overrides(args.config), loads_per_run=args.loads_per_run,
-                           load_failure_rate=args.load_failure_rate, seed=args.seed)
+        simulate_published(
+            spark,
+            args.snapshot,
+            args.plan,
+            args.work,
+            args.runs,
+            args.out,
+            read_overrides(args.config),
+            loads_per_run=args.loads_per_run,
+            load_failure_rate=args.load_failure_rate,
+            seed=args.seed,
+        )
     except SimulationRefused as exc:
         log.error("%s", exc)
         print(str(exc), file=sys.stderr)

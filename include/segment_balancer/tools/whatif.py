@@ -20,7 +20,6 @@ decommissioned and removed, or an added name that exists is a :class:`WhatIfErro
 
 from __future__ import annotations
 
-import json
 from pathlib import Path
 from typing import Any
 
@@ -72,8 +71,12 @@ class WhatIf(BaseModel):
 
     def record(self, added: list[str]) -> dict:
         """The JSON record of the edits (``decommission``, ``remove``, ``add``, ``added``: the new names)."""
-        return {"decommission": list(self.decommission), "remove": list(self.remove),
-                "add": [a.model_dump() for a in self.add], "added": added}
+        return {
+            "decommission": list(self.decommission),
+            "remove": list(self.remove),
+            "add": [a.model_dump() for a in self.add],
+            "added": added,
+        }
 
 
 def parse_add(spec: str) -> dict:
@@ -109,7 +112,9 @@ def apply_what_if(snapshot: Path, edits: WhatIf, out: Path, overrides: dict | No
         for name in names:
             if name not in by_name:
                 known = ", ".join(sorted(by_name)[:8]) + (", ..." if len(by_name) > 8 else "")
-                raise WhatIfError(f"{kind}: {name!r} is no historical of {snapshot / SERVERS_FILE} (historicals: {known})")
+                raise WhatIfError(
+                    f"{kind}: {name!r} is no historical of {snapshot / SERVERS_FILE} (historicals: {known})"
+                )
     both = sorted(set(edits.decommission) & set(edits.remove))
     if both:
         raise WhatIfError(f"{both[0]!r} is both decommissioned and removed; choose one")
@@ -124,8 +129,17 @@ def apply_what_if(snapshot: Path, edits: WhatIf, out: Path, overrides: dict | No
             if name in taken:
                 raise WhatIfError(f"add: {name!r} already exists in {snapshot / SERVERS_FILE}")
             taken.add(name)
-            added.append({"server": name, "host": name, "server_type": "historical", "tier": spec.tier,
-                          "curr_size": 0, "max_size": spec.max_size, "priority": priority})
+            added.append(
+                {
+                    "server": name,
+                    "host": name,
+                    "server_type": "historical",
+                    "tier": spec.tier,
+                    "curr_size": 0,
+                    "max_size": spec.max_size,
+                    "priority": priority,
+                }
+            )
 
     removed = set(edits.remove)
 
@@ -133,8 +147,10 @@ def apply_what_if(snapshot: Path, edits: WhatIf, out: Path, overrides: dict | No
         for entry in snapshot.iterdir():
             if entry.is_file() and entry.name not in (SERVERS_FILE, QUEUES_FILE):
                 link_or_copy(entry, tmp / entry.name)
-        write_json_atomic([{**r, "server_type": REMOVED_TYPE} if r["server"] in removed else r for r in rows] + added,
-                          tmp / SERVERS_FILE)
+        write_json_atomic(
+            [{**r, "server_type": REMOVED_TYPE} if r["server"] in removed else r for r in rows] + added,
+            tmp / SERVERS_FILE,
+        )
         queues = read_json(snapshot, QUEUES_FILE, required=False)
         if queues is not None:
             if isinstance(queues, dict):

@@ -14,14 +14,38 @@ from segment_balancer.druid.snapshot.segment_lines import PARSED_FIELDS, parse_l
 DAY = "2013-01-01T00:00:00.000Z/2013-01-02T00:00:00.000Z"
 VALID = [
     {"dataSource": "wiki", "interval": DAY, "version": "v1", "size": 10, "shardSpec": {"type": "none"}},
-    {"dataSource": "wiki", "interval": DAY, "version": "v1", "size": 0,
-     "shardSpec": {"type": "numbered", "partitionNum": 3, "partitions": 4}, "used": False},
-    {"dataSource": "wiki", "interval": DAY, "version": "v2", "size": 7, "overshadowed": True,
-     "shardSpec": {"type": "numbered_overwrite", "partitionId": 32768, "startRootPartitionId": 0,
-                   "endRootPartitionId": 2, "minorVersion": 1, "atomicUpdateGroupSize": 1}},
+    {
+        "dataSource": "wiki",
+        "interval": DAY,
+        "version": "v1",
+        "size": 0,
+        "shardSpec": {"type": "numbered", "partitionNum": 3, "partitions": 4},
+        "used": False,
+    },
+    {
+        "dataSource": "wiki",
+        "interval": DAY,
+        "version": "v2",
+        "size": 7,
+        "overshadowed": True,
+        "shardSpec": {
+            "type": "numbered_overwrite",
+            "partitionId": 32768,
+            "startRootPartitionId": 0,
+            "endRootPartitionId": 2,
+            "minorVersion": 1,
+            "atomicUpdateGroupSize": 1,
+        },
+    },
     # Druid's eternity (ALL granularity), a year past 9999, an offset, a zero-length interval
-    {"dataSource": "all", "interval": "-146136543-09-08T08:23:32.096Z/146140482-04-24T15:36:27.903Z",
-     "version": "v", "size": 1, "loadSpec": {"type": "s3_zip"}, "dimensions": "a,b"},
+    {
+        "dataSource": "all",
+        "interval": "-146136543-09-08T08:23:32.096Z/146140482-04-24T15:36:27.903Z",
+        "version": "v",
+        "size": 1,
+        "loadSpec": {"type": "s3_zip"},
+        "dimensions": "a,b",
+    },
     {"dataSource": "far", "interval": "2013-01-01T00:00:00.000Z/12013-01-01T00:00:00.000Z", "version": "v", "size": 1},
     {"dataSource": "tz", "interval": "2013-01-01T01:00:00.000+01:00/2013-01-02", "version": "v", "size": 1},
     {"dataSource": "tz", "interval": "2013-01-05T00:00:00.000Z/2013-01-05T00:00:00.000Z", "version": "v", "size": 1},
@@ -29,10 +53,12 @@ VALID = [
 BAD = [
     "{not json",
     json.dumps({"dataSource": "x", "interval": "yesterday", "version": "v", "size": 1}),
-    json.dumps({"dataSource": "x", "interval": "2013-01-03T00:00:00.000Z/2013-01-02T00:00:00.000Z", "version": "v",
-                "size": 1}),
-    json.dumps({"dataSource": "x", "interval": "2013-02-30T00:00:00.000Z/2013-03-02T00:00:00.000Z", "version": "v",
-                "size": 1}),
+    json.dumps(
+        {"dataSource": "x", "interval": "2013-01-03T00:00:00.000Z/2013-01-02T00:00:00.000Z", "version": "v", "size": 1}
+    ),
+    json.dumps(
+        {"dataSource": "x", "interval": "2013-02-30T00:00:00.000Z/2013-03-02T00:00:00.000Z", "version": "v", "size": 1}
+    ),
     json.dumps({"dataSource": "x", "interval": DAY, "version": "v", "size": -1}),
     json.dumps({"dataSource": "x", "interval": DAY, "version": "v", "size": "big"}),
     json.dumps({"dataSource": "x", "interval": DAY, "version": "v"}),
@@ -60,8 +86,10 @@ def test_valid_lines_read_as_the_reference_reads_them(spark, tmp_path):
     for row in fast:
         want = reference[row["line"]]
         assert want["problem"] is None
-        assert {n: row[n] for n, _ in PARSED_FIELDS if n != "bad"} == {n: want[n] for n, _ in PARSED_FIELDS if n != "bad"}
-    assert fast[3]["start_ms"] == -(2 ** 62) and fast[3]["end_ms"] == 2 ** 62 - 1
+        assert {n: row[n] for n, _ in PARSED_FIELDS if n != "bad"} == {
+            n: want[n] for n, _ in PARSED_FIELDS if n != "bad"
+        }
+    assert fast[3]["start_ms"] == -(2**62) and fast[3]["end_ms"] == 2**62 - 1
     assert fast[5]["segment_id"] == "tz_2013-01-01T00:00:00.000Z_2013-01-02T00:00:00.000Z_v"
 
 

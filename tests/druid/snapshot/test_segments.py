@@ -53,14 +53,18 @@ def test_negative_size_names_the_line(spark, tmp_path):
     assert str(err) == "segments.jsonl line 3: size must be >= 0, got -5"
 
 
-@pytest.mark.parametrize("raw, problem", [
-    ('"size": NaN', "size must be a whole number of bytes, got NaN"),
-    ('"size": "big"', 'size must be a whole number of bytes, got "big"'),
-    ('"size": 1.5', "size must be a whole number of bytes, got 1.5"),
-    ('"size": null', "size is missing"),
-])
+@pytest.mark.parametrize(
+    "raw, problem",
+    [
+        ('"size": NaN', "size must be a whole number of bytes, got NaN"),
+        ('"size": "big"', 'size must be a whole number of bytes, got "big"'),
+        ('"size": 1.5', "size must be a whole number of bytes, got 1.5"),
+        ('"size": null', "size is missing"),
+    ],
+)
 def test_a_size_that_is_no_whole_number_names_its_value(spark, tmp_path, raw, problem):
     """A size of NaN or "big" is named as such, not reported as "size is missing"."""
+
     def edit(segs):
         segs[1]["size"] = "PLACEHOLDER"
         return [json.dumps(x).replace('"size": "PLACEHOLDER"', raw) for x in segs]
@@ -103,13 +107,16 @@ def test_bad_interval_and_malformed_line(spark, tmp_path):
     assert "ends before it starts" in err.problem and "line 4" in err.problem
 
 
-@pytest.mark.parametrize("interval, problem", [
-    ("2013-01-01T00:00:00.000Z/P1D", "interval is not start/end ISO-8601: 2013-01-01T00:00:00.000Z/P1D"),
-    ("2013-01-01T25:00:00.000Z/2013-01-02", "interval is not start/end ISO-8601"),
-    ("2013-01-01/2013-01-02/2013-01-03", "interval is not start/end ISO-8601"),
-    ("1234567890-01-01/1234567891-01-01", "interval is not start/end ISO-8601"),  # 10-digit years: past Joda
-    ("yesterday", "interval is not start/end ISO-8601: yesterday"),  # one part: was a Spark index error
-])
+@pytest.mark.parametrize(
+    "interval, problem",
+    [
+        ("2013-01-01T00:00:00.000Z/P1D", "interval is not start/end ISO-8601: 2013-01-01T00:00:00.000Z/P1D"),
+        ("2013-01-01T25:00:00.000Z/2013-01-02", "interval is not start/end ISO-8601"),
+        ("2013-01-01/2013-01-02/2013-01-03", "interval is not start/end ISO-8601"),
+        ("1234567890-01-01/1234567891-01-01", "interval is not start/end ISO-8601"),  # 10-digit years: past Joda
+        ("yesterday", "interval is not start/end ISO-8601: yesterday"),  # one part: was a Spark index error
+    ],
+)
 def test_malformed_interval_is_a_clear_error_not_a_spark_traceback(spark, tmp_path, interval, problem):
     def edit(segs):
         segs[1]["interval"] = interval
@@ -131,7 +138,7 @@ def test_eternity_and_far_instants_are_read_as_epoch_millis(spark, tmp_path):
     df = read_segments(spark, snapshot_with(tmp_path, edit)).orderBy("line")
     rows = df.select("line", "segment_id", "start_ms", "end_ms").collect()
     df.unpersist()
-    assert (rows[0].start_ms, rows[0].end_ms) == (-(2 ** 62), 2 ** 62 - 1)  # JodaUtils MIN/MAX_INSTANT
+    assert (rows[0].start_ms, rows[0].end_ms) == (-(2**62), 2**62 - 1)  # JodaUtils MIN/MAX_INSTANT
     assert "_-146136543-09-08T08:23:32.096Z_146140482-04-24T15:36:27.903Z_" in rows[0].segment_id
     # 1970..12012: 10043 years, leap years 3003 - 492 (by 4) - (120 - 19) (by 100) + (30 - 4) (by 400)
     # = 2436: 10043 * 365 + 2436 = 3,668,131 days.
@@ -202,12 +209,18 @@ def test_every_replica_file_layout_gives_the_same_rows(spark, tmp_path, layout):
     got = _rows_by_layout(spark, tmp_path, layout).orderBy("row").collect()
     first = 1 if layout.startswith("jsonl") else 0  # a line (1-based) or an array index (0-based)
     assert [(r["row"], r["server"], r["segment_id"]) for r in got] == [
-        (i + first, r["server"], r["segment_id"]) for i, r in enumerate(rows)]
+        (i + first, r["server"], r["segment_id"]) for i, r in enumerate(rows)
+    ]
 
 
-@pytest.mark.parametrize("layout, where", [("per_line", "server_segments.json row 3"),
-                                           ("compact", "server_segments.json row 3"),
-                                           ("jsonl", "server_segments.jsonl line 4")])
+@pytest.mark.parametrize(
+    "layout, where",
+    [
+        ("per_line", "server_segments.json row 3"),
+        ("compact", "server_segments.json row 3"),
+        ("jsonl", "server_segments.jsonl line 4"),
+    ],
+)
 def test_bad_replica_row_is_named_in_every_layout(spark, tmp_path, layout, where):
     def edit(rows):
         rows[3]["server"] = "hist-nowhere:8083"

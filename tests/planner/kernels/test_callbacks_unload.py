@@ -113,18 +113,34 @@ def tier_run(tier: str, segments: list[tuple], served: dict[str, list[int]], sin
     bytes tie and a cost tie goes to the larger name; ops go to ``sink``."""
     rows = []
     for idx, ds, kind, target in segments:
-        base = {"tier": tier, "idx": idx, "segment_id": f"{ds}{idx}", "datasource": ds, "start_ms": JAN_1,
-                "end_ms": JAN_1 + DAY_MS, "size_bytes": 0}
+        base = {
+            "tier": tier,
+            "idx": idx,
+            "segment_id": f"{ds}{idx}",
+            "datasource": ds,
+            "start_ms": JAN_1,
+            "end_ms": JAN_1 + DAY_MS,
+            "size_bytes": 0,
+        }
         rows.append({**base, "kind": "segment", "target": target, "tier_pos": 0, "rule_kind": kind, "required": 1})
-        rows += [{**base, "kind": "replica", "server": s, "served": True, "dropping": False}
-                 for s, held in served.items() if idx in held]
-    servers = pd.DataFrame([{"server": s, "tier": tier, "max_size": 0, "current_size": 0, "priority": 0,
-                             "decommissioning": False} for s in served])
+        rows += [
+            {**base, "kind": "replica", "server": s, "served": True, "dropping": False}
+            for s, held in served.items()
+            if idx in held
+        ]
+    servers = pd.DataFrame(
+        [
+            {"server": s, "tier": tier, "max_size": 0, "current_size": 0, "priority": 0, "decommissioning": False}
+            for s in served
+        ]
+    )
     return TierRun.from_rows(tier, state_frame(pd.DataFrame(rows)), servers, NUM_BEST, sink=sink)
 
 
 def excess_of(idx: int, counts: dict[str, tuple[int, int]], loaded: int, required: int = 1) -> Excess:
-    return Excess(idx, sum(c for _, c in counts.values()) - sum(t for t, _ in counts.values()), loaded, required, counts)
+    return Excess(
+        idx, sum(c for _, c in counts.values()) - sum(t for t, _ in counts.values()), loaded, required, counts
+    )
 
 
 def dropped(sink: OpSink) -> list[tuple[int, str]]:

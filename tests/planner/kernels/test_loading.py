@@ -4,7 +4,12 @@ Cached top-B lists (``topb``) stand for a ranking an earlier stage made; where a
 out, the kernel ranks at first visit against the live state.
 """
 
-from segment_balancer.planner.kernels.loading import load_underbroadcast, load_unreplicated, load_underreplicated, move_from_decommissioning
+from segment_balancer.planner.kernels.loading import (
+    load_underbroadcast,
+    load_underreplicated,
+    load_unreplicated,
+    move_from_decommissioning,
+)
 from segment_balancer.planner.runstate import OpSink, StageLimit
 
 from .tiers import ops, tier_run
@@ -15,30 +20,53 @@ UNLIMITED = StageLimit(queue_type="loading")  # no queue limit: only capacity
 def test_stage1_primary_tier_is_highest_priority_then_falls_back():
     sink = OpSink()
     # seg0: hot has priority 10 -> primary; seg1 (95 bytes) no longer fits hot1 after seg0 -> cold.
-    hot = tier_run("hot", [("hot1", 100)], [{"idx": 0, "target": 1, "topb": ["hot1"], "tier_pos": 1},
-                                            {"idx": 1, "target": 1, "topb": ["hot1"], "size": 95}], sink=sink)
-    cold = tier_run("cold", [("cold1", 100)], [{"idx": 0, "target": 2, "topb": ["cold1"]},
-                                               {"idx": 1, "target": 1, "topb": ["cold1"], "size": 95, "tier_pos": 1}], sink=sink)
+    hot = tier_run(
+        "hot",
+        [("hot1", 100)],
+        [
+            {"idx": 0, "target": 1, "topb": ["hot1"], "tier_pos": 1},
+            {"idx": 1, "target": 1, "topb": ["hot1"], "size": 95},
+        ],
+        sink=sink,
+    )
+    cold = tier_run(
+        "cold",
+        [("cold1", 100)],
+        [
+            {"idx": 0, "target": 2, "topb": ["cold1"]},
+            {"idx": 1, "target": 1, "topb": ["cold1"], "size": 95, "tier_pos": 1},
+        ],
+        sink=sink,
+    )
     load_unreplicated({"cold": cold, "hot": hot}, [1, 0], {"hot": 10, "cold": 0}, UNLIMITED, sink)
     assert ops(sink) == [("LOAD", "seg0", "hot1", "loading", None), ("LOAD", "seg1", "cold1", "loading", None)]
-    assert sorted(sink.members) == sorted([
-        (0, "ToBecomeFullyReplicated[hot]"), (0, "ToBecomeUnderreplicated[cold]"),
-        (1, "ToBecomeUnderreplicated[hot]"), (1, "ToBecomeFullyReplicated[cold]")])
+    assert sorted(sink.members) == sorted(
+        [
+            (0, "ToBecomeFullyReplicated[hot]"),
+            (0, "ToBecomeUnderreplicated[cold]"),
+            (1, "ToBecomeUnderreplicated[hot]"),
+            (1, "ToBecomeFullyReplicated[cold]"),
+        ]
+    )
 
 
 def test_stage1_ties_in_priority_go_to_larger_target_then_rule_order():
     sink = OpSink()
-    runs = {"a": tier_run("a", [("a1", 100)], [{"idx": 0, "target": 1, "tier_pos": 0}], sink=sink),
-            "b": tier_run("b", [("b1", 100)], [{"idx": 0, "target": 2, "tier_pos": 2}], sink=sink),
-            "c": tier_run("c", [("c1", 100)], [{"idx": 0, "target": 2, "tier_pos": 1}], sink=sink)}
+    runs = {
+        "a": tier_run("a", [("a1", 100)], [{"idx": 0, "target": 1, "tier_pos": 0}], sink=sink),
+        "b": tier_run("b", [("b1", 100)], [{"idx": 0, "target": 2, "tier_pos": 2}], sink=sink),
+        "c": tier_run("c", [("c1", 100)], [{"idx": 0, "target": 2, "tier_pos": 1}], sink=sink),
+    }
     load_unreplicated(runs, [0], {}, UNLIMITED, sink)
     assert ops(sink) == [("LOAD", "seg0", "c1", "loading", None)]  # target 2 beats 1; c before b in the rule
 
 
 def test_stage1_ranks_in_every_tier_before_choosing_and_caches_top_b():
     sink = OpSink()
-    runs = {"a": tier_run("a", [("a1", 100), ("a2", 100)], [{"idx": 0}], sink=sink),
-            "b": tier_run("b", [("b1", 100)], [{"idx": 0, "tier_pos": 1}], sink=sink)}
+    runs = {
+        "a": tier_run("a", [("a1", 100), ("a2", 100)], [{"idx": 0}], sink=sink),
+        "b": tier_run("b", [("b1", 100)], [{"idx": 0, "tier_pos": 1}], sink=sink),
+    }
     load_unreplicated(runs, [0], {}, UNLIMITED, sink)
     # Empty servers cost 0 and have equal room: the smaller name first. Tier b was ranked too
     # (seed stage 1, step 1), although the load went to a.
@@ -64,8 +92,11 @@ def test_ranking_at_first_visit_sees_the_loads_before_it():
 
 def test_stage3_loads_best_non_holders_of_top_b_until_target():
     # target 3, held on s1, cached top B = [s1, s2, s4]: s2 and s4 get loads; s3 is outside B.
-    run = tier_run("t", [("s1", 100), ("s2", 100), ("s3", 100), ("s4", 100)],
-                   [{"idx": 0, "target": 3, "topb": ["s1", "s2", "s4"], "served": ["s1"]}])
+    run = tier_run(
+        "t",
+        [("s1", 100), ("s2", 100), ("s3", 100), ("s4", 100)],
+        [{"idx": 0, "target": 3, "topb": ["s1", "s2", "s4"], "served": ["s1"]}],
+    )
     loads = load_underreplicated(run, [0], UNLIMITED, run.sink, "StillUnderreplicated", "underreplicated")
     assert ops(run.sink) == [("LOAD", "seg0", "s2", "loading", None), ("LOAD", "seg0", "s4", "loading", None)]
     assert [s for _, s, _ in loads] == ["s2", "s4"]
@@ -83,8 +114,12 @@ def test_stage3_typed_limit_stops_loading_and_keeps_segment_underreplicated():
 
 
 def test_stage2_loads_broadcast_on_every_should_server_in_name_order():
-    run = tier_run("t", [("b", 100), ("a", 100), ("c", 5)],
-                   [{"idx": 0, "target": 0, "rule_kind": "broadcast", "served": ["b"]}], ranked=False)
+    run = tier_run(
+        "t",
+        [("b", 100), ("a", 100), ("c", 5)],
+        [{"idx": 0, "target": 0, "rule_kind": "broadcast", "served": ["b"]}],
+        ranked=False,
+    )
     load_underbroadcast(run, [0], ["c", "b", "a"], UNLIMITED, run.sink)
     assert ops(run.sink) == [("LOAD", "seg0", "a", "loading", None)]  # c has no room
     assert run.sink.members == [(0, "StillUnderbroadcast[t]")]
@@ -92,11 +127,18 @@ def test_stage2_loads_broadcast_on_every_should_server_in_name_order():
 
 def test_stage5_moves_each_decommissioning_replica_with_a_dependent_drop():
     # Replicas on decommissioning d1 and d2 (sources in name order) and on s1; top B = [s1, s3, s2].
-    run = tier_run("t", [("s1", 100), ("s2", 100), ("s3", 100), ("d1", 100, True), ("d2", 100, True)],
-                   [{"idx": 0, "target": 3, "topb": ["s1", "s3", "s2"], "served": ["d2", "d1", "s1"]}])
+    run = tier_run(
+        "t",
+        [("s1", 100), ("s2", 100), ("s3", 100), ("d1", 100, True), ("d2", 100, True)],
+        [{"idx": 0, "target": 3, "topb": ["s1", "s3", "s2"], "served": ["d2", "d1", "s1"]}],
+    )
     move_from_decommissioning(run, [0], UNLIMITED, run.sink)
-    assert ops(run.sink) == [("LOAD", "seg0", "s3", "decommissioning", None), ("DROP", "seg0", "d1", None, "s3"),
-                             ("LOAD", "seg0", "s2", "decommissioning", None), ("DROP", "seg0", "d2", None, "s2")]
+    assert ops(run.sink) == [
+        ("LOAD", "seg0", "s3", "decommissioning", None),
+        ("DROP", "seg0", "d1", None, "s3"),
+        ("LOAD", "seg0", "s2", "decommissioning", None),
+        ("DROP", "seg0", "d2", None, "s2"),
+    ]
     assert run.sink.members == [(0, "ToBecomeNotLoadedOnDecommServers[t]")]
     assert run.servers["s3"].loads["decommissioning"] == 1
     assert run.segment(0).serving() == ["s1"] and run.segment(0).count() == 3
@@ -104,7 +146,9 @@ def test_stage5_moves_each_decommissioning_replica_with_a_dependent_drop():
 
 def test_stage5_no_destination_keeps_segment_on_decommissioning_server():
     # Target 2: s1 and d1 hold it, so d1's replica is needed, but s1 (the only candidate) holds it.
-    run = tier_run("t", [("s1", 100), ("d1", 100, True)], [{"idx": 0, "target": 2, "topb": ["s1"], "served": ["d1", "s1"]}])
+    run = tier_run(
+        "t", [("s1", 100), ("d1", 100, True)], [{"idx": 0, "target": 2, "topb": ["s1"], "served": ["d1", "s1"]}]
+    )
     move_from_decommissioning(run, [0], UNLIMITED, run.sink)
     assert run.sink.ops == [] and run.sink.members == [(0, "StillLoadedOnDecommServers[t]")]
 
@@ -112,8 +156,11 @@ def test_stage5_no_destination_keeps_segment_on_decommissioning_server():
 def test_stage5_leaves_a_replica_the_tier_does_not_need_for_stage12():
     # Target 1, held by s1 and decommissioning d1: count 2 - 1 on decommissioning = target, so d1's
     # replica is excess: no move, and the segment counts as done with decommissioning servers.
-    run = tier_run("t", [("s1", 100), ("s2", 100), ("d1", 100, True)],
-                   [{"idx": 0, "target": 1, "topb": ["s2"], "served": ["d1", "s1"]}])
+    run = tier_run(
+        "t",
+        [("s1", 100), ("s2", 100), ("d1", 100, True)],
+        [{"idx": 0, "target": 1, "topb": ["s2"], "served": ["d1", "s1"]}],
+    )
     move_from_decommissioning(run, [0], UNLIMITED, run.sink)
     assert run.sink.ops == [] and run.sink.members == [(0, "ToBecomeNotLoadedOnDecommServers[t]")]
 
@@ -121,8 +168,11 @@ def test_stage5_leaves_a_replica_the_tier_does_not_need_for_stage12():
 def test_stage5_moves_only_as_many_decommissioning_replicas_as_the_tier_needs():
     # Target 2 with d1, d2 (decommissioning, name order) and s1 serving: count 3 - 2 = 1 < 2, so
     # d1's replica moves to the best non-holder s2; then 3 - 1 = 2 = target: d2's is excess.
-    run = tier_run("t", [("s1", 100), ("s2", 100), ("s3", 100), ("d1", 100, True), ("d2", 100, True)],
-                   [{"idx": 0, "target": 2, "topb": ["s2", "s1"], "served": ["d2", "d1", "s1"]}])
+    run = tier_run(
+        "t",
+        [("s1", 100), ("s2", 100), ("s3", 100), ("d1", 100, True), ("d2", 100, True)],
+        [{"idx": 0, "target": 2, "topb": ["s2", "s1"], "served": ["d2", "d1", "s1"]}],
+    )
     move_from_decommissioning(run, [0], UNLIMITED, run.sink)
     assert ops(run.sink) == [("LOAD", "seg0", "s2", "decommissioning", None), ("DROP", "seg0", "d1", None, "s2")]
     assert run.sink.members == [(0, "ToBecomeNotLoadedOnDecommServers[t]")]
@@ -140,6 +190,7 @@ def test_top_b_is_reused_unless_the_experiment_switch_is_off():
 
 
 # ---- a stale top B is ranked again (ALGORITHM.md "Best servers") -------------------------
+
 
 def _stale(a_max=15, limit_cap=None):
     """Segment 0 (10 bytes, target 1, no replica) whose cached top B is [a]; a has 5 bytes free

@@ -35,29 +35,46 @@ def shedder(l_current=10, extra=()):
 
 
 def shed(run, previous=1, limit=BALANCING, population=range(6)):
-    return shed_tier(run, np.array(list(population)), {pair_key("h", "l"): previous} if previous else {}, limit,
-                     run.sink)
+    return shed_tier(
+        run, np.array(list(population)), {pair_key("h", "l"): previous} if previous else {}, limit, run.sink
+    )
 
 
 def test_a_pair_sheds_the_largest_cost_reductions_up_to_the_bytes_that_equalise_it():
     run = shedder()
     [pair] = shed(run)
-    assert ops(run.sink) == [("LOAD", "seg1", "l", "balancing", None), ("DROP", "seg1", "h", None, "l"),
-                             ("LOAD", "seg2", "l", "balancing", None), ("DROP", "seg2", "h", None, "l")]
+    assert ops(run.sink) == [
+        ("LOAD", "seg1", "l", "balancing", None),
+        ("DROP", "seg1", "h", None, "l"),
+        ("LOAD", "seg2", "l", "balancing", None),
+        ("DROP", "seg2", "h", None, "l"),
+    ]
     assert {o.reason for o in run.sink.ops} == {REASON}
-    assert (pair["high"], pair["low"], pair["difference"], pair["hit_count"], pair["sheds"]) == ("h", "l", 60.0, 2, True)
+    assert (pair["high"], pair["low"], pair["difference"], pair["hit_count"], pair["sheds"]) == (
+        "h",
+        "l",
+        60.0,
+        2,
+        True,
+    )
     assert (pair["bytes_to_move"], pair["moves"], pair["bytes_moved"]) == (30, 2, 30)
-    skipped = {(idx, outcome, detail["reason"]) for idx, _, tier, outcome, detail in run.sink.decisions
-               if outcome == "not_shed"}
+    skipped = {
+        (idx, outcome, detail["reason"])
+        for idx, _, tier, outcome, detail in run.sink.decisions
+        if outcome == "not_shed"
+    }
     assert skipped == {
         (0, "not_shed", "moving its 25 bytes would take the bytes moved (30) beyond 30"),
         (3, "not_shed", "moving its 5 bytes would take the bytes moved (30) beyond 30"),
-        (4, "not_shed", "moving its 10 bytes would take the bytes moved (30) beyond 30")}
+        (4, "not_shed", "moving its 10 bytes would take the bytes moved (30) beyond 30"),
+    }
     # the cost reductions in the decisions: day 0 ahead of day 10 ahead of day 30, l costs nothing
     gains = {idx: d["cost_reduction"] for idx, _, _, _, d in run.sink.decisions}
     assert gains[1] > gains[2] > gains[0] > gains[3] > gains[4] > 0
     assert [(idx, d["reason"]) for idx, _, _, outcome, d in run.sink.decisions if outcome == "shed"] == [
-        (1, "moved to l: 20 of 30 bytes moved so far"), (2, "moved to l: 30 of 30 bytes moved so far")]
+        (1, "moved to l: 20 of 30 bytes moved so far"),
+        (2, "moved to l: 30 of 30 bytes moved so far"),
+    ]
     # the scores once both moves succeed: h 40, l 40
     assert tier_usages(run)[0].used_bytes == 40 and tier_usages(run)[1].used_bytes == 40
 
@@ -115,8 +132,11 @@ def test_only_the_population_moves_and_the_record_is_json():
 
 
 def test_used_bytes_follow_queued_loads_and_drops():
-    run = tier_run("t", [("a", 100, False, 30), ("b", 100, False, 0)],
-                   [{"idx": 0, "size": 30, "served": ["a"]}, {"idx": 1, "size": 7, "loading": ["b"]}])
+    run = tier_run(
+        "t",
+        [("a", 100, False, 30), ("b", 100, False, 0)],
+        [{"idx": 0, "size": 30, "served": ["a"]}, {"idx": 1, "size": 7, "loading": ["b"]}],
+    )
     assert run.used_bytes() == {"a": 30, "b": 7}
     run.move(run.segment(0), "a", "b", "balancing", "x", (0, "t", 1.0))
     assert run.used_bytes() == {"a": 0, "b": 37}
@@ -124,7 +144,13 @@ def test_used_bytes_follow_queued_loads_and_drops():
 
 
 def test_a_decommissioning_historical_is_never_paired():
-    run = tier_run("t", [("d", 100, True, 90), ("h", 100, False, 70), ("l", 100, False, 10)],
-                   [{"idx": 0, "size": 70, "served": ["h"]}, {"idx": 1, "size": 10, "served": ["l"]},
-                    {"idx": 2, "size": 90, "served": ["d"]}])
+    run = tier_run(
+        "t",
+        [("d", 100, True, 90), ("h", 100, False, 70), ("l", 100, False, 10)],
+        [
+            {"idx": 0, "size": 70, "served": ["h"]},
+            {"idx": 1, "size": 10, "served": ["l"]},
+            {"idx": 2, "size": 90, "served": ["d"]},
+        ],
+    )
     assert [u.server for u in tier_usages(run)] == ["h", "l"]

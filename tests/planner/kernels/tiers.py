@@ -19,22 +19,63 @@ def tier_run(name, servers, segments, ranked=True, sink=None, num_best=NUM_BEST,
     for s in segments:
         idx = s["idx"]
         day = s.get("day", idx)
-        base = {"tier": name, "idx": idx, "segment_id": f"seg{idx}", "datasource": s.get("ds", "ds"),
-                "start_ms": day * DAY, "end_ms": (day + 1) * DAY, "size_bytes": s.get("size", 10)}
-        rows.append({**base, "kind": "segment", "target": s.get("target", 1), "tier_pos": s.get("tier_pos", 0),
-                     "rule_kind": s.get("rule_kind", "load"), "required": 1,
-                     "topb": None if s.get("topb") is None else ",".join(s["topb"])})
+        base = {
+            "tier": name,
+            "idx": idx,
+            "segment_id": f"seg{idx}",
+            "datasource": s.get("ds", "ds"),
+            "start_ms": day * DAY,
+            "end_ms": (day + 1) * DAY,
+            "size_bytes": s.get("size", 10),
+        }
+        rows.append(
+            {
+                **base,
+                "kind": "segment",
+                "target": s.get("target", 1),
+                "tier_pos": s.get("tier_pos", 0),
+                "rule_kind": s.get("rule_kind", "load"),
+                "required": 1,
+                "topb": None if s.get("topb") is None else ",".join(s["topb"]),
+            }
+        )
         for server in s.get("served", ()):
-            rows.append({**base, "kind": "replica", "server": server, "served": True,
-                         "dropping": server in s.get("dropping", ())})
+            rows.append(
+                {
+                    **base,
+                    "kind": "replica",
+                    "server": server,
+                    "served": True,
+                    "dropping": server in s.get("dropping", ()),
+                }
+            )
         for server in s.get("loading", ()):
-            rows.append({**base, "kind": "replica", "server": server, "served": False, "load_type": "loading",
-                         "dropping": False})
+            rows.append(
+                {
+                    **base,
+                    "kind": "replica",
+                    "server": server,
+                    "served": False,
+                    "load_type": "loading",
+                    "dropping": False,
+                }
+            )
     specs = [(x[0], x[1], x[2] if len(x) > 2 else False, x[3] if len(x) > 3 else 0) for x in servers]
-    servers_pdf = pd.DataFrame([{"server": n, "tier": name, "max_size": m, "current_size": c, "priority": 0,
-                                 "decommissioning": d} for n, m, d, c in specs])
-    return TierRun.from_rows(name, state_frame(pd.DataFrame(rows)), servers_pdf, num_best, ranked, sink if sink is not None else OpSink(),
-                   reuse_top_b=reuse_top_b)
+    servers_pdf = pd.DataFrame(
+        [
+            {"server": n, "tier": name, "max_size": m, "current_size": c, "priority": 0, "decommissioning": d}
+            for n, m, d, c in specs
+        ]
+    )
+    return TierRun.from_rows(
+        name,
+        state_frame(pd.DataFrame(rows)),
+        servers_pdf,
+        num_best,
+        ranked,
+        sink if sink is not None else OpSink(),
+        reuse_top_b=reuse_top_b,
+    )
 
 
 def ops(sink):

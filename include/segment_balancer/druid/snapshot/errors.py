@@ -93,7 +93,7 @@ def describe_validation_error(exc: ValidationError, prefix: str = "") -> str:
         else:
             text = err["msg"][0].lower() + err["msg"][1:]
             if text.startswith("value error, "):
-                text = text[len("value error, "):]
+                text = text[len("value error, ") :]
         if kind != "missing" and "input" in err and ", got " not in text:
             text += f", got {short_value(err['input'])}"
         parts.append(f"{where} {text}".strip())

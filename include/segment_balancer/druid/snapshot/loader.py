@@ -17,7 +17,13 @@ from typing import Any
 from pydantic import ValidationError
 
 from segment_balancer.druid.rules import DEFAULT_RULES_KEY, RULE_KINDS, Rule, format_instant_ms, parse_instant_ms
-from segment_balancer.druid.snapshot.errors import SnapshotError, describe_validation_error, json_error, json_kind, short_value
+from segment_balancer.druid.snapshot.errors import (
+    SnapshotError,
+    describe_validation_error,
+    json_error,
+    json_kind,
+    short_value,
+)
 from segment_balancer.druid.snapshot.models import QueueEntry, QueueItem, RuleSpec, Server, ServerRow, SnapshotMeta
 
 __all__ = ["load_servers", "load_all_servers", "load_load_queues", "load_rules", "load_snapshot_meta", "read_json"]
@@ -40,8 +46,10 @@ def _no_duplicates(pairs: list[tuple[str, Any]]) -> dict[str, Any]:
     out: dict[str, Any] = {}
     for key, value in pairs:
         if key in out:
-            raise _DuplicateKey(f"duplicate key {key!r} in a JSON object (values {short_value(out[key])} and "
-                                f"{short_value(value)}); expected each key once")
+            raise _DuplicateKey(
+                f"duplicate key {key!r} in a JSON object (values {short_value(out[key])} and "
+                f"{short_value(value)}); expected each key once"
+            )
         out[key] = value
     return out
 
@@ -85,8 +93,9 @@ def read_json(directory: str | os.PathLike[str], name: str, required: bool = Tru
     except _DuplicateKey as exc:
         raise SnapshotError(name, None, str(exc)) from None
     except _NotJson as exc:
-        raise SnapshotError(name, _constant_line(text), f"{exc} is not valid JSON; expected a finite number",
-                            "line") from None
+        raise SnapshotError(
+            name, _constant_line(text), f"{exc} is not valid JSON; expected a finite number", "line"
+        ) from None
 
 
 def load_servers(directory: str | os.PathLike[str]) -> list[Server]:
@@ -135,7 +144,9 @@ def _queue_item(entry: Any, where: str) -> QueueItem:
             raise SnapshotError(QUEUES_FILE, None, f"{where}: empty segment id")
         return QueueItem(segment_id=entry)
     if not isinstance(entry, dict):
-        raise SnapshotError(QUEUES_FILE, None, f"{where}: must be a segment id or an object, got {json.dumps(entry)[:60]}")
+        raise SnapshotError(
+            QUEUES_FILE, None, f"{where}: must be a segment id or an object, got {json.dumps(entry)[:60]}"
+        )
     try:
         item = QueueItem.model_validate(entry)
         item.requested_at_ms()
@@ -172,11 +183,16 @@ def load_load_queues(directory: str | os.PathLike[str], servers: set[str]) -> li
         if server not in servers:
             raise SnapshotError(QUEUES_FILE, None, f"server {server!r} is not a historical server of servers.json")
         if not isinstance(queues, dict):
-            raise SnapshotError(QUEUES_FILE, None, f"server {server!r}: must be an object with segmentsToLoad/segmentsToDrop")
+            raise SnapshotError(
+                QUEUES_FILE, None, f"server {server!r}: must be an object with segmentsToLoad/segmentsToDrop"
+            )
         unknown = sorted(set(queues) - {"segmentsToLoad", "segmentsToDrop"})
         if unknown:
-            raise SnapshotError(QUEUES_FILE, None, f"server {server!r}: unknown key(s) {', '.join(unknown)}; "
-                                                   "expected segmentsToLoad and segmentsToDrop")
+            raise SnapshotError(
+                QUEUES_FILE,
+                None,
+                f"server {server!r}: unknown key(s) {', '.join(unknown)}; expected segmentsToLoad and segmentsToDrop",
+            )
         actions: dict[str, str] = {}
         for key, action in (("segmentsToLoad", "LOAD"), ("segmentsToDrop", "DROP")):
             entries = queues.get(key) or []
@@ -186,17 +202,28 @@ def load_load_queues(directory: str | os.PathLike[str], servers: set[str]) -> li
                 where = f"server {server!r} {key}[{j}]"
                 item = _queue_item(entry, where)
                 if action == "DROP" and item.queue_type is not None:
-                    raise SnapshotError(QUEUES_FILE, None, f"{where}: a drop has no queue_type, got {item.queue_type!r}")
+                    raise SnapshotError(
+                        QUEUES_FILE, None, f"{where}: a drop has no queue_type, got {item.queue_type!r}"
+                    )
                 previous = actions.get(item.segment_id)
                 if previous == action:
                     raise SnapshotError(QUEUES_FILE, None, f"{where}: segment {item.segment_id!r} is listed twice")
                 if previous is not None:
-                    raise SnapshotError(QUEUES_FILE, None,
-                                        f"{where}: segment {item.segment_id!r} is both in segmentsToLoad and segmentsToDrop")
+                    raise SnapshotError(
+                        QUEUES_FILE,
+                        None,
+                        f"{where}: segment {item.segment_id!r} is both in segmentsToLoad and segmentsToDrop",
+                    )
                 actions[item.segment_id] = action
-                out.append(QueueEntry(server=server, segment_id=item.segment_id, action=action,  # type: ignore[arg-type]
-                                      queue_type=(item.queue_type or "loading") if action == "LOAD" else None,
-                                      requested_at_ms=item.requested_at_ms()))
+                out.append(
+                    QueueEntry(
+                        server=server,
+                        segment_id=item.segment_id,
+                        action=action,  # type: ignore[arg-type]
+                        queue_type=(item.queue_type or "loading") if action == "LOAD" else None,
+                        requested_at_ms=item.requested_at_ms(),
+                    )
+                )
     return out
 
 
@@ -226,7 +253,9 @@ def load_rules(directory: str | os.PathLike[str]) -> dict[str, list[Rule]]:
                 raise SnapshotError(RULES_FILE, None, f"{where}: must be an object")
             rtype = raw.get("type")
             if rtype not in RULE_KINDS:
-                raise SnapshotError(RULES_FILE, None, f"{where}: unknown rule type {rtype!r}; known: {', '.join(RULE_KINDS)}")
+                raise SnapshotError(
+                    RULES_FILE, None, f"{where}: unknown rule type {rtype!r}; known: {', '.join(RULE_KINDS)}"
+                )
             try:
                 parsed.append(RuleSpec.model_validate(raw).to_rule())
             except ValidationError as exc:
@@ -256,8 +285,12 @@ def load_snapshot_meta(directory: str | os.PathLike[str]) -> SnapshotMeta:
     if not isinstance(cluster, str) or not cluster:
         raise SnapshotError(META_FILE, None, f"cluster must be a non-empty string, got {cluster!r}")
     if not isinstance(when, str):
-        raise SnapshotError(META_FILE, None, "snapshot_time must be an ISO-8601 string, "
-                                             + ("but it is missing" if "snapshot_time" not in data else f"got {short_value(when)}"))
+        raise SnapshotError(
+            META_FILE,
+            None,
+            "snapshot_time must be an ISO-8601 string, "
+            + ("but it is missing" if "snapshot_time" not in data else f"got {short_value(when)}"),
+        )
     try:
         ms = parse_instant_ms(when)
     except ValueError as exc:

@@ -9,18 +9,26 @@ from __future__ import annotations
 import json
 from typing import Annotated, Any, Literal, get_args
 
-from pydantic import (BaseModel, BeforeValidator, ConfigDict, Field, StrictBool, StrictInt, StrictStr,
-                      model_validator)
+from pydantic import BaseModel, BeforeValidator, ConfigDict, Field, StrictBool, StrictInt, StrictStr, model_validator
 
-from segment_balancer.druid.rules import Period, RULE_KINDS, Rule, parse_instant_ms, parse_interval
+from segment_balancer.druid.rules import RULE_KINDS, Period, Rule, parse_instant_ms, parse_interval
 
 QueueType = Literal["loading", "decommissioning", "balancing"]
 """The three load-queue types of a load (Druid ``SegmentAction``: LOAD, MOVE_TO from
 decommissioning servers, MOVE_TO by balancing); ALGORITHM.md "Load-queue limits"."""
 QUEUE_TYPES: tuple[QueueType, ...] = get_args(QueueType)
 
-__all__ = ["Server", "ServerRow", "QueueEntry", "QueueItem", "RuleSpec", "SnapshotMeta", "QUEUE_TYPES",
-           "DRUID_DEFAULT_TIER", "DRUID_DEFAULT_NUM_REPLICANTS"]
+__all__ = [
+    "Server",
+    "ServerRow",
+    "QueueEntry",
+    "QueueItem",
+    "RuleSpec",
+    "SnapshotMeta",
+    "QUEUE_TYPES",
+    "DRUID_DEFAULT_TIER",
+    "DRUID_DEFAULT_NUM_REPLICANTS",
+]
 
 DRUID_DEFAULT_TIER = "_default_tier"  # DruidServer.DEFAULT_TIER
 DRUID_DEFAULT_NUM_REPLICANTS = 2  # DruidServer.DEFAULT_NUM_REPLICANTS
@@ -83,8 +91,14 @@ class ServerRow(BaseModel):
         size = self.current_size if self.current_size is not None else self.curr_size
         if size is None:
             raise ValueError("current_size (or curr_size) is required for a historical server")
-        return Server(server=self.server, host=self.host or self.server, tier=self.tier,
-                      current_size=size, max_size=self.max_size, priority=self.priority)
+        return Server(
+            server=self.server,
+            host=self.host or self.server,
+            tier=self.tier,
+            current_size=size,
+            max_size=self.max_size,
+            priority=self.priority,
+        )
 
 
 class QueueEntry(BaseModel):
@@ -148,7 +162,7 @@ class RuleSpec(BaseModel):
     colocatedDataSources: list[StrictStr] | None = None
 
     @model_validator(mode="after")
-    def _check_fields(self) -> "RuleSpec":
+    def _check_fields(self) -> RuleSpec:
         t = self.type
         if t not in RULE_KINDS:
             raise ValueError(f"unknown rule type {t!r}; known: {', '.join(RULE_KINDS)}")
@@ -199,6 +213,12 @@ class RuleSpec(BaseModel):
         if self.interval is not None:
             start, end = parse_interval(self.interval)
         period = Period.parse(self.period) if self.period is not None else None
-        return Rule(type=self.type, kind=kind, tiered_replicants=tiered, interval_start_ms=start,
-                    interval_end_ms=end, period=period,
-                    include_future=True if self.includeFuture is None else self.includeFuture)
+        return Rule(
+            type=self.type,
+            kind=kind,
+            tiered_replicants=tiered,
+            interval_start_ms=start,
+            interval_end_ms=end,
+            period=period,
+            include_future=True if self.includeFuture is None else self.includeFuture,
+        )

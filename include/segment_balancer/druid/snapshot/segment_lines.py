@@ -22,15 +22,37 @@ import numpy as np
 
 from segment_balancer.druid.instants import format_instant_ms, parse_instant_ms
 
-SHARD_FIELDS = ("type", "partitionNum", "partitionId", "partitions", "numCorePartitions", "startRootPartitionId",
-                "endRootPartitionId", "minorVersion", "atomicUpdateGroupSize")
+SHARD_FIELDS = (
+    "type",
+    "partitionNum",
+    "partitionId",
+    "partitions",
+    "numCorePartitions",
+    "startRootPartitionId",
+    "endRootPartitionId",
+    "minorVersion",
+    "atomicUpdateGroupSize",
+)
 
 PARSED_FIELDS = [
-    ("line", "long"), ("segment_id", "string"), ("datasource", "string"), ("version", "string"), ("start_ms", "long"),
-    ("end_ms", "long"), ("partition_num", "int"), ("shard_type", "string"), ("num_core_partitions", "int"),
-    ("start_root_partition_id", "int"), ("end_root_partition_id", "int"), ("minor_version", "int"),
-    ("atomic_update_group_size", "int"), ("size_bytes", "long"), ("used", "boolean"), ("overshadowed", "boolean"),
-    ("overshadowed_given", "boolean"), ("bad", "boolean"),
+    ("line", "long"),
+    ("segment_id", "string"),
+    ("datasource", "string"),
+    ("version", "string"),
+    ("start_ms", "long"),
+    ("end_ms", "long"),
+    ("partition_num", "int"),
+    ("shard_type", "string"),
+    ("num_core_partitions", "int"),
+    ("start_root_partition_id", "int"),
+    ("end_root_partition_id", "int"),
+    ("minor_version", "int"),
+    ("atomic_update_group_size", "int"),
+    ("size_bytes", "long"),
+    ("used", "boolean"),
+    ("overshadowed", "boolean"),
+    ("overshadowed_given", "boolean"),
+    ("bad", "boolean"),
 ]
 """A parsed line: ``read_segments``' columns (``overshadowed`` is the input's flag) and ``bad``
 (true when the reference reader is needed: the line, or its batch, did not parse or fails a check)."""
@@ -51,8 +73,17 @@ def _json_schema():
     import pyarrow as pa
 
     shard = pa.struct([("type", pa.string())] + [(f, pa.int32()) for f in SHARD_FIELDS[1:]])
-    return pa.schema([("dataSource", pa.string()), ("interval", pa.string()), ("version", pa.string()),
-                      ("size", pa.int64()), ("shardSpec", shard), ("used", pa.bool_()), ("overshadowed", pa.bool_())])
+    return pa.schema(
+        [
+            ("dataSource", pa.string()),
+            ("interval", pa.string()),
+            ("version", pa.string()),
+            ("size", pa.int64()),
+            ("shardSpec", shard),
+            ("used", pa.bool_()),
+            ("overshadowed", pa.bool_()),
+        ]
+    )
 
 
 def _bad_batch(lines: np.ndarray):
@@ -115,10 +146,13 @@ def parse_lines(line: np.ndarray, text: list[str]):
     if n == 0:
         return _arrow_schema().empty_table()
     try:
-        table = pj.read_json(io.BytesIO("\n".join(text).encode()),
-                             parse_options=pj.ParseOptions(explicit_schema=_json_schema(), unexpected_field_behavior="ignore",
-                                                           newlines_in_values=False),
-                             read_options=pj.ReadOptions(block_size=max(1 << 20, 2 * sum(len(t) for t in text[:64]))))
+        table = pj.read_json(
+            io.BytesIO("\n".join(text).encode()),
+            parse_options=pj.ParseOptions(
+                explicit_schema=_json_schema(), unexpected_field_behavior="ignore", newlines_in_values=False
+            ),
+            read_options=pj.ReadOptions(block_size=max(1 << 20, 2 * sum(len(t) for t in text[:64]))),
+        )
     except (pa.ArrowInvalid, pa.ArrowTypeError, pa.ArrowNotImplementedError):
         return _bad_batch(line)
     if table.num_rows != n:
@@ -137,32 +171,64 @@ def parse_lines(line: np.ndarray, text: list[str]):
     part_np = np.asarray(partition.to_numpy(zero_copy_only=False), np.int64)
     size_np = np.asarray(size.fill_null(-1).to_numpy(), np.int64)
     ds_list, ver_list = datasource.to_pylist(), version.to_pylist()
-    ids = [None if (d is None or v is None or s is None or e is None) else
-           (f"{d}_{s}_{e}_{v}" if p <= 0 else f"{d}_{s}_{e}_{v}_{p}")
-           for d, v, s, e, p in zip(ds_list, ver_list, start_printed, end_printed, part_np)]
-    bad = (np.asarray(datasource.is_null().to_numpy(), bool) | np.asarray(version.is_null().to_numpy(), bool)
-           | np.asarray(interval.is_null().to_numpy(zero_copy_only=False), bool) | ~two | ~start_ok | ~end_ok
-           | (end_ms < start_ms) | np.asarray(size.is_null().to_numpy(), bool) | (size_np < 0) | (part_np < 0))
+    ids = [
+        None
+        if (d is None or v is None or s is None or e is None)
+        else (f"{d}_{s}_{e}_{v}" if p <= 0 else f"{d}_{s}_{e}_{v}_{p}")
+        for d, v, s, e, p in zip(ds_list, ver_list, start_printed, end_printed, part_np)
+    ]
+    bad = (
+        np.asarray(datasource.is_null().to_numpy(), bool)
+        | np.asarray(version.is_null().to_numpy(), bool)
+        | np.asarray(interval.is_null().to_numpy(zero_copy_only=False), bool)
+        | ~two
+        | ~start_ok
+        | ~end_ok
+        | (end_ms < start_ms)
+        | np.asarray(size.is_null().to_numpy(), bool)
+        | (size_np < 0)
+        | (part_np < 0)
+    )
     overshadowed = table.column("overshadowed")
     columns = {
-        "line": pa.array(line, pa.int64()), "segment_id": pa.array(ids, pa.string()), "datasource": datasource,
-        "version": version, "start_ms": pa.array(start_ms, mask=~start_ok), "end_ms": pa.array(end_ms, mask=~end_ok),
-        "partition_num": partition, "shard_type": pc.coalesce(field["type"], pa.scalar("none")),
+        "line": pa.array(line, pa.int64()),
+        "segment_id": pa.array(ids, pa.string()),
+        "datasource": datasource,
+        "version": version,
+        "start_ms": pa.array(start_ms, mask=~start_ok),
+        "end_ms": pa.array(end_ms, mask=~end_ok),
+        "partition_num": partition,
+        "shard_type": pc.coalesce(field["type"], pa.scalar("none")),
         "num_core_partitions": pc.coalesce(field["numCorePartitions"], field["partitions"]),
-        "start_root_partition_id": field["startRootPartitionId"], "end_root_partition_id": field["endRootPartitionId"],
-        "minor_version": field["minorVersion"], "atomic_update_group_size": field["atomicUpdateGroupSize"],
-        "size_bytes": size, "used": pc.coalesce(table.column("used"), pa.scalar(True)),
-        "overshadowed": pc.coalesce(overshadowed, pa.scalar(False)), "overshadowed_given": pc.is_valid(overshadowed),
+        "start_root_partition_id": field["startRootPartitionId"],
+        "end_root_partition_id": field["endRootPartitionId"],
+        "minor_version": field["minorVersion"],
+        "atomic_update_group_size": field["atomicUpdateGroupSize"],
+        "size_bytes": size,
+        "used": pc.coalesce(table.column("used"), pa.scalar(True)),
+        "overshadowed": pc.coalesce(overshadowed, pa.scalar(False)),
+        "overshadowed_given": pc.is_valid(overshadowed),
         "bad": pa.array(bad),
     }
     schema = _arrow_schema()
-    return pa.table({name: pa.chunked_array([columns[name]]).cast(schema.field(name).type) if not isinstance(
-        columns[name], pa.ChunkedArray) else columns[name].cast(schema.field(name).type) for name in schema.names},
-        schema=schema)
+    return pa.table(
+        {
+            name: pa.chunked_array([columns[name]]).cast(schema.field(name).type)
+            if not isinstance(columns[name], pa.ChunkedArray)
+            else columns[name].cast(schema.field(name).type)
+            for name in schema.names
+        },
+        schema=schema,
+    )
 
 
-REPLICA_FIELDS = [("row", "long"), ("server", "string"), ("segment_id", "string"), ("historical", "boolean"),
-                  ("bad", "boolean")]
+REPLICA_FIELDS = [
+    ("row", "long"),
+    ("server", "string"),
+    ("segment_id", "string"),
+    ("historical", "boolean"),
+    ("bad", "boolean"),
+]
 """A parsed replica row: ``row`` (its line, or array index), ``server``, ``segment_id``,
 ``historical`` (a historical of ``servers.json``) and ``bad`` (the reference reader is needed:
 the row did not parse, lacks a field, or names a server ``servers.json`` lacks)."""
@@ -182,18 +248,40 @@ def parse_replica_lines(row: np.ndarray, text: list[str], historicals: frozenset
     if n == 0:
         return schema.empty_table()
     try:
-        table = pj.read_json(io.BytesIO("\n".join(text).encode()), parse_options=pj.ParseOptions(
-            explicit_schema=pa.schema([("server", pa.string()), ("segment_id", pa.string())]),
-            unexpected_field_behavior="ignore", newlines_in_values=False))
+        table = pj.read_json(
+            io.BytesIO("\n".join(text).encode()),
+            parse_options=pj.ParseOptions(
+                explicit_schema=pa.schema([("server", pa.string()), ("segment_id", pa.string())]),
+                unexpected_field_behavior="ignore",
+                newlines_in_values=False,
+            ),
+        )
         if table.num_rows != n or not all(t.lstrip().startswith("{") for t in text):
             raise pa.ArrowInvalid("not one object per line")
     except (pa.ArrowInvalid, pa.ArrowTypeError, pa.ArrowNotImplementedError):
-        return pa.table({"row": pa.array(row, pa.int64()), "server": pa.nulls(n, pa.string()),
-                         "segment_id": pa.nulls(n, pa.string()), "historical": pa.nulls(n, pa.bool_()),
-                         "bad": pa.array(np.ones(n, bool))}, schema=schema)
+        return pa.table(
+            {
+                "row": pa.array(row, pa.int64()),
+                "server": pa.nulls(n, pa.string()),
+                "segment_id": pa.nulls(n, pa.string()),
+                "historical": pa.nulls(n, pa.bool_()),
+                "bad": pa.array(np.ones(n, bool)),
+            },
+            schema=schema,
+        )
     server, segment_id = table.column("server").combine_chunks(), table.column("segment_id").combine_chunks()
     historical = pc.is_in(server, value_set=pa.array(sorted(historicals), pa.string()))
-    bad = pc.or_(pc.or_(server.is_null(), segment_id.is_null()),
-                 pc.invert(pc.is_in(server, value_set=pa.array(sorted(known), pa.string())).fill_null(False)))
-    return pa.table({"row": pa.array(row, pa.int64()), "server": server, "segment_id": segment_id,
-                     "historical": historical, "bad": bad.fill_null(True)}, schema=schema)
+    bad = pc.or_(
+        pc.or_(server.is_null(), segment_id.is_null()),
+        pc.invert(pc.is_in(server, value_set=pa.array(sorted(known), pa.string())).fill_null(False)),
+    )
+    return pa.table(
+        {
+            "row": pa.array(row, pa.int64()),
+            "server": server,
+            "segment_id": segment_id,
+            "historical": historical,
+            "bad": bad.fill_null(True),
+        },
+        schema=schema,
+    )

@@ -29,8 +29,11 @@ def segments_path(snapshot: Path) -> Path:
     for name in ("segments.jsonl", "segments.jsonl.gz"):
         if (snapshot / name).exists():
             return snapshot / name
-    raise SnapshotError("segments.jsonl", None, f"file is missing from the snapshot directory {str(snapshot)!r} "
-                                                "(expected segments.jsonl or segments.jsonl.gz)")
+    raise SnapshotError(
+        "segments.jsonl",
+        None,
+        f"file is missing from the snapshot directory {str(snapshot)!r} (expected segments.jsonl or segments.jsonl.gz)",
+    )
 
 
 def _shown(column: str, limit: int = 60):
@@ -107,35 +110,62 @@ def read_segments(spark, snapshot: Path):
     )
     df = with_interval_instants(df, "start_text", "end_text")
     seg_id = F.concat_ws("_", "datasource", "start_printed", "end_printed", "version")
-    seg_id = F.when(F.col("partition_num") > 0, F.concat_ws("_", seg_id, F.col("partition_num").cast("string"))).otherwise(seg_id)
+    seg_id = F.when(
+        F.col("partition_num") > 0, F.concat_ws("_", seg_id, F.col("partition_num").cast("string"))
+    ).otherwise(seg_id)
     df = df.withColumn("segment_id", seg_id).drop("start_text", "end_text", "start_printed", "end_printed")
     problem = (
-        F.when(F.col("datasource").isNull(), F.concat(F.lit("dataSource is missing or the line is not a JSON object, got "),
-                                                      F.col("line_text")))
+        F.when(
+            F.col("datasource").isNull(),
+            F.concat(F.lit("dataSource is missing or the line is not a JSON object, got "), F.col("line_text")),
+        )
         .when(F.col("version").isNull(), F.lit("version is missing"))
         .when(F.col("interval").isNull(), F.lit("interval is missing"))
-        .when(F.col("start_ms").isNull() | F.col("end_ms").isNull() | (F.col("interval_parts") != 2),
-              F.concat(F.lit("interval is not start/end ISO-8601: "), F.col("interval"),
-                       F.lit(" (expected e.g. 2013-01-01T00:00:00.000Z/2013-01-02T00:00:00.000Z)")))
-        .when(F.col("end_ms") < F.col("start_ms"), F.concat(F.lit("interval ends before it starts: "), F.col("interval"),
-                                                            F.lit(" (expected start <= end)")))
+        .when(
+            F.col("start_ms").isNull() | F.col("end_ms").isNull() | (F.col("interval_parts") != 2),
+            F.concat(
+                F.lit("interval is not start/end ISO-8601: "),
+                F.col("interval"),
+                F.lit(" (expected e.g. 2013-01-01T00:00:00.000Z/2013-01-02T00:00:00.000Z)"),
+            ),
+        )
+        .when(
+            F.col("end_ms") < F.col("start_ms"),
+            F.concat(F.lit("interval ends before it starts: "), F.col("interval"), F.lit(" (expected start <= end)")),
+        )
         .when(F.col("size_bytes").isNull() & (F.col("size_text").isin("", "null")), F.lit("size is missing"))
-        .when(F.col("size_bytes").isNull(), F.concat(F.lit("size must be a whole number of bytes, got "),
-                                                     F.col("size_text")))
+        .when(
+            F.col("size_bytes").isNull(),
+            F.concat(F.lit("size must be a whole number of bytes, got "), F.col("size_text")),
+        )
         .when(F.col("size_bytes") < 0, F.concat(F.lit("size must be >= 0, got "), F.col("size_bytes").cast("string")))
         .when(F.col("partition_num") < 0, F.lit("shardSpec.partitionNum must be >= 0"))
     )
     df = df.withColumn("problem", problem).drop("size_text", "line_text")
     # a repeated id: every line after the id's first (lines that are bad already share one window)
     first = F.min("line").over(Window.partitionBy(F.when(F.col("problem").isNull(), F.col("segment_id"))))
-    duplicate = F.when(F.col("problem").isNull() & (F.col("line") > first), F.concat(
-        F.lit("duplicate segment "), F.col("segment_id"), F.lit(" (first on line "), first.cast("string"), F.lit(")")))
+    duplicate = F.when(
+        F.col("problem").isNull() & (F.col("line") > first),
+        F.concat(
+            F.lit("duplicate segment "),
+            F.col("segment_id"),
+            F.lit(" (first on line "),
+            first.cast("string"),
+            F.lit(")"),
+        ),
+    )
     # Cached: the caller writes it and classifies it in one job (the JSON is parsed once).
     return df.withColumn("problem", F.coalesce("problem", duplicate)).cache()
 
 
-GZIP_FAILURES = ("Unexpected end of input stream", "Not in GZIP format", "invalid stored block lengths",
-                 "invalid distance too far back", "Corrupt GZIP trailer", "incorrect header check")
+GZIP_FAILURES = (
+    "Unexpected end of input stream",
+    "Not in GZIP format",
+    "invalid stored block lengths",
+    "invalid distance too far back",
+    "Corrupt GZIP trailer",
+    "incorrect header check",
+)
 """Messages of Hadoop's and Java's gzip readers for a truncated or corrupt ``.gz`` file."""
 
 
@@ -154,8 +184,9 @@ def gzip_refusal(file: str):
         found = next((m for m in GZIP_FAILURES if m in text), None)
         if found is None:
             raise
-        raise SnapshotError(file, None, f"is not a whole gzip file (truncated or corrupt: {found}); "
-                                        "copy or capture it again") from None
+        raise SnapshotError(
+            file, None, f"is not a whole gzip file (truncated or corrupt: {found}); copy or capture it again"
+        ) from None
 
 
 def first_problems(df, key: str = "line", n: int = 5):
@@ -183,8 +214,12 @@ def server_segments_path(snapshot: Path) -> Path:
     for name in SERVER_SEGMENTS_FILES:
         if (snapshot / name).exists():
             return snapshot / name
-    raise SnapshotError("server_segments.json", None, f"file is missing from the snapshot directory {str(snapshot)!r} "
-                                                      "(expected server_segments.json, or .jsonl[.gz])")
+    raise SnapshotError(
+        "server_segments.json",
+        None,
+        f"file is missing from the snapshot directory {str(snapshot)!r} "
+        "(expected server_segments.json, or .jsonl[.gz])",
+    )
 
 
 def _array_one_object_per_line(path: Path) -> bool:
@@ -208,7 +243,9 @@ def replica_lines(spark, path: Path):
         return lines.select(F.col("line").alias("row"), "text"), "line"
     if _array_one_object_per_line(path):
         lines = spark.read.text(str(path)).withColumnRenamed("value", "text").filter(~F.trim("text").isin("[", "]", ""))
-        rows = with_row_numbers(lines, "row", first=0).select("row", F.regexp_replace(F.trim("text"), ",$", "").alias("text"))
+        rows = with_row_numbers(lines, "row", first=0).select(
+            "row", F.regexp_replace(F.trim("text"), ",$", "").alias("text")
+        )
         return rows, "row"
     return None, "row"
 
@@ -230,14 +267,17 @@ def _replica_rows(spark, path: Path):
     parsed = parsed.select("row", j.alias("j"), "text")
     # a line that is valid JSON but no object (a number, a list) has no fields: corrupt too
     corrupt = F.when(F.col("j._corrupt_record").isNotNull() | ~F.trim("text").startswith("{"), F.col("text"))
-    return parsed.select("row", F.col("j.server").alias("server"), F.col("j.segment_id").alias("segment_id"),
-                         corrupt.alias("corrupt")), word
+    return parsed.select(
+        "row", F.col("j.server").alias("server"), F.col("j.segment_id").alias("segment_id"), corrupt.alias("corrupt")
+    ), word
 
 
 _KIND = {"line": "line", "row": "index"}  # SnapshotError.row_kind of each word
 
 
-def read_server_segments(spark, snapshot: Path, historicals: set[str], known_servers: set[str], duplicates: bool = True):
+def read_server_segments(
+    spark, snapshot: Path, historicals: set[str], known_servers: set[str], duplicates: bool = True
+):
     """The replica file's rows, each with what is wrong with it, if anything: a lazy DataFrame
     (``row`` long, ``server``, ``segment_id``, ``historical`` bool — null for a server
     ``servers.json`` lacks —, ``problem`` str, null on a good row), the file's name and the word
@@ -266,25 +306,45 @@ def read_server_segments(spark, snapshot: Path, historicals: set[str], known_ser
         historical = historical.when(F.col("server").isin(others), F.lit(False))
     rows = rows.withColumn("historical", historical)
     problem = (
-        F.when(F.col("corrupt").isNotNull(), F.concat(F.lit("not valid JSON, got "), _shown("corrupt"),
-                                                      F.lit("; expected an object with server and segment_id")))
+        F.when(
+            F.col("corrupt").isNotNull(),
+            F.concat(
+                F.lit("not valid JSON, got "),
+                _shown("corrupt"),
+                F.lit("; expected an object with server and segment_id"),
+            ),
+        )
         .when(F.col("server").isNull() | F.col("segment_id").isNull(), F.lit("server and segment_id are required"))
-        .when(F.col("historical").isNull(), F.concat(F.lit("unknown server "), F.col("server"), F.lit(" (not in servers.json)")))
+        .when(
+            F.col("historical").isNull(),
+            F.concat(F.lit("unknown server "), F.col("server"), F.lit(" (not in servers.json)")),
+        )
     )
     rows = rows.withColumn("problem", problem)
     if not duplicates:
         return rows.select("row", "server", "segment_id", "historical", "problem"), path.name, word
     good = F.col("problem").isNull() & F.col("historical")
     first = F.min("row").over(Window.partitionBy(F.when(good, F.col("server")), F.when(good, F.col("segment_id"))))
-    duplicate = F.when(good & (F.col("row") > first), F.concat(
-        F.lit("duplicate row: "), F.col("server"), F.lit(" already serves "), F.col("segment_id"),
-        F.lit(f" ({word} "), first.cast("string"), F.lit(")")))
+    duplicate = F.when(
+        good & (F.col("row") > first),
+        F.concat(
+            F.lit("duplicate row: "),
+            F.col("server"),
+            F.lit(" already serves "),
+            F.col("segment_id"),
+            F.lit(f" ({word} "),
+            first.cast("string"),
+            F.lit(")"),
+        ),
+    )
     rows = rows.select("row", "server", "segment_id", "historical", F.coalesce("problem", duplicate).alias("problem"))
     return rows, path.name, word
 
 
-UNLISTED_SCHEMA = ("segment_id string, datasource string, start_ms long, end_ms long, version string, "
-                   "partition_num int, file string, row long, place string, problem string")
+UNLISTED_SCHEMA = (
+    "segment_id string, datasource string, start_ms long, end_ms long, version string, "
+    "partition_num int, file string, row long, place string, problem string"
+)
 
 
 def unlisted_segments(served, queued, segments, datasources: list[str]):
@@ -307,25 +367,58 @@ def unlisted_segments(served, queued, segments, datasources: list[str]):
     from segment_balancer.druid.segment_id import parse_segment_id
 
     datasources = sorted(datasources)
-    named = served.select("segment_id", F.lit("server_segments.json").alias("file"), "row",
-                          F.lit(None).cast("string").alias("place")).unionByName(
-        queued.select("segment_id", F.lit("load_queues.json").alias("file"), F.lit(None).cast("long").alias("row"), "place"))
+    named = served.select(
+        "segment_id", F.lit("server_segments.json").alias("file"), "row", F.lit(None).cast("string").alias("place")
+    ).unionByName(
+        queued.select(
+            "segment_id", F.lit("load_queues.json").alias("file"), F.lit(None).cast("long").alias("row"), "place"
+        )
+    )
     missing = named.join(segments.select("segment_id"), "segment_id", "left_anti")
-    first = missing.groupBy("segment_id").agg(F.min(F.struct("file", "row", "place")).alias("at")).select("segment_id", "at.*")
+    first = (
+        missing.groupBy("segment_id")
+        .agg(F.min(F.struct("file", "row", "place")).alias("at"))
+        .select("segment_id", "at.*")
+    )
 
     def parse(batches):
         for pdf in batches:
             out = []
             for sid, file, row, place in zip(pdf["segment_id"], pdf["file"], pdf["row"], pdf["place"]):
                 parts = parse_segment_id(sid, datasources)
-                out.append({"segment_id": sid, "file": file, "row": row, "place": place,
-                            **({"datasource": parts.datasource, "start_ms": parts.start_ms, "end_ms": parts.end_ms,
-                                "version": parts.version, "partition_num": parts.partition_num, "problem": None}
-                               if parts else {"problem": f"segment {sid} is not in segments.jsonl and is not a Druid segment id "
-                                                         "(dataSource_start_end_version[_partitionNum])"})})
+                out.append(
+                    {
+                        "segment_id": sid,
+                        "file": file,
+                        "row": row,
+                        "place": place,
+                        **(
+                            {
+                                "datasource": parts.datasource,
+                                "start_ms": parts.start_ms,
+                                "end_ms": parts.end_ms,
+                                "version": parts.version,
+                                "partition_num": parts.partition_num,
+                                "problem": None,
+                            }
+                            if parts
+                            else {
+                                "problem": f"segment {sid} is not in segments.jsonl and is not a Druid segment id "
+                                "(dataSource_start_end_version[_partitionNum])"
+                            }
+                        ),
+                    }
+                )
             frame = pd.DataFrame(out, columns=[f.split()[0] for f in UNLISTED_SCHEMA.split(", ")])
-            yield frame.astype({"start_ms": "Int64", "end_ms": "Int64", "row": "Int64", "partition_num": "Int32",
-                                **{c: object for c in ("datasource", "version", "file", "place", "problem")}})
+            yield frame.astype(
+                {
+                    "start_ms": "Int64",
+                    "end_ms": "Int64",
+                    "row": "Int64",
+                    "partition_num": "Int32",
+                    **{c: object for c in ("datasource", "version", "file", "place", "problem")},
+                }
+            )
 
     return first.mapInPandas(parse, UNLISTED_SCHEMA)
 
@@ -333,8 +426,12 @@ def unlisted_segments(served, queued, segments, datasources: list[str]):
 def first_unlisted_problem(unlisted):
     """The first unlisted segment id that is no Druid segment id (a query for
     :func:`segment_balancer.spark.session.collect_small`; :func:`refuse_unlisted` raises it)."""
-    return (unlisted.filter("problem is not null").select("file", "row", "place", "segment_id", "problem")
-            .orderBy("file", "row", "place", "segment_id").limit(1))
+    return (
+        unlisted.filter("problem is not null")
+        .select("file", "row", "place", "segment_id", "problem")
+        .orderBy("file", "row", "place", "segment_id")
+        .limit(1)
+    )
 
 
 def refuse_unlisted(rows: list[dict]) -> None:
@@ -346,7 +443,7 @@ def refuse_unlisted(rows: list[dict]) -> None:
         raise SnapshotError(bad["file"], bad.get("row"), where + bad["problem"])
 
 
-# ---- instants over Spark DataFrames (druid.instants' forms) -------------------------------------------------------------
+# ---- instants over Spark DataFrames (druid.instants' forms) ---------------------------------------------------
 # Druid's own print form (``DateTime.toString()`` in UTC) of years 1-9999: nearly every instant of a
 # real snapshot. Spark's own timestamp parsing reads it, and it prints back as it is written.
 CANONICAL_INSTANT = r"^(?!0000)\d{4}-\d{2}-\d{2}T\d{2}:\d{2}:\d{2}\.\d{3}Z$"
@@ -366,9 +463,14 @@ def _full_range_udf():
     @pandas_udf("start_ms long, end_ms long, start_printed string, end_printed string")
     def full_range(start: pd.Series, end: pd.Series) -> pd.DataFrame:
         s, e = [ms(t) for t in start], [ms(t) for t in end]
-        return pd.DataFrame({"start_ms": pd.array(s, dtype="Int64"), "end_ms": pd.array(e, dtype="Int64"),
-                             "start_printed": [None if m is None else format_instant_ms(m) for m in s],
-                             "end_printed": [None if m is None else format_instant_ms(m) for m in e]})
+        return pd.DataFrame(
+            {
+                "start_ms": pd.array(s, dtype="Int64"),
+                "end_ms": pd.array(e, dtype="Int64"),
+                "start_printed": [None if m is None else format_instant_ms(m) for m in s],
+                "end_printed": [None if m is None else format_instant_ms(m) for m in e],
+            }
+        )
 
     return full_range
 
@@ -390,8 +492,11 @@ def with_interval_instants(df, start: str, end: str):
     canonical = F.coalesce(F.col(start).rlike(CANONICAL_INSTANT) & F.col(end).rlike(CANONICAL_INSTANT), F.lit(False))
     s_ms, e_ms = F.unix_millis(F.try_to_timestamp(F.col(start))), F.unix_millis(F.try_to_timestamp(F.col(end)))
     fast = df.filter(canonical).select("*", s_ms.alias("start_ms"), e_ms.alias("end_ms"))
-    fast = fast.select("*", F.when(F.col("start_ms").isNotNull(), F.col(start)).alias("start_printed"),
-                       F.when(F.col("end_ms").isNotNull(), F.col(end)).alias("end_printed"))
+    fast = fast.select(
+        "*",
+        F.when(F.col("start_ms").isNotNull(), F.col(start)).alias("start_printed"),
+        F.when(F.col("end_ms").isNotNull(), F.col(end)).alias("end_printed"),
+    )
     slow = df.filter(~canonical).select("*", _full_range_udf()(F.col(start), F.col(end)).alias("__instants"))
     slow = slow.select(*df.columns, "__instants.*")
     return fast.unionByName(slow)

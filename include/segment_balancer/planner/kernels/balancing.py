@@ -34,8 +34,9 @@ def better(run: TierRun, costs: np.ndarray, v: str, h: str, margin: float) -> bo
     return bool(costs[run.pos[v]] < costs[run.pos[h]] * (1.0 - margin / 100.0))
 
 
-def movable_holders(run: TierRun, seg: SegmentInTier, ranking: list[str], costs: np.ndarray, b: int, trigger: str,
-                    margin: float = 0.0) -> list[str]:
+def movable_holders(
+    run: TierRun, seg: SegmentInTier, ranking: list[str], costs: np.ndarray, b: int, trigger: str, margin: float = 0.0
+) -> list[str]:
     """The holders that the balancing trigger moves, worst-ranked first (ALGORITHM.md stage 7).
 
     ``ranking``: the tier's candidate servers, best first, and ``costs`` their placement costs
@@ -51,15 +52,24 @@ def movable_holders(run: TierRun, seg: SegmentInTier, ranking: list[str], costs:
     return [h for h in candidates if h in holders and better(run, costs, best, h, margin)][::-1]
 
 
-def _better_open(run: TierRun, seg: SegmentInTier, ranking: list[str], costs: np.ndarray, b: int, source: str,
-                 margin: float) -> list[str]:
+def _better_open(
+    run: TierRun, seg: SegmentInTier, ranking: list[str], costs: np.ndarray, b: int, source: str, margin: float
+) -> list[str]:
     """The non-holding servers of top ``B`` better than ``source``, best first."""
     present = seg.present()
     return [name for name in ranking[:b] if name not in present and better(run, costs, name, source, margin)]
 
 
-def destination(run: TierRun, seg: SegmentInTier, ranking: list[str], costs: np.ndarray, b: int, source: str,
-                limit: StageLimit, margin: float = 0.0) -> ServerHolder | None:
+def destination(
+    run: TierRun,
+    seg: SegmentInTier,
+    ranking: list[str],
+    costs: np.ndarray,
+    b: int,
+    source: str,
+    limit: StageLimit,
+    margin: float = 0.0,
+) -> ServerHolder | None:
     """The best-ranked non-holding server of top ``B`` that is :func:`better` than ``source`` and
     passes ``limit`` (queue and capacity), or None."""
     for name in _better_open(run, seg, ranking, costs, b, source, margin):
@@ -68,22 +78,48 @@ def destination(run: TierRun, seg: SegmentInTier, ranking: list[str], costs: np.
     return None
 
 
-def _no_move(run: TierRun, seg: SegmentInTier, ranking: list[str], costs: np.ndarray, b: int, source: str | None,
-             limit: StageLimit, sink: OpSink, trigger: str, margin: float) -> None:
+def _no_move(
+    run: TierRun,
+    seg: SegmentInTier,
+    ranking: list[str],
+    costs: np.ndarray,
+    b: int,
+    source: str | None,
+    limit: StageLimit,
+    sink: OpSink,
+    trigger: str,
+    margin: float,
+) -> None:
     """Record why a balancing stage moved nothing of ``seg``: ``balanced`` (the trigger picked no
     holder: ``holders`` and ``top_b``) or ``no_destination`` (``source`` picked, ``tried``: every
     non-holder of top ``B`` better than it and what stopped it). Both carry the margin test:
     ``margin`` (percent) and the placement ``costs`` of the holders and of top ``B``."""
     holders = sorted(_holders(run, seg))
     shown = dict.fromkeys(ranking[:b] + holders)
-    detail = {"target": seg.target, "count": seg.count(), "b": b, "top_b": ranking[:b], "trigger": trigger,
-              "holders": holders, "margin": margin, "costs": {name: float(costs[run.pos[name]]) for name in shown}}
+    detail = {
+        "target": seg.target,
+        "count": seg.count(),
+        "b": b,
+        "top_b": ranking[:b],
+        "trigger": trigger,
+        "holders": holders,
+        "margin": margin,
+        "costs": {name: float(costs[run.pos[name]]) for name in shown},
+    }
     if source is None:
         sink.decide(seg.idx, seg.segment_id, run.tier, "balanced", **detail)
         return
     threshold = float(costs[run.pos[source]]) * (1.0 - margin / 100.0)
-    sink.decide(seg.idx, seg.segment_id, run.tier, "no_destination", source=source, threshold=threshold,
-                tried=refusals(run, seg, _better_open(run, seg, ranking, costs, b, source, margin), limit), **detail)
+    sink.decide(
+        seg.idx,
+        seg.segment_id,
+        run.tier,
+        "no_destination",
+        source=source,
+        threshold=threshold,
+        tried=refusals(run, seg, _better_open(run, seg, ranking, costs, b, source, margin), limit),
+        **detail,
+    )
 
 
 def tier_rng(seed: int, stage: int, tier: str) -> np.random.Generator:
@@ -112,12 +148,19 @@ class Balancing:
     @classmethod
     def of(cls, config, limit: StageLimit, record_to_be_balanced: bool) -> Balancing:
         """From an ``EffectiveConfig``."""
-        return cls(limit, config.balancing_iteration_window, config.balancing_failed_iteration_threshold,
-                   record_to_be_balanced, config.balancing_move_trigger, config.balancing_min_cost_reduction_percent)
+        return cls(
+            limit,
+            config.balancing_iteration_window,
+            config.balancing_failed_iteration_threshold,
+            record_to_be_balanced,
+            config.balancing_move_trigger,
+            config.balancing_min_cost_reduction_percent,
+        )
 
 
-def balance_tier(run: TierRun, population: np.ndarray, rng: np.random.Generator, visited: set[int], sink: OpSink,
-                 how: Balancing) -> dict:
+def balance_tier(
+    run: TierRun, population: np.ndarray, rng: np.random.Generator, visited: set[int], sink: OpSink, how: Balancing
+) -> dict:
     """Stage 7 or stage 11 in one tier, as ``how`` says.
 
     ``population``: sorted int64 array of eligible segment indexes (fully replicated or
@@ -163,8 +206,9 @@ def balance_tier(run: TierRun, population: np.ndarray, rng: np.random.Generator,
     return {"iterations": iterations, "moves": moves}
 
 
-def balance_listed(run: TierRun, indexes, limit: StageLimit, sink: OpSink, trigger: str = "betterServerInTopB",
-                   margin: float = 0.0) -> int:
+def balance_listed(
+    run: TierRun, indexes, limit: StageLimit, sink: OpSink, trigger: str = "betterServerInTopB", margin: float = 0.0
+) -> int:
     """Stage 10 in one tier: for each ToBeBalanced segment (index order), ranked once, move every
     holder the stage-7 trigger selects (:func:`movable_holders`), worst first, each to
     :func:`destination`, as many as pass. A segment all of whose such holders got a move leaves

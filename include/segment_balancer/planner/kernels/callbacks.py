@@ -33,8 +33,9 @@ class OverreplicatedTier:
     drop_order: list[str]
 
 
-def add_callbacks(seg: SegmentRef, loads: list[ScheduledLoad], tiers: Mapping[str, OverreplicatedTier],
-                  sink: OpSink) -> None:
+def add_callbacks(
+    seg: SegmentRef, loads: list[ScheduledLoad], tiers: Mapping[str, OverreplicatedTier], sink: OpSink
+) -> None:
     """Add one dependent DROP per scheduled load where the segment is overreplicated elsewhere.
 
     ``loads``: this step's loads of ``seg``, in scheduling order; ``tiers``: the segment's

@@ -37,8 +37,9 @@ HOLDS = "already holds it"
 DECOMMISSIONING = "decommissioning"
 
 
-def refusals(run: TierRun, seg: SegmentInTier, names: Iterable[str], limit: StageLimit,
-             present: set[str] | None = None) -> list[list[str]]:
+def refusals(
+    run: TierRun, seg: SegmentInTier, names: Iterable[str], limit: StageLimit, present: set[str] | None = None
+) -> list[list[str]]:
     """``[[server, why], ...]`` for each of ``names`` in order: why a load of ``seg`` on it is
     refused now (:data:`HOLDS`, capacity, the load queue: :meth:`ServerHolder.refusal`), or
     ``"could load"`` when nothing stops it. ``present``: servers counted as holding the segment
@@ -59,5 +60,4 @@ def top_b_detail(run: TierRun, seg: SegmentInTier, limit: StageLimit, present: s
     ``b`` and ``tried`` (:func:`refusals` over the segment's top ``B``, best first; every other
     candidate server of the tier is outside top ``B``)."""
     top = run.top_b(seg)
-    return {"target": seg.target, "count": seg.count(), "b": len(top),
-            "tried": refusals(run, seg, top, limit, present)}
+    return {"target": seg.target, "count": seg.count(), "b": len(top), "tried": refusals(run, seg, top, limit, present)}

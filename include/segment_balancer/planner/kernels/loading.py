@@ -40,14 +40,21 @@ def best_loadable(run: TierRun, seg: SegmentInTier, limit: StageLimit) -> Server
     return None
 
 
-def primary_tier_order(segs: Iterable[tuple[TierRun, SegmentInTier]], tier_priority: Mapping[str, int]) -> list[tuple[TierRun, SegmentInTier]]:
+def primary_tier_order(
+    segs: Iterable[tuple[TierRun, SegmentInTier]], tier_priority: Mapping[str, int]
+) -> list[tuple[TierRun, SegmentInTier]]:
     """Order the tiers of one unreplicated segment: primary first (ALGORITHM.md stage 1): highest
     server priority, then larger target, then the tier's order in the rule's ``tieredReplicants``."""
     return sorted(segs, key=lambda p: (-int(tier_priority.get(p[0].tier, 0)), -p[1].target, p[1].tier_pos))
 
 
-def load_unreplicated(runs: Mapping[str, TierRun], indexes: Iterable[int], tier_priority: Mapping[str, int],
-                      limit: StageLimit, sink: OpSink) -> None:
+def load_unreplicated(
+    runs: Mapping[str, TierRun],
+    indexes: Iterable[int],
+    tier_priority: Mapping[str, int],
+    limit: StageLimit,
+    sink: OpSink,
+) -> None:
     """Stage 1 (and its revisit): one load per unreplicated segment, primary tier first.
 
     ``runs``: every tier's state; ``indexes``: the segments, visited in ascending order. Each is
@@ -61,8 +68,9 @@ def load_unreplicated(runs: Mapping[str, TierRun], indexes: Iterable[int], tier_
         ordered = primary_tier_order([(r, s) for r, s in pairs if s.target > 0], tier_priority)
         if not ordered:
             sink.member(idx, "StillUnreplicated")
-            sink.decide(idx, pairs[0][1].segment_id if pairs else "", None, "no_target",
-                        tiers=sorted(r.tier for r, _ in pairs))
+            sink.decide(
+                idx, pairs[0][1].segment_id if pairs else "", None, "no_target", tiers=sorted(r.tier for r, _ in pairs)
+            )
             continue
         for run, seg in ordered:
             run.top_b(seg)
@@ -75,22 +83,29 @@ def load_unreplicated(runs: Mapping[str, TierRun], indexes: Iterable[int], tier_
                 break
         if loaded_tier is None:
             sink.member(idx, "StillUnreplicated")
-            sink.decide(idx, ordered[0][1].segment_id, None, "not_loaded",
-                        tiers={run.tier: top_b_detail(run, seg, limit) for run, seg in ordered})
+            sink.decide(
+                idx,
+                ordered[0][1].segment_id,
+                None,
+                "not_loaded",
+                tiers={run.tier: top_b_detail(run, seg, limit) for run, seg in ordered},
+            )
             continue
         for run, seg in ordered:
             full = run.tier == loaded_tier and seg.target == 1
             sink.member(idx, group_name("ToBecomeFullyReplicated" if full else "ToBecomeUnderreplicated", run.tier))
 
 
-def load_underreplicated(run: TierRun, indexes: Iterable[int], limit: StageLimit, sink: OpSink,
-                         still_group: str, reason: str) -> list[tuple[int, str, tuple]]:
+def load_underreplicated(
+    run: TierRun, indexes: Iterable[int], limit: StageLimit, sink: OpSink, still_group: str, reason: str
+) -> list[tuple[int, str, tuple]]:
     """Stages 3 and 4 (and their revisits) in one tier: load up to the target from top ``B``.
 
     Loads go to non-holding servers of top ``B``, best first, until ``count = target`` or no
     server passes; when the segment is still short because every non-holding server of its top
-    ``B`` is full, it is ranked again and the new top ``B`` tried once more. Groups written: ``ToBecomeFullyReplicated[T]`` or ``still_group[T]``. Returns
-    ``(idx, server, order)`` of every load, for the stage-3 callbacks.
+    ``B`` is full, it is ranked again and the new top ``B`` tried once more. Groups written:
+    ``ToBecomeFullyReplicated[T]`` or ``still_group[T]``. Returns ``(idx, server, order)`` of every
+    load, for the stage-3 callbacks.
     """
     loads = []
     for idx in sorted(int(i) for i in indexes):
@@ -118,8 +133,9 @@ def load_underreplicated(run: TierRun, indexes: Iterable[int], limit: StageLimit
     return loads
 
 
-def load_underbroadcast(run: TierRun, indexes: Iterable[int], should: Iterable[str], limit: StageLimit,
-                        sink: OpSink) -> None:
+def load_underbroadcast(
+    run: TierRun, indexes: Iterable[int], should: Iterable[str], limit: StageLimit, sink: OpSink
+) -> None:
     """Stage 2 (and its revisit) in one tier: load a broadcast segment on every server that should
     hold it (``should``: every historical of the tier except decommissioning servers holding only
     broadcast segments, visited in name order) and does not. Groups written:
@@ -160,8 +176,15 @@ def move_from_decommissioning(run: TierRun, indexes: Iterable[int], limit: Stage
         for source in sources:
             if count - on_decommissioning >= seg.target:
                 # excess: the tier holds its target without the rest
-                sink.decide(idx, seg.segment_id, run.tier, "excess_on_decomm", target=seg.target, count=count,
-                            on_decommissioning=on_decommissioning)
+                sink.decide(
+                    idx,
+                    seg.segment_id,
+                    run.tier,
+                    "excess_on_decomm",
+                    target=seg.target,
+                    count=count,
+                    on_decommissioning=on_decommissioning,
+                )
                 break
             dest = best_loadable(run, seg, limit)
             if dest is None:

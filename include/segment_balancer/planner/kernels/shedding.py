@@ -31,13 +31,25 @@ def tier_usages(run: TierRun) -> list[Usage]:
     """The tier's candidate historicals (not decommissioning, ``max_size`` > 0) with their projected
     used bytes (:meth:`TierRun.used_bytes`), by name."""
     used = run.used_bytes()
-    return [Usage(name, int(used[name]), run.servers[name].max_size)
-            for name in run.candidates if run.servers[name].max_size > 0]
+    return [
+        Usage(name, int(used[name]), run.servers[name].max_size)
+        for name in run.candidates
+        if run.servers[name].max_size > 0
+    ]
 
 
-def shed_tier(run: TierRun, population: np.ndarray, previous: Mapping[tuple[str, str], int], limit: StageLimit,
-              sink: OpSink, *, low_threshold: float = 15.0, high_threshold: float = 40.0, hit_count_low: int = 8,
-              hit_count_high: int = 2) -> list[dict]:
+def shed_tier(
+    run: TierRun,
+    population: np.ndarray,
+    previous: Mapping[tuple[str, str], int],
+    limit: StageLimit,
+    sink: OpSink,
+    *,
+    low_threshold: float = 15.0,
+    high_threshold: float = 40.0,
+    hit_count_low: int = 8,
+    hit_count_high: int = 2,
+) -> list[dict]:
     """Pair the tier's historicals and shed every pair that sheds (module docstring).
 
     ``population``: int64 array of the tier's ``Balanceable[T]`` indexes; ``previous``: the hit
@@ -47,8 +59,15 @@ def shed_tier(run: TierRun, population: np.ndarray, previous: Mapping[tuple[str,
     candidate segment of a shedding pair gets a decision: ``shed`` (moved) or ``not_shed`` (why
     not), with its cost reduction. Returns one dict per pair (:func:`pair_record`), widest difference first.
     """
-    pairs = pair_tier(run.tier, tier_usages(run), previous, low_threshold=low_threshold,
-                      high_threshold=high_threshold, hit_count_low=hit_count_low, hit_count_high=hit_count_high)
+    pairs = pair_tier(
+        run.tier,
+        tier_usages(run),
+        previous,
+        low_threshold=low_threshold,
+        high_threshold=high_threshold,
+        hit_count_low=hit_count_low,
+        hit_count_high=hit_count_high,
+    )
     eligible = np.asarray(population, dtype=np.int64)
     records = []
     for pair in pairs:
@@ -62,24 +81,24 @@ def shed_tier(run: TierRun, population: np.ndarray, previous: Mapping[tuple[str,
 def _shed(run: TierRun, pair: Pair, candidates: np.ndarray, limit: StageLimit, sink: OpSink) -> tuple[int, int]:
     """Move segments of ``candidates`` (served by ``pair.high``) to ``pair.low``, largest cost
     reduction first, up to ``pair.bytes_to_move``; returns (moves, bytes moved)."""
-    h, l = pair.high.server, pair.low.server
-    reduction: dict[int, float] = {}  # by interval key: h holds every candidate, l none that can move
+    h, low = pair.high.server, pair.low.server
+    reduction: dict[int, float] = {}  # by interval key: h holds every candidate, low none that can move
     ordered = []
     for idx in candidates:
         seg = run.segment(int(idx))
         if seg.key not in reduction:
             costs = run.placement_costs(seg)
-            reduction[seg.key] = float(costs[run.pos[h]] - costs[run.pos[l]])
+            reduction[seg.key] = float(costs[run.pos[h]] - costs[run.pos[low]])
         ordered.append((-reduction[seg.key], -seg.size_bytes, seg.idx))
     ordered.sort()
-    dest = run.servers[l]
+    dest = run.servers[low]
     moves = moved = 0
-    about = {"high": h, "low": l, "bytes_to_move": pair.bytes_to_move}
+    about = {"high": h, "low": low, "bytes_to_move": pair.bytes_to_move}
     for minus_gain, _, idx in ordered:
         seg = run.segment(idx)
         size = seg.size_bytes
-        if l in seg.present():
-            why = f"{l} already serves or loads it"
+        if low in seg.present():
+            why = f"{low} already serves or loads it"
         elif moved + size > pair.bytes_to_move:
             why = f"moving its {size} bytes would take the bytes moved ({moved}) beyond {pair.bytes_to_move}"
         else:
@@ -87,11 +106,18 @@ def _shed(run: TierRun, pair: Pair, candidates: np.ndarray, limit: StageLimit, s
         if why is not None:
             sink.decide(idx, seg.segment_id, run.tier, "not_shed", reason=why, cost_reduction=-minus_gain, **about)
             continue
-        run.move(seg, h, l, "balancing", REASON, (0, run.tier, float(sink.next_seq())))
+        run.move(seg, h, low, "balancing", REASON, (0, run.tier, float(sink.next_seq())))
         moves += 1
         moved += size
-        sink.decide(idx, seg.segment_id, run.tier, "shed", reason=f"moved to {l}: {moved} of {pair.bytes_to_move} bytes "
-                    "moved so far", cost_reduction=-minus_gain, **about)
+        sink.decide(
+            idx,
+            seg.segment_id,
+            run.tier,
+            "shed",
+            reason=f"moved to {low}: {moved} of {pair.bytes_to_move} bytes moved so far",
+            cost_reduction=-minus_gain,
+            **about,
+        )
     return moves, moved
 
 
@@ -101,8 +127,19 @@ def pair_record(pair: Pair, moves: int = 0, bytes_moved: int = 0) -> dict:
     ``max_size``, points), ``high_used_bytes``/``low_used_bytes``, ``hit_count``, ``sheds``,
     ``bytes_to_move`` (bytes that would equalise the scores), ``moves`` and ``bytes_moved`` (what
     shedding scheduled), ``waiting`` (what a hitting pair that did not shed waits for)."""
-    return {"tier": pair.tier, "high": pair.high.server, "low": pair.low.server,
-            "high_score": round(pair.high.score, 6), "low_score": round(pair.low.score, 6),
-            "difference": round(pair.difference, 6), "high_used_bytes": pair.high.used_bytes,
-            "low_used_bytes": pair.low.used_bytes, "hit_count": pair.hit_count, "sheds": pair.sheds,
-            "bytes_to_move": pair.bytes_to_move, "moves": moves, "bytes_moved": bytes_moved, "waiting": pair.waiting}
+    return {
+        "tier": pair.tier,
+        "high": pair.high.server,
+        "low": pair.low.server,
+        "high_score": round(pair.high.score, 6),
+        "low_score": round(pair.low.score, 6),
+        "difference": round(pair.difference, 6),
+        "high_used_bytes": pair.high.used_bytes,
+        "low_used_bytes": pair.low.used_bytes,
+        "hit_count": pair.hit_count,
+        "sheds": pair.sheds,
+        "bytes_to_move": pair.bytes_to_move,
+        "moves": moves,
+        "bytes_moved": bytes_moved,
+        "waiting": pair.waiting,
+    }

@@ -43,8 +43,15 @@ class Excess:
     counts: Mapping[str, tuple[int, int]]
 
 
-def unload_excess(seg: SegmentRef, loaded: int, required: int, tiers: Mapping[str, TierReplicas], sink: OpSink,
-                  excess: int | None = None, schedule: Schedule | None = None) -> int:
+def unload_excess(
+    seg: SegmentRef,
+    loaded: int,
+    required: int,
+    tiers: Mapping[str, TierReplicas],
+    sink: OpSink,
+    excess: int | None = None,
+    schedule: Schedule | None = None,
+) -> int:
     """Stage 12 for one replicated segment: drop replicas beyond ``Σ_T target`` while the
     availability rule allows (ALGORITHM.md stage 12 and "Availability").
 
@@ -65,15 +72,18 @@ def unload_excess(seg: SegmentRef, loaded: int, required: int, tiers: Mapping[st
     if excess <= 0:
         return 0
     if schedule is None:
+
         def schedule(tier, name, order):
             sink.drop(seg, name, tier, "overreplicated", order)
+
     candidates = []
     for tier, state in tiers.items():
         cap = state.count - state.target
         if cap <= 0:
             continue
-        keyed = sorted((drop_key(c.cost, c.available_bytes, c.server, c.decommissioning), c.server)
-                       for c in state.candidates)
+        keyed = sorted(
+            (drop_key(c.cost, c.available_bytes, c.server, c.decommissioning), c.server) for c in state.candidates
+        )
         candidates += [(key, name, tier) for key, name in keyed[:cap]]
     candidates.sort()
     dropped, refused = 0, []
@@ -89,9 +99,18 @@ def unload_excess(seg: SegmentRef, loaded: int, required: int, tiers: Mapping[st
         dropped += 1
     deferred = min(excess, len(candidates)) - dropped
     if deferred > 0:
-        sink.decide(seg.idx, seg.segment_id, None, "deferred", deferred=deferred, loaded=loaded, required=required,
-                    refused=refused, targets={t: s.target for t, s in sorted(tiers.items())},
-                    counts={t: s.count for t, s in sorted(tiers.items())})
+        sink.decide(
+            seg.idx,
+            seg.segment_id,
+            None,
+            "deferred",
+            deferred=deferred,
+            loaded=loaded,
+            required=required,
+            refused=refused,
+            targets={t: s.target for t, s in sorted(tiers.items())},
+            counts={t: s.count for t, s in sorted(tiers.items())},
+        )
     return deferred
 
 
@@ -139,8 +158,9 @@ def unload_tiers(runs: Mapping[str, TierRun], excess: Iterable[Excess], sink: Op
         def schedule(tier, name, order, segs=segs):
             runs[tier].drop(segs[tier], name, "overreplicated", order)
 
-        sink.defer(ref, unload_excess(ref, item.loaded, item.required, tiers, sink, excess=item.excess,
-                                      schedule=schedule))
+        sink.defer(
+            ref, unload_excess(ref, item.loaded, item.required, tiers, sink, excess=item.excess, schedule=schedule)
+        )
 
 
 def couples_tiers(excess: int, loaded: int, required: int, caps: Mapping[str, tuple[int, int]]) -> bool:

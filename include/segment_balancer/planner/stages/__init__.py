@@ -13,15 +13,25 @@ imported on first use.
 from __future__ import annotations
 
 STAGE_MODULES = {
-    1: "s01_unreplicated", 2: "s02_underbroadcast", 3: "s03_underreplicated", 4: "s04_to_become_underreplicated",
-    5: "s05_decommissioning", 6: "s06_first_revisit", 7: "s07_balancing", 8: "s08_second_revisit",
-    9: "s09_still_loaded_on_decomm", 10: "s10_to_be_balanced", 11: "s11_repeat_balancing", 12: "s12_unload",
+    1: "s01_unreplicated",
+    2: "s02_underbroadcast",
+    3: "s03_underreplicated",
+    4: "s04_to_become_underreplicated",
+    5: "s05_decommissioning",
+    6: "s06_first_revisit",
+    7: "s07_balancing",
+    8: "s08_second_revisit",
+    9: "s09_still_loaded_on_decomm",
+    10: "s10_to_be_balanced",
+    11: "s11_repeat_balancing",
+    12: "s12_unload",
     13: "s13_broadcast_on_decomm",
 }
 """The module of every stage (``segment_balancer.planner.stages.<module>``): each declares ``STAGE``,
 ``READS``, ``WRITES`` and ``stage(run, groups)``; optionally ``start_groups(groups)`` (the working
 groups it copies from the start-of-run ones, run before ``stage``) and ``idle(groups, work)``
-(whether it has nothing to schedule, when its ``READS`` alone cannot tell: see :func:`segment_balancer.spark.apps.skip_if_idle`)."""
+(whether it has nothing to schedule, when its ``READS`` alone cannot tell: see
+:func:`segment_balancer.spark.apps.skip_if_idle`)."""
 
 
 def stage_module(stage: int):

@@ -52,14 +52,23 @@ class StageRun(Protocol):
     def limit(self, stage: int) -> StageLimit:
         """The load-queue limits of ``stage`` (1–13)."""
 
-    def kernel_pass(self, stage: int, step: str, tiers: list[str], body: Body, ranked: bool = True,
-                    one_task: bool = False, keep_state: bool = True) -> PassResult:
+    def kernel_pass(
+        self,
+        stage: int,
+        step: str,
+        tiers: list[str],
+        body: Body,
+        ranked: bool = True,
+        one_task: bool = False,
+        keep_state: bool = True,
+    ) -> PassResult:
         """Run ``body`` on the live state of ``tiers``: one task per tier, or one for all of them
         (``one_task``, stage 1's cross-tier fallback). ``ranked``: build the live placement costs;
         ``keep_state``: keep the tiers the kernel changed (False for a pass that only reads)."""
 
-    def finish(self, stage: int, step: str, result: PassResult, drops: Any = None, facts: dict | None = None
-               ) -> dict[str, BitMap]:
+    def finish(
+        self, stage: int, step: str, result: PassResult, drops: Any = None, facts: dict | None = None
+    ) -> dict[str, BitMap]:
         """Commit a step: its ops (``result``'s and ``drops``') and state (``drops`` applied).
         Returns the memberships the kernels recorded."""
 
@@ -93,8 +102,15 @@ def configured_strategy(work) -> str:
     return meta["config"].get("balancerStrategy", "cost")
 
 
-def per_tier_step(run: StageRun, groups, stage: int, kind: str, step: str,
-                  kernel: Callable[[TierRun, BitMap, OpSink], None], ranked: bool = True) -> None:
+def per_tier_step(
+    run: StageRun,
+    groups,
+    stage: int,
+    kind: str,
+    step: str,
+    kernel: Callable[[TierRun, BitMap, OpSink], None],
+    ranked: bool = True,
+) -> None:
     """A step that runs ``kernel(tier_run, members, sink)`` on each tier's members of ``kind[T]``
     and replaces ``kind[T]`` with what the kernel records back (stages 2, 5, 9, 10)."""
     members = tier_groups(groups, kind)

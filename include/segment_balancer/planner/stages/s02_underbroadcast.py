@@ -34,6 +34,12 @@ def step(run: StageRun, groups, stage: int, limit: StageLimit) -> None:
     from segment_balancer.planner.status import should_hold_broadcast
 
     should = should_hold_broadcast(run.servers_pdf).groupby("tier")["server"].apply(list).to_dict()
-    per_tier_step(run, groups, stage, "StillUnderbroadcast", "underbroadcast",
-                  lambda r, bm, sink: loading.load_underbroadcast(r, bm, should.get(r.tier, []), limit, sink),
-                  ranked=False)
+    per_tier_step(
+        run,
+        groups,
+        stage,
+        "StillUnderbroadcast",
+        "underbroadcast",
+        lambda r, bm, sink: loading.load_underbroadcast(r, bm, should.get(r.tier, []), limit, sink),
+        ranked=False,
+    )

@@ -79,6 +79,13 @@ def _overreplicated_here(tier_run, bms: dict[str, BitMap]) -> list[dict]:
         seg = tier_run.segment(idx)
         count = seg.count()
         if count > seg.target:
-            rows.append({"kind": "over", "idx": idx, "tier": tier_run.tier, "target": seg.target,
-                         "detail": json.dumps({"count": count, "drop_order": tier_run.drop_order(seg, seg.serving())})})
+            rows.append(
+                {
+                    "kind": "over",
+                    "idx": idx,
+                    "tier": tier_run.tier,
+                    "target": seg.target,
+                    "detail": json.dumps({"count": count, "drop_order": tier_run.drop_order(seg, seg.serving())}),
+                }
+            )
     return rows

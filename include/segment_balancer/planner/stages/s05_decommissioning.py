@@ -31,5 +31,11 @@ def stage(run: StageRun, groups) -> None:
 def step(run: StageRun, groups, stage: int, limit: StageLimit) -> None:
     """``StillLoadedOnDecommServers[T]`` → a load on a top-``B`` server plus the dependent drop from
     the decommissioning one (stages 5 and 9)."""
-    per_tier_step(run, groups, stage, "StillLoadedOnDecommServers", "decommissioning",
-                  lambda r, bm, sink: loading.move_from_decommissioning(r, bm, limit, sink))
+    per_tier_step(
+        run,
+        groups,
+        stage,
+        "StillLoadedOnDecommServers",
+        "decommissioning",
+        lambda r, bm, sink: loading.move_from_decommissioning(r, bm, limit, sink),
+    )

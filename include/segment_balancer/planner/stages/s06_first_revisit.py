@@ -7,11 +7,21 @@ Reads and writes ``StillUnreplicated``, ``StillUnderbroadcast[T]``, ``StillUnder
 
 from __future__ import annotations
 
-from segment_balancer.planner.stages import s01_unreplicated, s02_underbroadcast, s03_underreplicated, s04_to_become_underreplicated
+from segment_balancer.planner.stages import (
+    s01_unreplicated,
+    s02_underbroadcast,
+    s03_underreplicated,
+    s04_to_become_underreplicated,
+)
 from segment_balancer.planner.stages.run import StageRun
 
 STAGE = 6
-READS = WRITES = ("StillUnreplicated", "StillUnderbroadcast[T]", "StillUnderreplicated[T]", "ToBecomeUnderreplicated[T]")
+READS = WRITES = (
+    "StillUnreplicated",
+    "StillUnderbroadcast[T]",
+    "StillUnderreplicated[T]",
+    "ToBecomeUnderreplicated[T]",
+)
 
 
 def revisit(run: StageRun, groups, stage: int) -> None:

@@ -55,10 +55,12 @@ def shed(run: StageRun, groups) -> None:
         return
     previous = counts_from_json(run.meta.get("balancer_state", {}).get("counts", {}))
     data, limit, cfg = packed(tier_groups(groups, "Balanceable")), run.limit(STAGE), run.config
-    thresholds = {"low_threshold": cfg.avg_shedder_low_threshold_percent,
-                  "high_threshold": cfg.avg_shedder_high_threshold_percent,
-                  "hit_count_low": cfg.avg_shedder_hit_count_low_threshold,
-                  "hit_count_high": cfg.avg_shedder_hit_count_high_threshold}
+    thresholds = {
+        "low_threshold": cfg.avg_shedder_low_threshold_percent,
+        "high_threshold": cfg.avg_shedder_high_threshold_percent,
+        "hit_count_low": cfg.avg_shedder_hit_count_low_threshold,
+        "hit_count_high": cfg.avg_shedder_hit_count_high_threshold,
+    }
 
     def body(runs, sink):
         import json

@@ -19,5 +19,11 @@ def stage(run: StageRun, groups) -> None:
     """Run stage 10 on ``groups`` (updated in place)."""
     limit = run.limit(STAGE)
     trigger, margin = run.config.balancing_move_trigger, run.config.balancing_min_cost_reduction_percent
-    per_tier_step(run, groups, STAGE, "ToBeBalanced", "to_be_balanced",
-                  lambda r, bm, sink: balancing.balance_listed(r, bm, limit, sink, trigger, margin))
+    per_tier_step(
+        run,
+        groups,
+        STAGE,
+        "ToBeBalanced",
+        "to_be_balanced",
+        lambda r, bm, sink: balancing.balance_listed(r, bm, limit, sink, trigger, margin),
+    )
