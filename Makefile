@@ -2,7 +2,8 @@
 #
 #   make venv    create/update the virtualenv ($(VENV)) from requirements.txt (pinned), and build
 #                the Spark driver's class-data-sharing archive in it (local spark-submits start faster)
-#   make test    check the import contracts (lint-imports, pyproject.toml) and run the test suite
+#   make test    lint and format check (ruff), the import contracts (lint-imports; both set in
+#                pyproject.toml), then the test suite
 #                (pytest -q on up to 4 pytest-xdist workers)
 #   make demo    run the Airflow DAG once on every bundled snapshot, publish plans under var/plans/
 #   make cluster-demo  the same on a Spark standalone cluster (master + worker on 127.0.0.1)
@@ -97,6 +98,7 @@ $(JSA): $(STAMP)
 # One pytest-xdist worker per core, at most 4 (each holds a Spark driver); a test module runs on one
 # worker, so its module and session fixtures (a whole plan) are computed once there.
 test: venv
+	cd $(ROOT) && $(BIN)/ruff check . && $(BIN)/ruff format --check .
 	cd $(ROOT) && $(BIN)/lint-imports --no-cache
 	cd $(ROOT) && $(PY) -m pytest -q -p no:cacheprovider --durations=10 -n auto --maxprocesses 4 --dist loadfile
 

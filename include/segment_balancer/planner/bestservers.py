@@ -58,6 +58,7 @@ CALL_TIMEOUT_MS = 1000
 """Milliseconds one call ``f(n, t)`` may take."""
 MEMORY_LIMIT_BYTES = 64 * 1024 * 1024
 """V8 heap of one context, bytes (mini-racer's hard memory limit)."""
+_MIB = f"{MEMORY_LIMIT_BYTES // 2**20} MiB ({MEMORY_LIMIT_BYTES} bytes)"
 MAX_TEXT_CHARS = 10_000
 PROBE = (1, 1)
 """The pair ``compile_function`` evaluates to check the function."""
@@ -203,6 +204,11 @@ class _Engine:
             raise self.fail(status if isinstance(status, str) and status else "the text is not one function expression")
 
     def fail(self, reason: str) -> BestServersError:
+        if self.racer is not None:
+            try:  # returns after V8 has reported the interrupted task, so closing leaves none behind
+                self.racer.eval("0", timeout_sec=COMPILE_TIMEOUT_MS / 1000)
+            except Exception:  # e.g. the memory limit, still reached
+                pass
         self.close()
         return BestServersError(reason)
 
@@ -223,9 +229,6 @@ class _Engine:
         _LIVE.discard(self)
         if racer is not None and self.pid == os.getpid():
             racer.close()
-
-
-_MIB = f"{MEMORY_LIMIT_BYTES // 2**20} MiB ({MEMORY_LIMIT_BYTES} bytes)"
 
 
 class BestServersFunction:

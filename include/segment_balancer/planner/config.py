@@ -50,20 +50,32 @@ from segment_balancer.planner.runstate import StageLimit
 
 log = logging.getLogger(__name__)
 
-__all__ = ["EffectiveConfig", "StageLimit", "build_config", "DEFAULT_FUNCTION", "RETIRED_KEYS", "CONFIG_FILE",
-           "OVERRIDES", "BALANCER_STRATEGIES"]
+__all__ = [
+    "EffectiveConfig",
+    "StageLimit",
+    "build_config",
+    "DEFAULT_FUNCTION",
+    "RETIRED_KEYS",
+    "CONFIG_FILE",
+    "OVERRIDES",
+    "BALANCER_STRATEGIES",
+]
 
 CONFIG_FILE = "coordinator_config.json"
 OVERRIDES = "config overrides"
 LOG_BASE_KEY = "numBestServersChoosingFunctionDefaultLogBase"
-_MIN_PERCENTS = {k: Fraction(str(KEYS_BY_NAME[k].default)) for k in ("loadingMinPercent", "decommissioningMinPercent",
-                                                                      "balancingMinPercent")}
+_MIN_PERCENTS = {
+    k: Fraction(str(KEYS_BY_NAME[k].default))
+    for k in ("loadingMinPercent", "decommissioningMinPercent", "balancingMinPercent")
+}
 """The three min-percents' defaults, exact: their proportion shares what one or two given leave."""
 _PERIOD_KEYS = ("druid.coordinator.period", "coordinatorPeriodMillis")
-_AVG_SHEDDER_PERCENTS = {k: KEYS_BY_NAME[k].default for k in ("avgShedderLowThresholdPercent",
-                                                               "avgShedderHighThresholdPercent")}
-_AVG_SHEDDER_COUNTS = {k: KEYS_BY_NAME[k].default for k in ("avgShedderHitCountLowThreshold",
-                                                            "avgShedderHitCountHighThreshold")}
+_AVG_SHEDDER_PERCENTS = {
+    k: KEYS_BY_NAME[k].default for k in ("avgShedderLowThresholdPercent", "avgShedderHighThresholdPercent")
+}
+_AVG_SHEDDER_COUNTS = {
+    k: KEYS_BY_NAME[k].default for k in ("avgShedderHitCountLowThreshold", "avgShedderHitCountHighThreshold")
+}
 _DEFAULT_PERIOD_MS = 60_000
 
 _UNUSED = "a Druid key this algorithm does not use"
@@ -76,23 +88,57 @@ RETIRED_KEYS: dict[str, str] = {
     "nodesInMaintenancePriority": "pre-release name of decommissioningMaxPercentOfMaxSegmentsToMove; not mapped",
     "pauseCoordination": _UNUSED + " (the plan is computed as if coordination ran)",
     "smartSegmentLoading": _UNUSED + " (limits come from maxSegmentsInNodeLoadingQueue and the percents)",
-    **{k: _UNUSED for k in (
-        "balancerComputeThreads", "costBalancerThreads", "emitBalancingStats", "mergeBytesLimit",
-        "mergeSegmentsLimit", "millisToWaitBeforeDeleting", "killDataSourceWhitelist", "killAllDataSources",
-        "killPendingSegmentsSkipList", "killTaskSlotRatio", "maxKillTaskSlots", "compactionConfigs",
-        "compactionTaskSlotRatio", "maxCompactionTaskSlots", "replicateAfterLoadTimeout",
-        "maxNonPrimaryReplicantsToLoad", "useBatchedSegmentSampler", "percentOfSegmentsToConsiderPerMove",
-        "useRoundRobinSegmentAssignment", "debugDimensions", "turboLoadingNodes", "cloneServers")},
+    **{
+        k: _UNUSED
+        for k in (
+            "balancerComputeThreads",
+            "costBalancerThreads",
+            "emitBalancingStats",
+            "mergeBytesLimit",
+            "mergeSegmentsLimit",
+            "millisToWaitBeforeDeleting",
+            "killDataSourceWhitelist",
+            "killAllDataSources",
+            "killPendingSegmentsSkipList",
+            "killTaskSlotRatio",
+            "maxKillTaskSlots",
+            "compactionConfigs",
+            "compactionTaskSlotRatio",
+            "maxCompactionTaskSlots",
+            "replicateAfterLoadTimeout",
+            "maxNonPrimaryReplicantsToLoad",
+            "useBatchedSegmentSampler",
+            "percentOfSegmentsToConsiderPerMove",
+            "useRoundRobinSegmentAssignment",
+            "debugDimensions",
+            "turboLoadingNodes",
+            "cloneServers",
+        )
+    },
 }
 _KNOWN = set(KEYS_BY_NAME)
 #: Druid key -> ``EffectiveConfig`` field (the key in snake case; the period in milliseconds), in
 #: the declared order: the order of ``as_dict``.
-_FIELDS = {**{k.name: re.sub(r"(?<!^)(?=[A-Z])", "_", k.name).lower() for k in KEYS if "." not in k.name},
-           "coordinatorPeriodMillis": "coordinator_period_ms"}
+_FIELDS = {
+    **{k.name: re.sub(r"(?<!^)(?=[A-Z])", "_", k.name).lower() for k in KEYS if "." not in k.name},
+    "coordinatorPeriodMillis": "coordinator_period_ms",
+}
 
 _STAGE_QUEUE_TYPE: dict[int, QueueType | None] = {
-    1: "loading", 2: "loading", 3: "loading", 4: "loading", 5: "decommissioning", 6: "loading",
-    7: "balancing", 8: "loading", 9: "decommissioning", 10: "balancing", 11: "balancing", 12: None, 13: None}
+    1: "loading",
+    2: "loading",
+    3: "loading",
+    4: "loading",
+    5: "decommissioning",
+    6: "loading",
+    7: "balancing",
+    8: "loading",
+    9: "decommissioning",
+    10: "balancing",
+    11: "balancing",
+    12: None,
+    13: None,
+}
 
 
 class EffectiveConfig(BaseModel):
@@ -152,8 +198,12 @@ class EffectiveConfig(BaseModel):
             return StageLimit(stage, qt, None, None, None if m == 0 else m)
         lo, dmin = self._pct("loading_min_percent"), self._pct("decommissioning_min_percent")
         spec: dict[int, tuple[str, Fraction]] = {
-            1: ("loading", lo), 2: ("loading", lo), 3: ("loading", lo), 4: ("loading", lo),
-            5: ("decommissioning", dmin), 6: ("all", lo + dmin),
+            1: ("loading", lo),
+            2: ("loading", lo),
+            3: ("loading", lo),
+            4: ("loading", lo),
+            5: ("decommissioning", dmin),
+            6: ("all", lo + dmin),
             7: ("balancing", self._pct("balancing_min_percent")),
             9: ("decommissioning", self._pct("decommissioning_max_percent")),
         }
@@ -191,6 +241,7 @@ def _compile(text: str, cfg: EffectiveConfig) -> BestServersFunction:
 
 
 # ------------------------------------------------------------------------------------ building
+
 
 class _Ctx:
     def __init__(self, file_values: Mapping[str, Any], overrides: Mapping[str, Any], overrides_source: str = OVERRIDES):
@@ -263,8 +314,11 @@ def _min_percents(ctx: _Ctx, derived: dict[str, str]) -> dict[str, Fraction]:
     if len(known) == 3:
         if rest != 0:
             shown = " + ".join(f"{k}={ctx.get(k)}" for k in _MIN_PERCENTS)
-            raise ctx.fail("loadingMinPercent", f"+ decommissioningMinPercent + balancingMinPercent must be 100, "
-                           f"got {shown} = {float(100 - rest):g}", *_MIN_PERCENTS)
+            raise ctx.fail(
+                "loadingMinPercent",
+                f"+ decommissioningMinPercent + balancingMinPercent must be 100, got {shown} = {float(100 - rest):g}",
+                *_MIN_PERCENTS,
+            )
         return known
     if rest < 0:
         raise ctx.fail(" + ".join(known), f"sum to {float(100 - rest):g}, more than 100", *known)
@@ -276,8 +330,9 @@ def _min_percents(ctx: _Ctx, derived: dict[str, str]) -> dict[str, Fraction]:
     for k in missing:
         known[k] = rest * _MIN_PERCENTS[k] / share
         if len(missing) < 3:
-            derived[k] = (f"(100 - {next(iter(given.keys() - set(missing)))}) x "
-                          f"{_MIN_PERCENTS[k]}/{share} (default proportion)")
+            derived[k] = (
+                f"(100 - {next(iter(given.keys() - set(missing)))}) x {_MIN_PERCENTS[k]}/{share} (default proportion)"
+            )
     return known
 
 
@@ -288,12 +343,15 @@ def _period_ms(ctx: _Ctx) -> int:
         try:
             ms = Period.parse(text).fixed_ms()
         except ValueError as exc:
-            raise ctx.fail("druid.coordinator.period", f"must be a fixed ISO-8601 period like PT60S: {exc}")
+            raise ctx.fail("druid.coordinator.period", f"must be a fixed ISO-8601 period like PT60S: {exc}") from None
     if ctx.given("coordinatorPeriodMillis"):
         other = ctx.integer("coordinatorPeriodMillis")
         if ms is not None and ms != other:
-            raise ctx.fail("coordinatorPeriodMillis", f"{other} disagrees with druid.coordinator.period ({ms} ms)",
-                           "druid.coordinator.period")
+            raise ctx.fail(
+                "coordinatorPeriodMillis",
+                f"{other} disagrees with druid.coordinator.period ({ms} ms)",
+                "druid.coordinator.period",
+            )
         ms = other
     if ms is not None and ms <= 0:
         raise ctx.fail("druid.coordinator.period", f"must be positive, got {ms} ms")
@@ -315,7 +373,7 @@ UNKNOWN_NOTE = "not a key this planner knows (a newer Druid release's?), ignored
 """The ``note`` of an unknown key of ``coordinator_config.json`` in ``EffectiveConfig.ignored``."""
 
 
-def unknown_keys(config: "EffectiveConfig") -> list[dict[str, Any]]:
+def unknown_keys(config: EffectiveConfig) -> list[dict[str, Any]]:
     """The entries of ``config.ignored`` for keys of ``coordinator_config.json`` this planner does
     not know (``{"key", "value", "note"}``, by key): what the plan's alerts warn about."""
     return [e for e in config.ignored if str(e.get("note", "")).startswith(UNKNOWN_NOTE)]
@@ -345,8 +403,9 @@ def _closest(key: str) -> str | None:
     return close[0] if close else None
 
 
-def build_config(file_values: Mapping[str, Any] | None, overrides: Mapping[str, Any] | None = None,
-                 overrides_source: str = OVERRIDES) -> EffectiveConfig:
+def build_config(
+    file_values: Mapping[str, Any] | None, overrides: Mapping[str, Any] | None = None, overrides_source: str = OVERRIDES
+) -> EffectiveConfig:
     """Build the effective config from the file's values and overrides (module docstring).
 
     Args:
@@ -402,7 +461,8 @@ def build_config(file_values: Mapping[str, Any] | None, overrides: Mapping[str, 
             raise ctx.fail("replicantLifetime", f"must be an integer >= 0, got {lifetime!r}")
         alert = Fraction(lifetime * period_ms, 1000)
         derived["segmentLoadingMaxSecondsBeforeAlerting"] = (
-            f"replicantLifetime ({lifetime}) x coordinator period ({period_ms} ms) (legacy)")
+            f"replicantLifetime ({lifetime}) x coordinator period ({period_ms} ms) (legacy)"
+        )
     alert = Fraction(900) if alert is None else alert
 
     window = ctx.integer("balancingIterationWindow")
@@ -418,21 +478,29 @@ def build_config(file_values: Mapping[str, Any] | None, overrides: Mapping[str, 
         value = ctx.number(key)
         shed_pct[key] = float(value) if value is not None else float(default)
     if shed_pct["avgShedderHighThresholdPercent"] < shed_pct["avgShedderLowThresholdPercent"]:
-        raise ctx.fail("avgShedderHighThresholdPercent",
-                       f"must be >= avgShedderLowThresholdPercent ({shed_pct['avgShedderLowThresholdPercent']:g}), "
-                       f"got {shed_pct['avgShedderHighThresholdPercent']:g}", "avgShedderLowThresholdPercent")
+        raise ctx.fail(
+            "avgShedderHighThresholdPercent",
+            f"must be >= avgShedderLowThresholdPercent ({shed_pct['avgShedderLowThresholdPercent']:g}), "
+            f"got {shed_pct['avgShedderHighThresholdPercent']:g}",
+            "avgShedderLowThresholdPercent",
+        )
     shed_count = {key: ctx.integer(key) for key in _AVG_SHEDDER_COUNTS}
 
     for key in (file_values or {}).keys() | (overrides or {}).keys():
         if key in RETIRED_KEYS:
             note = RETIRED_KEYS[key]
             if key == "decommissioningMaxPercentOfMaxSegmentsToMove":
-                note += ("; mapped to decommissioningMaxPercent" if "decommissioningMaxPercent" in derived
-                         else "; superseded by decommissioningMaxPercent")
+                note += (
+                    "; mapped to decommissioningMaxPercent"
+                    if "decommissioningMaxPercent" in derived
+                    else "; superseded by decommissioningMaxPercent"
+                )
             if key == "replicantLifetime":
-                note += ("; mapped to segmentLoadingMaxSecondsBeforeAlerting"
-                         if "segmentLoadingMaxSecondsBeforeAlerting" in derived
-                         else "; superseded by segmentLoadingMaxSecondsBeforeAlerting")
+                note += (
+                    "; mapped to segmentLoadingMaxSecondsBeforeAlerting"
+                    if "segmentLoadingMaxSecondsBeforeAlerting" in derived
+                    else "; superseded by segmentLoadingMaxSecondsBeforeAlerting"
+                )
             ignored.append({"key": key, "value": ctx.get(key), "note": note})
     ignored.sort(key=lambda e: e["key"])
 
@@ -461,10 +529,14 @@ def build_config(file_values: Mapping[str, Any] | None, overrides: Mapping[str, 
         ignored=tuple(ignored),
         derived=derived,
     )
-    cfg._exact.update({"loading_min_percent": pcts["loadingMinPercent"],
-                       "decommissioning_min_percent": pcts["decommissioningMinPercent"],
-                       "balancing_min_percent": pcts["balancingMinPercent"],
-                       "decommissioning_max_percent": dmax})
+    cfg._exact.update(
+        {
+            "loading_min_percent": pcts["loadingMinPercent"],
+            "decommissioning_min_percent": pcts["decommissioningMinPercent"],
+            "balancing_min_percent": pcts["balancingMinPercent"],
+            "decommissioning_max_percent": dmax,
+        }
+    )
     if not isinstance(fn_text, str):
         raise ctx.fail("numBestServersChoosingFunction", f"must be a string, got {fn_text!r}")
     try:
@@ -475,8 +547,9 @@ def build_config(file_values: Mapping[str, Any] | None, overrides: Mapping[str, 
     return cfg
 
 
-def load_config(directory: str | os.PathLike[str], overrides: dict[str, Any] | None = None,
-                overrides_source: str = OVERRIDES) -> EffectiveConfig:
+def load_config(
+    directory: str | os.PathLike[str], overrides: dict[str, Any] | None = None, overrides_source: str = OVERRIDES
+) -> EffectiveConfig:
     """The effective dynamic config: ``coordinator_config.json`` (absent = defaults) merged with ``overrides``.
 
     Raises:

@@ -27,26 +27,54 @@ RECORD_FILE = "whatif.json"
 :func:`segment_balancer.tools.whatif.apply_to_run`, read by :func:`load_record`)."""
 
 OUT_FIELDS = STATE_FIELDS + [
-    ("action", "string"), ("queue_type", "string"), ("reason", "string"), ("dep_server", "string"),
-    ("o1", "long"), ("o2", "string"), ("o3", "double"), ("group", "string"), ("detail", "string"),
+    ("action", "string"),
+    ("queue_type", "string"),
+    ("reason", "string"),
+    ("dep_server", "string"),
+    ("o1", "long"),
+    ("o2", "string"),
+    ("o3", "double"),
+    ("group", "string"),
+    ("detail", "string"),
 ]
-"""What a stage kernel's task writes (``WORK/passes/NN_step/``), one ``kind`` per row: ``op`` (an operation: ``action``, ``queue_type``, ``reason``,
-``dep_server``, and ``o1, o2, o3`` that sort the ops of one step into scheduling order across
-tasks), ``member`` (``idx`` joins ``group``), ``deferred`` (``o1`` drops of ``idx`` deferred by the
-availability rule), ``decision`` (why the step left segment ``idx`` undone in ``tier``: outcome
-code in ``reason``, JSON in ``detail``; :meth:`~segment_balancer.planner.runstate.OpSink.decide`) and
-``over``/``candidates`` (stage-3 callback and stage-12 inputs, as JSON in
-``detail``: no array columns, which Spark hands to Python row by row)."""
+"""What a stage kernel's task writes (``WORK/passes/NN_step/``), one ``kind`` per row: ``op`` (an
+operation: ``action``, ``queue_type``, ``reason``, ``dep_server``, and ``o1, o2, o3`` that sort the
+ops of one step into scheduling order across tasks), ``member`` (``idx`` joins ``group``),
+``deferred`` (``o1`` drops of ``idx`` deferred by the availability rule), ``decision`` (why the step
+left segment ``idx`` undone in ``tier``: outcome code in ``reason``, JSON in ``detail``;
+:meth:`~segment_balancer.planner.runstate.OpSink.decide`) and ``over``/``candidates`` (stage-3
+callback and stage-12 inputs, as JSON in ``detail``: no array columns, which Spark hands to Python
+row by row)."""
 OUT_COLUMNS = [n for n, _ in OUT_FIELDS]
 OUT_SCHEMA = ", ".join(f"`{n}` {t}" for n, t in OUT_FIELDS)
-OPS_COLUMNS = ["op_id", "stage", "action", "queue_type", "idx", "code", "segment_id", "datasource", "tier",
-               "server", "size_bytes", "depends_on", "reason"]
+OPS_COLUMNS = [
+    "op_id",
+    "stage",
+    "action",
+    "queue_type",
+    "idx",
+    "code",
+    "segment_id",
+    "datasource",
+    "tier",
+    "server",
+    "size_bytes",
+    "depends_on",
+    "reason",
+]
+
 
 def _ops_arrow_schema():
     import pyarrow as pa
 
-    types = {"op_id": pa.int64(), "stage": pa.int32(), "idx": pa.int64(), "code": pa.int64(), "size_bytes": pa.int64(),
-             "depends_on": pa.int64()}
+    types = {
+        "op_id": pa.int64(),
+        "stage": pa.int32(),
+        "idx": pa.int64(),
+        "code": pa.int64(),
+        "size_bytes": pa.int64(),
+        "depends_on": pa.int64(),
+    }
     return pa.schema([(c, types.get(c, pa.string())) for c in OPS_COLUMNS])
 
 
@@ -58,8 +86,9 @@ null for an independent op), ``stage`` int32, the rest strings."""
 
 DECISION_COLUMNS = ["stage", "step", "idx", "segment_id", "tier", "outcome", "detail"]
 """The decision log (the ``kind = 'decision'`` rows of each step's output, ``WORK/passes/NN_step/``,
-then the plan's ``decisions.parquet``): why a stage that considered a segment left it undone. ``stage`` int, ``step`` str, ``idx`` long,
-``segment_id`` str, ``tier`` str (null: every tier), ``outcome`` str (code), ``detail`` str (JSON)."""
+then the plan's ``decisions.parquet``): why a stage that considered a segment left it undone.
+``stage`` int, ``step`` str, ``idx`` long, ``segment_id`` str, ``tier`` str (null: every tier),
+``outcome`` str (code), ``detail`` str (JSON)."""
 
 
 def read_output(work_uri: str, rel: str, columns: list[str], kind: str, **equal):
@@ -78,7 +107,8 @@ def read_output(work_uri: str, rel: str, columns: list[str], kind: str, **equal)
     for name, value in equal.items():
         cond = cond & (ds.field(name) == value)
     return ds.dataset(f"{base}/{rel}", format="parquet", filesystem=fs, schema=arrow_schema(OUT_FIELDS)).to_table(
-        filter=cond, columns=columns)
+        filter=cond, columns=columns
+    )
 
 
 def num_best_function(values: dict):
@@ -93,16 +123,39 @@ def num_best_function(values: dict):
 def out_frame(sink, extra: list[dict] | None = None) -> pd.DataFrame:
     """One pandas frame of ``OUT_COLUMNS``: the ops, memberships and deferred drops of ``sink``
     and ``extra`` rows (``over``/``candidates``)."""
-    rows = [{"kind": "op", "action": o.action, "queue_type": o.queue_type, "idx": o.idx,
-             "code": o.idx if o.code is None else o.code, "segment_id": o.segment_id, "datasource": o.datasource, "tier": o.tier, "server": o.server,
-             "size_bytes": o.size_bytes, "reason": o.reason, "dep_server": o.dep_server,
-             "o1": int(o.order[0]), "o2": str(o.order[1]), "o3": float(o.order[2])}
-            for o in sink.ops]
+    rows = [
+        {
+            "kind": "op",
+            "action": o.action,
+            "queue_type": o.queue_type,
+            "idx": o.idx,
+            "code": o.idx if o.code is None else o.code,
+            "segment_id": o.segment_id,
+            "datasource": o.datasource,
+            "tier": o.tier,
+            "server": o.server,
+            "size_bytes": o.size_bytes,
+            "reason": o.reason,
+            "dep_server": o.dep_server,
+            "o1": int(o.order[0]),
+            "o2": str(o.order[1]),
+            "o3": float(o.order[2]),
+        }
+        for o in sink.ops
+    ]
     rows += [{"kind": "member", "idx": idx, "group": g} for idx, g in sink.members]
     rows += [{"kind": "deferred", "idx": idx, "segment_id": sid, "o1": n} for idx, sid, n in sink.deferred]
-    rows += [{"kind": "decision", "idx": idx, "segment_id": sid, "tier": tier, "reason": outcome,
-              "detail": json.dumps(detail, separators=(",", ":"), sort_keys=True)}
-             for idx, sid, tier, outcome, detail in sink.decisions]
+    rows += [
+        {
+            "kind": "decision",
+            "idx": idx,
+            "segment_id": sid,
+            "tier": tier,
+            "reason": outcome,
+            "detail": json.dumps(detail, separators=(",", ":"), sort_keys=True),
+        }
+        for idx, sid, tier, outcome, detail in sink.decisions
+    ]
     rows += extra or []
     frame = pd.DataFrame(rows, columns=OUT_COLUMNS)
     for col in ("idx", "start_ms", "end_ms", "size_bytes", "o1"):
@@ -113,8 +166,23 @@ def out_frame(sink, extra: list[dict] | None = None) -> pd.DataFrame:
         frame[col] = frame[col].astype("Int32")
     for col in ("served", "dropping", "drop_dependent"):
         frame[col] = frame[col].astype("boolean")
-    strings = ["tier", "kind", "segment_id", "datasource", "server", "load_type", "rule_kind", "topb", "action",
-               "queue_type", "reason", "dep_server", "o2", "group", "detail"]
+    strings = [
+        "tier",
+        "kind",
+        "segment_id",
+        "datasource",
+        "server",
+        "load_type",
+        "rule_kind",
+        "topb",
+        "action",
+        "queue_type",
+        "reason",
+        "dep_server",
+        "o2",
+        "group",
+        "detail",
+    ]
     frame[strings] = frame[strings].astype(object).where(frame[strings].notna(), None)
     return frame
 
@@ -182,7 +250,9 @@ class Run:
 
     def step_facts(self) -> list[dict]:
         """``{"stage", "step", **facts}`` of every step so far that reported facts."""
-        return [{"stage": s["stage"], "step": s["step"], **s["facts"]} for s in self.manifest()["steps"] if s.get("facts")]
+        return [
+            {"stage": s["stage"], "step": s["step"], **s["facts"]} for s in self.manifest()["steps"] if s.get("facts")
+        ]
 
     def decisions(self):
         """Every decision recorded so far (Spark DataFrame of ``DECISION_COLUMNS``), or None: the
@@ -195,9 +265,21 @@ class Run:
         steps = [s for s in self.manifest()["steps"] if s.get("decisions")]
         if not steps:
             return None
-        parts = [self.spark.read.schema(OUT_SCHEMA).parquet(f"{self.work_uri}/{s['decisions']}").filter("kind = 'decision'")
-                 .select(F.lit(int(s["stage"])).alias("stage"), F.lit(s["step"]).alias("step"), "idx", "segment_id", "tier",
-                         F.col("reason").alias("outcome"), "detail") for s in steps]
+        parts = [
+            self.spark.read.schema(OUT_SCHEMA)
+            .parquet(f"{self.work_uri}/{s['decisions']}")
+            .filter("kind = 'decision'")
+            .select(
+                F.lit(int(s["stage"])).alias("stage"),
+                F.lit(s["step"]).alias("step"),
+                "idx",
+                "segment_id",
+                "tier",
+                F.col("reason").alias("outcome"),
+                "detail",
+            )
+            for s in steps
+        ]
         return reduce(lambda a, b: a.unionByName(b), parts)
 
     def ops(self):
@@ -262,11 +344,15 @@ class Run:
                     state = read_tier(work, spec, tiers[i], names)
                     mine = holds(state)
                     codes = state.rep_code[mine]
-                    yield pa.RecordBatch.from_pydict({
-                        "segment_id": pa.array(table.segment_ids(codes), pa.string()),
-                        "server": pa.array(np.array(names, dtype=object)[state.rep_server[mine]] if len(codes) else [],
-                                           pa.string()),
-                        "tier": pa.array([tiers[i]] * len(codes), pa.string())})
+                    yield pa.RecordBatch.from_pydict(
+                        {
+                            "segment_id": pa.array(table.segment_ids(codes), pa.string()),
+                            "server": pa.array(
+                                np.array(names, dtype=object)[state.rep_server[mine]] if len(codes) else [], pa.string()
+                            ),
+                            "tier": pa.array([tiers[i]] * len(codes), pa.string()),
+                        }
+                    )
 
         return self.spark.range(0, len(tiers), 1, len(tiers)).mapInArrow(emit, schema)
 
@@ -278,8 +364,9 @@ class Run:
         write_parquet_atomic(frame.select(*OUT_COLUMNS), self.work / rel)
         return rel
 
-    def write_ops(self, stage: int, step: str, kernel_out, facts: dict | None = None,
-                  topb: dict[str, str] | None = None) -> int:
+    def write_ops(
+        self, stage: int, step: str, kernel_out, facts: dict | None = None, topb: dict[str, str] | None = None
+    ) -> int:
         """Give the ops of one step their global ``op_id`` (in ``o1, o2, o3, action, server``
         order), resolve ``depends_on`` and append them to the op log; keep the step's decisions
         where they are. ``kernel_out``: the step's output rows (:data:`OUT_COLUMNS`), either the
@@ -301,21 +388,37 @@ class Run:
         offset = manifest["count"]
         if not isinstance(kernel_out, str):
             kernel_out = self.write_output(stage, step, kernel_out)
-        cols = ["o1", "o2", "o3", "action", "queue_type", "idx", "code", "segment_id", "datasource", "tier", "server",
-                "size_bytes", "reason", "dep_server"]
+        cols = [
+            "o1",
+            "o2",
+            "o3",
+            "action",
+            "queue_type",
+            "idx",
+            "code",
+            "segment_id",
+            "datasource",
+            "tier",
+            "server",
+            "size_bytes",
+            "reason",
+            "dep_server",
+        ]
         ops = read_output(self.work_uri, kernel_out, cols, "op").to_pandas()
         ops = ops.sort_values(["o1", "o2", "o3", "action", "server"], kind="stable", na_position="first")
         ops = ops.reset_index(drop=True)
         ops["op_id"] = range(offset, offset + len(ops))
         loads = ops.loc[ops["action"] == "LOAD", ["idx", "server", "op_id"]].rename(
-            columns={"server": "dep_server", "op_id": "depends_on"})
+            columns={"server": "dep_server", "op_id": "depends_on"}
+        )
         final = ops.merge(loads, on=["idx", "dep_server"], how="left")
         final["depends_on"] = final["depends_on"].astype("Int64")
         final["stage"] = stage
         final = final.sort_values("op_id", kind="stable")[OPS_COLUMNS]
         name = f"stage_{stage:02d}_{step}.parquet"
-        write_parquet_atomic(pa.Table.from_pandas(final, schema=OPS_ARROW_SCHEMA, preserve_index=False),
-                             self.work / "ops" / name)
+        write_parquet_atomic(
+            pa.Table.from_pandas(final, schema=OPS_ARROW_SCHEMA, preserve_index=False), self.work / "ops" / name
+        )
         n = len(final)
         entry = {"stage": stage, "step": step, "ops": n, **({"facts": facts} if facts else {}), "decisions": kernel_out}
         if topb:
