@@ -170,3 +170,15 @@ def test_a_key_of_a_newer_druid_plans_with_a_warning(spark, planned, tmp_path):
     assert alert["key"] == "maxSegmentsInNodeLoadQueue"
     assert "closest known key: 'maxSegmentsInNodeLoadingQueue'" in alert["message"]
     assert "maxSegmentsInNodeLoadQueue" in (tmp_path / "plan" / REPORT_FILE).read_text()
+
+
+def test_a_best_servers_function_with_if_var_and_math_max_plans(spark, planned, tmp_path):
+    """``numBestServersChoosingFunction`` is JavaScript run by V8: a function with ``var``, ``if``
+    and ``Math.max`` plans. On this cluster (at most 4 historicals a tier) it gives B = t, as the
+    default t + floor(log5(n)) does for n < 5, so the plan is the default's, operation for operation."""
+    function = "function (n, t) { var b = t; if (n >= 5) { b = Math.max(b, t + 1); } return b; }"
+    summary = run_plan(spark, SNAPSHOT, tmp_path / "plan", overrides={"numBestServersChoosingFunction": function})
+    _, _, ops = planned
+    again = pd.read_parquet(tmp_path / "plan" / "operations.parquet")
+    assert rows(again, range(1, 14)) == rows(ops, range(1, 14)) and len(again) == len(ops)
+    assert summary["config"]["numBestServersChoosingFunction"] == function
