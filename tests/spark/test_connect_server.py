@@ -81,7 +81,9 @@ def test_conf_settings_reach_the_servers_command_and_a_malformed_one_is_refused(
     assert "--conf 'spark.sql.shuffle.partitions': expected KEY=VALUE" in capsys.readouterr().err
 
 
-def test_the_cli_refuses_an_unreachable_remote_with_exit_code_2(tmp_path):
+def test_the_cli_fails_on_an_unreachable_remote_with_exit_code_1_naming_it(tmp_path):
+    """A server that does not answer is the machine's failure, not the user's input: ``error: ``
+    and exit code 1, with the URL and how to start a server."""
     port = _free_port()
     done = _cli(
         "plan",
@@ -93,8 +95,9 @@ def test_the_cli_refuses_an_unreachable_remote_with_exit_code_2(tmp_path):
         f"sc://127.0.0.1:{port}",
         timeout=120,
     )
-    assert done.returncode == 2, done.stderr[-2000:]
-    assert f"no Spark Connect server answers at sc://127.0.0.1:{port}" in done.stderr
+    assert done.returncode == 1, done.stderr[-2000:]
+    assert f"error: no Spark Connect server answers at sc://127.0.0.1:{port}" in done.stderr
+    assert "input refused" not in done.stderr and "Traceback" not in done.stderr
     assert not (tmp_path / "plan").exists()
 
 
