@@ -136,34 +136,8 @@ class SimulateConnectOperator(SimulateFields, BaseOperator):
     template_fields: Sequence[str] = SimulateFields.SIMULATE_FIELDS
     ui_color = "#e4f0d8"
 
-    def __init__(
-        self,
-        *,
-        runs: Any,
-        snapshot: str,
-        plan: str,
-        work: str,
-        out: str,
-        config_file: str | None = None,
-        loads_per_run: Any = None,
-        load_failure_rate: Any = 0.0,
-        seed: Any = 0,
-        conn_id: str = DEFAULT_CONNECT_CONN_ID,
-        **kwargs: Any,
-    ) -> None:
-        kwargs.setdefault("task_id", "simulate")
+    def __init__(self, *, conn_id: str = DEFAULT_CONNECT_CONN_ID, **kwargs: Any) -> None:
         super().__init__(**kwargs)
-        self.set_simulate_fields(
-            runs=runs,
-            snapshot=snapshot,
-            plan=plan,
-            work=work,
-            out=out,
-            config_file=config_file,
-            loads_per_run=loads_per_run,
-            load_failure_rate=load_failure_rate,
-            seed=seed,
-        )
         self.conn_id = conn_id
 
     def execute(self, context: Any) -> str:

@@ -178,34 +178,9 @@ class SimulateSubmitOperator(SimulateFields, _SubmitHere):
     template_fields: Sequence[str] = (*SparkSubmitOperator.template_fields, *SimulateFields.SIMULATE_FIELDS)
     ui_color = "#e4f0d8"
 
-    def __init__(
-        self,
-        *,
-        runs: Any,
-        snapshot: str,
-        plan: str,
-        work: str,
-        out: str,
-        config_file: str | None = None,
-        loads_per_run: Any = None,
-        load_failure_rate: Any = 0.0,
-        seed: Any = 0,
-        **kwargs: Any,
-    ) -> None:
-        kwargs.setdefault("task_id", "simulate")
+    def __init__(self, **kwargs: Any) -> None:
         kwargs.setdefault("name", "segment_balancer.tools.simulate")
         super().__init__(app="simulate", **kwargs)
-        self.set_simulate_fields(
-            runs=runs,
-            snapshot=snapshot,
-            plan=plan,
-            work=work,
-            out=out,
-            config_file=config_file,
-            loads_per_run=loads_per_run,
-            load_failure_rate=load_failure_rate,
-            seed=seed,
-        )
 
     def execute(self, context: Any) -> str:
         args = self.simulate_args()

@@ -76,7 +76,9 @@ class SimulateArgs:
 
 
 class SimulateFields:
-    """The templated fields of a simulate task (mixed into both simulate operators):
+    """The templated fields of a simulate task, mixed in before the operator class of both simulate
+    operators (its ``__init__`` takes them and hands the other keyword arguments on; ``task_id``
+    defaults to ``simulate``):
 
     :param runs: Coordinator runs to simulate (an int or its string; 0 or empty: the task is skipped).
     :param snapshot: the run's snapshot; ``plan``: its published plan; ``work``: the work directory
@@ -97,7 +99,7 @@ class SimulateFields:
         "seed",
     )
 
-    def set_simulate_fields(
+    def __init__(
         self,
         *,
         runs: Any,
@@ -109,7 +111,10 @@ class SimulateFields:
         loads_per_run: Any = None,
         load_failure_rate: Any = 0.0,
         seed: Any = 0,
+        **kwargs: Any,
     ) -> None:
+        kwargs.setdefault("task_id", "simulate")
+        super().__init__(**kwargs)  # the operator's own class: the rest of the keyword arguments
         self.runs, self.snapshot, self.plan, self.work, self.out = runs, snapshot, plan, work, out
         self.config_file, self.loads_per_run = config_file, loads_per_run
         self.load_failure_rate, self.seed = load_failure_rate, seed
