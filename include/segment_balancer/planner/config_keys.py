@@ -216,7 +216,8 @@ KEYS: tuple[Key, ...] = (
         "decommissioningNodes",
         "array",
         [],
-        "Historicals being decommissioned (server names; Druid's comma-separated string too)",
+        "Historicals being decommissioned, by server name (coordinator_config.json may write them as Druid's "
+        "comma-separated string)",
         "Druid CoordinatorDynamicConfig",
         form=True,
     ),
