@@ -34,7 +34,7 @@ BALANCER_STRATEGIES = ("cost", "avgShedder")
 @dataclass(frozen=True)
 class Key:
     """One config key. ``type``: the JSON type (``integer``, ``number``, ``boolean``, ``string``,
-    ``array`` of strings); bounds as JSON Schema has them (``minimum``/``maximum`` inclusive,
+    ``array`` of strings, ``object`` of strings); bounds as JSON Schema has them (``minimum``/``maximum`` inclusive,
     ``exclusive_minimum``/``exclusive_maximum`` not); ``choices`` for a string of fixed values;
     ``unit`` of a number; ``form``: a typed field of the trigger form."""
 
@@ -84,6 +84,8 @@ class Key:
         schema: dict[str, Any] = {"title": self.name, "description": self.describe()}
         if self.type == "array":
             schema.update(type=["null", "array"], items={"type": "string"})
+        elif self.type == "object":
+            schema.update(type=["null", "object"], additionalProperties={"type": "string"})
         else:
             schema["type"] = ["null", self.type]
         for field, word in (
@@ -336,7 +338,144 @@ KEYS: tuple[Key, ...] = (
     ),
 )
 
+_DRUID = "Druid 35.0.0 CoordinatorDynamicConfig"
+_DRUID_NOTES = "docs/DRUID_COORDINATOR_NOTES.md"
+
+DRUID_KEYS: tuple[Key, ...] = (
+    Key(
+        "maxSegmentsToMove",
+        "integer",
+        100,
+        "druid coordinator, smartSegmentLoading off: most segments a tier's balancing moves a run (0 = none)",
+        _DRUID,
+        "segments",
+        minimum=0,
+        maximum=INT32,
+    ),
+    Key(
+        "replicationThrottleLimit",
+        "integer",
+        500,
+        "druid coordinator, smartSegmentLoading off: most replicas a tier starts loading a run, less those "
+        "already loading",
+        _DRUID,
+        "segments",
+        minimum=0,
+        maximum=INT32,
+    ),
+    Key(
+        "replicantLifetime",
+        "integer",
+        15,
+        "druid coordinator, smartSegmentLoading off: runs a queued load waits before Druid alerts (no effect "
+        "on the plan)",
+        _DRUID,
+        "runs",
+        minimum=0,
+        maximum=INT32,
+    ),
+    Key(
+        "balancerComputeThreads",
+        "integer",
+        None,
+        "druid coordinator, smartSegmentLoading off: threads computing costs (at least 1; unset: half of "
+        "coordinatorCores); it bounds nothing in the plan then",
+        _DRUID,
+        "threads",
+        minimum=0,
+        maximum=INT32,
+    ),
+    Key(
+        "smartSegmentLoading",
+        "boolean",
+        True,
+        "druid coordinator: compute the queue limit, the replication throttle, round-robin assignment and the "
+        "segments to move instead of taking them from the keys above",
+        _DRUID,
+    ),
+    Key(
+        "useRoundRobinSegmentAssignment",
+        "boolean",
+        True,
+        "druid coordinator, smartSegmentLoading off: assign replicas to a tier's historicals in turn rather "
+        "than by the strategy's cost",
+        _DRUID,
+    ),
+    Key(
+        "replicateAfterLoadTimeout",
+        "boolean",
+        False,
+        "druid coordinator: read by no code of Druid 35.0.0, so without effect",
+        _DRUID,
+    ),
+    Key(
+        "pauseCoordination",
+        "boolean",
+        False,
+        "druid coordinator: the run does nothing",
+        _DRUID,
+    ),
+    Key(
+        "millisToWaitBeforeDeleting",
+        "integer",
+        900_000,
+        "druid coordinator: how long after it starts the Coordinator marks overshadowed segments unused "
+        "(the plan assumes a Coordinator up longer)",
+        _DRUID,
+        "milliseconds",
+        minimum=0,
+        maximum=INT64,
+    ),
+    Key(
+        "cloneServers",
+        "object",
+        {},
+        "druid coordinator: target historical -> source historical, by host; a target is left out of "
+        "assignment, balancing and replica counts and mirrors its source",
+        _DRUID,
+    ),
+    Key(
+        "turboLoadingNodes",
+        "array",
+        [],
+        "druid coordinator: historicals that load with more threads (loading speed only, not the plan)",
+        _DRUID,
+    ),
+    Key(
+        "druid.coordinator.balancer.strategy",
+        "string",
+        "cost",
+        "druid coordinator: the balancer strategy (the Coordinator's runtime property)",
+        "Druid 35.0.0 BalancerStrategyFactory",
+        choices=("cost", "cachingCost", "diskNormalized", "random"),
+    ),
+    Key(
+        "coordinatorCores",
+        "integer",
+        8,
+        "druid coordinator: processors of the Coordinator's machine, which no snapshot tells; with "
+        "smartSegmentLoading, balancing computes with half of them (1 to 100 threads)",
+        _DRUID_NOTES + " §11",
+        "processors",
+        minimum=1,
+        maximum=INT32,
+    ),
+)
+"""Keys only the ``druid`` coordinator reads, by Druid's names with Druid's defaults. It also reads
+``maxSegmentsInNodeLoadingQueue``, ``decommissioningNodes``, the Coordinator's period and
+``balancerRandomSeed`` of :data:`KEYS`."""
+
+DRUID_KEYS_WITHOUT_EFFECT: dict[str, str] = {
+    "debugDimensions": "logging only",
+    "killDataSourceWhitelist": "the kill duty",
+    "killTaskSlotRatio": "the kill duty",
+    "maxKillTaskSlots": "the kill duty",
+    "killPendingSegmentsSkipList": "the kill duty",
+}
+"""Keys of Druid 35.0.0's dynamic config that decide no load, drop or move."""
+
 BY_NAME: dict[str, Key] = {k.name: k for k in KEYS}
+DRUID_BY_NAME: dict[str, Key] = {k.name: k for k in DRUID_KEYS}
 FORM_KEYS: tuple[Key, ...] = tuple(k for k in KEYS if k.form)
 
 

@@ -1,0 +1,486 @@
+"""How a Druid Coordinator run loads, replicates, drops and moves one segment (Druid 35.0.0
+``StrategicSegmentAssigner``, ``SegmentReplicaCount(Map)``, ``ReplicationThrottler``,
+``RoundRobinServerSelector``, ``SegmentStatusInTier``, ``SegmentLoadQueueManager``;
+docs/DRUID_COORDINATOR_NOTES.md §2.4, §3).
+
+Replica counts are taken once, when the run begins; nothing the run queues changes them.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator, Mapping
+from dataclasses import dataclass, field
+
+from segment_balancer.planner.druid_coordinator import run_stats as m
+from segment_balancer.planner.druid_coordinator.model import (
+    DataSegment,
+    DruidCluster,
+    SegmentAction,
+    ServerHolder,
+    java_hash_order,
+)
+from segment_balancer.planner.druid_coordinator.run_stats import RunStats
+from segment_balancer.planner.druid_coordinator.strategies import CostStrategy, RandomStrategy
+
+DEFAULT_TIER = "_default_tier"
+"""Druid's ``DruidServer.DEFAULT_TIER``: where a segment with no required replicas is counted."""
+
+
+@dataclass
+class ReplicaCount:
+    """One segment's replicas in one tier (Druid ``SegmentReplicaCount``): ``required`` by its rule
+    (``required_and_loadable``: no more than the tier's managed historicals), ``loaded`` on managed
+    historicals, ``loaded_elsewhere`` on brokers and realtime servers, and the queued ``loading``,
+    ``dropping``, ``moving_to``, ``moving_from``."""
+
+    required: int = 0
+    required_and_loadable: int = 0
+    loaded: int = 0
+    loaded_elsewhere: int = 0
+    loading: int = 0
+    dropping: int = 0
+    moving_to: int = 0
+    moving_from: int = 0
+
+    def queued(self, action: SegmentAction) -> None:
+        if action in (SegmentAction.LOAD, SegmentAction.REPLICATE):
+            self.loading += 1
+        elif action is SegmentAction.MOVE_TO:
+            self.moving_to += 1
+        elif action is SegmentAction.MOVE_FROM:
+            self.moving_from += 1
+        elif action is SegmentAction.DROP:
+            self.dropping += 1
+
+    def set_required(self, required: int, servers: int) -> None:
+        self.required = required
+        self.required_and_loadable = min(required, servers)
+
+    @property
+    def loaded_not_dropping(self) -> int:
+        return self.loaded - self.dropping
+
+    @property
+    def move_completed_pending_drop(self) -> int:
+        return self.moving_from - self.moving_to
+
+    @property
+    def total_loaded(self) -> int:
+        return self.loaded + self.loaded_elsewhere
+
+    def accumulate(self, other: ReplicaCount) -> None:
+        for name in self.__dataclass_fields__:
+            setattr(self, name, getattr(self, name) + getattr(other, name))
+
+
+class ReplicaCounts:
+    """Every segment's :class:`ReplicaCount` per tier, counted when the run begins."""
+
+    def __init__(self, cluster: DruidCluster):
+        self.counts: dict[DataSegment, dict[str, ReplicaCount]] = {}
+        for tier, holders in cluster.managed.items():
+            for holder in holders:
+                for segment in holder.served_segments():
+                    self.setdefault(segment, tier).loaded += 1
+                for segment, action in holder.actions.items():
+                    self.setdefault(segment, tier).queued(action)
+        for holder in cluster.brokers + cluster.realtimes:
+            for segment in holder.served_segments():
+                self.setdefault(segment, holder.tier).loaded_elsewhere += 1
+
+    def setdefault(self, segment: DataSegment, tier: str) -> ReplicaCount:
+        return self.counts.setdefault(segment, {}).setdefault(tier, ReplicaCount())
+
+    def get(self, segment: DataSegment, tier: str) -> ReplicaCount:
+        return self.counts.get(segment, {}).get(tier) or ReplicaCount()
+
+    def total(self, segment: DataSegment) -> ReplicaCount:
+        total = ReplicaCount()
+        for count in self.counts.get(segment, {}).values():
+            total.accumulate(count)
+        return total
+
+
+class ReplicationThrottler:
+    """How many replicas (``REPLICATE``) each tier may start this run: ``limit`` less those its
+    historicals had queued when the run began (Druid ``ReplicationThrottler``)."""
+
+    def __init__(self, loading_replicas: Mapping[str, int], limit: int):
+        self.limit = limit
+        self.max_assignments = {tier: max(0, limit - n) for tier, n in loading_replicas.items()}
+        self.assigned: dict[str, int] = {}
+
+    def throttled(self, tier: str) -> bool:
+        return self.assigned.get(tier, 0) >= self.max_assignments.get(tier, self.limit)
+
+    def assigned_replica(self, tier: str) -> None:
+        self.assigned[tier] = self.assigned.get(tier, 0) + 1
+
+
+class RoundRobinSelector:
+    """Round-robin assignment (Druid ``RoundRobinServerSelector``): one circular list per tier of its
+    managed historicals in the holders' order; the cursor persists across the run's segments and
+    rests on the next server that can load the segment without consuming it."""
+
+    def __init__(self, cluster: DruidCluster):
+        self.servers = {tier: list(holders) for tier, holders in cluster.managed.items()}
+        self.cursor = dict.fromkeys(self.servers, 0)
+
+    def servers_to_load(self, tier: str, segment: DataSegment) -> Iterator[ServerHolder]:
+        """The tier's servers that can load ``segment``, from the cursor on, each at most once. As in
+        Druid, taking a server moves the cursor past it and on to the next eligible one at once."""
+        servers = self.servers.get(tier)
+        if not servers:
+            return iter(())
+        return _EligibleServers(self, tier, segment, len(servers))
+
+    def _advance(self, tier: str) -> None:
+        self.cursor[tier] += 1
+        if self.cursor[tier] >= len(self.servers[tier]):
+            self.cursor[tier] = 0
+
+
+class _EligibleServers:
+    """Druid's ``EligibleServerIterator``: at most one lap of the circular list."""
+
+    def __init__(self, selector: RoundRobinSelector, tier: str, segment: DataSegment, steps: int):
+        self.selector, self.tier, self.segment, self.remaining = selector, tier, segment, steps
+        self.following = self._search()
+
+    def _search(self) -> ServerHolder | None:
+        servers = self.selector.servers[self.tier]
+        while self.remaining > 0:
+            self.remaining -= 1
+            cursor = self.selector.cursor[self.tier]
+            candidate = servers[cursor if cursor < len(servers) else 0]
+            if candidate.can_load(self.segment):
+                return candidate
+            self.selector._advance(self.tier)
+        return None
+
+    def __iter__(self) -> _EligibleServers:
+        return self
+
+    def __next__(self) -> ServerHolder:
+        if self.following is None:
+            raise StopIteration
+        taken = self.following
+        self.selector._advance(self.tier)
+        self.following = self._search()
+        return taken
+
+
+class LoadQueueManager:
+    """Starts operations on holders and queues them (Druid ``SegmentLoadQueueManager``)."""
+
+    def load(self, segment: DataSegment, holder: ServerHolder, action: SegmentAction) -> bool:
+        if not holder.start(action, segment):
+            return False
+        holder.queue.load(segment, action)
+        return True
+
+    def drop(self, segment: DataSegment, holder: ServerHolder) -> bool:
+        if not holder.start(SegmentAction.DROP, segment):
+            return False
+        holder.queue.drop(segment)
+        return True
+
+    def move(self, segment: DataSegment, source: ServerHolder, destination: ServerHolder) -> bool:
+        """A ``MOVE_FROM`` on the source, a ``MOVE_TO`` on the destination; once the destination has
+        loaded it, the source drops it (unless a drop is queued there already)."""
+        if not source.start(SegmentAction.MOVE_FROM, segment):
+            return False
+        if not destination.start(SegmentAction.MOVE_TO, segment):
+            source.cancel(SegmentAction.MOVE_FROM, segment)
+            return False
+        source_queue = source.queue
+        source_queue.mark_to_drop(segment)
+
+        def finished(success: bool) -> None:
+            if success and segment.id not in source_queue.to_drop:
+                source_queue.unmark_to_drop(segment)
+                source_queue.drop(segment, lambda _ok: source_queue.unmark_to_drop(segment))
+            else:
+                source_queue.unmark_to_drop(segment)
+
+        destination.queue.load(segment, SegmentAction.MOVE_TO, finished, move_source=source.name)
+        return True
+
+
+class SegmentStatusInTier:
+    """One segment against one tier's managed historicals, in the tier's order (Druid
+    ``SegmentStatusInTier``): servers that serve it (may drop), servers that can load it, and
+    servers with an action queued on it, by action."""
+
+    def __init__(self, segment: DataSegment, holders: list[ServerHolder]):
+        self.eligible_drop: list[ServerHolder] = []
+        self.eligible_load: list[ServerHolder] = []
+        self.performing: dict[SegmentAction, list[ServerHolder]] = {}
+        for holder in holders:
+            action = holder.action_on(segment)
+            if holder.is_serving(segment):
+                self.eligible_drop.append(holder)
+            elif holder.can_load(segment):
+                self.eligible_load.append(holder)
+            elif action is not None:
+                self.performing.setdefault(action, []).append(holder)
+
+
+@dataclass
+class StrategicSegmentAssigner:
+    """One run's segment assigner (Druid ``StrategicSegmentAssigner``): ``replicate`` (load rules),
+    ``broadcast`` (broadcast rules), ``delete`` (drop rules: marked unused after the rules),
+    ``move`` (balancing). ``replication_throttle_limit`` and ``round_robin`` come from the run's
+    ``SegmentLoadingConfig``."""
+
+    cluster: DruidCluster
+    strategy: CostStrategy | RandomStrategy
+    stats: RunStats
+    replication_throttle_limit: int
+    round_robin: bool
+    queues: LoadQueueManager = field(default_factory=LoadQueueManager)
+
+    def __post_init__(self):
+        self.replica_counts = ReplicaCounts(self.cluster)
+        self.throttler = ReplicationThrottler(
+            {tier: sum(h.loading_replicas for h in hs) for tier, hs in self.cluster.managed.items()},
+            self.replication_throttle_limit,
+        )
+        self.selector = RoundRobinSelector(self.cluster) if self.round_robin else None
+        self.historicals_per_tier = {tier: len(hs) for tier, hs in self.cluster.managed.items()}
+        self.invalid_load_tiers: dict[str, set[str]] = {}
+        self.segments_to_delete: dict[str, set[DataSegment]] = {}
+        self.zero_replica_segments: dict[str, set[DataSegment]] = {}
+        self.broadcast_segments: set[DataSegment] = set()
+
+    # ------------------------------------------------------------------------------------ moves
+    def move(self, segment: DataSegment, source: ServerHolder, destinations: list[ServerHolder]) -> bool:
+        """Move ``segment`` off ``source`` to the strategy's choice among ``destinations`` of its tier
+        that can load it (the source stays a candidate unless it is decommissioning)."""
+        tier = source.tier
+        eligible = [h for h in destinations if h.tier == tier and h.can_load(segment)]
+        if not eligible:
+            self._skip(m.MOVE_SKIPPED, "No eligible server", segment, source)
+            return False
+        if not source.decommissioning:
+            eligible.append(source)
+        destination = self.strategy.destination_to_move(segment, source, eligible)
+        if destination is None or destination.server is source.server:
+            self._skip(m.MOVE_SKIPPED, "Optimally placed", segment, source)
+            return False
+        if self._move(segment, source, destination):
+            self.stats.add(m.MOVED, 1, tier=tier, dataSource=segment.datasource)
+            return True
+        self._skip(m.MOVE_SKIPPED, "Encountered error", segment, source)
+        return False
+
+    def _move(self, segment: DataSegment, source: ServerHolder, destination: ServerHolder) -> bool:
+        if source.is_loading(segment):
+            if not source.cancel(SegmentAction.LOAD, segment):
+                return False
+            if self.replica_counts.get(segment, source.tier).loaded_not_dropping >= 1:
+                return self._replicate_on(segment, destination)
+            return self._load_on(segment, destination)
+        if source.is_serving(segment):
+            return self.queues.move(segment, source, destination)
+        return False
+
+    # ------------------------------------------------------------------------------- load rules
+    def replicate(self, segment: DataSegment, tier_replicants: Mapping[str, int]) -> None:
+        """Bring ``segment`` to ``tier_replicants`` (tier -> replicas) on every tier of the cluster:
+        drops only as far as the replicas loaded beyond those required (and loadable) allow."""
+        tiers_in_cluster = java_hash_order(self.cluster.tier_names())
+        if not tier_replicants:
+            self.replica_counts.setdefault(segment, DEFAULT_TIER)
+        for tier, required in tier_replicants.items():
+            self.stats.update_max(m.REPLICATION_FACTOR, required, tier=tier)
+            self.stats.add(m.REQUIRED_CAPACITY, segment.size * required, tier=tier)
+            self.replica_counts.setdefault(segment, tier).set_required(required, self.historicals_per_tier.get(tier, 0))
+            if tier not in tiers_in_cluster:
+                self.invalid_load_tiers.setdefault(segment.datasource, set()).add(tier)
+        total = self.replica_counts.total(segment)
+        if total.required <= 0:
+            self.zero_replica_segments.setdefault(segment.datasource, set()).add(segment)
+        surplus = total.loaded_not_dropping - total.required_and_loadable
+        drops = 0
+        for tier in tiers_in_cluster:
+            drops += self._update_replicas_in_tier(segment, tier, tier_replicants.get(tier, 0), surplus - drops)
+
+    def _update_replicas_in_tier(self, segment: DataSegment, tier: str, required: int, max_drops: int) -> int:
+        count = self.replica_counts.get(segment, tier)
+        projected = count.loaded_not_dropping + count.loading - max(0, count.move_completed_pending_drop)
+        moving = count.moving_to
+        cancel_moves = required == 0 and moving > 0
+        if projected == required and not cancel_moves:
+            return 0
+        status = SegmentStatusInTier(segment, self.cluster.managed.get(tier, []))
+        if cancel_moves:
+            self._cancel(SegmentAction.MOVE_TO, moving, segment, status)
+            self._cancel(SegmentAction.MOVE_FROM, moving, segment, status)
+        if projected < required:
+            deficit = required - projected
+            cancelled_drops = self._cancel(SegmentAction.DROP, deficit, segment, status)
+            to_load = deficit - cancelled_drops
+            if to_load > 0:
+                loaded = count.loaded_not_dropping + cancelled_drops
+                queued = self._load_replicas(to_load, loaded, segment, tier, status)
+                self.stats.add(m.ASSIGNED, queued, tier=tier, dataSource=segment.datasource)
+        if projected > required:
+            surplus = projected - required
+            cancelled_loads = self._cancel(SegmentAction.LOAD, surplus, segment, status)
+            to_drop = min(surplus - cancelled_loads, max_drops)
+            if to_drop > 0:
+                dropped = self._drop_replicas(to_drop, segment, tier, status)
+                self.stats.add(m.DROPPED, dropped, tier=tier, dataSource=segment.datasource)
+                return dropped
+        return 0
+
+    def _cancel(self, action: SegmentAction, most: int, segment: DataSegment, status: SegmentStatusInTier) -> int:
+        cancelled = 0
+        for holder in status.performing.get(action, []):
+            if most <= 0 or cancelled >= most:
+                break
+            cancelled += holder.cancel(action, segment)
+        return cancelled
+
+    def _load_replicas(
+        self, to_load: int, loaded: int, segment: DataSegment, tier: str, status: SegmentStatusInTier
+    ) -> int:
+        on_tier = loaded >= 1
+        if on_tier and self.throttler.throttled(tier):
+            return 0
+        if not status.eligible_load:
+            self._skip_tier(m.ASSIGN_SKIPPED, "No eligible server", segment, tier)
+            return 0
+        servers = (
+            self.selector.servers_to_load(tier, segment)
+            if self.selector is not None
+            else self.strategy.servers_to_load(segment, status.eligible_load)
+        )
+        queued = 0
+        first = True
+        for holder in servers:
+            first = False
+            queued += self._replicate_on(segment, holder) if on_tier else self._load_on(segment, holder)
+            if queued >= to_load:
+                break
+        if first:
+            self._skip_tier(m.ASSIGN_SKIPPED, "No strategic server", segment, tier)
+        return queued
+
+    def _load_on(self, segment: DataSegment, holder: ServerHolder) -> bool:
+        if self.queues.load(segment, holder, SegmentAction.LOAD):
+            return True
+        self._skip(m.ASSIGN_SKIPPED, "Encountered error", segment, holder)
+        return False
+
+    def _replicate_on(self, segment: DataSegment, holder: ServerHolder) -> bool:
+        if self.throttler.throttled(holder.tier):
+            self._skip(m.ASSIGN_SKIPPED, "Throttled replication", segment, holder)
+            return False
+        if not self.queues.load(segment, holder, SegmentAction.REPLICATE):
+            self._skip(m.ASSIGN_SKIPPED, "Encountered error", segment, holder)
+            return False
+        self.throttler.assigned_replica(holder.tier)
+        return True
+
+    def _drop_replicas(self, to_drop: int, segment: DataSegment, tier: str, status: SegmentStatusInTier) -> int:
+        if not status.eligible_drop:
+            self._skip_tier(m.DROP_SKIPPED, "No eligible server", segment, tier)
+            return 0
+
+        def fullest_first(h: ServerHolder) -> tuple:
+            return tuple(_Reversed(k) for k in h.natural_key())
+
+        dying = sorted((h for h in status.eligible_drop if h.decommissioning), key=fullest_first)
+        live = sorted((h for h in status.eligible_drop if not h.decommissioning), key=fullest_first)
+        dropped = self._drop_from(to_drop, segment, iter(dying))
+        if to_drop > dropped:
+            remaining = to_drop - dropped
+            servers = (
+                iter(live)
+                if self.round_robin or len(live) <= remaining
+                else self.strategy.servers_to_drop(segment, live)
+            )
+            dropped += self._drop_from(remaining, segment, servers)
+        return dropped
+
+    def _drop_from(self, to_drop: int, segment: DataSegment, servers: Iterator[ServerHolder]) -> int:
+        dropped = 0
+        for holder in servers:
+            if dropped >= to_drop:
+                break
+            if self.queues.drop(segment, holder):
+                dropped += 1
+            else:
+                self._skip(m.DROP_SKIPPED, "Encountered error", segment, holder)
+        return dropped
+
+    # -------------------------------------------------------------------- broadcast, drop rules
+    def broadcast(self, segment: DataSegment) -> None:
+        """Load ``segment`` on every managed server that is not decommissioning (never throttled,
+        never dropped elsewhere); drop it from the decommissioning ones."""
+        required_per_tier: dict[str, int] = {}
+        for holder in self.cluster.all_managed_servers():
+            tier = holder.tier
+            if holder.decommissioning:
+                if self._drop_broadcast(segment, holder):
+                    self.stats.add(m.DROPPED, 1, tier=tier, dataSource=segment.datasource)
+            else:
+                required_per_tier[tier] = required_per_tier.get(tier, 0) + 1
+                if self._load_broadcast(segment, holder):
+                    self.stats.add(m.ASSIGNED, 1, tier=tier, dataSource=segment.datasource)
+        for tier, n in required_per_tier.items():
+            self.replica_counts.setdefault(segment, tier).set_required(n, n)
+        self.broadcast_segments.add(segment)
+
+    def _load_broadcast(self, segment: DataSegment, holder: ServerHolder) -> bool:
+        if holder.is_serving(segment) or holder.is_loading(segment):
+            return False
+        if holder.is_dropping(segment):
+            return holder.cancel(SegmentAction.DROP, segment)
+        if holder.can_load(segment):
+            return self._load_on(segment, holder)
+        if holder.available_size < segment.size:
+            reason = "Not enough disk space"
+        elif holder.load_queue_full:
+            reason = "Load queue is full"
+        else:
+            reason = "Unknown error"
+        self._skip(m.ASSIGN_SKIPPED, reason, segment, holder)
+        return False
+
+    def _drop_broadcast(self, segment: DataSegment, holder: ServerHolder) -> bool:
+        if holder.is_loading(segment):
+            return holder.cancel(SegmentAction.LOAD, segment)
+        if holder.is_serving(segment):
+            return self.queues.drop(segment, holder)
+        return False
+
+    def delete(self, segment: DataSegment) -> None:
+        """A drop rule: the segment is marked unused once the rules have run."""
+        self.segments_to_delete.setdefault(segment.datasource, set()).add(segment)
+
+    # ---------------------------------------------------------------------------------- stats
+    def _skip(self, metric: str, reason: str, segment: DataSegment, holder: ServerHolder) -> None:
+        self.stats.add(
+            metric, 1, tier=holder.tier, dataSource=segment.datasource, server=holder.name, description=reason
+        )
+
+    def _skip_tier(self, metric: str, reason: str, segment: DataSegment, tier: str) -> None:
+        self.stats.add(metric, 1, tier=tier, dataSource=segment.datasource, description=reason)
+
+
+class _Reversed:
+    """Wraps a sort key component so that it sorts the other way."""
+
+    __slots__ = ("value",)
+
+    def __init__(self, value):
+        self.value = value
+
+    def __lt__(self, other: _Reversed) -> bool:
+        return other.value < self.value
+
+    def __eq__(self, other: object) -> bool:
+        return isinstance(other, _Reversed) and other.value == self.value

@@ -1,0 +1,155 @@
+"""Druid's balancing duty, one run (Druid 35.0.0 ``BalanceSegments``, ``TierSegmentBalancer``,
+``ReservoirSegmentSampler``; docs/DRUID_COORDINATOR_NOTES.md §4).
+
+The reservoir's draws come from the run's seeded generator where Druid's are unseeded. Candidates are
+visited server by server in the tier's order: first the segments a server is loading (in load-queue
+order), then, when the tier has no move in progress, those it serves (newest first); Druid walks both
+in Java hash order, which a snapshot cannot reproduce.
+"""
+
+from __future__ import annotations
+
+import random
+from collections.abc import Callable, Iterable
+from dataclasses import dataclass
+
+from segment_balancer.planner.druid_coordinator import run_stats as m
+from segment_balancer.planner.druid_coordinator.assigner import StrategicSegmentAssigner
+from segment_balancer.planner.druid_coordinator.model import DataSegment, DruidCluster, SegmentAction, ServerHolder
+from segment_balancer.planner.druid_coordinator.run_stats import RunStats
+from segment_balancer.planner.druid_coordinator.segments_to_move import (
+    ProjectedServer,
+    max_segments_to_move_per_tier,
+    segments_to_move_in_tier,
+)
+
+
+@dataclass(frozen=True)
+class Pick:
+    """A segment the sampler picked and the server it would move from."""
+
+    holder: ServerHolder
+    segment: DataSegment
+
+
+def pick_movable_segments(
+    sources: list[ServerHolder],
+    most: int,
+    segments_of: Callable[[ServerHolder], Iterable[DataSegment]],
+    broadcast_datasources: set[str],
+    rng: random.Random,
+) -> list[Pick]:
+    """Up to ``most`` segments drawn uniformly from the candidates of ``sources`` (reservoir sampling,
+    one pass; broadcast datasources and segments moving away left out). With no more candidates than
+    ``most`` there is no draw: all, in pass order."""
+    if most == 0 or not sources:
+        return []
+    picked: list[Pick] = []
+    seen = 0
+    for holder in sources:
+        for segment in segments_of(holder):
+            if segment.datasource in broadcast_datasources or holder.action_on(segment) is SegmentAction.MOVE_FROM:
+                continue
+            if seen < most:
+                picked.append(Pick(holder, segment))
+            else:
+                slot = rng.randrange(seen + 1)
+                if slot < most:
+                    picked[slot] = Pick(holder, segment)
+            seen += 1
+    return picked
+
+
+def _served_newest_first(holder: ServerHolder) -> list[DataSegment]:
+    return sorted(holder.served_segments(), key=DataSegment.newest_first)
+
+
+@dataclass
+class TierBalancer:
+    """Balancing of one tier (Druid ``TierSegmentBalancer``): first off decommissioning servers, then
+    among the active ones, at most ``max_to_move`` picks."""
+
+    tier: str
+    holders: list[ServerHolder]
+    max_to_move: int
+    assigner: StrategicSegmentAssigner
+    stats: RunStats
+    smart: bool
+    used: Callable[[DataSegment], DataSegment | None]
+    broadcast_datasources: set[str]
+    rng: random.Random
+
+    def __post_init__(self):
+        self.decommissioning = [h for h in self.holders if h.decommissioning]
+        self.active = [h for h in self.holders if not h.decommissioning]
+        self.moving = sum(h.moving_segments for h in self.active)
+
+    def run(self) -> None:
+        from_decommissioning = 0
+        if self.decommissioning and self.active:
+            from_decommissioning = min(sum(h.projected_segment_count for h in self.decommissioning), self.max_to_move)
+        self._move_from(self.decommissioning, from_decommissioning)
+        self._move_from(self.active, self._active_to_move(self.max_to_move - from_decommissioning))
+
+    def _active_to_move(self, most: int) -> int:
+        if len(self.active) < 2:
+            return 0
+        if not self.smart:
+            return most
+        projected = [
+            ProjectedServer(h.projected_per_datasource(), bytes=h.size_used, max_size=h.max_size) for h in self.active
+        ]
+        return segments_to_move_in_tier(projected, most)
+
+    def _move_from(self, sources: list[ServerHolder], n: int) -> None:
+        if n <= 0 or not sources or not self.active:
+            return
+        picks = pick_movable_segments(sources, n, ServerHolder.loading_segments, self.broadcast_datasources, self.rng)
+        moved = self._move(picks, n)
+        if self.moving <= 0:
+            rest = n - moved
+            picks = pick_movable_segments(sources, rest, _served_newest_first, self.broadcast_datasources, self.rng)
+            self._move(picks, rest)
+
+    def _move(self, picks: list[Pick], most: int) -> int:
+        moved = 0
+        for pick in picks[: max(0, most)]:
+            segment = self.used(pick.segment)
+            if segment is None:
+                self.stats.add(
+                    m.MOVE_SKIPPED,
+                    1,
+                    tier=self.tier,
+                    dataSource=pick.segment.datasource,
+                    description="Segment is unused",
+                )
+                continue
+            moved += self.assigner.move(segment, pick.holder, self.active)
+        return moved
+
+
+def balance_segments(
+    cluster: DruidCluster,
+    assigner: StrategicSegmentAssigner,
+    stats: RunStats,
+    *,
+    smart: bool,
+    max_segments_to_move: int,
+    balancer_threads: int,
+    period_ms: int,
+    used: Callable[[DataSegment], DataSegment | None],
+    broadcast_datasources: set[str],
+    rng: random.Random,
+) -> int:
+    """Druid ``BalanceSegments``: one maximum for every tier (with smart loading, from the segments
+    served and queued on all managed historicals; else ``maxSegmentsToMove``), then each tier. Returns that maximum."""
+    if smart:
+        total = sum(len(h.server.segments) + len(h.actions) for hs in cluster.managed.values() for h in hs)
+        most = max_segments_to_move_per_tier(total, balancer_threads, period_ms)
+    else:
+        most = max_segments_to_move
+    if most <= 0:
+        return 0
+    for tier, holders in cluster.managed.items():
+        TierBalancer(tier, holders, most, assigner, stats, smart, used, broadcast_datasources, rng).run()
+    return most

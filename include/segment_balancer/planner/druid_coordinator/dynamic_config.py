@@ -1,0 +1,99 @@
+"""The dynamic config a ``druid`` coordinator run reads: Druid 35.0.0's keys (``config_keys.DRUID_KEYS``)
+and the ones it shares with the #7458 planner (``maxSegmentsInNodeLoadingQueue``,
+``decommissioningNodes``, the Coordinator's period, ``balancerRandomSeed``), each checked against its
+declaration. Keys of neither are left alone: a captured config holds keys of every Druid release.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass
+from typing import Any
+
+from segment_balancer.druid.rules import Period
+from segment_balancer.planner.config_keys import BY_NAME, DRUID_BY_NAME, Key
+
+SHARED_KEYS = ("maxSegmentsInNodeLoadingQueue", "decommissioningNodes", "coordinatorPeriodMillis", "balancerRandomSeed")
+"""Keys of ``config_keys.KEYS`` that the ``druid`` coordinator reads too."""
+PERIOD_KEY = "druid.coordinator.period"
+
+_DECLARED: dict[str, Key] = {**{k: BY_NAME[k] for k in (*SHARED_KEYS, PERIOD_KEY)}, **DRUID_BY_NAME}
+
+
+def _checked(key: Key, value: Any) -> Any:
+    """``value`` as ``key`` declares it, or ValueError naming the key, the value and what was expected."""
+    shown = repr(value)
+    if key.type == "boolean":
+        if isinstance(value, str) and value.lower() in ("true", "false"):
+            return value.lower() == "true"
+        if not isinstance(value, bool):
+            raise ValueError(f"{key.name}: expected true or false, got {shown}")
+        return value
+    if key.type == "integer":
+        if isinstance(value, bool) or not isinstance(value, int):
+            raise ValueError(f"{key.name}: expected an integer, got {shown}")
+        problem = key.range_problem(value)
+        if problem:
+            raise ValueError(f"{key.name}: {value} {problem}")
+        return value
+    if key.type == "string":
+        if not isinstance(value, str):
+            raise ValueError(f"{key.name}: expected a string, got {shown}")
+        if key.choices and value not in key.choices:
+            raise ValueError(f"{key.name}: {shown} is not one of {', '.join(key.choices)}")
+        return value
+    if key.type == "array":
+        if isinstance(value, str):
+            return [v.strip() for v in value.split(",") if v.strip()]
+        if not isinstance(value, list) or not all(isinstance(v, str) for v in value):
+            raise ValueError(f"{key.name}: expected a list of strings, got {shown}")
+        return list(value)
+    if key.type == "object":
+        if not isinstance(value, dict) or not all(isinstance(k, str) and isinstance(v, str) for k, v in value.items()):
+            raise ValueError(f"{key.name}: expected an object of strings, got {shown}")
+        return dict(value)
+    raise ValueError(f"{key.name}: unsupported type {key.type}")
+
+
+@dataclass(frozen=True)
+class DruidConfig:
+    """The values of one run, by Druid's key names (``config["smartSegmentLoading"]``), every
+    declared key present (its default when not given); ``period_ms`` is the Coordinator's period."""
+
+    values: Mapping[str, Any]
+    period_ms: int
+
+    def __getitem__(self, name: str) -> Any:
+        return self.values[name]
+
+    @property
+    def balancer_compute_threads(self) -> int:
+        """The configured threads (at least 1, as Druid clamps them), or half the cores when unset."""
+        threads = self.values["balancerComputeThreads"]
+        if threads is None:
+            return min(max(1, self.values["coordinatorCores"] // 2), 100)
+        return max(1, threads)
+
+
+def druid_config(given: Mapping[str, Any] | None = None) -> DruidConfig:
+    """The run's config from ``given`` (a ``coordinator_config.json`` object and overrides).
+
+    Raises:
+        ValueError: a declared key has a value of the wrong type or out of range; the message names
+            the key, the value and what was expected.
+    """
+    given = dict(given or {})
+    values = {
+        name: (_checked(key, given[name]) if given.get(name) is not None else key.default)
+        for name, key in _DECLARED.items()
+    }
+    if given.get("coordinatorPeriodMillis") is not None:
+        period_ms = values["coordinatorPeriodMillis"]
+    elif given.get(PERIOD_KEY) is not None:
+        try:
+            period_ms = Period.parse(values[PERIOD_KEY]).fixed_ms()
+        except ValueError as exc:
+            raise ValueError(f"{PERIOD_KEY}: {exc}") from None
+    else:
+        period_ms = BY_NAME["coordinatorPeriodMillis"].default
+    return DruidConfig(values, period_ms)

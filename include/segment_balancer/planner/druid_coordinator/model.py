@@ -1,0 +1,531 @@
+"""What one Druid Coordinator run sees: segments, servers, their load queues, and the per-run holders
+(Druid 35.0.0 ``DataSegment``, ``SegmentAction``, ``HttpLoadQueuePeon``, ``ServerHolder``,
+``DruidCluster``; docs/DRUID_COORDINATOR_NOTES.md §2).
+
+Sizes are bytes, instants epoch milliseconds (UTC). Orders that Druid takes from Java's hash maps are
+reproduced where they decide something (:func:`java_hash_order`, the order tiers spend a segment's
+drop budget in) and replaced by a stated order where they only sequence work (the loading segments
+of a server are visited in load-queue order, its served segments newest first).
+"""
+
+from __future__ import annotations
+
+import enum
+from collections import Counter
+from collections.abc import Callable, Iterable, Iterator
+from dataclasses import dataclass, field
+
+INT_MAX = 2**31 - 1
+"""Java's ``Integer.MAX_VALUE``: a load queue without a limit."""
+
+
+class SegmentAction(enum.Enum):
+    """What a server is asked to do with a segment (Druid ``SegmentAction``): ``LOAD`` a first replica
+    on a tier (never throttled), ``REPLICATE`` one more (throttled), ``MOVE_TO`` the destination of a
+    move, ``MOVE_FROM`` its source (a pending drop, never sent), ``DROP``."""
+
+    DROP = "DROP"
+    LOAD = "LOAD"
+    REPLICATE = "REPLICATE"
+    MOVE_TO = "MOVE_TO"
+    MOVE_FROM = "MOVE_FROM"
+
+    @property
+    def is_load(self) -> bool:
+        return self in (SegmentAction.LOAD, SegmentAction.REPLICATE, SegmentAction.MOVE_TO)
+
+    def simplified(self) -> SegmentAction:
+        """``REPLICATE`` as ``LOAD``, as a ``ServerHolder`` records it; others unchanged."""
+        return SegmentAction.LOAD if self is SegmentAction.REPLICATE else self
+
+
+_QUEUE_ORDER = {SegmentAction.DROP: 0, SegmentAction.LOAD: 1, SegmentAction.REPLICATE: 2, SegmentAction.MOVE_TO: 3}
+"""The order a load queue sends its requests in (``SegmentHolder.COMPARE_ACTION_THEN_INTERVAL``)."""
+
+
+class ServerType(enum.Enum):
+    """Druid ``ServerType``, in its declaration order (the last tie-break of the holders' order)."""
+
+    HISTORICAL = "historical"
+    BRIDGE = "bridge"
+    INDEXER_EXECUTOR = "indexer-executor"
+    REALTIME = "realtime"
+    BROKER = "broker"
+
+    @property
+    def ordinal(self) -> int:
+        return list(ServerType).index(self)
+
+    @property
+    def is_historical(self) -> bool:
+        return self in (ServerType.HISTORICAL, ServerType.BRIDGE)
+
+    @property
+    def is_realtime(self) -> bool:
+        return self in (ServerType.REALTIME, ServerType.INDEXER_EXECUTOR)
+
+
+class Descending(str):
+    """A string that sorts in reverse order."""
+
+    __slots__ = ()
+
+    def __lt__(self, other):  # type: ignore[override]
+        return str.__gt__(self, other)
+
+    def __gt__(self, other):  # type: ignore[override]
+        return str.__lt__(self, other)
+
+    def __le__(self, other):  # type: ignore[override]
+        return str.__ge__(self, other)
+
+    def __ge__(self, other):  # type: ignore[override]
+        return str.__le__(self, other)
+
+
+@dataclass(frozen=True, eq=False, slots=True)
+class DataSegment:
+    """One segment: ``id`` (Druid's segment id, its identity), ``datasource``, interval
+    ``[start_ms, end_ms)``, ``version``, ``partition`` (the shard's partition number), ``size`` bytes;
+    for the timeline, ``shard_type`` and ``num_core_partitions`` (``druid.timeline``'s columns) and,
+    for ``numbered_overwrite`` shards, ``overwrite`` = (start root partition, end root partition,
+    minor version, atomic update group size)."""
+
+    id: str
+    datasource: str
+    start_ms: int
+    end_ms: int
+    version: str
+    partition: int
+    size: int
+    shard_type: str = "numbered"
+    num_core_partitions: int | None = None
+    overwrite: tuple[int, int, int, int] | None = None
+
+    def timeline_row(self) -> dict:
+        """The segment as a row of ``druid.timeline.classify_datasource``'s input."""
+        start_root, end_root, minor, group = self.overwrite or (None, None, None, None)
+        return {
+            "segment_id": self.id,
+            "start_ms": self.start_ms,
+            "end_ms": self.end_ms,
+            "version": self.version,
+            "shard_type": self.shard_type,
+            "partition_num": self.partition,
+            "num_core_partitions": self.num_core_partitions,
+            "start_root_partition_id": start_root,
+            "end_root_partition_id": end_root,
+            "minor_version": minor,
+            "atomic_update_group_size": group,
+        }
+
+    def __eq__(self, other: object) -> bool:
+        return isinstance(other, DataSegment) and other.id == self.id
+
+    def __hash__(self) -> int:
+        return hash(self.id)
+
+    @property
+    def interval(self) -> tuple[int, int]:
+        return (self.start_ms, self.end_ms)
+
+    def newest_first(self) -> tuple:
+        """Sort key of ``SegmentHolder.NEWEST_SEGMENT_FIRST``: later end first, then later start, then
+        Druid's segment-id order reversed (datasource, version, partition descending)."""
+        return (-self.end_ms, -self.start_ms, Descending(self.datasource), Descending(self.version), -self.partition)
+
+
+@dataclass(eq=False)
+class DruidServer:
+    """A server of the inventory: ``name`` (``host:port``), ``host`` (what ``decommissioningNodes``
+    and ``cloneServers`` name; Druid's ``getHost()``), ``tier``, ``type``, ``max_size`` bytes, the
+    ``segments`` it serves (id -> segment) and ``curr_size`` (bytes served; their sum when not given)."""
+
+    name: str
+    tier: str
+    max_size: int
+    segments: dict[str, DataSegment] = field(default_factory=dict)
+    type: ServerType = ServerType.HISTORICAL
+    host: str = ""
+    curr_size: int | None = None
+
+    def __post_init__(self):
+        if not self.host:
+            self.host = self.name
+
+    @property
+    def current_size(self) -> int:
+        return sum(s.size for s in self.segments.values()) if self.curr_size is None else self.curr_size
+
+    def add(self, segment: DataSegment) -> None:
+        """Serve ``segment`` (keeps ``curr_size`` in step when it is given)."""
+        if segment.id not in self.segments and self.curr_size is not None:
+            self.curr_size += segment.size
+        self.segments[segment.id] = segment
+
+    def remove(self, segment: DataSegment) -> None:
+        """Stop serving ``segment``."""
+        if self.segments.pop(segment.id, None) is not None and self.curr_size is not None:
+            self.curr_size -= segment.size
+
+
+@dataclass(eq=False)
+class QueuedRequest:
+    """One request in a load queue (Druid ``SegmentHolder``): the ``segment``, its ``action``, the
+    server a ``MOVE_TO`` moves from (``move_source``), callbacks run with success when it ends."""
+
+    segment: DataSegment
+    action: SegmentAction
+    move_source: str | None = None
+    callbacks: list[Callable[[bool], None]] = field(default_factory=list)
+
+    def queue_order(self) -> tuple:
+        return (_QUEUE_ORDER[self.action], *self.segment.newest_first())
+
+
+class QueueEvent(enum.Enum):
+    """What happened to a request, as ``segment/loadQueue/*`` counts it."""
+
+    ASSIGNED = "assigned"
+    SUCCESS = "success"
+    FAILED = "failed"
+    CANCELLED = "cancelled"
+
+
+class LoadQueue:
+    """A server's load queue across runs (Druid ``HttpLoadQueuePeon``): requests to load and to drop
+    (at most one of each per segment), the segments marked to drop once a move away from the server
+    completes, the requests already sent (``in_flight``: these cannot be cancelled), and the request
+    counts per (event, datasource, action) since they were last taken."""
+
+    def __init__(self, server_name: str):
+        self.server_name = server_name
+        self.to_load: dict[str, QueuedRequest] = {}
+        self.to_drop: dict[str, QueuedRequest] = {}
+        self.marked_to_drop: dict[str, DataSegment] = {}
+        self.in_flight: set[str] = set()
+        self.stats: Counter[tuple[QueueEvent, str, str]] = Counter()
+        self.journal: list[tuple[QueueEvent, QueuedRequest]] = []
+
+    def requests(self) -> list[QueuedRequest]:
+        """Every queued request in the order they are sent: drops, loads, replicas, moves; newest
+        segment first."""
+        return sorted([*self.to_drop.values(), *self.to_load.values()], key=QueuedRequest.queue_order)
+
+    @property
+    def queued_load_bytes(self) -> int:
+        return sum(r.segment.size for r in self.to_load.values())
+
+    def _count(self, event: QueueEvent, request: QueuedRequest, description: str | None = None) -> None:
+        self.stats[(event, request.segment.datasource, description or request.action.value)] += 1
+        self.journal.append((event, request))
+
+    def load(
+        self,
+        segment: DataSegment,
+        action: SegmentAction,
+        callback: Callable[[bool], None] | None = None,
+        *,
+        move_source: str | None = None,
+    ) -> None:
+        """Queue a load-type request; one already queued for the segment only gains the callback."""
+        if not action.is_load:
+            return
+        request = self.to_load.get(segment.id)
+        if request is None:
+            request = QueuedRequest(segment, action, move_source)
+            self.to_load[segment.id] = request
+            self._count(QueueEvent.ASSIGNED, request)
+        if callback is not None:
+            request.callbacks.append(callback)
+
+    def drop(self, segment: DataSegment, callback: Callable[[bool], None] | None = None) -> None:
+        """Queue a drop; one already queued only gains the callback."""
+        request = self.to_drop.get(segment.id)
+        if request is None:
+            request = QueuedRequest(segment, SegmentAction.DROP)
+            self.to_drop[segment.id] = request
+            self._count(QueueEvent.ASSIGNED, request)
+        if callback is not None:
+            request.callbacks.append(callback)
+
+    def cancel(self, segment: DataSegment) -> bool:
+        """Cancel the queued load (else the queued drop) of ``segment``; False when it was already
+        sent or nothing is queued. The request's callbacks run with failure."""
+        if segment.id in self.in_flight:
+            return False
+        request = self.to_load.pop(segment.id, None) or self.to_drop.pop(segment.id, None)
+        if request is None:
+            return False
+        self.complete(request, QueueEvent.CANCELLED)
+        return True
+
+    def complete(self, request: QueuedRequest, event: QueueEvent, description: str | None = None) -> None:
+        """End a request (already removed from the queue) with ``event``, then run its callbacks."""
+        self._count(event, request, description)
+        for callback in request.callbacks:
+            callback(event is QueueEvent.SUCCESS)
+
+    def mark_to_drop(self, segment: DataSegment) -> None:
+        self.marked_to_drop[segment.id] = segment
+
+    def unmark_to_drop(self, segment: DataSegment) -> None:
+        self.marked_to_drop.pop(segment.id, None)
+
+    def take_stats(self) -> Counter[tuple[QueueEvent, str, str]]:
+        """The request counts since the last call, reset (``getAndResetStats``)."""
+        stats, self.stats = self.stats, Counter()
+        return stats
+
+
+class ServerHolder:
+    """One server for one run (Druid ``ServerHolder``): what it serves and has queued, what the run
+    queues on it, and its projection (served + queued loads - queued drops and move sources).
+
+    ``max_segments_in_load_queue`` 0 means no limit; otherwise the run may queue that many loads less
+    those already queued. Sizes are bytes."""
+
+    def __init__(
+        self,
+        server: DruidServer,
+        queue: LoadQueue,
+        *,
+        decommissioning: bool = False,
+        unmanaged: bool = False,
+        max_segments_in_load_queue: int = 0,
+    ):
+        self.server = server
+        self.queue = queue
+        self.decommissioning = decommissioning
+        self.unmanaged = unmanaged
+        self.max_assignments_in_run = (
+            INT_MAX if max_segments_in_load_queue == 0 else max_segments_in_load_queue - len(queue.to_load)
+        )
+        self.assignments_in_run = 0
+        self.actions: dict[DataSegment, SegmentAction] = {}
+        self.loading_bytes = 0
+        self.dropping_bytes = 0
+        self.projected_per_interval: Counter[tuple[int, int]] = Counter()
+        self.projected: Counter[tuple[str, int, int]] = Counter()
+        for segment in server.segments.values():
+            self._project(segment, +1)
+        self.moving_segments = 0
+        self.loading_replicas = 0
+        for request in queue.requests():
+            self._queue(request.segment, request.action.simplified())
+            if request.action is SegmentAction.MOVE_TO:
+                self.moving_segments += 1
+            elif request.action is SegmentAction.REPLICATE:
+                self.loading_replicas += 1
+        for segment in queue.marked_to_drop.values():
+            self._queue(segment, SegmentAction.MOVE_FROM)
+
+    # ---------------------------------------------------------------- what Druid's comparators read
+    @property
+    def name(self) -> str:
+        return self.server.name
+
+    @property
+    def tier(self) -> str:
+        return self.server.tier
+
+    @property
+    def max_size(self) -> int:
+        return self.server.max_size
+
+    @property
+    def size_used(self) -> int:
+        return self.server.current_size + self.loading_bytes - self.dropping_bytes
+
+    @property
+    def available_size(self) -> int:
+        return self.max_size - self.size_used
+
+    def natural_key(self) -> tuple:
+        """Ascending sort key of Druid's ``ServerHolder`` order: more available bytes first, then the
+        larger host, tier and server type. Reads the current sizes."""
+        return (
+            -self.available_size,
+            Descending(self.server.host),
+            Descending(self.tier),
+            -self.server.type.ordinal,
+        )
+
+    # ------------------------------------------------------------------------------ projections
+    def _project(self, segment: DataSegment, delta: int) -> None:
+        self.projected_per_interval[segment.interval] += delta
+        self.projected[(segment.datasource, *segment.interval)] += delta
+
+    @property
+    def projected_segment_count(self) -> int:
+        return sum(self.projected_per_interval.values())
+
+    def projected_per_datasource(self) -> dict[str, int]:
+        counts: Counter[str] = Counter()
+        for (datasource, _, _), n in self.projected.items():
+            counts[datasource] += n
+        return {ds: n for ds, n in counts.items() if n}
+
+    def projected_segments(self) -> set[DataSegment]:
+        """Served segments plus queued loads, less queued drops and move sources."""
+        segments = set(self.server.segments.values())
+        for segment, action in self.actions.items():
+            if action.is_load:
+                segments.add(segment)
+            else:
+                segments.discard(segment)
+        return segments
+
+    def is_projected(self, segment: DataSegment) -> bool:
+        action = self.actions.get(segment)
+        return self.serves(segment) if action is None else action.is_load
+
+    # ------------------------------------------------------------------------------- predicates
+    def serves(self, segment: DataSegment) -> bool:
+        """The inventory has it (whatever is queued)."""
+        return segment.id in self.server.segments
+
+    def is_serving(self, segment: DataSegment) -> bool:
+        """Serves it and nothing is queued for it."""
+        return self.serves(segment) and segment not in self.actions
+
+    def is_loading(self, segment: DataSegment) -> bool:
+        return self.actions.get(segment) is SegmentAction.LOAD
+
+    def is_dropping(self, segment: DataSegment) -> bool:
+        return self.actions.get(segment) is SegmentAction.DROP
+
+    def action_on(self, segment: DataSegment) -> SegmentAction | None:
+        return self.actions.get(segment)
+
+    @property
+    def load_queue_full(self) -> bool:
+        return self.assignments_in_run >= self.max_assignments_in_run
+
+    def can_load(self, segment: DataSegment) -> bool:
+        """Not decommissioning, neither serving nor queued for it, room in the run's load budget and
+        at least the segment's bytes available (Druid ``canLoadSegment``)."""
+        return (
+            not self.decommissioning
+            and not self.serves(segment)
+            and segment not in self.actions
+            and self.assignments_in_run < self.max_assignments_in_run
+            and self.available_size >= segment.size
+        )
+
+    def loading_segments(self) -> list[DataSegment]:
+        """Segments with a queued ``LOAD`` (or ``REPLICATE``), in load-queue order."""
+        return [s for s, a in self.actions.items() if a is SegmentAction.LOAD]
+
+    def served_segments(self) -> Iterator[DataSegment]:
+        return iter(self.server.segments.values())
+
+    # ------------------------------------------------------------------------------- operations
+    def _queue(self, segment: DataSegment, action: SegmentAction) -> None:
+        self.actions[segment] = action
+        if action.is_load:
+            self._project(segment, +1)
+            self.loading_bytes += segment.size
+        else:
+            self._project(segment, -1)
+            if action is SegmentAction.DROP:
+                self.dropping_bytes += segment.size
+
+    def start(self, action: SegmentAction, segment: DataSegment) -> bool:
+        """Record a new operation; False when one is already queued for the segment. Checks neither
+        room nor the load budget: callers ask :meth:`can_load` first."""
+        if segment in self.actions:
+            return False
+        if action.is_load:
+            self.assignments_in_run += 1
+        self._queue(segment, action.simplified())
+        return True
+
+    def cancel(self, action: SegmentAction, segment: DataSegment) -> bool:
+        """Cancel the queued ``action`` on ``segment`` (a ``MOVE_FROM`` locally, others in the load
+        queue); False when another action is queued or the request was already sent."""
+        queued = self.actions.get(segment)
+        if queued is not action.simplified():
+            return False
+        if queued is not SegmentAction.MOVE_FROM and not self.queue.cancel(segment):
+            return False
+        del self.actions[segment]
+        if queued.is_load:
+            self._project(segment, -1)
+            self.loading_bytes -= segment.size
+        else:
+            self._project(segment, +1)
+            if queued is SegmentAction.DROP:
+                self.dropping_bytes -= segment.size
+        return True
+
+    def __repr__(self) -> str:
+        return f"ServerHolder({self.name!r}, tier={self.tier!r}, available={self.available_size})"
+
+
+def java_string_hash(text: str) -> int:
+    """Java's ``String.hashCode`` (UTF-16 code units, 32-bit signed)."""
+    data = text.encode("utf-16-be")
+    h = 0
+    for i in range(0, len(data), 2):
+        h = (31 * h + (data[i] << 8 | data[i + 1])) & 0xFFFFFFFF
+    return h - (1 << 32) if h >= 1 << 31 else h
+
+
+def java_map_capacity(size: int) -> int:
+    """The table size of a Java ``HashMap`` after ``size`` puts: 16, doubled while more than three
+    quarters full."""
+    capacity = 16
+    while size > capacity * 0.75:
+        capacity *= 2
+    return capacity
+
+
+def java_hash_order(keys: Iterable[str], capacity: int | None = None) -> list[str]:
+    """The iteration order of a Java ``HashSet``/``HashMap`` of strings, given the order they were
+    added: by bucket (``(h ^ (h >>> 16)) & (capacity - 1)``), then the order added. ``capacity``
+    defaults to what ``new HashSet<>(keys)`` sizes (``max(n / 0.75 + 1, 16)`` rounded up to a power
+    of two); :func:`java_map_capacity` gives a map's, filled one key at a time."""
+    keys = list(dict.fromkeys(keys))
+    if capacity is None:
+        wanted = max(int(len(keys) / 0.75) + 1, 16)
+        capacity = 1 << (wanted - 1).bit_length()
+
+    def bucket(key: str) -> int:
+        h = java_string_hash(key) & 0xFFFFFFFF
+        return (h ^ (h >> 16)) & (capacity - 1)
+
+    return [k for _, k in sorted(((bucket(k), i), k) for i, k in enumerate(keys))]
+
+
+class DruidCluster:
+    """The run's servers (Druid ``DruidCluster``): historicals by tier, each tier in the holders'
+    order when the run began (later size changes do not re-sort it), managed ones (clone targets
+    left out), brokers and realtime servers. Tiers iterate in Java's hash order."""
+
+    def __init__(self, holders: Iterable[ServerHolder]):
+        by_tier: dict[str, list[ServerHolder]] = {}
+        self.brokers: list[ServerHolder] = []
+        self.realtimes: list[ServerHolder] = []
+        for holder in holders:
+            kind = holder.server.type
+            if kind.is_historical:
+                by_tier.setdefault(holder.tier, []).append(holder)
+            elif kind is ServerType.BROKER:
+                self.brokers.append(holder)
+            else:
+                self.realtimes.append(holder)
+        self.historicals = {
+            tier: sorted(by_tier[tier], key=ServerHolder.natural_key)
+            for tier in java_hash_order(by_tier, java_map_capacity(len(by_tier)))
+        }
+        self.managed = {tier: [h for h in hs if not h.unmanaged] for tier, hs in self.historicals.items()}
+
+    def tier_names(self) -> list[str]:
+        return list(self.historicals)
+
+    def all_managed_servers(self) -> list[ServerHolder]:
+        return [h for hs in self.managed.values() for h in hs] + self.brokers + self.realtimes
+
+    def all_historicals(self) -> list[ServerHolder]:
+        return [h for hs in self.historicals.values() for h in hs]

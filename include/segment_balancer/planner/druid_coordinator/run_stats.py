@@ -1,0 +1,82 @@
+"""The metrics one Druid Coordinator run emits, by their Druid names (Druid 35.0.0 ``Stats``,
+``CoordinatorRunStats``; docs/DRUID_COORDINATOR_NOTES.md §1.3).
+
+A row is a metric and its dimensions (``tier``, ``dataSource``, ``server``, ``description``); a row
+exists once anything is added to it, 0 included, and every row is emitted at the end of the run.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from dataclasses import dataclass, field
+
+ASSIGNED = "segment/assigned/count"
+DROPPED = "segment/dropped/count"
+MOVED = "segment/moved/count"
+DELETED = "segment/deleted/count"
+ASSIGN_SKIPPED = "segment/assignSkipped/count"
+DROP_SKIPPED = "segment/dropSkipped/count"
+MOVE_SKIPPED = "segment/moveSkipped/count"
+UNNEEDED = "segment/unneeded/count"
+OVERSHADOWED = "segment/overshadowed/count"
+UNAVAILABLE = "segment/unavailable/count"
+UNDER_REPLICATED = "segment/underReplicated/count"
+ASSIGNED_TO_CLONE = "segment/clone/assigned/count"
+DROPPED_FROM_CLONE = "segment/clone/dropped/count"
+LOAD_QUEUE_COUNT = "segment/loadQueue/count"
+LOAD_QUEUE_SIZE = "segment/loadQueue/size"
+DROP_QUEUE_COUNT = "segment/dropQueue/count"
+QUEUE_ASSIGNED = "segment/loadQueue/assigned"
+QUEUE_SUCCESS = "segment/loadQueue/success"
+QUEUE_FAILED = "segment/loadQueue/failed"
+QUEUE_CANCELLED = "segment/loadQueue/cancelled"
+REPLICATION_FACTOR = "tier/replication/factor"
+REQUIRED_CAPACITY = "tier/required/capacity"
+HISTORICAL_COUNT = "tier/historical/count"
+
+DIMENSIONS = ("tier", "dataSource", "server", "description")
+
+
+@dataclass(frozen=True)
+class Row:
+    """One emitted value: ``metric``, its ``dims`` (dimension -> value) and ``value``."""
+
+    metric: str
+    dims: dict[str, str]
+    value: int
+
+
+@dataclass
+class RunStats:
+    """The rows of one run, in the order they were first added."""
+
+    values: dict[tuple[str, tuple[tuple[str, str], ...]], int] = field(default_factory=dict)
+
+    @staticmethod
+    def _key(metric: str, dims: dict[str, str | None]) -> tuple[str, tuple[tuple[str, str], ...]]:
+        unknown = set(dims) - set(DIMENSIONS)
+        if unknown:
+            raise ValueError(f"unknown dimensions {sorted(unknown)} of {metric}")
+        return metric, tuple((d, str(dims[d])) for d in DIMENSIONS if dims.get(d) is not None)
+
+    def add(self, metric: str, value: int, **dims: str | None) -> None:
+        key = self._key(metric, dims)
+        self.values[key] = self.values.get(key, 0) + int(value)
+
+    def update_max(self, metric: str, value: int, **dims: str | None) -> None:
+        key = self._key(metric, dims)
+        self.values[key] = max(self.values.get(key, value), int(value))
+
+    def rows(self) -> Iterator[Row]:
+        for (metric, dims), value in self.values.items():
+            yield Row(metric, dict(dims), value)
+
+    def matching(self, metric: str, **filter_: str) -> list[int]:
+        """The values of ``metric``'s rows whose dimensions include ``filter_`` (Druid's
+        ``MetricsVerifier`` filters)."""
+        return [
+            r.value for r in self.rows() if r.metric == metric and all(r.dims.get(k) == v for k, v in filter_.items())
+        ]
+
+    def total(self, metric: str, **filter_: str) -> int:
+        return sum(self.matching(metric, **filter_))

@@ -1,0 +1,155 @@
+"""Druid's Coordinator run after run on a simulated cluster, as Druid's own coordinator simulations
+run it (Druid 35.0.0 ``server/src/test/java/.../coordinator/simulate/``: ``CoordinatorSimulationBuilder``,
+``TestServerInventoryView``, ``HttpLoadQueuePeon``; docs/DRUID_COORDINATOR_NOTES.md §9.1).
+
+Between runs, :meth:`CoordinatorSimulation.load_queued_segments` completes the queued requests the
+way historicals do: each load queue sends one request at a time in its order (drops, loads,
+replicas, moves; newest segment first); a load fails when the historical has not the bytes free; a
+drop always succeeds; once a round of requests is answered, their callbacks run (a completed move
+queues the drop at its source, sent in a later round). A request to a server that is gone is never
+answered. With ``immediate`` loading, every request completes within the run that queued it.
+"""
+
+from __future__ import annotations
+
+import random
+from collections.abc import Iterable, Mapping
+from typing import Any
+
+import pandas as pd
+
+from segment_balancer.druid.rules import Rule
+from segment_balancer.druid.timeline import STATUS_OVERSHADOWED, classify_datasource
+from segment_balancer.planner.druid_coordinator.dynamic_config import druid_config
+from segment_balancer.planner.druid_coordinator.model import (
+    DataSegment,
+    DruidServer,
+    LoadQueue,
+    QueueEvent,
+    SegmentAction,
+)
+from segment_balancer.planner.druid_coordinator.run import ClusterState, RunResult, run_coordinator
+from segment_balancer.planner.druid_coordinator.run_stats import RunStats
+
+
+def overshadowed_ids(segments: Iterable[DataSegment]) -> set[str]:
+    """The ids of the used ``segments`` that the timeline of their datasource overshadows."""
+    by_datasource: dict[str, list[DataSegment]] = {}
+    for segment in segments:
+        by_datasource.setdefault(segment.datasource, []).append(segment)
+    out: set[str] = set()
+    for group in by_datasource.values():
+        classified = classify_datasource(pd.DataFrame([s.timeline_row() for s in group]))
+        out |= set(classified.loc[classified["status"] == STATUS_OVERSHADOWED, "segment_id"])
+    return out
+
+
+class CoordinatorSimulation:
+    """A cluster of ``servers`` serving what they hold, the ``segments`` marked used, ``rules`` by
+    datasource, a dynamic ``config`` (Druid's key names), run by Druid's Coordinator at ``now_ms``.
+
+    ``immediate``: requests complete as soon as the run queues them (Druid's
+    ``withImmediateSegmentLoading``). ``seed`` seeds the run's random draws.
+    """
+
+    def __init__(
+        self,
+        servers: Iterable[DruidServer],
+        segments: Iterable[DataSegment],
+        rules: Mapping[str, list[Rule]],
+        config: Mapping[str, Any] | None = None,
+        *,
+        now_ms: int = 0,
+        immediate: bool = False,
+        seed: int = 0,
+    ):
+        self.servers: dict[str, DruidServer] = {s.name: s for s in servers}
+        self.used: dict[str, DataSegment] = {s.id: s for s in segments}
+        self.rules = dict(rules)
+        self.config = dict(config or {})
+        self.now_ms = now_ms
+        self.immediate = immediate
+        self.rng = random.Random(seed)
+        self.queues: dict[str, LoadQueue] = {}
+        self.gone: set[str] = set()
+        self.last: RunResult | None = None
+        self.uptime_ms = 0
+
+    # ------------------------------------------------------------------------- the cluster
+    def add_server(self, server: DruidServer) -> None:
+        self.servers[server.name] = server
+        self.gone.discard(server.name)
+
+    def remove_server(self, name: str) -> None:
+        """The server leaves the inventory; requests queued to it are never answered."""
+        self.servers.pop(name)
+        self.gone.add(name)
+
+    def add_segments(self, segments: Iterable[DataSegment]) -> None:
+        for segment in segments:
+            self.used[segment.id] = segment
+
+    def mark_unused(self, ids: Iterable[str]) -> None:
+        for i in ids:
+            self.used.pop(i, None)
+
+    def set_config(self, **values: Any) -> None:
+        self.config.update(values)
+
+    # ------------------------------------------------------------------------------- runs
+    def run_cycle(self) -> RunStats:
+        """One Coordinator run; the segments it marks unused leave the used set. Returns its metrics."""
+        state = ClusterState(
+            servers=list(self.servers.values()),
+            used=self.used,
+            rules=self.rules,
+            overshadowed=overshadowed_ids(self.used.values()),
+            queues=self.queues,
+        )
+        before_collect = self.load_queued_segments if self.immediate else None
+        result = run_coordinator(
+            state,
+            druid_config(self.config),
+            now_ms=self.now_ms,
+            rng=self.rng,
+            uptime_ms=self.uptime_ms,
+            before_collect=before_collect,
+        )
+        self.mark_unused(result.deleted | result.overshadowed)
+        self.last = result
+        return result.stats
+
+    def load_queued_segments(self, run_callbacks: bool = True) -> None:
+        """Complete every queued request, round after round, as historicals answer them."""
+        turbo = set(self.config.get("turboLoadingNodes") or [])
+        pending: dict[str, list] = {}
+        while True:
+            answered = []
+            for name, queue in self.queues.items():
+                server = self.servers.get(name)
+                if server is None:
+                    continue
+                waiting = pending.get(name)
+                if waiting is None or len(waiting) != len(queue.to_load) + len(queue.to_drop):
+                    waiting = pending[name] = queue.requests()[::-1]
+                if not waiting:
+                    continue
+                request = waiting.pop()
+                (queue.to_drop if request.action is SegmentAction.DROP else queue.to_load).pop(request.segment.id)
+                mode = "TURBO" if name in turbo else "NORMAL"
+                if request.action.is_load:
+                    if server.max_size - server.current_size < request.segment.size:
+                        answered.append((queue, request, QueueEvent.FAILED, mode))
+                        continue
+                    server.add(request.segment)
+                else:
+                    server.remove(request.segment)
+                answered.append((queue, request, QueueEvent.SUCCESS, mode))
+            if not answered:
+                return
+            for queue, request, event, mode in answered:
+                description = f"{request.action.value}: {mode}"
+                if run_callbacks:
+                    queue.complete(request, event, description)
+                else:
+                    queue.stats[(event, request.segment.datasource, description)] += 1

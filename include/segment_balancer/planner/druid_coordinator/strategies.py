@@ -1,0 +1,153 @@
+"""Druid's balancer strategies, one run's use of them (Druid 35.0.0 ``CostBalancerStrategy``,
+``DiskNormalizedCostBalancerStrategy``, ``RandomBalancerStrategy``; docs/DRUID_COORDINATOR_NOTES.md
+§6). The strategy is the Coordinator's runtime property ``druid.coordinator.balancer.strategy``
+(default ``cost``; ``cachingCost`` runs as ``cost``, as it does in Druid).
+
+Costs are Druid's (``planner.cost``), summed exactly: Druid adds them in a hash map's order, which no
+snapshot can reproduce, so two servers of equal contents tie here where Druid's rounding may split
+them. A strategy's list of servers is Druid's priority-queue array, not a sorted list: only its first
+server is the cheapest (:func:`heap_order`).
+"""
+
+from __future__ import annotations
+
+import random
+from collections.abc import Iterator, Sequence
+
+import numpy as np
+
+from segment_balancer.planner.cost import COST_WINDOW_MS, ETERNITY_END_MS, ETERNITY_START_MS, exact_sum, joint_cost_same
+from segment_balancer.planner.druid_coordinator.model import DataSegment, ServerHolder
+
+STRATEGIES = ("cost", "cachingCost", "diskNormalized", "random")
+"""The names ``druid.coordinator.balancer.strategy`` takes."""
+DEFAULT_STRATEGY = "cost"
+
+
+def self_cost(segment: DataSegment) -> float:
+    """Druid's ``intervalCost`` of a segment's interval with itself (one datasource's weight)."""
+    return float(joint_cost_same(segment.start_ms, segment.end_ms, segment.start_ms, segment.end_ms, False))
+
+
+def placement_cost(segment: DataSegment, holder: ServerHolder) -> float:
+    """Druid's ``computePlacementCost``: the joint cost of ``segment`` with every segment the server
+    projects in ``[start - 45 days, end + 45 days)`` (those of its datasource twice), less twice its
+    self cost when the server projects it."""
+    eternity = segment.start_ms <= ETERNITY_START_MS and segment.end_ms >= ETERNITY_END_MS
+    lo = segment.start_ms if eternity else segment.start_ms - COST_WINDOW_MS
+    hi = segment.end_ms if eternity else segment.end_ms + COST_WINDOW_MS
+    rows = [(s, e, n) for (s, e), n in holder.projected_per_interval.items() if n and s < hi and e > lo]
+    rows += [
+        (s, e, n) for (ds, s, e), n in holder.projected.items() if n and ds == segment.datasource and s < hi and e > lo
+    ]
+    minus = [2.0 * self_cost(segment)] if holder.is_projected(segment) else []
+    if not rows:
+        return exact_sum(np.zeros(0), None, minus)
+    starts, ends, counts = (np.array(c, dtype=np.int64) for c in zip(*rows))
+    terms = joint_cost_same(segment.start_ms, segment.end_ms, starts, ends, False)
+    return exact_sum(terms, counts, minus)
+
+
+def heap_order(costs: Sequence[tuple[float, ServerHolder]]) -> list[ServerHolder]:
+    """The array of Java's ``PriorityQueue`` after offering ``costs`` in order, cheapest at the root:
+    ties go to the holders' order (more available bytes, then the larger host)."""
+    heap: list[tuple[tuple, ServerHolder]] = []
+    for cost, holder in costs:
+        item = ((cost + 0.0, holder.natural_key()), holder)
+        k = len(heap)
+        heap.append(item)
+        while k > 0:
+            parent = (k - 1) >> 1
+            if item[0] >= heap[parent][0]:
+                break
+            heap[k] = heap[parent]
+            k = parent
+        heap[k] = item
+    return [holder for _, holder in heap]
+
+
+class CostStrategy:
+    """``cost``: servers ordered by placement cost."""
+
+    name = "cost"
+
+    def __init__(self, rng: random.Random | None = None):
+        self.rng = rng or random.Random(0)
+
+    def cost(self, segment: DataSegment, holder: ServerHolder) -> float:
+        return placement_cost(segment, holder)
+
+    def order(self, segment: DataSegment, holders: Sequence[ServerHolder]) -> list[ServerHolder]:
+        return heap_order([(self.cost(segment, h), h) for h in holders])
+
+    def servers_to_load(self, segment: DataSegment, holders: Sequence[ServerHolder]) -> Iterator[ServerHolder]:
+        """The heap order, each server checked for room as the caller reaches it."""
+        return (h for h in self.order(segment, holders) if h.can_load(segment))
+
+    def destination_to_move(
+        self, segment: DataSegment, source: ServerHolder, holders: Sequence[ServerHolder]
+    ) -> ServerHolder | None:
+        """The cheapest of ``holders`` (the source among them when it may stay), None when that is
+        the source."""
+        ordered = self.order(segment, holders)
+        if not ordered or ordered[0] is source:
+            return None
+        return ordered[0]
+
+    def servers_to_drop(self, segment: DataSegment, holders: Sequence[ServerHolder]) -> Iterator[ServerHolder]:
+        """The heap order reversed."""
+        return iter(self.order(segment, holders)[::-1])
+
+
+class DiskNormalizedStrategy(CostStrategy):
+    """``diskNormalized``: the cost divided by the segments the server serves (at least 1) and
+    multiplied by the share of its disk in use (queued loads and drops counted)."""
+
+    name = "diskNormalized"
+
+    def cost(self, segment: DataSegment, holder: ServerHolder) -> float:
+        cost = placement_cost(segment, holder)
+        if cost == float("inf"):
+            return cost
+        served = max(1, len(holder.server.segments))
+        return (cost / served) * (holder.size_used / holder.max_size)
+
+
+class RandomStrategy:
+    """``random``: loads and drops in a shuffled order (seeded here, where Druid's is not), no moves:
+    every balancing pick is optimally placed."""
+
+    name = "random"
+
+    def __init__(self, rng: random.Random | None = None):
+        self.rng = rng or random.Random(0)
+
+    def servers_to_load(self, segment: DataSegment, holders: Sequence[ServerHolder]) -> Iterator[ServerHolder]:
+        eligible = [h for h in holders if h.can_load(segment)]
+        self.rng.shuffle(eligible)
+        return iter(eligible)
+
+    def destination_to_move(
+        self, segment: DataSegment, source: ServerHolder, holders: Sequence[ServerHolder]
+    ) -> ServerHolder | None:
+        return None
+
+    def servers_to_drop(self, segment: DataSegment, holders: Sequence[ServerHolder]) -> Iterator[ServerHolder]:
+        shuffled = list(holders)
+        self.rng.shuffle(shuffled)
+        return iter(shuffled)
+
+
+def make_strategy(name: str, rng: random.Random) -> CostStrategy | RandomStrategy:
+    """The strategy ``druid.coordinator.balancer.strategy`` names.
+
+    Raises:
+        ValueError: ``name`` is none of :data:`STRATEGIES`.
+    """
+    if name in ("cost", "cachingCost"):
+        return CostStrategy(rng)
+    if name == "diskNormalized":
+        return DiskNormalizedStrategy(rng)
+    if name == "random":
+        return RandomStrategy(rng)
+    raise ValueError(f"druid.coordinator.balancer.strategy: {name!r} is not one of {', '.join(STRATEGIES)}")
