@@ -35,9 +35,7 @@ def test_simple_cloning():
 def test_adding_new_historical():
     """``testAddingNewHistorical``: the balancer moves half to the new historical; the clone drops
     what its source no longer projects."""
-    sim = simulation(
-        [h(1, WIKI_10X1D), h(2, WIKI_10X1D)], WIKI_10X1D, {"wiki": load(tier_t1=1)}, CLONE, immediate=True
-    )
+    sim = simulation([h(1, WIKI_10X1D), h(2, WIKI_10X1D)], WIKI_10X1D, {"wiki": load(tier_t1=1)}, CLONE, immediate=True)
     sim.run_cycle()
     assert serving(sim, T11) == 10 and serving(sim, T12) == 10
     sim.add_server(h(3, size_mb=10_000))
