@@ -14,6 +14,7 @@ from datetime import UTC, datetime
 import numpy as np
 import pandas as pd
 import pytest
+from java_random import JavaRandom
 
 from segment_balancer.planner.cost import (
     ETERNITY_END_MS,
@@ -223,32 +224,6 @@ def test_exact_sum_is_exactly_rounded():
     # counts: 0.1 * 3 as an exact product, then minus one 0.1: exactly rounded 0.2.
     assert exact_sum([0.1], counts=[3], minus=[0.1]) == math.fsum([0.1, 0.1])
     assert math.copysign(1.0, exact_sum([0.5], minus=[0.5])) == 1.0  # +0.0, never -0.0
-
-
-class JavaRandom:
-    """java.util.Random (48-bit LCG), enough for ``nextInt(bound)``; checked against a JVM."""
-
-    MASK = (1 << 48) - 1
-
-    def __init__(self, seed: int):
-        self.seed = (seed ^ 0x5DEECE66D) & self.MASK
-
-    def _next(self, bits: int) -> int:
-        self.seed = (self.seed * 0x5DEECE66D + 0xB) & self.MASK
-        value = self.seed >> (48 - bits)
-        return value - (1 << 32) if value >= (1 << 31) else value
-
-    def next_int(self, bound: int) -> int:
-        r = self._next(31)
-        m = bound - 1
-        if bound & m == 0:
-            return (bound * r) >> 31
-        u = r
-        while True:
-            r = u % bound
-            if (u - r + m) & 0xFFFFFFFF < (1 << 31):  # Java's int-overflow rejection test
-                return r
-            u = self._next(31)
 
 
 def test_java_random_port():

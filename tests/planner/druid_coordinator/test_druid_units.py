@@ -1,0 +1,213 @@
+"""Druid 35.0.0's unit tests of the pieces of one Coordinator run, with Druid's values
+(server/src/test/java/org/apache/druid/server/coordinator/, commit 259e62e3):
+``RoundRobinServerSelectorTest``, ``ReplicationThrottlerTest``, ``CostBalancerStrategyTest``
+(``testComputePlacementCost``), ``DiskNormalizedCostBalancerStrategyTest``; and the Java orders the
+run reproduces, checked against OpenJDK 17 (``jshell``) on this machine."""
+
+from __future__ import annotations
+
+from datetime import UTC, datetime
+
+import pytest
+from java_random import JavaRandom
+
+from segment_balancer.planner.cost import ETERNITY_END_MS, ETERNITY_START_MS
+from segment_balancer.planner.druid_coordinator.assigner import ReplicationThrottler, RoundRobinSelector
+from segment_balancer.planner.druid_coordinator.model import (
+    DataSegment,
+    DruidCluster,
+    DruidServer,
+    LoadQueue,
+    ServerHolder,
+    java_hash_order,
+    java_map_capacity,
+    java_string_hash,
+)
+from segment_balancer.planner.druid_coordinator.strategies import (
+    CostStrategy,
+    DiskNormalizedStrategy,
+    heap_order,
+    placement_cost,
+)
+
+DAY = 86_400_000
+
+
+def ms(text: str) -> int:
+    return int(datetime.fromisoformat(text).replace(tzinfo=UTC).timestamp() * 1000)
+
+
+def segment(i: int = 1, *, start: str = "2022-01-01", days: int = 1, size: int = 100, ds: str = "wiki", version="1"):
+    s = ms(start)
+    return DataSegment(f"{ds}_{start}_{i}_{version}", ds, s, s + days * DAY, version, i, size)
+
+
+def holder(name: str, max_size: int, serving=(), tier: str = "normal", curr_size: int | None = None) -> ServerHolder:
+    server = DruidServer(name=name, tier=tier, max_size=max_size, curr_size=curr_size)
+    for s in serving:
+        server.segments[s.id] = s
+    return ServerHolder(server, LoadQueue(name))
+
+
+# ----------------------------------------------------------------- RoundRobinServerSelectorTest
+def round_robin_cluster():
+    servers = [holder("serverXL", 1000), holder("serverM", 800), holder("serverXS", 10), holder("serverL", 900)]
+    return {h.name: h for h in servers}, RoundRobinSelector(DruidCluster(servers))
+
+
+def test_round_robin_single_iterator():
+    """``testSingleIterator``: eligible servers only, most available bytes first."""
+    by_name, selector = round_robin_cluster()
+    picked = list(selector.servers_to_load("normal", segment()))
+    assert picked == [by_name["serverXL"], by_name["serverL"], by_name["serverM"]]
+
+
+def test_round_robin_next_iterator_continues_from_same_position():
+    """``testNextIteratorContinuesFromSamePosition``."""
+    by_name, selector = round_robin_cluster()
+    assert next(selector.servers_to_load("normal", segment())) is by_name["serverXL"]
+    picked = list(selector.servers_to_load("normal", segment()))
+    assert picked == [by_name["serverL"], by_name["serverM"], by_name["serverXL"]]
+
+
+def test_round_robin_no_servers_in_tier():
+    """``testNoServersInTier``."""
+    assert list(RoundRobinSelector(DruidCluster([])).servers_to_load("normal", segment())) == []
+
+
+def test_round_robin_no_eligible_server_in_tier():
+    """``testNoEligibleServerInTier``: every server smaller than the segment."""
+    servers = [holder(f"server{i}", size) for i, size in ((1, 40), (2, 30), (3, 10), (4, 20))]
+    assert list(RoundRobinSelector(DruidCluster(servers)).servers_to_load("normal", segment())) == []
+
+
+# ----------------------------------------------------------------------- ReplicationThrottlerTest
+def test_tier_does_not_violate_throttle_limit():
+    """``testTierDoesNotViolateThrottleLimit``."""
+    throttler = ReplicationThrottler({}, 10)
+    for _ in range(10):
+        assert not throttler.throttled("t1")
+        throttler.assigned_replica("t1")
+        assert not throttler.throttled("t2")
+        throttler.assigned_replica("t2")
+    assert throttler.throttled("t1") and throttler.throttled("t2")
+
+
+def test_tier_with_loading_replicas_does_not_violate_throttle_limit():
+    """``testTierWithLoadingReplicasDoesNotViolateThrottleLimit``."""
+    throttler = ReplicationThrottler({"t1": 10, "t2": 7}, 10)
+    assert throttler.throttled("t1")
+    for _ in range(3):
+        assert not throttler.throttled("t2")
+        throttler.assigned_replica("t2")
+    assert throttler.throttled("t2")
+
+
+# ------------------------------------------------------------ CostBalancerStrategyTest, placement
+def placement_cluster() -> tuple[list[DataSegment], list[ServerHolder]]:
+    """``testComputePlacementCost``'s 230 segments of 100 MB dealt to 3 historicals by
+    ``new Random(100).nextInt(3)``: 10 days x 10, 10 months x 10 from March 2022, 2023 x 30."""
+    segments = []
+    for d in range(10):
+        start = ms("2022-01-01") + d * DAY
+        segments += [DataSegment(f"day{d}_{p}", "wiki", start, start + DAY, "1", p, 100_000_000) for p in range(10)]
+    for mth in range(10):
+        start, end = ms(f"2022-{3 + mth:02d}-01"), ms(f"2022-{4 + mth:02d}-01" if mth < 9 else "2023-01-01")
+        segments += [DataSegment(f"month{mth}_{p}", "wiki", start, end, "1", p, 100_000_000) for p in range(10)]
+    y0, y1 = ms("2023-01-01"), ms("2024-01-01")
+    segments += [DataSegment(f"year_{p}", "wiki", y0, y1, "1", p, 100_000_000) for p in range(30)]
+    servers = [DruidServer(name=f"hist{i}", tier="t", max_size=10 << 30) for i in range(3)]
+    rnd = JavaRandom(100)
+    for s in segments:
+        servers[rnd.next_int(3)].add(s)
+    return segments, [ServerHolder(s, LoadQueue(s.name)) for s in servers]
+
+
+ALL = DataSegment("wiki_all", "wiki", ETERNITY_START_MS, ETERNITY_END_MS, "1", 0, 100_000_000)
+
+
+@pytest.mark.parametrize(
+    "which, expected",
+    [
+        (0, [5191.500804, 8691.392080, 6418.467818]),
+        (100, [301935.940609, 301935.940606, 304333.677669]),
+        (200, [8468764.380437, 12098919.896931, 14501440.169452]),
+        (None, [1.1534173737329768e7, 1.6340633534241956e7, 1.9026400521582970e7]),
+    ],
+)
+def test_compute_placement_cost(which, expected):
+    """``testComputePlacementCost``: the segment's cost on each server, itself subtracted where the
+    server serves it (Druid's tolerance, 1e-6)."""
+    segments, holders = placement_cluster()
+    placed = ALL if which is None else segments[which]
+    assert [placement_cost(placed, h) for h in holders] == pytest.approx(expected, abs=1e-6)
+    if which is not None:
+        assert sum(h.serves(placed) for h in holders) == 1
+
+
+# ------------------------------------------------------------ DiskNormalizedCostBalancerStrategyTest
+def test_disk_normalized_prefers_the_server_with_the_most_room():
+    """``testNormalizedCostBalancerSingleThreadStrategy`` (and the multi-threaded one: threads do not
+    change the order): ten historicals of 10 million bytes and one of 100 million, each serving the
+    same 20 segments (3000 bytes in use); a new segment goes to the large one, BEST_SERVER."""
+
+    def dummy(i: int) -> DataSegment:
+        return DataSegment(f"DUMMY_{i}", "DUMMY", ms("2022-01-01"), ms("2022-01-02"), str(i), 0, i * 100)
+
+    same = [dummy(j) for j in range(20)]
+    servers = [holder(f"DruidServer_Name_{i}", 10_000_000, same, curr_size=3000) for i in range(10)]
+    servers.append(holder("BEST_SERVER", 100_000_000, same, curr_size=3000))
+    assert next(DiskNormalizedStrategy().servers_to_load(dummy(1000), servers)).name == "BEST_SERVER"
+
+
+# ---------------------------------------------------------------------------- heap order, ties
+def test_heap_order_is_the_priority_queue_array_not_a_sorted_list():
+    """Java's ``PriorityQueue`` offered costs 5, 1, 4, 2, 3, worked by hand: 1 rises over 5; 4 stays
+    under 1; 2 rises over 5 and stops under 1; 3 stops under 2. Its array is [1, 2, 4, 5, 3]: only
+    the first is the cheapest, and Druid streams the array in that order."""
+    servers = [holder(f"s{c}", 1000) for c in range(5)]
+    costs = [5.0, 1.0, 4.0, 2.0, 3.0]
+    order = heap_order(list(zip(costs, servers)))
+    assert [costs[servers.index(h)] for h in order] == [1.0, 2.0, 4.0, 5.0, 3.0]
+
+
+def test_equal_costs_go_to_more_available_bytes_then_the_larger_host():
+    small, big, big_b = holder("a", 1000), holder("b", 2000), holder("c", 2000)
+    assert heap_order([(1.0, small), (1.0, big), (1.0, big_b)])[0] is big_b
+    assert CostStrategy().destination_to_move(segment(), small, [big, small]) is big
+
+
+# ------------------------------------------------------------------------------ Java's orders
+def test_java_string_hash():
+    assert java_string_hash("hello") == 99162322  # OpenJDK 17
+    assert java_string_hash("") == 0
+
+
+def test_java_hash_set_order_of_tiers():
+    """``new ArrayList<>(new HashSet<>(List.of(...)))`` printed by OpenJDK 17's jshell."""
+    tiers = ["tier_t1", "tier_t2", "_default_tier", "hot", "cold", "warm"]
+    assert java_hash_order(tiers) == ["_default_tier", "warm", "cold", "hot", "tier_t1", "tier_t2"]
+
+
+def test_java_hash_map_order_after_a_resize():
+    """A ``HashMap`` given 14 keys one at a time (32 buckets), its key set, from OpenJDK 17."""
+    keys = ["hot", "_default_tier", "cold", "tier_t2", "tier_t1", "warm", "ssd", "hdd", "a", "b", "c", "d", "e", "f"]
+    expected = [
+        "a",
+        "_default_tier",
+        "b",
+        "c",
+        "d",
+        "ssd",
+        "e",
+        "f",
+        "hdd",
+        "cold",
+        "hot",
+        "warm",
+        "tier_t1",
+        "tier_t2",
+    ]
+    assert java_map_capacity(len(keys)) == 32
+    assert java_hash_order(keys, java_map_capacity(len(keys))) == expected
+    assert java_hash_order(keys) == expected  # new HashSet<>(that key set)
