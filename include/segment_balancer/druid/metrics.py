@@ -30,6 +30,35 @@ from __future__ import annotations
 
 import pandas as pd
 
+# The names of Druid 35.0.0's ``Stats`` that a Coordinator run emits.
+ASSIGNED = "segment/assigned/count"
+DROPPED = "segment/dropped/count"
+MOVED = "segment/moved/count"
+DELETED = "segment/deleted/count"
+ASSIGN_SKIPPED = "segment/assignSkipped/count"
+DROP_SKIPPED = "segment/dropSkipped/count"
+MOVE_SKIPPED = "segment/moveSkipped/count"
+UNNEEDED = "segment/unneeded/count"
+OVERSHADOWED = "segment/overshadowed/count"
+UNAVAILABLE = "segment/unavailable/count"
+UNDER_REPLICATED = "segment/underReplicated/count"
+ASSIGNED_TO_CLONE = "segment/clone/assigned/count"
+DROPPED_FROM_CLONE = "segment/clone/dropped/count"
+LOAD_QUEUE_COUNT = "segment/loadQueue/count"
+LOAD_QUEUE_SIZE = "segment/loadQueue/size"
+DROP_QUEUE_COUNT = "segment/dropQueue/count"
+QUEUE_ASSIGNED = "segment/loadQueue/assigned"
+QUEUE_SUCCESS = "segment/loadQueue/success"
+QUEUE_FAILED = "segment/loadQueue/failed"
+QUEUE_CANCELLED = "segment/loadQueue/cancelled"
+REPLICATION_FACTOR = "tier/replication/factor"
+REQUIRED_CAPACITY = "tier/required/capacity"
+HISTORICAL_COUNT = "tier/historical/count"
+TOTAL_CAPACITY = "tier/total/capacity"
+ASSIGNED_BROADCAST = "segment/assigned/broadcast"
+DROPPED_BROADCAST = "segment/dropped/broadcast"
+"""Names of older Druid releases (before 27), which counted broadcast loads and drops apart."""
+
 MOVE_QUEUE_TYPES = ("balancing", "decommissioning")
 UNNEEDED_REASONS = ("unused", "overshadowed")
 BROADCAST_DROP_REASONS = ("broadcast_on_decommissioning",)
@@ -42,15 +71,15 @@ def decision_metric(action: str, queue_type: str | None, reason: str) -> str | N
     """
     if action == "LOAD":
         if queue_type in MOVE_QUEUE_TYPES:
-            return "segment/moved/count"
-        return "segment/assigned/broadcast" if reason == "underbroadcast" else "segment/assigned/count"
+            return MOVED
+        return ASSIGNED_BROADCAST if reason == "underbroadcast" else ASSIGNED
     if reason in ("decommissioning", "balancing", "to_be_balanced"):
         return None
     if reason in UNNEEDED_REASONS:
-        return "segment/unneeded/count"
+        return UNNEEDED
     if reason in BROADCAST_DROP_REASONS:
-        return "segment/dropped/broadcast"
-    return "segment/dropped/count"
+        return DROPPED_BROADCAST
+    return DROPPED
 
 
 def druid_metrics(
@@ -78,17 +107,14 @@ def druid_metrics(
             events[key] = events.get(key, 0) + int(row.count)
     out = [{"metric": m, "tier": t, "value": v, "at": at} for (m, t, at), v in events.items()]
     for at, missing in (("snapshot", missing_before), ("plan", missing_after)):
-        out += [
-            {"metric": "segment/underReplicated/count", "tier": t, "value": int(n), "at": at}
-            for t, n in missing.items()
-        ]
+        out += [{"metric": UNDER_REPLICATED, "tier": t, "value": int(n), "at": at} for t, n in missing.items()]
     out += [
-        {"metric": "segment/unavailable/count", "value": int(unavailable_before), "at": "snapshot"},
-        {"metric": "segment/unavailable/count", "value": int(unavailable_after), "at": "plan"},
+        {"metric": UNAVAILABLE, "value": int(unavailable_before), "at": "snapshot"},
+        {"metric": UNAVAILABLE, "value": int(unavailable_after), "at": "plan"},
     ]
     for tier, part in servers.groupby("tier"):
         out += [
-            {"metric": "tier/historical/count", "tier": tier, "value": len(part), "at": "snapshot"},
-            {"metric": "tier/total/capacity", "tier": tier, "value": int(part["max_size"].sum()), "at": "snapshot"},
+            {"metric": HISTORICAL_COUNT, "tier": tier, "value": len(part), "at": "snapshot"},
+            {"metric": TOTAL_CAPACITY, "tier": tier, "value": int(part["max_size"].sum()), "at": "snapshot"},
         ]
     return sorted(out, key=lambda e: (e["metric"], e.get("tier") or "", e["at"] != "snapshot"))

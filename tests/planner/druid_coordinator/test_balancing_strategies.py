@@ -9,7 +9,7 @@ from __future__ import annotations
 import pytest
 from coordinator_sim import T1, WIKI_10X100D, historical, load, not_emitted, serving, simulation, value
 
-from segment_balancer.planner.druid_coordinator import run_stats as m
+from segment_balancer.druid import metrics as m
 
 SIZE_1TB = 1_000_000
 

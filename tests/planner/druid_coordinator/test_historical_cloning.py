@@ -6,7 +6,7 @@ from __future__ import annotations
 
 from coordinator_sim import T1, WIKI_10X1D, WIKI_10X100D, historical, load, serving, simulation, value
 
-from segment_balancer.planner.druid_coordinator import run_stats as m
+from segment_balancer.druid import metrics as m
 
 SIZE_1TB = 1_000_000
 T11, T12, T13 = (f"{T1}__hist__{i}" for i in (1, 2, 3))

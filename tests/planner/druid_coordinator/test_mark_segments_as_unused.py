@@ -6,7 +6,7 @@ from __future__ import annotations
 
 from coordinator_sim import T1, WIKI_10X1D, historical, load, not_emitted, segments, simulation, value
 
-from segment_balancer.planner.druid_coordinator import run_stats as m
+from segment_balancer.druid import metrics as m
 
 
 def test_segments_overshadowed_by_zero_replica_segments_are_marked_as_unused():

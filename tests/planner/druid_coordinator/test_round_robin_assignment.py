@@ -7,7 +7,7 @@ from __future__ import annotations
 
 from coordinator_sim import KOALA_100X100D, T1, WIKI_10X100D, historical, load, serving, simulation, value
 
-from segment_balancer.planner.druid_coordinator import run_stats as m
+from segment_balancer.druid import metrics as m
 
 CONFIG = {
     "maxSegmentsToMove": 0,

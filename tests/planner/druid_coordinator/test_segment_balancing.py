@@ -22,7 +22,7 @@ from coordinator_sim import (
     value,
 )
 
-from segment_balancer.planner.druid_coordinator import run_stats as m
+from segment_balancer.druid import metrics as m
 
 T11, T12 = "tier_t1__hist__1", "tier_t1__hist__2"
 

@@ -20,7 +20,7 @@ from coordinator_sim import (
     value,
 )
 
-from segment_balancer.planner.druid_coordinator import run_stats as m
+from segment_balancer.druid import metrics as m
 
 SIZE_10GB = 10_000  # MB, the historicals of SegmentLoadingTest.setUp
 

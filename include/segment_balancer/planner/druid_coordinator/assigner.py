@@ -11,7 +11,7 @@ from __future__ import annotations
 from collections.abc import Iterator, Mapping
 from dataclasses import dataclass, field
 
-from segment_balancer.planner.druid_coordinator import run_stats as m
+from segment_balancer.druid import metrics as m
 from segment_balancer.planner.druid_coordinator.model import (
     DataSegment,
     DruidCluster,

@@ -13,7 +13,7 @@ import random
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 
-from segment_balancer.planner.druid_coordinator import run_stats as m
+from segment_balancer.druid import metrics as m
 from segment_balancer.planner.druid_coordinator.assigner import StrategicSegmentAssigner
 from segment_balancer.planner.druid_coordinator.model import DataSegment, DruidCluster, SegmentAction, ServerHolder
 from segment_balancer.planner.druid_coordinator.run_stats import RunStats

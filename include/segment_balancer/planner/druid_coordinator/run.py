@@ -22,9 +22,9 @@ from dataclasses import dataclass, field
 
 import pandas as pd
 
+from segment_balancer.druid import metrics as m
 from segment_balancer.druid.rules import Rule, rules_for
 from segment_balancer.druid.timeline import STATUS_OVERSHADOWED, classify_datasource
-from segment_balancer.planner.druid_coordinator import run_stats as m
 from segment_balancer.planner.druid_coordinator.assigner import StrategicSegmentAssigner
 from segment_balancer.planner.druid_coordinator.balancer import balance_segments
 from segment_balancer.planner.druid_coordinator.dynamic_config import DruidConfig

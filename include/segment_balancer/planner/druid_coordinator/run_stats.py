@@ -1,5 +1,5 @@
-"""The metrics one Druid Coordinator run emits, by their Druid names (Druid 35.0.0 ``Stats``,
-``CoordinatorRunStats``; docs/DRUID_COORDINATOR_NOTES.md §1.3).
+"""The metrics one Druid Coordinator run emits (Druid 35.0.0 ``CoordinatorRunStats``;
+docs/DRUID_COORDINATOR_NOTES.md §1.3), by the names of ``druid.metrics``.
 
 A row is a metric and its dimensions (``tier``, ``dataSource``, ``server``, ``description``); a row
 exists once anything is added to it, 0 included, and every row is emitted at the end of the run.
@@ -9,30 +9,6 @@ from __future__ import annotations
 
 from collections.abc import Iterator
 from dataclasses import dataclass, field
-
-ASSIGNED = "segment/assigned/count"
-DROPPED = "segment/dropped/count"
-MOVED = "segment/moved/count"
-DELETED = "segment/deleted/count"
-ASSIGN_SKIPPED = "segment/assignSkipped/count"
-DROP_SKIPPED = "segment/dropSkipped/count"
-MOVE_SKIPPED = "segment/moveSkipped/count"
-UNNEEDED = "segment/unneeded/count"
-OVERSHADOWED = "segment/overshadowed/count"
-UNAVAILABLE = "segment/unavailable/count"
-UNDER_REPLICATED = "segment/underReplicated/count"
-ASSIGNED_TO_CLONE = "segment/clone/assigned/count"
-DROPPED_FROM_CLONE = "segment/clone/dropped/count"
-LOAD_QUEUE_COUNT = "segment/loadQueue/count"
-LOAD_QUEUE_SIZE = "segment/loadQueue/size"
-DROP_QUEUE_COUNT = "segment/dropQueue/count"
-QUEUE_ASSIGNED = "segment/loadQueue/assigned"
-QUEUE_SUCCESS = "segment/loadQueue/success"
-QUEUE_FAILED = "segment/loadQueue/failed"
-QUEUE_CANCELLED = "segment/loadQueue/cancelled"
-REPLICATION_FACTOR = "tier/replication/factor"
-REQUIRED_CAPACITY = "tier/required/capacity"
-HISTORICAL_COUNT = "tier/historical/count"
 
 DIMENSIONS = ("tier", "dataSource", "server", "description")
 
