@@ -152,6 +152,45 @@ def test_the_state_after_a_step_is_the_start_state_with_its_ops_and_top_b():
     pd.testing.assert_frame_equal(untouched(after), untouched(start.rows(run.table)))
 
 
+def test_a_cancel_undoes_a_queued_load_or_drop_in_op_order():
+    """The ``druid`` coordinator's CANCEL: of a load (its queue type given), the replica is no longer
+    loading; of a drop, no longer dropping; a load after a cancel of the same replica loads again."""
+    run = tier_from(SEGMENTS, PROJECTED, SERVERS, "hot")
+    start = run.state()
+    code = {name: i for i, name in enumerate(start.servers)}
+    loading, none = QUEUE_CODES["loading"], NO_LOAD
+
+    def replica(state, server):
+        rows = state.rows(run.table)
+        mine = rows[(rows["idx"] == 1) & (rows["kind"] == "replica")].set_index("server")
+        return mine.loc[server] if server in mine.index else None
+
+    ops = [  # (server, action, queue)
+        ("s5", "LOAD", loading),
+        ("s1", "DROP", none),
+        ("s5", "CANCEL", loading),
+        ("s1", "CANCEL", none),
+    ]
+
+    def apply(ops):
+        return start.apply(
+            [1] * len(ops),
+            [code[s] for s, _, _ in ops],
+            [a == "LOAD" for _, a, _ in ops],
+            [q for _, _, q in ops],
+            [False] * len(ops),
+            [a == "CANCEL" for _, a, _ in ops],
+        )
+
+    after = apply(ops)
+    assert replica(after, "s5")["load_type"] is None and not replica(after, "s5")["served"]
+    assert not replica(after, "s1")["dropping"] and replica(after, "s1")["served"]
+    again = apply([*ops, ("s5", "LOAD", loading)])
+    assert replica(again, "s5")["load_type"] == "loading"
+    with pytest.raises(ValueError, match="CANCEL"):
+        apply([("s5", "CANCEL", loading)])
+
+
 def test_reading_segments_changes_nothing_a_cached_top_b_or_an_op_does():
     run = tier_from(SEGMENTS, PROJECTED, SERVERS, "hot")
     x = run.segment(1)

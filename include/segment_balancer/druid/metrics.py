@@ -89,6 +89,7 @@ def druid_metrics(
     missing_after: dict[str, int],
     unavailable_before: int,
     unavailable_after: int,
+    decisions: list[dict] | None = None,
 ) -> list[dict]:
     """Druid-named metric events of one plan, sorted by metric then tier.
 
@@ -96,9 +97,13 @@ def druid_metrics(
     (int64); ``servers``: ``prepared/servers.parquet`` (``tier``, ``max_size`` bytes);
     ``missing_*``: ``{tier: replicas left to load}``; ``unavailable_*``: unreplicated segments.
     Returns ``[{"metric", "tier" (absent for cluster-wide ones), "value", "at"}]`` where ``at`` is
-    ``plan`` for decisions and ``snapshot``/``plan`` for state metrics.
+    ``plan`` for decisions and ``snapshot``/``plan`` for state metrics. ``decisions``: the decision
+    events as a Coordinator run counted them (``{"metric", "tier", "value"}``; the ``druid``
+    coordinator's), in place of those ``op_counts`` would give.
     """
-    events: dict[tuple, int] = {}
+    if decisions is not None:
+        op_counts = op_counts.iloc[0:0]
+    events: dict[tuple, int] = {(e["metric"], e["tier"], "plan"): int(e["value"]) for e in decisions or []}
     for row in op_counts.itertuples(index=False):
         queue_type = None if pd.isna(row.queue_type) else row.queue_type
         metric = decision_metric(row.action, queue_type, row.reason)

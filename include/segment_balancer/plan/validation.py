@@ -36,6 +36,10 @@ from segment_balancer.druid.snapshot.models import QUEUE_TYPES
 from segment_balancer.plan.publish import plan_fingerprint
 
 ACTIONS = ("LOAD", "DROP")
+DRUID_ACTIONS = (*ACTIONS, "CANCEL")
+"""A plan of the ``druid`` coordinator also cancels queued requests."""
+CLONE_STAGE = 7
+"""The ``druid`` coordinator's duty whose loads (on clone targets) Druid queues past any limit."""
 STAGES = range(1, 14)
 MAX_EXAMPLES = 10
 CHUNK_ROWS = 2_000_000
@@ -59,7 +63,7 @@ _REQUIRED = {
     "assignment": ["segment_id", "server", "tier"],
     "servers": ["server", "tier", "max_size", "current_size", "decommissioning"],
     "segments": ["segment_id", "size_bytes", "rule_kind"],
-    "replicas": ["segment_id", "server", "queued_load", "queue_type"],
+    "replicas": ["segment_id", "server", "queued_load", "queue_type", "queued_drop"],
 }
 
 
@@ -105,7 +109,7 @@ class PlanValidationError(RuntimeError):
 class PlanInputs:
     """What one validation reads: the plan's operations, the path of its assignment (read in chunks,
     :func:`assignment_chunks`), the prepared start state (the columns of :data:`_REQUIRED`;
-    ``replicas``: the queued loads only; ``segments``: the segments the operations or the queued
+    ``replicas``: the queued loads and drops only; ``segments``: the segments the operations or the queued
     loads name), stage limits by stage number."""
 
     operations: pd.DataFrame
@@ -114,6 +118,10 @@ class PlanInputs:
     segments: pd.DataFrame
     replicas: pd.DataFrame
     stage_limits: dict[int, dict] = field(default_factory=dict)
+    coordinator: str = "issue7458"
+    druid_queue_limit: int | None = None
+    """The ``druid`` coordinator's load-queue size (``maxSegmentsInNodeLoadingQueue`` with smart
+    loading off; None: unlimited)."""
 
 
 def load_inputs(plan_dir: str | Path, work_dir: str | Path) -> PlanInputs:
@@ -151,7 +159,10 @@ def load_inputs(plan_dir: str | Path, work_dir: str | Path) -> PlanInputs:
         "assignment": paths["assignment"],
         "servers": datasets["servers"].to_table(columns=_REQUIRED["servers"]).to_pandas(),
         "replicas": datasets["replicas"]
-        .to_table(columns=_REQUIRED["replicas"], filter=ds.field("queued_load") == True)  # noqa: E712 (a pyarrow expression)
+        .to_table(
+            columns=_REQUIRED["replicas"],
+            filter=(ds.field("queued_load") == True) | (ds.field("queued_drop") == True),  # noqa: E712 (pyarrow)
+        )
         .to_pandas(),
     }  # noqa: E712
     named = pd.concat([frames["operations"]["segment_id"], frames["replicas"]["segment_id"]]).dropna().unique()
@@ -167,7 +178,15 @@ def load_inputs(plan_dir: str | Path, work_dir: str | Path) -> PlanInputs:
     if not isinstance(raw, dict) or any(str(k) not in raw for k in STAGES):
         raise ValueError("meta.json: stage_limits must name every stage 1-13")
     limits = {int(k): dict(v) for k, v in raw.items()}
-    return PlanInputs(**frames, stage_limits=limits)
+    summary_path = plan_dir / "summary.json"
+    summary = json.loads(summary_path.read_text()) if summary_path.exists() else {}
+    coordinator = summary.get("coordinator", "issue7458")
+    druid_limit = None
+    if coordinator == "druid":
+        config = summary["druid_run"]["config"]
+        if not config["smartSegmentLoading"] and config["maxSegmentsInNodeLoadingQueue"] > 0:
+            druid_limit = int(config["maxSegmentsInNodeLoadingQueue"])
+    return PlanInputs(**frames, stage_limits=limits, coordinator=coordinator, druid_queue_limit=druid_limit)
 
 
 def assignment_chunks(path: Path, rows: int | None = None):
@@ -231,6 +250,36 @@ def capacity_frame(inp: PlanInputs) -> pd.DataFrame:
     return out
 
 
+def druid_capacity_frame(inp: PlanInputs) -> pd.DataFrame:
+    """A ``druid`` plan's projected sizes as Druid's Coordinator counts them when it decides a load
+    (``ServerHolder.getSizeUsed``): current size, plus queued and planned loads, less queued and
+    planned drops (not a move's drop at its source, which waits for the load), cancelled requests
+    undone; loads of the clone duty, which Druid queues without a check, left out. Columns as
+    :func:`capacity_frame`'s, ``queued_bytes`` and ``plan_load_bytes`` net of drops."""
+    sizes = inp.segments.drop_duplicates("segment_id").set_index("segment_id")["size_bytes"]
+    rep = inp.replicas
+    signed = rep["segment_id"].map(sizes).fillna(0) * (
+        rep["queued_load"].fillna(False).astype(int) - rep["queued_drop"].fillna(False).astype(int)
+    )
+    queued_bytes = signed.groupby(rep["server"]).sum()
+    ops = inp.operations
+    cancelled_load = (ops["action"] == "CANCEL") & ops["queue_type"].notna()
+    sign = (
+        (ops["action"] == "LOAD").astype(int)
+        - ((ops["action"] == "DROP") & (ops["reason"] == "DROP")).astype(int)
+        - cancelled_load.astype(int)
+        + ((ops["action"] == "CANCEL") & ops["queue_type"].isna()).astype(int)
+    )
+    plan_bytes = (ops["size_bytes"] * sign).groupby(ops["server"]).sum()
+    loading = ops.loc[(ops["action"] == "LOAD") & (ops["stage"] != CLONE_STAGE), "server"].unique()
+    out = inp.servers.loc[inp.servers["server"].isin(loading), ["server", "tier", "max_size", "current_size"]]
+    out = out.reset_index(drop=True)
+    out["queued_bytes"] = out["server"].map(queued_bytes).fillna(0).astype("int64")
+    out["plan_load_bytes"] = out["server"].map(plan_bytes).fillna(0).astype("int64")
+    out["projected_size"] = out["current_size"] + out["queued_bytes"] + out["plan_load_bytes"]
+    return out
+
+
 def decommissioning_load_frame(inp: PlanInputs) -> pd.DataFrame:
     """The plan's LOADs of replicated segments (``rule_kind == "load"``).
 
@@ -290,6 +339,36 @@ def queue_frame(inp: PlanInputs) -> pd.DataFrame:
     return out
 
 
+def druid_queue_frame(inp: PlanInputs) -> pd.DataFrame:
+    """A ``druid`` plan's load queues: per server that received a LOAD outside the clone duty, the
+    loads queued at the snapshot plus the plan's (a cancellation frees no place in Druid's run),
+    against the one limit of every queue (null: none). Columns as :func:`queue_frame`'s, with
+    ``stage`` 0 and ``counted_type`` ``all``."""
+    rep = inp.replicas[inp.replicas["queued_load"].fillna(False).astype(bool)]
+    ops = inp.operations
+    ops = ops[(ops["action"] == "LOAD") & (ops["stage"] != CLONE_STAGE)]
+    new = ops.groupby("server").size()
+    start = rep.groupby("server").size()
+    rows = [
+        {
+            "stage": 0,
+            "server": server,
+            "counted_type": "all",
+            "count": int(n + start.get(server, 0)),
+            "limit": inp.druid_queue_limit,
+            "total_count": int(n + start.get(server, 0)),
+            "total": inp.druid_queue_limit,
+        }
+        for server, n in sorted(new.items())
+    ]
+    out = pd.DataFrame(rows, columns=["stage", "server", "counted_type", "count", "limit", "total_count", "total"])
+    for c in ("stage", "count", "total_count"):
+        out[c] = out[c].astype("int64")
+    for c in ("limit", "total"):
+        out[c] = out[c].astype("Int64")
+    return out
+
+
 def dependency_frame(inp: PlanInputs) -> pd.DataFrame:
     """Every op with a non-null ``depends_on``, joined with the op it points to.
 
@@ -317,7 +396,10 @@ def _checks(inp: PlanInputs) -> list[tuple[str, Any, list, list[str]]]:
     key = ["op_id", "stage", "action", "segment_id", "server"]
     wf = ops.copy()
     wf["action_queue_type"] = wf["action"].astype(str) + ":" + wf["queue_type"].fillna("null")
+    druid = inp.coordinator == "druid"
     pair_ok = [f"LOAD:{q}" for q in QUEUE_TYPES] + ["DROP:null"]
+    if druid:
+        pair_ok += [f"CANCEL:{q}" for q in QUEUE_TYPES] + ["CANCEL:null"]
     # Segment ids are checked through a flag: a value_set of a million ids makes GX take minutes.
     known = ops.assign(
         segment_known=ops["segment_id"]
@@ -347,7 +429,7 @@ def _checks(inp: PlanInputs) -> list[tuple[str, Any, list, list[str]]]:
         ),
         (
             "capacity",
-            capacity_frame(inp),
+            druid_capacity_frame(inp) if druid else capacity_frame(inp),
             [
                 E.ExpectColumnPairValuesAToBeGreaterThanB(
                     column_A="max_size", column_B="projected_size", or_equal=True
@@ -365,7 +447,7 @@ def _checks(inp: PlanInputs) -> list[tuple[str, Any, list, list[str]]]:
         ),
         (
             "queue_limits",
-            queue_frame(inp),
+            druid_queue_frame(inp) if druid else queue_frame(inp),
             [
                 E.ExpectColumnPairValuesAToBeGreaterThanB(
                     column_A="limit", column_B="count", or_equal=True, ignore_row_if="either_value_is_missing"
@@ -393,7 +475,7 @@ def _checks(inp: PlanInputs) -> list[tuple[str, Any, list, list[str]]]:
             [
                 E.ExpectColumnValuesToBeUnique(column="op_id"),
                 *[E.ExpectColumnValuesToNotBeNull(column=c) for c in not_null],
-                E.ExpectColumnValuesToBeInSet(column="action", value_set=list(ACTIONS)),
+                E.ExpectColumnValuesToBeInSet(column="action", value_set=list(DRUID_ACTIONS if druid else ACTIONS)),
                 E.ExpectColumnValuesToBeInSet(column="action_queue_type", value_set=pair_ok),
                 E.ExpectColumnValuesToBeBetween(column="stage", min_value=1, max_value=13),
                 E.ExpectColumnValuesToBeBetween(column="size_bytes", min_value=0),

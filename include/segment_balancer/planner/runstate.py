@@ -392,13 +392,72 @@ class TierState:
     REPLICA_ARRAYS = ("rep_code", "rep_server", "served", "load", "dropping", "dependent")
 
     def apply(
-        self, code: np.ndarray, server: np.ndarray, is_load: np.ndarray, queue: np.ndarray, dependent: np.ndarray
+        self,
+        code: np.ndarray,
+        server: np.ndarray,
+        is_load: np.ndarray,
+        queue: np.ndarray,
+        dependent: np.ndarray,
+        cancel: np.ndarray | None = None,
     ) -> TierState:
         """The state after operations on this tier (arrays of length k, in op order: segment
         ``code`` int64, ``server`` code int32, ``is_load`` bool, ``queue`` int8 queue code of a
-        LOAD, ``dependent`` bool of a DROP that waits for a load). A LOAD marks its replica loading
-        (a new replica row when the server had none of the segment); a DROP marks it dropping.
-        Raises ``ValueError`` for a DROP of a replica the state does not have."""
+        LOAD, ``dependent`` bool of a DROP that waits for a load, ``cancel`` bool of a CANCEL,
+        the ``druid`` coordinator's, whose ``queue`` is the cancelled load's or -1 for a cancelled
+        drop). A LOAD marks its replica loading (a new replica row when the server had none of the
+        segment); a DROP marks it dropping; a CANCEL undoes the queued load or drop. Within a run
+        of ops without a CANCEL, loads apply before drops. Raises ``ValueError`` for a DROP or a
+        CANCEL of a replica the state does not have."""
+        if cancel is None or not np.any(cancel):
+            return self._apply_queued(code, server, is_load, queue, dependent)
+        cancel = np.asarray(cancel, bool)
+        bounds = np.flatnonzero(np.diff(cancel.astype(np.int8))) + 1
+        state = self
+        for lo, hi in zip(np.r_[0, bounds], np.r_[bounds, len(cancel)]):
+            part = slice(int(lo), int(hi))
+            if cancel[lo]:
+                state = state._apply_cancels(np.asarray(code)[part], np.asarray(server)[part], np.asarray(queue)[part])
+            else:
+                state = state._apply_queued(
+                    np.asarray(code)[part],
+                    np.asarray(server)[part],
+                    np.asarray(is_load)[part],
+                    np.asarray(queue)[part],
+                    np.asarray(dependent)[part],
+                )
+        return state
+
+    def _replica_rows(self, code: np.ndarray, server: np.ndarray) -> np.ndarray:
+        """The replica row of every (code, server) pair, -1 for none."""
+        width = len(self.servers) + 1
+        keys = self.rep_code * width + self.rep_server
+        want = np.asarray(code, np.int64) * width + np.asarray(server, np.int64)
+        if not len(keys):
+            return np.full(len(want), -1, np.int64)
+        order = np.argsort(keys, kind="stable")
+        pos = np.minimum(np.searchsorted(keys[order], want), len(keys) - 1)
+        return np.where(keys[order][pos] == want, order[pos], -1)
+
+    def _apply_cancels(self, code: np.ndarray, server: np.ndarray, queue: np.ndarray) -> TierState:
+        rows = self._replica_rows(code, server)
+        if (rows < 0).any():
+            j = int(np.flatnonzero(rows < 0)[0])
+            raise ValueError(
+                f"tier {self.tier}: a CANCEL on segment code {code[j]} at server code {server[j]}, "
+                "which holds no replica of it"
+            )
+        arrays = {name: getattr(self, name).copy() for name in self.REPLICA_ARRAYS}
+        of_load = np.asarray(queue, np.int8) != NO_LOAD
+        arrays["load"][rows[of_load]] = NO_LOAD
+        arrays["dropping"][rows[~of_load]] = False
+        arrays["dependent"][rows[~of_load]] = False
+        return TierState(
+            self.tier, self.servers, self.seg_code, self.target, self.tier_pos, topb=dict(self.topb), **arrays
+        )
+
+    def _apply_queued(
+        self, code: np.ndarray, server: np.ndarray, is_load: np.ndarray, queue: np.ndarray, dependent: np.ndarray
+    ) -> TierState:
         code, server = np.asarray(code, np.int64), np.asarray(server, np.int64)
         is_load = np.asarray(is_load, bool)
         if not len(code):

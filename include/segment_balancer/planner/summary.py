@@ -289,6 +289,37 @@ class AppTiming(_Part):
     """When it started (UTC); the first application's only."""
 
 
+class DruidRunMetric(_Part):
+    """One metric Druid's Coordinator would emit at the end of its run (``druid`` coordinator)."""
+
+    metric: str
+    """Druid's metric name, e.g. ``segment/assignSkipped/count``."""
+    tier: str | None = Field(default=None, exclude_if=_absent)
+    dataSource: str | None = Field(default=None, exclude_if=_absent)  # noqa: N815 (Druid's dimension)
+    server: str | None = Field(default=None, exclude_if=_absent)
+    description: str | None = Field(default=None, exclude_if=_absent)
+    """Druid's dimensions of the row, where it has them."""
+    value: int
+    """The value (bytes for sizes)."""
+
+
+class DruidRun(_Part):
+    """What the ``druid`` coordinator's run did beyond its operations."""
+
+    release: str
+    """The Druid release whose Coordinator it is."""
+    metrics: list[DruidRunMetric]
+    """Every metric of the run, as Druid emits them (rows of value 0 included)."""
+    marked_unused: int
+    """Segments its drop rules mark unused (dropped by a later run)."""
+    overshadowed_marked_unused: int
+    """Overshadowed segments it marks unused."""
+    max_segments_to_move: int
+    """The most segments balancing picks per tier."""
+    config: dict[str, Any]
+    """The dynamic config it ran with, by Druid's key names."""
+
+
 class PlanSummary(_Part):
     """A plan's ``summary.json``: counts per stage, tier and action, replication status and balance
     before and after, every historical's holdings, Druid-named metrics, the timeline, deferred
@@ -357,6 +388,11 @@ class PlanSummary(_Part):
     """Per application of the run, in run order, its time."""
     planned_at: str | None
     """When the run began (UTC, the first application's start); null without timings."""
+    coordinator: Literal["issue7458", "druid"] = Field(default="issue7458", exclude_if=lambda v: v == "issue7458")
+    """Which coordinator planned: the algorithm of Druid issue #7458 (absent) or ``druid``, the
+    Coordinator of Druid 35.0.0."""
+    druid_run: DruidRun | None = Field(default=None, exclude_if=_absent)
+    """The ``druid`` coordinator's run; absent otherwise."""
 
 
 def summary_schema() -> dict:

@@ -20,7 +20,7 @@ from pathlib import Path
 
 from segment_balancer.common.errors import InputError
 from segment_balancer.common.files import write_json_atomic, write_text_atomic
-from segment_balancer.planner.stages import APP_NAMES, stage_module, stage_number
+from segment_balancer.planner.stages import ALL_APP_NAMES, DRUID_APP, stage_module, stage_number
 
 
 def parse_args(name: str, argv=None) -> argparse.Namespace:
@@ -79,8 +79,8 @@ def run_app(spark, name: str, snapshot, work, groups_in: dict | None, overrides:
     import time
     from pathlib import Path
 
-    if name not in APP_NAMES:
-        raise KeyError(f"unknown application {name!r}; one of {APP_NAMES}")
+    if name not in ALL_APP_NAMES:
+        raise KeyError(f"unknown application {name!r}; one of {ALL_APP_NAMES}")
     stage = stage_number(name)
     # Spark resolves a relative path from its own working directory (a Connect server's is not ours).
     snapshot, work = Path(snapshot).absolute(), Path(work).absolute()
@@ -118,6 +118,11 @@ def _run(spark, name: str, stage: int, snapshot, work, groups_in, overrides) -> 
         from segment_balancer.spark.prepare import prepare
 
         result = prepare(spark, Path(snapshot), Path(work), overrides)
+    elif name == DRUID_APP:
+        from segment_balancer.spark.druid_plan import druid_coordinator
+
+        druid_coordinator(spark, Path(snapshot), Path(work), overrides)
+        result = {"stage": stage, "groups": (groups_in or {}).get("groups", {})}
     elif (idle := skip_if_idle(name, work, groups_in)) is not None:
         return {"skipped": True, "xcom": idle}
     else:
@@ -198,8 +203,8 @@ def _record_timing(work, stage: int, name: str, seconds: float, skipped: bool = 
 
     path = work / "timings.json"
     timings = json.loads(path.read_text()) if path.exists() else {}
-    position = APP_NAMES.index(name)
-    timings = {k: v for k, v in timings.items() if k in APP_NAMES and APP_NAMES.index(k) < position}
+    position = ALL_APP_NAMES.index(name)
+    timings = {k: v for k, v in timings.items() if k in ALL_APP_NAMES and ALL_APP_NAMES.index(k) < position}
     timings[name] = {"stage": stage, "seconds": round(seconds, 3), **({"skipped": True} if skipped else {})}
     if position == 0:  # when the run began (UTC): what orders two plans of one snapshot (plan.publish)
         from datetime import datetime, timedelta

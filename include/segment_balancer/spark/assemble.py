@@ -26,6 +26,7 @@ from segment_balancer.planner.groups import split_group_name
 from segment_balancer.planner.stages import APP_NAMES
 from segment_balancer.planner.status import balance, replication_counts
 from segment_balancer.planner.summary import SCHEMA_FILE, SCHEMA_VERSION, SUMMARY_FILE, PlanSummary, summary_schema
+from segment_balancer.spark.druid_plan import decision_events, druid_record, summary_part
 from segment_balancer.spark.status import status_pass
 from segment_balancer.spark.workdir import OPS_ARROW_SCHEMA, OPS_COLUMNS, Run, load_record
 
@@ -79,6 +80,7 @@ def assemble(run: Run, groups, snapshot: Path) -> Path:
     )
     keys = ["tier", "action", "queue_type", "reason"]
     metrics[keys] = metrics[keys].astype(object).where(metrics[keys].notna(), None)
+    druid = druid_record(run.work)
     _explain_tables(run, tmp)
     final_groups = [
         {
@@ -119,6 +121,7 @@ def assemble(run: Run, groups, snapshot: Path) -> Path:
             after.missing,
             run.meta.get("status_counts", {}).get("Unreplicated", 0),
             after.counts.get("Unreplicated", 0),
+            decisions=decision_events(druid) if druid else None,
         ),
         timeline=run.meta.get("timeline", {}),
         availability=availability(run),
@@ -133,6 +136,8 @@ def assemble(run: Run, groups, snapshot: Path) -> Path:
         # when the run began (UTC, the first application's start): LATEST names the plan of the newest
         # snapshot, and of two plans of one snapshot the later run's (plan.publish)
         planned_at=timings.get(APP_NAMES[0], {}).get("started_at"),
+        coordinator="druid" if druid else "issue7458",
+        druid_run=summary_part(druid) if druid else None,
     )
     write_json_atomic(summary.model_dump(mode="json"), tmp / SUMMARY_FILE)
     write_json_atomic(summary_schema(), tmp / SCHEMA_FILE)

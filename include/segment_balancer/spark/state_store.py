@@ -285,12 +285,14 @@ def read_tier(work_uri: str, spec: dict, tier: str, servers: tuple[str, ...]) ->
                 [QUEUE_CODES.get(q, NO_LOAD) if q else NO_LOAD for q in ops.column("queue_type").to_pylist()],
                 dtype=np.int8,
             )
+            actions = np.asarray(ops.column("action").to_pylist(), dtype=object)
             state = state.apply(
                 _numpy(ops.column("code"), np.int64),
                 server,
-                np.asarray(ops.column("action").to_pylist(), dtype=object) == "LOAD",
+                actions == "LOAD",
                 queue,
                 ops.column("depends_on").is_valid().to_numpy(),
+                actions == "CANCEL",
             )
     for rel in spec["topb"].get(tier, []):
         state = state.with_topb(read_topb(fs, f"{base}/{rel}"))

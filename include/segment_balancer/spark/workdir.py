@@ -364,6 +364,31 @@ class Run:
         write_parquet_atomic(frame.select(*OUT_COLUMNS), self.work / rel)
         return rel
 
+    def append_ops(self, stage: int, step: str, ops) -> int:
+        """Append ops already in scheduling order (a pyarrow table of :data:`OPS_COLUMNS` but
+        ``op_id`` and ``depends_on``, which refer to positions in ``ops``: ``op_id`` 0, 1, …) to the
+        op log, numbered after the ops so far, and commit the step in the manifest; the ``druid``
+        coordinator's one step. Returns the number of ops."""
+        import pyarrow as pa
+        import pyarrow.compute as pc
+
+        manifest = self.manifest()
+        offset = manifest["count"]
+        n = ops.num_rows
+        ops = ops.set_column(
+            ops.schema.get_field_index("op_id"), "op_id", pa.array(range(offset, offset + n), pa.int64())
+        )
+        depends = pc.add(ops.column("depends_on").cast(pa.int64()), offset)
+        ops = ops.set_column(ops.schema.get_field_index("depends_on"), "depends_on", depends)
+        name = f"stage_{stage:02d}_{step}.parquet"
+        write_parquet_atomic(ops.select(OPS_COLUMNS).cast(OPS_ARROW_SCHEMA), self.work / "ops" / name)
+        manifest["files"].append(name)
+        manifest["count"] = offset + n
+        manifest["steps"].append({"stage": stage, "step": step, "ops": n})
+        write_json_atomic(manifest, self._manifest_path)
+        log.info("stage %d step %s: %d operations", stage, step, n)
+        return n
+
     def write_ops(
         self, stage: int, step: str, kernel_out, facts: dict | None = None, topb: dict[str, str] | None = None
     ) -> int:

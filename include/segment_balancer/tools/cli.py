@@ -31,6 +31,7 @@ from pathlib import Path
 
 from segment_balancer.planner import config_keys
 from segment_balancer.planner.config import check_override_keys
+from segment_balancer.planner.stages import COORDINATORS, DEFAULT_COORDINATOR
 from segment_balancer.spark.apps import read_overrides
 from segment_balancer.tools.pipeline import run_plan
 from segment_balancer.tools.simulate import add_simulate_arguments
@@ -220,7 +221,7 @@ def _run_spark_command(spark, args, overrides: dict | None) -> None:
         from segment_balancer.tools.whatif import WhatIf, parse_add
 
         edits = WhatIf.parse(args.decommission, args.remove, [parse_add(a) for a in args.add])
-        run_plan(spark, args.snapshot, args.out, overrides, args.work, edits, args.balancer_state)
+        run_plan(spark, args.snapshot, args.out, overrides, args.work, edits, args.balancer_state, args.coordinator)
         print_summary(args.out)
     elif args.command == "simulate":
         from segment_balancer.tools.simulate import simulate, simulate_margins
@@ -251,6 +252,13 @@ def _parser() -> argparse.ArgumentParser:
     plan.add_argument("--config", type=Path, help="JSON object of dynamic config overrides (the keys below)")
     plan.add_argument("--work", type=Path, help="keep the work directory here (default: a temporary one)")
     plan.add_argument("--remote", metavar="URL", help=REMOTE_HELP)
+    plan.add_argument(
+        "--coordinator",
+        choices=COORDINATORS,
+        default=DEFAULT_COORDINATOR,
+        help="issue7458: the algorithm of Druid issue #7458 (default); druid: what Druid 35.0.0's own "
+        "Coordinator queues in one run (docs/DRUID_COORDINATOR.md)",
+    )
     plan.add_argument(
         "--balancer-state",
         type=Path,

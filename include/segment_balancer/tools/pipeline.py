@@ -19,8 +19,10 @@ def run_plan(
     work: Path | None = None,
     edits=None,
     balancer_state: Path | None = None,
+    coordinator: str = "issue7458",
 ) -> dict:
-    """Run every application of ``APP_NAMES`` in order, validate, and publish to ``out``.
+    """Run every application of ``coordinator``'s run in order (``COORDINATOR_APP_NAMES``: the
+    algorithm of #7458, or ``druid``, Druid's own Coordinator), validate, and publish to ``out``.
 
     ``edits``: a ``whatif.WhatIf`` applied to a copy of ``snapshot`` first (recorded in the
     summary's ``whatif``). ``balancer_state``: the previous plan's ``balancer_state.json`` the run
@@ -32,7 +34,7 @@ def run_plan(
     from segment_balancer.plan.publish import publish_plan
     from segment_balancer.plan.validation import import_in_background, require_valid
     from segment_balancer.planner.balancer_state import give_previous
-    from segment_balancer.planner.stages import APP_NAMES
+    from segment_balancer.planner.stages import COORDINATOR_APP_NAMES
     from segment_balancer.spark.apps import run_app
     from segment_balancer.tools.whatif import apply_to_run
 
@@ -46,7 +48,7 @@ def run_plan(
             snapshot, overrides = apply_to_run(snapshot, work, edits, overrides)
         give_previous(balancer_state, work)
         xcom = None
-        for name in APP_NAMES:
+        for name in COORDINATOR_APP_NAMES[coordinator]:
             log.info("running %s", name)
             xcom = run_app(spark, name, snapshot, work, xcom, overrides)
         require_valid(work / "plan", work)

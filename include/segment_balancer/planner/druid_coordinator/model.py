@@ -196,7 +196,8 @@ class LoadQueue:
     """A server's load queue across runs (Druid ``HttpLoadQueuePeon``): requests to load and to drop
     (at most one of each per segment), the segments marked to drop once a move away from the server
     completes, the requests already sent (``in_flight``: these cannot be cancelled), and the request
-    counts per (event, datasource, action) since they were last taken."""
+    counts per (event, datasource, action) since they were last taken. ``journal`` lists every
+    event with the server's name (a run shares one list among its queues, to keep their order)."""
 
     def __init__(self, server_name: str):
         self.server_name = server_name
@@ -205,7 +206,7 @@ class LoadQueue:
         self.marked_to_drop: dict[str, DataSegment] = {}
         self.in_flight: set[str] = set()
         self.stats: Counter[tuple[QueueEvent, str, str]] = Counter()
-        self.journal: list[tuple[QueueEvent, QueuedRequest]] = []
+        self.journal: list[tuple[QueueEvent, QueuedRequest, str]] = []
 
     def requests(self) -> list[QueuedRequest]:
         """Every queued request in the order they are sent: drops, loads, replicas, moves; newest
@@ -218,7 +219,7 @@ class LoadQueue:
 
     def _count(self, event: QueueEvent, request: QueuedRequest, description: str | None = None) -> None:
         self.stats[(event, request.segment.datasource, description or request.action.value)] += 1
-        self.journal.append((event, request))
+        self.journal.append((event, request, self.server_name))
 
     def load(
         self,

@@ -56,17 +56,23 @@ class ClusterState:
     queues: dict[str, LoadQueue] = field(default_factory=dict)
 
 
+DUTIES = ("prepare", "rules", "unload", "balance", "clone")
+"""The duties that change load queues, in the order they run."""
+
+
 @dataclass(frozen=True)
 class Operation:
     """A change the run made to a load queue: ``event`` ``ASSIGNED`` (a new request) or ``CANCELLED``
     (a queued one, of this run or earlier), on ``server``, of ``segment`` with ``action``
-    (``LOAD``, ``REPLICATE``, ``MOVE_TO`` with its ``move_source``, ``DROP``)."""
+    (``LOAD``, ``REPLICATE``, ``MOVE_TO`` with its ``move_source``, ``DROP``), by ``duty`` (one of
+    :data:`DUTIES`)."""
 
     server: str
     tier: str
     event: QueueEvent
     action: SegmentAction
     segment: DataSegment
+    duty: str
     move_source: str | None = None
 
 
@@ -137,8 +143,6 @@ def run_coordinator(
     names = {s.name for s in state.servers}
     for name in [n for n in state.queues if n not in names]:
         del state.queues[name]
-    for queue in state.queues.values():
-        queue.journal.clear()
 
     # 1. PrepareBalancerAndLoadQueues
     loading = segment_loading_config(
@@ -164,6 +168,10 @@ def run_coordinator(
         for server in state.servers
     ]
     result.holders = holders
+    journal: list[tuple[QueueEvent, QueuedRequest, str]] = []
+    for queue in state.queues.values():
+        queue.journal = journal
+    duty_starts: list[tuple[str, int]] = [("prepare", 0)]
     cluster = DruidCluster(holders)
     for holder in cluster.all_managed_servers():
         if holder.decommissioning:
@@ -181,6 +189,7 @@ def run_coordinator(
         stats.add(m.HISTORICAL_COUNT, len(hs), tier=tier)
 
     # 2. RunRules
+    duty_starts.append(("rules", len(journal)))
     broadcast_datasources: set[str] = set()
     if holders:
         for segment in sorted(state.used.values(), key=DataSegment.newest_first):
@@ -212,6 +221,8 @@ def run_coordinator(
             stats.add(m.UNDER_REPLICATED, missing, tier=tier, dataSource=segment.datasource)
 
     # 4. UnloadUnusedSegments
+    duty_starts.append(("unload", len(journal)))
+
     def skip_unload(holder: ServerHolder, datasource: str) -> bool:
         return holder.server.type.is_realtime and datasource not in broadcast_datasources
 
@@ -242,6 +253,7 @@ def run_coordinator(
             stats.add(m.OVERSHADOWED, n, dataSource=datasource)
 
     # 6. BalanceSegments
+    duty_starts.append(("balance", len(journal)))
     if state.used:
         result.max_segments_to_move = balance_segments(
             cluster,
@@ -257,6 +269,7 @@ def run_coordinator(
         )
 
     # 7. CloneHistoricals
+    duty_starts.append(("clone", len(journal)))
     by_host = {h.server.host: h for h in cluster.all_historicals()}
     for target_host, source_host in clones.items():
         target, source = by_host.get(target_host), by_host.get(source_host)
@@ -282,19 +295,20 @@ def run_coordinator(
                 stats.add(m.DROPPED_FROM_CLONE, 1, server=target.name)
 
     # 8. CollectLoadQueueStats
+    tiers = {h.name: h.tier for h in holders}
+    ends = [start for _, start in duty_starts[1:]] + [len(journal)]
+    for (duty, start), end in zip(duty_starts, ends):
+        for event, request, server in journal[start:end]:
+            if event in (QueueEvent.ASSIGNED, QueueEvent.CANCELLED):
+                result.operations.append(
+                    Operation(server, tiers[server], event, request.action, request.segment, duty, request.move_source)
+                )
     if before_collect is not None:
         before_collect()
     collect_load_queue_stats(holders, stats)
-    for holder in holders:
-        for event, request in holder.queue.journal:
-            if event in (QueueEvent.ASSIGNED, QueueEvent.CANCELLED):
-                result.operations.append(_operation(holder, event, request))
-        holder.queue.journal.clear()
+    for queue in state.queues.values():
+        queue.journal = []
     return result
-
-
-def _operation(holder: ServerHolder, event: QueueEvent, request: QueuedRequest) -> Operation:
-    return Operation(holder.name, holder.tier, event, request.action, request.segment, request.move_source)
 
 
 def collect_load_queue_stats(holders: Iterable[ServerHolder], stats: RunStats) -> None:

@@ -48,9 +48,28 @@ the run's tables and first run state), ``stage01_unreplicated`` … ``stage13_br
 one list the DAG, the Spark entry points (``spark_apps/<name>.py``) and the CLI share."""
 
 
+DRUID_APP = "druid_coordinator"
+"""The application of the ``druid`` coordinator: Druid's Coordinator, one run, on ``prepare``'s tables."""
+
+COORDINATOR_APP_NAMES: dict[str, list[str]] = {
+    "issue7458": APP_NAMES,
+    "druid": [APP_NAMES[0], APP_NAMES[1], DRUID_APP, APP_NAMES[-1]],
+}
+"""The applications of a run of each coordinator, in run order; ``issue7458`` (the algorithm of
+Druid issue #7458) is the default."""
+COORDINATORS = tuple(COORDINATOR_APP_NAMES)
+DEFAULT_COORDINATOR = COORDINATORS[0]
+
+ALL_APP_NAMES = [APP_NAMES[0], APP_NAMES[1], DRUID_APP, *APP_NAMES[2:]]
+"""Every application of either coordinator, each run's in its order."""
+
+
 def stage_number(name: str) -> int:
     """The algorithm's stage of an application: 0 for ``used_segments`` and ``prepare``, 1–13 for
-    ``stageNN_*``, 14 for ``assemble``."""
+    ``stageNN_*`` (1 for ``druid_coordinator``, whose operations take the stages' place), 14 for
+    ``assemble``."""
     if name.startswith("stage"):
         return int(name[5:7])
+    if name == DRUID_APP:
+        return 1
     return 14 if name == "assemble" else 0

@@ -1,0 +1,142 @@
+"""The ``druid`` coordinator's plan of the bundled ``druid_sample`` snapshot, through the CLI's path
+(``run_plan(..., coordinator="druid")``: ``used_segments``, ``prepare``, ``druid_coordinator``,
+``assemble``, the Great Expectations gate, publish), checked against a run of Druid 35.0.0's
+Coordinator worked by hand.
+
+The cluster: T1, T2, T3 = ``twitterstream`` 2013-01-01, -02, -03 (rule: ``loadByInterval`` January
+2013 {hot: 1, _default_tier: 1}); W = ``wikipedia_editstream`` 2012-12-29/2013-01-10T08; K =
+``wikipedia`` 2013-08-01 (both ``_default``: {_default_tier: 2}). default-01 (decommissioning) serves
+T1, W; default-02 serves T1, T2, K; default-03 serves nothing and has K queued (a REPLICATE: K is
+served in its tier); hot-01 serves T1, T2; hot-02 nothing. Smart loading (Druid's default): round
+robin, no queue limit.
+
+Rules, newest segment first (K, W, T3, T2, T1); ``_default_tier`` in round-robin order default-03,
+default-01, default-02 (most available bytes first), hot: hot-02, hot-01:
+
+- K: projected 2 (served + queued) = required: nothing.
+- W: 1 loaded (on the decommissioning server: it counts), 2 required: one REPLICATE, the cursor's
+  default-03.
+- T3: nothing anywhere: a LOAD (first replica of the tier) on default-02 (the cursor skips
+  decommissioning default-01) and a LOAD on hot-02.
+- T2: one per tier, as required.
+- T1: 3 loaded, 2 required and loadable: a drop budget of 1; ``_default_tier`` first (Java's hash
+  order): 2 > 1, the drop from the decommissioning default-01.
+
+Balancing (at most 12 moves: 12 segments served or queued on the cluster, fewer than 100): from
+default-01 one pick, W (the seeded draw; its other candidate is T1), which no active server can take
+(default-03 is loading it, default-02 lacks the room); among the active ``_default_tier`` servers 6
+picks, every one either without a server to go to (K, W) or cheapest where it is (T3, T2, T1:
+their days' neighbours are there); in hot, T2 moves from hot-01 to hot-02: its cost is the same
+(one adjacent day of twitterstream on each) and hot-02 has more bytes free; T3 (loading on hot-02)
+and then T1 find no room.
+"""
+
+from __future__ import annotations
+
+import json
+
+import pandas as pd
+import pytest
+from druid_sample_plan import SNAPSHOT
+
+from segment_balancer.tools.pipeline import run_plan
+
+D1, D2, D3 = "hist-default-01:8083", "hist-default-02:8083", "hist-default-03:8083"
+H1, H2 = "hist-hot-01:8083", "hist-hot-02:8083"
+
+
+@pytest.fixture(scope="module")
+def druid_planned(spark, tmp_path_factory):
+    base = tmp_path_factory.mktemp("druid_plan")
+    summary = run_plan(spark, SNAPSHOT, base / "plan", work=base / "work", coordinator="druid")
+    return base, summary, pd.read_parquet(base / "plan" / "operations.parquet")
+
+
+def test_the_druid_plan_of_the_sample_is_the_run_worked_by_hand(druid_planned):
+    _, summary, ops = druid_planned
+    got = [
+        (
+            r.stage,
+            r.action,
+            r.reason,
+            r.datasource,
+            r.segment_id[len(r.datasource) + 1 :][:10],  # the interval's first day
+            r.server,
+            None if pd.isna(r.depends_on) else int(r.depends_on),
+        )
+        for r in ops.itertuples()
+    ]
+    assert got == [
+        (2, "LOAD", "REPLICATE", "wikipedia_editstream", "2012-12-29", D3, None),
+        (2, "LOAD", "LOAD", "twitterstream", "2013-01-03", D2, None),
+        (2, "LOAD", "LOAD", "twitterstream", "2013-01-03", H2, None),
+        (2, "DROP", "DROP", "twitterstream", "2013-01-01", D1, None),
+        (6, "LOAD", "MOVE_TO", "twitterstream", "2013-01-02", H2, None),
+        (6, "DROP", "MOVE_FROM", "twitterstream", "2013-01-02", H1, 4),
+    ]
+    assert ops.loc[ops["reason"] == "MOVE_TO", "queue_type"].tolist() == ["balancing"]
+    assert summary["coordinator"] == "druid" and summary["druid_run"]["release"] == "35.0.0"
+    assert summary["druid_run"]["max_segments_to_move"] == 12
+    decisions = {(e["metric"], e.get("tier")): e["value"] for e in summary["druid_metrics"] if e["at"] == "plan"}
+    assert decisions[("segment/assigned/count", "_default_tier")] == 2
+    assert decisions[("segment/assigned/count", "hot")] == 1
+    assert decisions[("segment/dropped/count", "_default_tier")] == 1
+    assert decisions[("segment/moved/count", "hot")] == 1
+
+
+def test_the_druid_run_reports_druid_skips_and_the_plan_passes_the_gate(druid_planned):
+    base, summary, _ = druid_planned
+    skipped = {
+        (r["server"], r["description"]): r["value"]
+        for r in summary["druid_run"]["metrics"]
+        if r["metric"] == "segment/moveSkipped/count" and r.get("dataSource") == "twitterstream"
+    }
+    assert skipped == {(D2, "Optimally placed"): 3, (H2, "No eligible server"): 1, (H1, "No eligible server"): 1}
+    assert json.loads((base / "plan" / "validation.json").read_text())["success"]
+    assert summary["status_after"]["unreplicated"] == 0
+
+
+def test_the_issue7458_summary_does_not_name_a_coordinator(druid_sample_planned):
+    """A plan of the algorithm of #7458 keeps its summary as it was: no ``coordinator`` key."""
+    _, summary, _ = druid_sample_planned
+    assert "coordinator" not in summary and "druid_run" not in summary
+
+
+def test_a_decommissioned_historical_has_its_queued_load_cancelled(spark, tmp_path):
+    """What if default-03 were decommissioned too: Druid's first duty cancels its queued load of K
+    (a REPLICATE: K is served on default-02); the rules then find K under-replicated with no
+    historical able to take it (the other two of the tier are default-01, decommissioning, and
+    default-02, which serves K), and W's replica goes to default-02, the only one left with room.
+    The plan, CANCEL included, passes the gate; K is no longer projected on default-03."""
+    from segment_balancer.tools.whatif import WhatIf
+
+    summary = run_plan(
+        spark,
+        SNAPSHOT,
+        tmp_path / "plan",
+        work=tmp_path / "work",
+        edits=WhatIf.parse(decommission=[D3]),
+        coordinator="druid",
+    )
+    ops = pd.read_parquet(tmp_path / "plan" / "operations.parquet")
+    first = ops.iloc[0]
+    assert (first.stage, first.action, first.queue_type, first.reason, first.server) == (
+        1,
+        "CANCEL",
+        "loading",
+        "REPLICATE",
+        D3,
+    )
+    assert first.datasource == "wikipedia"
+    w = ops[(ops["datasource"] == "wikipedia_editstream") & (ops["action"] == "LOAD")]
+    assert w[["reason", "server"]].values.tolist() == [["REPLICATE", D2]]
+    skipped = [
+        r
+        for r in summary["druid_run"]["metrics"]
+        if r["metric"] == "segment/assignSkipped/count" and r.get("dataSource") == "wikipedia"
+    ]
+    assert [(r["description"], r["value"]) for r in skipped] == [("No eligible server", 1)]
+    assignment = pd.read_parquet(tmp_path / "plan" / "assignment.parquet")
+    on_d3 = assignment[(assignment["server"] == D3) & assignment["segment_id"].str.startswith("wikipedia_2013")]
+    assert on_d3.empty
+    assert json.loads((tmp_path / "plan" / "validation.json").read_text())["success"]
