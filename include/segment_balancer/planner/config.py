@@ -44,7 +44,7 @@ from segment_balancer.druid.snapshot.errors import SnapshotError, json_kind, sho
 from segment_balancer.druid.snapshot.loader import read_json
 from segment_balancer.druid.snapshot.models import QueueType
 from segment_balancer.planner.bestservers import BestServersError, BestServersFunction, compile_function
-from segment_balancer.planner.config_keys import BALANCER_STRATEGIES, DEFAULT_FUNCTION, KEYS, MOVE_TRIGGERS
+from segment_balancer.planner.config_keys import BALANCER_STRATEGIES, DEFAULT_FUNCTION, DRUID_KEYS, KEYS, MOVE_TRIGGERS
 from segment_balancer.planner.config_keys import BY_NAME as KEYS_BY_NAME
 from segment_balancer.planner.runstate import StageLimit
 
@@ -116,6 +116,7 @@ RETIRED_KEYS: dict[str, str] = {
         )
     },
 }
+RETIRED_KEYS.update({k.name: "read by the druid coordinator only" for k in DRUID_KEYS if k.name not in RETIRED_KEYS})
 _KNOWN = set(KEYS_BY_NAME)
 #: Druid key -> ``EffectiveConfig`` field (the key in snake case; the period in milliseconds), in
 #: the declared order: the order of ``as_dict``.

@@ -462,8 +462,16 @@ DRUID_KEYS: tuple[Key, ...] = (
     ),
 )
 """Keys only the ``druid`` coordinator reads, by Druid's names with Druid's defaults. It also reads
-``maxSegmentsInNodeLoadingQueue``, ``decommissioningNodes``, the Coordinator's period and
-``balancerRandomSeed`` of :data:`KEYS`."""
+:data:`DRUID_SHARED_KEYS` of :data:`KEYS`."""
+
+DRUID_SHARED_KEYS = (
+    "maxSegmentsInNodeLoadingQueue",
+    "decommissioningNodes",
+    "coordinatorPeriodMillis",
+    "druid.coordinator.period",
+    "balancerRandomSeed",
+)
+"""Keys of :data:`KEYS` the ``druid`` coordinator reads too."""
 
 DRUID_KEYS_WITHOUT_EFFECT: dict[str, str] = {
     "debugDimensions": "logging only",
@@ -480,9 +488,24 @@ FORM_KEYS: tuple[Key, ...] = tuple(k for k in KEYS if k.form)
 
 
 def markdown_table() -> str:
-    """The table of ``docs/CONFIGURATION.md``: key, type, default, range, meaning and source."""
+    """The end of ``docs/CONFIGURATION.md``: the table of :data:`KEYS`, then a section with the
+    table of :data:`DRUID_KEYS` and the Druid keys without effect."""
+    without = ", ".join(f"`{k}` ({why})" for k, why in DRUID_KEYS_WITHOUT_EFFECT.items())
+    return (
+        _table(KEYS)
+        + "\n## Keys of the `druid` coordinator\n\n"
+        + "A plan of the `druid` coordinator (Druid 35.0.0's Coordinator, docs/DRUID_COORDINATOR.md) reads "
+        + "these keys by Druid's names, with Druid's defaults, besides "
+        + ", ".join(f"`{k}`" for k in DRUID_SHARED_KEYS)
+        + f" of the table above. Druid keys without effect on its plan: {without}.\n\n"
+        + _table(DRUID_KEYS)
+    )
+
+
+def _table(keys: tuple[Key, ...]) -> str:
+    """A markdown table of ``keys``: key, type, default, range, meaning and source."""
     rows = ["| key | type | default | range | meaning | source |", "|---|---|---|---|---|---|"]
-    for k in KEYS:
+    for k in keys:
         bounds = []
         if k.minimum is not None:
             bounds.append(f">= {_num(k.minimum)}")

@@ -22,6 +22,7 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
+from segment_balancer.common.errors import InputError
 from segment_balancer.common.files import write_json_atomic, write_parquet_atomic
 from segment_balancer.druid import metrics as m
 from segment_balancer.druid.snapshot.loader import load_rules, read_json
@@ -33,15 +34,12 @@ from segment_balancer.planner.druid_coordinator.model import (
     QueueEvent,
     SegmentAction,
 )
-from segment_balancer.planner.druid_coordinator.run import ClusterState, RunResult, run_coordinator
+from segment_balancer.planner.druid_coordinator.run import DUTY_STAGES, ClusterState, RunResult, run_coordinator
 
 DRUID_DIR = "druid"
 """The druid coordinator's output in the work directory."""
 CONFIG_FILE = "coordinator_config.json"
 
-DUTY_STAGES = {"prepare": 1, "rules": 2, "unload": 4, "balance": 6, "clone": 7}
-"""The plan's ``stage`` of a druid operation: the number of the duty that queued it, in the order
-of ``planner.druid_coordinator.run``."""
 
 _QUEUE_TYPES = {"LOAD": "loading", "REPLICATE": "loading"}
 
@@ -292,6 +290,11 @@ def druid_coordinator(spark, snapshot: Path, work: Path, overrides: dict | None 
     from segment_balancer.spark.workdir import Run
 
     work = Path(work).absolute()
+    for where, values in (("config overrides", overrides or {}), (CONFIG_FILE, _config(snapshot, overrides))):
+        try:
+            druid_config(values)
+        except ValueError as exc:
+            raise InputError(f"{where}: {exc}") from None
     run = Run(spark, work)
     run.reset_from(1)
     spec = {"work": str(work), "snapshot": str(Path(snapshot).absolute()), "overrides": overrides}

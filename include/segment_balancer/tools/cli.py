@@ -1,7 +1,7 @@
 """Command line: the same applications as the DAG, in one Spark session.
 
-``python -m segment_balancer plan --snapshot DIR --out DIR [--config FILE.json] [--work DIR] [--balancer-state FILE]
-[--decommission SERVER] [--remove SERVER] [--add TIER:COUNT:MAX_SIZE_BYTES]``
+``python -m segment_balancer plan --snapshot DIR --out DIR [--coordinator issue7458|druid] [--config FILE.json]
+[--work DIR] [--balancer-state FILE] [--decommission SERVER] [--remove SERVER] [--add TIER:COUNT:MAX_SIZE_BYTES]``
 ``python -m segment_balancer explain --plan PLAN_DIR --segment ID [--json]``
 ``python -m segment_balancer explain --snapshot DIR --segment ID [--tier T] [--config FILE.json]``
 ``python -m segment_balancer summary PLAN_DIR``
@@ -60,6 +60,7 @@ def print_summary(plan: Path) -> None:
     from rich.console import Console
     from rich.table import Table
 
+    from segment_balancer.planner.druid_coordinator.run import DUTY_NAMES
     from segment_balancer.planner.summary import read_plan_summary
 
     summary = read_plan_summary(plan)
@@ -73,13 +74,21 @@ def print_summary(plan: Path) -> None:
             f"add {', '.join(edits.added)}" if edits.added else "",
         ]
         console.print(f"[bold]what-if[/bold] {'; '.join(p for p in parts if p)} (on a copy of {edits.snapshot})")
+    druid = summary.coordinator == "druid"
+    if druid:
+        console.print(
+            f"[bold]coordinator[/bold] druid: what Druid {summary.druid_run.release}'s Coordinator queues in one run"
+        )
+    cancels = summary.operations - summary.loads - summary.drops
     console.print(
         f"{summary.operations} operations: {summary.loads} loads, {summary.drops} drops, "
         f"{summary.moves} of the drops wait for a load (moves and callbacks)"
+        + (f", {cancels} queued requests cancelled" if cancels else "")
     )
-    table = Table("stage", "tier", "action", "count")
+    table = Table("duty" if druid else "stage", "tier", "action", "count")
     for row in summary.by_stage_tier_action:
-        table.add_row(str(row.stage), str(row.tier), row.action, str(row.count))
+        stage = f"{row.stage} {DUTY_NAMES.get(row.stage, '')}".strip() if druid else str(row.stage)
+        table.add_row(stage, str(row.tier), row.action, str(row.count))
     console.print(table)
     before, after = summary.status_before, summary.status_after
     console.print(f"unreplicated segments: {before.unreplicated} before, {after.unreplicated} once the plan succeeds")

@@ -11,13 +11,11 @@ from dataclasses import dataclass
 from typing import Any
 
 from segment_balancer.druid.rules import Period
-from segment_balancer.planner.config_keys import BY_NAME, DRUID_BY_NAME, Key
+from segment_balancer.planner.config_keys import BY_NAME, DRUID_BY_NAME, DRUID_SHARED_KEYS, Key
 
-SHARED_KEYS = ("maxSegmentsInNodeLoadingQueue", "decommissioningNodes", "coordinatorPeriodMillis", "balancerRandomSeed")
-"""Keys of ``config_keys.KEYS`` that the ``druid`` coordinator reads too."""
 PERIOD_KEY = "druid.coordinator.period"
 
-_DECLARED: dict[str, Key] = {**{k: BY_NAME[k] for k in (*SHARED_KEYS, PERIOD_KEY)}, **DRUID_BY_NAME}
+_DECLARED: dict[str, Key] = {**{k: BY_NAME[k] for k in DRUID_SHARED_KEYS}, **DRUID_BY_NAME}
 
 
 def _checked(key: Key, value: Any) -> Any:

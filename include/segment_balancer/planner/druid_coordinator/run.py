@@ -58,6 +58,16 @@ class ClusterState:
 
 DUTIES = ("prepare", "rules", "unload", "balance", "clone")
 """The duties that change load queues, in the order they run."""
+DUTY_STAGES = {"prepare": 1, "rules": 2, "unload": 4, "balance": 6, "clone": 7}
+"""A duty's number in the run (the plan's ``stage`` of its operations)."""
+DUTY_NAMES = {
+    1: "PrepareBalancerAndLoadQueues",
+    2: "RunRules",
+    4: "UnloadUnusedSegments",
+    6: "BalanceSegments",
+    7: "CloneHistoricals",
+}
+"""Druid's class of each duty that changes load queues, by its number."""
 
 
 @dataclass(frozen=True)
