@@ -8,7 +8,7 @@
 ``python -m segment_balancer report DIR`` (a plan directory, or a simulation directory)
 ``python -m segment_balancer plans PLANS_ROOT [--cluster NAME] [--json]``
 ``python -m segment_balancer simulate --snapshot DIR --runs N --out DIR [--config FILE.json] [--loads-per-run N]
-[--load-failure-rate P] [--seed N] [--compare-margins P,P,…]``
+[--load-failure-rate P] [--seed N] [--coordinator issue7458|druid] [--compare-margins P,P,…]``
 ``python -m segment_balancer capture --coordinator URL --broker URL --out DIR [--cluster NAME] [--user USER]``
 ``python -m segment_balancer generate OUT_DIR [--seed N] [--segments N] [--servers N]``
 ``python -m segment_balancer import-sql SQL_FILE OUT_DIR``
@@ -29,6 +29,7 @@ import tempfile
 import traceback
 from pathlib import Path
 
+from segment_balancer.common.errors import InputError
 from segment_balancer.planner import config_keys
 from segment_balancer.planner.config import check_override_keys
 from segment_balancer.planner.stages import COORDINATORS, DEFAULT_COORDINATOR
@@ -235,7 +236,14 @@ def _run_spark_command(spark, args, overrides: dict | None) -> None:
     elif args.command == "simulate":
         from segment_balancer.tools.simulate import simulate, simulate_margins
 
-        options = {"loads_per_run": args.loads_per_run, "load_failure_rate": args.load_failure_rate, "seed": args.seed}
+        options = {
+            "loads_per_run": args.loads_per_run,
+            "load_failure_rate": args.load_failure_rate,
+            "seed": args.seed,
+            "coordinator": args.coordinator,
+        }
+        if args.compare_margins and args.coordinator != DEFAULT_COORDINATOR:
+            raise InputError(f"--compare-margins compares margins of {DEFAULT_COORDINATOR}'s balancing, not druid's")
         if args.compare_margins:
             table = simulate_margins(
                 spark, args.snapshot, args.out, args.runs, args.compare_margins, overrides, **options
@@ -314,6 +322,12 @@ def _parser() -> argparse.ArgumentParser:
         "simulate", help="plan, apply the plan as a cluster would, repeat: where does the cluster end?"
     )
     add_simulate_arguments(sim)
+    sim.add_argument(
+        "--coordinator",
+        choices=COORDINATORS,
+        default=DEFAULT_COORDINATOR,
+        help="who plans each run: issue7458 (default) or druid, Druid 35.0.0's own Coordinator",
+    )
     sim.add_argument(
         "--compare-margins",
         type=_margin_list,

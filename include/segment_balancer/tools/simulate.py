@@ -85,6 +85,8 @@ units); ``stable``: the plan had nothing to load and no balancing move."""
 MARGIN_KEY = "balancingMinCostReductionPercent"
 
 BALANCING_STAGES = (7, 10, 11)
+DRUID_BALANCING_STAGES = (6,)
+"""The ``druid`` coordinator's balancing duty (``BalanceSegments``)."""
 PENDING_FILE = "pending_drops.json"
 """Simulator-only file of a snapshot: ``[{"server", "segment_id", "after"}]``, the queued drops that
 wait for the load of the same segment on server ``after`` (the planner does not read it)."""
@@ -138,9 +140,14 @@ def apply_plan(
     load_failure_rate: float = 0.0,
     seed: int = 0,
     period_ms: int = 60_000,
+    marked_unused: frozenset[str] = frozenset(),
 ) -> Applied:
     """Write the snapshot that follows ``snapshot`` once the cluster has worked on ``plan`` for one
-    run (module docstring), atomically into ``out`` (replaced if present).
+    run (module docstring), atomically into ``out`` (replaced if present). A ``CANCEL`` (the
+    ``druid`` coordinator's) takes the queued load (or, without a queue type, the queued drop) of
+    its segment off its server's queue. ``marked_unused``: segment ids the run marked unused in the
+    metadata (the ``druid`` coordinator's drop rules and overshadowed segments), written unused in
+    the next snapshot's ``segments.jsonl``.
 
     ``sizes``: bytes by segment id (``prepared/segments.parquet`` of the run), for the loads queued
     in the snapshot. Raises ``ValueError`` for a failure rate outside [0, 1] or ``loads_per_run`` < 0.
@@ -187,7 +194,15 @@ def apply_plan(
     requested = format_instant_ms(now_ms)
     load_server = dict(zip(ops["op_id"], ops["server"]))
     for op in ops.itertuples():
-        if op.action == "LOAD":
+        if op.action == "CANCEL":
+            if isinstance(op.queue_type, str):
+                queue = loads[op.server]
+                at = max(i for i, item in enumerate(queue) if item["segment_id"] == op.segment_id)
+                del queue[at]
+            else:
+                at = max(i for i, d in enumerate(drops) if (d["server"], d["segment_id"]) == (op.server, op.segment_id))
+                del drops[at]
+        elif op.action == "LOAD":
             loads[op.server].append(
                 {
                     "segment_id": op.segment_id,
@@ -239,7 +254,10 @@ def apply_plan(
     def fill(tmp: Path) -> None:
         for name in CARRIED:
             if (snapshot / name).exists():
-                link_or_copy(snapshot / name, tmp / name)
+                if marked_unused and name.startswith("segments.jsonl"):
+                    _write_unused(snapshot / name, tmp / name, marked_unused)
+                else:
+                    link_or_copy(snapshot / name, tmp / name)
         new_servers = [_resized(s, delta.get(s["server"], 0)) for s in servers]
         write_json_atomic(new_servers, tmp / "servers.json")
         write_json_atomic(
@@ -286,6 +304,23 @@ def apply_plan(
     return applied
 
 
+def _write_unused(source: Path, dest: Path, ids: frozenset[str]) -> None:
+    """Copy ``segments.jsonl`` (gzipped or not) from ``source`` to ``dest`` with the segments of
+    ``ids`` marked ``"used": false``; every other line as it was."""
+    import gzip
+
+    from segment_balancer.druid.importer import segment_id
+
+    opener = gzip.open if source.suffix == ".gz" else open
+    with opener(source, "rt") as lines, opener(dest, "wt") as out:
+        for line in lines:
+            if line.strip():
+                payload = json.loads(line)
+                if segment_id(payload) in ids:
+                    line = json.dumps({**payload, "used": False}) + "\n"
+            out.write(line)
+
+
 def run_row(
     run: int, snapshot: Path, summary: PlanSummary, applied: Applied, ops: pd.DataFrame, segments: pd.DataFrame
 ) -> dict:
@@ -296,7 +331,8 @@ def run_row(
 
     before = summary.status_before
     tiers = before.tiers.values()
-    balancing = ops[ops["stage"].isin(BALANCING_STAGES) & (ops["action"] == "LOAD")]
+    stages = DRUID_BALANCING_STAGES if summary.coordinator == "druid" else BALANCING_STAGES
+    balancing = ops[ops["stage"].isin(stages) & (ops["action"] == "LOAD")]
     decommissioning = set(summary.config.get("decommissioningNodes") or [])
     live = applied.historicals[~applied.historicals["server"].isin(decommissioning)]
     live = live.assign(usage=100.0 * live["bytes"] / live["max_size"].where(live["max_size"] > 0))
@@ -352,6 +388,7 @@ def simulate(
     first_work: Path | None = None,
     balancer_state: Path | None = None,
     plan_on=None,
+    coordinator: str = "issue7458",
 ) -> pd.DataFrame:
     """Plan and apply ``runs`` times from ``snapshot``; returns the ``runs.csv`` frame
     (:data:`RUN_COLUMNS`, one row per run) and writes ``out/`` (module docstring).
@@ -364,11 +401,14 @@ def simulate(
     runs included: a simulation is one hypothetical history). ``plan_on``: None, or
     ``plan_on(run, snapshot, run_dir) -> Path``, the snapshot run ``run`` plans on instead of
     ``snapshot`` (e.g. a copy showing a blip the cluster does not have: the plan is applied to
-    ``snapshot`` all the same; ``benchmarks/sim_strategies.py``'s jitter case).
+    ``snapshot`` all the same; ``benchmarks/sim_strategies.py``'s jitter case). ``coordinator``:
+    who plans each run (``issue7458`` or ``druid``, Druid's own Coordinator; its drop rules and
+    overshadowed segments are marked unused in the next snapshot, as Druid's metadata would be).
 
     Raises ``ValueError`` for ``runs`` < 1 or only one of ``first_plan``/``first_work``, and what
     :func:`apply_plan` and ``run_plan`` raise (``SnapshotError`` on bad input, ``PlanValidationError``).
     """
+    from segment_balancer.spark.druid_plan import druid_record
     from segment_balancer.tools.pipeline import run_plan
 
     if runs < 1:
@@ -389,7 +429,7 @@ def simulate(
             work = base / "work"
             shutil.rmtree(work, ignore_errors=True)
             planned = current if plan_on is None else Path(plan_on(run, current, base))
-            run_plan(spark, planned, base / "plan", overrides, work=work, balancer_state=state)
+            run_plan(spark, planned, base / "plan", overrides, work=work, balancer_state=state, coordinator=coordinator)
         summary = read_plan_summary(base / "plan")
         if (work / NEXT_STATE_FILE).exists():
             state = base / STATE_FILE
@@ -400,6 +440,8 @@ def simulate(
         )
         segments = segments.drop_duplicates("segment_id")
         sizes = segments.set_index("segment_id")["size_bytes"]
+        record = druid_record(work)
+        unused = frozenset(record["marked_unused"] + record["overshadowed_marked_unused"]) if record else frozenset()
         applied = apply_plan(
             current,
             base / "plan",
@@ -410,6 +452,7 @@ def simulate(
             load_failure_rate=load_failure_rate,
             seed=seed,
             period_ms=int(summary.config.get("coordinatorPeriodMillis", 60_000)),
+            marked_unused=unused,
         )
         if work == base / "work":
             shutil.rmtree(work, ignore_errors=True)
@@ -477,6 +520,7 @@ def add_simulate_arguments(parser: argparse.ArgumentParser) -> None:
     """The options of a simulation, shared by ``python -m segment_balancer simulate`` and
     ``spark_apps/simulate.py``: ``--snapshot``, ``--runs``, ``--out``, ``--config``,
     ``--loads-per-run``, ``--load-failure-rate``, ``--seed``."""
+
     parser.add_argument("--snapshot", required=True, type=Path)
     parser.add_argument("--runs", required=True, type=int, help="Coordinator runs to simulate")
     parser.add_argument(
@@ -511,8 +555,8 @@ def simulate_published(
     work directory ``work`` (a DAG run's published plan), with
     :func:`simulate`, into ``out``, written whole or not at all
     (:func:`segment_balancer.common.files.replace_dir`). Shared by ``spark_apps/simulate.py`` and the
-    DAG's Spark Connect task. Raises :class:`SimulationRefused` on bad input, leaving an earlier
-    ``out`` as it was.
+    DAG's Spark Connect task. Every run is planned by the coordinator that made ``plan``. Raises
+    :class:`SimulationRefused` on bad input, leaving an earlier ``out`` as it was.
     """
     from segment_balancer.common.files import WriteError, replace_dir
     from segment_balancer.druid.snapshot.errors import SnapshotError
@@ -532,6 +576,7 @@ def simulate_published(
                 seed=seed,
                 first_plan=plan,
                 first_work=work,
+                coordinator=read_plan_summary(plan).coordinator,
             ),
         )
     except WriteError as exc:

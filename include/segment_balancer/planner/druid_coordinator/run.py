@@ -140,12 +140,14 @@ def run_coordinator(
     """One Coordinator run on ``state`` at ``now_ms`` (period rules). The load queues of ``state``
     gain the run's requests and lose its cancellations; nothing else in ``state`` changes.
 
-    ``rng`` draws what Druid draws at random (default: seeded by ``balancerRandomSeed``);
+    ``rng`` draws what Druid draws at random (default: seeded by ``balancerRandomSeed`` and
+    ``now_ms``, so that the same snapshot gives the same plan and runs one after another draw
+    afresh, as Druid's do);
     ``uptime_ms`` is how long the Coordinator has been up (None: longer than
     ``millisToWaitBeforeDeleting``); ``before_collect`` runs before the load queues are counted (a
     simulation completing requests within the run).
     """
-    rng = rng or random.Random(config["balancerRandomSeed"])
+    rng = rng or random.Random(f"{config['balancerRandomSeed']}@{now_ms}")
     stats = RunStats()
     result = RunResult(stats)
     if config["pauseCoordination"]:
