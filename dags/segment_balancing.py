@@ -9,9 +9,13 @@ Runs daily, and each time `druid_snapshot_capture` lands a new snapshot (the Ass
 `segment_balancer_snapshots`).
 
 ```
-resolve_snapshot ─▶ used_segments ─▶ prepare ─▶ stage01 … stage13 ─▶ assemble ─▶ validate_plan
-    ─▶ publish_plan ─▶ simulate ─▶ remove_work ─▶ release_spark_session
+resolve_snapshot ─▶ used_segments ─▶ prepare ─▶ druid_coordinator ─▶ stage01 … stage13 ─▶ assemble
+    ─▶ validate_plan ─▶ publish_plan ─▶ simulate ─▶ remove_work ─▶ release_spark_session
 ```
+
+Who plans is the Coordinator config field `coordinator`: `issue7458` (the default; the thirteen
+stages) or `druid` (`druid_coordinator`: what Druid 35.0.0's own Coordinator queues in one run,
+docs/DRUID_COORDINATOR.md); the other coordinator's tasks hand the groups on and run no Spark job.
 
 A bad snapshot, override or what-if edit fails its task at once, without a retry, with one line
 naming the file, the row or key, the offending value and what was expected (`input refused: …`):
@@ -59,7 +63,7 @@ from airflow.sdk import TriggerRule, chain, dag, task, teardown
 from airflow.timetables.assets import AssetOrTimeSchedule
 from airflow.timetables.trigger import CronTriggerTimetable
 
-from segment_balancer.planner.stages import APP_NAMES
+from segment_balancer.planner.stages import ALL_APP_NAMES
 from segment_balancer_airflow.assets import PLANS, SNAPSHOTS
 from segment_balancer_airflow.connect import simulate_operator, stage_operator
 from segment_balancer_airflow.params import dag_params, default_snapshots_root
@@ -128,7 +132,7 @@ def segment_balancing():
             runs_root(segment_balancer_home().resolve()),
             dag_run.dag_id,
             dag_run.run_id,
-            APP_NAMES,
+            ALL_APP_NAMES,
         )
         return {"removed": removed.path, "bytes": removed.bytes}
 
@@ -141,7 +145,7 @@ def segment_balancing():
 
     run = resolve_snapshot()
     stages, previous = [], None
-    for app in APP_NAMES:
+    for app in ALL_APP_NAMES:
         stages.append(
             stage_operator(
                 stage_app=app,

@@ -33,7 +33,7 @@ def input_groups(op: Any, context: Any) -> tuple[dict | None, dict | None]:
         raise RuntimeError(f"{op.task_id}: task {op.groups_from!r} left no groups in XCom")
     idle = skip_if_idle(op.stage_app, Path(op.work), groups)
     if idle is not None:
-        op.log.info("%s: nothing to schedule (every group it reads is empty); no Spark job", op.stage_app)
+        op.log.info("%s: nothing to schedule in this run; no Spark job", op.stage_app)
     return groups, idle
 
 

@@ -25,7 +25,7 @@ import pandas as pd
 import pytest
 from compaction_snapshot import OVERSHADOWED, WAITING, line_of
 
-from segment_balancer.planner.stages import APP_NAMES
+from segment_balancer.planner.stages import ALL_APP_NAMES, APP_NAMES
 
 REPO = Path(__file__).resolve().parents[2]
 
@@ -78,7 +78,7 @@ def run_dag(snapshot: Path, **conf) -> Path:
     assert run.state == "success", states
     assert set(states) == {
         "resolve_snapshot",
-        *APP_NAMES,
+        *ALL_APP_NAMES,
         "validate_plan",
         "publish_plan",
         "simulate",
@@ -96,7 +96,7 @@ def run_dag(snapshot: Path, **conf) -> Path:
     assert not (home / "runs" / run_dir_name(run.run_id)).exists() and (home / "runs").is_dir()
     with create_session() as session:
         left = {x.task_id for x in session.query(XComModel).filter(XComModel.run_id == run.run_id)}
-    assert left.isdisjoint(APP_NAMES) and "resolve_snapshot" in left
+    assert left.isdisjoint(ALL_APP_NAMES) and "resolve_snapshot" in left
     stored = Path(os.environ["AIRFLOW_HOME"]) / "xcom" / "segment_balancing" / run.run_id
     assert not [p for p in stored.rglob("*") if p.is_file()]
     plans = Path(os.environ["SEGMENT_BALANCER_HOME"]) / "plans"

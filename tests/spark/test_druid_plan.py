@@ -140,3 +140,28 @@ def test_a_decommissioned_historical_has_its_queued_load_cancelled(spark, tmp_pa
     on_d3 = assignment[(assignment["server"] == D3) & assignment["segment_id"].str.startswith("wikipedia_2013")]
     assert on_d3.empty
     assert json.loads((tmp_path / "plan" / "validation.json").read_text())["success"]
+
+
+def test_the_dags_applications_plan_by_the_config_key(spark, tmp_path, druid_planned):
+    """The DAG runs every application of both coordinators in order (``ALL_APP_NAMES``); with the
+    config key ``coordinator`` = ``druid`` the thirteen stages hand the groups on and run nothing,
+    and the plan is the one ``run_plan`` makes; with the default, ``druid_coordinator`` is the one
+    that does nothing (no timing, no groups recorded)."""
+    from segment_balancer.planner.stages import ALL_APP_NAMES
+    from segment_balancer.spark.apps import run_app
+
+    _, _, expected = druid_planned
+    for coordinator in ("druid", "issue7458"):
+        work, xcom = tmp_path / coordinator, None
+        for name in ALL_APP_NAMES:
+            xcom = run_app(spark, name, SNAPSHOT, work, xcom, {"coordinator": coordinator})
+        summary = json.loads((work / "plan" / "summary.json").read_text())
+        ops = pd.read_parquet(work / "plan" / "operations.parquet")
+        if coordinator == "druid":
+            assert summary["coordinator"] == "druid"
+            assert set(summary["timings_seconds"]) == {"used_segments", "prepare", "druid_coordinator"}
+            pd.testing.assert_frame_equal(ops, expected)
+        else:
+            assert "coordinator" not in summary and "druid_coordinator" not in summary["timings_seconds"]
+            assert not (work / "groups" / "druid_coordinator.json").exists()
+            assert set(ops["reason"]).isdisjoint({"REPLICATE", "MOVE_TO", "MOVE_FROM"})

@@ -44,7 +44,14 @@ from segment_balancer.druid.snapshot.errors import SnapshotError, json_kind, sho
 from segment_balancer.druid.snapshot.loader import read_json
 from segment_balancer.druid.snapshot.models import QueueType
 from segment_balancer.planner.bestservers import BestServersError, BestServersFunction, compile_function
-from segment_balancer.planner.config_keys import BALANCER_STRATEGIES, DEFAULT_FUNCTION, DRUID_KEYS, KEYS, MOVE_TRIGGERS
+from segment_balancer.planner.config_keys import (
+    BALANCER_STRATEGIES,
+    COORDINATORS,
+    DEFAULT_FUNCTION,
+    DRUID_KEYS,
+    KEYS,
+    MOVE_TRIGGERS,
+)
 from segment_balancer.planner.config_keys import BY_NAME as KEYS_BY_NAME
 from segment_balancer.planner.runstate import StageLimit
 
@@ -151,6 +158,7 @@ class EffectiveConfig(BaseModel):
     """
 
     model_config = ConfigDict(frozen=True)
+    coordinator: str = COORDINATORS[0]
     max_segments_in_node_loading_queue: int = 500
     num_best_servers_choosing_function: str = DEFAULT_FUNCTION
     num_best_servers_choosing_function_default_log_base: float = 5.0
@@ -474,6 +482,7 @@ def build_config(
     if reuse is not None and not isinstance(reuse, bool):
         raise ctx.fail("topBReuse", f"must be true or false, got {reuse!r}")
     strategy = ctx.choice("balancerStrategy")
+    coordinator = ctx.choice("coordinator")
     shed_pct = {}
     for key, default in _AVG_SHEDDER_PERCENTS.items():
         value = ctx.number(key)
@@ -506,6 +515,7 @@ def build_config(
     ignored.sort(key=lambda e: e["key"])
 
     cfg = EffectiveConfig(
+        coordinator=coordinator,
         max_segments_in_node_loading_queue=m,
         num_best_servers_choosing_function=fn_text if isinstance(fn_text, str) else str(fn_text),
         num_best_servers_choosing_function_default_log_base=float(base) if base is not None else 5.0,

@@ -27,6 +27,9 @@ DEFAULT_FUNCTION = (
 )
 MOVE_TRIGGERS = ("betterServerInTopB", "outsideTopB")
 """Values of ``balancingMoveTrigger``, the default first."""
+COORDINATORS = ("issue7458", "druid")
+"""Who plans (the key ``coordinator``), the default first: the algorithm of Druid issue #7458, or
+``druid``, the Coordinator of Druid 35.0.0 (docs/DRUID_COORDINATOR.md)."""
 BALANCER_STRATEGIES = ("cost", "avgShedder")
 """Values of ``balancerStrategy`` (ALGORITHM.md "Balancing strategy ``avgShedder``"), the default first."""
 
@@ -121,6 +124,16 @@ _PERCENT = {"minimum": 0, "maximum": 100, "unit": "%"}
 _SEED = 'seed "Configurations"'
 
 KEYS: tuple[Key, ...] = (
+    Key(
+        "coordinator",
+        "string",
+        COORDINATORS[0],
+        "Who plans: issue7458, the algorithm of Druid issue #7458, or druid, what Druid 35.0.0's own "
+        "Coordinator queues in one run (docs/DRUID_COORDINATOR.md)",
+        "this project",
+        choices=COORDINATORS,
+        form=True,
+    ),
     Key(
         "maxSegmentsInNodeLoadingQueue",
         "integer",

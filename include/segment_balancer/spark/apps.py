@@ -20,7 +20,14 @@ from pathlib import Path
 
 from segment_balancer.common.errors import InputError
 from segment_balancer.common.files import write_json_atomic, write_text_atomic
-from segment_balancer.planner.stages import ALL_APP_NAMES, DRUID_APP, stage_module, stage_number
+from segment_balancer.planner.stages import (
+    ALL_APP_NAMES,
+    COORDINATOR_APP_NAMES,
+    DEFAULT_COORDINATOR,
+    DRUID_APP,
+    stage_module,
+    stage_number,
+)
 
 
 def parse_args(name: str, argv=None) -> argparse.Namespace:
@@ -118,13 +125,13 @@ def _run(spark, name: str, stage: int, snapshot, work, groups_in, overrides) -> 
         from segment_balancer.spark.prepare import prepare
 
         result = prepare(spark, Path(snapshot), Path(work), overrides)
+    elif (idle := skip_if_idle(name, work, groups_in)) is not None:
+        return {"skipped": True, "xcom": idle}
     elif name == DRUID_APP:
         from segment_balancer.spark.druid_plan import druid_coordinator
 
         druid_coordinator(spark, Path(snapshot), Path(work), overrides)
         result = {"stage": stage, "groups": (groups_in or {}).get("groups", {})}
-    elif (idle := skip_if_idle(name, work, groups_in)) is not None:
-        return {"skipped": True, "xcom": idle}
     else:
         from segment_balancer.spark.stage_run import SparkStageRun
 
@@ -161,6 +168,11 @@ def skip_if_idle(name: str, work, groups_in: dict | None) -> dict | None:
     from segment_balancer.planner.groups import split_group_name
     from segment_balancer.spark.workdir import reset_manifest
 
+    if name == DRUID_APP or name.startswith("stage"):
+        coordinator = run_coordinator(Path(work))
+        if name not in COORDINATOR_APP_NAMES[coordinator]:
+            # an application of the other coordinator's run: the groups pass through untouched
+            return {"stage": stage_number(name), "groups": (groups_in or {}).get("groups", {})}
     if not name.startswith("stage"):
         return None
     stage = stage_number(name)
@@ -179,6 +191,15 @@ def skip_if_idle(name: str, work, groups_in: dict | None) -> dict | None:
     result = {"stage": stage, "groups": G.encode_all(groups)}
     record_groups(Path(work), name, result)
     return result
+
+
+def run_coordinator(work: Path) -> str:
+    """Who plans the run in ``work``: the config key ``coordinator`` ``prepare`` kept in
+    ``prepared/meta.json`` (the default before ``prepare`` has run)."""
+    path = Path(work) / "prepared" / "meta.json"
+    if not path.exists():
+        return DEFAULT_COORDINATOR
+    return json.loads(path.read_text())["config"].get("coordinator", DEFAULT_COORDINATOR)
 
 
 def _no_start(groups) -> None:

@@ -242,7 +242,7 @@ def _run_spark_command(spark, args, overrides: dict | None) -> None:
             "seed": args.seed,
             "coordinator": args.coordinator,
         }
-        if args.compare_margins and args.coordinator != DEFAULT_COORDINATOR:
+        if args.compare_margins and args.coordinator not in (None, DEFAULT_COORDINATOR):
             raise InputError(f"--compare-margins compares margins of {DEFAULT_COORDINATOR}'s balancing, not druid's")
         if args.compare_margins:
             table = simulate_margins(
@@ -272,9 +272,8 @@ def _parser() -> argparse.ArgumentParser:
     plan.add_argument(
         "--coordinator",
         choices=COORDINATORS,
-        default=DEFAULT_COORDINATOR,
-        help="issue7458: the algorithm of Druid issue #7458 (default); druid: what Druid 35.0.0's own "
-        "Coordinator queues in one run (docs/DRUID_COORDINATOR.md)",
+        help="issue7458: the algorithm of Druid issue #7458; druid: what Druid 35.0.0's own Coordinator "
+        "queues in one run (docs/DRUID_COORDINATOR.md); default: the config key coordinator, else issue7458",
     )
     plan.add_argument(
         "--balancer-state",
@@ -325,8 +324,8 @@ def _parser() -> argparse.ArgumentParser:
     sim.add_argument(
         "--coordinator",
         choices=COORDINATORS,
-        default=DEFAULT_COORDINATOR,
-        help="who plans each run: issue7458 (default) or druid, Druid 35.0.0's own Coordinator",
+        help="who plans each run: issue7458 or druid, Druid 35.0.0's own Coordinator; default: the config "
+        "key coordinator, else issue7458",
     )
     sim.add_argument(
         "--compare-margins",

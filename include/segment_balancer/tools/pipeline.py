@@ -19,10 +19,12 @@ def run_plan(
     work: Path | None = None,
     edits=None,
     balancer_state: Path | None = None,
-    coordinator: str = "issue7458",
+    coordinator: str | None = None,
 ) -> dict:
-    """Run every application of ``coordinator``'s run in order (``COORDINATOR_APP_NAMES``: the
+    """Run every application of the coordinator's run in order (``COORDINATOR_APP_NAMES``: the
     algorithm of #7458, or ``druid``, Druid's own Coordinator), validate, and publish to ``out``.
+    ``coordinator``: who plans, over the config key ``coordinator`` of ``overrides`` and the
+    snapshot's config (None: theirs, default ``issue7458``).
 
     ``edits``: a ``whatif.WhatIf`` applied to a copy of ``snapshot`` first (recorded in the
     summary's ``whatif``). ``balancer_state``: the previous plan's ``balancer_state.json`` the run
@@ -34,6 +36,7 @@ def run_plan(
     from segment_balancer.plan.publish import publish_plan
     from segment_balancer.plan.validation import import_in_background, require_valid
     from segment_balancer.planner.balancer_state import give_previous
+    from segment_balancer.planner.config import load_config
     from segment_balancer.planner.stages import COORDINATOR_APP_NAMES
     from segment_balancer.spark.apps import run_app
     from segment_balancer.tools.whatif import apply_to_run
@@ -44,8 +47,11 @@ def run_plan(
     work = Path(work or tempfile.mkdtemp(prefix="segment_balancer-work-")).absolute()
     log = logging.getLogger("segment_balancer.plan")
     try:
+        if coordinator is not None:
+            overrides = {**(overrides or {}), "coordinator": coordinator}
         if edits is not None:
             snapshot, overrides = apply_to_run(snapshot, work, edits, overrides)
+        coordinator = load_config(snapshot, overrides).coordinator
         give_previous(balancer_state, work)
         xcom = None
         for name in COORDINATOR_APP_NAMES[coordinator]:

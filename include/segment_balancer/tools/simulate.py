@@ -388,7 +388,7 @@ def simulate(
     first_work: Path | None = None,
     balancer_state: Path | None = None,
     plan_on=None,
-    coordinator: str = "issue7458",
+    coordinator: str | None = None,
 ) -> pd.DataFrame:
     """Plan and apply ``runs`` times from ``snapshot``; returns the ``runs.csv`` frame
     (:data:`RUN_COLUMNS`, one row per run) and writes ``out/`` (module docstring).
@@ -402,8 +402,9 @@ def simulate(
     ``plan_on(run, snapshot, run_dir) -> Path``, the snapshot run ``run`` plans on instead of
     ``snapshot`` (e.g. a copy showing a blip the cluster does not have: the plan is applied to
     ``snapshot`` all the same; ``benchmarks/sim_strategies.py``'s jitter case). ``coordinator``:
-    who plans each run (``issue7458`` or ``druid``, Druid's own Coordinator; its drop rules and
-    overshadowed segments are marked unused in the next snapshot, as Druid's metadata would be).
+    who plans each run (``issue7458`` or ``druid``, Druid's own Coordinator; None: the config key
+    ``coordinator``). The segments a ``druid`` run marks unused (drop rules, overshadowed segments)
+    are unused in the next snapshot, as in Druid's metadata.
 
     Raises ``ValueError`` for ``runs`` < 1 or only one of ``first_plan``/``first_work``, and what
     :func:`apply_plan` and ``run_plan`` raise (``SnapshotError`` on bad input, ``PlanValidationError``).

@@ -12,6 +12,8 @@ imported on first use.
 
 from __future__ import annotations
 
+from segment_balancer.planner.config_keys import COORDINATORS
+
 STAGE_MODULES = {
     1: "s01_unreplicated",
     2: "s02_underbroadcast",
@@ -51,13 +53,10 @@ one list the DAG, the Spark entry points (``spark_apps/<name>.py``) and the CLI 
 DRUID_APP = "druid_coordinator"
 """The application of the ``druid`` coordinator: Druid's Coordinator, one run, on ``prepare``'s tables."""
 
-COORDINATOR_APP_NAMES: dict[str, list[str]] = {
-    "issue7458": APP_NAMES,
-    "druid": [APP_NAMES[0], APP_NAMES[1], DRUID_APP, APP_NAMES[-1]],
-}
-"""The applications of a run of each coordinator, in run order; ``issue7458`` (the algorithm of
-Druid issue #7458) is the default."""
-COORDINATORS = tuple(COORDINATOR_APP_NAMES)
+COORDINATOR_APP_NAMES: dict[str, list[str]] = dict(
+    zip(COORDINATORS, (APP_NAMES, [APP_NAMES[0], APP_NAMES[1], DRUID_APP, APP_NAMES[-1]]), strict=True)
+)
+"""The applications of a run of each coordinator (``config_keys.COORDINATORS``), in run order."""
 DEFAULT_COORDINATOR = COORDINATORS[0]
 
 ALL_APP_NAMES = [APP_NAMES[0], APP_NAMES[1], DRUID_APP, *APP_NAMES[2:]]
