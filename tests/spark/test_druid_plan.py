@@ -165,3 +165,36 @@ def test_the_dags_applications_plan_by_the_config_key(spark, tmp_path, druid_pla
             assert "coordinator" not in summary and "druid_coordinator" not in summary["timings_seconds"]
             assert not (work / "groups" / "druid_coordinator.json").exists()
             assert set(ops["reason"]).isdisjoint({"REPLICATE", "MOVE_TO", "MOVE_FROM"})
+
+
+def test_compare_plans_the_other_coordinator_beside_the_plan(spark, tmp_path, druid_planned, druid_sample_planned):
+    """``run_plan(..., compare=True)``: the plan is the one made alone, the other coordinator's plan
+    (the same as when it plans alone) is published beside it under ``compared/druid/`` with its
+    report, and ``comparison.json`` measures both."""
+    run_plan(spark, SNAPSHOT, tmp_path / "plan", work=tmp_path / "work", compare=True)
+    plan = tmp_path / "plan"
+    pd.testing.assert_frame_equal(pd.read_parquet(plan / "operations.parquet"), druid_sample_planned[2])
+    pd.testing.assert_frame_equal(pd.read_parquet(plan / "compared" / "druid" / "operations.parquet"), druid_planned[2])
+    assert (plan / "compared" / "druid" / "report.html").is_file()
+    assert json.loads((plan / "compared" / "druid" / "validation.json").read_text())["success"]
+    comparison = json.loads((plan / "comparison.json").read_text())
+    mine, druid = comparison["plans"]
+    assert (mine["coordinator"], druid["coordinator"]) == ("issue7458", "druid")
+    hot = druid["tiers"]["hot"]
+    # the druid plan of hot: T3 loaded on hot-02 and T2 moved there from hot-01 (worked by hand above)
+    assert (hot["loads"], hot["moves"], hot["drops"], hot["cancels"]) == (2, 1, 1, 0)
+    assert hot["bytes_moved"] == 435_325_540 and hot["fullest"] == H2
+    assert druid["unavailable"] == mine["unavailable"] == 0
+    html = (plan / "report.html").read_text()
+    assert 'id="compare"' in html and 'href="compared/druid/report.html"' in html
+
+
+def test_es_weighted_balance_by_hand():
+    """Two historicals, two datasources: [[2, 0], [0, 2]]: equal totals, so each datasource's
+    weights are 0.55 x (2 - 1) and 0.55 x (0 - 1): a spread of 1.1; [[1, 1], [1, 1]] is balanced."""
+    from segment_balancer.plan.compare import es_weighted_balance
+
+    assert es_weighted_balance(pd.DataFrame([[2, 0], [0, 2]])) == pytest.approx(1.1)
+    assert es_weighted_balance(pd.DataFrame([[1, 1], [1, 1]])) == 0.0
+    # [[3, 0], [0, 1]]: totals 3 and 1 (0.45 x ±1); d0: 0.55 x (3 - 1.5, 0 - 1.5): 0.45 + 0.825 + 0.45 + 0.825
+    assert es_weighted_balance(pd.DataFrame([[3, 0], [0, 1]])) == pytest.approx(2.55)

@@ -29,6 +29,7 @@ import pandas as pd
 
 from segment_balancer.common.errors import InputError
 from segment_balancer.common.files import write_text_atomic
+from segment_balancer.plan.compare import COMPARED_DIR, COMPARISON_FILE
 from segment_balancer.plan.history import headline
 from segment_balancer.planner.summary import (
     SUMMARY_FILE,
@@ -320,6 +321,15 @@ def _plan_report(plan: Path, summary: PlanSummary, validation: dict | None) -> s
     for e in summary.druid_metrics:
         metrics.setdefault((e.metric, e.tier or ""), {})[e.at] = e.value
     config = {k: v for k, v in summary.config.items() if k not in ("ignored", "derived")}
+    comparison_path = plan / COMPARISON_FILE
+    comparison = _read_json(comparison_path, "compared") if comparison_path.is_file() else None
+    druid_rows = []
+    if summary.druid_run is not None:
+        druid_rows = [
+            r.model_dump(mode="json")
+            for r in summary.druid_run.metrics
+            if r.value and not r.metric.startswith(("segment/loadQueue", "segment/dropQueue", "tier/"))
+        ][:DRUID_ROWS_SHOWN]
     # the template reads the summary as its JSON (a key the file leaves out is undefined there)
     return (
         _environment()
@@ -334,9 +344,16 @@ def _plan_report(plan: Path, summary: PlanSummary, validation: dict | None) -> s
             validation=validation,
             metrics=sorted(metrics.items()),
             config=config,
+            comparison=comparison,
+            compared_dir=COMPARED_DIR,
+            druid_rows=druid_rows,
             plotlyjs=_plotlyjs(),
         )
     )
+
+
+DRUID_ROWS_SHOWN = 500
+"""The most rows of a ``druid`` run's own metrics the report lists (the summary has them all)."""
 
 
 def write_report(plan_dir: str | Path) -> Path:

@@ -1,7 +1,8 @@
 """Command line: the same applications as the DAG, in one Spark session.
 
-``python -m segment_balancer plan --snapshot DIR --out DIR [--coordinator issue7458|druid] [--config FILE.json]
-[--work DIR] [--balancer-state FILE] [--decommission SERVER] [--remove SERVER] [--add TIER:COUNT:MAX_SIZE_BYTES]``
+``python -m segment_balancer plan --snapshot DIR --out DIR [--coordinator issue7458|druid] [--compare]
+[--config FILE.json] [--work DIR] [--balancer-state FILE] [--decommission SERVER] [--remove SERVER]
+[--add TIER:COUNT:MAX_SIZE_BYTES]``
 ``python -m segment_balancer explain --plan PLAN_DIR --segment ID [--json]``
 ``python -m segment_balancer explain --snapshot DIR --segment ID [--tier T] [--config FILE.json]``
 ``python -m segment_balancer summary PLAN_DIR``
@@ -106,6 +107,7 @@ def print_summary(plan: Path) -> None:
             f"{waiting.segments} overshadowed segments keep their replicas until what overshadows them is "
             f"served ({per})"
         )
+    print_comparison(console, plan)
     unlisted = summary.unlisted
     if unlisted.segments:
         console.print(
@@ -114,6 +116,59 @@ def print_summary(plan: Path) -> None:
         )
     for alert in summary.alerts:
         console.print(f"[yellow]alert[/yellow] {alert.kind}: {alert.message}")
+
+
+def _bytes(n: int) -> str:
+    """``n`` bytes in the largest decimal unit that keeps a number of at least 1 (``446 MB``)."""
+    for unit, size in (("TB", 10**12), ("GB", 10**9), ("MB", 10**6), ("kB", 10**3)):
+        if n >= size:
+            return f"{n / size:.3g} {unit}"
+    return f"{n} B"
+
+
+def print_comparison(console, plan: Path) -> None:
+    """The plan's ``comparison.json`` (when it has one) as a rich table: per tier, each coordinator's
+    loads, moves, bytes moved, under-replicated after, max − min segments and disk %, the fullest
+    disk and the total cost."""
+    from rich.table import Table
+
+    from segment_balancer.plan.compare import COMPARISON_FILE
+
+    path = Path(plan) / COMPARISON_FILE
+    if not path.exists():
+        return
+    plans = json.loads(path.read_text())["plans"]
+    table = Table(
+        "tier",
+        "coordinator",
+        "loads",
+        "moves",
+        "bytes moved",
+        "under-rep.",
+        "Δ segments",
+        "Δ disk %",
+        "fullest %",
+        "cost",
+        title="the coordinators side by side, once each plan succeeded (Δ: max − min over the historicals)",
+    )
+    for tier in sorted({t for p in plans for t in p["tiers"]}):
+        for p in plans:
+            m = p["tiers"].get(tier)
+            if m is not None:
+                table.add_row(
+                    tier,
+                    p["coordinator"],
+                    f"{m['loads']:,}",
+                    f"{m['moves']:,}",
+                    _bytes(m["bytes_moved"]),
+                    f"{m['underreplicated']:,}",
+                    f"{m['segments_max_minus_min']:,}",
+                    f"{m['disk_pct_max_minus_min']:.2f}",
+                    f"{m['fullest_disk_pct']:.2f}",
+                    f"{m['total_cost']:.3g}",
+                )
+    console.print(table)
+    console.print("unavailable after: " + ", ".join(f"{p['coordinator']} {p['unavailable']}" for p in plans))
 
 
 def print_plans(entries, root: Path) -> None:
@@ -231,7 +286,17 @@ def _run_spark_command(spark, args, overrides: dict | None) -> None:
         from segment_balancer.tools.whatif import WhatIf, parse_add
 
         edits = WhatIf.parse(args.decommission, args.remove, [parse_add(a) for a in args.add])
-        run_plan(spark, args.snapshot, args.out, overrides, args.work, edits, args.balancer_state, args.coordinator)
+        run_plan(
+            spark,
+            args.snapshot,
+            args.out,
+            overrides,
+            args.work,
+            edits,
+            args.balancer_state,
+            args.coordinator,
+            args.compare,
+        )
         print_summary(args.out)
     elif args.command == "simulate":
         from segment_balancer.tools.simulate import simulate, simulate_margins
@@ -274,6 +339,12 @@ def _parser() -> argparse.ArgumentParser:
         choices=COORDINATORS,
         help="issue7458: the algorithm of Druid issue #7458; druid: what Druid 35.0.0's own Coordinator "
         "queues in one run (docs/DRUID_COORDINATOR.md); default: the config key coordinator, else issue7458",
+    )
+    plan.add_argument(
+        "--compare",
+        action="store_true",
+        help="the other coordinator plans the same snapshot too: its plan beside this one (compared/), "
+        "the two side by side in comparison.json and the report",
     )
     plan.add_argument(
         "--balancer-state",

@@ -1,0 +1,119 @@
+"""Two coordinators' plans of one snapshot, side by side (``comparison.json`` in the published plan):
+per tier, what each plan does and where it leaves the tier once every operation succeeded.
+
+Per coordinator and tier: operations by kind (``loads``, ``drops``, ``moves``: drops that wait for a
+load, ``cancels``), ``bytes_loaded`` (every LOAD) and ``bytes_moved`` (the loads of moves), the
+``underreplicated`` segments after, over the historicals that are not decommissioning the max −
+min of their ``segments``, ``bytes`` and disk use (``disk_pct``: bytes held / ``max_size``, in
+points of %) and the fullest one, the tier's ``total_cost`` (Druid's cost units, lower is better
+spread: :func:`segment_balancer.planner.livecost.total_cost`) and Elasticsearch's weighted node
+balance (seed 004: ``shardBalance`` 0.45, ``indexBalance`` 0.55; node weight
+``w(n, d) = 0.45 (segments(n) - mean) + 0.55 (segments(n, d) - mean over nodes of d)``; the tier's
+balance is the largest ``max_n w - min_n w`` over its datasources, as Elasticsearch compares it to
+its rebalance threshold; lower is better); cluster-wide, the ``unavailable`` segments after.
+"""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import numpy as np
+import pandas as pd
+
+from segment_balancer.common.files import write_json_atomic
+
+COMPARISON_FILE = "comparison.json"
+"""The comparison, in the published plan directory."""
+COMPARED_DIR = "compared"
+"""The other coordinator's plan, in ``<plan>/compared/<coordinator>/``."""
+SHARD_BALANCE = 0.45
+INDEX_BALANCE = 0.55
+"""Elasticsearch's default weights (``cluster.routing.allocation.balance.shard`` and ``.index``)."""
+
+
+def es_weighted_balance(counts: pd.DataFrame) -> float:
+    """Elasticsearch's weighted node balance of one tier (module docstring) from ``counts``
+    (rows: historicals, columns: datasources, values: segments held; int). 0.0 without rows."""
+    if counts.empty:
+        return 0.0
+    per_node = counts.sum(axis=1).to_numpy(np.float64)
+    theta0 = SHARD_BALANCE / (SHARD_BALANCE + INDEX_BALANCE)
+    theta1 = INDEX_BALANCE / (SHARD_BALANCE + INDEX_BALANCE)
+    worst = 0.0
+    for column in counts.columns:
+        per_index = counts[column].to_numpy(np.float64)
+        weight = theta0 * (per_node - per_node.mean()) + theta1 * (per_index - per_index.mean())
+        worst = max(worst, float(weight.max() - weight.min()))
+    return round(worst, 6)
+
+
+def plan_measures(plan: Path, work: Path) -> dict:
+    """The measures of one plan (module docstring): ``{"coordinator", "unavailable", "tiers":
+    {tier: {...}}}``. ``plan``: a plan directory (``summary.json``, ``operations.parquet``,
+    ``assignment.parquet``); ``work``: the work directory it was made in (``prepared/``)."""
+    from segment_balancer.planner.livecost import total_cost
+
+    summary = json.loads((Path(plan) / "summary.json").read_text())
+    ops = pd.read_parquet(Path(plan) / "operations.parquet")
+    assignment = pd.read_parquet(Path(plan) / "assignment.parquet")
+    segments = pd.read_parquet(
+        Path(work) / "prepared" / "segments.parquet",
+        columns=["segment_id", "datasource", "start_ms", "end_ms", "size_bytes"],
+    ).drop_duplicates("segment_id")
+    held = assignment.merge(segments, on="segment_id", how="left")
+    servers = pd.DataFrame(summary["servers"])
+    live = servers[~servers["decommissioning"]]
+    move_loads = set(ops["depends_on"].dropna().astype("int64"))
+    tiers = sorted(set(servers["tier"]) | set(ops["tier"].dropna()))
+    out: dict[str, dict] = {}
+    for tier in tiers:
+        t_ops = ops[ops["tier"] == tier]
+        loads = t_ops[t_ops["action"] == "LOAD"]
+        t_live = live[live["tier"] == tier]
+        usage = 100.0 * t_live["bytes_after"] / t_live["max_size"].where(t_live["max_size"] > 0)
+        fullest = usage.idxmax() if usage.notna().any() else None
+        t_held = held[held["tier"] == tier]
+        on_live = t_held[t_held["server"].isin(set(t_live["server"]))]
+        counts = (
+            on_live.groupby(["server", "datasource"]).size().unstack(fill_value=0) if len(on_live) else pd.DataFrame()
+        )
+        counts = counts.reindex(sorted(t_live["server"]), fill_value=0)
+        status = summary["status_after"]["tiers"].get(tier, {})
+        out[tier] = {
+            "loads": len(loads),
+            "drops": int((t_ops["action"] == "DROP").sum()),
+            "moves": int(t_ops["depends_on"].notna().sum()),
+            "cancels": int((t_ops["action"] == "CANCEL").sum()),
+            "bytes_loaded": int(loads["size_bytes"].sum()),
+            "bytes_moved": int(loads.loc[loads["op_id"].isin(move_loads), "size_bytes"].sum()),
+            "underreplicated": int(status.get("underreplicated", 0)),
+            "historicals": len(t_live),
+            "segments_max_minus_min": int(t_live["segments_after"].max() - t_live["segments_after"].min())
+            if len(t_live)
+            else 0,
+            "bytes_max_minus_min": int(t_live["bytes_after"].max() - t_live["bytes_after"].min()) if len(t_live) else 0,
+            "disk_pct_max_minus_min": round(float(usage.max() - usage.min()), 4) if usage.notna().any() else 0.0,
+            "fullest_disk_pct": round(float(usage.max()), 4) if usage.notna().any() else 0.0,
+            "fullest": None if fullest is None else str(t_live.loc[fullest, "server"]),
+            "total_cost": total_cost(
+                t_held["datasource"].to_numpy(object),
+                t_held["start_ms"].to_numpy("int64"),
+                t_held["end_ms"].to_numpy("int64"),
+                t_held["server"].to_numpy(object),
+            ),
+            "es_weighted_balance": es_weighted_balance(counts),
+        }
+    return {
+        "coordinator": summary.get("coordinator", "issue7458"),
+        "unavailable": int(summary["status_after"]["unreplicated"]),
+        "tiers": out,
+    }
+
+
+def write_comparison(plan: Path, work: Path, other_plan: Path, other_work: Path) -> dict:
+    """Write ``comparison.json`` into ``plan`` (the published plan's directory before publishing):
+    ``{"plans": [the plan's measures, the other's]}``, and return it."""
+    comparison = {"plans": [plan_measures(plan, work), plan_measures(other_plan, other_work)]}
+    write_json_atomic(comparison, Path(plan) / COMPARISON_FILE)
+    return comparison
