@@ -129,7 +129,8 @@ def assemble(run: Run, groups, snapshot: Path) -> Path:
         unlisted=run.meta.get("unlisted", {}),
         alerts=run.meta.get("alerts", []),
         balancer=balancer(run, tmp),
-        config=run.meta["config"],
+        # who planned is the summary's own key (absent: issue7458), not one of the config's
+        config={k: v for k, v in run.meta["config"].items() if k != "coordinator"},
         ignored_config=run.meta.get("ignored_config", []),
         whatif=load_record(run.work),
         timings_seconds=timings,
