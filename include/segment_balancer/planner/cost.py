@@ -230,14 +230,22 @@ def rank_servers(costs: Mapping[str, float], available: Mapping[str, int]) -> li
     return sorted(costs, key=lambda s: rank_key(costs[s], available[s], s))
 
 
-class _Desc(str):
-    """A string that sorts in reverse order ('larger name first')."""
+class Descending(str):
+    """A string that sorts in reverse order ("larger name first"), for sort keys."""
+
+    __slots__ = ()
 
     def __lt__(self, other):  # type: ignore[override]
         return str.__gt__(self, other)
 
     def __gt__(self, other):  # type: ignore[override]
         return str.__lt__(self, other)
+
+    def __le__(self, other):  # type: ignore[override]
+        return str.__ge__(self, other)
+
+    def __ge__(self, other):  # type: ignore[override]
+        return str.__le__(self, other)
 
 
 def drop_key(cost: float, available_bytes: int, server: str, decommissioning: bool = False) -> tuple:
@@ -251,4 +259,4 @@ def drop_key(cost: float, available_bytes: int, server: str, decommissioning: bo
     """
     if math.isnan(cost):
         raise ValueError(f"placement cost of server {server!r} is NaN")
-    return (not decommissioning, -float(cost), int(available_bytes), _Desc(server))
+    return (not decommissioning, -float(cost), int(available_bytes), Descending(server))

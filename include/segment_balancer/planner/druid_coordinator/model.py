@@ -15,6 +15,8 @@ from collections import Counter
 from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass, field
 
+from segment_balancer.planner.cost import Descending
+
 INT_MAX = 2**31 - 1
 """Java's ``Integer.MAX_VALUE``: a load queue without a limit."""
 
@@ -63,24 +65,6 @@ class ServerType(enum.Enum):
     @property
     def is_realtime(self) -> bool:
         return self in (ServerType.REALTIME, ServerType.INDEXER_EXECUTOR)
-
-
-class Descending(str):
-    """A string that sorts in reverse order."""
-
-    __slots__ = ()
-
-    def __lt__(self, other):  # type: ignore[override]
-        return str.__gt__(self, other)
-
-    def __gt__(self, other):  # type: ignore[override]
-        return str.__lt__(self, other)
-
-    def __le__(self, other):  # type: ignore[override]
-        return str.__ge__(self, other)
-
-    def __ge__(self, other):  # type: ignore[override]
-        return str.__le__(self, other)
 
 
 @dataclass(frozen=True, eq=False, slots=True)
