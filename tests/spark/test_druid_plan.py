@@ -198,3 +198,41 @@ def test_es_weighted_balance_by_hand():
     assert es_weighted_balance(pd.DataFrame([[1, 1], [1, 1]])) == 0.0
     # [[3, 0], [0, 1]]: totals 3 and 1 (0.45 x ±1); d0: 0.55 x (3 - 1.5, 0 - 1.5): 0.45 + 0.825 + 0.45 + 0.825
     assert es_weighted_balance(pd.DataFrame([[3, 0], [0, 1]])) == pytest.approx(2.55)
+
+
+def test_explain_of_a_druid_plan_lists_the_duties_operations(druid_planned):
+    """``explain --plan`` of T2 in the druid plan: held by hot-01 before, by hot-02 after, moved by
+    ``BalanceSegments`` (duty 6): the MOVE_TO load, then the drop at the source after it."""
+    from segment_balancer.plan.explain import explain_plan
+
+    base, _, ops = druid_planned
+    t2 = ops.loc[(ops["reason"] == "MOVE_TO"), "segment_id"].iloc[0]
+    report = explain_plan(base / "plan", t2)
+    assert (report["tiers"]["hot"]["servers_before"], report["tiers"]["hot"]["servers_after"]) == ([H1], [H2])
+    duty = report["stages"][-1]
+    assert (duty["app"], duty["stage"]) == ("BalanceSegments", 6)
+    assert [(o["action"], o["server"], o["reason"]) for o in duty["operations"]] == [
+        ("LOAD", H2, "MOVE_TO"),
+        ("DROP", H1, "MOVE_FROM"),
+    ]
+
+
+def test_explain_counts_a_cancelled_load_as_held_before(tmp_path, spark):
+    """A CANCEL of a queued load: the server held the segment (loading) before, not after."""
+    from segment_balancer.plan.explain import explain_plan
+    from segment_balancer.tools.whatif import WhatIf
+
+    run_plan(
+        spark,
+        SNAPSHOT,
+        tmp_path / "plan",
+        work=tmp_path / "work",
+        edits=WhatIf.parse(decommission=[D3]),
+        coordinator="druid",
+    )
+    ops = pd.read_parquet(tmp_path / "plan" / "operations.parquet")
+    k = ops.loc[ops["action"] == "CANCEL", "segment_id"].iloc[0]
+    report = explain_plan(tmp_path / "plan", k)
+    tier = report["tiers"]["_default_tier"]
+    assert tier["servers_before"] == [D2, D3] and tier["servers_after"] == [D2]
+    assert report["stages"][-1]["app"] == "PrepareBalancerAndLoadQueues"

@@ -202,6 +202,7 @@ def explain_plan(plan_dir: str | Path, segment_id: str) -> dict:
     Source: :mod:`segment_balancer.planner.kernels.decisions`; ALGORITHM.md "Stages".
     """
     from segment_balancer.planner import groups as G
+    from segment_balancer.planner.druid_coordinator.run import DUTY_NAMES
     from segment_balancer.planner.stages import APP_NAMES, stage_number
 
     plan = Path(plan_dir)
@@ -212,6 +213,8 @@ def explain_plan(plan_dir: str | Path, segment_id: str) -> dict:
             f"{plan}: no {', '.join(missing)}; the plan was made before explain --plan existed, "
             "plan again to explain it"
         )
+    summary = read_plan_summary(plan)
+    druid = summary.coordinator == "druid"
     found = _rows(plan / "segments.parquet", segment_id)
     if not found:
         raise PlanExplainError(f"segment {segment_id} is not in the snapshot of the plan {plan}")
@@ -227,7 +230,7 @@ def explain_plan(plan_dir: str | Path, segment_id: str) -> dict:
     servers_before = {t: set(s) for t, s in servers_after.items()}
     for op in reversed(ops):
         held = servers_before.setdefault(op["tier"], set())
-        (held.discard if op["action"] == "LOAD" else held.add)(op["server"])
+        (held.discard if _adds(op) else held.add)(op["server"])
     tiers = sorted(set(targets) | set(servers_before) | set(servers_after))
     out = {
         "segment_id": segment_id,
@@ -258,9 +261,9 @@ def explain_plan(plan_dir: str | Path, segment_id: str) -> dict:
         entry = stage_groups[name]
         member = {g: member.get(g, False) for g in entry["names"]}
         member.update({g: idx is not None and idx in G.decode(text) for g, text in entry["changed"].items()})
-        mine = [o for o in ops if o["stage"] == stage]
+        mine = [o for o in ops if o["stage"] == stage and not druid]
         for o in mine:
-            counts[o["tier"]] = counts.get(o["tier"], 0) + (1 if o["action"] == "LOAD" else -1)
+            counts[o["tier"]] = counts.get(o["tier"], 0) + (1 if _adds(o) else -1)
         groups = sorted(g for g, yes in member.items() if yes)
         why = [
             {
@@ -286,13 +289,39 @@ def explain_plan(plan_dir: str | Path, segment_id: str) -> dict:
                 "decisions": why,
             }
         )
-    balancer = read_plan_summary(plan).balancer
+    if druid:  # the druid coordinator's operations, by the duty that queued them
+        for stage, duty in DUTY_NAMES.items():
+            mine = [o for o in ops if o["stage"] == stage]
+            if not mine:
+                continue
+            for o in mine:
+                counts[o["tier"]] = counts.get(o["tier"], 0) + (1 if _adds(o) else -1)
+            out["stages"].append(
+                {
+                    "app": duty,
+                    "stage": stage,
+                    "groups": [],
+                    "counts": dict(sorted(counts.items())),
+                    "operations": [
+                        {k: o[k] for k in ("op_id", "action", "tier", "server", "queue_type", "reason", "depends_on")}
+                        for o in mine
+                    ],
+                    "decisions": [],
+                }
+            )
+    balancer = summary.balancer
     out["strategy"] = {"name": balancer.strategy}
     if balancer.strategy == "avgShedder":
         moved = {o["server"] for o in ops if o["stage"] == 7 and o["action"] == "DROP"}
         pairs = [p.model_dump() for p in balancer.pairs]
         out["strategy"]["holders"] = avg_shedder_notes(pairs, servers_before, moved)
     return out
+
+
+def _adds(op: dict) -> bool:
+    """Whether an operation adds a replica to its server's projection: a LOAD, or the cancel of a
+    queued drop (a ``druid`` plan's); a DROP and the cancel of a queued load take one away."""
+    return op["action"] == "LOAD" or (op["action"] == "CANCEL" and not op.get("queue_type"))
 
 
 def avg_shedder_notes(pairs: list[dict], servers_before: dict[str, set[str]], moved_from: set[str]) -> list[dict]:
