@@ -43,9 +43,11 @@ def segment(i: int = 1, *, start: str = "2022-01-01", days: int = 1, size: int =
 
 
 def holder(name: str, max_size: int, serving=(), tier: str = "normal", curr_size: int | None = None) -> ServerHolder:
-    server = DruidServer(name=name, tier=tier, max_size=max_size, curr_size=curr_size)
+    server = DruidServer(name=name, tier=tier, max_size=max_size)
     for s in serving:
-        server.segments[s.id] = s
+        server.add(s)
+    if curr_size is not None:  # the size the server reports, whatever it serves
+        server.curr_size = curr_size
     return ServerHolder(server, LoadQueue(name))
 
 

@@ -123,7 +123,9 @@ class DataSegment:
 class DruidServer:
     """A server of the inventory: ``name`` (``host:port``), ``host`` (what ``decommissioningNodes``
     and ``cloneServers`` name; Druid's ``getHost()``), ``tier``, ``type``, ``max_size`` bytes, the
-    ``segments`` it serves (id -> segment) and ``curr_size`` (bytes served; their sum when not given)."""
+    ``segments`` it serves (id -> segment) and ``curr_size`` (bytes served, as the server reports them;
+    their sum when not given). Change what it serves with :meth:`add` and :meth:`remove`, which keep
+    ``curr_size`` in step."""
 
     name: str
     tier: str
@@ -136,20 +138,22 @@ class DruidServer:
     def __post_init__(self):
         if not self.host:
             self.host = self.name
+        if self.curr_size is None:
+            self.curr_size = sum(s.size for s in self.segments.values())
 
     @property
     def current_size(self) -> int:
-        return sum(s.size for s in self.segments.values()) if self.curr_size is None else self.curr_size
+        return self.curr_size
 
     def add(self, segment: DataSegment) -> None:
-        """Serve ``segment`` (keeps ``curr_size`` in step when it is given)."""
-        if segment.id not in self.segments and self.curr_size is not None:
+        """Serve ``segment``."""
+        if segment.id not in self.segments:
             self.curr_size += segment.size
         self.segments[segment.id] = segment
 
     def remove(self, segment: DataSegment) -> None:
         """Stop serving ``segment``."""
-        if self.segments.pop(segment.id, None) is not None and self.curr_size is not None:
+        if self.segments.pop(segment.id, None) is not None:
             self.curr_size -= segment.size
 
 
