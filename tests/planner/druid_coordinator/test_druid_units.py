@@ -213,3 +213,30 @@ def test_java_hash_map_order_after_a_resize():
     assert java_map_capacity(len(keys)) == 32
     assert java_hash_order(keys, java_map_capacity(len(keys))) == expected
     assert java_hash_order(keys) == expected  # new HashSet<>(that key set)
+
+
+# ------------------------------------------------------------------- CollectSegmentStats
+def test_unavailable_and_under_replicated_as_druid_counts_them():
+    """``DruidCoordinator.getDatasourceToUnavailableSegmentCount``: a used segment is unavailable
+    unless a server has it or its rule wants no replica (an overshadowed one, which no rule visits,
+    has no count: unavailable); ``getTierToDatasourceToUnderReplicated``: per tier, replicas
+    required and loadable less those loaded, for every segment the rules visited."""
+    from segment_balancer.druid.rules import Rule
+    from segment_balancer.planner.druid_coordinator.dynamic_config import druid_config
+    from segment_balancer.planner.druid_coordinator.run import ClusterState, run_coordinator
+
+    a, b = segment(1, ds="wiki"), segment(2, ds="wiki")
+    c, d = segment(3, ds="none"), segment(4, ds="wiki", version="0")
+    h1 = holder("h1", 10_000, serving=[a], tier="t")
+    h2 = holder("h2", 10_000, tier="t")
+    state = ClusterState(
+        servers=[h1.server, h2.server],
+        used={s.id: s for s in (a, b, c, d)},
+        rules={"none": [Rule("loadForever", "load", {"t": 0})], "_default": [Rule("loadForever", "load", {"t": 2})]},
+        overshadowed={d.id},
+    )
+    stats = run_coordinator(state, druid_config({"smartSegmentLoading": False, "maxSegmentsToMove": 0}), now_ms=0).stats
+    assert stats.total("segment/unavailable/count", dataSource="wiki") == 2  # b and d
+    assert stats.matching("segment/unavailable/count", dataSource="none") == [0]
+    # a: 2 required and loadable, 1 loaded; b: 2 and 0
+    assert stats.total("segment/underReplicated/count", tier="t", dataSource="wiki") == 3

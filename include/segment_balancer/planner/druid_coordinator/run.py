@@ -221,14 +221,14 @@ def run_coordinator(
             result.deleted |= {s.id for s in segments}
         broadcast_datasources = _broadcast_datasources(state.rules, {s.datasource for s in state.used.values()})
 
-    # 3. CollectSegmentStats
+    # 3. CollectSegmentStats: a used segment is unavailable unless some server has it or no rule
+    # wants a replica of it (a row per datasource, 0 included)
     for segment in state.used.values():
         counts = assigner.replica_counts.counts.get(segment)
-        if counts is None:
-            continue
-        if sum(c.total_loaded for c in counts.values()) == 0:
-            stats.add(m.UNAVAILABLE, 1, dataSource=segment.datasource)
-        for tier, count in counts.items():
+        total = assigner.replica_counts.total(segment)
+        available = counts is not None and (total.total_loaded > 0 or total.required == 0)
+        stats.add(m.UNAVAILABLE, 0 if available else 1, dataSource=segment.datasource)
+        for tier, count in (counts or {}).items():
             missing = max(count.required_and_loadable - count.total_loaded, 0)
             stats.add(m.UNDER_REPLICATED, missing, tier=tier, dataSource=segment.datasource)
 
