@@ -248,6 +248,8 @@ class StrategicSegmentAssigner:
         )
         self.selector = RoundRobinSelector(self.cluster) if self.round_robin else None
         self.historicals_per_tier = {tier: len(hs) for tier, hs in self.cluster.managed.items()}
+        # Druid's Sets.newHashSet(cluster.getTierNames()), per segment: the same order every time
+        self.tiers_in_cluster = java_hash_order(self.cluster.tier_names())
         self.invalid_load_tiers: dict[str, set[str]] = {}
         self.segments_to_delete: dict[str, set[DataSegment]] = {}
         self.zero_replica_segments: dict[str, set[DataSegment]] = {}
@@ -289,7 +291,7 @@ class StrategicSegmentAssigner:
     def replicate(self, segment: DataSegment, tier_replicants: Mapping[str, int]) -> None:
         """Bring ``segment`` to ``tier_replicants`` (tier -> replicas) on every tier of the cluster:
         drops only as far as the replicas loaded beyond those required (and loadable) allow."""
-        tiers_in_cluster = java_hash_order(self.cluster.tier_names())
+        tiers_in_cluster = self.tiers_in_cluster
         if not tier_replicants:
             self.replica_counts.setdefault(segment, DEFAULT_TIER)
         for tier, required in tier_replicants.items():

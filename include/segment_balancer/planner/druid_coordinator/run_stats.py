@@ -11,6 +11,7 @@ from collections.abc import Iterator
 from dataclasses import dataclass, field
 
 DIMENSIONS = ("tier", "dataSource", "server", "description")
+_KNOWN = frozenset(DIMENSIONS)
 
 
 @dataclass(frozen=True)
@@ -30,10 +31,9 @@ class RunStats:
 
     @staticmethod
     def _key(metric: str, dims: dict[str, str | None]) -> tuple[str, tuple[tuple[str, str], ...]]:
-        unknown = set(dims) - set(DIMENSIONS)
-        if unknown:
-            raise ValueError(f"unknown dimensions {sorted(unknown)} of {metric}")
-        return metric, tuple((d, str(dims[d])) for d in DIMENSIONS if dims.get(d) is not None)
+        if not dims.keys() <= _KNOWN:
+            raise ValueError(f"unknown dimensions {sorted(set(dims) - _KNOWN)} of {metric}")
+        return metric, tuple((d, str(v)) for d in DIMENSIONS if (v := dims.get(d)) is not None)
 
     def add(self, metric: str, value: int, **dims: str | None) -> None:
         key = self._key(metric, dims)
