@@ -240,3 +240,53 @@ def test_unavailable_and_under_replicated_as_druid_counts_them():
     assert stats.matching("segment/unavailable/count", dataSource="none") == [0]
     # a: 2 required and loadable, 1 loaded; b: 2 and 0
     assert stats.total("segment/underReplicated/count", tier="t", dataSource="wiki") == 3
+
+
+# ------------------------------------------------------------------ ReservoirSegmentSamplerTest
+def test_every_segment_gets_picked_at_least_once():
+    """``testEverySegmentGetsPickedAtleastOnce``: four servers of one segment each, one pick, 50
+    times: every segment is picked at some point."""
+    import random
+
+    from segment_balancer.planner.druid_coordinator.balancer import pick_movable_segments
+
+    segments = [segment(i, start=f"2022-01-0{i}") for i in range(1, 5)]
+    servers = [holder(f"server{i}", 100_000, [s], tier="normal") for i, s in enumerate(segments, 1)]
+    rng = random.Random(0)
+    picked = {pick_movable_segments(servers, 1, ServerHolder.served_segments, set(), rng)[0].segment for _ in range(50)}
+    assert picked == set(segments)
+
+
+def test_pick_loading_or_loaded_segments():
+    """``testPickLoadingOrLoadedSegments``: the loading provider gives only the loading segments, the
+    served one only the served."""
+    import random
+
+    from segment_balancer.planner.druid_coordinator.balancer import pick_movable_segments
+    from segment_balancer.planner.druid_coordinator.model import SegmentAction
+
+    s = [segment(i, start=f"2022-01-0{i}") for i in range(1, 5)]
+    server1, server2 = (
+        holder("server1", 100_000, [s[0]], tier="normal"),
+        holder("server2", 100_000, [s[1]], tier="normal"),
+    )
+    server1.start(SegmentAction.LOAD, s[2])
+    server2.start(SegmentAction.LOAD, s[3])
+    rng = random.Random(0)
+    loading = pick_movable_segments([server1, server2], 10, ServerHolder.loading_segments, set(), rng)
+    served = pick_movable_segments([server1, server2], 10, ServerHolder.served_segments, set(), rng)
+    assert {p.segment for p in loading} == {s[2], s[3]} and {p.segment for p in served} == {s[0], s[1]}
+
+
+def test_broadcast_segments_are_ignored():
+    """``testBroadcastSegmentsAreIgnored``: of four broadcast segments and two others, only the two
+    are picked."""
+    import random
+
+    from segment_balancer.planner.druid_coordinator.balancer import pick_movable_segments
+
+    broadcast = [segment(i, start=f"2022-01-0{i}", ds="ds_broadcast", size=100) for i in range(1, 5)]
+    others = [segment(i, start=f"2022-01-0{i}") for i in range(1, 3)]
+    servers = [holder("server1", 100_000, broadcast, tier="normal"), holder("server2", 100_000, others, tier="normal")]
+    picked = pick_movable_segments(servers, 10, ServerHolder.served_segments, {"ds_broadcast"}, random.Random(0))
+    assert sorted(p.segment.id for p in picked) == sorted(s.id for s in others)
