@@ -290,3 +290,47 @@ def test_broadcast_segments_are_ignored():
     servers = [holder("server1", 100_000, broadcast, tier="normal"), holder("server2", 100_000, others, tier="normal")]
     picked = pick_movable_segments(servers, 10, ServerHolder.served_segments, {"ds_broadcast"}, random.Random(0))
     assert sorted(p.segment.id for p in picked) == sorted(s.id for s in others)
+
+
+# --------------------------------------------------------------------- UnloadUnusedSegmentsTest
+def test_unload_unused_segments_from_all_servers():
+    """``test_unloadUnusedSegmentsFromAllServers``: of datasource1's, datasource2's and a broadcast
+    datasource's segments on two historicals (tiers ``_default_tier`` and tier2), a broker and an
+    indexer (both ``_default_tier``), only segment2 is used: segment1 goes from the historicals and
+    the broker, the broadcast segment from all four; the indexer keeps its realtime segment of
+    datasource2 (a realtime server keeps what it serves, but broadcast segments)."""
+    from segment_balancer.druid.rules import Rule
+    from segment_balancer.planner.druid_coordinator.dynamic_config import druid_config
+    from segment_balancer.planner.druid_coordinator.model import ServerType
+    from segment_balancer.planner.druid_coordinator.run import ClusterState, run_coordinator
+
+    hour = 3_600_000
+    jan, feb = ms("2012-01-01"), ms("2012-02-01")
+    seg1 = DataSegment("datasource1_1", "datasource1", jan, jan + hour, "2012-05-01", 0, 11)
+    seg2 = DataSegment("datasource2_1", "datasource2", jan, jan + hour, "2012-05-01", 0, 7)
+    realtime_only = DataSegment("datasource2_2", "datasource2", feb, feb + hour, "2012-05-01", 0, 7)
+    broadcast = DataSegment("broadcastDatasource_1", "broadcastDatasource", jan, jan + hour, "2012-05-01", 0, 7)
+
+    def server(name, tier, kind, segments):
+        s = DruidServer(name=name, tier=tier, max_size=100, type=kind)
+        for x in segments:
+            s.add(x)
+        s.curr_size = 30
+        return s
+
+    on_all = [seg1, seg2, broadcast]
+    servers = [
+        server("historical", "_default_tier", ServerType.HISTORICAL, on_all),
+        server("historicalTier2", "tier2", ServerType.HISTORICAL, on_all),
+        server("broker", "_default_tier", ServerType.BROKER, on_all),
+        server("indexer", "_default_tier", ServerType.INDEXER_EXECUTOR, [realtime_only, broadcast]),
+    ]
+    load = [Rule("loadForever", "load", {"_default_tier": 1, "tier2": 1})]
+    rules = {"datasource1": load, "datasource2": load, "broadcastDatasource": [Rule("broadcastForever", "broadcast")]}
+    state = ClusterState(servers=servers, used={seg2.id: seg2}, rules={**rules, "_default": load})
+    stats = run_coordinator(state, druid_config({}), now_ms=0).stats
+    assert stats.total("segment/unneeded/count", tier="_default_tier", dataSource="datasource1") == 2
+    assert stats.total("segment/unneeded/count", tier="tier2", dataSource="datasource1") == 1
+    assert stats.total("segment/unneeded/count", tier="_default_tier", dataSource="broadcastDatasource") == 3
+    assert stats.total("segment/unneeded/count", tier="tier2", dataSource="broadcastDatasource") == 1
+    assert stats.total("segment/unneeded/count", dataSource="datasource2") == 0

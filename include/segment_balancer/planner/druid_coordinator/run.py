@@ -235,8 +235,13 @@ def run_coordinator(
     # 4. UnloadUnusedSegments
     duty_starts.append(("unload", len(journal)))
 
+    broadcast_status = dict.fromkeys(broadcast_datasources, True)
+
     def skip_unload(holder: ServerHolder, datasource: str) -> bool:
-        return holder.server.type.is_realtime and datasource not in broadcast_datasources
+        """A realtime server keeps what it serves, but for a datasource with a broadcast rule."""
+        if datasource not in broadcast_status:
+            broadcast_status[datasource] = bool(_broadcast_datasources(state.rules, [datasource]))
+        return holder.server.type.is_realtime and not broadcast_status[datasource]
 
     managed = cluster.all_managed_servers()
     for holder in managed:
