@@ -334,3 +334,29 @@ def test_unload_unused_segments_from_all_servers():
     assert stats.total("segment/unneeded/count", tier="_default_tier", dataSource="broadcastDatasource") == 3
     assert stats.total("segment/unneeded/count", tier="tier2", dataSource="broadcastDatasource") == 1
     assert stats.total("segment/unneeded/count", dataSource="datasource2") == 0
+
+
+# ------------------------------------------------------------ MarkOvershadowedSegmentsAsUnusedTest
+@pytest.mark.parametrize("kind", ["historical", "broker"])
+def test_overshadowed_segments_served_over_are_marked_unused(kind):
+    """``MarkOvershadowedSegmentsAsUnusedTest.testRun``: versions 0, 1 and 2 of one hour, a
+    historical (or a broker) serving 1 and 2: 0 and 1 are marked unused
+    (``segment/overshadowed/count`` 2)."""
+    from segment_balancer.planner.druid_coordinator.dynamic_config import druid_config
+    from segment_balancer.planner.druid_coordinator.model import ServerType
+    from segment_balancer.planner.druid_coordinator.run import ClusterState, run_coordinator
+    from segment_balancer.planner.druid_coordinator.simulation import overshadowed_ids
+
+    start = ms("2012-01-01")
+    v0, v1, v2 = (
+        DataSegment(f"test_v{v}", "test", start, start + 3_600_000, str(v), 0, 0, shard_type="none") for v in range(3)
+    )
+    server = DruidServer(name="s", tier="", max_size=0, type=ServerType(kind))
+    server.add(v1)
+    server.add(v2)
+    used = {s.id: s for s in (v0, v1, v2)}
+    assert overshadowed_ids(used.values()) == {v0.id, v1.id}
+    state = ClusterState(servers=[server], used=used, rules={}, overshadowed={v0.id, v1.id})
+    result = run_coordinator(state, druid_config({"millisToWaitBeforeDeleting": 0}), now_ms=0, uptime_ms=0)
+    assert result.overshadowed == {v0.id, v1.id}
+    assert result.stats.matching("segment/overshadowed/count", dataSource="test") == [2]
