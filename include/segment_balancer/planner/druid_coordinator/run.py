@@ -128,6 +128,29 @@ def _overshadowed_now(
     return marked
 
 
+def run_rules(state: ClusterState, assigner: StrategicSegmentAssigner, now_ms: int) -> set[str]:
+    """Druid ``RunRules``: every used segment that is not overshadowed, newest first, by the first of
+    its datasource's rules (then ``_default``'s) that applies at ``now_ms``; then the segments of
+    drop rules counted as ``segment/deleted/count``. Returns their ids (marked unused)."""
+    for segment in sorted(state.used.values(), key=DataSegment.newest_first):
+        if segment.id in state.overshadowed:
+            continue
+        for rule in rules_for(dict(state.rules), segment.datasource):
+            if rule.applies_to(segment.start_ms, segment.end_ms, now_ms):
+                if rule.kind == "load":
+                    assigner.replicate(segment, rule.tiered_replicants)
+                elif rule.kind == "broadcast":
+                    assigner.broadcast(segment)
+                else:
+                    assigner.delete(segment)
+                break
+    deleted: set[str] = set()
+    for datasource, segments in assigner.segments_to_delete.items():
+        assigner.stats.add(m.DELETED, len(segments), dataSource=datasource)
+        deleted |= {s.id for s in segments}
+    return deleted
+
+
 def run_coordinator(
     state: ClusterState,
     config: DruidConfig,
@@ -204,21 +227,7 @@ def run_coordinator(
     duty_starts.append(("rules", len(journal)))
     broadcast_datasources: set[str] = set()
     if holders:
-        for segment in sorted(state.used.values(), key=DataSegment.newest_first):
-            if segment.id in state.overshadowed:
-                continue
-            for rule in rules_for(dict(state.rules), segment.datasource):
-                if rule.applies_to(segment.start_ms, segment.end_ms, now_ms):
-                    if rule.kind == "load":
-                        assigner.replicate(segment, rule.tiered_replicants)
-                    elif rule.kind == "broadcast":
-                        assigner.broadcast(segment)
-                    else:
-                        assigner.delete(segment)
-                    break
-        for datasource, segments in assigner.segments_to_delete.items():
-            stats.add(m.DELETED, len(segments), dataSource=datasource)
-            result.deleted |= {s.id for s in segments}
+        result.deleted = run_rules(state, assigner, now_ms)
         broadcast_datasources = _broadcast_datasources(state.rules, {s.datasource for s in state.used.values()})
 
     # 3. CollectSegmentStats: a used segment is unavailable unless some server has it or no rule
