@@ -3,8 +3,8 @@
 
 The reservoir's draws come from the run's seeded generator where Druid's are unseeded. Candidates are
 visited server by server in the tier's order: first the segments a server is loading (in load-queue
-order), then, when the tier has no move in progress, those it serves (newest first); Druid walks both
-in Java hash order, which a snapshot cannot reproduce.
+order, where Druid's is a hash order of segment ids), then, when the tier has no move in progress,
+those it serves (:func:`served_in_druid_order`).
 """
 
 from __future__ import annotations
@@ -15,7 +15,14 @@ from dataclasses import dataclass
 
 from segment_balancer.druid import metrics as m
 from segment_balancer.planner.druid_coordinator.assigner import StrategicSegmentAssigner
-from segment_balancer.planner.druid_coordinator.model import DataSegment, DruidCluster, SegmentAction, ServerHolder
+from segment_balancer.planner.druid_coordinator.model import (
+    DataSegment,
+    DruidCluster,
+    SegmentAction,
+    ServerHolder,
+    java_concurrent_map_capacity,
+    java_hash_order,
+)
 from segment_balancer.planner.druid_coordinator.run_stats import RunStats
 from segment_balancer.planner.druid_coordinator.segments_to_move import (
     ProjectedServer,
@@ -60,8 +67,16 @@ def pick_movable_segments(
     return picked
 
 
-def _served_newest_first(holder: ServerHolder) -> list[DataSegment]:
-    return sorted(holder.served_segments(), key=DataSegment.newest_first)
+def served_in_druid_order(holder: ServerHolder) -> list[DataSegment]:
+    """A server's served segments in the order Druid's balancer walks them: datasource by
+    datasource in the server's ``ConcurrentHashMap`` order of their names (Java's hash order; the
+    order they first came), each datasource's newest first (where Druid's order is a hash order of
+    segment ids)."""
+    by_datasource: dict[str, list[DataSegment]] = {}
+    for segment in holder.served_segments():
+        by_datasource.setdefault(segment.datasource, []).append(segment)
+    order = java_hash_order(by_datasource, java_concurrent_map_capacity(len(by_datasource)))
+    return [s for ds in order for s in sorted(by_datasource[ds], key=DataSegment.newest_first)]
 
 
 @dataclass
@@ -108,7 +123,7 @@ class TierBalancer:
         moved = self._move(picks, n)
         if self.moving <= 0:
             rest = n - moved
-            picks = pick_movable_segments(sources, rest, _served_newest_first, self.broadcast_datasources, self.rng)
+            picks = pick_movable_segments(sources, rest, served_in_druid_order, self.broadcast_datasources, self.rng)
             self._move(picks, rest)
 
     def _move(self, picks: list[Pick], most: int) -> int:

@@ -470,6 +470,15 @@ def java_map_capacity(size: int) -> int:
     return capacity
 
 
+def java_concurrent_map_capacity(size: int) -> int:
+    """The table size of a Java ``ConcurrentHashMap`` after ``size`` puts: 16, doubled once it holds
+    three quarters of it."""
+    capacity = 16
+    while size >= capacity * 0.75:
+        capacity *= 2
+    return capacity
+
+
 def java_hash_order(keys: Iterable[str], capacity: int | None = None) -> list[str]:
     """The iteration order of a Java ``HashSet``/``HashMap`` of strings, given the order they were
     added: by bucket (``(h ^ (h >>> 16)) & (capacity - 1)``), then the order added. ``capacity``
