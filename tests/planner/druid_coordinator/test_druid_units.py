@@ -360,3 +360,23 @@ def test_overshadowed_segments_served_over_are_marked_unused(kind):
     result = run_coordinator(state, druid_config({"millisToWaitBeforeDeleting": 0}), now_ms=0, uptime_ms=0)
     assert result.overshadowed == {v0.id, v1.id}
     assert result.stats.matching("segment/overshadowed/count", dataSource="test") == [2]
+
+
+# ------------------------------------------------------------------------- BalancerStrategyTest
+@pytest.mark.parametrize("strategy", ["cost", "random"])
+def test_balancer_strategy_finds_a_home_only_where_it_can_load(strategy):
+    """``BalancerStrategyTest``, for ``cost`` and ``random``: no server for a segment a full server
+    already holds (``findNewSegmentHomeReplicatorNotEnoughSpace``) or both servers hold
+    (``…NotEnoughNodesForReplication``); the one server with room (``…EnoughSpace``)."""
+    import random
+
+    from segment_balancer.planner.druid_coordinator.strategies import make_strategy
+
+    proposed = DataSegment("datasource1_0_1", "datasource1", 0, 1, "", 0, 11)
+    chooser = make_strategy(strategy, random.Random(0))
+    full = holder("server1", 10, [proposed], tier="_default_tier")
+    assert list(chooser.servers_to_load(proposed, [full])) == []
+    both = [holder(f"server{i}", 1000, [proposed], tier="_default_tier") for i in (1, 2)]
+    assert list(chooser.servers_to_load(proposed, both)) == []
+    room = holder("server1", 1000, tier="_default_tier")
+    assert next(chooser.servers_to_load(proposed, [room])) is room
