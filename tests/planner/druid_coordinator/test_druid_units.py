@@ -380,3 +380,55 @@ def test_balancer_strategy_finds_a_home_only_where_it_can_load(strategy):
     assert list(chooser.servers_to_load(proposed, both)) == []
     room = holder("server1", 1000, tier="_default_tier")
     assert next(chooser.servers_to_load(proposed, [room])) is room
+
+
+# ------------------------------------------------------------------------ HttpLoadQueuePeonTest
+def _day(start: str, n: int = 4) -> list[DataSegment]:
+    return [segment(p, start=start, ds="test") for p in range(n)]
+
+
+def test_priority_of_segment_action_and_interval():
+    """``testPriorityOfSegmentAction`` and ``testPriorityOfSegmentInterval``: a load queue sends drops,
+    then loads, replicas and moves; within each, the newer interval first; whatever the order they
+    were queued in."""
+    import random
+
+    from segment_balancer.planner.druid_coordinator.model import SegmentAction
+
+    day1, day2 = _day("2022-01-01"), _day("2022-01-02")
+    actions = [
+        (day2[0], None),
+        (day1[0], None),
+        (day2[1], SegmentAction.LOAD),
+        (day1[1], SegmentAction.LOAD),
+        (day2[2], SegmentAction.REPLICATE),
+        (day1[2], SegmentAction.REPLICATE),
+        (day2[3], SegmentAction.MOVE_TO),
+        (day1[3], SegmentAction.MOVE_TO),
+    ]
+    expected = [s for s, _ in actions]
+    shuffled = actions[:]
+    random.Random(7).shuffle(shuffled)
+    queue = LoadQueue("server")
+    for seg, action in shuffled:
+        queue.drop(seg) if action is None else queue.load(seg, action)
+    assert [r.segment for r in queue.requests()] == expected
+
+
+def test_cancel_load_and_drop_and_not_twice_nor_once_sent():
+    """``testCancelLoad``, ``testCancelDrop``, ``testCannotCancelOperationMultipleTimes``,
+    ``testCannotCancelRequestSentToServer``."""
+    from segment_balancer.planner.druid_coordinator.model import SegmentAction
+
+    seg = _day("2022-01-01", 1)[0]
+    outcomes: list[bool] = []
+    queue = LoadQueue("server")
+    queue.load(seg, SegmentAction.REPLICATE, outcomes.append)
+    assert len(queue.to_load) == 1 and queue.cancel(seg) and not queue.to_load
+    assert True not in outcomes  # never processed as a success
+    assert not queue.cancel(seg)  # not twice
+    queue.drop(seg)
+    assert queue.cancel(seg) and not queue.to_drop
+    queue.load(seg, SegmentAction.REPLICATE)
+    queue.in_flight.add(seg.id)  # sent to the server
+    assert not queue.cancel(seg) and seg.id in queue.to_load
