@@ -43,6 +43,7 @@ class ReplicaCount:
     moving_from: int = 0
 
     def queued(self, action: SegmentAction) -> None:
+        """Count one queued ``action`` (a ``REPLICATE`` as loading)."""
         if action in (SegmentAction.LOAD, SegmentAction.REPLICATE):
             self.loading += 1
         elif action is SegmentAction.MOVE_TO:
@@ -53,6 +54,7 @@ class ReplicaCount:
             self.dropping += 1
 
     def set_required(self, required: int, servers: int) -> None:
+        """``required`` by the rule; loadable: at most one per historical of the tier (``servers``)."""
         self.required = required
         self.required_and_loadable = min(required, servers)
 
@@ -69,6 +71,7 @@ class ReplicaCount:
         return self.loaded + self.loaded_elsewhere
 
     def accumulate(self, other: ReplicaCount) -> None:
+        """Add ``other``'s counts (a segment's tiers summed)."""
         for name in self.__dataclass_fields__:
             setattr(self, name, getattr(self, name) + getattr(other, name))
 
@@ -89,12 +92,15 @@ class ReplicaCounts:
                 self.setdefault(segment, holder.tier).loaded_elsewhere += 1
 
     def setdefault(self, segment: DataSegment, tier: str) -> ReplicaCount:
+        """The segment's count in ``tier``, created empty when absent."""
         return self.counts.setdefault(segment, {}).setdefault(tier, ReplicaCount())
 
     def get(self, segment: DataSegment, tier: str) -> ReplicaCount:
+        """The segment's count in ``tier`` (an empty one when absent, not stored)."""
         return self.counts.get(segment, {}).get(tier) or ReplicaCount()
 
     def total(self, segment: DataSegment) -> ReplicaCount:
+        """The segment's counts summed over its tiers."""
         total = ReplicaCount()
         for count in self.counts.get(segment, {}).values():
             total.accumulate(count)
@@ -111,9 +117,11 @@ class ReplicationThrottler:
         self.assigned: dict[str, int] = {}
 
     def throttled(self, tier: str) -> bool:
+        """Whether ``tier`` has started as many replicas as it may this run."""
         return self.assigned.get(tier, 0) >= self.max_assignments.get(tier, self.limit)
 
     def assigned_replica(self, tier: str) -> None:
+        """Count one replica started on ``tier``."""
         self.assigned[tier] = self.assigned.get(tier, 0) + 1
 
 
@@ -174,12 +182,14 @@ class LoadQueueManager:
     """Starts operations on holders and queues them (Druid ``SegmentLoadQueueManager``)."""
 
     def load(self, segment: DataSegment, holder: ServerHolder, action: SegmentAction) -> bool:
+        """Queue a load-type ``action``; False when the holder has an action on the segment."""
         if not holder.start(action, segment):
             return False
         holder.queue.load(segment, action)
         return True
 
     def drop(self, segment: DataSegment, holder: ServerHolder) -> bool:
+        """Queue a drop; False when the holder has an action on the segment."""
         if not holder.start(SegmentAction.DROP, segment):
             return False
         holder.queue.drop(segment)

@@ -324,10 +324,12 @@ class ServerHolder:
 
     @property
     def size_used(self) -> int:
+        """Bytes served, plus queued loads, less queued drops (not move sources): Druid's ``getSizeUsed``."""
         return self.server.current_size + self.loading_bytes - self.dropping_bytes
 
     @property
     def available_size(self) -> int:
+        """``max_size`` less :attr:`size_used`, bytes."""
         return self.max_size - self.size_used
 
     def natural_key(self) -> tuple:
@@ -350,6 +352,7 @@ class ServerHolder:
         return sum(self.projected_per_interval.values())
 
     def projected_per_datasource(self) -> dict[str, int]:
+        """Projected segments per datasource (those with at least one)."""
         counts: Counter[str] = Counter()
         for (datasource, _, _), n in self.projected.items():
             counts[datasource] += n
@@ -366,6 +369,7 @@ class ServerHolder:
         return segments
 
     def is_projected(self, segment: DataSegment) -> bool:
+        """Served with no action queued, or with a load-type action queued."""
         action = self.actions.get(segment)
         return self.serves(segment) if action is None else action.is_load
 
@@ -520,10 +524,13 @@ class DruidCluster:
         self.managed = {tier: [h for h in hs if not h.unmanaged] for tier, hs in self.historicals.items()}
 
     def tier_names(self) -> list[str]:
+        """The historical tiers, clone targets' included, in Java's hash order."""
         return list(self.historicals)
 
     def all_managed_servers(self) -> list[ServerHolder]:
+        """Managed historicals (tier by tier), then brokers, then realtime servers."""
         return [h for hs in self.managed.values() for h in hs] + self.brokers + self.realtimes
 
     def all_historicals(self) -> list[ServerHolder]:
+        """Every historical, clone targets included."""
         return [h for hs in self.historicals.values() for h in hs]

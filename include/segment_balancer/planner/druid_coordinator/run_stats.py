@@ -36,14 +36,18 @@ class RunStats:
         return metric, tuple((d, str(v)) for d in DIMENSIONS if (v := dims.get(d)) is not None)
 
     def add(self, metric: str, value: int, **dims: str | None) -> None:
+        """Add ``value`` to the row of ``metric`` and ``dims`` (created at 0). Raises ValueError for
+        a dimension Druid does not have."""
         key = self._key(metric, dims)
         self.values[key] = self.values.get(key, 0) + int(value)
 
     def update_max(self, metric: str, value: int, **dims: str | None) -> None:
+        """Keep the larger of the row's value and ``value``."""
         key = self._key(metric, dims)
         self.values[key] = max(self.values.get(key, value), int(value))
 
     def rows(self) -> Iterator[Row]:
+        """Every row, in the order first added."""
         for (metric, dims), value in self.values.items():
             yield Row(metric, dict(dims), value)
 
@@ -55,4 +59,5 @@ class RunStats:
         ]
 
     def total(self, metric: str, **filter_: str) -> int:
+        """The sum of :meth:`matching` (Druid's ``verifySum``; 0 without rows)."""
         return sum(self.matching(metric, **filter_))

@@ -77,6 +77,7 @@ class CoordinatorSimulation:
 
     # ------------------------------------------------------------------------- the cluster
     def add_server(self, server: DruidServer) -> None:
+        """A historical joins (or comes back)."""
         self.servers[server.name] = server
         self.gone.discard(server.name)
 
@@ -86,14 +87,17 @@ class CoordinatorSimulation:
         self.gone.add(name)
 
     def add_segments(self, segments: Iterable[DataSegment]) -> None:
+        """Mark ``segments`` used."""
         for segment in segments:
             self.used[segment.id] = segment
 
     def mark_unused(self, ids: Iterable[str]) -> None:
+        """Mark the segments of ``ids`` unused (Druid's ``deleteSegments``)."""
         for i in ids:
             self.used.pop(i, None)
 
     def set_config(self, **values: Any) -> None:
+        """Change the dynamic config (Druid's key names) for the next runs."""
         self.config.update(values)
 
     # ------------------------------------------------------------------------------- runs

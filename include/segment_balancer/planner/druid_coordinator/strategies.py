@@ -75,9 +75,11 @@ class CostStrategy:
         self.rng = rng or random.Random(0)
 
     def cost(self, segment: DataSegment, holder: ServerHolder) -> float:
+        """The strategy's cost of ``segment`` on ``holder`` (lower is better)."""
         return placement_cost(segment, holder)
 
     def order(self, segment: DataSegment, holders: Sequence[ServerHolder]) -> list[ServerHolder]:
+        """``holders`` in Druid's priority-queue order of their costs (:func:`heap_order`)."""
         return heap_order([(self.cost(segment, h), h) for h in holders])
 
     def servers_to_load(self, segment: DataSegment, holders: Sequence[ServerHolder]) -> Iterator[ServerHolder]:
