@@ -17,7 +17,6 @@ from segment_balancer.druid import metrics as m
 from segment_balancer.planner.druid_coordinator.assigner import StrategicSegmentAssigner
 from segment_balancer.planner.druid_coordinator.balancer import balance_segments
 from segment_balancer.planner.druid_coordinator.dynamic_config import druid_config
-from segment_balancer.planner.druid_coordinator.loading_config import segment_loading_config
 from segment_balancer.planner.druid_coordinator.model import (
     DataSegment,
     DruidCluster,
@@ -56,16 +55,7 @@ def holder(name: str, *segments: DataSegment, decommissioning: bool = False, que
 def run_balancer(holders: list[ServerHolder], config: dict | None = None) -> RunStats:
     """``runBalancer``: ``BalanceSegments`` with a one-minute period on the cluster of ``holders``."""
     cfg = druid_config({**(config or {}), "coordinatorPeriodMillis": 60_000})
-    loading = segment_loading_config(
-        smart_segment_loading=cfg["smartSegmentLoading"],
-        used_segments=len(ALL),
-        coordinator_cores=cfg["coordinatorCores"],
-        max_segments_in_node_loading_queue=cfg["maxSegmentsInNodeLoadingQueue"],
-        replication_throttle_limit=cfg["replicationThrottleLimit"],
-        replicant_lifetime=cfg["replicantLifetime"],
-        use_round_robin_segment_assignment=cfg["useRoundRobinSegmentAssignment"],
-        balancer_compute_threads=cfg.balancer_compute_threads,
-    )
+    loading = cfg.loading(len(ALL))
     stats = RunStats()
     cluster = DruidCluster(holders)
     rng = random.Random(0)

@@ -13,7 +13,6 @@ from segment_balancer.druid import metrics as m
 from segment_balancer.druid.rules import Rule, parse_interval
 from segment_balancer.planner.druid_coordinator.assigner import DEFAULT_TIER, StrategicSegmentAssigner
 from segment_balancer.planner.druid_coordinator.dynamic_config import druid_config
-from segment_balancer.planner.druid_coordinator.loading_config import segment_loading_config
 from segment_balancer.planner.druid_coordinator.model import (
     DataSegment,
     DruidCluster,
@@ -57,16 +56,7 @@ def run(holders, rules, used=USED, config=None, strategy="cost", overshadowed=fr
     """``runDutyAndGetStats``: a run's assigner on ``holders`` (the config's loading limits for
     ``used``), then RunRules with ``rules`` for every datasource. Returns (stats, assigner)."""
     cfg = druid_config(config or {})
-    loading = segment_loading_config(
-        smart_segment_loading=cfg["smartSegmentLoading"],
-        used_segments=len(used),
-        coordinator_cores=cfg["coordinatorCores"],
-        max_segments_in_node_loading_queue=cfg["maxSegmentsInNodeLoadingQueue"],
-        replication_throttle_limit=cfg["replicationThrottleLimit"],
-        replicant_lifetime=cfg["replicantLifetime"],
-        use_round_robin_segment_assignment=cfg["useRoundRobinSegmentAssignment"],
-        balancer_compute_threads=cfg.balancer_compute_threads,
-    )
+    loading = cfg.loading(len(used))
     stats = RunStats()
     assigner = StrategicSegmentAssigner(
         DruidCluster(holders),

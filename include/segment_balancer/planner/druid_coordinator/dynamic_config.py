@@ -12,6 +12,7 @@ from typing import Any
 
 from segment_balancer.druid.rules import Period
 from segment_balancer.planner.config_keys import BY_NAME, DRUID_BY_NAME, DRUID_SHARED_KEYS, Key
+from segment_balancer.planner.druid_coordinator.loading_config import SegmentLoadingConfig, segment_loading_config
 
 PERIOD_KEY = "druid.coordinator.period"
 
@@ -63,6 +64,20 @@ class DruidConfig:
 
     def __getitem__(self, name: str) -> Any:
         return self.values[name]
+
+    def loading(self, used_segments: int) -> SegmentLoadingConfig:
+        """The run's limits (Druid's ``SegmentLoadingConfig.create``) for ``used_segments`` used
+        segments (overshadowed ones included)."""
+        return segment_loading_config(
+            smart_segment_loading=self.values["smartSegmentLoading"],
+            used_segments=used_segments,
+            coordinator_cores=self.values["coordinatorCores"],
+            max_segments_in_node_loading_queue=self.values["maxSegmentsInNodeLoadingQueue"],
+            replication_throttle_limit=self.values["replicationThrottleLimit"],
+            replicant_lifetime=self.values["replicantLifetime"],
+            use_round_robin_segment_assignment=self.values["useRoundRobinSegmentAssignment"],
+            balancer_compute_threads=self.balancer_compute_threads,
+        )
 
     @property
     def balancer_compute_threads(self) -> int:

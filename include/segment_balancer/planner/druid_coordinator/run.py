@@ -28,7 +28,6 @@ from segment_balancer.druid.timeline import STATUS_OVERSHADOWED, classify_dataso
 from segment_balancer.planner.druid_coordinator.assigner import StrategicSegmentAssigner
 from segment_balancer.planner.druid_coordinator.balancer import balance_segments
 from segment_balancer.planner.druid_coordinator.dynamic_config import DruidConfig
-from segment_balancer.planner.druid_coordinator.loading_config import segment_loading_config
 from segment_balancer.planner.druid_coordinator.model import (
     DataSegment,
     DruidCluster,
@@ -180,16 +179,7 @@ def run_coordinator(
         del state.queues[name]
 
     # 1. PrepareBalancerAndLoadQueues
-    loading = segment_loading_config(
-        smart_segment_loading=config["smartSegmentLoading"],
-        used_segments=len(state.used),
-        coordinator_cores=config["coordinatorCores"],
-        max_segments_in_node_loading_queue=config["maxSegmentsInNodeLoadingQueue"],
-        replication_throttle_limit=config["replicationThrottleLimit"],
-        replicant_lifetime=config["replicantLifetime"],
-        use_round_robin_segment_assignment=config["useRoundRobinSegmentAssignment"],
-        balancer_compute_threads=config.balancer_compute_threads,
-    )
+    loading = config.loading(len(state.used))
     decommissioning = set(config["decommissioningNodes"])
     clones = config["cloneServers"]
     holders = [
