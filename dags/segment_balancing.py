@@ -10,12 +10,18 @@ Runs daily, and each time `druid_snapshot_capture` lands a new snapshot (the Ass
 
 ```
 resolve_snapshot ─▶ used_segments ─▶ prepare ─▶ druid_coordinator ─▶ stage01 … stage13 ─▶ assemble
-    ─▶ validate_plan ─▶ publish_plan ─▶ simulate ─▶ remove_work ─▶ release_spark_session
+    ─▶ compare_coordinators ─▶ validate_plan ─▶ publish_plan ─▶ simulate ─▶ remove_work
+    ─▶ release_spark_session
 ```
 
 Who plans is the Coordinator config field `coordinator`: `issue7458` (the default; the thirteen
 stages) or `druid` (`druid_coordinator`: what Druid 35.0.0's own Coordinator queues in one run,
 docs/DRUID_COORDINATOR.md); the other coordinator's tasks hand the groups on and run no Spark job.
+With the param `compare_with_druid` (on by default) `compare_coordinators` then plans the same
+snapshot with the other coordinator, from the same prepared tables, and its validated plan is
+published beside the run's (`compared/<coordinator>/`), the two compared per tier in the report
+(`comparison.json`): operations, bytes moved, what stays unavailable or under-replicated, spread,
+fullest disk, total cost, Elasticsearch's weighted balance.
 
 A bad snapshot, override or what-if edit fails its task at once, without a retry, with one line
 naming the file, the row or key, the offending value and what was expected (`input refused: …`):
@@ -34,7 +40,10 @@ segment and replica files. Nothing is published.
   `spark_apps/<name>.py` (`StageSubmitOperator`); each hands its segment groups (roaring bitsets)
   to the next one through XCom (large values go to the object-storage XCom backend). A stage with
   nothing to schedule runs no Spark job.
-- **validate_plan** runs the Great Expectations checks; **publish_plan** atomically publishes the
+- **compare_coordinators** (when `compare_with_druid` is on; otherwise it hands the groups on)
+  runs the other coordinator's applications in a fork of the work directory.
+- **validate_plan** runs the Great Expectations checks (of the other coordinator's plan too,
+  which it then sets beside the run's); **publish_plan** atomically publishes the
   plan with its `report.html` to `$SEGMENT_BALANCER_HOME/plans/<run dir>` and emits the Asset
   `segment_balancer_plans` (extra: the plan directory and its headline numbers), on which a DAG that
   applies plans can be scheduled. The run's plan shows in the UI under the run's "Plan report" tab;
@@ -102,9 +111,11 @@ def segment_balancing():
 
     @task
     def validate_plan(run: dict) -> dict:
-        """Great Expectations checks of the assembled plan; fails the run when a check fails."""
-        from segment_balancer.plan.validation import require_valid
+        """Great Expectations checks of the assembled plan (and of the other coordinator's, set beside
+        it when the run compares them); fails the run when a check fails."""
+        from segment_balancer.plan.validation import attach_compared, require_valid
 
+        attach_compared(run["plan_dir"], run["work"])
         require_valid(run["plan_dir"], run["work"])
         return {"plan_dir": run["plan_dir"], "valid": True}
 

@@ -8,7 +8,9 @@ snapshot's uncompressed bytes (``benchmarks/README.md``, "bench_disk.py"): 5.1 M
 and 0.51 × at 1M; each simulated run 6.2 MiB plus 0.47 × the snapshot (100k, 3 runs).
 :func:`estimate_run_bytes` takes :data:`FIXED_BYTES` + :data:`PER_SNAPSHOT_BYTE` ×, and per
 simulated run :data:`FIXED_PER_SIMULATED_RUN` + :data:`PER_SIMULATED_RUN` ×: a margin of a quarter
-or more over what was measured.
+or more over what was measured. The other coordinator's plan of a compared run (the DAG param
+``compare_with_druid``: its plan and run state, with the prepared tables shared) is counted as one
+more simulated run, which writes a snapshot besides: an upper bound, not measured on its own.
 """
 
 from __future__ import annotations
@@ -51,18 +53,18 @@ def snapshot_bytes(snapshot: Path) -> int:
     return sum(uncompressed_bytes(p) for p in Path(snapshot).iterdir() if p.is_file())
 
 
-def estimate_run_bytes(snapshot: Path, simulate_runs: int = 0) -> int:
-    """The bytes a run on ``snapshot`` with ``simulate_runs`` simulated runs is estimated to write
-    at its peak (module docstring)."""
+def estimate_run_bytes(snapshot: Path, simulate_runs: int = 0, compare: bool = False) -> int:
+    """The bytes a run on ``snapshot`` with ``simulate_runs`` simulated runs (and the other
+    coordinator's plan when ``compare``) is estimated to write at its peak (module docstring)."""
     raw = snapshot_bytes(snapshot)
-    runs = max(0, simulate_runs)
+    runs = max(0, simulate_runs) + int(compare)
     return int(FIXED_BYTES + raw * PER_SNAPSHOT_BYTE + runs * (FIXED_PER_SIMULATED_RUN + raw * PER_SIMULATED_RUN))
 
 
-def check_room(home: Path, snapshot: Path, simulate_runs: int = 0) -> int:
+def check_room(home: Path, snapshot: Path, simulate_runs: int = 0, compare: bool = False) -> int:
     """Raise :class:`NotEnoughRoom` unless the file system of ``home`` (its nearest existing
     directory) has the bytes :func:`estimate_run_bytes` gives free; returns the estimate."""
-    estimate = estimate_run_bytes(snapshot, simulate_runs)
+    estimate = estimate_run_bytes(snapshot, simulate_runs, compare)
     where = Path(home)
     while not where.exists() and where != where.parent:
         where = where.parent

@@ -11,7 +11,8 @@ defaults: the form turns an emptied field into null, and refuses null for a type
   every capture would make every capture a new DAG version (a new serialized DAG row, and a new
   entry in the scheduler's and the API server's DAG caches, which hold up to 512 versions).
 - *Coordinator dynamic config*: one typed field per key operators change (:data:`CONFIG_KEYS`,
-  Druid's names; empty = the snapshot's value), and ``config_overrides`` for any other key.
+  Druid's names; empty = the snapshot's value), ``compare_with_druid`` (on: both coordinators plan
+  and the other's plan is published beside the run's), and ``config_overrides`` for any other key.
 - *What-if: cluster edits*: ``whatif_decommission``, ``whatif_remove`` (server names, one per line)
   and ``whatif_add`` (``[{"tier", "count", "max_size"}]``, bytes), applied to a copy of the
   snapshot (``segment_balancer.tools.whatif``).
@@ -110,6 +111,14 @@ def dag_params(snapshots_root: str) -> dict[str, Param]:
     }
     for key, schema in CONFIG_KEYS.items():
         params[key] = Param(None, section=CONFIG, **schema)
+    params["compare_with_druid"] = Param(
+        True,
+        type="boolean",
+        title="Compare with Druid's own Coordinator",
+        section=CONFIG,
+        description="Plan with both coordinators (issue7458 and druid, Druid 35.0.0's own Coordinator) and "
+        "publish the other's plan beside this one, compared per tier in the report (compared/<coordinator>/).",
+    )
     params["config_overrides"] = Param(
         {},
         type=["null", "object"],

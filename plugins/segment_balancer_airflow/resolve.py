@@ -84,7 +84,9 @@ def resolve_run(params: dict, run_id: str, when: datetime, home: Path, dag_id: s
     newest under ``snapshots_root`` (of the ``cluster`` param, when set) taken at or before ``when``.
     The what-if edits (``whatif_*`` params) give an edited copy in the work directory, which the run
     plans on (``segment_balancer.tools.whatif.apply_to_run``); the config overrides are ``config_overrides``
-    with the typed config params over it (and the decommissioned historicals added).
+    with the typed config params over it (and the decommissioned historicals added). With the
+    ``compare_with_druid`` param the run is planned by both coordinators
+    (``segment_balancer.spark.workdir.request_compare``).
 
     The balancer state of the plan this run follows is handed to it (:func:`previous_balancer_state`).
 
@@ -116,7 +118,8 @@ def resolve_run(params: dict, run_id: str, when: datetime, home: Path, dag_id: s
 
     meta = load_small_inputs(snapshot, overrides, "param config_overrides")[-1]
 
-    check_room(home, snapshot, int(params.get("simulate_runs") or 0))
+    compare = bool(params.get("compare_with_druid"))
+    check_room(home, snapshot, int(params.get("simulate_runs") or 0), compare)
     paths = run_paths(home.resolve(), run_id)
     work = paths["work"]
     shutil.rmtree(work, ignore_errors=True)  # re-running a run starts clean
@@ -127,6 +130,10 @@ def resolve_run(params: dict, run_id: str, when: datetime, home: Path, dag_id: s
     planned, overrides = apply_to_run(snapshot.resolve(), work, edits, overrides)
     config_file = work / "config_overrides.json"
     write_json_atomic(overrides, config_file)
+    if compare:
+        from segment_balancer.spark.workdir import request_compare
+
+        request_compare(work)
     state = previous_balancer_state(paths["publish_dir"].parent, meta.cluster, meta.snapshot_time_ms, work)
     return {
         "snapshot": str(planned),

@@ -14,7 +14,8 @@ Routes, under the prefix:
   segment and why (``segment_balancer.plan.explain.explain_plan``), as HTML or JSON; 404 with
   ``PlanExplainError``'s message for an unknown segment or a plan without explain tables.
 - ``GET /plans/{name}/{path}``: the files named ``report.html`` of a plan (``report.html``,
-  ``simulation/report.html``, ``simulation/run-NNN/plan/report.html``).
+  ``simulation/report.html``, ``simulation/run-NNN/plan/report.html``, the other coordinator's
+  ``compared/<coordinator>/report.html``).
 
 A plan ``name`` is a non-hidden directory right under ``<home>/plans``; a file must resolve inside
 its plan directory and have no hidden name on its way. Anything else is 404.
@@ -61,6 +62,8 @@ app = FastAPI(
 
 NO_CACHE = {"Cache-Control": "no-cache"}  # a re-run replaces the plan under the same URL
 _BODY = re.compile(r"<body\b[^>]*>", re.IGNORECASE)
+_RELATIVE_HREF = re.compile(r'href="(?![#/]|[a-zA-Z][a-zA-Z0-9+.-]*:)')
+"""An ``href`` relative to the report's directory (not a fragment, an absolute path or a URL)."""
 _DETAIL_LISTS = ("tried", "tiers", "top_b", "refused")
 
 
@@ -118,10 +121,11 @@ def plan_dir(name: str) -> Path | None:
 @app.get("/runs/{run_id:path}", response_class=HTMLResponse)
 def run_view(run_id: str, dag_id: str = DAG_ID) -> HTMLResponse:
     """The report of DAG run ``run_id``'s published plan, the navigation bar inserted after its
-    ``<body>`` tag (at the start without one); a 404 page naming the run and where its plan would
-    be when the run published none (or a plan without a report), or when ``dag_id`` (the UI fills
-    it in: the tab is on the runs of every DAG) is not ``segment_balancing``, whose runs alone
-    publish plans (a run of another DAG may have the same run id)."""
+    ``<body>`` tag (at the start without one; with a link to the other coordinator's plan of a
+    compared run) and its relative links made absolute paths into the plan; a 404 page naming the
+    run and where its plan would be when the run published none (or a plan without a report), or
+    when ``dag_id`` (the UI fills it in: the tab is on the runs of every DAG) is not
+    ``segment_balancing``, whose runs alone publish plans (a run of another DAG may have the same run id)."""
     if dag_id != DAG_ID:
         return _not_found(
             "No plan for this run", f"DAG run {run_id} is a run of {dag_id}: only runs of {DAG_ID} publish plans."
@@ -141,9 +145,13 @@ def run_view(run_id: str, dag_id: str = DAG_ID) -> HTMLResponse:
             f"The plan of DAG run {run_id} is published at {plan}, but it has no {REPORT} "
             "(it was published before reports were written).",
         )
-    report = (plan / REPORT).read_text(encoding="utf-8")
+    from segment_balancer.plan.compare import COMPARED_DIR  # pandas: imported by the route only
+
+    # the report's links to files of its plan (the other coordinator's plan) resolve from the plan
+    report = _RELATIVE_HREF.sub(f'href="{href("plans", plan.name)}/', (plan / REPORT).read_text(encoding="utf-8"))
+    compared = sorted(p.parent.name for p in (plan / COMPARED_DIR).glob(f"*/{REPORT}"))
     nav = _templates.get_template("nav.html").render(
-        name=plan.name, simulation=(plan / "simulation" / REPORT).is_file()
+        name=plan.name, simulation=(plan / "simulation" / REPORT).is_file(), compared=compared
     )
     head_end = report.lower().find("</head>")
     body = _BODY.search(report, max(head_end, 0))

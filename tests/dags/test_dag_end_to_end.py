@@ -103,6 +103,14 @@ def run_dag(snapshot: Path, **conf) -> Path:
     published = plans / (plans / "LATEST").read_text().strip()
     assert json.loads((published / "validation.json").read_text())["success"] is True
     assert (published / "report.html").is_file()
+    # compare_with_druid (on by default): the other coordinator's validated plan of the same snapshot
+    # beside the plan, with its report, and the two compared
+    own = json.loads((published / "summary.json").read_text()).get("coordinator", "issue7458")
+    other = "issue7458" if own == "druid" else "druid"
+    assert (published / "compared" / other / "report.html").is_file()
+    assert json.loads((published / "compared" / other / "validation.json").read_text())["success"] is True
+    plans_compared = json.loads((published / "comparison.json").read_text())["plans"]
+    assert [p["coordinator"] for p in plans_compared][1] == other
     # publish_plan emitted the plans Asset, its extra naming the plan and its headline numbers
     from airflow.models.asset import AssetEvent, AssetModel
 

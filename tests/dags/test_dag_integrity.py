@@ -29,13 +29,14 @@ EXPECTED = [
     "stage12_unload",
     "stage13_broadcast_on_decomm",
     "assemble",
+    "compare_coordinators",
     "validate_plan",
     "publish_plan",
     "simulate",
     "remove_work",
     "release_spark_session",
 ]
-APPS = EXPECTED[1:-5]  # used_segments … assemble
+APPS = EXPECTED[1:-5]  # used_segments … compare_coordinators
 
 
 @pytest.fixture(scope="module")
@@ -162,6 +163,7 @@ def test_schedule_docs_and_params(dag):
         None,
         0.0,
     )
+    assert params["compare_with_druid"] is True and params.get_param("compare_with_druid").schema["type"] == "boolean"
 
 
 def _dag_hashes(root: Path) -> dict[str, str]:
@@ -204,13 +206,14 @@ def test_a_capture_does_not_make_a_new_dag_version(tmp_path):
 
 def test_the_defaults_are_valid_and_every_empty_field_is_allowed(dag):
     """The UI triggers and backfills with the defaults, and turns an emptied field into null: every
-    param but snapshots_root (and the simulation count, defaulting to 0) must take null."""
+    param but snapshots_root (and the simulation count, defaulting to 0, and compare_with_druid, a
+    switch in the form that cannot be emptied) must take null."""
     import copy
 
     params = copy.deepcopy(dag.params)
     params.validate()
     for key in params:
-        if key in ("snapshots_root", "simulate_runs"):
+        if key in ("snapshots_root", "simulate_runs", "compare_with_druid"):
             continue
         schema = params.get_param(key).schema
         assert "null" in schema["type"], key

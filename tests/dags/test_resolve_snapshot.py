@@ -96,6 +96,16 @@ def test_fresh_work_dir_config_and_paths(resolve, root, monkeypatch, tmp_path):
     assert again["simulation_dir"] == str(home / "plans" / safe / "simulation")
 
 
+def test_compare_with_druid_asks_the_run_for_both_coordinators(resolve, root, monkeypatch, tmp_path):
+    """The param ``compare_with_druid`` (on by default) leaves the request ``compare_coordinators``
+    reads in the work directory; off, none."""
+    from segment_balancer.spark.workdir import compare_requested
+
+    assert compare_requested(Path(_call(resolve, root, monkeypatch, tmp_path)["work"]))
+    off = _call(resolve, root, monkeypatch, tmp_path, compare_with_druid=False)
+    assert not compare_requested(Path(off["work"]))
+
+
 def test_an_unknown_key_of_config_overrides_is_refused_naming_the_param(resolve, root, monkeypatch, tmp_path):
     """The user's own override stays strict: the error names the param, the key and the
     closest known key, before any work directory is made."""

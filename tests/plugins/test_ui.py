@@ -479,6 +479,31 @@ def test_the_run_view_is_the_report_with_the_navigation_bar_after_body(home, cli
     assert "Simulation report" not in nav2 and f"{PREFIX}/plans/{P2}/explain" in links(nav2)
 
 
+def test_the_run_view_of_a_compared_plan_links_the_other_coordinators_plan(home, client):
+    """A plan published with the other coordinator's beside it (``compared/druid/``): the bar links
+    that plan's report, and the report's own relative link to it (the side-by-side section's) is
+    made an absolute path into the plan, as the page's URL is the run's, not the plan's; fragment
+    links and absolute ones are left alone."""
+    p3 = home / "plans" / P3
+    (p3 / "compared" / "druid").mkdir(parents=True)
+    (p3 / "compared" / "druid" / "report.html").write_text("<html><body>druid's plan of P3</body></html>")
+    (p3 / "report.html").write_text(
+        '<html><body><a href="#compare">Side by side</a> <a href="compared/druid/report.html">druid</a> '
+        '<a href="https://druid.apache.org/">Druid</a> <a href="/elsewhere">x</a></body></html>'
+    )
+    page = client.get(f"/runs/{quote(P3_RUN, safe='')}").text
+    nav, body = page.split("</nav>")
+    assert f"{PREFIX}/plans/{P3}/compared/druid/report.html" in links(nav) and "Plan of druid" in text(nav)
+    assert links(body) == [
+        "#compare",
+        f"{PREFIX}/plans/{P3}/compared/druid/report.html",
+        "https://druid.apache.org/",
+        "/elsewhere",
+    ]
+    served = client.get(f"/plans/{P3}/compared/druid/report.html")
+    assert served.status_code == 200 and "druid's plan of P3" in served.text
+
+
 def test_a_run_without_a_published_plan_says_so(home, client):
     run_id = "manual__2026-11-23T08:00:00+00:00"
     page = client.get(f"/runs/{quote(run_id, safe='')}")

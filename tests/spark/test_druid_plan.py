@@ -142,26 +142,39 @@ def test_a_decommissioned_historical_has_its_queued_load_cancelled(spark, tmp_pa
     assert json.loads((tmp_path / "plan" / "validation.json").read_text())["success"]
 
 
-def test_the_dags_applications_plan_by_the_config_key(spark, tmp_path, druid_planned):
+def test_the_dags_applications_plan_by_the_config_key(spark, tmp_path, druid_planned, druid_sample_planned):
     """The DAG runs every application of both coordinators in order (``ALL_APP_NAMES``); with the
     config key ``coordinator`` = ``druid`` the thirteen stages hand the groups on and run nothing,
     and the plan is the one ``run_plan`` makes; with the default, ``druid_coordinator`` is the one
-    that does nothing (no timing, no groups recorded)."""
+    that does nothing (no timing, no groups recorded). ``compare_coordinators`` hands the groups on
+    unless the run asks for a comparison (the DAG param ``compare_with_druid``): then the other
+    coordinator's plan, the one it makes alone, is what ``validate_plan`` sets beside the run's."""
+    from segment_balancer.plan.validation import attach_compared
     from segment_balancer.planner.stages import ALL_APP_NAMES
     from segment_balancer.spark.apps import run_app
+    from segment_balancer.spark.workdir import request_compare
 
     _, _, expected = druid_planned
     for coordinator in ("druid", "issue7458"):
         work, xcom = tmp_path / coordinator, None
+        if coordinator == "druid":
+            work.mkdir()
+            request_compare(work)
         for name in ALL_APP_NAMES:
             xcom = run_app(spark, name, SNAPSHOT, work, xcom, {"coordinator": coordinator})
         summary = json.loads((work / "plan" / "summary.json").read_text())
         ops = pd.read_parquet(work / "plan" / "operations.parquet")
+        compared = attach_compared(work / "plan", work)
         if coordinator == "druid":
             assert summary["coordinator"] == "druid"
             assert set(summary["timings_seconds"]) == {"used_segments", "prepare", "druid_coordinator"}
             pd.testing.assert_frame_equal(ops, expected)
+            assert compared == work / "plan" / "compared" / "issue7458"
+            pd.testing.assert_frame_equal(pd.read_parquet(compared / "operations.parquet"), druid_sample_planned[2])
+            plans = json.loads((work / "plan" / "comparison.json").read_text())["plans"]
+            assert [p["coordinator"] for p in plans] == ["druid", "issue7458"]
         else:
+            assert compared is None and not (work / "plan" / "comparison.json").exists()
             assert "coordinator" not in summary and "druid_coordinator" not in summary["timings_seconds"]
             assert not (work / "groups" / "druid_coordinator.json").exists()
             assert set(ops["reason"]).isdisjoint({"REPLICATE", "MOVE_TO", "MOVE_FROM"})

@@ -131,8 +131,9 @@ def publish_plan(plan_dir: str | Path, dest_dir: str | Path, plans_root: str | P
     Requires ``plan_dir/validation.json`` with ``"success": true`` (and, when it records
     ``plan_files``, unchanged plan files). Every file of ``plan_dir`` except dotfiles is copied
     into place with :func:`replace_dir`, with the plan's ``report.html``
-    (:func:`segment_balancer.plan.report.write_report`) written beside them: a published plan always
-    has its report. ``dest_dir.parent/LATEST`` is then replaced atomically with
+    (:func:`segment_balancer.plan.report.write_report`) written beside them, and the report of
+    every other coordinator's plan under ``compared/``: a published plan always has its report.
+    ``dest_dir.parent/LATEST`` is then replaced atomically with
     ``"<dest_dir name>\\n"``, unless it names a newer plan (:func:`plan_order`; logged). Raises
     ``PublishError``; on any failure the previously
     published ``dest_dir`` is left as it was and temporaries are removed.
@@ -146,9 +147,12 @@ def publish_plan(plan_dir: str | Path, dest_dir: str | Path, plans_root: str | P
     _check_validated(plan_dir)
 
     def copy(tmp: Path) -> None:
+        from segment_balancer.plan.compare import COMPARED_DIR
         from segment_balancer.plan.report import write_report
 
         shutil.copytree(plan_dir, tmp, ignore=shutil.ignore_patterns(".*"), dirs_exist_ok=True)
+        for compared in sorted((tmp / COMPARED_DIR).glob("*/")):
+            write_report(compared)
         write_report(tmp)
 
     try:

@@ -622,3 +622,32 @@ def require_valid(plan_dir: str | Path, work_dir: str | Path) -> dict:
                 f"examples: {json.dumps(check['examples'][:3], default=str)}"
             )
     raise PlanValidationError("\n".join(lines), report)
+
+
+def attach_compared(plan_dir: str | Path, work_dir: str | Path) -> Path | None:
+    """When the run in ``work_dir`` was planned by the other coordinator too (its
+    ``compare_coordinators`` application left ``WORK/compared_work/<coordinator>/plan``): validate
+    that plan (:func:`require_valid` in its own work directory), set a copy of it beside the run's
+    plan as ``plan_dir/compared/<coordinator>/`` (replaced) and write ``plan_dir/comparison.json``
+    (:func:`segment_balancer.plan.compare.write_comparison`). Call it before validating the run's
+    own plan. Returns the copy's path, or None when nothing was compared. Raises
+    ``PlanValidationError`` when the other plan fails validation (nothing attached).
+    """
+    import shutil
+
+    from segment_balancer.plan.compare import COMPARED_DIR, write_comparison
+    from segment_balancer.planner.stages import other_coordinator
+    from segment_balancer.spark.apps import run_coordinator
+    from segment_balancer.spark.workdir import compare_requested, compared_work
+
+    plan_dir, work_dir = Path(plan_dir), Path(work_dir)
+    if not compare_requested(work_dir):
+        return None
+    other = other_coordinator(run_coordinator(work_dir))
+    fork = compared_work(work_dir, other)
+    require_valid(fork / "plan", fork)
+    dest = plan_dir / COMPARED_DIR / other
+    shutil.rmtree(dest, ignore_errors=True)
+    shutil.copytree(fork / "plan", dest, ignore=shutil.ignore_patterns(".*"))
+    write_comparison(plan_dir, work_dir, fork / "plan", fork)
+    return dest

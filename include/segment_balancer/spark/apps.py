@@ -22,9 +22,11 @@ from segment_balancer.common.errors import InputError
 from segment_balancer.common.files import write_json_atomic, write_text_atomic
 from segment_balancer.planner.stages import (
     ALL_APP_NAMES,
+    COMPARE_APP,
     COORDINATOR_APP_NAMES,
     DEFAULT_COORDINATOR,
     DRUID_APP,
+    other_coordinator,
     stage_module,
     stage_number,
 )
@@ -132,6 +134,9 @@ def _run(spark, name: str, stage: int, snapshot, work, groups_in, overrides) -> 
 
         druid_coordinator(spark, Path(snapshot), Path(work), overrides)
         result = {"stage": stage, "groups": (groups_in or {}).get("groups", {})}
+    elif name == COMPARE_APP:
+        plan_other_coordinator(spark, Path(snapshot), Path(work), overrides)
+        result = {"stage": stage, "groups": (groups_in or {}).get("groups", {})}
     else:
         from segment_balancer.spark.stage_run import SparkStageRun
 
@@ -166,8 +171,10 @@ def skip_if_idle(name: str, work, groups_in: dict | None) -> dict | None:
 
     from segment_balancer.planner import groups as G
     from segment_balancer.planner.groups import split_group_name
-    from segment_balancer.spark.workdir import reset_manifest
+    from segment_balancer.spark.workdir import compare_requested, reset_manifest
 
+    if name == COMPARE_APP and not compare_requested(Path(work)):
+        return {"stage": stage_number(name), "groups": (groups_in or {}).get("groups", {})}
     if name == DRUID_APP or name.startswith("stage"):
         coordinator = run_coordinator(Path(work))
         if name not in COORDINATOR_APP_NAMES[coordinator]:
@@ -191,6 +198,25 @@ def skip_if_idle(name: str, work, groups_in: dict | None) -> dict | None:
     result = {"stage": stage, "groups": G.encode_all(groups)}
     record_groups(Path(work), name, result)
     return result
+
+
+def plan_other_coordinator(spark, snapshot: Path, work: Path, overrides: dict | None) -> Path:
+    """The ``compare_coordinators`` application: the other coordinator than the run's plans the same
+    snapshot from the same timeline and prepared tables, in a fork of ``work``
+    (:func:`segment_balancer.spark.workdir.fork_work`: ``WORK/compared_work/<coordinator>/``), each
+    of its applications after ``prepare`` in order (``assemble`` last: its plan is
+    ``WORK/compared_work/<coordinator>/plan``; validated and set beside the run's plan by
+    ``segment_balancer.plan.validation.attach_compared``). Returns the fork."""
+    from segment_balancer.spark.workdir import fork_work
+
+    other = other_coordinator(run_coordinator(work))
+    fork = fork_work(work, other)
+    xcom = {"stage": 0, "groups": json.loads((work / "groups" / "prepare.json").read_text())}
+    log = logging.getLogger("segment_balancer.compare")
+    for name in COORDINATOR_APP_NAMES[other][2:]:
+        log.info("running %s (compared)", name)
+        xcom = run_app(spark, name, snapshot, fork, xcom, {**(overrides or {}), "coordinator": other})
+    return fork
 
 
 def run_coordinator(work: Path) -> str:

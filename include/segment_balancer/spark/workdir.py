@@ -460,3 +460,67 @@ def load_record(work: Path) -> dict | None:
     """The run's applied edits (:data:`RECORD_FILE` in ``work``), or None when the run has none."""
     path = Path(work) / RECORD_FILE
     return json.loads(path.read_text()) if path.is_file() else None
+
+
+COMPARE_REQUEST_FILE = "compare_coordinators.json"
+"""In a work directory: the run plans with the other coordinator too (:func:`request_compare`)."""
+COMPARED_WORK = "compared_work"
+"""``WORK/compared_work/<coordinator>/``: the other coordinator's work directory (:func:`fork_work`)."""
+FORKED = (
+    "timeline",
+    "prepared",
+    "state/00_prepare",
+    "groups/used_segments.json",
+    "groups/prepare.json",
+    "timings.json",
+)
+"""What ``used_segments`` and ``prepare`` leave in a work directory that another coordinator's run
+starts from."""
+
+
+def request_compare(work: Path) -> None:
+    """Ask that the run in ``work`` be planned by both coordinators (the DAG param
+    ``compare_with_druid``, the CLI's ``plan --compare``): its ``compare_coordinators`` application
+    then runs the other coordinator's applications (otherwise it hands the groups on)."""
+    write_json_atomic({"compare": True}, Path(work) / COMPARE_REQUEST_FILE)
+
+
+def compare_requested(work: Path) -> bool:
+    """Whether :func:`request_compare` asked for a comparison in ``work``."""
+    return (Path(work) / COMPARE_REQUEST_FILE).is_file()
+
+
+def compared_work(work: Path, coordinator: str) -> Path:
+    """The work directory of ``coordinator``'s plan of the run in ``work`` (:data:`COMPARED_WORK`)."""
+    return Path(work) / COMPARED_WORK / coordinator
+
+
+def fork_work(work: Path, coordinator: str) -> Path:
+    """``coordinator``'s work directory (:func:`compared_work`, replaced) that starts where ``work``
+    stood after ``prepare``: its :data:`FORKED` files hard-linked (never written again: every later
+    application writes aside and renames), ``prepared/meta.json`` copied with ``coordinator`` as
+    the run's coordinator. Returns the fork's path."""
+    import shutil
+
+    from segment_balancer.common.files import link_or_copy
+
+    fork = compared_work(work, coordinator)
+    shutil.rmtree(fork, ignore_errors=True)
+    for rel in FORKED:
+        src = work / rel
+        if src.is_dir():
+            for path in sorted(src.rglob("*")):
+                dst = fork / rel / path.relative_to(src)
+                if path.is_dir():
+                    dst.mkdir(parents=True, exist_ok=True)
+                else:
+                    dst.parent.mkdir(parents=True, exist_ok=True)
+                    link_or_copy(path, dst)
+        elif src.exists():
+            (fork / rel).parent.mkdir(parents=True, exist_ok=True)
+            link_or_copy(src, fork / rel)
+    meta_path = fork / "prepared" / "meta.json"
+    meta = json.loads(meta_path.read_text())
+    meta_path.unlink()
+    write_json_atomic({**meta, "config": {**meta["config"], "coordinator": coordinator}}, meta_path)
+    return fork

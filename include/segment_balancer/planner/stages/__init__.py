@@ -59,16 +59,26 @@ COORDINATOR_APP_NAMES: dict[str, list[str]] = dict(
 """The applications of a run of each coordinator (``config_keys.COORDINATORS``), in run order."""
 DEFAULT_COORDINATOR = COORDINATORS[0]
 
-ALL_APP_NAMES = [APP_NAMES[0], APP_NAMES[1], DRUID_APP, *APP_NAMES[2:]]
-"""Every application of either coordinator, each run's in its order."""
+COMPARE_APP = "compare_coordinators"
+"""The application that plans the run's snapshot with the other coordinator too, after the run's own
+``assemble`` (the DAG param ``compare_with_druid``, the CLI's ``plan --compare``): its applications
+after ``prepare``, in a fork of the work directory (``segment_balancer.spark.workdir.fork_work``)."""
+
+ALL_APP_NAMES = [APP_NAMES[0], APP_NAMES[1], DRUID_APP, *APP_NAMES[2:], COMPARE_APP]
+"""Every application of either coordinator, each run's in its order, then :data:`COMPARE_APP`."""
+
+
+def other_coordinator(coordinator: str) -> str:
+    """The coordinator of ``config_keys.COORDINATORS`` that is not ``coordinator``."""
+    return next(c for c in COORDINATORS if c != coordinator)
 
 
 def stage_number(name: str) -> int:
     """The algorithm's stage of an application: 0 for ``used_segments`` and ``prepare``, 1–13 for
     ``stageNN_*`` (1 for ``druid_coordinator``, whose operations take the stages' place), 14 for
-    ``assemble``."""
+    ``assemble``, 15 for ``compare_coordinators``."""
     if name.startswith("stage"):
         return int(name[5:7])
     if name == DRUID_APP:
         return 1
-    return 14 if name == "assemble" else 0
+    return {"assemble": 14, COMPARE_APP: 15}.get(name, 0)
