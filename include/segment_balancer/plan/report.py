@@ -371,6 +371,22 @@ MARGINS_FILE = "margins.csv"
 simulation is ``margins/<margin>/`` (the simulation's own margin: the directory itself)."""
 
 
+COORDINATORS_FILE = "coordinators.csv"
+"""``coordinators.csv`` of a simulation made with ``simulate --compare-coordinators``:
+``coordinator`` and the ``runs.csv`` columns of each coordinator's runs, whose simulation is
+``coordinators/<coordinator>/`` (the simulation's own coordinator: the directory itself)."""
+COORDINATORS_DIR = "coordinators"
+COORDINATOR_CHARTS = (
+    ("unreplicated_before", "unavailable (no replica loaded) at the start of each run", 1),
+    ("underreplicated_before", "under-replicated at the start of each run", 1),
+    ("moves", "moves planned per run", 1),
+    ("moved_bytes", "GiB moved per run", 2**30),
+    ("fullest_usage", "the fullest historical after each run, % of max_size", 1),
+    ("usage_max_minus_min", "max − min usage after each run, widest tier (points of %)", 1),
+)
+"""The charts of a coordinators' comparison, run by run: ``runs.csv`` column, title, divisor."""
+
+
 def simulation_frames(sim_dir: Path) -> tuple[pd.DataFrame, pd.DataFrame]:
     """``(runs, spread)`` of a simulation directory: ``runs.csv`` as a frame, and ``spread`` with one
     row per (``run``, ``tier``): ``segments_max_minus_min`` (int) over the tier's historicals after
@@ -439,7 +455,7 @@ def simulation_report(sim_dir: str | Path) -> str:
         "balance": _html(balance, "chart-sim-balance"),
         "moves": _html(moves, "chart-sim-moves"),
     }
-    margins = _margins(sim)
+    margins = _per_run_table(sim, MARGINS_FILE)
     if margins is not None:
         charts["margins"] = _html(
             _margin_figure(margins, "balancing_moves", "balancing moves per run by margin"), "chart-sim-margins"
@@ -452,6 +468,20 @@ def simulation_report(sim_dir: str | Path) -> str:
             ),
             "chart-sim-margin-bytes",
         )
+    coordinators = _per_run_table(sim, COORDINATORS_FILE)
+    if coordinators is not None:
+        for column, title, divisor in COORDINATOR_CHARTS:
+            charts[f"coordinators_{column}"] = _html(
+                _runs_by_figure(
+                    coordinators.assign(**{column: coordinators[column] / divisor}),
+                    "coordinator",
+                    column,
+                    title,
+                    str,
+                    "coordinator",
+                ),
+                f"chart-sim-coordinators-{column.replace('_', '-')}",
+            )
     reports = {
         int(r): f"run-{int(r):03d}/plan/{REPORT_FILE}"
         for r in x
@@ -468,6 +498,8 @@ def simulation_report(sim_dir: str | Path) -> str:
             reports=reports,
             plotlyjs=_plotlyjs(),
             margins=None if margins is None else margin_summary(margins, sim),
+            coordinators=None if coordinators is None else coordinator_summary(coordinators, sim),
+            coordinator_charts=[f"coordinators_{c}" for c, _, _ in COORDINATOR_CHARTS],
         )
     )
 
@@ -477,9 +509,9 @@ def margin_name(margin: float) -> str:
     return f"{float(margin):g}"
 
 
-def _margins(sim: Path) -> pd.DataFrame | None:
-    """``margins.csv`` of ``sim`` (:data:`MARGINS_FILE`) as a frame, or None without one."""
-    path = sim / MARGINS_FILE
+def _per_run_table(sim: Path, name: str) -> pd.DataFrame | None:
+    """``sim/name`` (:data:`MARGINS_FILE`, :data:`COORDINATORS_FILE`) as a frame, or None without one."""
+    path = sim / name
     if not path.is_file():
         return None
     try:
@@ -490,16 +522,26 @@ def _margins(sim: Path) -> pd.DataFrame | None:
 
 def _margin_figure(margins: pd.DataFrame, column: str, title: str):
     """One line per margin of ``column`` (numbers) over the runs (plotly figure), from 0 up."""
+    return _runs_by_figure(
+        margins, "margin", column, title, lambda m: f"{margin_name(m)} %", "balancingMinCostReductionPercent"
+    )
+
+
+def _runs_by_figure(table: pd.DataFrame, by: str, column: str, title: str, label, legend: str):
+    """One line per value of ``by`` (named ``label(value)``) of ``column`` (numbers) over the runs
+    (plotly figure), from 0 up; each line dashed differently, so that equal lines stay visible."""
     import plotly.graph_objects as go
 
     fig = go.Figure()
-    for margin, part in margins.groupby("margin"):
+    dashes = ("solid", "dash", "dot", "dashdot")
+    for i, (value, part) in enumerate(table.groupby(by, sort=False)):
         fig.add_trace(
             go.Scatter(
                 x=part["run"].astype(int).tolist(),
                 y=part[column].round(2).tolist(),
-                name=f"{margin_name(margin)} %",
+                name=label(value),
                 mode="lines+markers",
+                line={"dash": dashes[i % len(dashes)]},
             )
         )
     fig.update_layout(
@@ -507,7 +549,7 @@ def _margin_figure(margins: pd.DataFrame, column: str, title: str):
         xaxis={"title": "run", "dtick": 1},
         yaxis={"rangemode": "tozero"},
         height=340,
-        legend={"title": {"text": "balancingMinCostReductionPercent"}},
+        legend={"title": {"text": legend}},
     )
     return fig
 
@@ -541,6 +583,35 @@ def margin_summary(margins: pd.DataFrame, sim: Path | None = None) -> list[dict]
         if sim is not None:  # the simulation's own margin has no directory under margins/
             own = not (sim / "margins" / margin_name(margin)).is_dir()
             rel = REPORT_FILE if own else f"margins/{margin_name(margin)}/{REPORT_FILE}"
+            row["report"] = rel if (sim / rel).is_file() else None
+        out.append(row)
+    return out
+
+
+def coordinator_summary(coordinators: pd.DataFrame, sim: Path | None = None) -> list[dict]:
+    """Per coordinator of a ``coordinators.csv`` frame, in its order: ``coordinator``,
+    ``loaded_from`` (the first run that starts with nothing unavailable or under-replicated; None
+    if none does), ``moves`` and ``moved_bytes`` over all runs, ``usage_spread`` (max − min usage
+    after the last run, widest tier, points of %), ``fullest_usage`` after the last run (%),
+    ``segments_spread`` after the last run, and ``report`` (that coordinator's simulation report,
+    relative to ``sim``, when ``sim`` is given and it exists)."""
+    out = []
+    for coordinator, part in coordinators.sort_values("run", kind="stable").groupby("coordinator", sort=False):
+        loaded = part[(part["unreplicated_before"] == 0) & (part["underreplicated_before"] == 0)]
+        last = part.iloc[-1]
+        row = {
+            "coordinator": coordinator,
+            "loaded_from": int(loaded["run"].min()) if len(loaded) else None,
+            "moves": int(part["moves"].sum()),
+            "moved_bytes": int(part["moved_bytes"].sum()),
+            "usage_spread": float(last["usage_max_minus_min"]),
+            "fullest_usage": float(last["fullest_usage"]),
+            "segments_spread": int(last["segments_max_minus_min"]),
+            "report": None,
+        }
+        if sim is not None:  # the simulation's own coordinator has no directory under coordinators/
+            own = not (sim / COORDINATORS_DIR / coordinator).is_dir()
+            rel = REPORT_FILE if own else f"{COORDINATORS_DIR}/{coordinator}/{REPORT_FILE}"
             row["report"] = rel if (sim / rel).is_file() else None
         out.append(row)
     return out

@@ -9,7 +9,7 @@
 ``python -m segment_balancer report DIR`` (a plan directory, or a simulation directory)
 ``python -m segment_balancer plans PLANS_ROOT [--cluster NAME] [--json]``
 ``python -m segment_balancer simulate --snapshot DIR --runs N --out DIR [--config FILE.json] [--loads-per-run N]
-[--load-failure-rate P] [--seed N] [--coordinator issue7458|druid] [--compare-margins P,P,…]``
+[--load-failure-rate P] [--seed N] [--coordinator issue7458|druid] [--compare-margins P,P,… | --compare-coordinators]``
 ``python -m segment_balancer capture --coordinator URL --broker URL --out DIR [--cluster NAME] [--user USER]``
 ``python -m segment_balancer generate OUT_DIR [--seed N] [--segments N] [--servers N]``
 ``python -m segment_balancer import-sql SQL_FILE OUT_DIR``
@@ -249,6 +249,27 @@ def print_margins(table) -> None:
     Console().print(out)
 
 
+def print_coordinators(table) -> None:
+    """Per coordinator of a ``coordinators.csv`` frame: when it was fully loaded, what it moved and
+    where it left the disks (rich table, :func:`segment_balancer.plan.report.coordinator_summary`)."""
+    from rich.console import Console
+    from rich.table import Table
+
+    from segment_balancer.plan.report import coordinator_summary
+
+    out = Table("coordinator", "loaded from run", "moves", "GiB moved", "usage spread", "fullest %")
+    for c in coordinator_summary(table):
+        out.add_row(
+            c["coordinator"],
+            str(c["loaded_from"] or "-"),
+            f"{c['moves']:,}",
+            f"{c['moved_bytes'] / 2**30:,.1f}",
+            f"{c['usage_spread']:.1f}",
+            f"{c['fullest_usage']:.1f}",
+        )
+    Console().print(out)
+
+
 def print_runs(table) -> None:
     """The ``runs.csv`` table of a simulation (rich table)."""
     from rich.console import Console
@@ -299,7 +320,7 @@ def _run_spark_command(spark, args, overrides: dict | None) -> None:
         )
         print_summary(args.out)
     elif args.command == "simulate":
-        from segment_balancer.tools.simulate import simulate, simulate_margins
+        from segment_balancer.tools.simulate import simulate, simulate_coordinators, simulate_margins
 
         options = {
             "loads_per_run": args.loads_per_run,
@@ -314,6 +335,8 @@ def _run_spark_command(spark, args, overrides: dict | None) -> None:
                 spark, args.snapshot, args.out, args.runs, args.compare_margins, overrides, **options
             )
             print_margins(table)
+        elif args.compare_coordinators:
+            print_coordinators(simulate_coordinators(spark, args.snapshot, args.out, args.runs, overrides, **options))
         else:
             print_runs(simulate(spark, args.snapshot, args.out, args.runs, overrides, **options))
     else:
@@ -398,7 +421,14 @@ def _parser() -> argparse.ArgumentParser:
         help="who plans each run: issue7458 or druid, Druid 35.0.0's own Coordinator; default: the config "
         "key coordinator, else issue7458",
     )
-    sim.add_argument(
+    compare = sim.add_mutually_exclusive_group()
+    compare.add_argument(
+        "--compare-coordinators",
+        action="store_true",
+        help="also simulate the same runs with the other coordinator (out/coordinators/<coordinator>/) and "
+        "chart both run by run in out/report.html",
+    )
+    compare.add_argument(
         "--compare-margins",
         type=_margin_list,
         metavar="P,P,…",

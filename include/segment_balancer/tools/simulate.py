@@ -44,7 +44,13 @@ import pandas as pd
 from segment_balancer.common.errors import InputError
 from segment_balancer.common.files import link_or_copy, replace_dir, write_json_atomic, write_text_atomic
 from segment_balancer.druid.instants import format_instant_ms, parse_instant_ms
-from segment_balancer.plan.report import MARGINS_FILE, margin_name, write_simulation_report
+from segment_balancer.plan.report import (
+    COORDINATORS_DIR,
+    COORDINATORS_FILE,
+    MARGINS_FILE,
+    margin_name,
+    write_simulation_report,
+)
 from segment_balancer.planner.balancer_state import NEXT_STATE_FILE, STATE_FILE
 from segment_balancer.planner.summary import PlanSummary, read_plan_summary
 
@@ -59,6 +65,7 @@ RUN_COLUMNS = [
     "moves",
     "balancing_moves",
     "balancing_bytes",
+    "moved_bytes",
     "unreplicated_before",
     "underreplicated_before",
     "overreplicated_before",
@@ -71,17 +78,21 @@ RUN_COLUMNS = [
     "segments_max_minus_min",
     "bytes_max_minus_min",
     "usage_max_minus_min",
+    "fullest_usage",
     "total_cost",
     "stable",
 ]
 """Columns of ``runs.csv``. ``balancing_bytes``: bytes of the balancing moves' loads (stages 7, 10,
-11); ``*_before``: the replication status the run's plan started from (``status_before`` of its
-summary, summed over tiers); ``segments_max_minus_min`` and ``bytes_max_minus_min``: after applying,
-the largest max − min of segments (of bytes) per historical over the tiers (decommissioning
-historicals left out); ``usage_max_minus_min``: likewise of usage, the bytes a historical
-serves as a percentage of its ``max_size`` (percentage points); ``total_cost``: after applying, the
-cluster's total placement cost (:func:`segment_balancer.planner.livecost.total_cost`, Druid's
-units); ``stable``: the plan had nothing to load and no balancing move."""
+11; the ``druid`` coordinator's ``BalanceSegments``); ``moved_bytes``: bytes of the loads of every
+move of the plan (a load a drop waits for); ``*_before``: the replication status the run's plan
+started from (``status_before`` of its summary, summed over tiers); ``segments_max_minus_min`` and
+``bytes_max_minus_min``: after applying, the largest max − min of segments (of bytes) per
+historical over the tiers (decommissioning historicals left out); ``usage_max_minus_min``:
+likewise of usage, the bytes a historical serves as a percentage of its ``max_size`` (percentage
+points); ``fullest_usage``: the largest usage of a historical after applying (%); ``total_cost``:
+after applying, the cluster's total placement cost
+(:func:`segment_balancer.planner.livecost.total_cost`, Druid's units); ``stable``: the plan had
+nothing to load and no balancing move."""
 MARGIN_KEY = "balancingMinCostReductionPercent"
 
 BALANCING_STAGES = (7, 10, 11)
@@ -325,14 +336,15 @@ def run_row(
     run: int, snapshot: Path, summary: PlanSummary, applied: Applied, ops: pd.DataFrame, segments: pd.DataFrame
 ) -> dict:
     """One row of ``runs.csv`` (:data:`RUN_COLUMNS`) from a run's plan summary, its ops
-    (``operations.parquet``: ``stage``, ``action``, ``size_bytes``), what applying it did and the
-    run's segments (``segment_id``, ``datasource``, ``start_ms``, ``end_ms``, one row each)."""
+    (``operations.parquet``: ``op_id``, ``stage``, ``action``, ``size_bytes``, ``depends_on``), what
+    applying it did and the run's segments (``segment_id``, ``datasource``, ``start_ms``, ``end_ms``, one row each)."""
     from segment_balancer.planner.livecost import total_cost
 
     before = summary.status_before
     tiers = before.tiers.values()
     stages = DRUID_BALANCING_STAGES if summary.coordinator == "druid" else BALANCING_STAGES
     balancing = ops[ops["stage"].isin(stages) & (ops["action"] == "LOAD")]
+    moved = ops[(ops["action"] == "LOAD") & ops["op_id"].isin(set(ops["depends_on"].dropna().astype("int64")))]
     decommissioning = set(summary.config.get("decommissioningNodes") or [])
     live = applied.historicals[~applied.historicals["server"].isin(decommissioning)]
     live = live.assign(usage=100.0 * live["bytes"] / live["max_size"].where(live["max_size"] > 0))
@@ -350,6 +362,7 @@ def run_row(
         "moves": summary.moves,
         "balancing_moves": len(balancing),
         "balancing_bytes": int(balancing["size_bytes"].sum()),
+        "moved_bytes": int(moved["size_bytes"].sum()),
         "unreplicated_before": before.unreplicated,
         "underreplicated_before": sum(t.get("underreplicated", 0) for t in tiers),
         "overreplicated_before": sum(t.get("overreplicated", 0) for t in tiers),
@@ -364,6 +377,7 @@ def run_row(
         "usage_max_minus_min": round(float(spread["usage"].max()), 4)
         if spread is not None and spread["usage"].notna().any()
         else 0.0,
+        "fullest_usage": round(float(live["usage"].max()), 4) if live["usage"].notna().any() else 0.0,
         "total_cost": total_cost(
             placed["datasource"].to_numpy(object),
             placed["start_ms"].to_numpy("int64"),
@@ -458,7 +472,9 @@ def simulate(
         if work == base / "work":
             shutil.rmtree(work, ignore_errors=True)
         applied.historicals.to_csv(base / "historicals.csv", index=False)
-        ops = pd.read_parquet(base / "plan" / "operations.parquet", columns=["stage", "action", "size_bytes"])
+        ops = pd.read_parquet(
+            base / "plan" / "operations.parquet", columns=["op_id", "stage", "action", "size_bytes", "depends_on"]
+        )
         rows.append(run_row(run, current, summary, applied, ops, segments.drop(columns="size_bytes")))
         log.info(
             "run %d of %d: %d loads (%d balancing moves), %d drops; max - min segments %d%s",
@@ -512,6 +528,41 @@ def simulate_margins(
     table = pd.concat([f.assign(margin=m) for m, f in sorted(frames.items())], ignore_index=True)
     table = table[["margin", *RUN_COLUMNS]]
     write_text_atomic(table.to_csv(index=False), out / MARGINS_FILE)
+    write_simulation_report(out)
+    return table
+
+
+def simulate_coordinators(
+    spark,
+    snapshot: Path,
+    out: Path,
+    runs: int,
+    overrides: dict | None = None,
+    coordinator: str | None = None,
+    **options,
+) -> pd.DataFrame:
+    """``simulate --compare-coordinators``: the simulation of ``coordinator`` (None: the config key
+    ``coordinator``, default ``issue7458``) into ``out`` as :func:`simulate` writes it, and the same
+    runs of the other coordinator into ``out/coordinators/<coordinator>/`` (a whole simulation with
+    its report); then ``out/coordinators.csv`` (:data:`COORDINATORS_FILE`: ``coordinator`` and the
+    ``runs.csv`` columns) and ``out/report.html`` with both run by run (unavailable and
+    under-replicated segments, moves, bytes moved, the fullest disk, the spread). ``options``:
+    :func:`simulate`'s keywords. Returns the ``coordinators.csv`` frame. Raises what
+    :func:`simulate` raises (a bad override before any run)."""
+    from segment_balancer.planner.config import load_config
+    from segment_balancer.planner.stages import other_coordinator
+
+    overrides = dict(overrides or {})
+    own = coordinator or load_config(snapshot, overrides).coordinator
+    other = other_coordinator(own)
+    frames = {own: simulate(spark, snapshot, out, runs, overrides, coordinator=own, **options)}
+    log.info("%s: simulating the same %d runs", other, runs)
+    frames[other] = simulate(
+        spark, snapshot, out / COORDINATORS_DIR / other, runs, overrides, coordinator=other, **options
+    )
+    table = pd.concat([f.assign(coordinator=c) for c, f in frames.items()], ignore_index=True)
+    table = table[["coordinator", *RUN_COLUMNS]]
+    write_text_atomic(table.to_csv(index=False), out / COORDINATORS_FILE)
     write_simulation_report(out)
     return table
 
