@@ -111,3 +111,29 @@ def test_simulation_report(spark, browser, artifacts, tmp_path):
     assert page.locator("#sim-margins").count() == 0
     page.close()
     assert not errors, errors
+
+
+def test_simulation_report_of_both_coordinators(spark, browser, artifacts, tmp_path):
+    """Two runs of ``druid_sample`` with each coordinator (``simulate --compare-coordinators``): the
+    run charts and the six charts of both coordinators (a line each), the coordinators' table,
+    whose link opens druid's own simulation report."""
+    from druid_sample_plan import SNAPSHOT
+
+    from segment_balancer.tools.simulate import simulate_coordinators
+
+    table = simulate_coordinators(spark, SNAPSHOT, tmp_path / "sim", 2)
+    page, errors = open_report(browser, tmp_path / "sim" / "report.html", artifacts, "report-simulation-coordinators")
+    charts_render(page, 3 + 6)
+    for chart in page.locator("#sim-coordinators .js-plotly-plot").all():
+        assert chart.locator("g.trace.scatter").count() == 2  # one line per coordinator
+    rows = page.locator("tr[data-coordinator]")
+    assert [rows.nth(i).get_attribute("data-coordinator") for i in range(rows.count())] == ["issue7458", "druid"]
+    moves = table.groupby("coordinator", sort=False)["moves"].sum()
+    assert [rows.nth(i).locator("td").nth(2).inner_text() for i in range(2)] == [f"{n:,}" for n in moves]
+    page.locator("#sim-coordinators").screenshot(path=str(artifacts / "report-simulation-coordinators-section.png"))
+    page.get_by_role("link", name="druid", exact=True).click()
+    page.wait_for_url("**/sim/coordinators/druid/report.html")
+    expect(page.locator("tr[data-run]")).to_have_count(2)
+    assert page.locator("#sim-coordinators").count() == 0
+    page.close()
+    assert not errors, errors

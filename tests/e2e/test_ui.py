@@ -228,8 +228,9 @@ def plan_frame(page, view: str):
 
 def test_the_runs_plan_in_the_ui(page, deployment, artifacts):
     """The run's "Plan report" tab shows its published report (headline numbers of its
-    summary.json, every chart drawn); "Explain a segment" there answers for a segment the plan
-    moved, with the move's operations and their reasons."""
+    summary.json, every chart drawn) with the two coordinators side by side (``compare_with_druid``
+    is on by default); "Explain a segment" there answers for a segment the plan moved, with the
+    move's operations and their reasons; "Plan of druid" opens Druid's own plan of the snapshot."""
     import pandas as pd
     from playwright.sync_api import expect
 
@@ -251,6 +252,13 @@ def test_the_runs_plan_in_the_ui(page, deployment, artifacts):
     assert report.locator(".js-plotly-plot").count() == 5 + len(tiers)
     settle(page)
     shot(page, artifacts, "09-plan-report-tab")
+    publish_dir = run_paths(deployment.var, run_id)["publish_dir"]
+    druid = json.loads((publish_dir / "compared" / "druid" / "summary.json").read_text())
+    side = report.locator("#compare")
+    expect(side).to_contain_text("druid")
+    side.scroll_into_view_if_needed()
+    settle(page)
+    shot(page, artifacts, "09b-plan-side-by-side")
 
     ops = pd.read_parquet(run_paths(deployment.var, run_id)["publish_dir"] / "operations.parquet")
     moved = ops[ops.depends_on.notna()].iloc[0]  # a DROP waiting for its LOAD: a move or a callback
@@ -264,6 +272,14 @@ def test_the_runs_plan_in_the_ui(page, deployment, artifacts):
         expect(row).to_contain_text(op.reason)
     settle(page)
     shot(page, artifacts, "10-explain-a-segment")
+
+    page.goto(f"/dags/{DAG_ID}/runs/{run_id}")
+    page.get_by_text("Plan report", exact=True).click()
+    report = plan_frame(page, "Plan report")
+    report.get_by_role("link", name="Plan of druid").click()
+    expect(report.get_by_test_id("headline-operations")).to_have_attribute("data-value", str(druid["operations"]))
+    settle(page)
+    shot(page, artifacts, "11-plan-of-druid")
 
 
 def pick_datetime(page, field_index: int, when: datetime) -> None:
