@@ -143,6 +143,12 @@ class TierBalancer:
         return moved
 
 
+def served_and_queued(cluster: DruidCluster) -> int:
+    """The segments served and queued on every managed historical of ``cluster``: what smart
+    loading sizes the balancer's moves by (``BalanceSegments``)."""
+    return sum(len(h.server.segments) + len(h.actions) for hs in cluster.managed.values() for h in hs)
+
+
 def balance_segments(
     cluster: DruidCluster,
     assigner: StrategicSegmentAssigner,
@@ -154,17 +160,35 @@ def balance_segments(
     period_ms: int,
     used: Callable[[DataSegment], DataSegment | None],
     broadcast_datasources: set[str],
-    rng: random.Random,
+    rng: random.Random | None = None,
+    seed: str | None = None,
+    strategy: str = "cost",
+    segments_and_actions: int | None = None,
+    tiers: Iterable[str] | None = None,
 ) -> int:
-    """Druid ``BalanceSegments``: one maximum for every tier (with smart loading, from the segments
-    served and queued on all managed historicals; else ``maxSegmentsToMove``), then each tier. Returns that maximum."""
+    """Druid ``BalanceSegments``: one maximum for every tier (with smart loading, from
+    ``segments_and_actions``, :func:`served_and_queued` when None; else ``maxSegmentsToMove``),
+    then each tier of ``tiers`` (None: every tier). The draws: ``rng`` for every tier; or, with
+    ``seed``, each tier its own generator ``Random("<seed>/balance/<tier>")`` and its own
+    ``strategy`` drawing from it, so that a tier balanced alone draws what it draws among the
+    others. Returns that maximum."""
     if smart:
-        total = sum(len(h.server.segments) + len(h.actions) for hs in cluster.managed.values() for h in hs)
-        most = max_segments_to_move_per_tier(total, balancer_threads, period_ms)
+        if segments_and_actions is None:
+            segments_and_actions = served_and_queued(cluster)
+        most = max_segments_to_move_per_tier(segments_and_actions, balancer_threads, period_ms)
     else:
         most = max_segments_to_move
     if most <= 0:
         return 0
+    wanted = None if tiers is None else set(tiers)
     for tier, holders in cluster.managed.items():
-        TierBalancer(tier, holders, most, assigner, stats, smart, used, broadcast_datasources, rng).run()
+        if wanted is not None and tier not in wanted:
+            continue
+        tier_rng = rng
+        if seed is not None:
+            from segment_balancer.planner.druid_coordinator.strategies import make_strategy
+
+            tier_rng = random.Random(f"{seed}/balance/{tier}")
+            assigner.strategy = make_strategy(strategy, tier_rng)
+        TierBalancer(tier, holders, most, assigner, stats, smart, used, broadcast_datasources, tier_rng).run()
     return most

@@ -150,6 +150,282 @@ def run_rules(state: ClusterState, assigner: StrategicSegmentAssigner, now_ms: i
     return deleted
 
 
+@dataclass(frozen=True)
+class QueuedOperation:
+    """A request an earlier duty of the run queued or cancelled, to apply again
+    (:meth:`CoordinatorRun.replay`): ``event`` ``ASSIGNED`` or ``CANCELLED`` of Druid's ``action``
+    on ``server``, of the segment ``segment_id``; a ``MOVE_TO`` names its ``move_source``."""
+
+    event: QueueEvent
+    action: SegmentAction
+    server: str
+    segment_id: str
+    move_source: str | None = None
+
+
+class CoordinatorRun:
+    """One Coordinator run on ``state`` at ``now_ms``, duty by duty (module docstring), so that each
+    duty can run on its own (a Spark application each: ``segment_balancer.spark.druid_plan``): a
+    duty's application builds the run, replays (:meth:`replay`) what the earlier duties queued and runs its
+    duty; run together (:func:`run_coordinator`), the duties give the same operations.
+
+    ``seed``: what the run's draws are seeded by (``balancerRandomSeed@now_ms``: the same snapshot
+    gives the same plan); the rules draw from ``seed/rules``, each tier's balancing from
+    ``seed/balance/<tier>``, so a tier balanced on its own draws what it draws in the whole run.
+    ``used_count``: the used segments of the whole cluster, when ``state`` holds only some of them
+    (one tier's), as the run's limits depend on it (``SegmentLoadingConfig``). The load queues of
+    ``state`` gain the run's requests and lose its cancellations.
+    """
+
+    def __init__(
+        self,
+        state: ClusterState,
+        config: DruidConfig,
+        *,
+        now_ms: int,
+        seed: str | None = None,
+        uptime_ms: int | None = None,
+        used_count: int | None = None,
+    ):
+        self.state, self.config, self.now_ms, self.uptime_ms = state, config, now_ms, uptime_ms
+        self.seed = seed if seed is not None else f"{config['balancerRandomSeed']}@{now_ms}"
+        self.stats = RunStats()
+        self.result = RunResult(self.stats)
+        names = {s.name for s in state.servers}
+        for name in [n for n in state.queues if n not in names]:
+            del state.queues[name]
+        self.loading = config.loading(len(state.used) if used_count is None else used_count)
+        decommissioning = set(config["decommissioningNodes"])
+        clones = config["cloneServers"]
+        self.holders = [
+            ServerHolder(
+                server,
+                state.queues.setdefault(server.name, LoadQueue(server.name)),
+                decommissioning=server.host in decommissioning,
+                unmanaged=server.host in clones,
+                max_segments_in_load_queue=self.loading.max_segments_in_load_queue,
+            )
+            for server in state.servers
+        ]
+        self.result.holders = self.holders
+        self.journal: list[tuple[QueueEvent, QueuedRequest, str]] = []
+        for queue in state.queues.values():
+            queue.journal = self.journal
+        self.cluster = DruidCluster(self.holders)
+        self.assigner: StrategicSegmentAssigner | None = None
+        self._duty_starts: list[tuple[str, int]] = []
+        self._broadcast: set[str] | None = None
+
+    @property
+    def broadcast_datasources(self) -> set[str]:
+        """The used segments' datasources whose rules include a broadcast rule."""
+        if self._broadcast is None:
+            self._broadcast = _broadcast_datasources(self.state.rules, {s.datasource for s in self.state.used.values()})
+        return self._broadcast
+
+    def _begin(self, duty: str) -> None:
+        self._duty_starts.append((duty, len(self.journal)))
+
+    def replay(self, operations: Iterable[QueuedOperation]) -> None:
+        """After :meth:`prepare`: queue and cancel again, in order, what the duties after it did
+        (their operations, as the op log keeps them); their queue counts stay (the load queue stats
+        of the run), their journal entries go (they are not this duty's operations). An operation
+        on a server or segment the run does not hold is left out (a duty of one tier replays that
+        tier's). Raises ``RuntimeError`` before :meth:`prepare`."""
+        if self.assigner is None:
+            raise RuntimeError("replay after prepare: the run's replica counts are those prepare leaves")
+        by_name = {h.name: h for h in self.holders}
+        segments = {**{s.id: s for h in self.holders for s in h.served_segments()}, **self.state.used}
+        queues = self.assigner.queues
+        for op in operations:
+            holder, segment = by_name.get(op.server), segments.get(op.segment_id)
+            if holder is None or segment is None:
+                continue
+            if op.event is QueueEvent.CANCELLED:
+                holder.cancel(op.action, segment)
+            elif op.action is SegmentAction.DROP:
+                queues.drop(segment, holder)
+            elif op.action is SegmentAction.MOVE_TO and op.move_source in by_name:
+                queues.move(segment, by_name[op.move_source], holder)
+            else:
+                queues.load(segment, holder, op.action)
+        self.journal.clear()
+
+    # ------------------------------------------------------------------------------------ duties
+    def prepare(self, emit: bool = True) -> None:
+        """1. ``PrepareBalancerAndLoadQueues``: loads queued on decommissioning servers cancelled,
+        then the run's segment assigner made (its replica counts are the run's from then on), the
+        historicals counted per tier (``emit``: False in a later duty's application, which runs it
+        again rather than replaying it: its metrics are the first duty's)."""
+        self._begin("prepare")
+        for holder in self.cluster.all_managed_servers():
+            if holder.decommissioning:
+                for segment, action in list(holder.actions.items()):
+                    if action.is_load:
+                        holder.cancel(action, segment)
+        self.assigner = StrategicSegmentAssigner(
+            self.cluster,
+            make_strategy(self.config["druid.coordinator.balancer.strategy"], random.Random(f"{self.seed}/rules")),
+            self.stats,
+            replication_throttle_limit=self.loading.replication_throttle_limit,
+            round_robin=self.loading.use_round_robin_assignment,
+        )
+        if emit:
+            for tier, hs in self.cluster.historicals.items():
+                self.stats.add(m.HISTORICAL_COUNT, len(hs), tier=tier)
+
+    def rules(self) -> None:
+        """2. ``RunRules`` (the segments of drop rules are the result's ``deleted``), then 3.
+        ``CollectSegmentStats``: a used segment is unavailable unless some server has it or no rule
+        wants a replica of it (a row per datasource, 0 included), under-replicated per tier."""
+        self._begin("rules")
+        if self.holders:
+            self.result.deleted = run_rules(self.state, self.assigner, self.now_ms)
+        counts_of = self.assigner.replica_counts
+        for segment in self.state.used.values():
+            counts = counts_of.counts.get(segment)
+            total = counts_of.total(segment)
+            available = counts is not None and (total.total_loaded > 0 or total.required == 0)
+            self.stats.add(m.UNAVAILABLE, 0 if available else 1, dataSource=segment.datasource)
+            for tier, count in (counts or {}).items():
+                missing = max(count.required_and_loadable - count.total_loaded, 0)
+                self.stats.add(m.UNDER_REPLICATED, missing, tier=tier, dataSource=segment.datasource)
+
+    def zero_replica_ids(self) -> set[str]:
+        """After :meth:`rules`: the used segments no rule wants a replica of (what
+        :meth:`unload` needs of the rules when it runs on its own)."""
+        return {s.id for segments in self.assigner.zero_replica_segments.values() for s in segments}
+
+    def unload(self, zero_replica_ids: Iterable[str] | None = None) -> None:
+        """4. ``UnloadUnusedSegments``: loads of unused segments cancelled, served ones dropped (a
+        realtime server keeps what it serves, but for a datasource with a broadcast rule); then 5.
+        ``MarkOvershadowedSegmentsAsUnused`` (the result's ``overshadowed``), with the segments no
+        rule wants replicas of (``zero_replica_ids``; None: this run's :meth:`rules` found them)."""
+        self._begin("unload")
+        state = self.state
+        broadcast_status = dict.fromkeys(self.broadcast_datasources, True)
+
+        def skip_unload(holder: ServerHolder, datasource: str) -> bool:
+            if datasource not in broadcast_status:
+                broadcast_status[datasource] = bool(_broadcast_datasources(state.rules, [datasource]))
+            return holder.server.type.is_realtime and not broadcast_status[datasource]
+
+        managed = self.cluster.all_managed_servers()
+        for holder in managed:
+            for segment, action in list(holder.actions.items()):
+                if not skip_unload(holder, segment.datasource) and segment.id not in state.used and action.is_load:
+                    holder.cancel(action, segment)
+        for holder in managed:
+            unneeded: dict[str, int] = {}
+            for segment in list(holder.served_segments()):
+                if skip_unload(holder, segment.datasource) or segment.id in state.used:
+                    continue
+                if self.assigner.queues.drop(segment, holder):
+                    unneeded[segment.datasource] = unneeded.get(segment.datasource, 0) + 1
+            for datasource, n in unneeded.items():
+                self.stats.add(m.UNNEEDED, n, tier=holder.tier, dataSource=datasource)
+
+        up_long_enough = self.uptime_ms is None or self.uptime_ms >= self.config["millisToWaitBeforeDeleting"]
+        if state.overshadowed and up_long_enough:
+            if zero_replica_ids is None:
+                zero_replica = self.assigner.zero_replica_segments
+            else:
+                zero_replica = {}
+                for i in zero_replica_ids:
+                    if (segment := state.used.get(i)) is not None:
+                        zero_replica.setdefault(segment.datasource, set()).add(segment)
+            candidates = [state.used[i] for i in sorted(state.overshadowed) if i in state.used]
+            self.result.overshadowed = _overshadowed_now(self.cluster, zero_replica, candidates)
+            per_datasource: dict[str, int] = {}
+            for i in self.result.overshadowed:
+                ds = state.used[i].datasource
+                per_datasource[ds] = per_datasource.get(ds, 0) + 1
+            for datasource, n in sorted(per_datasource.items()):
+                self.stats.add(m.OVERSHADOWED, n, dataSource=datasource)
+
+    def balance(self, tiers: Iterable[str] | None = None, segments_and_actions: int | None = None) -> int:
+        """6. ``BalanceSegments`` (:func:`balance_segments`) of ``tiers`` (None: every tier), its
+        maximum of moves from ``segments_and_actions`` (None: this run's ``served_and_queued``,
+        counted after :meth:`unload`), each tier drawing from ``seed/balance/<tier>``. Returns the
+        maximum (also the result's ``max_segments_to_move``)."""
+        self._begin("balance")
+        if not self.state.used:
+            return 0
+        config = self.config
+        most = balance_segments(
+            self.cluster,
+            self.assigner,
+            self.stats,
+            smart=config["smartSegmentLoading"],
+            max_segments_to_move=config["maxSegmentsToMove"],
+            balancer_threads=self.loading.balancer_compute_threads,
+            period_ms=config.period_ms,
+            used=lambda s: self.state.used.get(s.id),
+            broadcast_datasources=self.broadcast_datasources,
+            seed=self.seed,
+            strategy=config["druid.coordinator.balancer.strategy"],
+            segments_and_actions=segments_and_actions,
+            tiers=tiers,
+        )
+        self.result.max_segments_to_move = most
+        return most
+
+    def clone(self) -> None:
+        """7. ``CloneHistoricals``: each clone target (``cloneServers``) loads what its source has
+        and it lacks, and drops (or cancels) what its source lacks."""
+        self._begin("clone")
+        stats, state = self.stats, self.state
+        by_host = {h.server.host: h for h in self.cluster.all_historicals()}
+        for target_host, source_host in self.config["cloneServers"].items():
+            target, source = by_host.get(target_host), by_host.get(source_host)
+            if target is None or source is None:
+                continue
+            on_source, on_target = source.projected_segments(), target.projected_segments()
+            for segment in sorted(on_source - on_target, key=DataSegment.newest_first):
+                used = state.used.get(segment.id)
+                if used is None:
+                    stats.add(
+                        m.ASSIGN_SKIPPED,
+                        1,
+                        server=target.name,
+                        dataSource=segment.datasource,
+                        description="Segment not found in metadata cache",
+                    )
+                elif self.assigner.queues.load(used, target, SegmentAction.LOAD):
+                    stats.add(m.ASSIGNED_TO_CLONE, 1, server=target.name, dataSource=segment.datasource)
+            for segment in sorted(on_target - on_source, key=DataSegment.newest_first):
+                if target.is_loading(segment):
+                    target.cancel(SegmentAction.LOAD, segment)
+                elif self.assigner.queues.drop(segment, target):
+                    stats.add(m.DROPPED_FROM_CLONE, 1, server=target.name)
+
+    def operations(self) -> list[Operation]:
+        """The requests and cancellations of the duties run so far (since :meth:`replay`), in order,
+        each with its duty."""
+        tiers = {h.name: h.tier for h in self.holders}
+        ends = [start for _, start in self._duty_starts[1:]] + [len(self.journal)]
+        out = []
+        for (duty, start), end in zip(self._duty_starts, ends):
+            for event, request, server in self.journal[start:end]:
+                if event in (QueueEvent.ASSIGNED, QueueEvent.CANCELLED):
+                    action, segment, source = request.action, request.segment, request.move_source
+                    out.append(Operation(server, tiers[server], event, action, segment, duty, source))
+        return out
+
+    def finish(self, before_collect: Callable[[], None] | None = None, collect: bool = True) -> RunResult:
+        """The result: the operations (:meth:`operations`); with ``collect``, 8.
+        ``CollectLoadQueueStats`` first runs ``before_collect`` (a simulation completing requests
+        within the run) and counts every load queue. The queues' journals are let go."""
+        self.result.operations = self.operations()
+        if collect:
+            if before_collect is not None:
+                before_collect()
+            collect_load_queue_stats(self.holders, self.stats)
+        for queue in self.state.queues.values():
+            queue.journal = []
+        return self.result
+
+
 def run_coordinator(
     state: ClusterState,
     config: DruidConfig,
@@ -159,172 +435,26 @@ def run_coordinator(
     uptime_ms: int | None = None,
     before_collect: Callable[[], None] | None = None,
 ) -> RunResult:
-    """One Coordinator run on ``state`` at ``now_ms`` (period rules). The load queues of ``state``
-    gain the run's requests and lose its cancellations; nothing else in ``state`` changes.
+    """One Coordinator run on ``state`` at ``now_ms`` (period rules): every duty of
+    :class:`CoordinatorRun` in order. The load queues of ``state`` gain the run's requests and lose
+    its cancellations; nothing else in ``state`` changes.
 
-    ``rng`` draws what Druid draws at random (default: seeded by ``balancerRandomSeed`` and
-    ``now_ms``, so that the same snapshot gives the same plan and runs one after another draw
-    afresh, as Druid's do);
-    ``uptime_ms`` is how long the Coordinator has been up (None: longer than
-    ``millisToWaitBeforeDeleting``); ``before_collect`` runs before the load queues are counted (a
-    simulation completing requests within the run).
+    ``rng``: None, the run's draws seeded by ``balancerRandomSeed`` and ``now_ms`` (so that the same
+    snapshot gives the same plan and runs one after another draw afresh, as Druid's do); else the
+    run's seed is drawn from it (a simulation of many runs). ``uptime_ms`` is how long the
+    Coordinator has been up (None: longer than ``millisToWaitBeforeDeleting``); ``before_collect``
+    runs before the load queues are counted (a simulation completing requests within the run).
     """
-    rng = rng or random.Random(f"{config['balancerRandomSeed']}@{now_ms}")
-    stats = RunStats()
-    result = RunResult(stats)
+    seed = None if rng is None else f"{rng.getrandbits(64)}"
     if config["pauseCoordination"]:
-        return result
-    names = {s.name for s in state.servers}
-    for name in [n for n in state.queues if n not in names]:
-        del state.queues[name]
-
-    # 1. PrepareBalancerAndLoadQueues
-    loading = config.loading(len(state.used))
-    decommissioning = set(config["decommissioningNodes"])
-    clones = config["cloneServers"]
-    holders = [
-        ServerHolder(
-            server,
-            state.queues.setdefault(server.name, LoadQueue(server.name)),
-            decommissioning=server.host in decommissioning,
-            unmanaged=server.host in clones,
-            max_segments_in_load_queue=loading.max_segments_in_load_queue,
-        )
-        for server in state.servers
-    ]
-    result.holders = holders
-    journal: list[tuple[QueueEvent, QueuedRequest, str]] = []
-    for queue in state.queues.values():
-        queue.journal = journal
-    duty_starts: list[tuple[str, int]] = [("prepare", 0)]
-    cluster = DruidCluster(holders)
-    for holder in cluster.all_managed_servers():
-        if holder.decommissioning:
-            for segment, action in list(holder.actions.items()):
-                if action.is_load:
-                    holder.cancel(action, segment)
-    assigner = StrategicSegmentAssigner(
-        cluster,
-        make_strategy(config["druid.coordinator.balancer.strategy"], rng),
-        stats,
-        replication_throttle_limit=loading.replication_throttle_limit,
-        round_robin=loading.use_round_robin_assignment,
-    )
-    for tier, hs in cluster.historicals.items():
-        stats.add(m.HISTORICAL_COUNT, len(hs), tier=tier)
-
-    # 2. RunRules
-    duty_starts.append(("rules", len(journal)))
-    broadcast_datasources: set[str] = set()
-    if holders:
-        result.deleted = run_rules(state, assigner, now_ms)
-        broadcast_datasources = _broadcast_datasources(state.rules, {s.datasource for s in state.used.values()})
-
-    # 3. CollectSegmentStats: a used segment is unavailable unless some server has it or no rule
-    # wants a replica of it (a row per datasource, 0 included)
-    for segment in state.used.values():
-        counts = assigner.replica_counts.counts.get(segment)
-        total = assigner.replica_counts.total(segment)
-        available = counts is not None and (total.total_loaded > 0 or total.required == 0)
-        stats.add(m.UNAVAILABLE, 0 if available else 1, dataSource=segment.datasource)
-        for tier, count in (counts or {}).items():
-            missing = max(count.required_and_loadable - count.total_loaded, 0)
-            stats.add(m.UNDER_REPLICATED, missing, tier=tier, dataSource=segment.datasource)
-
-    # 4. UnloadUnusedSegments
-    duty_starts.append(("unload", len(journal)))
-
-    broadcast_status = dict.fromkeys(broadcast_datasources, True)
-
-    def skip_unload(holder: ServerHolder, datasource: str) -> bool:
-        """A realtime server keeps what it serves, but for a datasource with a broadcast rule."""
-        if datasource not in broadcast_status:
-            broadcast_status[datasource] = bool(_broadcast_datasources(state.rules, [datasource]))
-        return holder.server.type.is_realtime and not broadcast_status[datasource]
-
-    managed = cluster.all_managed_servers()
-    for holder in managed:
-        for segment, action in list(holder.actions.items()):
-            if not skip_unload(holder, segment.datasource) and segment.id not in state.used and action.is_load:
-                holder.cancel(action, segment)
-    for holder in managed:
-        unneeded: dict[str, int] = {}
-        for segment in list(holder.served_segments()):
-            if skip_unload(holder, segment.datasource) or segment.id in state.used:
-                continue
-            if assigner.queues.drop(segment, holder):
-                unneeded[segment.datasource] = unneeded.get(segment.datasource, 0) + 1
-        for datasource, n in unneeded.items():
-            stats.add(m.UNNEEDED, n, tier=holder.tier, dataSource=datasource)
-
-    # 5. MarkOvershadowedSegmentsAsUnused
-    if state.overshadowed and (uptime_ms is None or uptime_ms >= config["millisToWaitBeforeDeleting"]):
-        candidates = [state.used[i] for i in sorted(state.overshadowed) if i in state.used]
-        result.overshadowed = _overshadowed_now(cluster, assigner.zero_replica_segments, candidates)
-        per_datasource: dict[str, int] = {}
-        for i in result.overshadowed:
-            ds = state.used[i].datasource
-            per_datasource[ds] = per_datasource.get(ds, 0) + 1
-        for datasource, n in sorted(per_datasource.items()):
-            stats.add(m.OVERSHADOWED, n, dataSource=datasource)
-
-    # 6. BalanceSegments
-    duty_starts.append(("balance", len(journal)))
-    if state.used:
-        result.max_segments_to_move = balance_segments(
-            cluster,
-            assigner,
-            stats,
-            smart=config["smartSegmentLoading"],
-            max_segments_to_move=config["maxSegmentsToMove"],
-            balancer_threads=loading.balancer_compute_threads,
-            period_ms=config.period_ms,
-            used=lambda s: state.used.get(s.id),
-            broadcast_datasources=broadcast_datasources,
-            rng=rng,
-        )
-
-    # 7. CloneHistoricals
-    duty_starts.append(("clone", len(journal)))
-    by_host = {h.server.host: h for h in cluster.all_historicals()}
-    for target_host, source_host in clones.items():
-        target, source = by_host.get(target_host), by_host.get(source_host)
-        if target is None or source is None:
-            continue
-        on_source, on_target = source.projected_segments(), target.projected_segments()
-        for segment in sorted(on_source - on_target, key=DataSegment.newest_first):
-            used = state.used.get(segment.id)
-            if used is None:
-                stats.add(
-                    m.ASSIGN_SKIPPED,
-                    1,
-                    server=target.name,
-                    dataSource=segment.datasource,
-                    description="Segment not found in metadata cache",
-                )
-            elif assigner.queues.load(used, target, SegmentAction.LOAD):
-                stats.add(m.ASSIGNED_TO_CLONE, 1, server=target.name, dataSource=segment.datasource)
-        for segment in sorted(on_target - on_source, key=DataSegment.newest_first):
-            if target.is_loading(segment):
-                target.cancel(SegmentAction.LOAD, segment)
-            elif assigner.queues.drop(segment, target):
-                stats.add(m.DROPPED_FROM_CLONE, 1, server=target.name)
-
-    # 8. CollectLoadQueueStats
-    tiers = {h.name: h.tier for h in holders}
-    ends = [start for _, start in duty_starts[1:]] + [len(journal)]
-    for (duty, start), end in zip(duty_starts, ends):
-        for event, request, server in journal[start:end]:
-            if event in (QueueEvent.ASSIGNED, QueueEvent.CANCELLED):
-                result.operations.append(
-                    Operation(server, tiers[server], event, request.action, request.segment, duty, request.move_source)
-                )
-    if before_collect is not None:
-        before_collect()
-    collect_load_queue_stats(holders, stats)
-    for queue in state.queues.values():
-        queue.journal = []
-    return result
+        return RunResult(RunStats())
+    run = CoordinatorRun(state, config, now_ms=now_ms, seed=seed, uptime_ms=uptime_ms)
+    run.prepare()
+    run.rules()
+    run.unload()
+    run.balance()
+    run.clone()
+    return run.finish(before_collect)
 
 
 def collect_load_queue_stats(holders: Iterable[ServerHolder], stats: RunStats) -> None:
