@@ -9,14 +9,15 @@ Runs daily, and each time `druid_snapshot_capture` lands a new snapshot (the Ass
 `segment_balancer_snapshots`).
 
 ```
-resolve_snapshot ─▶ used_segments ─▶ prepare ─▶ druid_coordinator ─▶ stage01 … stage13 ─▶ assemble
+resolve_snapshot ─▶ used_segments ─▶ prepare ─▶ druid_rules … druid_clone ─▶ stage01 … stage13 ─▶ assemble
     ─▶ compare_coordinators ─▶ validate_plan ─▶ publish_plan ─▶ simulate ─▶ remove_work
     ─▶ release_spark_session
 ```
 
 Who plans is the Coordinator config field `coordinator`: `issue7458` (the default; the thirteen
-stages) or `druid` (`druid_coordinator`: what Druid 35.0.0's own Coordinator queues in one run,
-docs/DRUID_COORDINATOR.md); the other coordinator's tasks hand the groups on and run no Spark job.
+stages) or `druid` (`druid_rules`, `druid_unload`, `druid_balance`, `druid_clone`: what Druid
+35.0.0's own Coordinator queues in one run, a task per duty, docs/DRUID_COORDINATOR.md); the other
+coordinator's tasks hand the groups on and run no Spark job.
 With the param `compare_with_druid` (on by default) `compare_coordinators` then plans the same
 snapshot with the other coordinator, from the same prepared tables, and its validated plan is
 published beside the run's (`compared/<coordinator>/`), the two compared per tier in the report

@@ -1,5 +1,5 @@
 """The ``druid`` coordinator's plan of the bundled ``druid_sample`` snapshot, through the CLI's path
-(``run_plan(..., coordinator="druid")``: ``used_segments``, ``prepare``, ``druid_coordinator``,
+(``run_plan(..., coordinator="druid")``: ``used_segments``, ``prepare``, ``druid_rules`` … ``druid_clone``,
 ``assemble``, the Great Expectations gate, publish), checked against a run of Druid 35.0.0's
 Coordinator worked by hand.
 
@@ -145,12 +145,12 @@ def test_a_decommissioned_historical_has_its_queued_load_cancelled(spark, tmp_pa
 def test_the_dags_applications_plan_by_the_config_key(spark, tmp_path, druid_planned, druid_sample_planned):
     """The DAG runs every application of both coordinators in order (``ALL_APP_NAMES``); with the
     config key ``coordinator`` = ``druid`` the thirteen stages hand the groups on and run nothing,
-    and the plan is the one ``run_plan`` makes; with the default, ``druid_coordinator`` is the one
-    that does nothing (no timing, no groups recorded). ``compare_coordinators`` hands the groups on
+    and the plan is the one ``run_plan`` makes; with the default, the ``druid_*`` applications are the ones
+    that do nothing (no timing, no groups recorded). ``compare_coordinators`` hands the groups on
     unless the run asks for a comparison (the DAG param ``compare_with_druid``): then the other
     coordinator's plan, the one it makes alone, is what ``validate_plan`` sets beside the run's."""
     from segment_balancer.plan.validation import attach_compared
-    from segment_balancer.planner.stages import ALL_APP_NAMES
+    from segment_balancer.planner.stages import ALL_APP_NAMES, DRUID_APPS
     from segment_balancer.spark.apps import run_app
     from segment_balancer.spark.workdir import request_compare
 
@@ -167,7 +167,7 @@ def test_the_dags_applications_plan_by_the_config_key(spark, tmp_path, druid_pla
         compared = attach_compared(work / "plan", work)
         if coordinator == "druid":
             assert summary["coordinator"] == "druid"
-            assert set(summary["timings_seconds"]) == {"used_segments", "prepare", "druid_coordinator"}
+            assert set(summary["timings_seconds"]) == {"used_segments", "prepare", *DRUID_APPS}
             pd.testing.assert_frame_equal(ops, expected)
             assert compared == work / "plan" / "compared" / "issue7458"
             pd.testing.assert_frame_equal(pd.read_parquet(compared / "operations.parquet"), druid_sample_planned[2])
@@ -175,8 +175,8 @@ def test_the_dags_applications_plan_by_the_config_key(spark, tmp_path, druid_pla
             assert [p["coordinator"] for p in plans] == ["druid", "issue7458"]
         else:
             assert compared is None and not (work / "plan" / "comparison.json").exists()
-            assert "coordinator" not in summary and "druid_coordinator" not in summary["timings_seconds"]
-            assert not (work / "groups" / "druid_coordinator.json").exists()
+            assert "coordinator" not in summary and set(summary["timings_seconds"]).isdisjoint(DRUID_APPS)
+            assert not any((work / "groups" / f"{app}.json").exists() for app in DRUID_APPS)
             assert set(ops["reason"]).isdisjoint({"REPLICATE", "MOVE_TO", "MOVE_FROM"})
 
 
@@ -249,3 +249,45 @@ def test_explain_counts_a_cancelled_load_as_held_before(tmp_path, spark):
     tier = report["tiers"]["_default_tier"]
     assert tier["servers_before"] == [D2, D3] and tier["servers_after"] == [D2]
     assert report["stages"][-1]["app"] == "PrepareBalancerAndLoadQueues"
+
+
+def test_the_duty_by_duty_applications_queue_what_one_run_queues(spark, tmp_path):
+    """The bundled generated cluster (20k segments, three tiers, lost, decommissioning and added
+    historicals, full load queues): the four ``druid_*`` applications, each building the run anew
+    from the prepared tables and replaying what the duties before it queued (``druid_balance`` a
+    tier per Spark task, each holding its tier only), queue exactly what one
+    ``run_coordinator`` queues on the whole cluster in one piece, in the same order; the run's
+    metrics and what every historical holds after it are the same too."""
+    from pathlib import Path
+
+    from segment_balancer.planner.druid_coordinator.dynamic_config import druid_config
+    from segment_balancer.planner.druid_coordinator.run import run_coordinator
+    from segment_balancer.planner.stages import COORDINATOR_APP_NAMES
+    from segment_balancer.spark.apps import run_app
+    from segment_balancer.spark.druid_plan import DRUID_DIR, RUN_FILE, _config, cluster_state, operation_rows
+
+    snapshot = Path(SNAPSHOT).parent / "generated"
+    work, xcom = tmp_path / "work", None
+    for name in COORDINATOR_APP_NAMES["druid"][:-1]:
+        xcom = run_app(spark, name, snapshot, work, xcom, {"coordinator": "druid"})
+    manifest = json.loads((work / "ops" / "manifest.json").read_text())
+    logged = pd.concat([pd.read_parquet(work / "ops" / f) for f in manifest["files"]], ignore_index=True)
+
+    meta = json.loads((work / "prepared" / "meta.json").read_text())
+    config = druid_config(_config(snapshot, {"coordinator": "druid"}))
+    result = run_coordinator(cluster_state(work, snapshot), config, now_ms=int(meta["now_ms"]))
+    decommissioning = {h.name for h in result.holders if h.decommissioning}
+    expected = pd.DataFrame(operation_rows(result.operations, decommissioning))
+
+    columns = ["op_id", "stage", "action", "queue_type", "reason", "server", "segment_id", "depends_on"]
+    got = logged[columns].astype({"depends_on": "float64"}).reset_index(drop=True)
+    pd.testing.assert_frame_equal(got, expected[columns].astype({"depends_on": "float64"}), check_dtype=False)
+    assert {2, 6} <= set(got["stage"]) and (got["reason"] == "MOVE_TO").sum() > 0  # rules and balancing did work
+
+    record = json.loads((work / DRUID_DIR / RUN_FILE).read_text())
+    assert record["metrics"] == [{"metric": r.metric, **r.dims, "value": r.value} for r in result.stats.rows()]
+    assert record["max_segments_to_move"] == result.max_segments_to_move
+    assert record["marked_unused"] == sorted(result.deleted)
+    held = pd.read_parquet(work / DRUID_DIR / "assignment.parquet")
+    expected_held = sorted((s.id, h.name, h.tier) for h in result.holders for s in h.projected_segments())
+    assert list(held.itertuples(index=False, name=None)) == expected_held

@@ -202,7 +202,7 @@ def explain_plan(plan_dir: str | Path, segment_id: str) -> dict:
     Source: :mod:`segment_balancer.planner.kernels.decisions`; ALGORITHM.md "Stages".
     """
     from segment_balancer.planner import groups as G
-    from segment_balancer.planner.druid_coordinator.run import DUTY_NAMES
+    from segment_balancer.planner.druid_coordinator.duties import DUTY_NAMES
     from segment_balancer.planner.stages import APP_NAMES, stage_number
 
     plan = Path(plan_dir)

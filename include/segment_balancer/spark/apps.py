@@ -25,7 +25,7 @@ from segment_balancer.planner.stages import (
     COMPARE_APP,
     COORDINATOR_APP_NAMES,
     DEFAULT_COORDINATOR,
-    DRUID_APP,
+    DRUID_APPS,
     other_coordinator,
     stage_module,
     stage_number,
@@ -129,10 +129,10 @@ def _run(spark, name: str, stage: int, snapshot, work, groups_in, overrides) -> 
         result = prepare(spark, Path(snapshot), Path(work), overrides)
     elif (idle := skip_if_idle(name, work, groups_in)) is not None:
         return {"skipped": True, "xcom": idle}
-    elif name == DRUID_APP:
-        from segment_balancer.spark.druid_plan import druid_coordinator
+    elif name in DRUID_APPS:
+        from segment_balancer.spark.druid_plan import run_druid_app
 
-        druid_coordinator(spark, Path(snapshot), Path(work), overrides)
+        run_druid_app(spark, name, Path(snapshot), Path(work), overrides)
         result = {"stage": stage, "groups": (groups_in or {}).get("groups", {})}
     elif name == COMPARE_APP:
         plan_other_coordinator(spark, Path(snapshot), Path(work), overrides)
@@ -175,7 +175,7 @@ def skip_if_idle(name: str, work, groups_in: dict | None) -> dict | None:
 
     if name == COMPARE_APP and not compare_requested(Path(work)):
         return {"stage": stage_number(name), "groups": (groups_in or {}).get("groups", {})}
-    if name == DRUID_APP or name.startswith("stage"):
+    if name in DRUID_APPS or name.startswith("stage"):
         coordinator = run_coordinator(Path(work))
         if name not in COORDINATOR_APP_NAMES[coordinator]:
             # an application of the other coordinator's run: the groups pass through untouched

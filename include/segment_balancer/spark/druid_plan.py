@@ -1,11 +1,16 @@
 """The ``druid`` coordinator on a run's work directory: Druid 35.0.0's Coordinator, one run, on the
-tables ``used_segments`` and ``prepare`` wrote (docs/ARCHITECTURE.md "Work directory").
+tables ``used_segments`` and ``prepare`` wrote (docs/ARCHITECTURE.md "Work directory"), duty by duty:
+one Spark application each (``planner.druid_coordinator.duties.DUTY_APPS``, one Airflow task each).
 
-The run is one Spark task: Druid's rules duty visits every used segment in one sequence that
+``druid_rules`` is one Spark task: Druid's rules duty visits every used segment in one sequence that
 shares the tiers' round-robin cursors, throttles and drop budgets, so it cannot be split; the task,
-not the driver, holds the cluster. It writes ``WORK/druid/operations.parquet`` (the plan's operation
-schema with Druid's actions), ``assignment.parquet`` (what every historical projects once the run's
-requests are done) and ``run.json`` (Druid's metrics of the run, the segments it marks unused).
+not the driver, holds the cluster. ``druid_unload`` and ``druid_clone`` are one Spark task each (the
+whole cluster), ``druid_balance`` one per tier (each holds its tier only). Each application builds
+the run from the prepared tables, replays what the earlier duties queued (the op log's
+``druid_*`` steps and each one's ``WORK/druid/<application>.json``) and appends its own operations
+to the op log (the plan's operation schema with Druid's actions); ``druid_clone`` also writes
+``WORK/druid/assignment.parquet`` (what every historical projects once the run's requests are done)
+and ``run.json`` (Druid's metrics of the run, the segments it marks unused).
 
 What a snapshot cannot tell, and what is assumed here (docs/DRUID_COORDINATOR.md):
 
@@ -26,6 +31,8 @@ from segment_balancer.common.errors import InputError
 from segment_balancer.common.files import write_json_atomic, write_parquet_atomic
 from segment_balancer.druid import metrics as m
 from segment_balancer.druid.snapshot.loader import load_rules, read_json
+from segment_balancer.planner.druid_coordinator.balancer import served_and_queued
+from segment_balancer.planner.druid_coordinator.duties import DUTY_APPS, DUTY_STAGES
 from segment_balancer.planner.druid_coordinator.dynamic_config import druid_config
 from segment_balancer.planner.druid_coordinator.model import (
     DataSegment,
@@ -33,12 +40,18 @@ from segment_balancer.planner.druid_coordinator.model import (
     LoadQueue,
     QueueEvent,
     SegmentAction,
+    java_hash_order,
+    java_map_capacity,
 )
-from segment_balancer.planner.druid_coordinator.run import DUTY_STAGES, ClusterState, RunResult, run_coordinator
+from segment_balancer.planner.druid_coordinator.run import ClusterState, CoordinatorRun, Operation, QueuedOperation
+from segment_balancer.planner.druid_coordinator.run_stats import RunStats
 
 DRUID_DIR = "druid"
 """The druid coordinator's output in the work directory."""
 CONFIG_FILE = "coordinator_config.json"
+RUN_FILE = "run.json"
+"""The run's record (``WORK/druid/run.json``, :func:`druid_record`), written by the last application."""
+LAST_APP = list(DUTY_APPS)[-1]
 
 
 _QUEUE_TYPES = {"LOAD": "loading", "REPLICATE": "loading"}
@@ -67,11 +80,29 @@ def _segment(row: dict) -> DataSegment:
     )
 
 
-def cluster_state(work: Path, snapshot: Path) -> ClusterState:
+def cluster_state(
+    work: Path, snapshot: Path, tiers: set[str] | None = None, also: set[str] | None = None
+) -> ClusterState:
     """The cluster as Druid's Coordinator would see it, from ``WORK/timeline`` and ``WORK/prepared``
     and the snapshot's rules. Segments marked used (overshadowed ones and tombstones included) are
-    the used set; served segments of no used set keep their prepared row (size 0 when unlisted)."""
+    the used set; served segments of no used set keep their prepared row (size 0 when unlisted).
+    ``tiers``: only the servers of these tiers, and only the segments they serve or queue, and those
+    of ``also`` (the segments the run's earlier duties queued)."""
+    import pyarrow as pa
+    import pyarrow.compute as pc
     import pyarrow.parquet as pq
+
+    server_table = pq.read_table(work / "prepared" / "servers.parquet")
+    replica_table = pq.read_table(
+        work / "prepared" / "replicas.parquet",
+        columns=["segment_id", "server", "tier", "served", "queued_load", "queue_type", "queued_drop"],
+    )
+    wanted_ids = None
+    if tiers is not None:
+        server_table = server_table.filter(pc.is_in(server_table["tier"], pa_array(sorted(tiers))))
+        replica_table = replica_table.filter(pc.is_in(replica_table["server"], server_table["server"]))
+        ids = [replica_table["segment_id"].combine_chunks(), pa_array(sorted(also or ()))]
+        wanted_ids = pc.unique(pa.concat_arrays(ids))
 
     timeline_columns = [
         "segment_id",
@@ -90,26 +121,28 @@ def cluster_state(work: Path, snapshot: Path) -> ClusterState:
         "used",
         "overshadowed",
     ]
-    rows = pq.read_table(work / "timeline" / "segments.parquet", columns=timeline_columns).to_pylist()
+    timeline = pq.read_table(work / "timeline" / "segments.parquet", columns=timeline_columns)
+    if wanted_ids is not None:
+        timeline = timeline.filter(pc.is_in(timeline["segment_id"], wanted_ids))
+    rows = timeline.to_pylist()
     by_id = {r["segment_id"]: _segment(r) for r in rows}
     used = {r["segment_id"]: by_id[r["segment_id"]] for r in rows if r["used"]}
     overshadowed = {r["segment_id"] for r in rows if r["used"] and r["overshadowed"]}
-    prepared = pq.read_table(
+    prepared_table = pq.read_table(
         work / "prepared" / "segments.parquet",
         columns=["segment_id", "datasource", "start_ms", "end_ms", "version", "partition_num", "size_bytes"],
-    ).to_pylist()
-    for r in prepared:
+    )
+    if wanted_ids is not None:
+        prepared_table = prepared_table.filter(pc.is_in(prepared_table["segment_id"], wanted_ids))
+    for r in prepared_table.to_pylist():
         by_id.setdefault(r["segment_id"], _segment(r))
     servers = {
         r["server"]: DruidServer(
             name=r["server"], tier=r["tier"], max_size=int(r["max_size"]), curr_size=int(r["current_size"])
         )
-        for r in pq.read_table(work / "prepared" / "servers.parquet").to_pylist()
+        for r in server_table.to_pylist()
     }
-    replicas = pq.read_table(
-        work / "prepared" / "replicas.parquet",
-        columns=["segment_id", "server", "tier", "served", "queued_load", "queue_type", "queued_drop"],
-    ).to_pylist()
+    replicas = replica_table.to_pylist()
     served_in_tier: dict[tuple[str, str], int] = {}
     for r in replicas:
         if r["served"] and r["server"] in servers:
@@ -143,20 +176,25 @@ def cluster_state(work: Path, snapshot: Path) -> ClusterState:
     )
 
 
+def pa_array(values: list[str]):
+    import pyarrow as pa
+
+    return pa.array(values, pa.string())
+
+
 def _config(snapshot: Path, overrides: dict | None) -> dict:
     given = read_json(snapshot, CONFIG_FILE, required=False) or {}
     return {**given, **(overrides or {})}
 
 
-def operation_rows(result: RunResult) -> list[dict]:
+def operation_rows(operations: list[Operation], decommissioning: set[str]) -> list[dict]:
     """The run's operations as plan rows (``op_id`` in the order queued): a request is a ``LOAD``
     (queue type ``loading`` for Druid's LOAD and REPLICATE, ``balancing`` or ``decommissioning``
     for a MOVE_TO, by its source) or a ``DROP``; a move's drop at its source follows its load
     (``depends_on``, reason ``MOVE_FROM``); a cancelled request is a ``CANCEL`` of the queue type it
-    had. ``reason`` is Druid's action."""
-    decommissioning = {h.name for h in result.holders if h.decommissioning}
+    had. ``reason`` is Druid's action. ``decommissioning``: the servers that are."""
     rows: list[dict] = []
-    for op in result.operations:
+    for op in operations:
         action = op.action.value
         if op.event is QueueEvent.CANCELLED:
             kind = "CANCEL"
@@ -197,52 +235,173 @@ def operation_rows(result: RunResult) -> list[dict]:
     return rows
 
 
-def druid_task(spec: dict) -> dict:
-    """The Spark task: the run on ``spec`` (``work``, ``snapshot`` paths, ``overrides``), its tables
-    written to ``WORK/druid/``. Returns counts (operations, by Druid action)."""
-    import pyarrow as pa
+def queued_operations(work: Path) -> tuple[list[QueuedOperation], list[tuple[int, str, str]]]:
+    """What the earlier duties of the run in ``work`` queued and cancelled, for
+    :meth:`CoordinatorRun.replay`: the op log's rows after stage 1 (``PrepareBalancerAndLoadQueues``
+    runs again instead) in order, a move's drop at its source folded into its load, and the moves
+    called off on their source that each application's record keeps (positions counted over the
+    whole list)."""
     import pyarrow.parquet as pq
+
+    manifest = json.loads((work / "ops" / "manifest.json").read_text())
+    operations: list[QueuedOperation] = []
+    unmarked: list[tuple[int, str, str]] = []
+    for step, name in zip(manifest["steps"], manifest["files"]):
+        if step["stage"] <= DUTY_STAGES["prepare"]:
+            continue
+        rows = pq.read_table(work / "ops" / name).to_pylist()
+        sources = {r["depends_on"]: r["server"] for r in rows if r["reason"] == SegmentAction.MOVE_FROM.value}
+        first = len(operations)
+        for r in rows:
+            if r["reason"] == SegmentAction.MOVE_FROM.value:
+                continue
+            event = QueueEvent.CANCELLED if r["action"] == "CANCEL" else QueueEvent.ASSIGNED
+            action = SegmentAction(r["reason"])
+            source = sources.get(r["op_id"]) if action is SegmentAction.MOVE_TO else None
+            operations.append(QueuedOperation(event, action, r["server"], r["segment_id"], source))
+        app = _app_of_step(step["step"])
+        if app is not None and (work / DRUID_DIR / f"{app}.json").exists():
+            part = json.loads((work / DRUID_DIR / f"{app}.json").read_text())
+            unmarked += [(first + i, server, sid) for i, server, sid in part.get("unmarked", {}).get(step["step"], [])]
+    return operations, unmarked
+
+
+def _step(duty: str) -> str:
+    """The op log step of a duty's operations."""
+    return f"druid_{duty}"
+
+
+def _app_of_step(step: str) -> str | None:
+    return next((app for app, duties in DUTY_APPS.items() if step in {_step(d) for d in duties}), None)
+
+
+def _read_part(work: Path, app: str) -> dict:
+    return json.loads((work / DRUID_DIR / f"{app}.json").read_text())
+
+
+def build_run(spec: dict, tiers: set[str] | None = None) -> CoordinatorRun:
+    """The run of ``spec`` (``work``, ``snapshot`` paths, ``overrides``) as a duty's application
+    starts it: built from the prepared tables (of ``tiers`` only, when given),
+    ``PrepareBalancerAndLoadQueues`` run again, then, after the first application, the replicas the
+    rules started counted against the replication throttle and what the earlier duties queued
+    replayed."""
+    work, snapshot = Path(spec["work"]), Path(spec["snapshot"])
+    meta = json.loads((work / "prepared" / "meta.json").read_text())
+    config = druid_config(_config(snapshot, spec.get("overrides")))
+    first = spec["app"] == list(DUTY_APPS)[0]
+    operations, unmarked = ([], []) if first else queued_operations(work)
+    state = cluster_state(work, snapshot, tiers, {op.segment_id for op in operations})
+    used_count = None if first else _read_part(work, list(DUTY_APPS)[0])["used_count"]
+    run = CoordinatorRun(state, config, now_ms=int(meta["now_ms"]), used_count=used_count)
+    run.prepare(emit=first and tiers is None)
+    if not first:
+        # the replicas the rules started count against the tiers' replication throttle (a move of
+        # a loading replica is a new replica: BalanceSegments is throttled by what RunRules spent)
+        run.assigner.throttler.assigned = dict(_read_part(work, list(DUTY_APPS)[0])["replicas_started"])
+        run.replay(operations, unmarked)
+    return run
+
+
+def _duty_task(spec: dict) -> dict:
+    """One Spark task of a duty's application: build the run (:func:`build_run`), run the
+    application's duties (``druid_balance``: of ``spec["tier"]`` only), write its operations to
+    ``WORK/druid/<application>[/<tier>].parquet`` and return its record (stats rows, the moves
+    called off on their source per op log step, what later duties need)."""
+    import pyarrow as pa
 
     from segment_balancer.spark.workdir import OPS_ARROW_SCHEMA
 
-    work, snapshot = Path(spec["work"]), Path(spec["snapshot"])
-    meta = json.loads((work / "prepared" / "meta.json").read_text())
-    state = cluster_state(work, snapshot)
-    config = druid_config(_config(snapshot, spec.get("overrides")))
-    result = run_coordinator(state, config, now_ms=int(meta["now_ms"]))
-    out = work / DRUID_DIR
-    rows = operation_rows(result)
-    codes = pq.read_table(work / "prepared" / "segments.parquet", columns=["segment_id", "idx", "code"]).to_pylist()
-    code_of = {r["segment_id"]: (r["idx"], r["code"]) for r in codes}
-    for row in rows:
-        row["idx"], row["code"] = code_of[row["segment_id"]]
-    write_parquet_atomic(pa.Table.from_pylist(rows, schema=OPS_ARROW_SCHEMA), out / "operations.parquet")
+    app, work = spec["app"], Path(spec["work"])
+    tier = spec.get("tier")
+    run = build_run(spec, None if tier is None else {tier})
+    record: dict = {}
+    if app == "druid_rules":
+        run.rules()
+        record = {
+            "used_count": len(run.state.used),
+            "deleted": sorted(run.result.deleted),
+            "zero_replica": sorted(run.zero_replica_ids()),
+            "replicas_started": run.assigner.throttler.assigned,
+        }
+    elif app == "druid_unload":
+        run.unload(_read_part(work, "druid_rules")["zero_replica"])
+        record = {"overshadowed": sorted(run.result.overshadowed), "served_and_queued": served_and_queued(run.cluster)}
+    elif app == "druid_balance":
+        most = run.balance([tier], _read_part(work, "druid_unload")["served_and_queued"])
+        record = {"max_segments_to_move": most}
+    else:
+        run.clone()
+    result = run.finish(collect=app == LAST_APP)
+    decommissioning = {h.name for h in run.holders if h.decommissioning}
+    by_step: dict[str, list[Operation]] = {}
+    for op in result.operations:
+        by_step.setdefault(_step(op.duty), []).append(op)
+    unmarked: dict[str, list] = {}
+    offsets, seen = {}, 0
+    for duty in DUTY_APPS[app]:
+        offsets[_step(duty)] = seen
+        seen += len(by_step.get(_step(duty), []))
+    for position, server, segment_id in result.unmarked:
+        step = max((s for s, o in offsets.items() if o <= position), key=lambda s: offsets[s])
+        unmarked.setdefault(step, []).append([position - offsets[step], server, segment_id])
+    out = work / DRUID_DIR / (app if tier is None else f"{app}.tiers")
+    files = {}
+    for duty in DUTY_APPS[app]:
+        rows = operation_rows(by_step.get(_step(duty), []), decommissioning)
+        codes = _codes(work, {r["segment_id"] for r in rows})
+        for row in rows:
+            row["idx"], row["code"] = codes[row["segment_id"]]
+        name = f"{_step(duty)}.parquet" if tier is None else f"{_step(duty)}.{_safe(tier)}.parquet"
+        write_parquet_atomic(pa.Table.from_pylist(rows, schema=OPS_ARROW_SCHEMA), out / name)
+        files[_step(duty)] = str(out / name)
+    if app == LAST_APP:
+        _write_assignment(run, work)
+    stats = [{"metric": r.metric, "dims": r.dims, "value": r.value} for r in run.stats.rows()]
+    return {**record, "stats": stats, "unmarked": unmarked, "files": files}
+
+
+def _safe(tier: str) -> str:
+    """A tier's name as part of a file name."""
+    import hashlib
+
+    return hashlib.sha256(tier.encode()).hexdigest()[:16]
+
+
+def _codes(work: Path, ids: set[str]) -> dict[str, tuple[int, int]]:
+    """``segment_id`` -> (``idx``, ``code``) of the prepared segments among ``ids``."""
+    import pyarrow.compute as pc
+    import pyarrow.parquet as pq
+
+    if not ids:
+        return {}
+    table = pq.read_table(work / "prepared" / "segments.parquet", columns=["segment_id", "idx", "code"])
+    table = table.filter(pc.is_in(table["segment_id"], pa_array(sorted(ids))))
+    return {r["segment_id"]: (r["idx"], r["code"]) for r in table.to_pylist()}
+
+
+def _write_assignment(run: CoordinatorRun, work: Path) -> None:
+    """``WORK/druid/assignment.parquet``: every (segment, historical, tier) the run projects."""
+    import pyarrow as pa
+
     assignment = sorted(
-        (s.id, h.name, h.tier) for h in result.holders for s in h.projected_segments() if h.server.type.is_historical
+        (s.id, h.name, h.tier) for h in run.holders for s in h.projected_segments() if h.server.type.is_historical
     )
     write_parquet_atomic(
         pa.table(
             {k: [a[i] for a in assignment] for i, k in enumerate(("segment_id", "server", "tier"))},
             schema=pa.schema([("segment_id", pa.string()), ("server", pa.string()), ("tier", pa.string())]),
         ),
-        out / "assignment.parquet",
+        work / DRUID_DIR / "assignment.parquet",
     )
-    metrics = [{"metric": r.metric, **r.dims, "value": r.value} for r in result.stats.rows()]
-    record = {
-        "coordinator": "druid",
-        "druid_release": "35.0.0",
-        "metrics": metrics,
-        "marked_unused": sorted(result.deleted),
-        "overshadowed_marked_unused": sorted(result.overshadowed),
-        "max_segments_to_move": result.max_segments_to_move,
-        "config": {k: v for k, v in config.values.items()},
-        "period_ms": config.period_ms,
-    }
-    write_json_atomic(record, out / "run.json")
-    counts: dict[str, int] = {}
-    for r in rows:
-        counts[r["reason"]] = counts.get(r["reason"], 0) + 1
-    return {"operations": len(rows), "by_reason": counts}
+
+
+def _merged_stats(parts: list[dict]) -> RunStats:
+    """The run's metrics: the rows of every application's tasks, in run order."""
+    stats = RunStats()
+    for part in parts:
+        for row in part["stats"]:
+            stats.add(row["metric"], row["value"], **row["dims"])
+    return stats
 
 
 DECISION_METRICS = (m.ASSIGNED, m.DROPPED, m.MOVED, m.UNNEEDED)
@@ -250,11 +409,12 @@ DECISION_METRICS = (m.ASSIGNED, m.DROPPED, m.MOVED, m.UNNEEDED)
 
 
 def druid_record(work: Path) -> dict | None:
-    """``WORK/druid/run.json`` when the op log holds the ``druid`` coordinator's step, else None."""
+    """``WORK/druid/run.json`` when the op log holds the ``druid`` coordinator's last step, else None."""
     manifest = Path(work) / "ops" / "manifest.json"
-    if not manifest.exists() or not any(s["step"] == "druid" for s in json.loads(manifest.read_text())["steps"]):
+    last = _step(DUTY_APPS[LAST_APP][-1])
+    if not manifest.exists() or not any(s["step"] == last for s in json.loads(manifest.read_text())["steps"]):
         return None
-    return json.loads((Path(work) / DRUID_DIR / "run.json").read_text())
+    return json.loads((Path(work) / DRUID_DIR / RUN_FILE).read_text())
 
 
 def decision_events(record: dict) -> list[dict]:
@@ -280,14 +440,17 @@ def summary_part(record: dict) -> dict:
     }
 
 
-def druid_coordinator(spark, snapshot: Path, work: Path, overrides: dict | None = None) -> dict:
-    """Run the ``druid`` coordinator on ``work`` (after ``used_segments`` and ``prepare``) in one
-    Spark task and put its operations in the run's op log (stage 1, step ``druid``), where
-    ``assemble`` finds them; returns its counts."""
+def run_druid_app(spark, app: str, snapshot: Path, work: Path, overrides: dict | None = None) -> dict:
+    """Run the ``druid`` coordinator's application ``app`` (``DUTY_APPS``) on ``work`` (after
+    ``used_segments``, ``prepare`` and the applications before it): its Spark task(s), its record
+    ``WORK/druid/<app>.json``, its operations appended to the run's op log (step ``druid_<duty>``
+    at the duty's stage), where ``assemble`` finds them; the last one writes ``run.json``. Returns
+    its record. Raises ``InputError`` for a dynamic config Druid would refuse."""
+    import pyarrow as pa
     import pyarrow.parquet as pq
 
     from segment_balancer.spark.session import run_tasks
-    from segment_balancer.spark.workdir import Run
+    from segment_balancer.spark.workdir import OPS_ARROW_SCHEMA, Run
 
     work = Path(work).absolute()
     for where, values in (("config overrides", overrides or {}), (CONFIG_FILE, _config(snapshot, overrides))):
@@ -296,8 +459,76 @@ def druid_coordinator(spark, snapshot: Path, work: Path, overrides: dict | None 
         except ValueError as exc:
             raise InputError(f"{where}: {exc}") from None
     run = Run(spark, work)
-    run.reset_from(1)
-    spec = {"work": str(work), "snapshot": str(Path(snapshot).absolute()), "overrides": overrides}
-    counts = run_tasks(spark, [spec], druid_task)[0]
-    run.append_ops(1, "druid", pq.read_table(work / DRUID_DIR / "operations.parquet"))
-    return counts
+    run.reset_from(DUTY_STAGES[DUTY_APPS[app][0]])
+    spec = {"app": app, "work": str(work), "snapshot": str(Path(snapshot).absolute()), "overrides": overrides}
+    if app == "druid_balance":
+        names = set(run.servers_pdf["tier"])
+        tiers = java_hash_order(names, java_map_capacity(len(names)))  # DruidCluster's order of tiers
+        parts = run_tasks(spark, [{**spec, "tier": t} for t in tiers], _duty_task)
+        record = {
+            "max_segments_to_move": max((p["max_segments_to_move"] for p in parts), default=0),
+            "stats": [row for p in parts for row in p["stats"]],
+            "unmarked": {},
+        }
+        step, offset = _step("balance"), 0
+        tables = []
+        for p in parts:
+            table = pq.read_table(p["files"][step])
+            for position, server, segment_id in p["unmarked"].get(step, []):
+                record["unmarked"].setdefault(step, []).append([offset + position, server, segment_id])
+            tables.append(table)
+            offset += sum(1 for r in table.column("reason").to_pylist() if r != SegmentAction.MOVE_FROM.value)
+        ops = concat_ops(tables) if tables else pa.Table.from_pylist([], schema=OPS_ARROW_SCHEMA)
+        write_json_atomic(record, work / DRUID_DIR / f"{app}.json")
+        run.append_ops(DUTY_STAGES["balance"], step, ops)
+        return record
+    record = run_tasks(spark, [spec], _duty_task)[0]
+    write_json_atomic(record, work / DRUID_DIR / f"{app}.json")
+    for duty in DUTY_APPS[app]:
+        run.append_ops(DUTY_STAGES[duty], _step(duty), pq.read_table(record["files"][_step(duty)]))
+    if app == LAST_APP:
+        _write_record(work, druid_config(_config(snapshot, overrides)))
+    return record
+
+
+def concat_ops(tables: list) -> object:
+    """Several applications' op tables as one, each one's ``op_id`` and ``depends_on`` (positions
+    in its own table) moved on by the rows before it."""
+    import pyarrow as pa
+    import pyarrow.compute as pc
+
+    out, offset = [], 0
+    for table in tables:
+        if table.num_rows:
+            table = table.set_column(
+                table.schema.get_field_index("op_id"), "op_id", pc.add(table["op_id"].cast(pa.int64()), offset)
+            )
+            table = table.set_column(
+                table.schema.get_field_index("depends_on"),
+                "depends_on",
+                pc.add(table["depends_on"].cast(pa.int64()), offset),
+            )
+            out.append(table)
+        offset += table.num_rows
+    if not out:
+        return tables[0] if tables else None
+    return pa.concat_tables([t.cast(out[0].schema) for t in out])
+
+
+def _write_record(work: Path, config) -> None:
+    """``WORK/druid/run.json`` from every application's record: Druid's metrics of the run in run
+    order, the segments it marks unused, the balancer's maximum of moves, the ``config``
+    (``DruidConfig``)."""
+    parts = [_read_part(work, app) for app in DUTY_APPS]
+    rules, unload, balance = (_read_part(work, app) for app in ("druid_rules", "druid_unload", "druid_balance"))
+    record = {
+        "coordinator": "druid",
+        "druid_release": "35.0.0",
+        "metrics": [{"metric": r.metric, **r.dims, "value": r.value} for r in _merged_stats(parts).rows()],
+        "marked_unused": rules["deleted"],
+        "overshadowed_marked_unused": unload["overshadowed"],
+        "max_segments_to_move": balance["max_segments_to_move"],
+        "config": dict(config.values),
+        "period_ms": config.period_ms,
+    }
+    write_json_atomic(record, work / DRUID_DIR / RUN_FILE)

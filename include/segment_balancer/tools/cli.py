@@ -62,7 +62,7 @@ def print_summary(plan: Path) -> None:
     from rich.console import Console
     from rich.table import Table
 
-    from segment_balancer.planner.druid_coordinator.run import DUTY_NAMES
+    from segment_balancer.planner.druid_coordinator.duties import DUTY_NAMES
     from segment_balancer.planner.summary import read_plan_summary
 
     summary = read_plan_summary(plan)

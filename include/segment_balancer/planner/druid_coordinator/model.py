@@ -435,12 +435,15 @@ class ServerHolder:
         return True
 
     def cancel(self, action: SegmentAction, segment: DataSegment) -> bool:
-        """Cancel the queued ``action`` on ``segment`` (a ``MOVE_FROM`` locally, others in the load
-        queue); False when another action is queued or the request was already sent."""
+        """Cancel the queued ``action`` on ``segment`` (a ``MOVE_FROM`` locally: no request, but an
+        entry in the queue's journal, so that a duty run on its own can do it again; others in the
+        load queue); False when another action is queued or the request was already sent."""
         queued = self.actions.get(segment)
         if queued is not action.simplified():
             return False
-        if queued is not SegmentAction.MOVE_FROM and not self.queue.cancel(segment):
+        if queued is SegmentAction.MOVE_FROM:
+            self.queue.journal.append((QueueEvent.CANCELLED, QueuedRequest(segment, queued), self.name))
+        elif not self.queue.cancel(segment):
             return False
         del self.actions[segment]
         if queued.is_load:

@@ -55,26 +55,12 @@ class ClusterState:
     queues: dict[str, LoadQueue] = field(default_factory=dict)
 
 
-DUTIES = ("prepare", "rules", "unload", "balance", "clone")
-"""The duties that change load queues, in the order they run."""
-DUTY_STAGES = {"prepare": 1, "rules": 2, "unload": 4, "balance": 6, "clone": 7}
-"""A duty's number in the run (the plan's ``stage`` of its operations)."""
-DUTY_NAMES = {
-    1: "PrepareBalancerAndLoadQueues",
-    2: "RunRules",
-    4: "UnloadUnusedSegments",
-    6: "BalanceSegments",
-    7: "CloneHistoricals",
-}
-"""Druid's class of each duty that changes load queues, by its number."""
-
-
 @dataclass(frozen=True)
 class Operation:
     """A change the run made to a load queue: ``event`` ``ASSIGNED`` (a new request) or ``CANCELLED``
     (a queued one, of this run or earlier), on ``server``, of ``segment`` with ``action``
     (``LOAD``, ``REPLICATE``, ``MOVE_TO`` with its ``move_source``, ``DROP``), by ``duty`` (one of
-    :data:`DUTIES`)."""
+    :data:`~segment_balancer.planner.druid_coordinator.duties.DUTIES`)."""
 
     server: str
     tier: str
@@ -87,12 +73,15 @@ class Operation:
 
 @dataclass
 class RunResult:
-    """What a run did: ``stats`` (Druid's metrics), ``operations`` in the order made, the segment ids
+    """What a run did: ``stats`` (Druid's metrics), ``operations`` in the order made, the moves away
+    it called off on their source (``unmarked``: ``MOVE_FROM`` cancelled, no request: (how many
+    operations came before it, server, segment id)), the segment ids
     it marks unused (``deleted`` by drop rules, ``overshadowed`` ones), the balancer's
     ``max_segments_to_move`` and the ``holders`` as the run left them."""
 
     stats: RunStats
     operations: list[Operation] = field(default_factory=list)
+    unmarked: list[tuple[int, str, str]] = field(default_factory=list)
     deleted: set[str] = field(default_factory=set)
     overshadowed: set[str] = field(default_factory=set)
     max_segments_to_move: int = 0
@@ -226,18 +215,30 @@ class CoordinatorRun:
     def _begin(self, duty: str) -> None:
         self._duty_starts.append((duty, len(self.journal)))
 
-    def replay(self, operations: Iterable[QueuedOperation]) -> None:
+    def replay(self, operations: Iterable[QueuedOperation], unmarked: Iterable[tuple[int, str, str]] = ()) -> None:
         """After :meth:`prepare`: queue and cancel again, in order, what the duties after it did
         (their operations, as the op log keeps them); their queue counts stay (the load queue stats
         of the run), their journal entries go (they are not this duty's operations). An operation
         on a server or segment the run does not hold is left out (a duty of one tier replays that
-        tier's). Raises ``RuntimeError`` before :meth:`prepare`."""
+        tier's). ``unmarked``: the moves away called off on their source, each after as many of
+        ``operations`` as it says (a result's ``unmarked``). Raises ``RuntimeError`` before
+        :meth:`prepare`."""
         if self.assigner is None:
             raise RuntimeError("replay after prepare: the run's replica counts are those prepare leaves")
         by_name = {h.name: h for h in self.holders}
         segments = {**{s.id: s for h in self.holders for s in h.served_segments()}, **self.state.used}
         queues = self.assigner.queues
-        for op in operations:
+        pending = sorted(unmarked)
+
+        def unmark_up_to(position: int | None) -> None:
+            """Call off the moves away that came before operation ``position`` (None: all left)."""
+            while pending and (position is None or pending[0][0] <= position):
+                _, server, segment_id = pending.pop(0)
+                if (holder := by_name.get(server)) is not None and (segment := segments.get(segment_id)) is not None:
+                    holder.cancel(SegmentAction.MOVE_FROM, segment)
+
+        for position, op in enumerate(operations):
+            unmark_up_to(position)
             holder, segment = by_name.get(op.server), segments.get(op.segment_id)
             if holder is None or segment is None:
                 continue
@@ -249,6 +250,7 @@ class CoordinatorRun:
                 queues.move(segment, by_name[op.move_source], holder)
             else:
                 queues.load(segment, holder, op.action)
+        unmark_up_to(None)
         self.journal.clear()
 
     # ------------------------------------------------------------------------------------ duties
@@ -399,24 +401,28 @@ class CoordinatorRun:
                 elif self.assigner.queues.drop(segment, target):
                     stats.add(m.DROPPED_FROM_CLONE, 1, server=target.name)
 
-    def operations(self) -> list[Operation]:
+    def operations(self) -> tuple[list[Operation], list[tuple[int, str, str]]]:
         """The requests and cancellations of the duties run so far (since :meth:`replay`), in order,
-        each with its duty."""
+        each with its duty; and the moves away called off on their source (a ``MOVE_FROM``
+        cancelled: no request), each as (the operations before it, server, segment id)."""
         tiers = {h.name: h.tier for h in self.holders}
         ends = [start for _, start in self._duty_starts[1:]] + [len(self.journal)]
-        out = []
+        out: list[Operation] = []
+        unmarked: list[tuple[int, str, str]] = []
         for (duty, start), end in zip(self._duty_starts, ends):
             for event, request, server in self.journal[start:end]:
-                if event in (QueueEvent.ASSIGNED, QueueEvent.CANCELLED):
+                if request.action is SegmentAction.MOVE_FROM:
+                    unmarked.append((len(out), server, request.segment.id))
+                elif event in (QueueEvent.ASSIGNED, QueueEvent.CANCELLED):
                     action, segment, source = request.action, request.segment, request.move_source
                     out.append(Operation(server, tiers[server], event, action, segment, duty, source))
-        return out
+        return out, unmarked
 
     def finish(self, before_collect: Callable[[], None] | None = None, collect: bool = True) -> RunResult:
         """The result: the operations (:meth:`operations`); with ``collect``, 8.
         ``CollectLoadQueueStats`` first runs ``before_collect`` (a simulation completing requests
         within the run) and counts every load queue. The queues' journals are let go."""
-        self.result.operations = self.operations()
+        self.result.operations, self.result.unmarked = self.operations()
         if collect:
             if before_collect is not None:
                 before_collect()

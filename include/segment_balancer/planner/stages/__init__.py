@@ -13,6 +13,7 @@ imported on first use.
 from __future__ import annotations
 
 from segment_balancer.planner.config_keys import COORDINATORS
+from segment_balancer.planner.druid_coordinator.duties import DUTY_APPS, DUTY_STAGES
 
 STAGE_MODULES = {
     1: "s01_unreplicated",
@@ -50,11 +51,12 @@ the run's tables and first run state), ``stage01_unreplicated`` … ``stage13_br
 one list the DAG, the Spark entry points (``spark_apps/<name>.py``) and the CLI share."""
 
 
-DRUID_APP = "druid_coordinator"
-"""The application of the ``druid`` coordinator: Druid's Coordinator, one run, on ``prepare``'s tables."""
+DRUID_APPS = list(DUTY_APPS)
+"""The applications of the ``druid`` coordinator: Druid's Coordinator, one run, duty by duty, on
+``prepare``'s tables (``planner.druid_coordinator.duties.DUTY_APPS``)."""
 
 COORDINATOR_APP_NAMES: dict[str, list[str]] = dict(
-    zip(COORDINATORS, (APP_NAMES, [APP_NAMES[0], APP_NAMES[1], DRUID_APP, APP_NAMES[-1]]), strict=True)
+    zip(COORDINATORS, (APP_NAMES, [APP_NAMES[0], APP_NAMES[1], *DRUID_APPS, APP_NAMES[-1]]), strict=True)
 )
 """The applications of a run of each coordinator (``config_keys.COORDINATORS``), in run order."""
 DEFAULT_COORDINATOR = COORDINATORS[0]
@@ -64,7 +66,7 @@ COMPARE_APP = "compare_coordinators"
 ``assemble`` (the DAG param ``compare_with_druid``, the CLI's ``plan --compare``): its applications
 after ``prepare``, in a fork of the work directory (``segment_balancer.spark.workdir.fork_work``)."""
 
-ALL_APP_NAMES = [APP_NAMES[0], APP_NAMES[1], DRUID_APP, *APP_NAMES[2:], COMPARE_APP]
+ALL_APP_NAMES = [APP_NAMES[0], APP_NAMES[1], *DRUID_APPS, *APP_NAMES[2:], COMPARE_APP]
 """Every application of either coordinator, each run's in its order, then :data:`COMPARE_APP`."""
 
 
@@ -75,10 +77,11 @@ def other_coordinator(coordinator: str) -> str:
 
 def stage_number(name: str) -> int:
     """The algorithm's stage of an application: 0 for ``used_segments`` and ``prepare``, 1–13 for
-    ``stageNN_*`` (1 for ``druid_coordinator``, whose operations take the stages' place), 14 for
-    ``assemble``, 15 for ``compare_coordinators``."""
+    ``stageNN_*``, the number of its first duty for a ``druid`` application (whose operations take
+    the stages' place: ``druid_rules`` 1, ``druid_unload`` 4, ``druid_balance`` 6, ``druid_clone``
+    7), 14 for ``assemble``, 15 for ``compare_coordinators``."""
     if name.startswith("stage"):
         return int(name[5:7])
-    if name == DRUID_APP:
-        return 1
+    if name in DUTY_APPS:
+        return DUTY_STAGES[DUTY_APPS[name][0]]
     return {"assemble": 14, COMPARE_APP: 15}.get(name, 0)

@@ -1,0 +1,11 @@
+"""The ``druid`` coordinator (docs/DRUID_COORDINATOR.md), duty 6: BalanceSegments, one Spark task per tier.
+Runs when the config key ``coordinator`` is ``druid``; hands the groups on otherwise.
+
+Spark entry point: ``spark-submit spark_apps/druid_balance.py --snapshot DIR --work DIR --groups-in FILE
+--groups-out FILE [--config FILE]`` (see docs/ARCHITECTURE.md).
+"""
+
+from segment_balancer.spark.apps import main
+
+if __name__ == "__main__":
+    main("druid_balance")
