@@ -15,7 +15,11 @@ from collections import Counter
 from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass, field
 
+import numpy as np
+
 from segment_balancer.planner.cost import Descending
+
+_EMPTY = np.zeros(0, dtype=np.int64)
 
 INT_MAX = 2**31 - 1
 """Java's ``Integer.MAX_VALUE``: a load queue without a limit."""
@@ -346,6 +350,27 @@ class ServerHolder:
     def _project(self, segment: DataSegment, delta: int) -> None:
         self.projected_per_interval[segment.interval] += delta
         self.projected[(segment.datasource, *segment.interval)] += delta
+        self._interval_arrays = None
+
+    def interval_arrays(self, datasource: str | None = None) -> tuple:
+        """The intervals the server projects, as int64 numpy arrays ``(starts, ends, counts)``
+        (epoch ms; counts > 0): every segment's, or ``datasource``'s only. Built once (every
+        datasource's in one pass) and kept until the server's projection changes (what the cost
+        strategy scans, move after move)."""
+        cache = getattr(self, "_interval_arrays", None)
+        if cache is None:
+            rows: dict[str | None, list[tuple[int, int, int]]] = {None: []}
+            for (s, e), n in self.projected_per_interval.items():
+                if n:
+                    rows[None].append((s, e, n))
+            for (ds, s, e), n in self.projected.items():
+                if n:
+                    rows.setdefault(ds, []).append((s, e, n))
+            cache = self._interval_arrays = {
+                key: tuple(np.array(c, dtype=np.int64) for c in zip(*r)) for key, r in rows.items() if r
+            }
+        found = cache.get(datasource)
+        return found if found is not None else (_EMPTY, _EMPTY, _EMPTY)
 
     @property
     def projected_segment_count(self) -> int:

@@ -36,14 +36,14 @@ def placement_cost(segment: DataSegment, holder: ServerHolder) -> float:
     eternity = segment.start_ms <= ETERNITY_START_MS and segment.end_ms >= ETERNITY_END_MS
     lo = segment.start_ms if eternity else segment.start_ms - COST_WINDOW_MS
     hi = segment.end_ms if eternity else segment.end_ms + COST_WINDOW_MS
-    rows = [(s, e, n) for (s, e), n in holder.projected_per_interval.items() if n and s < hi and e > lo]
-    rows += [
-        (s, e, n) for (ds, s, e), n in holder.projected.items() if n and ds == segment.datasource and s < hi and e > lo
-    ]
+    parts = []
+    for starts, ends, counts in (holder.interval_arrays(), holder.interval_arrays(segment.datasource)):
+        window = (starts < hi) & (ends > lo)
+        parts.append((starts[window], ends[window], counts[window]))
+    starts, ends, counts = (np.concatenate(c) for c in zip(*parts))
     minus = [2.0 * self_cost(segment)] if holder.is_projected(segment) else []
-    if not rows:
+    if not len(starts):
         return exact_sum(np.zeros(0), None, minus)
-    starts, ends, counts = (np.array(c, dtype=np.int64) for c in zip(*rows))
     terms = joint_cost_same(segment.start_ms, segment.end_ms, starts, ends, False)
     return exact_sum(terms, counts, minus)
 
