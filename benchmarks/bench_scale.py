@@ -12,9 +12,13 @@ application it also reports its wall, its Spark jobs (the event log, by job tag)
 left in the work directory. Inputs are ``druid_sample`` or a number of segments of
 ``segment_balancer generate``'s cluster (hourly and daily datasources over years, three tiers, two
 historicals lost, one decommissioning, one added empty: a cluster shaped like production), cached
-under ``--cache``. Usage::
+under ``--cache``. ``--coordinator`` (the CLI's own option) says who plans: ``issue7458`` (the
+default: ``used_segments``, ``prepare``, the 13 stages, ``assemble``) or ``druid`` (Druid's own
+Coordinator: ``used_segments``, ``prepare``, ``druid_coordinator``, ``assemble``;
+``COORDINATOR_APP_NAMES``). Usage::
 
     .venv/bin/python benchmarks/bench_scale.py [--sizes druid_sample 20000 100000 1000000] [--modes local connect]
+        [--coordinator issue7458|druid]
 
 Mode ``cluster`` (on request) runs the CLI's driver in process on a Spark standalone cluster of two
 workers of one core each on this machine, and says how each application's tasks divided over the
@@ -45,7 +49,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 import bench_overhead  # noqa: E402
 from bench_overhead import SNAPSHOTS, TAG, snapshot_for, start_cluster, start_server  # noqa: E402
 
-from segment_balancer.planner.stages import APP_NAMES, stage_number  # noqa: E402
+from segment_balancer.planner.stages import COORDINATOR_APP_NAMES, DEFAULT_COORDINATOR, stage_number  # noqa: E402
 
 KINDS = ("driver", "workers", "client")
 
@@ -64,10 +68,12 @@ def kind_of(proc: psutil.Process, root_pid: int) -> str:
 class Watch(bench_overhead.Watch):
     """Samples process trees until the root ends: peak RSS and PSS per kind (sum over the kind's
     processes at one instant), the JVMs started, and per sample the summed ``rchar``/``wchar``
-    counters per process (for the bytes moved between two instants); ``run`` as the parent's."""
+    counters per process (for the bytes moved between two instants); ``run`` as the parent's, the
+    command given ``cli_args`` at its end (the coordinator)."""
 
-    def __init__(self, extra_pids: list[int] | None = None):
+    def __init__(self, extra_pids: list[int] | None = None, cli_args: list[str] | None = None):
         self.extra = [psutil.Process(p) for p in extra_pids or []]
+        self.cli_args = list(cli_args or [])
         self.peak = dict.fromkeys(KINDS, 0)
         self.peak_pss = dict.fromkeys(KINDS, 0)
         self.peak_total = self.peak_total_pss = 0
@@ -98,6 +104,9 @@ class Watch(bench_overhead.Watch):
             self.peak_total_pss = max(self.peak_total_pss, sum(pss.values()))
         self.io.append((time.time(), io))
 
+    def run(self, cmd: list[str], env: dict, log: Path, timeout: float) -> int:
+        return super().run([*cmd, *self.cli_args], env, log, timeout)
+
     def moved(self, since: float, until: float) -> tuple[int, int]:
         """Bytes read and written through system calls between two instants (epoch s), summed over
         the processes sampled at both ends of each interval."""
@@ -112,26 +121,30 @@ class Watch(bench_overhead.Watch):
         return read, written
 
 
-def app_windows(work: Path) -> dict[str, tuple[float, float]]:
-    """``{application: (start, end)}`` (epoch s) from ``timings.json``: the applications ran one
-    after another from the first one's ``started_at``."""
+def app_windows(work: Path, apps: list[str]) -> dict[str, tuple[float, float]]:
+    """``{application: (start, end)}`` (epoch s) of the run's applications ``apps`` from
+    ``timings.json``: they ran one after another from the first one's ``started_at``."""
     from datetime import datetime
 
     timings = json.loads((work / "timings.json").read_text())
-    start = datetime.fromisoformat(timings[APP_NAMES[0]]["started_at"].replace("Z", "+00:00")).timestamp()
+    start = datetime.fromisoformat(timings[apps[0]]["started_at"].replace("Z", "+00:00")).timestamp()
     out = {}
-    for name in APP_NAMES:
+    for name in apps:
         seconds = timings.get(name, {}).get("seconds", 0.0)
         out[name] = (start, start + seconds)
         start += seconds
     return out
 
 
-def written_per_app(work: Path) -> dict[str, int]:
-    """Bytes each application left in the work directory: ``timeline/`` (used_segments),
-    ``prepared/`` and ``state/00_*`` (prepare), ``passes/NN_*``, ``ops/stage_NN_*``, ``state/NN_*``
-    (stage NN), ``plan/`` (assemble)."""
-    by_stage = {stage_number(n): n for n in APP_NAMES if n.startswith("stage")}
+def written_per_app(work: Path, apps: list[str]) -> dict[str, int]:
+    """Bytes each of the run's applications ``apps`` left in the work directory: ``timeline/``
+    (used_segments), ``prepared/`` and ``state/00_*`` (prepare), ``passes/NN_*``,
+    ``ops/stage_NN_*``, ``state/NN_*`` (the application of stage NN: ``stageNN_*``, or the
+    ``druid`` coordinator's, ``planner.stages.stage_number``), ``druid/`` (the ``druid``
+    coordinator's: ``druid/<application>*`` that application's, the rest its last one's),
+    ``plan/`` (assemble)."""
+    by_stage = {stage_number(n): n for n in apps if 1 <= stage_number(n) <= 13}
+    druid_apps = [n for n in apps if n.startswith("druid")]
     out: dict[str, int] = defaultdict(int)
     for path in work.rglob("*"):
         if not path.is_file():
@@ -146,6 +159,8 @@ def written_per_app(work: Path) -> dict[str, int]:
             name = by_stage.get(int(rel[1][:2]))
         elif rel[0] == "ops" and rel[1].startswith("stage_"):
             name = by_stage.get(int(rel[1][6:8]))
+        elif rel[0] == "druid" and druid_apps:
+            name = next((n for n in druid_apps if rel[1].split(".")[0] == n), druid_apps[-1])
         elif rel[0] == "plan":
             name = "assemble"
         if name:
@@ -153,19 +168,26 @@ def written_per_app(work: Path) -> dict[str, int]:
     return dict(out)
 
 
-def run_cli(snapshot: Path, mode: str, tmp: Path, server, timeout: float) -> dict:
-    """:func:`bench_overhead.run_cli` with this script's :class:`Watch`, and per application the bytes
-    left in the work directory and moved through system calls."""
+def run_cli(
+    snapshot: Path, mode: str, tmp: Path, server, timeout: float, coordinator: str = DEFAULT_COORDINATOR
+) -> dict:
+    """:func:`bench_overhead.run_cli` with this script's :class:`Watch` (the CLI planning with
+    ``--coordinator coordinator``), and per application the bytes left in the work directory and
+    moved through system calls."""
     since = int(time.time() * 1000)
-    run = bench_overhead.run_cli(snapshot, mode, tmp, server, timeout, Watch)
+    apps = COORDINATOR_APP_NAMES[coordinator]
+    run = bench_overhead.run_cli(
+        snapshot, mode, tmp, server, timeout, lambda pids: Watch(pids, ["--coordinator", coordinator])
+    )
     work, watch = run.pop("work"), run.pop("watch")
     share = executor_share(tmp / "events", since) if mode == "cluster" else {}
     return {
         **run,
+        "coordinator": coordinator,
         "total": watch.peak_total,
         "total_pss": watch.peak_total_pss,
-        "written": written_per_app(work),
-        "moved": {name: watch.moved(*window) for name, window in app_windows(work).items()},
+        "written": written_per_app(work, apps),
+        "moved": {name: watch.moved(*window) for name, window in app_windows(work, apps).items()},
         "share": share,
     }
 
@@ -207,6 +229,7 @@ def mib(n: int) -> str:
 
 
 def print_tables(results: list[tuple[str, str, dict]]) -> None:
+    print(f"coordinator {', '.join(sorted({r['coordinator'] for _, _, r in results}))}")
     print(
         f"{'input':<14} {'mode':<8} {'wall s':>7} {'JVMs':>5} {'jobs':>5} {'ops':>8} "
         f"{'RSS GiB':>8} {'PSS GiB':>8}   " + "  ".join(f"{k + ' RSS/PSS':>18}" for k in KINDS)
@@ -219,12 +242,13 @@ def print_tables(results: list[tuple[str, str, dict]]) -> None:
         )
     print()
     for name, mode, r in results:
+        apps = COORDINATOR_APP_NAMES[r["coordinator"]]
         print(
-            f"{name}, {mode}: per application (s; Spark jobs; MiB written to the work directory; "
-            f"MiB read / written through system calls by every process meanwhile)"
+            f"{name}, {mode}, coordinator {r['coordinator']}: per application (s; Spark jobs; MiB written "
+            f"to the work directory; MiB read / written through system calls by every process meanwhile)"
         )
         print(f"  {'application':<34} {'s':>7} {'jobs':>5} {'work MiB':>9} {'read MiB':>9} {'write MiB':>9}")
-        for app in APP_NAMES:
+        for app in apps:
             sec = r["apps"].get(app)
             read, written = r["moved"].get(app, (0, 0))
             print(
@@ -239,7 +263,7 @@ def print_tables(results: list[tuple[str, str, dict]]) -> None:
             executors = sorted({ex for by in r["share"].values() for ex in by})
             print(f"{name}, {mode}: each application's tasks per executor (tasks / task seconds)")
             print(f"  {'application':<34} " + " ".join(f"{'executor ' + ex:>18}" for ex in executors))
-            for app in APP_NAMES:
+            for app in apps:
                 if app in r["share"]:
                     by = r["share"][app]
                     print(
@@ -258,6 +282,12 @@ def main() -> None:
         help="druid_sample or a number of generated segments",
     )
     parser.add_argument("--modes", nargs="+", choices=["local", "connect", "cluster"], default=["local", "connect"])
+    parser.add_argument(
+        "--coordinator",
+        choices=list(COORDINATOR_APP_NAMES),
+        default=DEFAULT_COORDINATOR,
+        help="who plans (the CLI's --coordinator)",
+    )
     parser.add_argument("--timeout", type=float, default=3600.0)
     parser.add_argument("--cache", type=Path, default=Path(tempfile.gettempdir()) / "segment_balancer-bench")
     args = parser.parse_args()
@@ -271,13 +301,13 @@ def main() -> None:
                 if mode == "connect":
                     server, seconds = start_server(tmp)
                     print(f"Spark Connect server started and answering in {seconds:.1f} s", file=sys.stderr)
-                    run_cli(SNAPSHOTS / "druid_sample", "connect", tmp / "warm", server, args.timeout)
+                    run_cli(SNAPSHOTS / "druid_sample", "connect", tmp / "warm", server, args.timeout, args.coordinator)
                 elif mode == "cluster":
                     server, seconds = start_cluster(tmp)
                     print(f"standalone cluster started in {seconds:.1f} s: {server.master_url}", file=sys.stderr)
                 for name in args.sizes:
                     snap = snapshot_for(name, args.cache)
-                    r = run_cli(snap, mode, tmp / f"{mode}-{name}", server, args.timeout)
+                    r = run_cli(snap, mode, tmp / f"{mode}-{name}", server, args.timeout, args.coordinator)
                     results.append((name, mode, r))
                     print(f"done: {name} {mode}: {r['wall']:.1f} s", file=sys.stderr, flush=True)
             finally:
