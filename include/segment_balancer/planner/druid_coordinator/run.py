@@ -109,7 +109,10 @@ def _overshadowed_now(
         timeline = timelines.get(candidate.datasource)
         if not timeline:
             continue
-        rows = [s.timeline_row() for s in timeline.values() if s.id != candidate.id] + [candidate.timeline_row()]
+        # only segments overlapping its interval decide whether it is covered
+        start, end = candidate.start_ms, candidate.end_ms
+        near = [s for s in timeline.values() if s.id != candidate.id and s.start_ms < end and s.end_ms > start]
+        rows = [s.timeline_row() for s in near] + [candidate.timeline_row()]
         status = classify_datasource(pd.DataFrame(rows)).set_index("segment_id")["status"]
         if status[candidate.id] == STATUS_OVERSHADOWED:
             marked.add(candidate.id)

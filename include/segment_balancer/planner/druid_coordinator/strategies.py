@@ -33,19 +33,33 @@ def placement_cost(segment: DataSegment, holder: ServerHolder) -> float:
     """Druid's ``computePlacementCost``: the joint cost of ``segment`` with every segment the server
     projects in ``[start - 45 days, end + 45 days)`` (those of its datasource twice), less twice its
     self cost when the server projects it."""
+    return placement_costs(segment, [holder])[0]
+
+
+def placement_costs(segment: DataSegment, holders: Sequence[ServerHolder]) -> list[float]:
+    """:func:`placement_cost` of ``segment`` on each of ``holders``, the joint costs of all of them
+    computed in one vectorised pass (each server's sum still exact and its own)."""
     eternity = segment.start_ms <= ETERNITY_START_MS and segment.end_ms >= ETERNITY_END_MS
     lo = segment.start_ms if eternity else segment.start_ms - COST_WINDOW_MS
     hi = segment.end_ms if eternity else segment.end_ms + COST_WINDOW_MS
-    parts = []
-    for starts, ends, counts in (holder.interval_arrays(), holder.interval_arrays(segment.datasource)):
-        window = (starts < hi) & (ends > lo)
-        parts.append((starts[window], ends[window], counts[window]))
-    starts, ends, counts = (np.concatenate(c) for c in zip(*parts))
-    minus = [2.0 * self_cost(segment)] if holder.is_projected(segment) else []
-    if not len(starts):
-        return exact_sum(np.zeros(0), None, minus)
-    terms = joint_cost_same(segment.start_ms, segment.end_ms, starts, ends, False)
-    return exact_sum(terms, counts, minus)
+    parts, bounds = [], [0]
+    for holder in holders:
+        for starts, ends, counts in (holder.interval_arrays(), holder.interval_arrays(segment.datasource)):
+            window = (starts < hi) & (ends > lo)
+            parts.append((starts[window], ends[window], counts[window]))
+        bounds.append(bounds[-1] + len(parts[-2][0]) + len(parts[-1][0]))
+    starts, ends, counts = (np.concatenate(c) for c in zip(*parts)) if parts else ((), (), ())
+    terms = joint_cost_same(segment.start_ms, segment.end_ms, starts, ends, False) if len(starts) else None
+    self = 2.0 * self_cost(segment)
+    costs = []
+    for i, holder in enumerate(holders):
+        minus = [self] if holder.is_projected(segment) else []
+        lo_i, hi_i = bounds[i], bounds[i + 1]
+        if hi_i == lo_i:
+            costs.append(exact_sum(np.zeros(0), None, minus))
+        else:
+            costs.append(exact_sum(terms[lo_i:hi_i], counts[lo_i:hi_i], minus))
+    return costs
 
 
 def heap_order(costs: Sequence[tuple[float, ServerHolder]]) -> list[ServerHolder]:
@@ -76,11 +90,15 @@ class CostStrategy:
 
     def cost(self, segment: DataSegment, holder: ServerHolder) -> float:
         """The strategy's cost of ``segment`` on ``holder`` (lower is better)."""
-        return placement_cost(segment, holder)
+        return self.costs(segment, [holder])[0]
+
+    def costs(self, segment: DataSegment, holders: Sequence[ServerHolder]) -> list[float]:
+        """:meth:`cost` on each of ``holders``."""
+        return placement_costs(segment, holders)
 
     def order(self, segment: DataSegment, holders: Sequence[ServerHolder]) -> list[ServerHolder]:
         """``holders`` in Druid's priority-queue order of their costs (:func:`heap_order`)."""
-        return heap_order([(self.cost(segment, h), h) for h in holders])
+        return heap_order(list(zip(self.costs(segment, holders), holders)))
 
     def servers_to_load(self, segment: DataSegment, holders: Sequence[ServerHolder]) -> Iterator[ServerHolder]:
         """The heap order, each server checked for room as the caller reaches it."""
@@ -107,12 +125,13 @@ class DiskNormalizedStrategy(CostStrategy):
 
     name = "diskNormalized"
 
-    def cost(self, segment: DataSegment, holder: ServerHolder) -> float:
-        cost = placement_cost(segment, holder)
-        if cost == float("inf"):
-            return cost
-        served = max(1, len(holder.server.segments))
-        return (cost / served) * (holder.size_used / holder.max_size)
+    def costs(self, segment: DataSegment, holders: Sequence[ServerHolder]) -> list[float]:
+        out = []
+        for cost, holder in zip(placement_costs(segment, holders), holders):
+            if cost != float("inf"):
+                cost = (cost / max(1, len(holder.server.segments))) * (holder.size_used / holder.max_size)
+            out.append(cost)
+        return out
 
 
 class RandomStrategy:
