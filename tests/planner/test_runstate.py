@@ -191,6 +191,59 @@ def test_a_cancel_undoes_a_queued_load_or_drop_in_op_order():
         apply([("s5", "CANCEL", loading)])
 
 
+def test_cancels_among_many_ops_apply_as_one_op_after_another():
+    """200 random sequences of LOADs, DROPs and CANCELs on segment 1's replicas as Druid's
+    Coordinator queues them (one action at a time per replica: a load where it is not served, a drop
+    where it is, a cancel of either; a ``druid`` plan alternates them thousands of times): what
+    ``apply`` makes of each in one pass is what applying the ops one after another makes, written
+    out here by hand."""
+    import random
+
+    run = tier_from(SEGMENTS, PROJECTED, SERVERS, "hot")
+    start = run.state()
+    code = {name: i for i, name in enumerate(start.servers)}
+    queues = [QUEUE_CODES["loading"], QUEUE_CODES["balancing"]]
+    rows0 = start.rows(run.table)
+    served0 = set(rows0[(rows0["idx"] == 1) & (rows0["kind"] == "replica") & rows0["served"]]["server"])
+    rng = random.Random(7)
+    for _ in range(200):
+        state = {s: {"load": NO_LOAD, "dropping": False, "dependent": False} for s in start.servers}
+        ops = []
+        for _ in range(rng.randrange(1, 12)):
+            server = rng.choice(list(start.servers))
+            mine = state[server]
+            if mine["load"] != NO_LOAD:
+                ops.append((server, "CANCEL", mine["load"], False))
+                mine["load"] = NO_LOAD
+            elif mine["dropping"]:
+                ops.append((server, "CANCEL", NO_LOAD, False))
+                mine["dropping"], mine["dependent"] = False, False
+            elif server in served0:
+                d = rng.random() < 0.5
+                mine["dropping"], mine["dependent"] = True, d
+                ops.append((server, "DROP", NO_LOAD, d))
+            else:
+                q = rng.choice(queues)
+                mine["load"] = q
+                ops.append((server, "LOAD", q, False))
+        after = start.apply(
+            [1] * len(ops),
+            [code[s] for s, _, _, _ in ops],
+            [a == "LOAD" for _, a, _, _ in ops],
+            [q for _, _, q, _ in ops],
+            [d for _, _, _, d in ops],
+            [a == "CANCEL" for _, a, _, _ in ops],
+        )
+        by_server = {int(sv): i for i, sv in enumerate(after.rep_server) if after.rep_code[i] == 1}
+        for server, want in state.items():
+            row = by_server.get(code[server])
+            if row is None:
+                assert server not in served0 and want["load"] == NO_LOAD and not want["dropping"], (ops, server)
+                continue
+            got = (int(after.load[row]), bool(after.dropping[row]), bool(after.dependent[row]))
+            assert got == (want["load"], want["dropping"], want["dependent"]), (ops, server)
+
+
 def test_reading_segments_changes_nothing_a_cached_top_b_or_an_op_does():
     run = tier_from(SEGMENTS, PROJECTED, SERVERS, "hot")
     x = run.segment(1)

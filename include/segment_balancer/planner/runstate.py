@@ -405,27 +405,76 @@ class TierState:
         LOAD, ``dependent`` bool of a DROP that waits for a load, ``cancel`` bool of a CANCEL,
         the ``druid`` coordinator's, whose ``queue`` is the cancelled load's or -1 for a cancelled
         drop). A LOAD marks its replica loading (a new replica row when the server had none of the
-        segment); a DROP marks it dropping; a CANCEL undoes the queued load or drop. Within a run
-        of ops without a CANCEL, loads apply before drops. Raises ``ValueError`` for a DROP or a
-        CANCEL of a replica the state does not have."""
+        segment); a DROP marks it dropping; a CANCEL undoes the queued load or drop. Without a
+        CANCEL, loads apply before drops; with CANCELs, each replica's ops apply in op order.
+        Raises ``ValueError`` for a DROP or a CANCEL of a replica the state does not have."""
         if cancel is None or not np.any(cancel):
             return self._apply_queued(code, server, is_load, queue, dependent)
-        cancel = np.asarray(cancel, bool)
-        bounds = np.flatnonzero(np.diff(cancel.astype(np.int8))) + 1
-        state = self
-        for lo, hi in zip(np.r_[0, bounds], np.r_[bounds, len(cancel)]):
-            part = slice(int(lo), int(hi))
-            if cancel[lo]:
-                state = state._apply_cancels(np.asarray(code)[part], np.asarray(server)[part], np.asarray(queue)[part])
-            else:
-                state = state._apply_queued(
-                    np.asarray(code)[part],
-                    np.asarray(server)[part],
-                    np.asarray(is_load)[part],
-                    np.asarray(queue)[part],
-                    np.asarray(dependent)[part],
-                )
-        return state
+        return self._apply_with_cancels(code, server, is_load, queue, dependent, np.asarray(cancel, bool))
+
+    def _apply_with_cancels(
+        self,
+        code: np.ndarray,
+        server: np.ndarray,
+        is_load: np.ndarray,
+        queue: np.ndarray,
+        dependent: np.ndarray,
+        cancel: np.ndarray,
+    ) -> TierState:
+        """:meth:`apply` with CANCELs, in one pass: replicas are independent, so each replica's queued
+        load is set by its last LOAD or cancelled load, its queued drop by its last DROP or
+        cancelled drop (op order); a LOAD of a replica the state lacks adds its row first."""
+        code, server = np.asarray(code, np.int64), np.asarray(server, np.int64)
+        is_load, queue = np.asarray(is_load, bool), np.asarray(queue, np.int8)
+        dependent = np.asarray(dependent, bool)
+        width = len(self.servers) + 1
+        arrays = {name: getattr(self, name).copy() for name in self.REPLICA_ARRAYS}
+        op_keys = code * width + server
+        loads = is_load & ~cancel
+        rows = self._replica_rows(code, server)
+        new = loads & (rows < 0)
+        if new.any():
+            first = np.sort(np.unique(op_keys[new], return_index=True)[1])
+            picks = np.flatnonzero(new)[first]
+            k = len(picks)
+            added = {
+                "rep_code": code[picks],
+                "rep_server": server[picks].astype(np.int32),
+                "served": np.zeros(k, bool),
+                "load": np.full(k, NO_LOAD, np.int8),
+                "dropping": np.zeros(k, bool),
+                "dependent": np.zeros(k, bool),
+            }
+            arrays = {name: np.concatenate([a, added[name].astype(a.dtype)]) for name, a in arrays.items()}
+            widened = TierState(
+                self.tier, self.servers, self.seg_code, self.target, self.tier_pos, topb=dict(self.topb), **arrays
+            )
+            rows = widened._replica_rows(code, server)
+        if (rows < 0).any():
+            j = int(np.flatnonzero(rows < 0)[0])
+            what = "CANCEL on" if cancel[j] else "DROP of"
+            raise ValueError(
+                f"tier {self.tier}: a {what} segment code {code[j]} at server code {server[j]}, "
+                "which holds no replica of it"
+            )
+
+        def last_per_row(mask: np.ndarray) -> np.ndarray:
+            """The op index of the last op of ``mask`` on each replica row it touches."""
+            ops = np.flatnonzero(mask)
+            reversed_rows = rows[ops][::-1]
+            _, at = np.unique(reversed_rows, return_index=True)
+            return ops[::-1][at]
+
+        cancel_load = cancel & (queue != NO_LOAD)
+        last = last_per_row(loads | cancel_load)
+        arrays["load"][rows[last]] = np.where(cancel[last], NO_LOAD, queue[last])
+        drops = ~is_load & ~cancel
+        last = last_per_row(drops | (cancel & ~cancel_load))
+        arrays["dropping"][rows[last]] = ~cancel[last]
+        arrays["dependent"][rows[last]] = dependent[last] & ~cancel[last]
+        return TierState(
+            self.tier, self.servers, self.seg_code, self.target, self.tier_pos, topb=dict(self.topb), **arrays
+        )
 
     def _replica_rows(self, code: np.ndarray, server: np.ndarray) -> np.ndarray:
         """The replica row of every (code, server) pair, -1 for none."""
@@ -437,23 +486,6 @@ class TierState:
         order = np.argsort(keys, kind="stable")
         pos = np.minimum(np.searchsorted(keys[order], want), len(keys) - 1)
         return np.where(keys[order][pos] == want, order[pos], -1)
-
-    def _apply_cancels(self, code: np.ndarray, server: np.ndarray, queue: np.ndarray) -> TierState:
-        rows = self._replica_rows(code, server)
-        if (rows < 0).any():
-            j = int(np.flatnonzero(rows < 0)[0])
-            raise ValueError(
-                f"tier {self.tier}: a CANCEL on segment code {code[j]} at server code {server[j]}, "
-                "which holds no replica of it"
-            )
-        arrays = {name: getattr(self, name).copy() for name in self.REPLICA_ARRAYS}
-        of_load = np.asarray(queue, np.int8) != NO_LOAD
-        arrays["load"][rows[of_load]] = NO_LOAD
-        arrays["dropping"][rows[~of_load]] = False
-        arrays["dependent"][rows[~of_load]] = False
-        return TierState(
-            self.tier, self.servers, self.seg_code, self.target, self.tier_pos, topb=dict(self.topb), **arrays
-        )
 
     def _apply_queued(
         self, code: np.ndarray, server: np.ndarray, is_load: np.ndarray, queue: np.ndarray, dependent: np.ndarray
