@@ -50,6 +50,8 @@ def test_the_estimate_and_simulated_runs(snapshot):
     assert estimate_run_bytes(snapshot, 3) == int(
         FIXED_BYTES + 101_000 * PER_SNAPSHOT_BYTE + 3 * (FIXED_PER_SIMULATED_RUN + 101_000 * PER_SIMULATED_RUN)
     )
+    # the other coordinator's plan of a compared run counts as one more simulated run
+    assert estimate_run_bytes(snapshot, 3, compare=True) == estimate_run_bytes(snapshot, 4)
 
 
 @pytest.mark.parametrize(
