@@ -205,8 +205,10 @@ def test_trigger_form_and_run(page, deployment, artifacts):
     assert [r["dag_run_id"] for r in manual] == [run_id], manual
     run = manual[0]
     assert run["triggered_by"] == "ui", run
-    # the form's defaults: nothing but the snapshots root is set
-    assert {k: v for k, v in (run["conf"] or {}).items() if v not in (None, [], {}, 0)} in (
+    # the form's defaults: nothing but the snapshots root is set (and the compare_with_druid switch, on)
+    conf = {k: v for k, v in (run["conf"] or {}).items() if v not in (None, [], {}, 0)}
+    assert conf.pop("compare_with_druid", True) is True, run["conf"]
+    assert conf in (
         {},
         {"snapshots_root": str(deployment.var / "snapshots")},
     ), run["conf"]
