@@ -62,8 +62,10 @@ app = FastAPI(
 
 NO_CACHE = {"Cache-Control": "no-cache"}  # a re-run replaces the plan under the same URL
 _BODY = re.compile(r"<body\b[^>]*>", re.IGNORECASE)
-_RELATIVE_HREF = re.compile(r'href="(?![#/]|[a-zA-Z][a-zA-Z0-9+.-]*:)')
-"""An ``href`` relative to the report's directory (not a fragment, an absolute path or a URL)."""
+_RELATIVE_HREF = re.compile(r'href="(?=(?:compared|simulation)/)')
+"""An ``href`` of the report to another report of its plan (the other coordinator's plan, the
+simulation): relative to the plan's directory. Only these: the report's inline ``plotly.js`` has
+``href="`` strings of its own, which must stay as they are."""
 _DETAIL_LISTS = ("tried", "tiers", "top_b", "refused")
 
 

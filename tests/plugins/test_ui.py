@@ -483,13 +483,14 @@ def test_the_run_view_of_a_compared_plan_links_the_other_coordinators_plan(home,
     """A plan published with the other coordinator's beside it (``compared/druid/``): the bar links
     that plan's report, and the report's own relative link to it (the side-by-side section's) is
     made an absolute path into the plan, as the page's URL is the run's, not the plan's; fragment
-    links and absolute ones are left alone."""
+    links, absolute ones and any other ``href="`` (the inline plotly.js has its own) are left alone."""
     p3 = home / "plans" / P3
     (p3 / "compared" / "druid").mkdir(parents=True)
     (p3 / "compared" / "druid" / "report.html").write_text("<html><body>druid's plan of P3</body></html>")
     (p3 / "report.html").write_text(
         '<html><body><a href="#compare">Side by side</a> <a href="compared/druid/report.html">druid</a> '
-        '<a href="https://druid.apache.org/">Druid</a> <a href="/elsewhere">x</a></body></html>'
+        '<a href="https://druid.apache.org/">Druid</a> <a href="/elsewhere">x</a> <a href="x.svg">y</a>'
+        "<script>var s = '<a href=\"' + u + '\">';</script></body></html>"
     )
     page = client.get(f"/runs/{quote(P3_RUN, safe='')}").text
     nav, body = page.split("</nav>")
@@ -499,7 +500,10 @@ def test_the_run_view_of_a_compared_plan_links_the_other_coordinators_plan(home,
         f"{PREFIX}/plans/{P3}/compared/druid/report.html",
         "https://druid.apache.org/",
         "/elsewhere",
+        "x.svg",
+        "' + u + '",  # the script's own, untouched
     ]
+    assert "var s = '<a href=\"' + u" in body
     served = client.get(f"/plans/{P3}/compared/druid/report.html")
     assert served.status_code == 200 and "druid's plan of P3" in served.text
 
