@@ -135,7 +135,8 @@ def cluster_state(
     if wanted_ids is not None:
         prepared_table = prepared_table.filter(pc.is_in(prepared_table["segment_id"], wanted_ids))
     for r in prepared_table.to_pylist():
-        by_id.setdefault(r["segment_id"], _segment(r))
+        if r["segment_id"] not in by_id:
+            by_id[r["segment_id"]] = _segment(r)
     servers = {
         r["server"]: DruidServer(
             name=r["server"], tier=r["tier"], max_size=int(r["max_size"]), curr_size=int(r["current_size"])
