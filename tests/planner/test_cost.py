@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import math
 import random
+from fractions import Fraction
 from datetime import UTC, datetime
 
 import numpy as np
@@ -21,6 +22,7 @@ from segment_balancer.planner.cost import (
     ETERNITY_START_MS,
     drop_key,
     exact_sum,
+    exact_sums,
     interval_cost,
     joint_cost,
     placement_cost,
@@ -224,6 +226,31 @@ def test_exact_sum_is_exactly_rounded():
     # counts: 0.1 * 3 as an exact product, then minus one 0.1: exactly rounded 0.2.
     assert exact_sum([0.1], counts=[3], minus=[0.1]) == math.fsum([0.1, 0.1])
     assert math.copysign(1.0, exact_sum([0.5], minus=[0.5])) == 1.0  # +0.0, never -0.0
+
+
+def test_exact_sums_are_each_group_exactly_rounded():
+    """Group by group, the float nearest the rational sum (``Fraction``), over magnitudes from 1e-40
+    to 1e15 in one group, integer-valued ties, counts up to 5,000 and a subtracted term."""
+    rng = np.random.default_rng(7)
+    for trial in range(300):
+        n = int(rng.integers(1, 12))
+        m = int(rng.integers(0, 200))
+        terms = rng.random(m) * 10.0 ** rng.integers(-40, 15, m)
+        if trial % 5 == 0:
+            terms = np.round(terms * 1e6)
+        counts = rng.integers(1, 5000, m) if trial % 2 else None
+        group = rng.integers(0, n, m)
+        minus = rng.random(n) * 10.0 ** rng.integers(-3, 12, n) * (rng.random(n) < 0.5)
+        got = exact_sums(terms, counts, group, n, minus)
+        for g in range(n):
+            rows = np.flatnonzero(group == g)
+            exact = sum(
+                (Fraction(float(terms[i])) * (1 if counts is None else int(counts[i])) for i in rows), Fraction(0)
+            ) - Fraction(float(minus[g]))
+            assert got[g] == float(exact), (trial, g)
+            assert math.copysign(1.0, got[g]) == 1.0 or got[g] < 0
+    assert exact_sums([1e16, 1.0, 1.0, -1e16], None, [0, 0, 0, 0], 2) == [2.0, 0.0]
+    assert exact_sums([0.1, 0.1], [3, 1], [1, 0], 2, minus=[0.1, 0.1]) == [0.0, math.fsum([0.1, 0.1])]
 
 
 def test_java_random_port():

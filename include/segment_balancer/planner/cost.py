@@ -163,6 +163,63 @@ def exact_sum(terms, counts=None, minus: Iterable[float] = ()) -> float:
     return math.fsum(parts) + 0.0
 
 
+_BUCKET_BITS = 26
+_MANTISSA_BITS = 53
+_MIN_FREXP_EXP = -1021 + _MANTISSA_BITS
+_MAX_FREXP_EXP = 1023 - _MANTISSA_BITS - _BUCKET_BITS
+_MAX_EXACT_TERMS = 1 << (_MANTISSA_BITS - _BUCKET_BITS - 2)
+
+
+def exact_sums(terms, counts, group, n: int, minus=None) -> list[float]:
+    """:func:`exact_sum` of many groups at once: for each ``g`` in ``range(n)``, the exactly rounded
+    ``sum(terms * counts)`` over the rows whose ``group`` is ``g``, less ``minus[g]``.
+
+    Every product is split exactly (:func:`exact_products`), every float into an integer mantissa
+    and a power of two, and the mantissas are summed per group and power of two in float64 by
+    ``numpy.bincount``, which is exact here: every part is an integer below 2**27 and no bucket's
+    sum reaches 2**53. Each group's buckets, each an exact float, are then added by ``math.fsum``.
+    Same values as :func:`exact_sum` group by group, in any row order.
+
+    Args:
+        terms: float64 array (length m). counts: int array (length m) or None (all 1).
+        group: int array (length m), each in ``[0, n)``. minus: float64 array (length n) or None.
+
+    Returns:
+        list of n floats, ``+0.0`` for an exact zero.
+    """
+    terms = np.asarray(terms, dtype=np.float64)
+    group = np.asarray(group, dtype=np.int64)
+    if counts is None:
+        values, groups = terms, group
+    else:
+        p, e = exact_products(terms, counts)
+        values, groups = np.concatenate([p, e]), np.concatenate([group, group])
+    if minus is not None:
+        values = np.concatenate([values, -np.asarray(minus, dtype=np.float64)])
+        groups = np.concatenate([groups, np.arange(n, dtype=np.int64)])
+    keep = values != 0
+    values, groups = values[keep], groups[keep]
+    if not len(values):
+        return [0.0] * n
+    mantissas, exponents = np.frexp(values)
+    if exponents.min() < _MIN_FREXP_EXP or exponents.max() > _MAX_FREXP_EXP or len(values) >= _MAX_EXACT_TERMS:
+        return [math.fsum(values[groups == g].tolist()) + 0.0 for g in range(n)]
+    whole = (mantissas * float(1 << _MANTISSA_BITS)).astype(np.int64)
+    power = exponents.astype(np.int64) - _MANTISSA_BITS
+    low_power = int(power.min())
+    span = int(power.max()) + _BUCKET_BITS - low_power + 1
+    base = groups * span - low_power
+    buckets = np.bincount(
+        np.concatenate([base + power + _BUCKET_BITS, base + power]),
+        weights=np.concatenate([whole >> _BUCKET_BITS, whole & ((1 << _BUCKET_BITS) - 1)]).astype(np.float64),
+        minlength=n * span,
+    )
+    at = np.flatnonzero(buckets)
+    parts = np.ldexp(buckets[at], (at % span + low_power).astype(np.int32)).tolist()
+    bounds = np.searchsorted(at, np.arange(n + 1, dtype=np.int64) * span).tolist()
+    return [math.fsum(parts[bounds[g] : bounds[g + 1]]) + 0.0 for g in range(n)]
+
+
 def placement_cost(
     seg_start_ms,
     seg_end_ms,

@@ -18,6 +18,7 @@ from segment_balancer.planner.druid_coordinator.model import (
     DruidCluster,
     DruidServer,
     LoadQueue,
+    SegmentAction,
     ServerHolder,
     java_hash_order,
     java_map_capacity,
@@ -145,6 +146,27 @@ def test_compute_placement_cost(which, expected):
     assert [placement_cost(placed, h) for h in holders] == pytest.approx(expected, abs=1e-6)
     if which is not None:
         assert sum(h.serves(placed) for h in holders) == 1
+
+
+def test_interval_arrays_follow_loads_and_drops_as_a_rebuild_would():
+    """The arrays the cost strategy scans, kept up to date as loads and drops are queued, hold the
+    counts the server's projection has (zero rows where a projection ended)."""
+
+    def counts_of(arrays):
+        return {(s, e): n for s, e, n in zip(*(a.tolist() for a in arrays)) if n}
+
+    served = [segment(i, start=f"2022-01-0{1 + i % 3}", ds="wiki" if i % 2 else "koala") for i in range(6)]
+    h = holder("h", 10_000, served)
+    h.interval_arrays()
+    h.start(SegmentAction.DROP, served[0])
+    h.start(SegmentAction.LOAD, segment(9, start="2022-02-01", ds="wiki"))
+    h.start(SegmentAction.LOAD, segment(10, start="2022-01-02", ds="koala"))
+    for datasource in (None, "wiki", "koala", "absent"):
+        rebuilt = holder("r", 10_000)
+        rebuilt.projected_per_interval, rebuilt.projected = h.projected_per_interval, h.projected
+        assert counts_of(h.interval_arrays(datasource)) == counts_of(rebuilt.interval_arrays(datasource))
+    assert counts_of(h.interval_arrays("wiki"))[(ms("2022-02-01"), ms("2022-02-02"))] == 1
+    assert (ms("2022-01-01"), ms("2022-01-02")) not in counts_of(h.interval_arrays("koala"))
 
 
 # ------------------------------------------------------------ DiskNormalizedCostBalancerStrategyTest

@@ -21,6 +21,20 @@ from segment_balancer.planner.cost import Descending
 
 _EMPTY = np.zeros(0, dtype=np.int64)
 
+
+def _add_interval(arrays: tuple | None, start: int, end: int, delta: int) -> tuple:
+    """``(starts, ends, counts)`` int64 arrays with ``delta`` added to the count of ``[start, end)``
+    (a new row when absent). New arrays: ones handed out before stay as they were."""
+    if arrays is None:
+        arrays = (_EMPTY, _EMPTY, _EMPTY)
+    starts, ends, counts = arrays
+    at = np.flatnonzero((starts == start) & (ends == end))
+    if len(at):
+        counts = counts.copy()
+        counts[at[0]] += delta
+        return starts, ends, counts
+    return np.append(starts, start), np.append(ends, end), np.append(counts, delta)
+
 INT_MAX = 2**31 - 1
 """Java's ``Integer.MAX_VALUE``: a load queue without a limit."""
 
@@ -350,13 +364,14 @@ class ServerHolder:
     def _project(self, segment: DataSegment, delta: int) -> None:
         self.projected_per_interval[segment.interval] += delta
         self.projected[(segment.datasource, *segment.interval)] += delta
-        self._interval_arrays = None
+        if getattr(self, "_interval_arrays", None) is not None:
+            self._pending_projections.append((segment.datasource, *segment.interval, delta))
 
     def interval_arrays(self, datasource: str | None = None) -> tuple:
         """The intervals the server projects, as int64 numpy arrays ``(starts, ends, counts)``
-        (epoch ms; counts > 0): every segment's, or ``datasource``'s only. Built once (every
-        datasource's in one pass) and kept until the server's projection changes (what the cost
-        strategy scans, move after move)."""
+        (epoch ms; counts >= 0, a zero count left where a projection ended): every segment's, or
+        ``datasource``'s only. Built once (every datasource's in one pass); later projections are
+        applied to the arrays in place of a rebuild (what the cost strategy scans, move after move)."""
         cache = getattr(self, "_interval_arrays", None)
         if cache is None:
             rows: dict[str | None, list[tuple[int, int, int]]] = {None: []}
@@ -369,6 +384,12 @@ class ServerHolder:
             cache = self._interval_arrays = {
                 key: tuple(np.array(c, dtype=np.int64) for c in zip(*r)) for key, r in rows.items() if r
             }
+            self._pending_projections: list[tuple[str, int, int, int]] = []
+        elif self._pending_projections:
+            for ds, start, end, delta in self._pending_projections:
+                for key in (None, ds):
+                    cache[key] = _add_interval(cache.get(key), start, end, delta)
+            self._pending_projections.clear()
         found = cache.get(datasource)
         return found if found is not None else (_EMPTY, _EMPTY, _EMPTY)
 

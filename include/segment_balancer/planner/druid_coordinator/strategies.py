@@ -16,7 +16,7 @@ from collections.abc import Iterator, Sequence
 
 import numpy as np
 
-from segment_balancer.planner.cost import COST_WINDOW_MS, ETERNITY_END_MS, ETERNITY_START_MS, exact_sum, joint_cost_same
+from segment_balancer.planner.cost import COST_WINDOW_MS, ETERNITY_END_MS, ETERNITY_START_MS, exact_sums, joint_cost_same
 from segment_balancer.planner.druid_coordinator.model import DataSegment, ServerHolder
 
 STRATEGIES = ("cost", "cachingCost", "diskNormalized", "random")
@@ -42,24 +42,18 @@ def placement_costs(segment: DataSegment, holders: Sequence[ServerHolder]) -> li
     eternity = segment.start_ms <= ETERNITY_START_MS and segment.end_ms >= ETERNITY_END_MS
     lo = segment.start_ms if eternity else segment.start_ms - COST_WINDOW_MS
     hi = segment.end_ms if eternity else segment.end_ms + COST_WINDOW_MS
-    parts, bounds = [], [0]
+    parts = []
     for holder in holders:
         for starts, ends, counts in (holder.interval_arrays(), holder.interval_arrays(segment.datasource)):
             window = (starts < hi) & (ends > lo)
             parts.append((starts[window], ends[window], counts[window]))
-        bounds.append(bounds[-1] + len(parts[-2][0]) + len(parts[-1][0]))
-    starts, ends, counts = (np.concatenate(c) for c in zip(*parts)) if parts else ((), (), ())
-    terms = joint_cost_same(segment.start_ms, segment.end_ms, starts, ends, False) if len(starts) else None
-    self = 2.0 * self_cost(segment)
-    costs = []
-    for i, holder in enumerate(holders):
-        minus = [self] if holder.is_projected(segment) else []
-        lo_i, hi_i = bounds[i], bounds[i + 1]
-        if hi_i == lo_i:
-            costs.append(exact_sum(np.zeros(0), None, minus))
-        else:
-            costs.append(exact_sum(terms[lo_i:hi_i], counts[lo_i:hi_i], minus))
-    return costs
+    minus = np.array([2.0 * self_cost(segment) if holder.is_projected(segment) else 0.0 for holder in holders])
+    if not parts:
+        return []
+    starts, ends, counts = (np.concatenate(c) for c in zip(*parts))
+    group = np.repeat(np.arange(len(parts), dtype=np.int64) // 2, [len(part[0]) for part in parts])
+    terms = joint_cost_same(segment.start_ms, segment.end_ms, starts, ends, False)
+    return exact_sums(terms, counts, group, len(holders), minus)
 
 
 def heap_order(costs: Sequence[tuple[float, ServerHolder]]) -> list[ServerHolder]:
