@@ -9,8 +9,8 @@ from __future__ import annotations
 
 import math
 import random
-from fractions import Fraction
 from datetime import UTC, datetime
+from fractions import Fraction
 
 import numpy as np
 import pandas as pd

@@ -35,6 +35,7 @@ def _add_interval(arrays: tuple | None, start: int, end: int, delta: int) -> tup
         return starts, ends, counts
     return np.append(starts, start), np.append(ends, end), np.append(counts, delta)
 
+
 INT_MAX = 2**31 - 1
 """Java's ``Integer.MAX_VALUE``: a load queue without a limit."""
 

@@ -16,7 +16,13 @@ from collections.abc import Iterator, Sequence
 
 import numpy as np
 
-from segment_balancer.planner.cost import COST_WINDOW_MS, ETERNITY_END_MS, ETERNITY_START_MS, exact_sums, joint_cost_same
+from segment_balancer.planner.cost import (
+    COST_WINDOW_MS,
+    ETERNITY_END_MS,
+    ETERNITY_START_MS,
+    exact_sums,
+    joint_cost_same,
+)
 from segment_balancer.planner.druid_coordinator.model import DataSegment, ServerHolder
 
 STRATEGIES = ("cost", "cachingCost", "diskNormalized", "random")
