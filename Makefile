@@ -7,10 +7,11 @@
 #                (pytest -q on up to 4 pytest-xdist workers)
 #   make demo    run the Airflow DAG once on every bundled snapshot, publish plans under var/plans/
 #   make cluster-demo  the same on a Spark standalone cluster (master + worker on 127.0.0.1)
-#   make airflow the Airflow 3 deployment (scheduler, DAG processor, API server, triggerer) on
-#                http://127.0.0.1:$(AIRFLOW_PORT) and the Spark Connect server the stages run on
-#                (sc://127.0.0.1:$(SPARK_CONNECT_PORT)); user admin, password in var/airflow_home/
-#                simple_auth_manager_passwords.json.generated; snapshots under var/snapshots
+#   make airflow the Airflow 3 deployment (scheduler, DAG processor, API server, triggerer, log
+#                servers) on http://127.0.0.1:$(AIRFLOW_PORT) and the Spark Connect server the stages
+#                run on (sc://127.0.0.1:$(SPARK_CONNECT_PORT)); user admin, password in var/airflow_home/
+#                simple_auth_manager_passwords.json.generated; snapshots under var/snapshots; Ctrl+C
+#                stops every process it started (segment_balancer/tools/local_airflow.py)
 #   make connect-start / connect-stop  the Spark Connect server alone (log under var/connect/)
 #   make clean   remove var/ (runs, plans, Airflow home); the venv is kept
 #   make chromium  install Debian's chromium (apt) for the browser tests, unless already installed
@@ -20,8 +21,10 @@
 # SPARK_MODE (connect | spark-submit: how the DAG's Spark tasks run), SPARK_MASTER (the Connect
 # server's master: local[*], spark://host:port, yarn), SPARK_CONNECT_MEMORY (the Connect server's
 # driver memory), CONNECT_CONF (its extra Spark settings), and the ports (docs/RUNNING.md "Ports"; a port
-# taken is refused in one line): AIRFLOW_PORT (8080), SPARK_CONNECT_PORT (15002, its Spark UI the
-# next), STANDALONE_PORT (7177, the master's and the worker's web UIs the next two).
+# taken is refused in one line): AIRFLOW_PORT (8080), WORKER_LOG_PORT (8793) and TRIGGERER_LOG_PORT
+# (8794: Airflow's log servers, on 127.0.0.1), SPARK_CONNECT_PORT (15002, its Spark UI the next),
+# STANDALONE_PORT (7177, the master's and the worker's web UIs the next two). VERBOSE=1: `make
+# airflow` shows its components' output on the terminal too.
 
 SHELL := /bin/bash
 .SHELLFLAGS := -euo pipefail -c
@@ -65,11 +68,12 @@ export AIRFLOW_CONN_SPARK_CONNECT_DEFAULT    := {"conn_type": "spark_connect", "
 export SEGMENT_BALANCER_CONNECT_MEMORY       := $(SPARK_CONNECT_MEMORY)
 
 # In a recipe: start this checkout's Connect server unless it already answers (then it is left
-# running afterwards), and stop the one it started when the recipe's shell ends, however it ends.
+# running afterwards), and stop the one it started when the recipe's shell ends, however it ends
+# (connect_started=1 when it started one).
 define with_connect_server
 if [[ "$(SPARK_MODE)" == connect ]] && ! $(CONNECT) status >/dev/null 2>&1; then \
   $(CONNECT) start --master '$(SPARK_MASTER)' $(foreach c,$(CONNECT_CONF),--conf '$(c)') --stop-with $$$$; \
-  trap '$(CONNECT) stop' EXIT; trap 'exit 143' TERM HUP; trap 'exit 130' INT; \
+  connect_started=1; trap '$(CONNECT) stop' EXIT; trap 'exit 143' TERM HUP; trap 'exit 130' INT; \
 fi
 endef
 
@@ -105,35 +109,48 @@ test: venv
 # --- demo: a throw-away Airflow home under var/ --------------------------------------------------
 AIRFLOW_HOME_DIR := $(VAR_ABS)/airflow_home
 AIRFLOW_PORT     ?= 8080
+WORKER_LOG_PORT  ?= 8793
+TRIGGERER_LOG_PORT ?= 8794
+VERBOSE          ?=
 demo airflow-home airflow: export AIRFLOW_HOME := $(AIRFLOW_HOME_DIR)
 demo airflow-home airflow: export REPO := $(ROOT)
 demo airflow-home airflow: export VAR := $(VAR_ABS)
 demo airflow-home airflow: export AIRFLOW_PORT := $(AIRFLOW_PORT)
+demo airflow-home airflow: export WORKER_LOG_PORT := $(WORKER_LOG_PORT)
+demo airflow-home airflow: export TRIGGERER_LOG_PORT := $(TRIGGERER_LOG_PORT)
 
 # The rendered config; the JWT secret is generated once and kept (every component must share it).
 airflow-home: venv
 	@mkdir -p $(AIRFLOW_HOME_DIR) $(VAR_ABS)/xcom
 	@test -s $(AIRFLOW_HOME_DIR)/jwt_secret || { umask 077; $(PY) -c 'import secrets; print(secrets.token_urlsafe(32))' > $(AIRFLOW_HOME_DIR)/jwt_secret; }
-	JWT_SECRET=$$(cat $(AIRFLOW_HOME_DIR)/jwt_secret) envsubst '$${REPO} $${VAR} $${AIRFLOW_PORT} $${JWT_SECRET}' \
+	JWT_SECRET=$$(cat $(AIRFLOW_HOME_DIR)/jwt_secret) envsubst '$${REPO} $${VAR} $${AIRFLOW_PORT} $${WORKER_LOG_PORT} $${TRIGGERER_LOG_PORT} $${JWT_SECRET}' \
 	  < $(ROOT)/airflow.cfg.template > $(AIRFLOW_HOME_DIR)/airflow.cfg
 	airflow db migrate > $(AIRFLOW_HOME_DIR)/db-migrate.log 2>&1 || { cat $(AIRFLOW_HOME_DIR)/db-migrate.log; exit 1; }
 
 # Each run publishes to var/plans/<run id>/; var/plans/LATEST names the plan of the newest snapshot.
+# Airflow's output of each run (task logs included) goes to var/demo-logs/<snapshot>.log, also to the
+# terminal with VERBOSE=1; the recap at the end says where each plan and its report are.
+DEMO_LOGS := $(VAR_ABS)/demo-logs
 demo: airflow-home
 	@$(with_connect_server); \
-	shopt -s nullglob; found=0; plans=$(VAR_ABS)/plans; \
+	shopt -s nullglob; found=0; plans=$(VAR_ABS)/plans; published=(); mkdir -p $(DEMO_LOGS); \
 	for meta in $(SNAPSHOTS)/*/snapshot.json; do \
-	  snap=$$(dirname $$meta); found=1; \
-	  echo "=== segment_balancing on $$snap"; \
-	  before=$$(ls $$plans 2>/dev/null || true); \
-	  airflow dags test segment_balancing --conf "{\"snapshot\": \"$$snap\"}"; \
+	  snap=$$(dirname $$meta); found=1; log=$(DEMO_LOGS)/$$(basename $$snap).log; \
+	  echo "=== segment_balancing on $$snap (Airflow's output: $$log)"; \
+	  before=$$(ls $$plans 2>/dev/null || true); started=$$SECONDS; \
+	  if [[ -n "$(VERBOSE)" ]]; then \
+	    airflow dags test segment_balancing --conf "{\"snapshot\": \"$$snap\"}" 2>&1 | tee $$log; \
+	  else \
+	    airflow dags test segment_balancing --conf "{\"snapshot\": \"$$snap\"}" > $$log 2>&1 \
+	      || { tail -n 30 $$log; echo "the DAG run on $$snap failed; its output: $$log" >&2; exit 1; }; \
+	  fi; \
 	  plan=$$(comm -13 <(echo "$$before") <(ls $$plans 2>/dev/null || true) | grep -v '^LATEST$$' | tail -1 || true); \
-	  [[ -n "$$plan" ]] || { echo "no plan was published for $$snap" >&2; exit 1; }; \
-	  echo "plan for $$snap published at $(VAR_ABS)/plans/$$plan (report: $(VAR_ABS)/plans/$$plan/report.html)"; \
-	  $(PY) -m segment_balancer summary $(VAR_ABS)/plans/$$plan \
-	    || echo "(no summary: see $(VAR_ABS)/plans/$$plan)"; \
+	  [[ -n "$$plan" ]] || { tail -n 30 $$log; echo "no plan was published for $$snap; its output: $$log" >&2; exit 1; }; \
+	  echo "    planned in $$((SECONDS - started)) s: $$plans/$$plan"; published+=("$$plans/$$plan"); \
 	done; \
-	test $$found = 1 || { echo "no snapshots under $(SNAPSHOTS)" >&2; exit 1; }
+	test $$found = 1 || { echo "no snapshots under $(SNAPSHOTS)" >&2; exit 1; }; \
+	echo; echo "=== recap: each snapshot, its plan and report (python -m segment_balancer summary PLAN for more)"; \
+	$(PY) -m segment_balancer summary --brief "$${published[@]}"
 
 # The demo with every Spark job going to a Spark standalone cluster (the Connect server's master, or
 # every spark-submit's with SPARK_MODE=spark-submit) started from the installed
@@ -163,13 +180,15 @@ airflow: airflow-port airflow-home
 	  [[ -d $$snap ]] || continue; \
 	  name=$$(basename $$snap); [[ -e $(VAR_ABS)/snapshots/$$name ]] || ln -s $${snap%/} $(VAR_ABS)/snapshots/$$name; \
 	done
-	@$(with_connect_server); \
+	@connect_started=; $(with_connect_server); \
 	echo "Airflow on http://127.0.0.1:$(AIRFLOW_PORT): user admin, password in $(AIRFLOW_HOME_DIR)/simple_auth_manager_passwords.json.generated"; \
-	airflow standalone
+	exec $(PY) -m segment_balancer.tools.local_airflow run $(if $(VERBOSE),--verbose) \
+	  $${connect_started:+--connect-dir $(CONNECT_DIR) --connect-port $(SPARK_CONNECT_PORT)}
 
 # The API server's port, checked before anything is set up (one line if taken: common/ports.py).
 airflow-port: venv
-	@$(PY) -m segment_balancer.common.ports AIRFLOW_PORT=$(AIRFLOW_PORT)
+	@$(PY) -m segment_balancer.common.ports AIRFLOW_PORT=$(AIRFLOW_PORT) WORKER_LOG_PORT=$(WORKER_LOG_PORT) \
+	  TRIGGERER_LOG_PORT=$(TRIGGERER_LOG_PORT)
 
 # The Spark Connect server alone (for the CLI's --remote / SPARK_REMOTE, or a deployment that keeps it up).
 connect-start: venv

@@ -4,6 +4,7 @@ Connect server; never a stack trace."""
 
 from __future__ import annotations
 
+import re
 import socket
 import subprocess
 import sys
@@ -39,7 +40,38 @@ def test_a_taken_port_is_named_with_its_setting():
             f"set AIRFLOW_PORT to a free port, e.g. make airflow AIRFLOW_PORT={port + 10}"
         )
     assert not taken(port) and check({"AIRFLOW_PORT": port}) == []
-    assert set(PORTS) == {"AIRFLOW_PORT", "SPARK_CONNECT_PORT", "STANDALONE_PORT"}
+    assert set(PORTS) == {
+        "AIRFLOW_PORT",
+        "WORKER_LOG_PORT",
+        "TRIGGERER_LOG_PORT",
+        "SPARK_CONNECT_PORT",
+        "STANDALONE_PORT",
+    }
+
+
+def test_every_port_setting_is_in_the_makefile_the_config_and_the_docs():
+    """Each setting of ``PORTS`` is a Makefile variable with the same default and a row of
+    docs/RUNNING.md's "Ports" table; the log servers' are rendered into airflow.cfg."""
+    makefile = (REPO / "Makefile").read_text()
+    running = (REPO / "docs" / "RUNNING.md").read_text()
+    template = (REPO / "airflow.cfg.template").read_text()
+    for name, (default, _) in PORTS.items():
+        assert re.search(rf"^{name}\s*\?=\s*{default}$", makefile, re.M), name
+        assert re.search(rf"^\| `{name}` \| {default} \|", running, re.M), name
+    assert "worker_log_server_port = ${WORKER_LOG_PORT}" in template
+    assert "trigger_log_server_port = ${TRIGGERER_LOG_PORT}" in template
+
+
+def test_make_airflow_refuses_a_taken_log_server_port(tmp_path):
+    with listening() as port:
+        done = subprocess.run(
+            ["make", "--no-print-directory", "-C", str(REPO), "airflow-port", f"TRIGGERER_LOG_PORT={port}"],
+            capture_output=True,
+            text=True,
+            timeout=300,
+        )
+    assert done.returncode != 0
+    assert f"error: port {port} (TRIGGERER_LOG_PORT: Airflow's log server of the triggerer) is taken" in done.stderr
 
 
 def test_make_airflow_refuses_a_taken_port_in_one_line_before_setting_anything_up(tmp_path):

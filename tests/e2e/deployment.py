@@ -21,7 +21,7 @@ from pathlib import Path
 
 REPO = Path(__file__).resolve().parents[2]
 DAG_ID = "segment_balancing"
-START_TIMEOUT = 240  # seconds: db migrate + airflow standalone + first parse
+START_TIMEOUT = 240  # seconds: db migrate + the components' start + first parse
 
 
 def free_port() -> int:
@@ -39,6 +39,7 @@ class Deployment:
     password: str
     log: Path
     pid: int = 0
+    ports: dict[str, int] = field(default_factory=dict)
     _token: str | None = field(default=None, repr=False)
 
     def token(self, fresh: bool = False) -> str:
@@ -133,10 +134,6 @@ def _clean_env() -> dict[str, str]:
         if not k.startswith(("AIRFLOW__", "AIRFLOW_CONN_", "SEGMENT_BALANCER_", "PYSPARK_"))
         and k not in ("AIRFLOW_HOME", "MAKEFLAGS", "MFLAGS", "MAKELEVEL", "VAR", "REPO", "AIRFLOW_PORT")
     }
-    # The log servers of the task runner and triggerer listen on fixed ports (8793, 8794) by
-    # default: free ones, so the test runs beside another deployment on this machine.
-    env["AIRFLOW__LOGGING__WORKER_LOG_SERVER_PORT"] = str(free_port())
-    env["AIRFLOW__LOGGING__TRIGGER_LOG_SERVER_PORT"] = str(free_port())
     return env
 
 
@@ -144,7 +141,9 @@ def _clean_env() -> dict[str, str]:
 def running_deployment(tmp: Path, snapshots: Path, log: Path, env: dict[str, str] | None = None):
     """``make airflow`` under ``tmp`` with the snapshots of ``snapshots``, its output in ``log``,
     ``env`` added to its clean environment; yields the ready :class:`Deployment`, stops it after."""
-    port = free_port()
+    ports = {
+        name: free_port() for name in ("AIRFLOW_PORT", "SPARK_CONNECT_PORT", "WORKER_LOG_PORT", "TRIGGERER_LOG_PORT")
+    }
     cmd = [
         "make",
         "--no-print-directory",
@@ -152,9 +151,8 @@ def running_deployment(tmp: Path, snapshots: Path, log: Path, env: dict[str, str
         str(REPO),
         "airflow",
         f"VAR={tmp / 'var'}",
-        f"AIRFLOW_PORT={port}",
         f"SNAPSHOTS={snapshots}",
-        f"SPARK_CONNECT_PORT={free_port()}",
+        *(f"{name}={port}" for name, port in ports.items()),
     ]
     with open(log, "wb") as out:
         proc = subprocess.Popen(
@@ -165,7 +163,14 @@ def running_deployment(tmp: Path, snapshots: Path, log: Path, env: dict[str, str
             env={**_clean_env(), **(env or {})},
             start_new_session=True,
         )
-    dep = Deployment(base=f"http://127.0.0.1:{port}", var=tmp / "var", password="", log=log, pid=proc.pid)
+    dep = Deployment(
+        base=f"http://127.0.0.1:{ports['AIRFLOW_PORT']}",
+        var=tmp / "var",
+        password="",
+        log=log,
+        pid=proc.pid,
+        ports=ports,
+    )
     try:
         _wait_ready(dep, proc)
         yield dep

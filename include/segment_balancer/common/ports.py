@@ -15,6 +15,8 @@ import sys
 #: Every port setting, its default and what listens on it (the Makefile's variables).
 PORTS: dict[str, tuple[int, str]] = {
     "AIRFLOW_PORT": (8080, "the Airflow API server"),
+    "WORKER_LOG_PORT": (8793, "Airflow's log server of task processes"),
+    "TRIGGERER_LOG_PORT": (8794, "Airflow's log server of the triggerer"),
     "SPARK_CONNECT_PORT": (
         15002,
         "the Spark Connect server (its Spark UI on the next port, or the first free one after)",
@@ -25,6 +27,12 @@ PORTS: dict[str, tuple[int, str]] = {
     ),
 }
 HOST = "127.0.0.1"
+
+
+def loopback_host() -> str:
+    """:data:`HOST`, as Airflow's ``[core] hostname_callable``: the host a task instance records,
+    where the API server reaches the log servers bound to it."""
+    return HOST
 
 
 def taken(port: int, host: str = HOST) -> bool:

@@ -1,0 +1,68 @@
+"""``make airflow`` stops on Ctrl+C: a deployment of its own, a DAG run's Spark stage running, then
+SIGINT to the process group as a terminal sends it; within ``STOP_BUDGET_S`` seconds no process of
+the deployment is left and none of its ports is held (``tools/local_airflow.py``)."""
+
+from __future__ import annotations
+
+import os
+import signal
+import time
+
+import psutil
+import pytest
+from deployment import DAG_ID, running_deployment
+from e2e_snapshots import write_snapshots
+
+from segment_balancer.common.ports import taken
+from segment_balancer.planner.stages import ALL_APP_NAMES
+from segment_balancer.tools.local_airflow import STOP_BUDGET_S
+
+RUN_TIMEOUT = 300
+
+
+def deployment_processes(var) -> list[psutil.Process]:
+    """Every process whose command line or environment names the deployment's ``var`` directory."""
+    found = []
+    for proc in psutil.process_iter():
+        try:
+            text = " ".join(proc.cmdline()) + " ".join(f"{k}={v}" for k, v in proc.environ().items())
+        except psutil.Error:
+            continue
+        if str(var) in text and proc.pid != os.getpid():
+            found.append(proc)
+    return found
+
+
+@pytest.mark.parametrize("sig", [signal.SIGINT, signal.SIGTERM], ids=["ctrl-c", "sigterm"])
+def test_make_airflow_stops_every_process_and_port(tmp_path, artifacts, sig):
+    """Ctrl+C (SIGINT to make's process group) or SIGTERM to make alone, while a stage of a DAG run
+    is running: everything the deployment started is gone within the budget, ports free."""
+    write_snapshots(tmp_path / "snapshots_src")
+    log = artifacts / f"deployment-stop-{sig.name}.log"
+    with running_deployment(tmp_path, tmp_path / "snapshots_src", log) as dep:
+        dep.request("PATCH", f"/api/v2/dags/{DAG_ID}", {"is_paused": False})
+        run_id = dep.request("POST", f"/api/v2/dags/{DAG_ID}/dagRuns", {"logical_date": None, "conf": {}})["dag_run_id"]
+        deadline = time.monotonic() + RUN_TIMEOUT
+        while not any(ti["state"] == "running" and ti["task_id"] in ALL_APP_NAMES for ti in dep.task_instances(run_id)):
+            assert time.monotonic() < deadline, f"no stage of {run_id} ran; see {log}"
+            time.sleep(1)
+        before = deployment_processes(dep.var)
+        names = {p.pid: " ".join(p.cmdline()[:4]) for p in before}
+        assert any("task" in n for n in names.values()) and any("spark" in n for n in names.values()), names
+        started = time.monotonic()
+        if sig is signal.SIGINT:
+            os.killpg(dep.pid, signal.SIGINT)
+        else:
+            os.kill(dep.pid, signal.SIGTERM)
+        gone, alive = psutil.wait_procs(before, timeout=STOP_BUDGET_S)
+        took = time.monotonic() - started
+        left = [p for p in deployment_processes(dep.var) if p.is_running() and p.status() != psutil.STATUS_ZOMBIE]
+        ports = {**dep.ports, "Spark UI": dep.ports["SPARK_CONNECT_PORT"] + 1}
+        held = [name for name, port in ports.items() if taken(port)]
+        assert not alive and not left, (
+            f"left after {took:.1f} s: {[names.get(p.pid, p.pid) for p in alive + left]}; see {log}"
+        )
+        assert not held, f"ports still held after {took:.1f} s: {held}"
+        assert took <= STOP_BUDGET_S
+    output = log.read_text()
+    assert "stopping every process of this deployment" in output and "stopped in" in output
