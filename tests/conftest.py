@@ -52,6 +52,22 @@ def compaction_planned(spark, tmp_path_factory):
 
 
 @pytest.fixture(scope="session")
+def generated_planned(spark, tmp_path_factory):
+    """The bundled ``generated`` snapshot (20k segments) planned once by the CLI path: (base dir
+    with ``plan/``, summary dict, operations frame)."""
+    from pathlib import Path
+
+    import pandas as pd
+
+    from segment_balancer.tools.pipeline import run_plan
+
+    snapshot = Path(__file__).resolve().parents[1] / "include" / "segment_balancer" / "snapshots" / "generated"
+    base = tmp_path_factory.mktemp("generated")
+    summary = run_plan(spark, snapshot, base / "plan")
+    return base, summary, pd.read_parquet(base / "plan" / "operations.parquet")
+
+
+@pytest.fixture(scope="session")
 def connect_server(tmp_path_factory):
     """A Spark Connect server (``segment_balancer.spark.connect_server``) on a free port of 127.0.0.1, for
     the tests that run applications as Connect clients; stopped at the end. Clients run in child

@@ -12,10 +12,13 @@ Routes, under the prefix:
   ``GET /plans.json``: the same list as JSON (``PlanEntry.as_dict()`` each).
 - ``GET /plans/{name}/explain?segment=ID[&format=json]``: a form, and what the plan did with the
   segment and why (``segment_balancer.plan.explain.explain_plan``), as HTML or JSON; 404 with
-  ``PlanExplainError``'s message for an unknown segment or a plan without explain tables.
+  ``PlanExplainError``'s message for an unknown segment or a plan without explain tables. With
+  ``find=PREFIX`` and/or ``datasource=DS`` instead: the plan's segments whose id starts so, each
+  linking to its explanation (``explain.find_segments``).
 - ``GET /plans/{name}/{path}``: the files named ``report.html`` of a plan (``report.html``,
   ``simulation/report.html``, ``simulation/run-NNN/plan/report.html``, the other coordinator's
-  ``compared/<coordinator>/report.html``).
+  ``compared/<coordinator>/report.html``), and the scripts of their tables of operations
+  (``operations/index.js``, ``operations/rows-NNNNN.js`` beside each).
 
 A plan ``name`` is a non-hidden directory right under ``<home>/plans``; a file must resolve inside
 its plan directory and have no hidden name on its way. Anything else is 404.
@@ -67,6 +70,8 @@ _RELATIVE_HREF = re.compile(r'href="(?=(?:compared|simulation)/)')
 simulation): relative to the plan's directory. Only these: the report's inline ``plotly.js`` has
 ``href="`` strings of its own, which must stay as they are."""
 _DETAIL_LISTS = ("tried", "tiers", "top_b", "refused")
+_OPERATIONS_SCRIPT = re.compile(r"(?:index|rows-\d{5})\.js")
+"""A script of a report's table of operations (``plan.operations_table``), in its ``operations/``."""
 
 
 def href(*parts: str) -> str:
@@ -154,11 +159,18 @@ def run_view(run_id: str, dag_id: str = DAG_ID) -> HTMLResponse:
     compared = sorted(p.parent.name for p in (plan / COMPARED_DIR).glob(f"*/{REPORT}"))
     nav = _templates.get_template("nav.html").render(
         name=plan.name, simulation=(plan / "simulation" / REPORT).is_file(), compared=compared
-    )
+    ) + _report_links(plan.name)
     head_end = report.lower().find("</head>")
     body = _BODY.search(report, max(head_end, 0))
     at = body.end() if body else 0
     return HTMLResponse(report[:at] + nav + report[at:], headers=NO_CACHE)
+
+
+def _report_links(name: str) -> str:
+    """The script that tells the report of plan ``name`` where the files of its table of
+    operations are (``SB_PLAN_BASE``) and where a segment's explanation is (``SB_EXPLAIN_URL``)."""
+    links = {"SB_PLAN_BASE": href("plans", name) + "/", "SB_EXPLAIN_URL": href("plans", name, "explain") + "?segment="}
+    return _templates.get_template("report_links.html").render(links=links)
 
 
 @app.get("/plans", response_class=HTMLResponse)
@@ -177,19 +189,28 @@ def plans_json(cluster: str | None = None) -> list[dict]:
 
 @app.get("/plans/{name}/explain", response_class=HTMLResponse)
 def explain_page(
-    name: str, segment: str | None = None, fmt: Literal["html", "json"] = Query("html", alias="format")
+    name: str,
+    segment: str | None = None,
+    fmt: Literal["html", "json"] = Query("html", alias="format"),
+    find: str | None = None,
+    datasource: str | None = None,
 ) -> Response:
     """The explain form of plan ``name`` and, for ``segment``, ``explain_plan``'s answer as HTML
     (the stages ``render_explain`` shows) or, with ``format=json``, as JSON. 404 (message on the
     page, ``{"detail": message}`` in JSON) for an unknown plan or segment, a plan without explain
     tables or whose summary does not read; JSON without ``segment`` is 400."""
     from segment_balancer.common.errors import InputError
-    from segment_balancer.plan.explain import NOTHING_UNDONE, explain_plan
+    from segment_balancer.plan.explain import FOUND_LIMIT, NOTHING_UNDONE, explain_plan, find_segments, plan_datasources
 
     plan = plan_dir(name)
-    answer, error = None, None
+    answer, error, found = None, None, None
     if plan is None:
         error = f"no published plan named {name} under {_plans_root()}"
+    elif fmt == "html" and not segment and (find or datasource):
+        try:
+            found = find_segments(plan, find or "", datasource or None)
+        except InputError as exc:
+            error = str(exc)
     elif segment:
         try:
             answer = explain_plan(plan, segment)
@@ -211,6 +232,11 @@ def explain_page(
         stages=shown_stages(answer) if answer else [],
         has_report=(plan / REPORT).is_file(),
         nothing_undone=NOTHING_UNDONE,
+        find=find or "",
+        datasource=datasource or "",
+        found=found,
+        found_limit=FOUND_LIMIT,
+        datasources=plan_datasources(plan),
     )
 
 
@@ -230,12 +256,22 @@ def shown_stages(answer: dict) -> list[dict]:
 @app.get("/plans/{name}/{path:path}")
 def plan_file(name: str, path: str) -> Response:
     """A file named ``report.html`` of plan ``name`` at ``path`` (``report.html``,
-    ``simulation/report.html``, ``simulation/run-002/plan/report.html``) as ``text/html``; 404 for
-    any other name, a hidden part, a path resolving outside the plan, or a missing file."""
+    ``simulation/report.html``, ``simulation/run-002/plan/report.html``) as ``text/html`` (the plan's
+    own with :func:`_report_links`), or a script of a report's table of operations
+    (``operations/index.js``, ``operations/rows-NNNNN.js``) as ``text/javascript``; 404 for any
+    other name, a hidden part, a path resolving outside the plan, or a missing file."""
     plan = plan_dir(name)
     parts = path.split("/")
-    if plan is not None and parts[-1] == REPORT and not any(p.startswith(".") for p in parts):
+    script = len(parts) >= 2 and parts[-2] == "operations" and _OPERATIONS_SCRIPT.fullmatch(parts[-1])
+    if plan is not None and (parts[-1] == REPORT or script) and not any(p.startswith(".") for p in parts):
         target = (plan / path).resolve()
         if target.is_relative_to(plan.resolve()) and target.is_file():
+            if script:
+                return FileResponse(target, media_type="text/javascript", headers=NO_CACHE)
+            if path == REPORT:  # the plan's own report: its table of operations links to explain
+                report = target.read_text(encoding="utf-8")
+                body = _BODY.search(report, max(report.lower().find("</head>"), 0))
+                at = body.end() if body else 0
+                return HTMLResponse(report[:at] + _report_links(name) + report[at:], headers=NO_CACHE)
             return FileResponse(target, media_type="text/html", headers=NO_CACHE)
     return _not_found("Not found", f"No report {path} in a published plan named {name}.")

@@ -137,3 +137,75 @@ def test_simulation_report_of_both_coordinators(spark, browser, artifacts, tmp_p
     assert page.locator("#sim-coordinators").count() == 0
     page.close()
     assert not errors, errors
+
+
+def ops_range(page) -> str:
+    return page.get_by_test_id("ops-range").inner_text()
+
+
+def choose(page, column: str, value: str) -> None:
+    """Filter the table of operations on ``column`` = ``value`` (its option reads ``value (count)``)."""
+    select = page.get_by_test_id(f"ops-filter-{column}")
+    select.select_option(
+        label=next(o for o in select.locator("option").all_inner_texts() if o.startswith(value + " ("))
+    )
+
+
+@pytest.mark.parametrize("width", [1280, 1920])
+def test_every_operation_of_the_generated_cluster_filtered_sorted_and_paged(
+    generated_planned, browser, artifacts, width
+):
+    """The 20k generated cluster's plan, opened from disk: the table of operations loads from
+    ``operations/`` and pages 100 rows at a time; filtering by tier, then by action and server,
+    shows as many rows as ``operations.parquet`` has (counted here with pandas); sorting by size
+    puts the largest first; the per-historical table has a row per historical with operations,
+    each with its loads. Screenshots at ``width`` pixels."""
+    base, summary, ops = generated_planned
+    page = browser.new_page(viewport={"width": width, "height": 1000})
+    errors: list[str] = []
+    page.on("pageerror", lambda exc: errors.append(f"page error: {exc}"))
+    page.on("console", lambda m: errors.append(m.text) if m.type == "error" else None)
+    page.goto((base / "plan" / "report.html").as_uri())
+    expect(page.locator("#operation-list tbody tr[data-op]")).to_have_count(100, timeout=30_000)
+    assert ops_range(page) == f"rows 1–100 of {len(ops):,}"
+    first = page.locator("#operation-list tbody tr[data-op]").first
+    assert first.get_attribute("data-op") == "0"
+    section = page.locator("#operation-list")
+    section.scroll_into_view_if_needed()
+    section.screenshot(path=str(artifacts / f"report-operations-{width}.png"))
+
+    tier = "cold"
+    choose(page, "tier", tier)
+    n_tier = int((ops["tier"] == tier).sum())
+    assert ops_range(page) == f"rows 1–100 of {n_tier:,} (filtered from {len(ops):,})"
+    server = ops.loc[(ops["tier"] == tier) & (ops["action"] == "DROP"), "server"].value_counts().index[0]
+    chosen = ops[(ops["tier"] == tier) & (ops["action"] == "DROP") & (ops["server"] == server)]
+    choose(page, "action", "DROP")
+    choose(page, "server", server)
+    shown = min(100, len(chosen))
+    assert ops_range(page) == f"rows 1–{shown} of {len(chosen):,} (filtered from {len(ops):,})"
+    page.locator("th[data-sort=size]").click()
+    page.locator("th[data-sort=size]").click()  # descending
+    top = page.locator("#operation-list tbody tr[data-op]").first
+    assert int(top.get_attribute("data-op")) in set(
+        chosen.loc[chosen["size_bytes"] == chosen["size_bytes"].max(), "op_id"]
+    )
+    assert top.locator("td").nth(6).inner_text() == server
+    section.screenshot(path=str(artifacts / f"report-operations-filtered-{width}.png"))
+    # back to every operation, the second page
+    for column in ("tier", "action", "server"):
+        page.get_by_test_id(f"ops-filter-{column}").select_option(value="")
+    page.locator("th[data-sort=op]").click()
+    page.locator("button[data-page=next]").click()
+    assert ops_range(page) == f"rows 101–200 of {len(ops):,}"
+    assert page.locator("#operation-list tbody tr[data-op]").first.get_attribute("data-op") == "100"
+    # per historical: a row per historical with operations, its loads as operations.parquet counts them
+    per_server = page.get_by_test_id("ops-per-server").locator("tbody tr")
+    assert per_server.count() == ops["server"].nunique()
+    loads = ops[ops["action"] == "LOAD"].groupby("server").size()
+    row = per_server.filter(has=page.locator(f"td:text-is('{loads.index[0]}')"))
+    assert row.locator("td").nth(2).inner_text() == f"{int(loads.iloc[0]):,}"
+    # nothing wider than the page: the wide table scrolls inside its own box
+    assert page.evaluate("document.documentElement.scrollWidth <= window.innerWidth")
+    page.close()
+    assert not errors, errors

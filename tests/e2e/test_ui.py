@@ -383,6 +383,53 @@ def test_plans_page(page, deployment, artifacts):
     shot(page, artifacts, "11-plans-page")
 
 
+def test_every_operation_links_to_its_explanation(page, deployment, artifacts, generated_planned):
+    """The plan of the 20k generated cluster (the CLI's, published into the deployment's plans):
+    in the UI its report lists every operation; filtered by datasource, it shows as many as
+    ``operations.parquet`` has; a segment links to its explanation, which lists that operation;
+    "Explain a segment" finds the segment by the start of its id and its datasource."""
+    import shutil
+
+    from playwright.sync_api import expect
+
+    base, _, ops = generated_planned
+    name = "generated-20k-cli"
+    shutil.copytree(base / "plan", deployment.var / "plans" / name)
+    for width in (1280, 1920):
+        page.set_viewport_size({"width": width, "height": 1000})
+        page.goto(f"/segment-balancer/plans/{name}/report.html")
+        expect(page.locator("#operation-list tbody tr[data-op]")).to_have_count(100, timeout=UI_TIMEOUT)
+        expect(page.get_by_test_id("ops-range")).to_have_text(f"rows 1–100 of {len(ops):,}")
+        datasource = "clickstream"
+        chosen = ops[ops["datasource"] == datasource]
+        select = page.get_by_test_id("ops-filter-datasource")
+        select.select_option(label=f"{datasource} ({len(chosen):,})")
+        expect(page.get_by_test_id("ops-range")).to_have_text(
+            f"rows 1–100 of {len(chosen):,} (filtered from {len(ops):,})"
+        )
+        page.locator("#operation-list").scroll_into_view_if_needed()
+        settle(page)
+        page.locator("#operation-list").screenshot(path=str(artifacts / f"12-operations-in-the-ui-{width}.png"))
+    first = page.locator("#operation-list tbody tr[data-op]").first
+    op_id = int(first.get_attribute("data-op"))
+    segment = ops.loc[ops["op_id"] == op_id, "segment_id"].iloc[0]
+    assert segment.startswith(datasource)
+    first.get_by_test_id("ops-explain").click()
+    page.wait_for_url(re.compile(r"/explain\?segment="))
+    expect(page.locator("[data-fact=segment_id]")).to_have_text(segment)
+    expect(page.locator(f"tr[data-op='{op_id}']")).to_be_visible()
+    settle(page)
+    shot(page, artifacts, "13-explain-from-the-operations")
+    # find it again by the start of its id and its datasource
+    page.locator("input[name=find]").fill(segment[:-6])
+    page.locator("[data-testid=find-form] select[name=datasource]").select_option(datasource)
+    page.locator("[data-testid=find-form] button").click()
+    found = page.get_by_test_id("found")
+    expect(found.get_by_role("link", name=segment, exact=True)).to_be_visible()
+    settle(page)
+    shot(page, artifacts, "14-explain-find")
+
+
 def test_a_refused_input_fails_the_first_task_in_one_log_line(page, deployment, artifacts):
     """A run whose config override has a misspelt key: ``resolve_snapshot`` fails at once, without a
     retry, and its log in the UI says why in one line (the param, the key, the closest known key),

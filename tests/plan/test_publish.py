@@ -12,10 +12,31 @@ from segment_balancer.plan import publish
 from segment_balancer.plan.publish import PublishError, plan_fingerprint, publish_plan
 
 
+def _operations(segment: str):
+    """One stand-in operation, on segment ``segment`` (so that two plans' files differ)."""
+    import pandas as pd
+
+    return pd.DataFrame(
+        {
+            "op_id": [0],
+            "stage": pd.array([1], dtype="int32"),
+            "action": ["LOAD"],
+            "queue_type": ["loading"],
+            "segment_id": [segment],
+            "datasource": ["wiki"],
+            "tier": ["hot"],
+            "server": ["h1"],
+            "size_bytes": [10],
+            "depends_on": pd.array([None], dtype="float64"),
+            "reason": ["unreplicated"],
+        }
+    )
+
+
 def make_plan(path, content: bytes, success=True, fingerprint=True):
     """A plan directory with stand-in plan files and a validation.json."""
     path.mkdir(parents=True)
-    (path / "operations.parquet").write_bytes(b"ops:" + content)
+    _operations(content.decode()).to_parquet(path / "operations.parquet")
     (path / "assignment.parquet").write_bytes(b"assign:" + content)
     (path / "summary.json").write_text(json.dumps(summary(cluster=content.decode())))
     report = {"success": success, "checks": [{"name": "capacity", "success": success}]}
@@ -31,9 +52,15 @@ def snapshot(root):
 
 
 def published(dest, plan) -> bool:
-    """``dest`` holds exactly the files of ``plan`` and the plan's report, which names its cluster."""
+    """``dest`` holds exactly the files of ``plan``, the plan's report, which names its cluster, and
+    (for a plan with operations) the report's table of operations."""
     files = snapshot(dest)
     report = files.pop("report.html").decode()
+    table = sorted(k for k in files if k.startswith("operations/"))
+    for key in table:
+        files.pop(key)
+    if (plan / "operations.parquet").exists() and table[:1] != ["operations/index.js"]:
+        return False
     cluster = json.loads((plan / "summary.json").read_text())["cluster"]
     return files == snapshot(plan) and f"Segment balancing plan — {cluster}" in report
 

@@ -459,11 +459,18 @@ def test_the_run_view_is_the_report_with_the_navigation_bar_after_body(home, cli
     # the UI puts the run id in the href percent-encoded (encodeURIComponent)
     page = client.get(f"/runs/{quote(P3_RUN, safe='')}")
     assert page.status_code == 200 and page.headers["content-type"].startswith("text/html")
-    before, nav, after = re.fullmatch(
-        r"(.*<body class=\"report\">)(<nav id=\"segment-balancer-nav\".*?</nav>)(.*)", page.text, re.S
+    before, nav, script, after = re.fullmatch(
+        r"(.*<body class=\"report\">)(<nav id=\"segment-balancer-nav\".*?</nav>)\s*(<script>.*?</script>)(.*)",
+        page.text,
+        re.S,
     ).groups()
     assert before == f'<!doctype html><html><head><title>{P3}</title></head><body class="report">'
-    assert after == f"\n<h1>Plan {P3}</h1>\n</body></html>"
+    assert after.strip() == f"<h1>Plan {P3}</h1>\n</body></html>"
+    # the report's table of operations: its files and each segment's explanation, inside the plan
+    assert script == (
+        f'<script>window.SB_PLAN_BASE = "{PREFIX}/plans/{P3}/";'
+        f'window.SB_EXPLAIN_URL = "{PREFIX}/plans/{P3}/explain?segment=";</script>'
+    )
     assert links(nav) == [
         f"{PREFIX}/plans",
         f"{PREFIX}/plans/{P3}/explain",
@@ -606,8 +613,49 @@ def test_anything_but_a_report_inside_the_plan_is_refused(home, client):
 def test_the_explain_form(home, client):
     page = client.get(f"/plans/{P3}/explain")
     assert page.status_code == 200
-    assert re.search(rf'<form method="get" action="{PREFIX}/plans/{P3}/explain">', page.text)
+    assert re.search(rf'<form method="get" action="{PREFIX}/plans/{P3}/explain" data-testid="explain-form">', page.text)
     assert '<input type="text" name="segment"' in page.text
+    assert '<input type="text" name="find"' in page.text and "Segments found" not in page.text
+
+
+def test_explain_finds_segments_by_id_prefix_and_datasource(home, client):
+    """The plan's segments whose id starts with what was typed, of the datasource chosen, each
+    linking to its explanation with its number of operations (S has two, T none)."""
+    page = client.get(f"/plans/{P3}/explain", params={"find": "wiki_2026-01-0"})
+    assert page.status_code == 200
+    assert "2 segments." in text(page.text)
+    found = re.findall(
+        r'<tr><td><a href="([^"]+)">([^<]+)</a></td><td>wiki</td>'
+        r'<td class="num">([\d,]+)</td><td class="num">(\d+)</td>',
+        page.text,
+    )
+    assert found == [
+        (f"{PREFIX}/plans/{P3}/explain?segment={quote(S, safe='/')}", S, "1,500", "2"),
+        (f"{PREFIX}/plans/{P3}/explain?segment={quote(T, safe='/')}", T, "100", "0"),
+    ]
+    one = client.get(f"/plans/{P3}/explain", params={"find": "wiki_2026-01-02", "datasource": "wiki"}).text
+    assert "1 segment." in text(one) and T in one and f">{S}<" not in one
+    assert '<option value="wiki" selected>wiki</option>' in one
+    none = client.get(f"/plans/{P3}/explain", params={"datasource": "wiki", "find": "koala"}).text
+    assert "0 segments." in text(none) and '<table class="found"' not in none
+    assert client.get(f"/plans/{P3}/explain", params={"find": "wiki"}).status_code == 200
+
+
+def test_the_scripts_of_a_reports_table_of_operations_are_served(home, client):
+    ops = home / "plans" / P3 / "operations"
+    ops.mkdir()
+    (ops / "index.js").write_text("sbOperations.index({});")
+    (ops / "rows-00000.js").write_text("sbOperations.rows(0, []);")
+    (ops / "notes.js").write_text("not a table's script")
+    for path in ("operations/index.js", "operations/rows-00000.js"):
+        response = client.get(f"/plans/{P3}/{path}")
+        assert response.status_code == 200 and response.text.startswith("sbOperations."), path
+        assert response.headers["content-type"].startswith("text/javascript")
+    for path in ("operations/notes.js", "operations/rows-0.js", "operations/rows-00001.js", "index.js", "summary.json"):
+        assert client.get(f"/plans/{P3}/{path}").status_code == 404, path
+    # the plan's own report alone also links its segments to their explanation
+    alone = client.get(f"/plans/{P3}/report.html").text
+    assert f'window.SB_EXPLAIN_URL = "{PREFIX}/plans/{P3}/explain?segment=";' in alone
 
 
 def test_explain_a_segment_loaded_in_stage_3_whose_drop_stage_12_deferred(home, client):

@@ -14,6 +14,7 @@ from segment_balancer.common.errors import InputError
 from segment_balancer.planner.cost import COST_WINDOW_MS
 from segment_balancer.planner.ranking import rank_one
 from segment_balancer.planner.summary import read_plan_summary
+from segment_balancer.planner.undone import NOTHING_UNDONE
 
 
 def explain_segment(spark, work: Path, segment_id: str, tier: str | None = None) -> dict:
@@ -104,6 +105,25 @@ def explain_segment(spark, work: Path, segment_id: str, tier: str | None = None)
     return out
 
 
+def render_snapshot_explain(answer: dict) -> str:
+    """:func:`explain_segment`'s answer as text: the segment, then per tier its target, B and every
+    server by rank (cost, in top B, bytes available, why it cannot take the segment)."""
+    lines = [
+        f"segment {answer['segment_id']}",
+        f"  {answer['size_bytes']:,} bytes; rule {answer['rule_kind'] or 'none'}; used {answer['used']}; "
+        f"overshadowed {answer['overshadowed']}; loaded replicas required {answer['required']}",
+    ]
+    for tier in answer["tiers"]:
+        lines.append(f"tier {tier['tier']}: target {tier['target']}, top B = {tier['b']}")
+        for row in tier["servers"]:
+            rank = "-" if row["rank"] is None else str(row["rank"])
+            cost = "" if row["cost"] is None else f"cost {row['cost']:.6g}"
+            top = " top B" if row["in_top_b"] else ""
+            why = f"; {row['ineligible']}" if row["ineligible"] else ""
+            lines.append(f"  {rank:>3}. {row['server']}  {cost}{top}; {row['available_bytes']:,} bytes available{why}")
+    return "\n".join(lines)
+
+
 def _why(name: str, srv, seg: dict, here: dict) -> str | None:
     rep = here.get(name)
     if rep and rep["served"] and not rep["queued_drop"]:
@@ -157,8 +177,6 @@ OUTCOME_TEXT = {
     "not_shed": "not moved by avgShedder, though its holder was the higher server of a shedding pair",
 }
 """One sentence per decision outcome (:mod:`segment_balancer.planner.kernels.decisions`)."""
-NOTHING_UNDONE = {"balanced", "already_visited", "excess_on_decomm", "shed", "not_shed"}
-"""Outcomes where the stage had nothing to do for the segment (the others left something undone)."""
 
 
 class PlanExplainError(InputError, LookupError):
@@ -173,6 +191,57 @@ def _rows(path: Path, segment_id: str, columns: list[str] | None = None) -> list
         filter=ds.field("segment_id") == segment_id, columns=columns
     )
     return table.to_pylist()
+
+
+FOUND_LIMIT = 100
+"""The most segment ids :func:`find_segments` returns."""
+
+
+def find_segments(plan_dir: str | Path, prefix: str = "", datasource: str | None = None) -> dict:
+    """The segments of a plan's snapshot (``segments.parquet``) whose id starts with ``prefix`` (case
+    kept), of ``datasource`` when given: ``{"segments": [{"segment_id", "datasource",
+    "size_bytes", "operations"}] (the first FOUND_LIMIT by id), "total": int}``; ``operations``
+    counts the segment's operations in ``operations.parquet``. Raises :class:`PlanExplainError`
+    without ``segments.parquet``."""
+    import pyarrow.compute as pc
+    import pyarrow.dataset as ds
+
+    plan = Path(plan_dir)
+    if not (plan / "segments.parquet").is_file():
+        raise PlanExplainError(f"{plan}: no segments.parquet; the plan cannot be searched")
+    table = ds.dataset(str(plan / "segments.parquet"), format="parquet").to_table(
+        columns=["segment_id", "datasource", "size_bytes"]
+    )
+    mask = pc.starts_with(table["segment_id"], prefix) if prefix else None
+    if datasource:
+        same = pc.equal(table["datasource"], datasource)
+        mask = same if mask is None else pc.and_(mask, same)
+    found = table if mask is None else table.filter(mask)
+    total = found.num_rows
+    found = found.sort_by("segment_id").slice(0, FOUND_LIMIT).to_pylist()
+    counts: dict[str, int] = {}
+    if found and (plan / "operations.parquet").is_file():
+        ids = [r["segment_id"] for r in found]
+        ops = ds.dataset(str(plan / "operations.parquet"), format="parquet").to_table(
+            columns=["segment_id"], filter=ds.field("segment_id").isin(ids)
+        )
+        for segment_id in ops["segment_id"].to_pylist():
+            counts[segment_id] = counts.get(segment_id, 0) + 1
+    return {
+        "segments": [{**r, "operations": counts.get(r["segment_id"], 0)} for r in found],
+        "total": total,
+    }
+
+
+def plan_datasources(plan_dir: str | Path) -> list[str]:
+    """Every datasource of a plan's snapshot (``segments.parquet``), sorted; empty without it."""
+    import pyarrow.compute as pc
+    import pyarrow.parquet as pq
+
+    path = Path(plan_dir) / "segments.parquet"
+    if not path.is_file():
+        return []
+    return sorted(pc.unique(pq.read_table(path, columns=["datasource"])["datasource"]).to_pylist())
 
 
 def explain_plan(plan_dir: str | Path, segment_id: str) -> dict:
@@ -208,6 +277,15 @@ def explain_plan(plan_dir: str | Path, segment_id: str) -> dict:
     plan = Path(plan_dir)
     needed = ["segments.parquet", "decisions.parquet", "stage_groups.json", "operations.parquet", "assignment.parquet"]
     missing = [n for n in needed if not (plan / n).exists()]
+    if not plan.is_dir():
+        raise PlanExplainError(f"{plan}: no such directory")
+    if missing and not (plan / "summary.json").is_file():
+        snapshot = (plan / "snapshot.json").is_file() or (plan / "segments.jsonl").is_file()
+        raise PlanExplainError(
+            f"{plan}: a snapshot, not a plan; explain --snapshot {plan} ranks every server for a segment"
+            if snapshot
+            else f"{plan}: not a plan directory (no summary.json)"
+        )
     if missing:
         raise PlanExplainError(
             f"{plan}: no {', '.join(missing)}; the plan was made before explain --plan existed, "

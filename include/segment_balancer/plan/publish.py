@@ -171,4 +171,5 @@ def publish_plan(plan_dir: str | Path, dest_dir: str | Path, plans_root: str | P
             )
     except OSError as exc:
         raise PublishError(f"{dest} published but LATEST not updated: {exc}") from exc
+    log.info("plan published to %s; its report: %s", dest, dest / "report.html")
     return dest

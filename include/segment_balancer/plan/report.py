@@ -263,7 +263,8 @@ def operations_figure(by_stage: list[StageTierActionCount]):
 
 
 def timeline_figure(per_datasource: dict[str, dict[str, int]]):
-    """Used segments per datasource by timeline status (visible, standby, overshadowed), stacked
+    """Used segments per datasource by timeline status (visible, standby, overshadowed), side by
+    side on a log scale, so that a datasource of a few segments shows beside one of thousands
     (``summary.json``'s ``timeline.per_datasource``)."""
     import plotly.graph_objects as go
 
@@ -273,7 +274,12 @@ def timeline_figure(per_datasource: dict[str, dict[str, int]]):
         fig.add_trace(
             go.Bar(x=names, y=[per_datasource[n].get(status, 0) for n in names], name=status, marker_color=color)
         )
-    fig.update_layout(title="used segments per datasource on the timeline", barmode="stack", height=340)
+    fig.update_layout(
+        title="used segments per datasource on the timeline (log scale)",
+        barmode="group",
+        height=340,
+        yaxis={"type": "log", "title": "segments"},
+    )
     return fig
 
 
@@ -330,6 +336,7 @@ def _plan_report(plan: Path, summary: PlanSummary, validation: dict | None) -> s
             for r in summary.druid_run.metrics
             if r.value and not r.metric.startswith(("segment/loadQueue", "segment/dropQueue", "tier/"))
         ][:DRUID_ROWS_SHOWN]
+    operations = _operations_context(plan, summary)
     # the template reads the summary as its JSON (a key the file leaves out is undefined there)
     return (
         _environment()
@@ -347,9 +354,33 @@ def _plan_report(plan: Path, summary: PlanSummary, validation: dict | None) -> s
             comparison=comparison,
             compared_dir=COMPARED_DIR,
             druid_rows=druid_rows,
+            operations=operations,
             plotlyjs=_plotlyjs(),
         )
     )
+
+
+OPERATIONS_PAGE = 100
+"""Rows per page of the report's table of operations."""
+OPERATIONS_AUTOLOAD = 200_000
+"""The table of a plan of at most this many operations loads when the report opens; a larger one
+when asked (its index is about 20 bytes an operation)."""
+
+
+def _operations_context(plan: Path, summary: PlanSummary) -> dict:
+    """What the table of operations shows (``_operations.html.j2``): ``count``, ``columns``,
+    ``page``, ``autoload`` and the per-historical ``servers`` rows (``server_summary``); none
+    without ``operations.parquet``."""
+    from segment_balancer.plan.operations_table import CODED, OPERATIONS_FILE, read_operations, server_summary
+
+    ops = read_operations(plan) if (plan / OPERATIONS_FILE).is_file() else None
+    return {
+        "count": 0 if ops is None else len(ops),
+        "columns": CODED,
+        "page": OPERATIONS_PAGE,
+        "autoload": OPERATIONS_AUTOLOAD,
+        "servers": [] if ops is None else server_summary(ops).to_dict("records"),
+    }
 
 
 DRUID_ROWS_SHOWN = 500
@@ -357,10 +388,17 @@ DRUID_ROWS_SHOWN = 500
 
 
 def write_report(plan_dir: str | Path) -> Path:
-    """Write ``plan_dir/report.html`` atomically (:func:`plan_report`) and return its path."""
-    path = Path(plan_dir) / REPORT_FILE
+    """Write ``plan_dir/report.html`` atomically (:func:`plan_report`), and the table of operations
+    it reads beside it (``operations/``, :func:`~segment_balancer.plan.operations_table.write_operations_table`);
+    returns the report's path."""
+    from segment_balancer.plan.operations_table import OPERATIONS_FILE, write_operations_table
+
+    plan = Path(plan_dir)
+    path = plan / REPORT_FILE
+    if (plan / OPERATIONS_FILE).is_file():
+        write_operations_table(plan, _read_summary(plan).coordinator)
     write_text_atomic(plan_report(plan_dir), path)
-    log.info("report written to %s", path)
+    log.debug("report written to %s", path)
     return path
 
 
@@ -421,12 +459,20 @@ def simulation_report(sim_dir: str | Path) -> str:
     runs, spread = simulation_frames(sim)
     x = runs["run"].astype(int).tolist()
     status = go.Figure()
-    for column, name, color in (
-        ("unreplicated_before", "unreplicated", STATUS_COLORS["unreplicated"]),
-        ("underreplicated_before", "underreplicated", STATUS_COLORS["underreplicated"]),
+    # unreplicated drawn last, dashed, over the under-replicated line it often equals (0 and 0)
+    for column, name, color, dash, size in (
+        ("underreplicated_before", "underreplicated", STATUS_COLORS["underreplicated"], "solid", 10),
+        ("unreplicated_before", "unreplicated", STATUS_COLORS["unreplicated"], "dash", 6),
     ):
         status.add_trace(
-            go.Scatter(x=x, y=runs[column].astype(int).tolist(), name=name, mode="lines+markers", line={"color": color})
+            go.Scatter(
+                x=x,
+                y=runs[column].astype(int).tolist(),
+                name=name,
+                mode="lines+markers",
+                line={"color": color, "dash": dash},
+                marker={"size": size},
+            )
         )
     status.update_layout(title="segments at the start of each run", xaxis={"title": "run", "dtick": 1}, height=340)
     balance = go.Figure()

@@ -13,7 +13,7 @@ imported on first use.
 from __future__ import annotations
 
 from segment_balancer.planner.config_keys import COORDINATORS
-from segment_balancer.planner.druid_coordinator.duties import DUTY_APPS, DUTY_STAGES
+from segment_balancer.planner.druid_coordinator.duties import DUTY_APPS, DUTY_NAMES, DUTY_STAGES
 
 STAGE_MODULES = {
     1: "s01_unreplicated",
@@ -85,3 +85,12 @@ def stage_number(name: str) -> int:
     if name in DUTY_APPS:
         return DUTY_STAGES[DUTY_APPS[name][0]]
     return {"assemble": 14, COMPARE_APP: 15}.get(name, 0)
+
+
+def stage_label(stage: int, coordinator: str = DEFAULT_COORDINATOR) -> str:
+    """How a plan's ``stage`` number reads: ``"7 balancing"`` (the stage's module of
+    :data:`STAGE_MODULES`) for ``issue7458``, ``"6 BalanceSegments"`` (Druid's duty) for ``druid``;
+    the bare number for one neither knows."""
+    names = DUTY_NAMES if coordinator == "druid" else {n: m[4:].replace("_", " ") for n, m in STAGE_MODULES.items()}
+    name = names.get(int(stage))
+    return f"{int(stage)} {name}" if name else str(int(stage))
