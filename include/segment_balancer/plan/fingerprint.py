@@ -20,6 +20,9 @@ RUN_KEYS = ("timings_seconds", "planned_at", "snapshot")
 """summary.json keys that name the run rather than the plan."""
 FORMAT_KEYS = ("schema_version",)
 """summary.json keys that name the file's layout rather than the plan."""
+DERIVED_KEYS = ("undone",)
+"""summary.json keys derived from the rest of the plan alone (``undone``: from the final status,
+the holdings, the decisions and the config, all fingerprinted)."""
 LEFT_OUT = ("validation.json", "summary.schema.json")
 """JSON files of a plan directory that are no part of the plan: the validation (it carries times)
 and the summary's JSON schema (the code's, whatever the plan)."""
@@ -79,11 +82,11 @@ def _members(value):
 
 
 def json_digest(path: Path) -> str:
-    """SHA-256 of a plan's JSON file (``summary.json`` without :data:`RUN_KEYS` and
-    :data:`FORMAT_KEYS`, bitmaps as members)."""
+    """SHA-256 of a plan's JSON file (``summary.json`` without :data:`RUN_KEYS`,
+    :data:`FORMAT_KEYS` and :data:`DERIVED_KEYS`, bitmaps as members)."""
     value = json.loads(path.read_text())
     if path.name == "summary.json":
-        value = {k: v for k, v in value.items() if k not in RUN_KEYS + FORMAT_KEYS}
+        value = {k: v for k, v in value.items() if k not in RUN_KEYS + FORMAT_KEYS + DERIVED_KEYS}
     if path.name in ("groups.json", "stage_groups.json"):
         value = _members(value)
     return hashlib.sha256(json.dumps(value, sort_keys=True).encode()).hexdigest()

@@ -106,6 +106,36 @@ class ServerHoldings(_Part):
     """Bytes of ``segments_after``."""
 
 
+class TierUndone(_Part):
+    """What one tier still lacks once the plan succeeded, what stopped it, and the runs to finish
+    (:mod:`segment_balancer.planner.undone`)."""
+
+    underreplicated: int
+    """Segments with fewer replicas in the tier than their target."""
+    missing_replicas: int
+    """The replicas those segments miss in the tier."""
+    on_decommissioning: int
+    """Segments still on the tier's decommissioning historicals."""
+    spread_segments: int
+    """Max − min of the segments its live historicals hold."""
+    stopped_by: dict[str, int]
+    """Segments left undone by cause (``undone.CAUSES``), each under the cause of its last decision."""
+    runs_to_finish: int | None
+    """Runs until the tier holds every replica and nothing is on a decommissioning historical
+    (loads only; null when more runs do not help or no queue limit bounds them)."""
+    runs_how: str
+    """How ``runs_to_finish`` was estimated, or why there is none."""
+
+
+class Undone(_Part):
+    """What the plan leaves undone."""
+
+    unavailable: int
+    """Segments with a target and no replica in any tier."""
+    tiers: dict[str, TierUndone]
+    """Per tier."""
+
+
 class DruidMetric(_Part):
     """One count under the name Druid's Coordinator emits it (:mod:`segment_balancer.druid.metrics`)."""
 
@@ -393,6 +423,8 @@ class PlanSummary(_Part):
     Coordinator of Druid 35.0.0."""
     druid_run: DruidRun | None = Field(default=None, exclude_if=_absent)
     """The ``druid`` coordinator's run; absent otherwise."""
+    undone: Undone | None = Field(default=None, exclude_if=_absent)
+    """What the plan leaves undone, per tier (absent in summaries written before it was)."""
 
 
 def summary_schema() -> dict:

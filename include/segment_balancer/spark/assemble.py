@@ -26,6 +26,7 @@ from segment_balancer.planner.groups import split_group_name
 from segment_balancer.planner.stages import APP_NAMES
 from segment_balancer.planner.status import balance, replication_counts
 from segment_balancer.planner.summary import SCHEMA_FILE, SCHEMA_VERSION, SUMMARY_FILE, PlanSummary, summary_schema
+from segment_balancer.planner.undone import NOTHING_UNDONE, left_undone
 from segment_balancer.spark.druid_plan import decision_events, druid_record, summary_part
 from segment_balancer.spark.status import status_pass
 from segment_balancer.spark.workdir import OPS_ARROW_SCHEMA, OPS_COLUMNS, Run, load_record
@@ -139,6 +140,18 @@ def assemble(run: Run, groups, snapshot: Path) -> Path:
         planned_at=timings.get(APP_NAMES[0], {}).get("started_at"),
         coordinator="druid" if druid else "issue7458",
         druid_run=summary_part(druid) if druid else None,
+    )
+    summary.undone = left_undone(
+        summary.status_after,
+        summary.balance_after,
+        summary.servers,
+        pq.read_table(
+            tmp / "decisions.parquet",
+            columns=["idx", "tier", "outcome", "detail"],
+            filters=[("outcome", "not in", sorted(NOTHING_UNDONE))],
+        ).to_pylist(),
+        summary.config,
+        after.missing,
     )
     write_json_atomic(summary.model_dump(mode="json"), tmp / SUMMARY_FILE)
     write_json_atomic(summary_schema(), tmp / SCHEMA_FILE)
