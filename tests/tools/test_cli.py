@@ -51,3 +51,39 @@ def test_an_internal_error_is_not_reported_as_the_users_input(tmp_path, capsys, 
     monkeypatch.setattr(cli, "print_summary", refused)
     assert cli.main(["summary", str(tmp_path)]) == 2
     assert capsys.readouterr().err.strip() == f"input refused: {tmp_path}: no summary.json"
+
+
+def test_a_directory_that_is_not_there_is_one_line_naming_it(tmp_path, capsys):
+    """``summary``, ``report``, ``explain --plan``, ``plan --snapshot``: exit 2, one line naming
+    the path and what it should have been; a snapshot given to ``explain --plan`` says so."""
+    missing = tmp_path / "nowhere"
+    cases = [
+        (["summary", str(missing)], f"input refused: {missing}: no such directory (the plan to summarise)"),
+        (["report", str(missing)], f"input refused: {missing}: no such directory (the plan or simulation to report)"),
+        (
+            ["plan", "--snapshot", str(missing), "--out", str(tmp_path / "p")],
+            f"input refused: {missing}: no such directory (the snapshot to plan)",
+        ),
+        (
+            ["explain", "--plan", str(SNAPSHOT), "--segment", "x"],
+            f"input refused: {SNAPSHOT}: a snapshot, not a plan; explain --snapshot {SNAPSHOT} ranks every server "
+            "for a segment",
+        ),
+    ]
+    for argv, line in cases:
+        assert cli.main(argv) == 2, argv
+        assert capsys.readouterr().err.strip() == line
+
+
+def test_a_misspelt_option_names_the_closest_with_the_commands_usage(tmp_path, capsys):
+    import pytest
+
+    with pytest.raises(SystemExit) as stop:
+        cli.main(["plan", "--snapshot", str(SNAPSHOT), "--out", str(tmp_path), "--decomission", "h1"])
+    assert stop.value.code == 2
+    err = capsys.readouterr().err
+    assert err.startswith("usage: python -m segment_balancer plan ")
+    assert err.strip().endswith("plan: error: unknown option --decomission (did you mean --decommission?)")
+    with pytest.raises(SystemExit):
+        cli.main(["summary", str(tmp_path), "--frobnicate"])
+    assert capsys.readouterr().err.strip().endswith("summary: error: unknown option --frobnicate")

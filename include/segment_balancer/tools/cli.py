@@ -24,6 +24,7 @@ from __future__ import annotations
 import argparse
 import json
 import logging
+import re
 import shutil
 import sys
 import tempfile
@@ -33,10 +34,11 @@ from pathlib import Path
 from segment_balancer.common.errors import InputError
 from segment_balancer.planner import config_keys
 from segment_balancer.planner.config import check_override_keys
-from segment_balancer.planner.stages import COORDINATORS, DEFAULT_COORDINATOR
+from segment_balancer.planner.stages import COORDINATORS, DEFAULT_COORDINATOR, stage_label
 from segment_balancer.spark.apps import read_overrides
 from segment_balancer.tools.pipeline import run_plan
 from segment_balancer.tools.simulate import add_simulate_arguments
+from segment_balancer.tools.terminal import print_table
 
 
 def explain(spark, snapshot: Path, segment_id: str, tier: str | None = None, overrides: dict | None = None) -> dict:
@@ -60,9 +62,7 @@ def print_summary(plan: Path) -> None:
     """A short human summary of a published plan (rich table). Raises ``InputError`` when its
     ``summary.json`` is missing or not a plan summary."""
     from rich.console import Console
-    from rich.table import Table
 
-    from segment_balancer.planner.druid_coordinator.duties import DUTY_NAMES
     from segment_balancer.planner.summary import read_plan_summary
 
     summary = read_plan_summary(plan)
@@ -87,13 +87,34 @@ def print_summary(plan: Path) -> None:
         f"{summary.moves} of the drops wait for a load (moves and callbacks)"
         + (f", {cancels} queued requests cancelled" if cancels else "")
     )
-    table = Table("duty" if druid else "stage", "tier", "action", "count")
-    for row in summary.by_stage_tier_action:
-        stage = f"{row.stage} {DUTY_NAMES.get(row.stage, '')}".strip() if druid else str(row.stage)
-        table.add_row(stage, str(row.tier), row.action, str(row.count))
-    console.print(table)
+    rows = [
+        [stage_label(row.stage, summary.coordinator), str(row.tier), row.action, f"{row.count:,}"]
+        for row in summary.by_stage_tier_action
+    ]
+    print_table(console, ["duty" if druid else "stage", "tier", "action", "count"], rows, numeric_from=3)
     before, after = summary.status_before, summary.status_after
     console.print(f"unreplicated segments: {before.unreplicated} before, {after.unreplicated} once the plan succeeds")
+    if summary.undone is not None:
+        rows = [
+            [
+                tier,
+                f"{t.underreplicated:,} ({t.missing_replicas:,})",
+                f"{t.on_decommissioning:,}",
+                f"{t.spread_segments:,}",
+                "; ".join(f"{cause}: {n:,}" for cause, n in t.stopped_by.items()) or "-",
+                "-" if t.runs_to_finish is None else f"{t.runs_to_finish:,}",
+            ]
+            for tier, t in sorted(summary.undone.tiers.items())
+        ]
+        headers = [
+            "tier",
+            "under-replicated (replicas)",
+            "on decommissioning",
+            "max − min",
+            "stopped by",
+            "runs to finish",
+        ]
+        print_table(console, headers, rows, title="left undone once the plan succeeds", numeric_from=1)
     deferred = summary.availability
     if deferred.deferred_drops:
         console.print(
@@ -130,7 +151,6 @@ def print_comparison(console, plan: Path) -> None:
     """The plan's ``comparison.json`` (when it has one) as a rich table: per tier, each coordinator's
     loads, moves, bytes moved, under-replicated after, max − min segments and disk %, the fullest
     disk and the total cost."""
-    from rich.table import Table
 
     from segment_balancer.plan.compare import COMPARISON_FILE
 
@@ -138,9 +158,26 @@ def print_comparison(console, plan: Path) -> None:
     if not path.exists():
         return
     plans = json.loads(path.read_text())["plans"]
-    table = Table(
-        "tier",
-        "coordinator",
+    rows = []
+    for tier in sorted({t for p in plans for t in p["tiers"]}):
+        for p in plans:
+            m = p["tiers"].get(tier)
+            if m is not None:
+                rows.append(
+                    [
+                        f"{tier} · {p['coordinator']}",
+                        f"{m['loads']:,}",
+                        f"{m['moves']:,}",
+                        _bytes(m["bytes_moved"]),
+                        f"{m['underreplicated']:,}",
+                        f"{m['segments_max_minus_min']:,}",
+                        f"{m['disk_pct_max_minus_min']:.2f}",
+                        f"{m['fullest_disk_pct']:.2f}",
+                        f"{m['total_cost']:.3g}",
+                    ]
+                )
+    headers = [
+        "tier · coordinator",
         "loads",
         "moves",
         "bytes moved",
@@ -149,25 +186,9 @@ def print_comparison(console, plan: Path) -> None:
         "Δ disk %",
         "fullest %",
         "cost",
-        title="the coordinators side by side, once each plan succeeded (Δ: max − min over the historicals)",
-    )
-    for tier in sorted({t for p in plans for t in p["tiers"]}):
-        for p in plans:
-            m = p["tiers"].get(tier)
-            if m is not None:
-                table.add_row(
-                    tier,
-                    p["coordinator"],
-                    f"{m['loads']:,}",
-                    f"{m['moves']:,}",
-                    _bytes(m["bytes_moved"]),
-                    f"{m['underreplicated']:,}",
-                    f"{m['segments_max_minus_min']:,}",
-                    f"{m['disk_pct_max_minus_min']:.2f}",
-                    f"{m['fullest_disk_pct']:.2f}",
-                    f"{m['total_cost']:.3g}",
-                )
-    console.print(table)
+    ]
+    title = "the coordinators side by side, once each plan succeeded (Δ: max − min over the historicals)"
+    print_table(console, headers, rows, title=title)
     console.print("unavailable after: " + ", ".join(f"{p['coordinator']} {p['unavailable']}" for p in plans))
 
 
@@ -176,7 +197,6 @@ def print_plans(entries, root: Path) -> None:
     snapshot time, cluster, name, operations, unreplicated and underreplicated segments once it
     succeeded, max − min segments per tier, each with the change from the previous plan."""
     from rich.console import Console
-    from rich.table import Table
 
     from segment_balancer.plan.history import signed_change
 
@@ -184,16 +204,7 @@ def print_plans(entries, root: Path) -> None:
     if not entries:
         console.print(f"no plans published yet under {root}")
         return
-    table = Table(
-        "snapshot time",
-        "cluster",
-        "plan",
-        "operations",
-        "unreplicated after",
-        "underreplicated after",
-        "max − min after",
-        "compared with",
-    )
+    rows = []
     for e in entries:
         n, d = e.numbers, e.diff
 
@@ -205,17 +216,29 @@ def print_plans(entries, root: Path) -> None:
             + (f" ({signed_change(d['max_minus_min_after'][t])})" if t in d.get("max_minus_min_after", {}) else "")
             for t, v in sorted(n["max_minus_min_after"].items())
         )
-        table.add_row(
-            e.snapshot_time,
-            e.cluster,
-            e.name + (" (what-if)" if e.whatif else ""),
-            cell("operations"),
-            cell("unreplicated_after"),
-            cell("underreplicated_after"),
-            spread,
-            e.previous or "-",
+        rows.append(
+            [
+                e.name + (" (what-if)" if e.whatif else ""),
+                e.snapshot_time,
+                e.cluster,
+                cell("operations"),
+                cell("unreplicated_after"),
+                cell("underreplicated_after"),
+                spread,
+                e.previous or "-",
+            ]
         )
-    console.print(table)
+    headers = [
+        "plan",
+        "snapshot time",
+        "cluster",
+        "operations",
+        "unreplicated after",
+        "underreplicated after",
+        "max − min after",
+        "compared with",
+    ]
+    print_table(console, headers, rows, numeric_from=3)
 
 
 def _margin_list(text: str) -> list[float]:
@@ -232,66 +255,69 @@ def print_margins(table) -> None:
     """Per margin of a ``margins.csv`` frame: its churn and spread (rich table,
     :func:`segment_balancer.plan.report.margin_summary`)."""
     from rich.console import Console
-    from rich.table import Table
 
     from segment_balancer.plan.report import margin_summary
 
-    out = Table("margin %", "balancing moves", "bytes moved", "no move from run", "max − min segments", "total cost")
-    for m in margin_summary(table):
-        out.add_row(
+    rows = [
+        [
             f"{m['margin']:g}",
             f"{m['moves']:,}",
             f"{m['bytes']:,}",
             str(m["quiet_from"] or "-"),
             str(m["segments_spread"]),
             f"{m['total_cost']:.6g}",
-        )
-    Console().print(out)
+        ]
+        for m in margin_summary(table)
+    ]
+    headers = ["margin %", "balancing moves", "bytes moved", "no move from run", "max − min segments", "total cost"]
+    print_table(Console(), headers, rows)
 
 
 def print_coordinators(table) -> None:
     """Per coordinator of a ``coordinators.csv`` frame: when it was fully loaded, what it moved and
     where it left the disks (rich table, :func:`segment_balancer.plan.report.coordinator_summary`)."""
     from rich.console import Console
-    from rich.table import Table
 
     from segment_balancer.plan.report import coordinator_summary
 
-    out = Table("coordinator", "loaded from run", "moves", "GiB moved", "usage spread", "fullest %")
-    for c in coordinator_summary(table):
-        out.add_row(
+    rows = [
+        [
             c["coordinator"],
             str(c["loaded_from"] or "-"),
             f"{c['moves']:,}",
             f"{c['moved_bytes'] / 2**30:,.1f}",
             f"{c['usage_spread']:.1f}",
             f"{c['fullest_usage']:.1f}",
-        )
-    Console().print(out)
+        ]
+        for c in coordinator_summary(table)
+    ]
+    headers = ["coordinator", "loaded from run", "moves", "GiB moved", "usage spread", "fullest %"]
+    print_table(Console(), headers, rows)
 
 
 def print_runs(table) -> None:
-    """The ``runs.csv`` table of a simulation (rich table)."""
+    """The ``runs.csv`` table of a simulation (:func:`~segment_balancer.tools.terminal.print_table`;
+    ``unrepl.``/``underrepl.``: unreplicated/underreplicated segments at the run's start)."""
     from rich.console import Console
-    from rich.table import Table
 
-    columns = [
-        "run",
-        "loads",
-        "drops",
-        "moves",
-        "balancing_moves",
-        "unreplicated_before",
-        "underreplicated_before",
-        "loads_failed",
-        "loads_still_queued",
-        "segments_max_minus_min",
-        "stable",
+    columns = {
+        "run": "run",
+        "loads": "loads",
+        "drops": "drops",
+        "moves": "moves",
+        "balancing_moves": "balancing moves",
+        "unreplicated_before": "unrepl. before",
+        "underreplicated_before": "underrepl. before",
+        "loads_failed": "loads failed",
+        "loads_still_queued": "loads still queued",
+        "segments_max_minus_min": "max − min segments",
+        "stable": "stable",
+    }
+    rows = [
+        [f"{v:,}" if isinstance(v, int) and not isinstance(v, bool) else str(v) for v in row]
+        for row in table[list(columns)].itertuples(index=False)
     ]
-    out = Table(*columns)
-    for row in table[columns].itertuples(index=False):
-        out.add_row(*(str(v) for v in row))
-    Console().print(out)
+    print_table(Console(), list(columns.values()), rows)
 
 
 REMOTE_HELP = (
@@ -319,6 +345,7 @@ def _run_spark_command(spark, args, overrides: dict | None) -> None:
             args.compare,
         )
         print_summary(args.out)
+        print_written("plan", args.out)
     elif args.command == "simulate":
         from segment_balancer.tools.simulate import simulate, simulate_coordinators, simulate_margins
 
@@ -339,12 +366,94 @@ def _run_spark_command(spark, args, overrides: dict | None) -> None:
             print_coordinators(simulate_coordinators(spark, args.snapshot, args.out, args.runs, overrides, **options))
         else:
             print_runs(simulate(spark, args.snapshot, args.out, args.runs, overrides, **options))
+        print_written("simulation", args.out)
     else:
-        print(json.dumps(explain(spark, args.snapshot, args.segment, args.tier, overrides), indent=2))
+        from segment_balancer.plan.explain import render_snapshot_explain
+
+        answer = explain(spark, args.snapshot, args.segment, args.tier, overrides)
+        print(json.dumps(answer, indent=2) if args.json else render_snapshot_explain(answer))
+
+
+EXISTING_DIRECTORIES = {
+    "plan": (("snapshot", "the snapshot to plan"),),
+    "simulate": (("snapshot", "the snapshot to simulate"),),
+    "explain": (("plan", "the plan to explain"), ("snapshot", "the snapshot to explain")),
+    "summary": (("plan", "the plan to summarise"),),
+    "report": (("dir", "the plan or simulation to report"),),
+}
+"""Per command, the arguments naming a directory that must exist, and what it is."""
+
+
+def _check_directories(args: argparse.Namespace) -> None:
+    """Raise ``InputError`` (one line, exit 2) for the first directory of :data:`EXISTING_DIRECTORIES`
+    that is not there."""
+    for attr, what in EXISTING_DIRECTORIES.get(args.command, ()):
+        given = getattr(args, attr, None)
+        for path in given if isinstance(given, list) else [given]:
+            if path is not None and not path.is_dir():
+                raise InputError(f"{path}: {'not a directory' if path.exists() else 'no such directory'} ({what})")
+
+
+def print_brief(plan: Path) -> None:
+    """A few lines on a plan: its snapshot, where it and its report are, its headline numbers and
+    the runs each tier needs to finish (``make demo``'s recap). Raises ``InputError`` when its
+    ``summary.json`` is missing or not a plan summary."""
+    from segment_balancer.plan.history import headline
+    from segment_balancer.planner.summary import read_plan_summary
+
+    summary = read_plan_summary(plan)
+    n = headline(summary)
+    print(f"{summary.snapshot_id}")
+    print(f"  plan    {plan}")
+    if (plan / "report.html").is_file():
+        print(f"  report  {plan / 'report.html'}")
+    print(
+        f"  {n['operations']:,} operations ({n['loads']:,} loads, {n['drops']:,} drops); once they succeed: "
+        f"{n['unreplicated_after']:,} unavailable, {n['underreplicated_after']:,} under-replicated"
+    )
+    if summary.undone is not None:
+        runs = ", ".join(
+            f"{tier} {'?' if t.runs_to_finish is None else t.runs_to_finish}"
+            for tier, t in sorted(summary.undone.tiers.items())
+        )
+        print(f"  runs to finish per tier: {runs}")
+
+
+def print_written(what: str, directory: Path) -> None:
+    """The last lines of a command that wrote a plan or a simulation: where it is and its report."""
+    print(f"{what}: {directory}")
+    if (directory / "report.html").is_file():
+        print(f"report: {directory / 'report.html'}")
+
+
+class _Parser(argparse.ArgumentParser):
+    """``argparse`` whose refusal of an unknown option names the closest known one of the command
+    given, with that command's usage (not the top-level usage)."""
+
+    def error(self, message: str):
+        import difflib
+
+        unknown = re.match(r"unrecognized arguments: (\S+)", message)
+        sub = self._command_parser()
+        if unknown and sub is not None:
+            flag = unknown.group(1).split("=")[0]
+            known = [o for a in sub._actions for o in a.option_strings if o.startswith("--")]
+            close = difflib.get_close_matches(flag, known, n=1, cutoff=0.6)
+            hint = f" (did you mean {close[0]}?)" if close else ""
+            sub.print_usage(sys.stderr)
+            sub.exit(2, f"{sub.prog}: error: unknown option {flag}{hint}\n")
+        super().error(message)
+
+    def _command_parser(self) -> argparse.ArgumentParser | None:
+        choices = next((a.choices for a in self._actions if isinstance(a, argparse._SubParsersAction)), None)
+        if not choices:
+            return None
+        args = sys.argv[1:] if self.given is None else self.given
+        return next((choices[arg] for arg in args if arg in choices), None)
 
 
 def _parser() -> argparse.ArgumentParser:
-    p = argparse.ArgumentParser(prog="python -m segment_balancer", description=__doc__.splitlines()[0])
+    p = _Parser(prog="python -m segment_balancer", description=__doc__.splitlines()[0])
     sub = p.add_subparsers(dest="command", required=True)
     plan = sub.add_parser(
         "plan",
@@ -405,11 +514,11 @@ def _parser() -> argparse.ArgumentParser:
     )
     source = ex.add_mutually_exclusive_group(required=True)
     source.add_argument("--plan", type=Path, help="a published plan directory: every stage's operations and decisions")
-    source.add_argument("--snapshot", type=Path, help="a snapshot: start-of-run placement costs and ranks (JSON)")
+    source.add_argument("--snapshot", type=Path, help="a snapshot: start-of-run placement costs and ranks")
     ex.add_argument("--segment", required=True)
     ex.add_argument("--tier", help="with --snapshot: only this tier")
     ex.add_argument("--config", type=Path, help="with --snapshot: dynamic config overrides")
-    ex.add_argument("--json", action="store_true", help="with --plan: print the answer as JSON")
+    ex.add_argument("--json", action="store_true", help="print the answer as JSON (default: text)")
     ex.add_argument("--remote", metavar="URL", help="with --snapshot: " + REMOTE_HELP)
     sim = sub.add_parser(
         "simulate", help="plan, apply the plan as a cluster would, repeat: where does the cluster end?"
@@ -444,7 +553,10 @@ def _parser() -> argparse.ArgumentParser:
     cap.add_argument("--user", help="basic-auth user of both endpoints; the password is read from $DRUID_PASSWORD")
     cap.add_argument("--timeout", type=float, default=300.0, help="seconds to wait for a connection or a read")
     sm = sub.add_parser("summary", help="print the summary of a plan directory")
-    sm.add_argument("plan", type=Path)
+    sm.add_argument("plan", type=Path, nargs="+", help="plan directories (one with the full summary; any with --brief)")
+    sm.add_argument(
+        "--brief", action="store_true", help="per plan: its snapshot, where it and its report are, its headline numbers"
+    )
     rep = sub.add_parser("report", help="(re)build report.html of a plan directory, or of a simulation and its runs")
     rep.add_argument("dir", type=Path, help="a plan directory (summary.json) or a simulation directory (runs.csv)")
     hist = sub.add_parser(
@@ -475,10 +587,18 @@ def main(argv=None) -> int:
     from segment_balancer.tools.capture import CaptureError
 
     logging.basicConfig(level=logging.INFO, format="%(asctime)s %(levelname)s %(name)s: %(message)s")
-    args = _parser().parse_args(argv)
+    parser = _parser()
+    parser.given = argv
+    args = parser.parse_args(argv)
     try:
-        if args.command == "summary":
-            print_summary(args.plan)
+        _check_directories(args)
+        if args.command == "summary" and args.brief:
+            for plan in args.plan:
+                print_brief(plan)
+        elif args.command == "summary":
+            if len(args.plan) > 1:
+                raise InputError("summary takes one plan directory (several with --brief)")
+            print_summary(args.plan[0])
         elif args.command == "report":
             from segment_balancer.plan.report import rebuild
 
