@@ -97,3 +97,16 @@ def test_left_undone_of_a_two_tier_cluster():
     assert hot.runs_to_finish == 3
     cold = undone.tiers["cold"]
     assert (cold.underreplicated, cold.on_decommissioning, cold.runs_to_finish) == (0, 0, 0)
+
+
+def test_a_refusal_a_later_stage_made_up_for_is_not_undone():
+    """Stage 5 could not move segment s1 off a decommissioning historical (queue full); stage 9
+    moved it: nothing is left undone for s1. s2, refused in stage 5 and never moved, is."""
+    queue = {"tried": [["h1", "load queue full for stage 5: 25 decommissioning loads queued, its limit 25"]]}
+    rows = [
+        {"idx": 1, "segment_id": "s1", "stage": 5, "tier": "hot", "outcome": "left_on_decomm", "detail": queue},
+        {"idx": 2, "segment_id": "s2", "stage": 5, "tier": "hot", "outcome": "left_on_decomm", "detail": queue},
+    ]
+    later = {("s1", "hot"): 9, ("s2", "cold"): 9}
+    assert stopped_by(rows, later) == {"hot": {"stage 5's share of the load queues full": 1}}
+    assert stopped_by(rows) == {"hot": {"stage 5's share of the load queues full": 2}}

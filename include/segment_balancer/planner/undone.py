@@ -78,10 +78,16 @@ def decision_causes(outcome: str, detail: Mapping, tier: str | None) -> dict[str
     return causes
 
 
-def stopped_by(decisions: Iterable[Mapping]) -> dict[str, dict[str, int]]:
-    """``{tier: {cause: segments}}`` over the decisions (rows with ``idx``, ``tier``, ``outcome``,
-    ``detail`` as JSON text or a dict) whose outcome left work undone; each segment counted once
-    per tier, under the cause of its last such decision."""
+def stopped_by(
+    decisions: Iterable[Mapping], last_operation: Mapping[tuple[str, str], int] | None = None
+) -> dict[str, dict[str, int]]:
+    """``{tier: {cause: segments}}`` over the decisions (rows with ``idx``, ``segment_id``,
+    ``stage``, ``tier``, ``outcome``, ``detail`` as JSON text or a dict) whose outcome left work
+    undone and that no later stage made up for: a decision is left out when the segment has an
+    operation in that tier at a later stage (``last_operation``: ``{(segment_id, tier): the stage
+    of its last operation there}``). Each segment counted once per tier, under the cause of its
+    last such decision."""
+    last_operation = last_operation or {}
     last: dict[tuple[str, int], str] = {}
     for row in decisions:
         if row["outcome"] in NOTHING_UNDONE:
@@ -89,6 +95,8 @@ def stopped_by(decisions: Iterable[Mapping]) -> dict[str, dict[str, int]]:
         detail = row["detail"]
         detail = json.loads(detail) if isinstance(detail, str) else (detail or {})
         for tier, cause in decision_causes(row["outcome"], detail, row.get("tier")).items():
+            if last_operation.get((row.get("segment_id"), tier), -1) > int(row.get("stage", 0)):
+                continue
             last[(tier, int(row["idx"]))] = cause
     out: dict[str, dict[str, int]] = {}
     for (tier, _), cause in last.items():
@@ -125,14 +133,16 @@ def left_undone(
     decisions: Iterable[Mapping],
     config: Mapping,
     missing_after: Mapping[str, int],
+    last_operation: Mapping[tuple[str, str], int] | None = None,
 ):
     """The ``undone`` part of a summary (:class:`~segment_balancer.planner.summary.Undone`) from its
     ``status_after``, ``balance_after`` and ``servers`` parts, the run's decisions (rows of
-    ``decisions.parquet``), its effective ``config`` and the replicas each tier misses once the
-    plan succeeded (``missing_after``)."""
+    ``decisions.parquet``), its effective ``config``, the replicas each tier misses once the
+    plan succeeded (``missing_after``) and the stage of each segment's last operation per tier
+    (``last_operation``, :func:`stopped_by`)."""
     from segment_balancer.planner.summary import TierUndone, Undone
 
-    causes = stopped_by(decisions)
+    causes = stopped_by(decisions, last_operation)
     servers = list(servers)
     tiers = sorted({s.tier for s in servers} | set(status_after.tiers) | set(missing_after))
     queue_limit = config.get(QUEUE_LIMIT)

@@ -147,11 +147,12 @@ def assemble(run: Run, groups, snapshot: Path) -> Path:
         summary.servers,
         pq.read_table(
             tmp / "decisions.parquet",
-            columns=["idx", "tier", "outcome", "detail"],
+            columns=["idx", "segment_id", "stage", "tier", "outcome", "detail"],
             filters=[("outcome", "not in", sorted(NOTHING_UNDONE))],
         ).to_pylist(),
         summary.config,
         after.missing,
+        ops.groupby(["segment_id", "tier"])["stage"].max().to_dict(),
     )
     write_json_atomic(summary.model_dump(mode="json"), tmp / SUMMARY_FILE)
     write_json_atomic(summary_schema(), tmp / SCHEMA_FILE)
