@@ -322,3 +322,18 @@ def test_generated_load_queues(snap):
     ages = [now - iso_to_ms(e["requested_at"]) for e in typed]
     assert all(age >= 0 for age in ages)
     assert any(age > 15 * 60_000 for age in ages) and any(age < 15 * 60_000 for age in ages)
+
+
+def test_generate_writes_about_the_segments_asked_and_refuses_too_few(tmp_path):
+    """Within ``SEGMENTS_ROUNDING`` of what was asked above the minimum (measured by hand: 9,000
+    gives 8,991 before the snapshot's real-cluster cases); below it, one line naming the minimum."""
+    import pytest
+
+    from segment_balancer.common.errors import InputError
+    from segment_balancer.tools.sample import MIN_SEGMENTS, SEGMENTS_ROUNDING
+
+    counts = generate_snapshot(tmp_path / "nine", n_segments=9000)
+    assert abs(counts["segments"] - 9000) <= 9000 * SEGMENTS_ROUNDING
+    with pytest.raises(InputError, match=f"at least {MIN_SEGMENTS:,}"):
+        generate_snapshot(tmp_path / "five", n_segments=5000)
+    assert not (tmp_path / "five").exists()
