@@ -123,9 +123,9 @@ demo airflow-home airflow: export TRIGGERER_LOG_PORT := $(TRIGGERER_LOG_PORT)
 airflow-home: venv
 	@mkdir -p $(AIRFLOW_HOME_DIR) $(VAR_ABS)/xcom
 	@test -s $(AIRFLOW_HOME_DIR)/jwt_secret || { umask 077; $(PY) -c 'import secrets; print(secrets.token_urlsafe(32))' > $(AIRFLOW_HOME_DIR)/jwt_secret; }
-	JWT_SECRET=$$(cat $(AIRFLOW_HOME_DIR)/jwt_secret) envsubst '$${REPO} $${VAR} $${AIRFLOW_PORT} $${WORKER_LOG_PORT} $${TRIGGERER_LOG_PORT} $${JWT_SECRET}' \
+	@JWT_SECRET=$$(cat $(AIRFLOW_HOME_DIR)/jwt_secret) envsubst '$${REPO} $${VAR} $${AIRFLOW_PORT} $${WORKER_LOG_PORT} $${TRIGGERER_LOG_PORT} $${JWT_SECRET}' \
 	  < $(ROOT)/airflow.cfg.template > $(AIRFLOW_HOME_DIR)/airflow.cfg
-	airflow db migrate > $(AIRFLOW_HOME_DIR)/db-migrate.log 2>&1 || { cat $(AIRFLOW_HOME_DIR)/db-migrate.log; exit 1; }
+	@airflow db migrate > $(AIRFLOW_HOME_DIR)/db-migrate.log 2>&1 || { cat $(AIRFLOW_HOME_DIR)/db-migrate.log; exit 1; }
 
 # Each run publishes to var/plans/<run id>/; var/plans/LATEST names the plan of the newest snapshot.
 # Airflow's output of each run (task logs included) goes to var/demo-logs/<snapshot>.log, also to the
