@@ -12,26 +12,16 @@ import pandas as pd
 import pytest
 
 from segment_balancer.plan import operations_table as ot
+from segment_balancer.plan.validation import _REQUIRED
+
+OPERATION_COLUMNS = _REQUIRED["operations"]
 
 MIB = 2**20
 
 
 def plan_dir(tmp_path, rows):
-    frame = pd.DataFrame(
-        rows,
-        columns=[
-            "op_id",
-            "stage",
-            "action",
-            "segment_id",
-            "datasource",
-            "tier",
-            "server",
-            "size_bytes",
-            "depends_on",
-            "reason",
-        ],
-    )
+    columns = [c for c in OPERATION_COLUMNS if c != "queue_type"]
+    frame = pd.DataFrame(rows, columns=columns)
     frame["queue_type"] = None
     frame["depends_on"] = frame["depends_on"].astype("float64")
     frame.to_parquet(tmp_path / "operations.parquet")

@@ -36,18 +36,6 @@ ROWS_PER_CHUNK = 5000
 """Operations per ``rows-NNNNN.js`` file (about 0.5 MB of segment ids)."""
 CODED = ("stage", "action", "tier", "server", "datasource", "reason")
 """The columns the table filters and sorts on, in its order."""
-_COLUMNS = [
-    "op_id",
-    "stage",
-    "action",
-    "segment_id",
-    "datasource",
-    "tier",
-    "server",
-    "size_bytes",
-    "depends_on",
-    "reason",
-]
 
 
 def chunk_name(chunk: int) -> str:
@@ -56,8 +44,8 @@ def chunk_name(chunk: int) -> str:
 
 
 def read_operations(plan_dir: Path) -> pd.DataFrame:
-    """``operations.parquet`` of a plan in ``op_id`` order (the columns of :data:`_COLUMNS`)."""
-    ops = pd.read_parquet(Path(plan_dir) / OPERATIONS_FILE, columns=_COLUMNS)
+    """``operations.parquet`` of a plan (its columns: ``plan.validation``'s) in ``op_id`` order."""
+    ops = pd.read_parquet(Path(plan_dir) / OPERATIONS_FILE)
     return ops.sort_values("op_id", kind="stable").reset_index(drop=True)
 
 
