@@ -134,9 +134,9 @@ def test_eternity_segment_is_read_and_its_costs_are_druids(spark, planned):
     base, _, _, _ = planned
     assert ID["E"] == ("all_-146136543-09-08T08:23:32.096Z_146140482-04-24T15:36:27.903Z_2019-01-01T00:00:00.000Z")
     day_vs_eternity = 2 * 24**2 / math.log(2)
-    out = explain_segment(spark, base / "work", ID["E"])
+    out = explain_segment(base / "work", ID["E"])
     assert (out["required"], out["waiting"], out["listed"]) == (1, None, True)
-    v1 = explain_segment(spark, base / "work", ID["V1"])
+    v1 = explain_segment(base / "work", ID["V1"])
     assert (v1["overshadowed"], v1["waiting"], v1["timeline"]["overshadowed_by"]) == (True, True, [ID["V2"]])
     (tier,) = out["tiers"]
     rows = {s["server"]: s for s in tier["servers"]}
@@ -146,7 +146,7 @@ def test_eternity_segment_is_read_and_its_costs_are_druids(spark, planned):
     assert rows["e0"]["rank"] == 2 and rows["e0"]["ineligible"] == "serves the segment"
     assert rows["e0"]["cost"] == pytest.approx(2 * day_vs_eternity, rel=1e-4)
     adjacent_days = 2 * 0.25 * (24 / math.log(2)) ** 2  # same datasource: doubled
-    d1 = {s["server"]: s for s in explain_segment(spark, base / "work", ID["D1"])["tiers"][0]["servers"]}
+    d1 = {s["server"]: s for s in explain_segment(base / "work", ID["D1"])["tiers"][0]["servers"]}
     assert d1["e0"]["cost"] == pytest.approx(adjacent_days + day_vs_eternity, rel=1e-4)
 
 

@@ -136,7 +136,7 @@ def test_explain_ranks_every_server_of_each_tier(spark, planned):
 
     base, _, _ = planned
     seg = "twitterstream_2013-01-03T00:00:00.000Z_2013-01-04T00:00:00.000Z_2013-01-04T04:09:13.590Z_v9"
-    out = explain_segment(spark, base / "work", seg)
+    out = explain_segment(base / "work", seg)
     tiers = {t["tier"]: t for t in out["tiers"]}
     assert set(tiers) == {"hot", "_default_tier"}
     hot = [(server(s["server"]), s["rank"], s["in_top_b"], s["ineligible"]) for s in tiers["hot"]["servers"]]

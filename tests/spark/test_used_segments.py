@@ -70,7 +70,7 @@ def test_explain_says_what_overshadows_a_segment_and_why(spark, compaction_plann
     from segment_balancer.plan.explain import explain_segment
 
     base, _, _ = compaction_planned
-    timeline = lambda n: explain_segment(spark, base / "work", SEGMENT_IDS[n - 1])["timeline"]  # noqa: E731
+    timeline = lambda n: explain_segment(base / "work", SEGMENT_IDS[n - 1])["timeline"]  # noqa: E731
     t28 = timeline(28)
     assert t28["status"] == "overshadowed"
     assert sorted(t28["overshadowed_by"]) == sorted([SEGMENT_IDS[28], SEGMENT_IDS[29]])

@@ -87,3 +87,24 @@ def test_a_misspelt_option_names_the_closest_with_the_commands_usage(tmp_path, c
     with pytest.raises(SystemExit):
         cli.main(["summary", str(tmp_path), "--frobnicate"])
     assert capsys.readouterr().err.strip().endswith("summary: error: unknown option --frobnicate")
+
+
+def test_explain_snapshot_prepares_once_then_answers_without_spark(spark, tmp_path, capsys, monkeypatch):
+    """The first question about a snapshot prepares it (Spark) into the cache; the second, about
+    another segment, starts no Spark and answers from the kept tables, as text by default and the
+    same facts as JSON with --json."""
+    import segment_balancer.spark.session as session
+
+    monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path / "cache"))
+    first = "twitterstream_2013-01-01T00:00:00.000Z_2013-01-02T00:00:00.000Z_2013-01-02T04:13:41.980Z_v9"
+    second = "twitterstream_2013-01-03T00:00:00.000Z_2013-01-04T00:00:00.000Z_2013-01-04T04:09:13.590Z_v9"
+    assert cli.main(["explain", "--snapshot", str(SNAPSHOT), "--segment", first]) == 0
+    out = capsys.readouterr().out
+    assert out.startswith(f"segment {first}\n") and "tier " in out
+    monkeypatch.setattr(
+        session, "local_session", lambda *a, **k: (_ for _ in ()).throw(AssertionError("Spark started"))
+    )
+    assert cli.main(["explain", "--snapshot", str(SNAPSHOT), "--segment", second, "--json"]) == 0
+    answer = json.loads(capsys.readouterr().out)
+    assert answer["segment_id"] == second and answer["tiers"]
+    assert len(list((tmp_path / "cache" / "segment_balancer" / "explain").iterdir())) == 1

@@ -17,44 +17,58 @@ from segment_balancer.planner.summary import read_plan_summary
 from segment_balancer.planner.undone import NOTHING_UNDONE
 
 
-def explain_segment(spark, work: Path, segment_id: str, tier: str | None = None) -> dict:
-    """Explain ``segment_id`` against the start-of-run state prepared in ``work``.
+def _table(path: Path, filter=None, columns=None):
+    """The rows of a parquet file or directory of ``WORK/prepared`` matching ``filter`` (pyarrow)."""
+    import pyarrow.dataset as ds
 
-    Collects only the projected segments inside the segment's cost window. Raises ``KeyError``
-    for an unknown segment id.
+    return ds.dataset(str(path), format="parquet").to_table(filter=filter, columns=columns)
+
+
+def explain_segment(work: Path, segment_id: str, tier: str | None = None) -> dict:
+    """Explain ``segment_id`` against the start-of-run state prepared in ``work`` (``used_segments``
+    and ``prepare``'s tables, read with pyarrow: no Spark).
+
+    Reads only the segment's rows and the projected segments inside its cost window. Raises
+    ``KeyError`` for an unknown segment id.
     """
-    from pyspark.sql import functions as F
+    import pyarrow.dataset as ds
 
-    from segment_balancer.spark.status import start_projection
     from segment_balancer.spark.workdir import num_best_function
 
     prepared = Path(work) / "prepared"
     meta = json.loads((prepared / "meta.json").read_text())
-    segments = spark.read.parquet(str(prepared / "segments.parquet"))
-    found = segments.filter(F.col("segment_id") == segment_id).limit(1).collect()
+    found = _table(prepared / "segments.parquet", ds.field("segment_id") == segment_id).slice(0, 1).to_pylist()
     if not found:
         raise KeyError(f"segment {segment_id} is not in the snapshot")
-    seg = found[0].asDict()
+    seg = found[0]
     servers = pd.read_parquet(prepared / "servers.parquet")
-    replicas = spark.read.parquet(str(prepared / "replicas.parquet"))
     targets = (
-        spark.read.parquet(str(prepared / "targets.parquet")).filter(F.col("idx") == F.lit(seg["idx"])).collect()
+        _table(prepared / "targets.parquet", ds.field("idx") == seg["idx"]).to_pylist()
         if seg["idx"] is not None
         else []
     )
     target = {r["tier"]: int(r["target"]) for r in targets}
-    mine = replicas.filter(F.col("segment_id") == segment_id).collect()
-    here = {r["server"]: r.asDict() for r in mine}
+    mine = _table(prepared / "replicas.parquet", ds.field("segment_id") == segment_id).to_pylist()
+    here = {r["server"]: r for r in mine}
     tiers = sorted({t for t in target} | {r["tier"] for r in mine}) if tier is None else [tier]
-    window = (
-        start_projection(replicas, segments)
-        .filter(
-            (F.col("start_ms") < seg["end_ms"] + COST_WINDOW_MS)
-            & (F.col("end_ms") > seg["start_ms"] - COST_WINDOW_MS)
-            & F.col("tier").isin(tiers)
-        )
-        .toPandas()
+    # what the tiers' servers project at the start of the run (served without a queued drop, plus
+    # queued loads: spark.status.start_projection), of the segments inside the cost window
+    near = _table(
+        prepared / "segments.parquet",
+        (ds.field("start_ms") < seg["end_ms"] + COST_WINDOW_MS)
+        & (ds.field("end_ms") > seg["start_ms"] - COST_WINDOW_MS),
+        ["segment_id", "idx", "datasource", "start_ms", "end_ms"],
     )
+    projected = (ds.field("served") & ~ds.field("queued_drop")) | ds.field("queued_load")
+    replicas = _table(
+        prepared / "replicas.parquet",
+        projected & ds.field("segment_id").isin(near["segment_id"]) & ds.field("tier").isin(tiers),
+        ["segment_id", "server", "tier"],
+    )
+    window = replicas.to_pandas().merge(near.to_pandas(), on="segment_id")[
+        ["server", "tier", "idx", "datasource", "start_ms", "end_ms"]
+    ]
+    window["idx"] = window["idx"].fillna(-1).astype("int64")
     num_best = num_best_function(meta["config"])
     out = {
         "segment_id": segment_id,
@@ -69,7 +83,7 @@ def explain_segment(spark, work: Path, segment_id: str, tier: str | None = None)
         "waiting": seg["waiting"],
         # false: only server_segments.json / load_queues.json name it (unused, size unknown)
         "listed": bool(seg["listed"]),
-        "timeline": _timeline(spark, Path(work), seg),
+        "timeline": _timeline(Path(work), seg),
         "tiers": [],
     }
     for t in tiers:
@@ -113,6 +127,10 @@ def render_snapshot_explain(answer: dict) -> str:
         f"  {answer['size_bytes']:,} bytes; rule {answer['rule_kind'] or 'none'}; used {answer['used']}; "
         f"overshadowed {answer['overshadowed']}; loaded replicas required {answer['required']}",
     ]
+    timeline = answer.get("timeline") or {}
+    if timeline.get("status"):
+        by = timeline.get("overshadowed_by") or []
+        lines.append(f"  timeline: {timeline['status']}" + (f", overshadowed by {', '.join(by)}" if by else ""))
     for tier in answer["tiers"]:
         lines.append(f"tier {tier['tier']}: target {tier['target']}, top B = {tier['b']}")
         for row in tier["servers"]:
@@ -135,22 +153,21 @@ def _why(name: str, srv, seg: dict, here: dict) -> str | None:
     return None
 
 
-def _timeline(spark, work: Path, seg: dict) -> dict:
+def _timeline(work: Path, seg: dict) -> dict:
     """The segment's timeline status and which segments overshadow it and why, from the used
     segments of its datasource that overlap it (the only ones that can)."""
-    from pyspark.sql import functions as F
+    import pyarrow.dataset as ds
 
     from segment_balancer.druid.timeline import explain_overshadowing
     from segment_balancer.spark.used_segments import TIMELINE_COLUMNS
 
-    table = spark.read.parquet(str(work / "timeline" / "segments.parquet"))
-    near = table.filter(
-        (F.col("datasource") == seg["datasource"])
-        & F.col("used")
-        & (F.col("start_ms") < seg["end_ms"])
-        & (F.col("end_ms") > seg["start_ms"])
+    near = (
+        (ds.field("datasource") == seg["datasource"])
+        & ds.field("used")
+        & (ds.field("start_ms") < seg["end_ms"])
+        & (ds.field("end_ms") > seg["start_ms"])
     )
-    pdf = near.select(*TIMELINE_COLUMNS).toPandas()
+    pdf = _table(Path(work) / "timeline" / "segments.parquet", near, list(TIMELINE_COLUMNS)).to_pandas()
     if seg["segment_id"] not in set(pdf["segment_id"]):
         return {"status": "unused"}
     return explain_overshadowing(pdf, seg["segment_id"])

@@ -24,10 +24,10 @@ from __future__ import annotations
 import argparse
 import json
 import logging
+import os
 import re
 import shutil
 import sys
-import tempfile
 import traceback
 from pathlib import Path
 
@@ -40,22 +40,75 @@ from segment_balancer.tools.pipeline import run_plan
 from segment_balancer.tools.simulate import add_simulate_arguments
 from segment_balancer.tools.terminal import print_table
 
+EXPLAIN_CACHE_KEPT = 4
+"""Snapshots whose prepared tables ``explain --snapshot`` keeps (the newest used), so that asking
+about another segment of the same snapshot needs no Spark."""
 
-def explain(spark, snapshot: Path, segment_id: str, tier: str | None = None, overrides: dict | None = None) -> dict:
+
+def explain_cache_root() -> Path:
+    """Where ``explain --snapshot`` keeps prepared tables: ``$XDG_CACHE_HOME/segment_balancer/explain``
+    (``~/.cache/…`` without it)."""
+    import os
+
+    base = os.environ.get("XDG_CACHE_HOME") or str(Path.home() / ".cache")
+    return Path(base) / "segment_balancer" / "explain"
+
+
+def _explain_key(snapshot: Path, overrides: dict | None) -> str:
+    """The cache entry of a snapshot as it is now (its files' names, sizes and times) and overrides."""
+    import hashlib
+
+    files = sorted(
+        (str(f.relative_to(snapshot)), f.stat().st_size, f.stat().st_mtime_ns)
+        for f in snapshot.rglob("*")
+        if f.is_file()
+    )
+    text = json.dumps([str(snapshot.resolve()), files, overrides or {}], sort_keys=True, default=str)
+    return hashlib.sha256(text.encode()).hexdigest()[:32]
+
+
+def explain(
+    snapshot: Path, segment_id: str, tier: str | None = None, overrides: dict | None = None, remote=None
+) -> dict:
     """Every candidate server's start-of-run placement cost, rank, top-``B`` membership and, when
-    ineligible, why; per tier where the segment has a target or a replica (or only ``tier``)."""
+    ineligible, why; per tier where the segment has a target or a replica (or only ``tier``).
+
+    The snapshot's ``used_segments`` and ``prepare`` run in Spark once and their tables are kept
+    (:func:`explain_cache_root`, the :data:`EXPLAIN_CACHE_KEPT` newest snapshots); the answer is
+    read from them with pyarrow, so a second question about the same snapshot starts no Spark."""
+    from segment_balancer.common.files import replace_dir
     from segment_balancer.plan.explain import explain_segment
 
-    work = Path(tempfile.mkdtemp(prefix="segment_balancer-explain-"))
-    try:
+    root = explain_cache_root()
+    work = root / _explain_key(snapshot, overrides)
+    if not (work / "prepared" / "meta.json").is_file():
         from segment_balancer.spark.prepare import prepare
+        from segment_balancer.spark.session import local_session, release
         from segment_balancer.spark.used_segments import used_segments
 
-        used_segments(spark, snapshot, work)
-        prepare(spark, snapshot, work, overrides)
-        return explain_segment(spark, work, segment_id, tier)
-    finally:
-        shutil.rmtree(work, ignore_errors=True)
+        logging.getLogger(__name__).info(
+            "preparing %s once (kept in %s: later questions about it need no Spark)", snapshot, root
+        )
+        spark = local_session("segment_balancer.explain", remote=remote)
+        try:
+
+            def fill(tmp: Path) -> None:
+                used_segments(spark, snapshot, tmp)
+                prepare(spark, snapshot, tmp, overrides)
+
+            root.mkdir(parents=True, exist_ok=True)
+            replace_dir(work, fill, durable=False)
+        finally:
+            release(spark)
+    os.utime(work)
+    for old in sorted(
+        (p for p in root.iterdir() if p.is_dir() and not p.name.startswith(".")), key=lambda p: -p.stat().st_mtime
+    )[EXPLAIN_CACHE_KEPT:]:
+        shutil.rmtree(old, ignore_errors=True)
+    try:
+        return explain_segment(work, segment_id, tier)
+    except KeyError as exc:
+        raise InputError(f"--segment {segment_id}: not in the snapshot {snapshot}") from exc
 
 
 def print_summary(plan: Path) -> None:
@@ -327,8 +380,7 @@ REMOTE_HELP = (
 
 
 def _run_spark_command(spark, args, overrides: dict | None) -> None:
-    """``plan``, ``simulate`` or ``explain --snapshot`` on session ``spark`` with the ``--config``
-    ``overrides`` (checked)."""
+    """``plan`` or ``simulate`` on session ``spark`` with the ``--config`` ``overrides`` (checked)."""
     if args.command == "plan":
         from segment_balancer.tools.whatif import WhatIf, parse_add
 
@@ -367,11 +419,6 @@ def _run_spark_command(spark, args, overrides: dict | None) -> None:
         else:
             print_runs(simulate(spark, args.snapshot, args.out, args.runs, overrides, **options))
         print_written("simulation", args.out)
-    else:
-        from segment_balancer.plan.explain import render_snapshot_explain
-
-        answer = explain(spark, args.snapshot, args.segment, args.tier, overrides)
-        print(json.dumps(answer, indent=2) if args.json else render_snapshot_explain(answer))
 
 
 EXISTING_DIRECTORIES = {
@@ -646,6 +693,15 @@ def main(argv=None) -> int:
 
             answer = explain_plan(args.plan, args.segment)
             print(json.dumps(answer, indent=2) if args.json else render_explain(answer))
+        elif args.command == "explain":
+            from segment_balancer.plan.explain import render_snapshot_explain
+            from segment_balancer.spark.prepare import load_small_inputs
+
+            overrides = read_overrides(args.config)
+            check_override_keys(overrides, f"--config {args.config}")
+            load_small_inputs(args.snapshot, overrides, f"--config {args.config}")
+            answer = explain(args.snapshot.absolute(), args.segment, args.tier, overrides, args.remote)
+            print(json.dumps(answer, indent=2) if args.json else render_snapshot_explain(answer))
         elif args.command == "import-sql":
             from segment_balancer.druid.importer import import_druid_segments_sql
 
