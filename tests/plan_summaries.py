@@ -134,3 +134,25 @@ def write_plan_dir(path: Path, summary_dict: dict, valid: bool = True) -> Path:
         )
     )
     return path
+
+
+def write_stand_in_operations(path, segment: str) -> None:
+    """``path`` (``operations.parquet``): one stand-in LOAD of ``segment``, so that two plans' files
+    differ and the report can read the table of operations."""
+    import pandas as pd
+
+    pd.DataFrame(
+        {
+            "op_id": [0],
+            "stage": pd.array([1], dtype="int32"),
+            "action": ["LOAD"],
+            "queue_type": ["loading"],
+            "segment_id": [segment],
+            "datasource": ["wiki"],
+            "tier": ["hot"],
+            "server": ["h1"],
+            "size_bytes": [10],
+            "depends_on": pd.array([None], dtype="float64"),
+            "reason": ["unreplicated"],
+        }
+    ).to_parquet(path)

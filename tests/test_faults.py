@@ -15,7 +15,7 @@ from pathlib import Path
 import pandas as pd
 import pytest
 from druid_sample_plan import SNAPSHOT
-from plan_summaries import summary
+from plan_summaries import summary, write_stand_in_operations
 
 from segment_balancer.plan.publish import plan_fingerprint, publish_plan
 
@@ -64,7 +64,7 @@ def test_a_stage_killed_mid_write_then_retried_gives_the_identical_plan(
 def plan_dir(path: Path, cluster: str, planned_at: str) -> Path:
     """A validated stand-in plan (``plan_summaries.summary``) whose run began at ``planned_at``."""
     path.mkdir(parents=True)
-    (path / "operations.parquet").write_bytes(b"ops of " + cluster.encode())
+    write_stand_in_operations(path / "operations.parquet", f"ops of {cluster}")
     (path / "assignment.parquet").write_bytes(b"assignment of " + cluster.encode())
     (path / "summary.json").write_text(json.dumps({**summary(cluster=cluster), "planned_at": planned_at}))
     (path / "validation.json").write_text(
@@ -164,8 +164,8 @@ def test_latest_names_the_newest_snapshot_then_the_later_run(tmp_path):
     def plan(name: str, snapshot_time: str, planned_at: str) -> Path:
         path = tmp_path / name
         path.mkdir()
-        for f in ("operations.parquet", "assignment.parquet"):
-            (path / f).write_bytes(name.encode())
+        write_stand_in_operations(path / "operations.parquet", name)
+        (path / "assignment.parquet").write_bytes(name.encode())
         (path / "summary.json").write_text(
             json.dumps({**summary(cluster="c", snapshot_time=snapshot_time), "planned_at": planned_at})
         )

@@ -247,12 +247,12 @@ ODD_RUN_IDS = [
 
 
 def _validated_plan(path: Path, cluster: str) -> Path:
-    from plan_summaries import summary
+    from plan_summaries import summary, write_stand_in_operations
 
     from segment_balancer.plan.publish import plan_fingerprint
 
     path.mkdir(parents=True)
-    (path / "operations.parquet").write_bytes(b"ops")
+    write_stand_in_operations(path / "operations.parquet", "ops")
     (path / "summary.json").write_text(json.dumps(summary(cluster=cluster)))
     (path / "validation.json").write_text(
         json.dumps({"success": True, "checks": [], "plan_files": plan_fingerprint(path)})

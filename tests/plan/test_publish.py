@@ -6,37 +6,16 @@ import json
 import os
 
 import pytest
-from plan_summaries import summary
+from plan_summaries import summary, write_stand_in_operations
 
 from segment_balancer.plan import publish
 from segment_balancer.plan.publish import PublishError, plan_fingerprint, publish_plan
 
 
-def _operations(segment: str):
-    """One stand-in operation, on segment ``segment`` (so that two plans' files differ)."""
-    import pandas as pd
-
-    return pd.DataFrame(
-        {
-            "op_id": [0],
-            "stage": pd.array([1], dtype="int32"),
-            "action": ["LOAD"],
-            "queue_type": ["loading"],
-            "segment_id": [segment],
-            "datasource": ["wiki"],
-            "tier": ["hot"],
-            "server": ["h1"],
-            "size_bytes": [10],
-            "depends_on": pd.array([None], dtype="float64"),
-            "reason": ["unreplicated"],
-        }
-    )
-
-
 def make_plan(path, content: bytes, success=True, fingerprint=True):
     """A plan directory with stand-in plan files and a validation.json."""
     path.mkdir(parents=True)
-    _operations(content.decode()).to_parquet(path / "operations.parquet")
+    write_stand_in_operations(path / "operations.parquet", content.decode())
     (path / "assignment.parquet").write_bytes(b"assign:" + content)
     (path / "summary.json").write_text(json.dumps(summary(cluster=content.decode())))
     report = {"success": success, "checks": [{"name": "capacity", "success": success}]}
