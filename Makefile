@@ -15,7 +15,8 @@
 #   make connect-start / connect-stop  the Spark Connect server alone (log under var/connect/)
 #   make clean   remove var/ (runs, plans, Airflow home); the venv is kept
 #   make chromium  install Debian's chromium (apt) for the browser tests, unless already installed
-#   make e2e     the browser test (Playwright + chromium) of a throw-away `make airflow` deployment
+#   make e2e     the browser test (Playwright + chromium) of a throw-away `make airflow` deployment,
+#                and that Ctrl+C or SIGTERM stops every process of one
 #
 # Variables you may override: PYTHON (interpreter that creates the venv), VENV, VAR, SNAPSHOTS,
 # SPARK_MODE (connect | spark-submit: how the DAG's Spark tasks run), SPARK_MASTER (the Connect
