@@ -252,10 +252,12 @@ def main(argv: list[str] | None = None) -> int:
     connect = (args.connect_dir, args.connect_port) if args.connect_dir else None
     deployment = Deployment(components(log_dir), verbose=args.verbose, connect=connect)
     print(f"starting Airflow: the output of each component in {log_dir}/", flush=True)
-    deployment.start()
     code = 1
     try:
+        deployment.start()
         code = deployment.wait(base_url)
+    except KeyboardInterrupt:  # Ctrl+C before the handlers were in place
+        code = _EXIT_CODES[signal.SIGINT]
     finally:
         print("stopping every process of this deployment", flush=True)
         started = time.monotonic()
