@@ -48,8 +48,6 @@ about another segment of the same snapshot needs no Spark."""
 def explain_cache_root() -> Path:
     """Where ``explain --snapshot`` keeps prepared tables: ``$XDG_CACHE_HOME/segment_balancer/explain``
     (``~/.cache/…`` without it)."""
-    import os
-
     base = os.environ.get("XDG_CACHE_HOME") or str(Path.home() / ".cache")
     return Path(base) / "segment_balancer" / "explain"
 
