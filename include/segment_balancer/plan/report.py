@@ -3,9 +3,12 @@
 A plan's report (:func:`write_report`) is built from the files of the plan directory only
 (``summary.json``, ``validation.json``), so any published plan can be reported again
 (``python -m segment_balancer report PLAN_DIR``). It shows the headline numbers
-(:func:`segment_balancer.plan.history.headline`), per tier the segments and bytes of every historical
+(:func:`segment_balancer.plan.history.headline`), what the plan leaves undone per tier (``undone``),
+per tier the segments and bytes of every historical
 before and after the plan (with its ``max_size``), the max − min balance before and after, the
-replication status before and after, the operations per stage × tier × action, the drops the
+replication status before and after, the operations per stage × tier × action, every operation
+(a table with filters, sorting and pages, its data in ``operations/`` beside the report:
+:mod:`segment_balancer.plan.operations_table`) and per historical its loads and drops, the drops the
 availability rule deferred and the overshadowed segments kept waiting, alerts, the timeline counts
 per datasource, the per-stage timings, the Great Expectations result, Druid's metric names, the
 effective config and the what-if edits.
