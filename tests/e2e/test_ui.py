@@ -428,6 +428,7 @@ def test_every_operation_links_to_its_explanation(page, deployment, artifacts, g
     expect(found.get_by_role("link", name=segment, exact=True)).to_be_visible()
     settle(page)
     shot(page, artifacts, "14-explain-find")
+    page.set_viewport_size({"width": 1400, "height": 1000})  # the session page's size, for the tests after
 
 
 def test_a_refused_input_fails_the_first_task_in_one_log_line(page, deployment, artifacts):
