@@ -45,15 +45,15 @@ def deployment_processes(var, root: int, since: float) -> list[psutil.Process]:
 
 
 def retried(call, tries: int = 5):
-    """``call()``, again after 2 s when it fails (SQLite's "database is locked" while the scheduler
-    writes answers HTTP 500)."""
+    """``call()``, again after 3 s when it fails (SQLite's "database is locked" while another
+    component writes answers HTTP 500: a task's XCom write held it 5 s on CI)."""
     for attempt in range(tries):
         try:
             return call()
         except AssertionError:
             if attempt == tries - 1:
                 raise
-            time.sleep(2)
+            time.sleep(3)
 
 
 def _alive(proc: psutil.Process) -> bool:
@@ -71,8 +71,9 @@ def test_make_airflow_stops_every_process_and_port(tmp_path, artifacts, sig):
     log = artifacts / f"deployment-stop-{sig.name}.log"
     since = time.time() - 1
     with running_deployment(tmp_path, tmp_path / "snapshots_src", log) as dep:
-        dep.request("PATCH", f"/api/v2/dags/{DAG_ID}", {"is_paused": False})
-        run_id = dep.request("POST", f"/api/v2/dags/{DAG_ID}/dagRuns", {"logical_date": None, "conf": {}})["dag_run_id"]
+        retried(lambda: dep.request("PATCH", f"/api/v2/dags/{DAG_ID}", {"is_paused": False}))
+        run = retried(lambda: dep.request("POST", f"/api/v2/dags/{DAG_ID}/dagRuns", {"logical_date": None, "conf": {}}))
+        run_id = run["dag_run_id"]
         deadline = time.monotonic() + RUN_TIMEOUT
         while not any(ti["state"] == "running" and ti["task_id"] in ALL_APP_NAMES for ti in dep.task_instances(run_id)):
             assert time.monotonic() < deadline, f"no stage of {run_id} ran; see {log}"
