@@ -53,3 +53,30 @@ def test_a_log_server_listens_on_the_loopback_address_only():
     finally:
         proc.terminate()
         proc.wait(timeout=30)
+
+
+def test_a_component_dies_with_the_supervisor_even_by_sigkill():
+    """A process started as the supervisor starts its components ends when the supervisor is
+    killed outright, where no stop of its own can run."""
+    import signal
+
+    parent = subprocess.Popen(
+        [
+            sys.executable,
+            "-c",
+            "import subprocess, sys, time\n"
+            "from segment_balancer.tools.local_airflow import _die_with_parent\n"
+            "child = subprocess.Popen([sys.executable, '-c', 'import time; time.sleep(120)'],"
+            " preexec_fn=_die_with_parent, start_new_session=True)\n"
+            "print(child.pid, flush=True)\n"
+            "time.sleep(120)\n",
+        ],
+        stdout=subprocess.PIPE,
+        text=True,
+    )
+    child = psutil.Process(int(parent.stdout.readline()))
+    assert child.is_running()
+    parent.send_signal(signal.SIGKILL)
+    parent.wait(timeout=30)
+    gone, alive = psutil.wait_procs([child], timeout=10)
+    assert gone and not alive

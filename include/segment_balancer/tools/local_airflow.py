@@ -13,8 +13,9 @@ process is the child subreaper of all of them, so that what a component leaves b
 workers, task processes, their ``spark-submit`` JVMs) stays in its process tree. On SIGINT, SIGTERM
 or SIGHUP, or when a component exits on its own, every process of the tree gets SIGTERM, what is
 left after :data:`STOP_GRACE_S` seconds SIGKILL, and the Connect server is stopped meanwhile:
-within :data:`STOP_BUDGET_S` seconds nothing is left and no port is held. Exit code 130 (SIGINT),
-143 (SIGTERM), 129 (SIGHUP), 1 when a component failed.
+within :data:`STOP_BUDGET_S` seconds nothing is left and no port is held. Should this process end
+without that (a SIGKILL), every component gets SIGKILL from the kernel (``PR_SET_PDEATHSIG``).
+Exit code 130 (SIGINT), 143 (SIGTERM), 129 (SIGHUP), 1 when a component failed.
 
 The ports are the settings of ``segment_balancer.common.ports`` (``AIRFLOW_PORT``,
 ``WORKER_LOG_PORT``, ``TRIGGERER_LOG_PORT``), read here from Airflow's configuration, which the
@@ -48,6 +49,7 @@ STOP_BUDGET_S = 15.0
 """Seconds within which a stop leaves no process and no port behind (checked by the e2e test)."""
 HEALTHY = ("scheduler", "dag_processor", "triggerer")
 """The components ``/api/v2/monitor/health`` reports, all healthy when the deployment is ready."""
+_PR_SET_PDEATHSIG = 1
 _PR_SET_CHILD_SUBREAPER = 36
 _EXIT_CODES = {signal.SIGINT: 130, signal.SIGTERM: 143, signal.SIGHUP: 129}
 
@@ -118,10 +120,17 @@ class Deployment:
                 stdout=subprocess.PIPE if self.verbose else out,
                 stderr=subprocess.STDOUT,
                 start_new_session=True,
+                preexec_fn=_die_with_parent,
             )
             out.close()
             if self.verbose:
                 threading.Thread(target=self._echo, args=(part, part.log), daemon=True).start()
+
+    def catch_signals(self) -> None:
+        """From now on SIGINT, SIGTERM and SIGHUP end :meth:`wait` (a signal while the components
+        start is seen as soon as it begins)."""
+        for sig in _EXIT_CODES:
+            signal.signal(sig, self._on_signal)
 
     def _echo(self, part: Component, log: Path) -> None:
         with open(log, "ab") as out:
@@ -135,8 +144,7 @@ class Deployment:
     def wait(self, base_url: str) -> int:
         """Until a signal or a component's exit; prints when the deployment is ready. Returns the
         exit code of the stop."""
-        for sig in _EXIT_CODES:
-            signal.signal(sig, self._on_signal)
+        self.catch_signals()
         ready = False
         while self.signal is None:
             failed = next((p for p in self.parts if p.process.poll() is not None), None)
@@ -188,6 +196,12 @@ class Deployment:
         if stopper is not None:
             stopper.join()
         return killed
+
+
+def _die_with_parent() -> None:
+    """In a component, before it starts: SIGKILL when this process ends, however it ends (a
+    SIGKILL to it included), so that no component outlives the deployment."""
+    ctypes.CDLL(None, use_errno=True).prctl(_PR_SET_PDEATHSIG, signal.SIGKILL, 0, 0, 0)
 
 
 def _send(proc: psutil.Process, sig: int) -> None:
@@ -253,6 +267,7 @@ def main(argv: list[str] | None = None) -> int:
     deployment = Deployment(components(log_dir), verbose=args.verbose, connect=connect)
     print(f"starting Airflow: the output of each component in {log_dir}/", flush=True)
     code = 1
+    deployment.catch_signals()
     try:
         deployment.start()
         code = deployment.wait(base_url)
