@@ -83,12 +83,14 @@ def _b64(array: np.ndarray) -> str:
     return base64.b64encode(np.ascontiguousarray(array).astype(array.dtype.newbyteorder("<")).tobytes()).decode()
 
 
-def write_operations_table(plan_dir: str | Path, coordinator: str = DEFAULT_COORDINATOR) -> Path:
+def write_operations_table(
+    plan_dir: str | Path, coordinator: str = DEFAULT_COORDINATOR, ops: pd.DataFrame | None = None
+) -> Path:
     """Write ``plan_dir/operations/`` (module docstring) whole or not at all; returns it.
     Raises ``OSError``/``WriteError`` when it cannot be written, ``FileNotFoundError`` without
     ``operations.parquet``."""
     plan = Path(plan_dir)
-    ops = read_operations(plan)
+    ops = read_operations(plan) if ops is None else ops
 
     def fill(tmp: Path) -> None:
         (tmp / INDEX_FILE).write_text(f"sbOperations.index({json.dumps(index_payload(ops, coordinator))});\n")

@@ -302,18 +302,18 @@ def timings_figure(timings: dict[str, AppTiming]):
     return fig
 
 
-def plan_report(plan_dir: str | Path) -> str:
+def plan_report(plan_dir: str | Path, ops: pd.DataFrame | None = None) -> str:
     """The HTML of the report of the plan in ``plan_dir`` (module docstring). Raises
     :class:`ReportError` when ``summary.json`` is missing, unreadable or not a plan summary
     (:class:`~segment_balancer.planner.summary.PlanSummary`); a missing ``validation.json`` is
-    reported as not validated."""
+    reported as not validated. ``ops``: its operations when already read (``read_operations``)."""
     plan = Path(plan_dir)
     summary = _read_summary(plan)
     validation = _read_json(plan / "validation.json", "validated") if (plan / "validation.json").is_file() else None
-    return _plan_report(plan, summary, validation)
+    return _plan_report(plan, summary, validation, ops)
 
 
-def _plan_report(plan: Path, summary: PlanSummary, validation: dict | None) -> str:
+def _plan_report(plan: Path, summary: PlanSummary, validation: dict | None, ops: pd.DataFrame | None = None) -> str:
     numbers = headline(summary)
     tiers = sorted({r.tier for r in summary.servers})
     charts = {
@@ -339,7 +339,7 @@ def _plan_report(plan: Path, summary: PlanSummary, validation: dict | None) -> s
             for r in summary.druid_run.metrics
             if r.value and not r.metric.startswith(("segment/loadQueue", "segment/dropQueue", "tier/"))
         ][:DRUID_ROWS_SHOWN]
-    operations = _operations_context(plan, summary)
+    operations = _operations_context(plan, ops)
     # the template reads the summary as its JSON (a key the file leaves out is undefined there)
     return (
         _environment()
@@ -370,13 +370,14 @@ OPERATIONS_AUTOLOAD = 200_000
 when asked (its index is about 20 bytes an operation)."""
 
 
-def _operations_context(plan: Path, summary: PlanSummary) -> dict:
+def _operations_context(plan: Path, ops: pd.DataFrame | None = None) -> dict:
     """What the table of operations shows (``_operations.html.j2``): ``count``, ``columns``,
     ``page``, ``autoload`` and the per-historical ``servers`` rows (``server_summary``); none
     without ``operations.parquet``."""
     from segment_balancer.plan.operations_table import CODED, OPERATIONS_FILE, read_operations, server_summary
 
-    ops = read_operations(plan) if (plan / OPERATIONS_FILE).is_file() else None
+    if ops is None and (plan / OPERATIONS_FILE).is_file():
+        ops = read_operations(plan)
     return {
         "count": 0 if ops is None else len(ops),
         "columns": CODED,
@@ -394,13 +395,14 @@ def write_report(plan_dir: str | Path) -> Path:
     """Write ``plan_dir/report.html`` atomically (:func:`plan_report`), and the table of operations
     it reads beside it (``operations/``, :func:`~segment_balancer.plan.operations_table.write_operations_table`);
     returns the report's path."""
-    from segment_balancer.plan.operations_table import OPERATIONS_FILE, write_operations_table
+    from segment_balancer.plan.operations_table import OPERATIONS_FILE, read_operations, write_operations_table
 
     plan = Path(plan_dir)
     path = plan / REPORT_FILE
-    if (plan / OPERATIONS_FILE).is_file():
-        write_operations_table(plan, _read_summary(plan).coordinator)
-    write_text_atomic(plan_report(plan_dir), path)
+    ops = read_operations(plan) if (plan / OPERATIONS_FILE).is_file() else None  # read once for both
+    if ops is not None:
+        write_operations_table(plan, _read_summary(plan).coordinator, ops)
+    write_text_atomic(plan_report(plan, ops), path)
     log.debug("report written to %s", path)
     return path
 
