@@ -12,7 +12,8 @@ input compare file by file. Usage::
 A snapshot is a directory, ``druid_sample`` / ``generated`` (bundled), ``scenarios`` (every
 hand-worked scenario of ``tests/scenarios``), ``compaction`` (``tests/compaction_snapshot.py``) or
 a number of generated segments (``generate --segments N``, cached under ``--cache``). Append
-``@avgShedder`` to plan with ``balancerStrategy: avgShedder``.
+``@avgShedder`` to plan with ``balancerStrategy: avgShedder``, or ``@KEY=VALUE[,KEY=VALUE]`` to plan
+with those config overrides (``@coordinator=druid``).
 """
 
 from __future__ import annotations
@@ -48,6 +49,15 @@ def snapshots(name: str, cache: Path) -> list[tuple[str, Path]]:
             )
         return [(name, out)]
     return [(Path(name).name, Path(name))]
+
+
+def _overrides(suffix: str) -> dict | None:
+    """The config overrides a snapshot's ``@`` suffix names: a strategy, or ``KEY=VALUE`` pairs."""
+    if not suffix:
+        return None
+    if "=" not in suffix:
+        return {"balancerStrategy": suffix}
+    return dict(pair.split("=", 1) for pair in suffix.split(","))
 
 
 def main() -> None:
@@ -97,7 +107,7 @@ def main() -> None:
         base, _, strategy = spec.partition("@")
         for key, snap in snapshots(base, args.cache):
             key = f"{key}@{strategy}" if strategy else key
-            overrides = {"balancerStrategy": strategy} if strategy else None
+            overrides = _overrides(strategy)
             out = Path(tempfile.mkdtemp(prefix="fingerprint-"))
             started = time.monotonic()
             run_plan(spark, snap, out / "plan", overrides=overrides, work=out / "work")

@@ -1,7 +1,9 @@
 """The ``druid`` coordinator's plan of the bundled ``druid_sample`` snapshot, through the CLI's path
 (``run_plan(..., coordinator="druid")``: ``used_segments``, ``prepare``, ``druid_rules`` … ``druid_clone``,
-``assemble``, the Great Expectations gate, publish), checked against a run of Druid 35.0.0's
-Coordinator worked by hand.
+``assemble``, the Great Expectations gate, publish), checked against a run of Druid's Coordinator
+worked by hand. The snapshot names no release, so the run is Druid 38.0.0's; Druid 35.0.0's is the
+same run here (no tier aliases, no partial-load rules, the ``cost`` strategy, and two tiers, which
+the fixed order of 38's drop budget keeps in 35's order).
 
 The cluster: T1, T2, T3 = ``twitterstream`` 2013-01-01, -02, -03 (rule: ``loadByInterval`` January
 2013 {hot: 1, _default_tier: 1}); W = ``wikipedia_editstream`` 2012-12-29/2013-01-10T08; K =
@@ -75,13 +77,22 @@ def test_the_druid_plan_of_the_sample_is_the_run_worked_by_hand(druid_planned):
         (6, "DROP", "MOVE_FROM", "twitterstream", "2013-01-02", H1, 4),
     ]
     assert ops.loc[ops["reason"] == "MOVE_TO", "queue_type"].tolist() == ["balancing"]
-    assert summary["coordinator"] == "druid" and summary["druid_run"]["release"] == "35.0.0"
+    assert summary["coordinator"] == "druid" and summary["druid_run"]["release"] == "38.0.0"
     assert summary["druid_run"]["max_segments_to_move"] == 12
     decisions = {(e["metric"], e.get("tier")): e["value"] for e in summary["druid_metrics"] if e["at"] == "plan"}
     assert decisions[("segment/assigned/count", "_default_tier")] == 2
     assert decisions[("segment/assigned/count", "hot")] == 1
     assert decisions[("segment/dropped/count", "_default_tier")] == 1
     assert decisions[("segment/moved/count", "hot")] == 1
+
+
+def test_druid_35_runs_the_sample_alike(spark, tmp_path, druid_planned):
+    """``druidVersion`` 35.0.0: the same operations as the run worked by hand, the release recorded."""
+    _, _, ops38 = druid_planned
+    summary = run_plan(spark, SNAPSHOT, tmp_path / "plan", coordinator="druid", overrides={"druidVersion": "35.0.0"})
+    ops35 = pd.read_parquet(tmp_path / "plan" / "operations.parquet")
+    assert summary["druid_run"]["release"] == "35.0.0"
+    assert ops35.drop(columns=["op_id"]).equals(ops38.drop(columns=["op_id"]))
 
 
 def test_the_druid_run_reports_druid_skips_and_the_plan_passes_the_gate(druid_planned):

@@ -30,7 +30,7 @@ from __future__ import annotations
 
 import pandas as pd
 
-# The names of Druid 35.0.0's ``Stats`` that a Coordinator run emits.
+# The names of Druid 35.0.0's and 38.0.0's ``Stats`` that a Coordinator run emits.
 ASSIGNED = "segment/assigned/count"
 DROPPED = "segment/dropped/count"
 MOVED = "segment/moved/count"
@@ -42,6 +42,7 @@ UNNEEDED = "segment/unneeded/count"
 OVERSHADOWED = "segment/overshadowed/count"
 UNAVAILABLE = "segment/unavailable/count"
 UNDER_REPLICATED = "segment/underReplicated/count"
+DEEP_STORAGE_ONLY = "segment/availableDeepStorageOnly/count"
 ASSIGNED_TO_CLONE = "segment/clone/assigned/count"
 DROPPED_FROM_CLONE = "segment/clone/dropped/count"
 LOAD_QUEUE_COUNT = "segment/loadQueue/count"
@@ -55,6 +56,13 @@ REPLICATION_FACTOR = "tier/replication/factor"
 REQUIRED_CAPACITY = "tier/required/capacity"
 HISTORICAL_COUNT = "tier/historical/count"
 TOTAL_CAPACITY = "tier/total/capacity"
+PARTIAL_ASSIGNED = "segment/partial/assigned/count"
+PARTIAL_STALE_DROPPED = "segment/partial/staleDropped/count"
+PARTIAL_STALE_CANCELLED = "segment/partial/staleCancelled/count"
+"""Druid 38.0.0's partial-load reconciliation (``Stats.Segments``, #19374)."""
+CLONE_COUNT = "tier/historical/clone/count"
+STORAGE_CAPACITY = "tier/storage/capacity"
+"""Druid 38.0.0: Σ ``storage_size`` of a tier's managed historicals, bytes."""
 ASSIGNED_BROADCAST = "segment/assigned/broadcast"
 DROPPED_BROADCAST = "segment/dropped/broadcast"
 """Names of older Druid releases (before 27), which counted broadcast loads and drops apart."""

@@ -22,6 +22,7 @@ against that declaration. What this module adds are the derivations:
   The period comes from ``druid.coordinator.period`` (ISO period, e.g. ``PT60S``) or
   ``coordinatorPeriodMillis`` (both given, they must agree); default 60 s, Druid's default.
 - ``decommissioningNodes``: a list of server names, or Druid's comma-separated string.
+- ``historicalTierAliases``: checked as Druid 38.0.0 checks it (``druid.tier_aliases``).
 - ``balancingFailedIterationThreshold`` at most ``balancingIterationWindow``;
   ``avgShedderHighThresholdPercent`` at least ``avgShedderLowThresholdPercent``.
 """
@@ -39,6 +40,7 @@ from typing import Any
 
 from pydantic import BaseModel, ConfigDict, PrivateAttr
 
+from segment_balancer.druid import tier_aliases
 from segment_balancer.druid.rules import Period
 from segment_balancer.druid.snapshot.errors import SnapshotError, json_kind, short_value
 from segment_balancer.druid.snapshot.loader import read_json
@@ -169,6 +171,7 @@ class EffectiveConfig(BaseModel):
     segment_loading_max_seconds_before_alerting: float = 900.0
     coordinator_period_ms: int = _DEFAULT_PERIOD_MS
     decommissioning_nodes: tuple[str, ...] = ()
+    historical_tier_aliases: dict[str, tuple[str, ...]] = {}
     balancer_random_seed: int = 0
     balancing_iteration_window: int = 100
     balancing_failed_iteration_threshold: int = 80
@@ -241,6 +244,8 @@ class EffectiveConfig(BaseModel):
         values: dict[str, Any] = {}
         for name, field in _FIELDS.items():
             value = getattr(self, field)
+            if isinstance(value, dict):
+                value = {k: list(v) if isinstance(v, tuple) else v for k, v in value.items()}
             values[name] = list(value) if isinstance(value, tuple) else value
         return {**values, "ignored": [dict(e) for e in self.ignored], "derived": dict(self.derived)}
 
@@ -376,6 +381,13 @@ def _nodes(ctx: _Ctx) -> tuple[str, ...]:
     if not isinstance(v, list) or not all(isinstance(x, str) and x for x in v):
         raise ctx.fail("decommissioningNodes", f"must be a list of server names, got {v!r}")
     return tuple(dict.fromkeys(v))
+
+
+def _aliases(ctx: _Ctx) -> dict[str, tuple[str, ...]]:
+    try:
+        return tier_aliases.parse_aliases(ctx.get(tier_aliases.KEY))
+    except ValueError as exc:
+        raise SnapshotError(ctx.src(tier_aliases.KEY), None, str(exc)) from None
 
 
 UNKNOWN_NOTE = "not a key this planner knows (a newer Druid release's?), ignored as Druid ignores unknown keys"
@@ -526,6 +538,7 @@ def build_config(
         segment_loading_max_seconds_before_alerting=float(alert),
         coordinator_period_ms=period_ms,
         decommissioning_nodes=_nodes(ctx),
+        historical_tier_aliases=_aliases(ctx),
         balancer_random_seed=ctx.integer("balancerRandomSeed"),
         balancing_iteration_window=window,
         balancing_move_trigger=trigger,

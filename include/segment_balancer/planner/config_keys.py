@@ -29,7 +29,10 @@ MOVE_TRIGGERS = ("betterServerInTopB", "outsideTopB")
 """Values of ``balancingMoveTrigger``, the default first."""
 COORDINATORS = ("issue7458", "druid")
 """Who plans (the key ``coordinator``), the default first: the algorithm of Druid issue #7458, or
-``druid``, the Coordinator of Druid 35.0.0 (docs/DRUID_COORDINATOR.md)."""
+``druid``, the Coordinator of the Druid release ``druidVersion`` names (docs/DRUID_COORDINATOR.md)."""
+DRUID_RELEASES = ("35.0.0", "38.0.0")
+"""The Druid releases whose Coordinator the ``druid`` coordinator reproduces, oldest first (36 and 37
+place segments as 35 does); the newest is the default."""
 BALANCER_STRATEGIES = ("cost", "avgShedder")
 """Values of ``balancerStrategy`` (ALGORITHM.md "Balancing strategy ``avgShedder``"), the default first."""
 
@@ -39,7 +42,8 @@ class Key:
     """One config key. ``type``: the JSON type (``integer``, ``number``, ``boolean``, ``string``,
     ``array`` of strings, ``object`` of strings); bounds as JSON Schema has them (``minimum``/``maximum`` inclusive,
     ``exclusive_minimum``/``exclusive_maximum`` not); ``choices`` for a string of fixed values;
-    ``unit`` of a number; ``form``: a typed field of the trigger form."""
+    ``unit`` of a number; ``form``: a typed field of the trigger form; ``items``: the type of an
+    ``object``'s values (``string``, or ``array`` of strings)."""
 
     name: str
     type: str
@@ -53,6 +57,7 @@ class Key:
     exclusive_maximum: float | None = None
     choices: tuple[str, ...] | None = None
     form: bool = False
+    items: str = "string"
 
     def range_problem(self, value: float) -> str | None:
         """What is wrong with the number ``value`` against the bounds (``must be >= 0``,
@@ -88,7 +93,8 @@ class Key:
         if self.type == "array":
             schema.update(type=["null", "array"], items={"type": "string"})
         elif self.type == "object":
-            schema.update(type=["null", "object"], additionalProperties={"type": "string"})
+            values = {"type": "array", "items": {"type": "string"}} if self.items == "array" else {"type": "string"}
+            schema.update(type=["null", "object"], additionalProperties=values)
         else:
             schema["type"] = ["null", self.type]
         for field, word in (
@@ -128,8 +134,8 @@ KEYS: tuple[Key, ...] = (
         "coordinator",
         "string",
         COORDINATORS[0],
-        "Who plans: issue7458, the algorithm of Druid issue #7458, or druid, what Druid 35.0.0's own "
-        "Coordinator queues in one run (docs/DRUID_COORDINATOR.md)",
+        "Who plans: issue7458, the algorithm of Druid issue #7458, or druid, what Druid's own Coordinator "
+        "(of the release druidVersion names) queues in one run (docs/DRUID_COORDINATOR.md)",
         "this project",
         choices=COORDINATORS,
         form=True,
@@ -235,6 +241,15 @@ KEYS: tuple[Key, ...] = (
         "comma-separated string)",
         "Druid CoordinatorDynamicConfig",
         form=True,
+    ),
+    Key(
+        "historicalTierAliases",
+        "object",
+        {},
+        "Tier aliases, {alias: [tier, ...]}: a load rule's replicas on an alias are asked on every tier of "
+        "it (a tier the rule names itself keeps its own count); no tier under two aliases, no alias a tier",
+        "Druid 38.0.0 CoordinatorDynamicConfig (#19204, #19595)",
+        items="array",
     ),
     Key(
         "balancerRandomSeed",
@@ -352,9 +367,19 @@ KEYS: tuple[Key, ...] = (
 )
 
 _DRUID = "Druid 35.0.0 CoordinatorDynamicConfig"
+_DRUID_38 = "Druid 38.0.0"
 _DRUID_NOTES = "docs/DRUID_COORDINATOR_NOTES.md"
 
 DRUID_KEYS: tuple[Key, ...] = (
+    Key(
+        "druidVersion",
+        "string",
+        DRUID_RELEASES[-1],
+        "druid coordinator: the Druid release whose Coordinator to reproduce (35.0.0 or 38.0.0; another "
+        "release names the one that places as it does: 36 and 37 as 35, later ones as 38); unset, the "
+        "release of the snapshot's cluster (servers.json's version), else the newest",
+        "this project; Druid sys.servers.version (#18542)",
+    ),
     Key(
         "maxSegmentsToMove",
         "integer",
@@ -463,6 +488,17 @@ DRUID_KEYS: tuple[Key, ...] = (
         choices=("cost", "cachingCost", "diskNormalized", "random"),
     ),
     Key(
+        "druid.coordinator.balancer.diskNormalized.utilizationThreshold",
+        "number",
+        0.05,
+        "druid coordinator of Druid 38, diskNormalized: the gap in disk utilization (a fraction) above the "
+        "least used candidate within which the plain cost decides; above it the cost grows exponentially "
+        "(the Coordinator's runtime property)",
+        _DRUID_38 + " DiskNormalizedCostBalancerStrategyConfig (#19303, #19422, #19663)",
+        exclusive_minimum=0,
+        exclusive_maximum=1,
+    ),
+    Key(
         "coordinatorCores",
         "integer",
         8,
@@ -480,6 +516,7 @@ DRUID_KEYS: tuple[Key, ...] = (
 DRUID_SHARED_KEYS = (
     "maxSegmentsInNodeLoadingQueue",
     "decommissioningNodes",
+    "historicalTierAliases",
     "coordinatorPeriodMillis",
     "druid.coordinator.period",
     "balancerRandomSeed",
@@ -507,7 +544,8 @@ def markdown_table() -> str:
     return (
         _table(KEYS)
         + "\n## Keys of the `druid` coordinator\n\n"
-        + "A plan of the `druid` coordinator (Druid 35.0.0's Coordinator, docs/DRUID_COORDINATOR.md) reads "
+        + "A plan of the `druid` coordinator (the Coordinator of Druid 38.0.0 or 35.0.0, docs/DRUID_COORDINATOR.md) "
+        + "reads "
         + "these keys by Druid's names, with Druid's defaults, besides "
         + ", ".join(f"`{k}`" for k in DRUID_SHARED_KEYS)
         + f" of the table above. Druid keys without effect on its plan: {without}.\n\n"

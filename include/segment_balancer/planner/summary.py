@@ -420,7 +420,7 @@ class PlanSummary(_Part):
     """When the run began (UTC, the first application's start); null without timings."""
     coordinator: Literal["issue7458", "druid"] = Field(default="issue7458", exclude_if=lambda v: v == "issue7458")
     """Which coordinator planned: the algorithm of Druid issue #7458 (absent) or ``druid``, the
-    Coordinator of Druid 35.0.0."""
+    Coordinator of the Druid release ``druid_run.release`` names."""
     druid_run: DruidRun | None = Field(default=None, exclude_if=_absent)
     """The ``druid`` coordinator's run; absent otherwise."""
     undone: Undone | None = Field(default=None, exclude_if=_absent)

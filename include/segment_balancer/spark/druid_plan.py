@@ -1,4 +1,5 @@
-"""The ``druid`` coordinator on a run's work directory: Druid 35.0.0's Coordinator, one run, on the
+"""The ``druid`` coordinator on a run's work directory: Druid's Coordinator (of the release the run's
+config names, ``DruidConfig.release``), one run, on the
 tables ``used_segments`` and ``prepare`` wrote (docs/ARCHITECTURE.md "Work directory"), duty by duty:
 one Spark application each (``planner.druid_coordinator.duties.DUTY_APPS``, one Airflow task each).
 
@@ -524,7 +525,8 @@ def _write_record(work: Path, config) -> None:
     rules, unload, balance = (_read_part(work, app) for app in ("druid_rules", "druid_unload", "druid_balance"))
     record = {
         "coordinator": "druid",
-        "druid_release": "35.0.0",
+        "druid_release": config.release,
+        "druid_release_from": config.release_from,
         "metrics": [{"metric": r.metric, **r.dims, "value": r.value} for r in _merged_stats(parts).rows()],
         "marked_unused": rules["deleted"],
         "overshadowed_marked_unused": unload["overshadowed"],

@@ -514,8 +514,9 @@ def _parser() -> argparse.ArgumentParser:
     plan.add_argument(
         "--coordinator",
         choices=COORDINATORS,
-        help="issue7458: the algorithm of Druid issue #7458; druid: what Druid 35.0.0's own Coordinator "
-        "queues in one run (docs/DRUID_COORDINATOR.md); default: the config key coordinator, else issue7458",
+        help="issue7458: the algorithm of Druid issue #7458; druid: what Druid's own Coordinator (the release "
+        "of the config key druidVersion, else the snapshot's cluster's, else 38.0.0) queues in one run "
+        "(docs/DRUID_COORDINATOR.md); default: the config key coordinator, else issue7458",
     )
     plan.add_argument(
         "--compare",
@@ -572,8 +573,8 @@ def _parser() -> argparse.ArgumentParser:
     sim.add_argument(
         "--coordinator",
         choices=COORDINATORS,
-        help="who plans each run: issue7458 or druid, Druid 35.0.0's own Coordinator; default: the config "
-        "key coordinator, else issue7458",
+        help="who plans each run: issue7458 or druid, Druid's own Coordinator (of the release druidVersion "
+        "names); default: the config key coordinator, else issue7458",
     )
     compare = sim.add_mutually_exclusive_group()
     compare.add_argument(

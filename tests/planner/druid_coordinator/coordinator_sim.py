@@ -13,6 +13,15 @@ from segment_balancer.planner.druid_coordinator.model import DataSegment, DruidS
 from segment_balancer.planner.druid_coordinator.run_stats import RunStats
 from segment_balancer.planner.druid_coordinator.simulation import CoordinatorSimulation
 
+RELEASE = "38.0.0"
+"""The Druid release the running test reproduces (set for each test by ``conftest.druid_release``)."""
+
+
+def with_release(config: dict | None = None) -> dict:
+    """``config`` with ``druidVersion`` the running test's :data:`RELEASE`."""
+    return {"druidVersion": RELEASE, **(config or {})}
+
+
 T1, T2 = "tier_t1", "tier_t2"
 DAY = 86_400_000
 JAN_1_2022 = 1_640_995_200_000
@@ -101,7 +110,9 @@ def simulation(
 ) -> CoordinatorSimulation:
     """``CoordinatorSimulation.builder()``: Druid's defaults (smart loading on, the ``cost`` strategy,
     the ``_default`` rule loading 2 replicas on ``_default_tier``, a one-minute period)."""
-    config = {"druid.coordinator.balancer.strategy": strategy, "coordinatorPeriodMillis": 60_000, **(config or {})}
+    config = with_release(
+        {"druid.coordinator.balancer.strategy": strategy, "coordinatorPeriodMillis": 60_000, **(config or {})}
+    )
     return CoordinatorSimulation(
         servers, used, {**DEFAULT_RULES, **rules}, config, now_ms=NOW, immediate=immediate, seed=seed
     )

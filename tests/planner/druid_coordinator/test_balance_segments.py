@@ -13,6 +13,8 @@ from __future__ import annotations
 import random
 from datetime import UTC, datetime
 
+from coordinator_sim import with_release
+
 from segment_balancer.druid import metrics as m
 from segment_balancer.planner.druid_coordinator.assigner import StrategicSegmentAssigner
 from segment_balancer.planner.druid_coordinator.balancer import balance_segments
@@ -54,13 +56,18 @@ def holder(name: str, *segments: DataSegment, decommissioning: bool = False, que
 
 def run_balancer(holders: list[ServerHolder], config: dict | None = None) -> RunStats:
     """``runBalancer``: ``BalanceSegments`` with a one-minute period on the cluster of ``holders``."""
-    cfg = druid_config({**(config or {}), "coordinatorPeriodMillis": 60_000})
+    cfg = druid_config(with_release({**(config or {}), "coordinatorPeriodMillis": 60_000}))
     loading = cfg.loading(len(ALL))
     stats = RunStats()
     cluster = DruidCluster(holders)
     rng = random.Random(0)
     assigner = StrategicSegmentAssigner(
-        cluster, CostStrategy(rng), stats, loading.replication_throttle_limit, loading.use_round_robin_assignment
+        cluster,
+        CostStrategy(rng),
+        stats,
+        loading.replication_throttle_limit,
+        loading.use_round_robin_assignment,
+        release=cfg.release,
     )
     used = {s.id: s for s in ALL}
     balance_segments(

@@ -8,7 +8,9 @@ from __future__ import annotations
 
 from datetime import UTC, datetime
 
+import coordinator_sim
 import pytest
+from coordinator_sim import with_release
 from java_random import JavaRandom
 
 from segment_balancer.planner.cost import ETERNITY_END_MS, ETERNITY_START_MS
@@ -170,6 +172,7 @@ def test_interval_arrays_follow_loads_and_drops_as_a_rebuild_would():
 
 
 # ------------------------------------------------------------ DiskNormalizedCostBalancerStrategyTest
+@pytest.mark.druid_release("35.0.0")
 def test_disk_normalized_prefers_the_server_with_the_most_room():
     """``testNormalizedCostBalancerSingleThreadStrategy`` (and the multi-threaded one: threads do not
     change the order): ten historicals of 10 million bytes and one of 100 million, each serving the
@@ -257,7 +260,9 @@ def test_unavailable_and_under_replicated_as_druid_counts_them():
         rules={"none": [Rule("loadForever", "load", {"t": 0})], "_default": [Rule("loadForever", "load", {"t": 2})]},
         overshadowed={d.id},
     )
-    stats = run_coordinator(state, druid_config({"smartSegmentLoading": False, "maxSegmentsToMove": 0}), now_ms=0).stats
+    stats = run_coordinator(
+        state, druid_config(with_release({"smartSegmentLoading": False, "maxSegmentsToMove": 0})), now_ms=0
+    ).stats
     assert stats.total("segment/unavailable/count", dataSource="wiki") == 2  # b and d
     assert stats.matching("segment/unavailable/count", dataSource="none") == [0]
     # a: 2 required and loadable, 1 loaded; b: 2 and 0
@@ -350,7 +355,7 @@ def test_unload_unused_segments_from_all_servers():
     load = [Rule("loadForever", "load", {"_default_tier": 1, "tier2": 1})]
     rules = {"datasource1": load, "datasource2": load, "broadcastDatasource": [Rule("broadcastForever", "broadcast")]}
     state = ClusterState(servers=servers, used={seg2.id: seg2}, rules={**rules, "_default": load})
-    stats = run_coordinator(state, druid_config({}), now_ms=0).stats
+    stats = run_coordinator(state, druid_config(with_release()), now_ms=0).stats
     assert stats.total("segment/unneeded/count", tier="_default_tier", dataSource="datasource1") == 2
     assert stats.total("segment/unneeded/count", tier="tier2", dataSource="datasource1") == 1
     assert stats.total("segment/unneeded/count", tier="_default_tier", dataSource="broadcastDatasource") == 3
@@ -379,7 +384,9 @@ def test_overshadowed_segments_served_over_are_marked_unused(kind):
     used = {s.id: s for s in (v0, v1, v2)}
     assert overshadowed_ids(used.values()) == {v0.id, v1.id}
     state = ClusterState(servers=[server], used=used, rules={}, overshadowed={v0.id, v1.id})
-    result = run_coordinator(state, druid_config({"millisToWaitBeforeDeleting": 0}), now_ms=0, uptime_ms=0)
+    result = run_coordinator(
+        state, druid_config(with_release({"millisToWaitBeforeDeleting": 0})), now_ms=0, uptime_ms=0
+    )
     assert result.overshadowed == {v0.id, v1.id}
     assert result.stats.matching("segment/overshadowed/count", dataSource="test") == [2]
 
@@ -395,7 +402,7 @@ def test_balancer_strategy_finds_a_home_only_where_it_can_load(strategy):
     from segment_balancer.planner.druid_coordinator.strategies import make_strategy
 
     proposed = DataSegment("datasource1_0_1", "datasource1", 0, 1, "", 0, 11)
-    chooser = make_strategy(strategy, random.Random(0))
+    chooser = make_strategy(strategy, random.Random(0), release=coordinator_sim.RELEASE)
     full = holder("server1", 10, [proposed], tier="_default_tier")
     assert list(chooser.servers_to_load(proposed, [full])) == []
     both = [holder(f"server{i}", 1000, [proposed], tier="_default_tier") for i in (1, 2)]

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import itertools
 
+import coordinator_sim
 import pytest
 
 from segment_balancer.druid import metrics as m
@@ -51,11 +52,17 @@ def segment(datasource: str = "wiki") -> DataSegment:
     return DataSegment(f"{datasource}_0_3000", datasource, YEAR_0, YEAR_3000, "v", 0, 0)
 
 
-def run_rule(tiers: dict[str, int], seg: DataSegment, cluster: DruidCluster, round_robin: bool) -> RunStats:
-    """``runRuleAndGetStats``: a new run's assigner (smart loading off: throttle 500) on ``cluster``."""
+def run_rule(
+    tiers: dict[str, int], seg: DataSegment, cluster: DruidCluster, round_robin: bool, aliases: dict | None = None
+) -> RunStats:
+    """``runRuleAndGetStats``: a new run's assigner (smart loading off: throttle 500) on ``cluster``
+    (Druid 38: with ``historicalTierAliases`` ``aliases``)."""
     stats = RunStats()
-    assigner = StrategicSegmentAssigner(cluster, CostStrategy(), stats, 500, round_robin)
+    assigner = StrategicSegmentAssigner(
+        cluster, CostStrategy(), stats, 500, round_robin, release=coordinator_sim.RELEASE, aliases=aliases or {}
+    )
     assigner.replicate(seg, tiers)
+    run_rule.assigner = assigner
     return stats
 
 
@@ -108,7 +115,9 @@ def test_max_loading_queue_size(make, round_robin):
     """``testMaxLoadingQueueSize``: a queue of 2 takes two segments of one run and not a third."""
     cluster = DruidCluster([make(T1, queue_limit=2)])
     stats = RunStats()
-    assigner = StrategicSegmentAssigner(cluster, CostStrategy(), stats, 500, round_robin)
+    assigner = StrategicSegmentAssigner(
+        cluster, CostStrategy(), stats, 500, round_robin, release=coordinator_sim.RELEASE
+    )
     for ds in ("ds1", "ds2", "ds3"):
         assigner.replicate(segment(ds), {T1: 1})
     assert [stat(stats, m.ASSIGNED, T1, ds) for ds in ("ds1", "ds2", "ds3")] == [1, 1, 0]
@@ -139,7 +148,9 @@ def test_drop_during_decommissioning(make, round_robin):
     s1, s2 = make(T1, foo1, decommissioning=True), make(T1, foo2)
     cluster = DruidCluster([s1, s2])
     stats = RunStats()
-    assigner = StrategicSegmentAssigner(cluster, CostStrategy(), stats, 500, round_robin)
+    assigner = StrategicSegmentAssigner(
+        cluster, CostStrategy(), stats, 500, round_robin, release=coordinator_sim.RELEASE
+    )
     assigner.replicate(foo1, {T1: 0})
     assert stat(stats, m.DROPPED, T1, "foo1") == 1 and foo1.id in s1.queue.to_drop
     assigner.replicate(foo2, {T1: 0})
@@ -154,3 +165,58 @@ def test_extra_replicas_are_dropped_from_decommissioning_server(make, round_robi
     stats = run_rule({T1: 2}, seg, DruidCluster([s1, s2, s3]), round_robin)
     assert stat(stats, m.DROPPED, T1) == 1
     assert [len(s.queue.to_drop) for s in (s1, s2, s3)] == [0, 1, 0]
+
+
+# --------------------------------------------------------------- Druid 38.0.0: historicalTierAliases
+T3 = "tier3"
+
+
+@pytest.mark.druid_release("38.0.0")
+def test_historical_tier_aliases_applies_only_to_alias_tiers(make, round_robin):
+    """``testHistoricalTierAliasesAppliesOnlyToAliasTiers`` (Druid 38.0.0): T1 is an alias of T2 and
+    T3 (one server each, none in T1); {T1: 1} loads one replica on T2 and one on T3, none on T1."""
+    cluster = DruidCluster([make(T2), make(T3)])
+    stats = run_rule({T1: 1}, segment(), cluster, round_robin, aliases={T1: (T2, T3)})
+    assert (stat(stats, m.ASSIGNED, T1), stat(stats, m.ASSIGNED, T2), stat(stats, m.ASSIGNED, T3)) == (0, 1, 1)
+
+
+@pytest.mark.druid_release("38.0.0")
+def test_historical_tier_aliases_tags_capacity_stats_with_alias(make, round_robin):
+    """``testHistoricalTierAliasesTagsCapacityStatsWithAlias`` (Druid 38.0.0): the capacity rows of T2
+    and T3 carry the dimension tierAlias T1, and no row of them lacks it. Druid's segment has size 0,
+    so its values are 0 either way: the rows' presence is checked here too, and the replication
+    factor (1) of the same rows."""
+    stats = run_rule({T1: 1}, segment(), DruidCluster([make(T2), make(T3)]), round_robin, aliases={T1: (T2, T3)})
+    for tier in (T2, T3):
+        assert stats.get(m.REQUIRED_CAPACITY, tier=tier, tierAlias=T1) == segment().size
+        assert stats.get(m.REQUIRED_CAPACITY, tier=tier) is None
+        assert stats.get(m.REPLICATION_FACTOR, tier=tier, tierAlias=T1) == 1
+    assert stats.matching(m.REQUIRED_CAPACITY, tier=T1) == []
+
+
+@pytest.mark.druid_release("38.0.0")
+def test_historical_tier_aliases_invalid_tier_alerts(make, round_robin):
+    """``testHistoricalTierAliasesInvalidTierAlerts`` (Druid 38.0.0): with only T2 served, the alias
+    key T1 raises no invalid-tier alert, its tier T3 without servers does."""
+    run_rule({T1: 1}, segment(), DruidCluster([make(T2)]), round_robin, aliases={T1: (T2, T3)})
+    invalid = run_rule.assigner.invalid_load_tiers.get("wiki", set())
+    assert T1 not in invalid and T3 in invalid
+
+
+@pytest.mark.druid_release("38.0.0")
+def test_historical_tier_aliases_does_not_overwrite_explicit_count(make, round_robin):
+    """``testHistoricalTierAliasesDoesNotOverwriteExplicitCount`` (Druid 38.0.0): {T1: 1, T2: 2} with
+    T1 an alias of T2 (two servers): T2's own count, 2, wins."""
+    stats = run_rule({T1: 1, T2: 2}, segment(), DruidCluster([make(T2), make(T2)]), round_robin, aliases={T1: (T2,)})
+    assert (stat(stats, m.ASSIGNED, T1), stat(stats, m.ASSIGNED, T2)) == (0, 2)
+
+
+@pytest.mark.druid_release("35.0.0")
+def test_aliases_are_unknown_to_druid_35(make, round_robin):
+    """Druid 35.0.0 has no tier aliases (its dynamic config ignores the key): the rule's T1 is a tier
+    without servers, and nothing is loaded on T2 or T3."""
+    from segment_balancer.planner.druid_coordinator.dynamic_config import druid_config
+
+    config = druid_config({"druidVersion": "35.0.0", "historicalTierAliases": {T1: [T2, T3]}})
+    stats = run_rule({T1: 1}, segment(), DruidCluster([make(T2), make(T3)]), round_robin, aliases=config.aliases)
+    assert stats.matching(m.ASSIGNED) == [] and run_rule.assigner.invalid_load_tiers["wiki"] == {T1}

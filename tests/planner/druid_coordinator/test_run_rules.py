@@ -9,6 +9,8 @@ from __future__ import annotations
 import random
 from datetime import UTC, datetime
 
+from coordinator_sim import with_release
+
 from segment_balancer.druid import metrics as m
 from segment_balancer.druid.rules import Rule, parse_interval
 from segment_balancer.planner.druid_coordinator.assigner import DEFAULT_TIER, StrategicSegmentAssigner
@@ -55,7 +57,7 @@ def interval_drop(interval: str) -> Rule:
 def run(holders, rules, used=USED, config=None, strategy="cost", overshadowed=frozenset()):
     """``runDutyAndGetStats``: a run's assigner on ``holders`` (the config's loading limits for
     ``used``), then RunRules with ``rules`` for every datasource. Returns (stats, assigner)."""
-    cfg = druid_config(config or {})
+    cfg = druid_config(with_release(config))
     loading = cfg.loading(len(used))
     stats = RunStats()
     assigner = StrategicSegmentAssigner(
@@ -64,6 +66,7 @@ def run(holders, rules, used=USED, config=None, strategy="cost", overshadowed=fr
         stats,
         loading.replication_throttle_limit,
         loading.use_round_robin_assignment,
+        release=cfg.release,
     )
     state = ClusterState(servers=[h.server for h in holders], used={s.id: s for s in used}, rules={"test": rules})
     state.overshadowed = set(overshadowed)

@@ -1,9 +1,15 @@
-"""How a Druid Coordinator run loads, replicates, drops and moves one segment (Druid 35.0.0
-``StrategicSegmentAssigner``, ``SegmentReplicaCount(Map)``, ``ReplicationThrottler``,
-``RoundRobinServerSelector``, ``SegmentStatusInTier``, ``SegmentLoadQueueManager``;
-docs/DRUID_COORDINATOR_NOTES.md §2.4, §3).
+"""How a Druid Coordinator run loads, replicates, drops and moves one segment (Druid 35.0.0 and
+38.0.0 ``StrategicSegmentAssigner``, ``SegmentReplicaCount(Map)``, ``ReplicationThrottler``,
+``RoundRobinServerSelector``, ``SegmentStatusInTier``, ``PartialSegmentStatusInTier``,
+``SegmentLoadQueueManager``; docs/DRUID_COORDINATOR_NOTES.md §2.4, §3).
 
 Replica counts are taken once, when the run begins; nothing the run queues changes them.
+
+What Druid 38.0.0 changed here (``release`` "38.0.0"): a rule's tier aliases are expanded before
+anything else (#19204, #19595) and the tier metrics of an aliased tier carry a ``tierAlias``
+dimension; partial-load rules reconcile replicas by fingerprint (:meth:`StrategicSegmentAssigner.
+replicate_partially`, #19374 and after); the tiers a segment's drop budget is spent in come in a JDK
+immutable set's order (#19532; :func:`~.model.java_immutable_set_order`) instead of a ``HashSet``'s.
 """
 
 from __future__ import annotations
@@ -12,12 +18,16 @@ from collections.abc import Iterator, Mapping
 from dataclasses import dataclass, field
 
 from segment_balancer.druid import metrics as m
+from segment_balancer.druid import tier_aliases
+from segment_balancer.planner.config_keys import DRUID_RELEASES
 from segment_balancer.planner.druid_coordinator.model import (
     DataSegment,
     DruidCluster,
+    PartialLoadProfile,
     SegmentAction,
     ServerHolder,
     java_hash_order,
+    java_immutable_set_order,
 )
 from segment_balancer.planner.druid_coordinator.run_stats import RunStats
 from segment_balancer.planner.druid_coordinator.strategies import CostStrategy, RandomStrategy
@@ -181,11 +191,18 @@ class _EligibleServers:
 class LoadQueueManager:
     """Starts operations on holders and queues them (Druid ``SegmentLoadQueueManager``)."""
 
-    def load(self, segment: DataSegment, holder: ServerHolder, action: SegmentAction) -> bool:
-        """Queue a load-type ``action``; False when the holder has an action on the segment."""
-        if not holder.start(action, segment):
+    def load(
+        self,
+        segment: DataSegment,
+        holder: ServerHolder,
+        action: SegmentAction,
+        profile: PartialLoadProfile | None = None,
+    ) -> bool:
+        """Queue a load-type ``action`` (of a part: ``profile``); False when the holder has an action
+        on the segment."""
+        if not holder.start(action, segment, profile):
             return False
-        holder.queue.load(segment, action)
+        holder.queue.load(segment, action, profile=profile)
         return True
 
     def drop(self, segment: DataSegment, holder: ServerHolder) -> bool:
@@ -217,6 +234,42 @@ class LoadQueueManager:
         return True
 
 
+class PartialStatusInTier:
+    """One segment against one tier's managed historicals for a partial-load request of
+    ``fingerprint`` (Druid 38.0.0 ``PartialSegmentStatusInTier``), each server in at most one list, in
+    the tier's order: serving it with the requested part (``matching_loaded``) or another or none
+    (``stale_loaded``; those not decommissioning with room in their run's load budget also
+    ``additive``: a partial load may fill in the missing parts in place, no disk check), loading it
+    with the requested part (``matching_in_flight``) or another (``stale_in_flight``), able to load
+    it (``fresh``). A server with a drop or move of it queued is in none."""
+
+    def __init__(self, segment: DataSegment, fingerprint: str, holders: list[ServerHolder]):
+        self.matching_loaded: list[ServerHolder] = []
+        self.stale_loaded: list[ServerHolder] = []
+        self.matching_in_flight: list[ServerHolder] = []
+        self.stale_in_flight: list[ServerHolder] = []
+        self.fresh: list[ServerHolder] = []
+        self.additive: list[ServerHolder] = []
+        for holder in holders:
+            action = holder.action_on(segment)
+            if holder.is_serving(segment):
+                loaded = holder.server.profile_of(segment.id)
+                if loaded is not None and loaded.matches(fingerprint):
+                    self.matching_loaded.append(holder)
+                else:
+                    self.stale_loaded.append(holder)
+                    if not holder.decommissioning and not holder.load_queue_full:
+                        self.additive.append(holder)
+            elif action is SegmentAction.LOAD:
+                in_flight = holder.in_flight_profiles.get(segment)
+                if in_flight is not None and in_flight.matches(fingerprint):
+                    self.matching_in_flight.append(holder)
+                else:
+                    self.stale_in_flight.append(holder)
+            elif action is None and holder.can_load(segment):
+                self.fresh.append(holder)
+
+
 class SegmentStatusInTier:
     """One segment against one tier's managed historicals, in the tier's order (Druid
     ``SegmentStatusInTier``): servers that serve it (may drop), servers that can load it, and
@@ -240,8 +293,9 @@ class SegmentStatusInTier:
 class StrategicSegmentAssigner:
     """One run's segment assigner (Druid ``StrategicSegmentAssigner``): ``replicate`` (load rules),
     ``broadcast`` (broadcast rules), ``delete`` (drop rules: marked unused after the rules),
-    ``move`` (balancing). ``replication_throttle_limit`` and ``round_robin`` come from the run's
-    ``SegmentLoadingConfig``."""
+    ``move`` (balancing); Druid 38's ``replicate_partially`` (partial-load rules).
+    ``replication_throttle_limit`` and ``round_robin`` come from the run's ``SegmentLoadingConfig``;
+    ``release`` is the Druid release reproduced, ``aliases`` its ``historicalTierAliases`` (38 only)."""
 
     cluster: DruidCluster
     strategy: CostStrategy | RandomStrategy
@@ -249,6 +303,8 @@ class StrategicSegmentAssigner:
     replication_throttle_limit: int
     round_robin: bool
     queues: LoadQueueManager = field(default_factory=LoadQueueManager)
+    release: str = DRUID_RELEASES[0]
+    aliases: Mapping[str, tuple[str, ...]] = field(default_factory=dict)
 
     def __post_init__(self):
         self.replica_counts = ReplicaCounts(self.cluster)
@@ -258,8 +314,12 @@ class StrategicSegmentAssigner:
         )
         self.selector = RoundRobinSelector(self.cluster) if self.round_robin else None
         self.historicals_per_tier = {tier: len(hs) for tier, hs in self.cluster.managed.items()}
-        # Druid's Sets.newHashSet(cluster.getTierNames()), per segment: the same order every time
-        self.tiers_in_cluster = java_hash_order(self.cluster.tier_names())
+        if self.release == DRUID_RELEASES[0]:
+            # Druid 35's Sets.newHashSet(cluster.getTierNames()), per segment: the same order every time
+            self.tiers_in_cluster = java_hash_order(self.cluster.tier_names())
+        else:
+            self.tiers_in_cluster = java_immutable_set_order(self.cluster.tier_names())
+        self.tier_alias = tier_aliases.tier_to_alias(self.aliases)
         self.invalid_load_tiers: dict[str, set[str]] = {}
         self.segments_to_delete: dict[str, set[DataSegment]] = {}
         self.zero_replica_segments: dict[str, set[DataSegment]] = {}
@@ -299,24 +359,159 @@ class StrategicSegmentAssigner:
 
     # ------------------------------------------------------------------------------- load rules
     def replicate(self, segment: DataSegment, tier_replicants: Mapping[str, int]) -> None:
-        """Bring ``segment`` to ``tier_replicants`` (tier -> replicas) on every tier of the cluster:
-        drops only as far as the replicas loaded beyond those required (and loadable) allow."""
-        tiers_in_cluster = self.tiers_in_cluster
-        if not tier_replicants:
+        """Bring ``segment`` to ``tier_replicants`` (tier or alias -> replicas) on every tier of the
+        cluster: drops only as far as the replicas loaded beyond those required (and loadable) allow."""
+        required = self._required(segment, tier_replicants)
+        surplus = self._surplus(segment)
+        drops = 0
+        for tier in self.tiers_in_cluster:
+            drops += self._update_replicas_in_tier(segment, tier, required.get(tier, 0), surplus - drops)
+
+    def replicate_partially(
+        self, segment: DataSegment, profile: PartialLoadProfile, tier_replicants: Mapping[str, int]
+    ) -> None:
+        """Druid 38.0.0 ``replicateSegmentPartially``: as :meth:`replicate`, but in each tier replicas
+        are told apart by ``profile``'s fingerprint (:meth:`_update_partial_in_tier`)."""
+        required = self._required(segment, tier_replicants)
+        surplus = self._surplus(segment)
+        drops = 0
+        for tier in self.tiers_in_cluster:
+            drops += self._update_partial_in_tier(segment, profile, tier, required.get(tier, 0), surplus - drops)
+
+    def _required(self, segment: DataSegment, tier_replicants: Mapping[str, int]) -> dict[str, int]:
+        """The rule's replicas per tier, aliases expanded (Druid 38), each tier's required count set,
+        its capacity metrics counted and a tier without historicals noted as invalid."""
+        required = tier_aliases.expand(tier_replicants, self.aliases)
+        if not required:
             self.replica_counts.setdefault(segment, DEFAULT_TIER)
-        for tier, required in tier_replicants.items():
-            self.stats.update_max(m.REPLICATION_FACTOR, required, tier=tier)
-            self.stats.add(m.REQUIRED_CAPACITY, segment.size * required, tier=tier)
-            self.replica_counts.setdefault(segment, tier).set_required(required, self.historicals_per_tier.get(tier, 0))
-            if tier not in tiers_in_cluster:
+        for tier, n in required.items():
+            alias = self.tier_alias.get(tier)
+            self.stats.update_max(m.REPLICATION_FACTOR, n, tier=tier, tierAlias=alias)
+            self.stats.add(m.REQUIRED_CAPACITY, segment.size * n, tier=tier, tierAlias=alias)
+            self.replica_counts.setdefault(segment, tier).set_required(n, self.historicals_per_tier.get(tier, 0))
+            if tier not in self.cluster.historicals:
                 self.invalid_load_tiers.setdefault(segment.datasource, set()).add(tier)
+        return required
+
+    def _surplus(self, segment: DataSegment) -> int:
+        """Replicas loaded (not dropping) beyond those required and loadable, over every tier; a
+        segment required nowhere noted as one of zero replicas."""
         total = self.replica_counts.total(segment)
         if total.required <= 0:
             self.zero_replica_segments.setdefault(segment.datasource, set()).add(segment)
-        surplus = total.loaded_not_dropping - total.required_and_loadable
-        drops = 0
-        for tier in tiers_in_cluster:
-            drops += self._update_replicas_in_tier(segment, tier, tier_replicants.get(tier, 0), surplus - drops)
+        return total.loaded_not_dropping - total.required_and_loadable
+
+    def _update_partial_in_tier(
+        self, segment: DataSegment, profile: PartialLoadProfile, tier: str, required: int, max_drops: int
+    ) -> int:
+        """Druid 38.0.0 ``updateReplicasInTierPartial``: the replicas of the requested part (loaded and
+        loading, less moves done but not yet dropped at their source) brought to ``required``: loads
+        of another part cancelled to make room (all of them when none is required), new partial
+        loads queued (servers without the segment, then those whose load was just cancelled, then
+        those serving another part, which fill in the missing parts in place; no strategy), a
+        surplus of the requested part cancelled or dropped, and replicas of another part dropped
+        once enough of the requested part are *loaded* (load, then drop). Returns the drops queued."""
+        count = self.replica_counts.get(segment, tier)
+        moving = count.moving_to
+        done_pending_drop = max(0, count.move_completed_pending_drop)
+        status = PartialStatusInTier(segment, profile.fingerprint, self.cluster.managed.get(tier, []))
+        projected = len(status.matching_loaded) + len(status.matching_in_flight) - done_pending_drop
+        cancel_moves = required == 0 and moving > 0
+        if (
+            projected == required
+            and not cancel_moves
+            and not status.stale_in_flight
+            and (not status.stale_loaded or len(status.matching_loaded) < required)
+        ):
+            return 0
+        if cancel_moves:
+            plain = SegmentStatusInTier(segment, self.cluster.managed.get(tier, []))
+            self._cancel(SegmentAction.MOVE_TO, moving, segment, plain)
+            self._cancel(SegmentAction.MOVE_FROM, moving, segment, plain)
+        deficit = required - projected
+        cancelled_stale: list[ServerHolder] = []
+        if deficit > 0 or required == 0:
+            most = len(status.stale_in_flight) if required == 0 else deficit
+            cancelled_stale = self._cancel_loads(segment, status.stale_in_flight, most)
+            if cancelled_stale:
+                self.stats.add(
+                    m.PARTIAL_STALE_CANCELLED, len(cancelled_stale), tier=tier, dataSource=segment.datasource
+                )
+        if deficit > 0:
+            loaded = len(status.matching_loaded) + len(status.stale_loaded)
+            queued = self._load_partial_replicas(deficit, loaded, segment, tier, status, cancelled_stale, profile)
+            if queued > 0:
+                self.stats.add(m.PARTIAL_ASSIGNED, queued, tier=tier, dataSource=segment.datasource)
+        drops, budget = 0, max_drops
+        if projected > required:
+            surplus = projected - required
+            cancelled = self._cancel_loads(segment, status.matching_in_flight, surplus)
+            to_drop = min(surplus - len(cancelled), budget)
+            if to_drop > 0:
+                dropped = self._drop_decommissioning_first(to_drop, segment, status.matching_loaded)
+                self.stats.add(m.DROPPED, dropped, tier=tier, dataSource=segment.datasource)
+                drops += dropped
+                budget -= dropped
+        if len(status.matching_loaded) >= required and status.stale_loaded and budget > 0:
+            dropped = self._drop_decommissioning_first(
+                min(len(status.stale_loaded), budget), segment, status.stale_loaded
+            )
+            if dropped > 0:
+                self.stats.add(m.PARTIAL_STALE_DROPPED, dropped, tier=tier, dataSource=segment.datasource)
+                drops += dropped
+        return drops
+
+    def _load_partial_replicas(
+        self,
+        to_load: int,
+        loaded: int,
+        segment: DataSegment,
+        tier: str,
+        status: PartialStatusInTier,
+        cancelled_stale: list[ServerHolder],
+        profile: PartialLoadProfile,
+    ) -> int:
+        """Druid 38.0.0 ``loadPartialReplicas``: up to ``to_load`` partial loads, a ``REPLICATE`` (throttled)
+        when the tier already serves the segment, else a ``LOAD``."""
+        on_tier = loaded >= 1
+        if on_tier and self.throttler.throttled(tier):
+            return 0
+        destinations = status.fresh + cancelled_stale + status.additive
+        if not destinations:
+            self._skip_tier(m.ASSIGN_SKIPPED, "No eligible server", segment, tier)
+            return 0
+        queued = 0
+        for holder in destinations:
+            if queued >= to_load:
+                break
+            queued += (
+                self._replicate_on(segment, holder, profile) if on_tier else self._load_on(segment, holder, profile)
+            )
+        return queued
+
+    def _cancel_loads(self, segment: DataSegment, holders: list[ServerHolder], most: int) -> list[ServerHolder]:
+        """Druid 38.0.0 ``cancelLoadsOnServers``: cancel up to ``most`` queued loads of ``segment`` on
+        ``holders``, in order; the holders whose load was cancelled."""
+        cancelled: list[ServerHolder] = []
+        for holder in holders:
+            if len(cancelled) >= most:
+                break
+            if holder.cancel(SegmentAction.LOAD, segment):
+                cancelled.append(holder)
+        return cancelled
+
+    def _drop_decommissioning_first(self, to_drop: int, segment: DataSegment, holders: list[ServerHolder]) -> int:
+        """Druid 38.0.0 ``dropFromList``: up to ``to_drop`` drops, decommissioning holders first (else in
+        the given order)."""
+        if to_drop <= 0 or not holders:
+            return 0
+        dropped = 0
+        for holder in sorted(holders, key=lambda h: not h.decommissioning):
+            if dropped >= to_drop:
+                break
+            if self.queues.drop(segment, holder):
+                dropped += 1
+        return dropped
 
     def _update_replicas_in_tier(self, segment: DataSegment, tier: str, required: int, max_drops: int) -> int:
         count = self.replica_counts.get(segment, tier)
@@ -380,17 +575,19 @@ class StrategicSegmentAssigner:
             self._skip_tier(m.ASSIGN_SKIPPED, "No strategic server", segment, tier)
         return queued
 
-    def _load_on(self, segment: DataSegment, holder: ServerHolder) -> bool:
-        if self.queues.load(segment, holder, SegmentAction.LOAD):
+    def _load_on(self, segment: DataSegment, holder: ServerHolder, profile: PartialLoadProfile | None = None) -> bool:
+        if self.queues.load(segment, holder, SegmentAction.LOAD, profile):
             return True
         self._skip(m.ASSIGN_SKIPPED, "Encountered error", segment, holder)
         return False
 
-    def _replicate_on(self, segment: DataSegment, holder: ServerHolder) -> bool:
+    def _replicate_on(
+        self, segment: DataSegment, holder: ServerHolder, profile: PartialLoadProfile | None = None
+    ) -> bool:
         if self.throttler.throttled(holder.tier):
             self._skip(m.ASSIGN_SKIPPED, "Throttled replication", segment, holder)
             return False
-        if not self.queues.load(segment, holder, SegmentAction.REPLICATE):
+        if not self.queues.load(segment, holder, SegmentAction.REPLICATE, profile):
             self._skip(m.ASSIGN_SKIPPED, "Encountered error", segment, holder)
             return False
         self.throttler.assigned_replica(holder.tier)

@@ -162,16 +162,17 @@ def balance_segments(
     broadcast_datasources: set[str],
     rng: random.Random | None = None,
     seed: str | None = None,
-    strategy: str = "cost",
+    strategy: Callable[[random.Random], object] | None = None,
     segments_and_actions: int | None = None,
     tiers: Iterable[str] | None = None,
 ) -> int:
     """Druid ``BalanceSegments``: one maximum for every tier (with smart loading, from
     ``segments_and_actions``, :func:`served_and_queued` when None; else ``maxSegmentsToMove``),
     then each tier of ``tiers`` (None: every tier). The draws: ``rng`` for every tier; or, with
-    ``seed``, each tier its own generator ``Random("<seed>/balance/<tier>")`` and its own
-    ``strategy`` drawing from it, so that a tier balanced alone draws what it draws among the
-    others. Returns that maximum."""
+    ``seed``, each tier its own generator ``Random("<seed>/balance/<tier>")`` and its own strategy
+    made from it by ``strategy`` (the run's :func:`~.strategies.make_strategy` of a generator; None:
+    ``cost``), so that a tier balanced alone draws what it draws among the others. Returns that
+    maximum."""
     if smart:
         if segments_and_actions is None:
             segments_and_actions = served_and_queued(cluster)
@@ -186,9 +187,9 @@ def balance_segments(
             continue
         tier_rng = rng
         if seed is not None:
-            from segment_balancer.planner.druid_coordinator.strategies import make_strategy
+            from segment_balancer.planner.druid_coordinator.strategies import CostStrategy
 
             tier_rng = random.Random(f"{seed}/balance/{tier}")
-            assigner.strategy = make_strategy(strategy, tier_rng)
+            assigner.strategy = (strategy or CostStrategy)(tier_rng)
         TierBalancer(tier, holders, most, assigner, stats, smart, used, broadcast_datasources, tier_rng).run()
     return most

@@ -1,7 +1,14 @@
-"""The dynamic config a ``druid`` coordinator run reads: Druid 35.0.0's keys (``config_keys.DRUID_KEYS``)
+"""The dynamic config a ``druid`` coordinator run reads: Druid's keys (``config_keys.DRUID_KEYS``)
 and the ones it shares with the #7458 planner (``maxSegmentsInNodeLoadingQueue``,
-``decommissioningNodes``, the Coordinator's period, ``balancerRandomSeed``), each checked against its
-declaration. Keys of neither are left alone: a captured config holds keys of every Druid release.
+``decommissioningNodes``, ``historicalTierAliases``, the Coordinator's period, ``balancerRandomSeed``),
+each checked against its declaration. Keys of neither are left alone: a captured config holds keys
+of every Druid release.
+
+The release reproduced (``DruidConfig.release``, one of ``config_keys.DRUID_RELEASES``) is the one
+``druidVersion`` names when given, else the one the snapshot's cluster ran, else the newest; a
+release names the reproduced one that places segments as it does (:func:`reproduced_release`).
+Druid 35.0.0 does not know ``historicalTierAliases``: its run ignores the key, as Druid ignores a key
+it does not know.
 """
 
 from __future__ import annotations
@@ -10,11 +17,14 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
+from segment_balancer.druid import tier_aliases
 from segment_balancer.druid.rules import Period
-from segment_balancer.planner.config_keys import BY_NAME, DRUID_BY_NAME, DRUID_SHARED_KEYS, Key
+from segment_balancer.planner.config_keys import BY_NAME, DRUID_BY_NAME, DRUID_RELEASES, DRUID_SHARED_KEYS, Key
 from segment_balancer.planner.druid_coordinator.loading_config import SegmentLoadingConfig, segment_loading_config
 
 PERIOD_KEY = "druid.coordinator.period"
+VERSION_KEY = "druidVersion"
+NEWEST = DRUID_RELEASES[-1]
 
 _DECLARED: dict[str, Key] = {**{k: BY_NAME[k] for k in DRUID_SHARED_KEYS}, **DRUID_BY_NAME}
 
@@ -35,6 +45,13 @@ def _checked(key: Key, value: Any) -> Any:
         if problem:
             raise ValueError(f"{key.name}: {value} {problem}")
         return value
+    if key.type == "number":
+        if isinstance(value, bool) or not isinstance(value, (int, float)):
+            raise ValueError(f"{key.name}: expected a number, got {shown}")
+        problem = key.range_problem(value)
+        if problem:
+            raise ValueError(f"{key.name}: {value} {problem}")
+        return float(value)
     if key.type == "string":
         if not isinstance(value, str):
             raise ValueError(f"{key.name}: expected a string, got {shown}")
@@ -47,6 +64,8 @@ def _checked(key: Key, value: Any) -> Any:
         if not isinstance(value, list) or not all(isinstance(v, str) for v in value):
             raise ValueError(f"{key.name}: expected a list of strings, got {shown}")
         return list(value)
+    if key.type == "object" and key.items == "array":
+        return tier_aliases.parse_aliases(value)
     if key.type == "object":
         if not isinstance(value, dict) or not all(isinstance(k, str) and isinstance(v, str) for k, v in value.items()):
             raise ValueError(f"{key.name}: expected an object of strings, got {shown}")
@@ -54,13 +73,42 @@ def _checked(key: Key, value: Any) -> Any:
     raise ValueError(f"{key.name}: unsupported type {key.type}")
 
 
+def reproduced_release(version: str) -> str:
+    """The release of :data:`DRUID_RELEASES` whose Coordinator places segments as Druid ``version``
+    (``35.0.1``, ``38.0.0-SNAPSHOT``, ``0.23.0`` …) does: 38 and later as 38.0.0, earlier ones as
+    35.0.0 (the oldest reproduced).
+
+    Raises:
+        ValueError: ``version`` does not start with a release number.
+    """
+    head = str(version).strip().split("-")[0].split(".")
+    if not head or not head[0].isdigit():
+        raise ValueError(f"{VERSION_KEY}: {version!r} is no Druid release (expected e.g. 38.0.0)")
+    return NEWEST if int(head[0]) >= 38 else DRUID_RELEASES[0]
+
+
 @dataclass(frozen=True)
 class DruidConfig:
     """The values of one run, by Druid's key names (``config["smartSegmentLoading"]``), every
-    declared key present (its default when not given); ``period_ms`` is the Coordinator's period."""
+    declared key present (its default when not given); ``period_ms`` is the Coordinator's period;
+    ``release`` the Druid release reproduced (one of ``DRUID_RELEASES``); ``release_from`` where it
+    came from (``config``, ``snapshot``, ``default``)."""
 
     values: Mapping[str, Any]
     period_ms: int
+    release: str = NEWEST
+    release_from: str = "default"
+
+    @property
+    def is_38(self) -> bool:
+        """Whether the run reproduces Druid 38.0.0 (tier aliases, partial-load rules, 38's
+        ``diskNormalized``, 38's order of the drop budget's tiers and its under-replication count)."""
+        return self.release == NEWEST
+
+    @property
+    def aliases(self) -> dict[str, tuple[str, ...]]:
+        """``historicalTierAliases`` as the run reads it: none before Druid 38."""
+        return dict(self.values[tier_aliases.KEY]) if self.is_38 else {}
 
     def __getitem__(self, name: str) -> Any:
         return self.values[name]
@@ -88,8 +136,9 @@ class DruidConfig:
         return max(1, threads)
 
 
-def druid_config(given: Mapping[str, Any] | None = None) -> DruidConfig:
-    """The run's config from ``given`` (a ``coordinator_config.json`` object and overrides).
+def druid_config(given: Mapping[str, Any] | None = None, cluster_version: str | None = None) -> DruidConfig:
+    """The run's config from ``given`` (a ``coordinator_config.json`` object and overrides) and the
+    snapshot's ``cluster_version`` (``servers.json``'s version, None when it has none).
 
     Raises:
         ValueError: a declared key has a value of the wrong type or out of range; the message names
@@ -109,4 +158,10 @@ def druid_config(given: Mapping[str, Any] | None = None) -> DruidConfig:
             raise ValueError(f"{PERIOD_KEY}: {exc}") from None
     else:
         period_ms = BY_NAME["coordinatorPeriodMillis"].default
-    return DruidConfig(values, period_ms)
+    if given.get(VERSION_KEY) is not None:
+        release, source = reproduced_release(values[VERSION_KEY]), "config"
+    elif cluster_version:
+        release, source = reproduced_release(cluster_version), "snapshot"
+    else:
+        release, source = NEWEST, "default"
+    return DruidConfig(values, period_ms, release, source)

@@ -40,6 +40,43 @@ INT_MAX = 2**31 - 1
 """Java's ``Integer.MAX_VALUE``: a load queue without a limit."""
 
 
+@dataclass(frozen=True)
+class PartialLoadProfile:
+    """What part of a segment a replica holds or a load asks for (Druid 38.0.0 ``PartialLoadProfile``,
+    #19374): the ``fingerprint`` Druid compares replicas by, the matcher ``kind``
+    (``exactProjection``, ``globProjection``, ``globClusterGroup``), the resolved ``parts`` (projection
+    names or cluster-group indices) and, for a loaded replica, its ``loaded_bytes`` when known."""
+
+    fingerprint: str
+    kind: str | None = None
+    parts: tuple = ()
+    loaded_bytes: int | None = None
+
+    def matches(self, fingerprint: str) -> bool:
+        return self.fingerprint == fingerprint
+
+
+class _AssumedProfile:
+    """The profile of a replica whose part no snapshot tells (served, or queued before the snapshot):
+    taken to be what its rule asks, so it matches every fingerprint (docs/DRUID_COORDINATOR.md "What a
+    snapshot cannot tell")."""
+
+    fingerprint = "assumed"
+    kind = None
+    parts = ()
+    loaded_bytes = None
+
+    def matches(self, fingerprint: str) -> bool:
+        return True
+
+    def __repr__(self) -> str:
+        return "ASSUMED_PROFILE"
+
+
+ASSUMED_PROFILE = _AssumedProfile()
+"""The profile of a replica the snapshot says nothing about (:class:`_AssumedProfile`)."""
+
+
 class SegmentAction(enum.Enum):
     """What a server is asked to do with a segment (Druid ``SegmentAction``): ``LOAD`` a first replica
     on a tier (never throttled), ``REPLICATE`` one more (throttled), ``MOVE_TO`` the destination of a
@@ -143,8 +180,12 @@ class DruidServer:
     """A server of the inventory: ``name`` (``host:port``), ``host`` (what ``decommissioningNodes``
     and ``cloneServers`` name; Druid's ``getHost()``), ``tier``, ``type``, ``max_size`` bytes, the
     ``segments`` it serves (id -> segment) and ``curr_size`` (bytes served, as the server reports them;
-    their sum when not given). Change what it serves with :meth:`add` and :meth:`remove`, which keep
-    ``curr_size`` in step."""
+    their sum when not given). ``profiles``: the partial-load profile of each partial replica (Druid
+    38.0.0 ``DruidServer.getPartialLoadProfile``; absent: a full replica), :data:`ASSUMED_PROFILE`
+    where the snapshot cannot tell. ``storage_size``: the bytes of disk the server reports
+    (``sys.servers.storage_size``; Druid 38's ``tier/storage/capacity``), 0 when unknown. Change what it
+    serves with :meth:`add` and :meth:`remove`, which keep ``curr_size`` in step (a partial replica
+    counts the bytes it loaded, when known, as Druid 38 counts them)."""
 
     name: str
     tier: str
@@ -153,6 +194,8 @@ class DruidServer:
     type: ServerType = ServerType.HISTORICAL
     host: str = ""
     curr_size: int | None = None
+    profiles: dict[str, PartialLoadProfile | _AssumedProfile] = field(default_factory=dict)
+    storage_size: int = 0
 
     def __post_init__(self):
         if not self.host:
@@ -164,27 +207,42 @@ class DruidServer:
     def current_size(self) -> int:
         return self.curr_size
 
-    def add(self, segment: DataSegment) -> None:
-        """Serve ``segment``."""
+    def add(self, segment: DataSegment, profile: PartialLoadProfile | None = None) -> None:
+        """Serve ``segment`` (a partial replica when ``profile`` is given: its ``loaded_bytes``
+        count, when known, else the segment's size)."""
         if segment.id not in self.segments:
-            self.curr_size += segment.size
+            self.curr_size += _served_bytes(segment, profile)
+            if profile is not None:
+                self.profiles[segment.id] = profile
         self.segments[segment.id] = segment
 
     def remove(self, segment: DataSegment) -> None:
         """Stop serving ``segment``."""
         if self.segments.pop(segment.id, None) is not None:
-            self.curr_size -= segment.size
+            self.curr_size -= _served_bytes(segment, self.profiles.pop(segment.id, None))
+
+    def profile_of(self, segment_id: str) -> PartialLoadProfile | _AssumedProfile | None:
+        """The partial-load profile of the replica of ``segment_id``, None for a full one."""
+        return self.profiles.get(segment_id)
+
+
+def _served_bytes(segment: DataSegment, profile) -> int:
+    """The bytes a served replica counts in ``curr_size`` (Druid 38.0.0 ``DruidServer.addDataSegment``)."""
+    loaded = getattr(profile, "loaded_bytes", None)
+    return segment.size if loaded is None else int(loaded)
 
 
 @dataclass(eq=False)
 class QueuedRequest:
     """One request in a load queue (Druid ``SegmentHolder``): the ``segment``, its ``action``, the
-    server a ``MOVE_TO`` moves from (``move_source``), callbacks run with success when it ends."""
+    server a ``MOVE_TO`` moves from (``move_source``), the partial-load ``profile`` a load asks for
+    (Druid 38), callbacks run with success when it ends."""
 
     segment: DataSegment
     action: SegmentAction
     move_source: str | None = None
     callbacks: list[Callable[[bool], None]] = field(default_factory=list)
+    profile: PartialLoadProfile | _AssumedProfile | None = None
 
     def queue_order(self) -> tuple:
         return (_QUEUE_ORDER[self.action], *self.segment.newest_first())
@@ -235,13 +293,15 @@ class LoadQueue:
         callback: Callable[[bool], None] | None = None,
         *,
         move_source: str | None = None,
+        profile: PartialLoadProfile | _AssumedProfile | None = None,
     ) -> None:
-        """Queue a load-type request; one already queued for the segment only gains the callback."""
+        """Queue a load-type request (of a part: ``profile``); one already queued for the segment only
+        gains the callback."""
         if not action.is_load:
             return
         request = self.to_load.get(segment.id)
         if request is None:
-            request = QueuedRequest(segment, action, move_source)
+            request = QueuedRequest(segment, action, move_source, profile=profile)
             self.to_load[segment.id] = request
             self._count(QueueEvent.ASSIGNED, request)
         if callback is not None:
@@ -311,6 +371,7 @@ class ServerHolder:
         )
         self.assignments_in_run = 0
         self.actions: dict[DataSegment, SegmentAction] = {}
+        self.in_flight_profiles: dict[DataSegment, PartialLoadProfile | _AssumedProfile] = {}
         self.loading_bytes = 0
         self.dropping_bytes = 0
         self.projected_per_interval: Counter[tuple[int, int]] = Counter()
@@ -321,6 +382,8 @@ class ServerHolder:
         self.loading_replicas = 0
         for request in queue.requests():
             self._queue(request.segment, request.action.simplified())
+            if request.profile is not None:
+                self.in_flight_profiles[request.segment] = request.profile
             if request.action is SegmentAction.MOVE_TO:
                 self.moving_segments += 1
             elif request.action is SegmentAction.REPLICATE:
@@ -471,14 +534,17 @@ class ServerHolder:
             if action is SegmentAction.DROP:
                 self.dropping_bytes += segment.size
 
-    def start(self, action: SegmentAction, segment: DataSegment) -> bool:
-        """Record a new operation; False when one is already queued for the segment. Checks neither
-        room nor the load budget: callers ask :meth:`can_load` first."""
+    def start(self, action: SegmentAction, segment: DataSegment, profile: PartialLoadProfile | None = None) -> bool:
+        """Record a new operation (a load of a part: ``profile``, Druid 38); False when one is already
+        queued for the segment. Checks neither room nor the load budget: callers ask
+        :meth:`can_load` first."""
         if segment in self.actions:
             return False
         if action.is_load:
             self.assignments_in_run += 1
         self._queue(segment, action.simplified())
+        if profile is not None:
+            self.in_flight_profiles[segment] = profile
         return True
 
     def cancel(self, action: SegmentAction, segment: DataSegment) -> bool:
@@ -493,6 +559,7 @@ class ServerHolder:
         elif not self.queue.cancel(segment):
             return False
         del self.actions[segment]
+        self.in_flight_profiles.pop(segment, None)
         if queued.is_load:
             self._project(segment, -1)
             self.loading_bytes -= segment.size
@@ -548,6 +615,29 @@ def java_hash_order(keys: Iterable[str], capacity: int | None = None) -> list[st
         return (h ^ (h >> 16)) & (capacity - 1)
 
     return [k for _, k in sorted(((bucket(k), i), k) for i, k in enumerate(keys))]
+
+
+def java_immutable_set_order(keys: Iterable[str]) -> list[str]:
+    """The iteration order of Java's ``Set.copyOf(keys)`` (``ImmutableCollections.Set12``/``SetN``, JDK
+    17) in a JVM whose salt (``SALT32L``) is 1: Druid 38.0.0's order of the tiers whose replicas a
+    segment's rule brings to their counts and among which it spends its drop budget
+    (``StrategicSegmentAssigner.allTiersInCluster``, #19532). A real JVM draws its salt at start, so
+    each Coordinator process has an order of its own; salt 1 (not reversed, starting at slot 0) is
+    one of them, fixed here, and the one that keeps Druid 35's order for one or two tiers.
+
+    The elements come in ``new HashSet<>(keys)`` order (:func:`java_hash_order`); one or two are kept
+    in that order; three or more are placed in a table of twice their number at
+    ``floorMod(hashCode, 2n)`` with linear probing, and come out from the last slot down to slot 0."""
+    ordered = java_hash_order(keys)
+    if len(ordered) <= 2:
+        return ordered
+    table: list[str | None] = [None] * (2 * len(ordered))
+    for key in ordered:
+        slot = java_string_hash(key) % len(table)
+        while table[slot] is not None:
+            slot = (slot + 1) % len(table)
+        table[slot] = key
+    return [k for k in reversed(table) if k is not None]
 
 
 class DruidCluster:

@@ -1,5 +1,5 @@
 """One run of Druid's Coordinator over a cluster: the duties of ``HistoricalManagementDuties`` that
-decide placement, in Druid 35.0.0's order (docs/DRUID_COORDINATOR_NOTES.md §1.2):
+decide placement, in Druid 35.0.0's and 38.0.0's order (docs/DRUID_COORDINATOR_NOTES.md §1.2):
 
 1. ``PrepareBalancerAndLoadQueues``: holders, the run's limits, loads on decommissioning servers
    cancelled;
@@ -16,6 +16,7 @@ decide placement, in Druid 35.0.0's order (docs/DRUID_COORDINATOR_NOTES.md §1.2
 
 from __future__ import annotations
 
+import functools
 import random
 from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field
@@ -25,7 +26,7 @@ import pandas as pd
 from segment_balancer.druid import metrics as m
 from segment_balancer.druid.rules import Rule, rules_for
 from segment_balancer.druid.timeline import STATUS_OVERSHADOWED, classify_datasource
-from segment_balancer.planner.druid_coordinator.assigner import StrategicSegmentAssigner
+from segment_balancer.planner.druid_coordinator.assigner import ReplicaCounts, StrategicSegmentAssigner
 from segment_balancer.planner.druid_coordinator.balancer import balance_segments
 from segment_balancer.planner.druid_coordinator.dynamic_config import DruidConfig
 from segment_balancer.planner.druid_coordinator.model import (
@@ -39,7 +40,7 @@ from segment_balancer.planner.druid_coordinator.model import (
     ServerHolder,
 )
 from segment_balancer.planner.druid_coordinator.run_stats import RunStats
-from segment_balancer.planner.druid_coordinator.strategies import make_strategy
+from segment_balancer.planner.druid_coordinator.strategies import THRESHOLD_KEY, make_strategy
 
 
 @dataclass
@@ -117,6 +118,35 @@ def _overshadowed_now(
         if status[candidate.id] == STATUS_OVERSHADOWED:
             marked.add(candidate.id)
     return marked
+
+
+def segment_stats(
+    used: Iterable[DataSegment], counts: ReplicaCounts, *, ignore_missing_servers: bool
+) -> tuple[dict[str, int], dict[str, dict[str, int]], dict[str, int]]:
+    """What ``CollectSegmentStats`` counts of the ``used`` segments from the run's replica ``counts``
+    (Druid 38.0.0 ``SegmentReplicationStatus.computeSegmentStats``, 35.0.0 its three passes): per
+    datasource the unavailable segments (no replica loaded anywhere though one is required, or no
+    counts at all; every datasource a row, 0 included); per tier and datasource the replicas
+    missing, of those required when ``ignore_missing_servers`` (what the Coordinator's own count asks,
+    in 35.0.0 and 38.0.0), else of those required and loadable (no more than the tier's
+    historicals: the cluster view of the web console's API); per datasource the segments required
+    nowhere and loaded nowhere (served from deep storage only)."""
+    unavailable: dict[str, int] = {}
+    under: dict[str, dict[str, int]] = {}
+    deep_only: dict[str, int] = {}
+    for segment in used:
+        tiers = counts.counts.get(segment)
+        total = counts.total(segment)
+        ds = segment.datasource
+        missing_everywhere = tiers is None or (total.total_loaded <= 0 and total.required != 0)
+        unavailable[ds] = unavailable.get(ds, 0) + missing_everywhere
+        if tiers is not None and total.total_loaded == 0 and total.required == 0:
+            deep_only[ds] = deep_only.get(ds, 0) + 1
+        for tier, count in (tiers or {}).items():
+            required = count.required if ignore_missing_servers else count.required_and_loadable
+            row = under.setdefault(tier, {})
+            row[ds] = row.get(ds, 0) + max(required - count.total_loaded, 0)
+    return unavailable, under, deep_only
 
 
 def run_rules(state: ClusterState, assigner: StrategicSegmentAssigner, now_ms: int) -> set[str]:
@@ -204,6 +234,14 @@ class CoordinatorRun:
         for queue in state.queues.values():
             queue.journal = self.journal
         self.cluster = DruidCluster(self.holders)
+        self.make_strategy = functools.partial(
+            make_strategy,
+            config["druid.coordinator.balancer.strategy"],
+            release=config.release,
+            threshold=config[THRESHOLD_KEY],
+        )
+        """The run's strategy drawing from a given generator (``druid.coordinator.balancer.strategy``
+        as the release has it)."""
         self.assigner: StrategicSegmentAssigner | None = None
         self._duty_starts: list[tuple[str, int]] = []
         self._broadcast: set[str] | None = None
@@ -260,8 +298,9 @@ class CoordinatorRun:
     def prepare(self, emit: bool = True) -> None:
         """1. ``PrepareBalancerAndLoadQueues``: loads queued on decommissioning servers cancelled,
         then the run's segment assigner made (its replica counts are the run's from then on), the
-        historicals counted per tier (``emit``: False in a later duty's application, which runs it
-        again rather than replaying it: its metrics are the first duty's)."""
+        historicals counted per tier: their number, the clone targets among them, the managed ones'
+        ``max_size`` and (Druid 38) ``storage_size`` (``emit``: False in a later duty's application,
+        which runs it again rather than replaying it: its metrics are the first duty's)."""
         self._begin("prepare")
         for holder in self.cluster.all_managed_servers():
             if holder.decommissioning:
@@ -270,31 +309,44 @@ class CoordinatorRun:
                         holder.cancel(action, segment)
         self.assigner = StrategicSegmentAssigner(
             self.cluster,
-            make_strategy(self.config["druid.coordinator.balancer.strategy"], random.Random(f"{self.seed}/rules")),
+            self.make_strategy(random.Random(f"{self.seed}/rules")),
             self.stats,
             replication_throttle_limit=self.loading.replication_throttle_limit,
             round_robin=self.loading.use_round_robin_assignment,
+            release=self.config.release,
+            aliases=self.config.aliases,
         )
         if emit:
+            alias_of = self.assigner.tier_alias
             for tier, hs in self.cluster.historicals.items():
-                self.stats.add(m.HISTORICAL_COUNT, len(hs), tier=tier)
+                dims = {"tier": tier, "tierAlias": alias_of.get(tier)}
+                managed = [h for h in hs if not h.unmanaged]
+                self.stats.add(m.HISTORICAL_COUNT, len(hs), **dims)
+                self.stats.add(m.CLONE_COUNT, len(hs) - len(managed), **dims)
+                self.stats.add(m.TOTAL_CAPACITY, sum(h.max_size for h in managed), **dims)
+                if self.config.is_38:
+                    self.stats.add(m.STORAGE_CAPACITY, sum(h.server.storage_size for h in managed), **dims)
 
     def rules(self) -> None:
         """2. ``RunRules`` (the segments of drop rules are the result's ``deleted``), then 3.
-        ``CollectSegmentStats``: a used segment is unavailable unless some server has it or no rule
-        wants a replica of it (a row per datasource, 0 included), under-replicated per tier."""
+        ``CollectSegmentStats`` (:func:`segment_stats`): unavailable segments per datasource (0
+        included), under-replicated ones per tier and datasource, those served from deep storage
+        only per datasource."""
         self._begin("rules")
         if self.holders:
             self.result.deleted = run_rules(self.state, self.assigner, self.now_ms)
-        counts_of = self.assigner.replica_counts
-        for segment in self.state.used.values():
-            counts = counts_of.counts.get(segment)
-            total = counts_of.total(segment)
-            available = counts is not None and (total.total_loaded > 0 or total.required == 0)
-            self.stats.add(m.UNAVAILABLE, 0 if available else 1, dataSource=segment.datasource)
-            for tier, count in (counts or {}).items():
-                missing = max(count.required_and_loadable - count.total_loaded, 0)
-                self.stats.add(m.UNDER_REPLICATED, missing, tier=tier, dataSource=segment.datasource)
+        # both releases ask for the replicas missing of those required (DruidCoordinator
+        # .CollectSegmentStats: computeUnderReplicated(useClusterView=false) -> ignoreMissingServers)
+        unavailable, under, deep_only = segment_stats(
+            self.state.used.values(), self.assigner.replica_counts, ignore_missing_servers=True
+        )
+        for datasource, n in unavailable.items():
+            self.stats.add(m.UNAVAILABLE, n, dataSource=datasource)
+        for tier, per_datasource in under.items():
+            for datasource, n in per_datasource.items():
+                self.stats.add(m.UNDER_REPLICATED, n, tier=tier, dataSource=datasource)
+        for datasource, n in deep_only.items():
+            self.stats.add(m.DEEP_STORAGE_ONLY, n, dataSource=datasource)
 
     def zero_replica_ids(self) -> set[str]:
         """After :meth:`rules`: the used segments no rule wants a replica of (what
@@ -368,7 +420,7 @@ class CoordinatorRun:
             used=lambda s: self.state.used.get(s.id),
             broadcast_datasources=self.broadcast_datasources,
             seed=self.seed,
-            strategy=config["druid.coordinator.balancer.strategy"],
+            strategy=self.make_strategy,
             segments_and_actions=segments_and_actions,
             tiers=tiers,
         )

@@ -1,8 +1,9 @@
-"""The metrics one Druid Coordinator run emits (Druid 35.0.0 ``CoordinatorRunStats``;
+"""The metrics one Druid Coordinator run emits (Druid 35.0.0 and 38.0.0 ``CoordinatorRunStats``;
 docs/DRUID_COORDINATOR_NOTES.md §1.3), by the names of ``druid.metrics``.
 
-A row is a metric and its dimensions (``tier``, ``dataSource``, ``server``, ``description``); a row
-exists once anything is added to it, 0 included, and every row is emitted at the end of the run.
+A row is a metric and its dimensions (``tier``, ``tierAlias`` (Druid 38: the alias of an aliased
+tier), ``dataSource``, ``server``, ``description``, in Druid's ``Dimension`` order); a row exists once
+anything is added to it, 0 included, and every row is emitted at the end of the run.
 """
 
 from __future__ import annotations
@@ -10,7 +11,7 @@ from __future__ import annotations
 from collections.abc import Iterator
 from dataclasses import dataclass, field
 
-DIMENSIONS = ("tier", "dataSource", "server", "description")
+DIMENSIONS = ("tier", "tierAlias", "dataSource", "server", "description")
 _KNOWN = frozenset(DIMENSIONS)
 
 
@@ -57,6 +58,11 @@ class RunStats:
         return [
             r.value for r in self.rows() if r.metric == metric and all(r.dims.get(k) == v for k, v in filter_.items())
         ]
+
+    def get(self, metric: str, **dims: str) -> int | None:
+        """The value of the row of ``metric`` with exactly ``dims`` (Druid's ``get(stat, rowKey)``), None
+        when no such row was added (Druid reads it as 0)."""
+        return self.values.get(self._key(metric, dims))
 
     def total(self, metric: str, **filter_: str) -> int:
         """The sum of :meth:`matching` (Druid's ``verifySum``; 0 without rows)."""

@@ -1,7 +1,8 @@
-"""Druid's balancer strategies, one run's use of them (Druid 35.0.0 ``CostBalancerStrategy``,
+"""Druid's balancer strategies, one run's use of them (Druid 35.0.0 and 38.0.0 ``CostBalancerStrategy``,
 ``DiskNormalizedCostBalancerStrategy``, ``RandomBalancerStrategy``; docs/DRUID_COORDINATOR_NOTES.md
 §6). The strategy is the Coordinator's runtime property ``druid.coordinator.balancer.strategy``
-(default ``cost``; ``cachingCost`` runs as ``cost``, as it does in Druid).
+(default ``cost``; ``cachingCost`` runs as ``cost``, as it does in Druid). Druid 38.0.0 rewrote
+``diskNormalized`` (#19303, #19422, #19663): :class:`DiskNormalized38Strategy`.
 
 Costs are Druid's (``planner.cost``), summed exactly: Druid adds them in a hash map's order, which no
 snapshot can reproduce, so two servers of equal contents tie here where Druid's rounding may split
@@ -11,11 +12,13 @@ server is the cheapest (:func:`heap_order`).
 
 from __future__ import annotations
 
+import math
 import random
 from collections.abc import Iterator, Sequence
 
 import numpy as np
 
+from segment_balancer.planner.config_keys import DRUID_BY_NAME, DRUID_RELEASES
 from segment_balancer.planner.cost import (
     COST_WINDOW_MS,
     ETERNITY_END_MS,
@@ -23,11 +26,13 @@ from segment_balancer.planner.cost import (
     exact_sums,
     joint_cost_same,
 )
-from segment_balancer.planner.druid_coordinator.model import DataSegment, ServerHolder
+from segment_balancer.planner.druid_coordinator.model import DataSegment, SegmentAction, ServerHolder
 
 STRATEGIES = ("cost", "cachingCost", "diskNormalized", "random")
 """The names ``druid.coordinator.balancer.strategy`` takes."""
 DEFAULT_STRATEGY = "cost"
+THRESHOLD_KEY = "druid.coordinator.balancer.diskNormalized.utilizationThreshold"
+DEFAULT_THRESHOLD = DRUID_BY_NAME[THRESHOLD_KEY].default
 
 
 def self_cost(segment: DataSegment) -> float:
@@ -92,44 +97,96 @@ class CostStrategy:
         """The strategy's cost of ``segment`` on ``holder`` (lower is better)."""
         return self.costs(segment, [holder])[0]
 
-    def costs(self, segment: DataSegment, holders: Sequence[ServerHolder]) -> list[float]:
-        """:meth:`cost` on each of ``holders``."""
+    def costs(
+        self, segment: DataSegment, holders: Sequence[ServerHolder], action: SegmentAction = SegmentAction.LOAD
+    ) -> list[float]:
+        """:meth:`cost` on each of ``holders``, the candidates of one ``action`` (``LOAD``,
+        ``MOVE_TO``, ``DROP``: Druid 38's ``makePlacementCostFunction`` sees them all)."""
         return placement_costs(segment, holders)
 
-    def order(self, segment: DataSegment, holders: Sequence[ServerHolder]) -> list[ServerHolder]:
+    def order(
+        self, segment: DataSegment, holders: Sequence[ServerHolder], action: SegmentAction = SegmentAction.LOAD
+    ) -> list[ServerHolder]:
         """``holders`` in Druid's priority-queue order of their costs (:func:`heap_order`)."""
-        return heap_order(list(zip(self.costs(segment, holders), holders)))
+        return heap_order(list(zip(self.costs(segment, holders, action), holders)))
 
     def servers_to_load(self, segment: DataSegment, holders: Sequence[ServerHolder]) -> Iterator[ServerHolder]:
         """The heap order, each server checked for room as the caller reaches it."""
-        return (h for h in self.order(segment, holders) if h.can_load(segment))
+        return (h for h in self.order(segment, holders, SegmentAction.LOAD) if h.can_load(segment))
 
     def destination_to_move(
         self, segment: DataSegment, source: ServerHolder, holders: Sequence[ServerHolder]
     ) -> ServerHolder | None:
         """The cheapest of ``holders`` (the source among them when it may stay), None when that is
         the source."""
-        ordered = self.order(segment, holders)
+        ordered = self.order(segment, holders, SegmentAction.MOVE_TO)
         if not ordered or ordered[0] is source:
             return None
         return ordered[0]
 
     def servers_to_drop(self, segment: DataSegment, holders: Sequence[ServerHolder]) -> Iterator[ServerHolder]:
         """The heap order reversed."""
-        return iter(self.order(segment, holders)[::-1])
+        return iter(self.order(segment, holders, SegmentAction.DROP)[::-1])
 
 
 class DiskNormalizedStrategy(CostStrategy):
-    """``diskNormalized``: the cost divided by the segments the server serves (at least 1) and
-    multiplied by the share of its disk in use (queued loads and drops counted)."""
+    """Druid 35.0.0 ``diskNormalized``: the cost divided by the segments the server serves (at least 1)
+    and multiplied by the share of its disk in use (queued loads and drops counted)."""
 
     name = "diskNormalized"
 
-    def costs(self, segment: DataSegment, holders: Sequence[ServerHolder]) -> list[float]:
+    def costs(
+        self, segment: DataSegment, holders: Sequence[ServerHolder], action: SegmentAction = SegmentAction.LOAD
+    ) -> list[float]:
         out = []
         for cost, holder in zip(placement_costs(segment, holders), holders):
             if cost != float("inf"):
                 cost = (cost / max(1, len(holder.server.segments))) * (holder.size_used / holder.max_size)
+            out.append(cost)
+        return out
+
+
+def projected_usage(segment: DataSegment, holder: ServerHolder) -> float:
+    """The share of ``holder``'s disk in use with ``segment`` on it (unless it projects it already):
+    ``(size used + segment size) / max_size`` in Java doubles, infinite for a ``max_size`` of 0 or
+    less (Druid 38.0.0 ``DiskNormalizedCostBalancerStrategy.computeProjectedUsageRatio``)."""
+    if holder.max_size <= 0:
+        return math.inf
+    used = holder.size_used + (0 if holder.is_projected(segment) else segment.size)
+    return float(used) / float(holder.max_size)
+
+
+class DiskNormalized38Strategy(CostStrategy):
+    """Druid 38.0.0 ``diskNormalized``: the plain cost on a server whose projected usage
+    (:func:`projected_usage`) is within ``threshold`` (a fraction) of the least used candidate, else
+    the cost times ``exp((gap - threshold) / threshold)``. The least used is taken among servers that
+    can load the segment for a load, among all candidates for a move or a drop; servers of
+    infinite usage are left out of it and keep their plain cost."""
+
+    name = "diskNormalized"
+
+    def __init__(self, rng: random.Random | None = None, threshold: float = DEFAULT_THRESHOLD):
+        super().__init__(rng)
+        if not 0.0 < threshold < 1.0:
+            raise ValueError(f"{THRESHOLD_KEY}: {threshold} must be in (0.0, 1.0)")
+        self.threshold = threshold
+
+    def costs(
+        self, segment: DataSegment, holders: Sequence[ServerHolder], action: SegmentAction = SegmentAction.LOAD
+    ) -> list[float]:
+        usage = [projected_usage(segment, h) for h in holders]
+        baseline = [
+            u
+            for h, u in zip(holders, usage)
+            if math.isfinite(u) and (action is not SegmentAction.LOAD or h.can_load(segment))
+        ]
+        least = min(baseline, default=0.0)
+        t = self.threshold
+        out = []
+        for cost, u in zip(placement_costs(segment, holders), usage):
+            gap = u - least
+            if cost != math.inf and math.isfinite(u) and gap > t:
+                cost = cost * math.exp((gap - t) / t)
             out.append(cost)
         return out
 
@@ -159,8 +216,11 @@ class RandomStrategy:
         return iter(shuffled)
 
 
-def make_strategy(name: str, rng: random.Random) -> CostStrategy | RandomStrategy:
-    """The strategy ``druid.coordinator.balancer.strategy`` names.
+def make_strategy(
+    name: str, rng: random.Random, release: str = DRUID_RELEASES[0], threshold: float = DEFAULT_THRESHOLD
+) -> CostStrategy | RandomStrategy:
+    """The strategy ``druid.coordinator.balancer.strategy`` names, as Druid ``release`` has it
+    (``diskNormalized`` of 38.0.0 with ``threshold``, its utilization threshold).
 
     Raises:
         ValueError: ``name`` is none of :data:`STRATEGIES`.
@@ -168,7 +228,7 @@ def make_strategy(name: str, rng: random.Random) -> CostStrategy | RandomStrateg
     if name in ("cost", "cachingCost"):
         return CostStrategy(rng)
     if name == "diskNormalized":
-        return DiskNormalizedStrategy(rng)
+        return DiskNormalizedStrategy(rng) if release == DRUID_RELEASES[0] else DiskNormalized38Strategy(rng, threshold)
     if name == "random":
         return RandomStrategy(rng)
     raise ValueError(f"druid.coordinator.balancer.strategy: {name!r} is not one of {', '.join(STRATEGIES)}")
