@@ -10,7 +10,14 @@ from pathlib import Path
 import pytest
 
 from segment_balancer.druid.snapshot.errors import SnapshotError
-from segment_balancer.druid.snapshot.loader import load_load_queues, load_rules, load_servers, load_snapshot_meta
+from segment_balancer.druid.snapshot.loader import (
+    load_all_servers,
+    load_cluster_version,
+    load_load_queues,
+    load_rules,
+    load_servers,
+    load_snapshot_meta,
+)
 from segment_balancer.druid.snapshot.models import QueueEntry, Server
 from segment_balancer.planner.config import load_config
 
@@ -108,6 +115,13 @@ H = {"server": "h1:8083", "host": "h1", "server_type": "historical", "tier": "t"
         ([{**H, "current_size": 3, "curr_size": 4}], 0, "disagree"),
         ([{k: v for k, v in H.items() if k != "server_type"}], 0, "server_type is required"),
         (["h1"], 0, "must be an object"),
+        ([H, {**H, "server": "h2", "version": "38"}], 1, "version must be a Druid version MAJOR.MINOR.PATCH"),
+        ([{**H, "version": 38}], 0, "version must be a string, got 38"),
+        ([{**H, "storage_size": -1}], 0, "storage_size must be >= 0, got -1"),
+        ([{**H, "storage_size": "10"}], 0, "storage_size must be an integer"),
+        ([{**H, "is_leader": True}], 0, "is_leader must be an integer"),
+        ([{**H, "is_leader": 2}], 0, "is_leader must be <= 1, got 2"),
+        ([{**H, "labels": ["a"]}], 0, "labels must be a JSON string or an object (the server's druid.labels)"),
     ],
 )
 def test_servers_refused(tmp_path, rows, row, needle):
@@ -148,6 +162,85 @@ def test_non_historicals_are_dropped_but_still_need_a_unique_name(tmp_path):
     ]
     assert [s.server for s in load_servers(write(tmp_path, "servers.json", rows))] == ["h1:8083"]
     assert "repeats" in refused(load_servers, write(tmp_path, "servers.json", rows + [rows[0]])).problem
+
+
+# Druid 38.0.0's sys.servers rows (SystemSchema.SERVERS_SIGNATURE: every column, in its order)
+ROWS_38 = [
+    {
+        "server": "coord:8081",
+        "host": "coord",
+        "plaintext_port": 8081,
+        "tls_port": -1,
+        "server_type": "coordinator",
+        "tier": None,
+        "curr_size": 0,
+        "max_size": 0,
+        "storage_size": 0,
+        "is_leader": 1,
+        "start_time": "2026-07-20T10:00:00.000Z",
+        "version": "38.0.0",
+        "build_revision": "aedca20599",
+        "labels": None,
+        "available_processors": 8,
+        "total_memory": 34359738368,
+    },
+    {
+        "server": "h1:8083",
+        "host": "h1",
+        "plaintext_port": 8083,
+        "tls_port": -1,
+        "server_type": "historical",
+        "tier": "hot",
+        "curr_size": 500,
+        "max_size": 1000,
+        "storage_size": 4000,
+        "is_leader": None,
+        "start_time": "2026-07-20T09:00:00.000Z",
+        "version": "38.0.0",
+        "build_revision": "aedca20599",
+        "labels": '{"zone":"a"}',
+        "available_processors": 16,
+        "total_memory": 68719476736,
+    },
+]
+
+
+def test_servers_keep_version_storage_size_and_labels(tmp_path):
+    """Druid 38's columns: ``version``, ``storage_size`` and ``labels`` kept on the historical, the
+    labels as given (a JSON string from Druid, an object when written by hand); the others ignored."""
+    [hist] = load_servers(write(tmp_path, "servers.json", ROWS_38))
+    assert hist == Server(
+        server="h1:8083",
+        host="h1",
+        tier="hot",
+        current_size=500,
+        max_size=1000,
+        version="38.0.0",
+        storage_size=4000,
+        labels='{"zone":"a"}',
+    )
+    [hist] = load_servers(write(tmp_path, "servers.json", [{**H, "labels": {"zone": "b"}, "version": "unknown"}]))
+    assert hist.labels == {"zone": "b"} and hist.version == "unknown" and hist.storage_size is None
+    [hist] = load_servers(write(tmp_path, "servers.json", [H]))
+    assert (hist.version, hist.storage_size, hist.labels) == (None, None, None)
+
+
+def test_load_cluster_version(tmp_path):
+    """The leading Coordinator's version; the historicals' without one; None for Druid 34's rows;
+    what ``load_all_servers`` refuses is refused here too."""
+    assert load_cluster_version(write(tmp_path, "servers.json", ROWS_38)) == "38.0.0"
+    rows = [{**ROWS_38[0], "version": "37.0.0"}, ROWS_38[1]]
+    assert load_cluster_version(write(tmp_path, "servers.json", rows)) == "37.0.0"
+    rows = [{**ROWS_38[0], "version": "unknown"}, {**ROWS_38[1], "version": "36.0.1"}]
+    assert load_cluster_version(write(tmp_path, "servers.json", rows)) == "36.0.1"
+    druid_34 = [{k: v for k, v in row.items() if k not in ("version", "build_revision", "labels")} for row in ROWS_38]
+    assert load_cluster_version(write(tmp_path, "servers.json", druid_34)) is None
+    assert load_cluster_version(SMALL) is None
+    err = refused(load_cluster_version, write(tmp_path, "servers.json", [ROWS_38[0], {**ROWS_38[1], "version": "x"}]))
+    assert str(err).startswith("servers.json row 1: version must be a Druid version")
+    err = refused(load_cluster_version, write(tmp_path, "servers.json", [ROWS_38[0], ROWS_38[0]]))
+    assert str(err) == "servers.json row 1: server 'coord:8081' repeats row 0"
+    assert load_all_servers(write(tmp_path, "servers.json", ROWS_38))[1] == {"coord:8081", "h1:8083"}
 
 
 # --------------------------------------------------------------------------------------- queues
@@ -262,6 +355,8 @@ def test_config_file_errors(tmp_path):
         ({"snapshot_time": "2024-02-30T00:00:00Z", "cluster": "c"}, "out of range"),
         ({"snapshot_time": "2024-01-01", "cluster": ""}, "cluster must be a non-empty string"),
         ({"snapshot_time": "2024-01-01", "cluster": "c", "extra": 1}, "unknown key(s) extra"),
+        ({"snapshot_time": "2024-01-01", "cluster": "c", "druid_version": "unknown"}, 'got "unknown"'),
+        ({"snapshot_time": "2024-01-01", "cluster": "c", "druid_version": 35}, "druid_version must be a Druid version"),
     ],
 )
 def test_meta_refused(tmp_path, meta, needle):
@@ -274,3 +369,10 @@ def test_meta_with_offset(tmp_path):
         write(tmp_path, "snapshot.json", {"snapshot_time": "2024-06-01T14:00:00+02:00", "cluster": "prod"})
     )
     assert meta.snapshot_time_ms == utc(2024, 6, 1, 12) and meta.snapshot_id == "prod@2024-06-01T12:00:00.000Z"
+
+
+def test_meta_druid_version_is_optional(tmp_path):
+    meta = {"snapshot_time": "2024-06-01T12:00:00Z", "cluster": "p", "druid_version": "35.0.1"}
+    meta = load_snapshot_meta(write(tmp_path, "snapshot.json", meta))
+    assert meta.druid_version == "35.0.1"
+    assert load_snapshot_meta(SMALL).druid_version is None
