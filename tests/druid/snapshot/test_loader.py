@@ -154,6 +154,24 @@ def test_malformed_json_reports_line_and_column(tmp_path):
     assert "JSON array" in refused(load_servers, tmp_path).problem
 
 
+def test_one_process_in_two_roles_has_a_row_per_role(tmp_path):
+    """A Coordinator that is also the Overlord announces both roles (Druid's ``CliCoordinator`` with
+    ``druid.coordinator.asOverlord.enabled``, as in every quickstart configuration), and
+    ``sys.servers`` lists it once per role under one name. A historical's name stays unique."""
+    coordinator = {"server": "master:8081", "server_type": "coordinator", "tier": None, "is_leader": 1}
+    overlord = {**coordinator, "server_type": "overlord"}
+    rows = [coordinator, overlord, H]
+    servers, names = load_all_servers(write(tmp_path, "servers.json", rows))
+    assert [s.server for s in servers] == ["h1:8083"] and names == {"master:8081", "h1:8083"}
+    for rows, row in (
+        ([coordinator, overlord, coordinator], 2),
+        ([H, {**H, "server_type": "broker"}], 1),
+        ([{**coordinator, "server": H["server"]}, H], 1),
+    ):
+        err = refused(load_servers, write(tmp_path, "servers.json", rows))
+        assert err.row == row and "repeats row" in err.problem
+
+
 def test_non_historicals_are_dropped_but_still_need_a_unique_name(tmp_path):
     rows = [
         {"server": "b:1", "server_type": "broker", "tier": None, "curr_size": 0, "max_size": 0},

@@ -25,7 +25,15 @@ from segment_balancer.druid.snapshot.errors import (
     json_kind,
     short_value,
 )
-from segment_balancer.druid.snapshot.models import QueueEntry, QueueItem, RuleSpec, Server, ServerRow, SnapshotMeta
+from segment_balancer.druid.snapshot.models import (
+    HISTORICAL,
+    QueueEntry,
+    QueueItem,
+    RuleSpec,
+    Server,
+    ServerRow,
+    SnapshotMeta,
+)
 
 __all__ = [
     "load_servers",
@@ -124,7 +132,8 @@ def load_all_servers(directory: str | os.PathLike[str]) -> tuple[list[Server], s
 
     Raises:
         SnapshotError: row = 0-based array index; wrong types, negative sizes, a malformed
-            ``version``, missing tier or size of a historical, a server name repeated.
+            ``version``, missing tier or size of a historical, a server name repeated (other than
+            one process's rows of different roles, none historical: :func:`_server_rows`).
     """
     out: list[Server] = []
     names: set[str] = set()
@@ -150,12 +159,17 @@ def load_cluster_version(directory: str | os.PathLike[str]) -> str | None:
 
 
 def _server_rows(directory: str | os.PathLike[str]) -> list[tuple[int, dict[str, Any], ServerRow]]:
-    """``(0-based index, raw row, ServerRow)`` of every row of ``servers.json``, each validated, a
-    server name repeated refused (SnapshotError naming the row)."""
+    """``(0-based index, raw row, ServerRow)`` of every row of ``servers.json``, each validated
+    (SnapshotError naming the row).
+
+    A server name repeats only in rows of different server types, none of them historical: Druid
+    lists a process once per role it announces (``SystemSchema`` walks every ``NodeRole``), and a
+    Coordinator that is also the Overlord (``druid.coordinator.asOverlord.enabled``, the quickstart
+    configurations) announces two. Any other repeat is refused."""
     data = read_json(directory, SERVERS_FILE)
     if not isinstance(data, list):
         raise SnapshotError(SERVERS_FILE, None, f"must be a JSON array of sys.servers rows, got {json_kind(data)}")
-    seen: dict[str, int] = {}
+    seen: dict[str, list[tuple[int, str]]] = {}
     out: list[tuple[int, dict[str, Any], ServerRow]] = []
     for i, raw in enumerate(data):
         if not isinstance(raw, dict):
@@ -164,9 +178,11 @@ def _server_rows(directory: str | os.PathLike[str]) -> list[tuple[int, dict[str,
             row = ServerRow.model_validate(raw)
         except ValidationError as exc:
             raise SnapshotError(SERVERS_FILE, i, describe_validation_error(exc)) from None
-        if row.server in seen:
-            raise SnapshotError(SERVERS_FILE, i, f"server {row.server!r} repeats row {seen[row.server]}")
-        seen[row.server] = i
+        kind = row.server_type.lower()
+        for j, other in seen.get(row.server, []):
+            if other == kind or row.is_historical or other == HISTORICAL:
+                raise SnapshotError(SERVERS_FILE, i, f"server {row.server!r} repeats row {j}")
+        seen.setdefault(row.server, []).append((i, kind))
         out.append((i, raw, row))
     return out
 

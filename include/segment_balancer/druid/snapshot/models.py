@@ -39,10 +39,12 @@ __all__ = [
     "SYS_SERVERS_COLUMNS",
     "QUEUE_TYPES",
     "DRUID_DEFAULT_TIER",
+    "HISTORICAL",
     "DRUID_DEFAULT_NUM_REPLICANTS",
 ]
 
 DRUID_DEFAULT_TIER = "_default_tier"  # DruidServer.DEFAULT_TIER
+HISTORICAL = "historical"  # sys.servers server_type of a historical (NodeRole.HISTORICAL, lower case)
 DRUID_DEFAULT_NUM_REPLICANTS = 2  # DruidServer.DEFAULT_NUM_REPLICANTS
 _INT32 = 2**31 - 1  # Java's int: Druid's replica counts, priorities
 _INT64 = 2**63 - 1  # Java's long: Druid's sizes in bytes
@@ -149,7 +151,7 @@ class ServerRow(BaseModel):
 
     @property
     def is_historical(self) -> bool:
-        return self.server_type.lower() == "historical"
+        return self.server_type.lower() == HISTORICAL
 
     def to_server(self) -> Server:
         """The ``Server`` of a historical row. Raises ValueError on a missing tier/size."""
