@@ -91,8 +91,9 @@ class Server(BaseModel):
 
     ``current_size``/``max_size`` in bytes; ``priority`` Druid's ``druid.server.priority``;
     ``version`` the Druid version it runs as its row gives it (``sys.servers.version``, Druid 35+;
-    None when the row has none); ``storage_size`` bytes of disk for segments (Druid 37+, what the
-    ``tier/storage/capacity`` metric sums; None when the row has none); ``labels`` its
+    None when the row has none); ``storage_size`` bytes of its segment locations (Druid 37+, what the
+    ``tier/storage/capacity`` metric sums; ``max_size`` differs when ``druid.server.maxSize`` is set
+    or storage is virtual; None when the row has none); ``labels`` its
     ``druid.labels`` as the row gives them (Druid 36+: a JSON string; a JSON object when written by
     hand; None when absent).
     """
