@@ -7,6 +7,7 @@ import json
 from datetime import UTC, datetime
 from pathlib import Path
 
+import fake_druid as fd
 import pytest
 
 from segment_balancer.druid.snapshot.errors import SnapshotError
@@ -182,45 +183,9 @@ def test_non_historicals_are_dropped_but_still_need_a_unique_name(tmp_path):
     assert "repeats" in refused(load_servers, write(tmp_path, "servers.json", rows + [rows[0]])).problem
 
 
-# Druid 38.0.0's sys.servers rows (SystemSchema.SERVERS_SIGNATURE: every column, in its order)
-ROWS_38 = [
-    {
-        "server": "coord:8081",
-        "host": "coord",
-        "plaintext_port": 8081,
-        "tls_port": -1,
-        "server_type": "coordinator",
-        "tier": None,
-        "curr_size": 0,
-        "max_size": 0,
-        "storage_size": 0,
-        "is_leader": 1,
-        "start_time": "2026-07-20T10:00:00.000Z",
-        "version": "38.0.0",
-        "build_revision": "aedca20599",
-        "labels": None,
-        "available_processors": 8,
-        "total_memory": 34359738368,
-    },
-    {
-        "server": "h1:8083",
-        "host": "h1",
-        "plaintext_port": 8083,
-        "tls_port": -1,
-        "server_type": "historical",
-        "tier": "hot",
-        "curr_size": 500,
-        "max_size": 1000,
-        "storage_size": 4000,
-        "is_leader": None,
-        "start_time": "2026-07-20T09:00:00.000Z",
-        "version": "38.0.0",
-        "build_revision": "aedca20599",
-        "labels": '{"zone":"a"}',
-        "available_processors": 16,
-        "total_memory": 68719476736,
-    },
-]
+# Druid 38.0.0's sys.servers rows (every column, in SystemSchema's order): the fake Druid's leading
+# Coordinator and a historical
+ROWS_38 = [fd.SERVERS_38[0], fd.SERVERS_38[4]]
 
 
 def test_servers_keep_version_storage_size_and_labels(tmp_path):
@@ -228,14 +193,14 @@ def test_servers_keep_version_storage_size_and_labels(tmp_path):
     labels as given (a JSON string from Druid, an object when written by hand); the others ignored."""
     [hist] = load_servers(write(tmp_path, "servers.json", ROWS_38))
     assert hist == Server(
-        server="h1:8083",
-        host="h1",
-        tier="hot",
-        current_size=500,
-        max_size=1000,
+        server="hist-1:8083",
+        host="hist-1",
+        tier="_default_tier",
+        current_size=3000,
+        max_size=1000000,
         version="38.0.0",
-        storage_size=4000,
-        labels='{"zone":"a"}',
+        storage_size=1000000,
+        labels='{"zone":"eu-west-1a"}',
     )
     [hist] = load_servers(write(tmp_path, "servers.json", [{**H, "labels": {"zone": "b"}, "version": "unknown"}]))
     assert hist.labels == {"zone": "b"} and hist.version == "unknown" and hist.storage_size is None
@@ -257,8 +222,8 @@ def test_load_cluster_version(tmp_path):
     err = refused(load_cluster_version, write(tmp_path, "servers.json", [ROWS_38[0], {**ROWS_38[1], "version": "x"}]))
     assert str(err).startswith("servers.json row 1: version must be a Druid version")
     err = refused(load_cluster_version, write(tmp_path, "servers.json", [ROWS_38[0], ROWS_38[0]]))
-    assert str(err) == "servers.json row 1: server 'coord:8081' repeats row 0"
-    assert load_all_servers(write(tmp_path, "servers.json", ROWS_38))[1] == {"coord:8081", "h1:8083"}
+    assert str(err) == "servers.json row 1: server 'master-1:8081' repeats row 0"
+    assert load_all_servers(write(tmp_path, "servers.json", ROWS_38))[1] == {"master-1:8081", "hist-1:8083"}
 
 
 # --------------------------------------------------------------------------------------- queues
