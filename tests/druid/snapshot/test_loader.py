@@ -108,6 +108,7 @@ H = {"server": "h1:8083", "host": "h1", "server_type": "historical", "tier": "t"
         ([{**H, "curr_size": -1}], 0, "curr_size must be >= 0, got -1"),
         ([H, H], 1, "server 'h1:8083' repeats row 0"),
         ([{**H, "tier": None}], 0, "tier is required"),
+        ([{**H, "tier": None}, {**H, "server": "h2", "max_size": -1}], 0, "tier is required"),  # the first problem
         ([{**H, "tier": ""}], 0, "tier is required"),
         ([{**H, "max_size": "10"}], 0, "max_size must be an integer"),
         ([{**H, "max_size": 10.5}], 0, "max_size must be an integer"),

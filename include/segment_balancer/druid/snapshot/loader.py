@@ -11,6 +11,7 @@ from __future__ import annotations
 import json
 import os
 import re
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -158,9 +159,9 @@ def load_cluster_version(directory: str | os.PathLike[str]) -> str | None:
     return cluster_version(raw for _, raw, _ in _server_rows(directory))
 
 
-def _server_rows(directory: str | os.PathLike[str]) -> list[tuple[int, dict[str, Any], ServerRow]]:
-    """``(0-based index, raw row, ServerRow)`` of every row of ``servers.json``, each validated
-    (SnapshotError naming the row).
+def _server_rows(directory: str | os.PathLike[str]) -> Iterator[tuple[int, dict[str, Any], ServerRow]]:
+    """``(0-based index, raw row, ServerRow)`` of each row of ``servers.json`` in file order, each
+    validated before it is given (SnapshotError naming the row).
 
     A server name repeats only in rows of different server types, none of them historical: Druid
     lists a process once per role it announces (``SystemSchema`` walks every ``NodeRole``), and a
@@ -170,7 +171,6 @@ def _server_rows(directory: str | os.PathLike[str]) -> list[tuple[int, dict[str,
     if not isinstance(data, list):
         raise SnapshotError(SERVERS_FILE, None, f"must be a JSON array of sys.servers rows, got {json_kind(data)}")
     seen: dict[str, list[tuple[int, str]]] = {}
-    out: list[tuple[int, dict[str, Any], ServerRow]] = []
     for i, raw in enumerate(data):
         if not isinstance(raw, dict):
             raise SnapshotError(SERVERS_FILE, i, f"must be an object, got {json.dumps(raw)[:60]}")
@@ -183,8 +183,7 @@ def _server_rows(directory: str | os.PathLike[str]) -> list[tuple[int, dict[str,
             if other == kind or row.is_historical or other == HISTORICAL:
                 raise SnapshotError(SERVERS_FILE, i, f"server {row.server!r} repeats row {j}")
         seen.setdefault(row.server, []).append((i, kind))
-        out.append((i, raw, row))
-    return out
+        yield i, raw, row
 
 
 def _queue_item(entry: Any, where: str) -> QueueItem:
