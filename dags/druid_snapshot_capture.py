@@ -13,6 +13,7 @@ capture ─▶ prune
   through the connection `druid_broker_default` and the Coordinator's HTTP API (used segments with
   their overshadowed status, load queues, rules, the dynamic config) through
   `druid_coordinator_default` (both of the Apache Druid provider; basic auth from login/password).
+  `snapshot.json` records the Druid version the cluster runs (Druid 35 and later report it).
   A failed or partial capture leaves nothing and fails the task with the endpoint and the problem.
 - **prune** keeps the `keep` newest captures of the cluster.
 """

@@ -239,6 +239,12 @@ KINDS: list[Kind] = [
         server(0, priority="high"),
     ),
     Kind(
+        "servers: version not a release number",
+        "servers.json",
+        ("row 1", "version", '"35"', "must be a Druid version MAJOR.MINOR.PATCH"),
+        server(1, version="35"),
+    ),
+    Kind(
         "servers: not an array",
         "servers.json",
         ("JSON array", "got an object"),
@@ -553,6 +559,12 @@ KINDS: list[Kind] = [
     ),
     Kind("meta: empty cluster", "snapshot.json", ("cluster", "got ''", "non-empty string"), meta(cluster="")),
     Kind("meta: unknown key", "snapshot.json", ("unknown key(s) captured_by",), meta(captured_by="me")),
+    Kind(
+        "meta: druid_version not a release number",
+        "snapshot.json",
+        ("druid_version", '"latest"', "must be a Druid version MAJOR.MINOR.PATCH"),
+        meta(druid_version="latest"),
+    ),
     Kind(
         "meta: truncated",
         "snapshot.json",

@@ -10,11 +10,15 @@ It answers, in Druid's documented shapes:
 - ``GET /druid/coordinator/v1/loadqueue``: ``{server: {"segmentsToLoad": [id], "segmentsToDrop": [id]}}``;
   ``?full``: the same with whole DataSegment objects (what ``CuratorLoadQueuePeon`` serializes).
 - ``GET /druid/coordinator/v1/rules``, ``GET /druid/coordinator/v1/config``.
-- ``POST /druid/v2/sql``: ``sys.servers`` as ``resultFormat: object`` (a JSON array) and
-  ``sys.server_segments`` as ``objectLines`` (rows, then Druid's trailing blank line), chunked.
+- ``POST /druid/v2/sql``: ``sys.servers`` as ``resultFormat: object`` (a JSON array: ``SELECT *`` gives
+  every column of the release, ``SELECT a, b`` those, and a column the release lacks is Druid's
+  HTTP 400 "Column ... not found in any table") and ``sys.server_segments`` as ``objectLines`` (rows,
+  then Druid's trailing blank line), chunked.
 
-Knobs (keyword arguments of :class:`FakeDruid`) inject failures; endpoint names are ``segments``,
-``loadqueue``, ``rules``, ``config``, ``servers``, ``server_segments``:
+``release`` (a key of :data:`RELEASE_COLUMNS`, default ``"38.0.0"``) is the Druid release whose
+``sys.servers`` columns the fake answers (:func:`sys_servers`); ``servers`` replaces the rows (their
+keys are then the columns). Knobs (keyword arguments of :class:`FakeDruid`) inject failures; endpoint
+names are ``segments``, ``loadqueue``, ``rules``, ``config``, ``servers``, ``server_segments``:
 
 - ``fail_status={name: status}``: answer that HTTP status with a Druid error body.
 - ``malformed={name, ...}``: answer 200 with a malformed JSON body (for ``server_segments``: one bad
@@ -38,6 +42,7 @@ from __future__ import annotations
 import base64
 import copy
 import json
+import re
 import socket
 import threading
 import time
@@ -51,45 +56,111 @@ ETERNITY = "-146136543-09-08T08:23:32.096Z/146140482-04-24T15:36:27.903Z"
 
 # ---- default data: a small cluster, written out by hand ------------------------------------------------
 
-SERVERS = [
-    {
-        "server": "hist-1:8083",
-        "host": "hist-1",
-        "server_type": "historical",
-        "tier": "_default_tier",
-        "curr_size": 3000,
-        "max_size": 1000000,
-        "priority": 0,
-    },
-    {
-        "server": "hist-2:8083",
-        "host": "hist-2",
-        "server_type": "historical",
-        "tier": "_default_tier",
-        "curr_size": 2300,
-        "max_size": 1000000,
-        "priority": 0,
-    },
-    {
-        "server": "broker-1:8082",
-        "host": "broker-1",
-        "server_type": "broker",
-        "tier": None,
-        "curr_size": 0,
-        "max_size": 0,
-        "priority": 0,
-    },
-    # a realtime task: serves a realtime segment, is no historical
-    {
-        "server": "peon-1:8100",
-        "host": "peon-1",
-        "server_type": "indexer-executor",
-        "tier": "_default_tier",
-        "curr_size": 0,
-        "max_size": 0,
-        "priority": 0,
-    },
+# sys.servers as Druid answers ``SELECT * FROM sys.servers`` (SystemSchema.SERVERS_SIGNATURE, in its
+# column order), by release: 34.0.0 before the version column, 35.0.0 with it (apache/druid#18542),
+# 38.0.0 with labels, available_processors, total_memory (36.0.0) and storage_size, build_revision
+# (37.0.0). Read from SystemSchema.java at 259e62e3e1 (35.0.0), cc3b20534f^ (34's columns) and
+# aedca20599 (38.0.0). No release has a priority column.
+COLUMNS_34 = (
+    "server",
+    "host",
+    "plaintext_port",
+    "tls_port",
+    "server_type",
+    "tier",
+    "curr_size",
+    "max_size",
+    "is_leader",
+    "start_time",
+)
+COLUMNS_35 = (*COLUMNS_34, "version")
+# 37 put storage_size after max_size and build_revision after version; 36 appended the other three
+COLUMNS_38 = (
+    *COLUMNS_34[:8],
+    "storage_size",
+    *COLUMNS_34[8:],
+    "version",
+    "build_revision",
+    "labels",
+    "available_processors",
+    "total_memory",
+)
+RELEASE_COLUMNS = {"34.0.0": COLUMNS_34, "35.0.1": COLUMNS_35, "38.0.0": COLUMNS_38}
+"""The fake's releases (``FakeDruid(release=...)``) and their sys.servers columns."""
+GIB = 1 << 30
+
+
+def _node(name: str, port: int, role: str, started: str, cpus: int, memory_gib: int, **data) -> dict:
+    """One Druid 38 ``sys.servers`` row in :data:`COLUMNS_38` order: a server without data (no tier,
+    sizes 0: SystemSchema's UNKNOWN_SIZE; ``is_leader`` null unless given) unless ``data`` gives
+    ``tier``, ``curr_size``, ``max_size``, ``storage_size``, ``labels``."""
+    return {
+        "server": f"{name}:{port}",
+        "host": name,
+        "plaintext_port": port,
+        "tls_port": -1,
+        "server_type": role,
+        "tier": data.get("tier"),
+        "curr_size": data.get("curr_size", 0),
+        "max_size": data.get("max_size", 0),
+        "storage_size": data.get("storage_size", 0),
+        "is_leader": data.get("is_leader"),
+        "start_time": started,
+        "version": "38.0.0",
+        "build_revision": "aedca2059905",
+        "labels": data.get("labels"),
+        "available_processors": cpus,
+        "total_memory": memory_gib * GIB,
+    }
+
+
+# A Druid 38.0.0 cluster: two masters, each a Coordinator that is also the Overlord (one row per
+# role under one name; master-1 leads both), a broker, two historicals, a realtime task (a peon
+# serving a realtime segment). storage_size is the physical size of a historical's segment
+# locations (DruidServerConfig.getStorageSize), max_size what it advertises: the same unless
+# druid.server.maxSize is set (hist-2 advertises a quarter of its disks).
+SERVERS_38 = [
+    _node("master-1", 8081, "coordinator", "2026-11-20T08:00:00.000Z", 8, 16, is_leader=1),
+    _node("master-1", 8081, "overlord", "2026-11-20T08:00:00.000Z", 8, 16, is_leader=1),
+    _node("master-2", 8081, "coordinator", "2026-11-20T08:05:00.000Z", 8, 16, is_leader=0),
+    _node("master-2", 8081, "overlord", "2026-11-20T08:05:00.000Z", 8, 16, is_leader=0),
+    _node(
+        "hist-1",
+        8083,
+        "historical",
+        "2026-11-20T07:00:00.000Z",
+        16,
+        64,
+        tier="_default_tier",
+        curr_size=3000,
+        max_size=1000000,
+        storage_size=1000000,
+        labels='{"zone":"eu-west-1a"}',
+    ),
+    _node(
+        "hist-2",
+        8083,
+        "historical",
+        "2026-11-20T07:10:00.000Z",
+        16,
+        64,
+        tier="_default_tier",
+        curr_size=2300,
+        max_size=1000000,
+        storage_size=4000000,
+        labels='{"zone":"eu-west-1b"}',
+    ),
+    _node("broker-1", 8082, "broker", "2026-11-20T07:30:00.000Z", 8, 32),
+    _node("peon-1", 8100, "peon", "2026-11-23T09:00:00.000Z", 2, 4, tier="_default_tier"),
 ]
+
+
+def sys_servers(release: str) -> list[dict]:
+    """The cluster of :data:`SERVERS_38` as a Druid ``release`` of :data:`RELEASE_COLUMNS` lists it:
+    that release's columns, its version in ``version`` where it has the column."""
+    columns = RELEASE_COLUMNS[release]
+    return [{c: (release if c == "version" else row[c]) for c in columns} for row in SERVERS_38]
+
 
 WIKI_A = {  # newest version of 2026-11-20, partition 0
     "dataSource": "wikipedia",
@@ -241,6 +312,7 @@ class FakeDruid:
     def __init__(
         self,
         *,
+        release: str = "38.0.0",
         servers=None,
         segments=None,
         server_segments=None,
@@ -258,7 +330,8 @@ class FakeDruid:
         redirect_to: str | None = None,
         leader: str | None = None,
     ):
-        self.servers = copy.deepcopy(SERVERS if servers is None else servers)
+        self.release = release
+        self.servers = copy.deepcopy(sys_servers(release) if servers is None else servers)
         self.segments = copy.deepcopy(SEGMENTS if segments is None else segments)
         self.server_segments = copy.deepcopy(SERVER_SEGMENTS if server_segments is None else server_segments)
         self.load_queues = copy.deepcopy(LOAD_QUEUES if load_queues is None else load_queues)
@@ -330,6 +403,27 @@ class FakeDruid:
             ensure_ascii=False,
         ).encode("utf-8")
 
+    @property
+    def server_columns(self) -> list[str]:
+        """The columns of sys.servers: the release's, or those of the rows given."""
+        if not self.servers or not all(isinstance(row, dict) for row in self.servers):
+            return list(RELEASE_COLUMNS[self.release])
+        return list(dict.fromkeys(c for row in self.servers for c in row))
+
+    def servers_body(self, query: str) -> tuple[int, Any]:
+        """``(HTTP status, body)`` of a ``SELECT <columns|*> FROM sys.servers`` query."""
+        match = re.fullmatch(r"\s*SELECT\s+(.+?)\s+FROM\s+sys\.servers\s*", query, re.IGNORECASE | re.DOTALL)
+        if match is None:
+            return 400, {"error": "druidException", "errorCode": "invalidInput", "errorMessage": "cannot plan"}
+        if match.group(1).strip() == "*":
+            return 200, self.servers
+        asked = [c.strip() for c in match.group(1).split(",")]
+        for column in asked:
+            if column not in self.server_columns:
+                message = f"Column '{column}' not found in any table"
+                return 400, {"error": "druidException", "errorCode": "invalidInput", "errorMessage": message}
+        return 200, [{c: row.get(c) for c in asked} for row in self.servers]
+
     def object_lines(self) -> list[bytes]:
         return [json.dumps(row, separators=(",", ":")).encode("utf-8") for row in self.server_segments]
 
@@ -393,7 +487,7 @@ class _Handler(BaseHTTPRequestHandler):
         if name == "config":
             return self._json(200, fake.config)
         if name == "servers":
-            return self._json(200, fake.servers)
+            return self._json(*fake.servers_body(body["query"]))
         return self._object_lines()
 
     def _endpoint(self, method: str, path: str, query: str, body: Any) -> str | None:

@@ -42,6 +42,7 @@ def test_a_capture_lands_emits_the_asset_and_is_planned_on_next(airflow_home, tm
     from airflow.models.asset import AssetEvent, AssetModel
     from airflow.utils.session import create_session
 
+    from segment_balancer.druid.snapshot.loader import load_cluster_version
     from segment_balancer_airflow.snapshots import pick_snapshot
 
     root = tmp_path / "snapshots"
@@ -56,7 +57,9 @@ def test_a_capture_lands_emits_the_asset_and_is_planned_on_next(airflow_home, tm
     assert run.state == "success" and states == {"capture": "success", "prune": "success"}, states
     [captured] = list((root / "prod").iterdir())  # keep=1: the 2020 capture was pruned
     assert captured != old and (captured / "servers.json").is_file() and (captured / "segments.jsonl.gz").is_file()
-    assert json.loads((captured / "snapshot.json").read_text())["cluster"] == "prod"
+    meta = json.loads((captured / "snapshot.json").read_text())
+    assert meta["cluster"] == "prod" and meta["druid_version"] == "38.0.0"  # the fake is a Druid 38 cluster
+    assert load_cluster_version(captured) == "38.0.0"
     assert pick_snapshot(root, datetime.now(UTC)) == captured
     with create_session() as session:
         events = (

@@ -14,6 +14,7 @@ from pathlib import Path
 import fake_druid as fd
 import pytest
 
+from segment_balancer.druid.releases import reproduced_release
 from segment_balancer.druid.segment_id import parse_segment_id
 from segment_balancer.druid.snapshot import loader
 from segment_balancer.druid.snapshot.models import QueueEntry, Server
@@ -71,44 +72,9 @@ EXPECTED_SERVER_SEGMENTS = (
     '{"server":"peon-1:8100","segment_id":"' + ID_REALTIME + '"}\n'
 )
 
-EXPECTED_SERVERS = [
-    {
-        "server": "hist-1:8083",
-        "host": "hist-1",
-        "server_type": "historical",
-        "tier": "_default_tier",
-        "curr_size": 3000,
-        "max_size": 1000000,
-        "priority": 0,
-    },
-    {
-        "server": "hist-2:8083",
-        "host": "hist-2",
-        "server_type": "historical",
-        "tier": "_default_tier",
-        "curr_size": 2300,
-        "max_size": 1000000,
-        "priority": 0,
-    },
-    {
-        "server": "broker-1:8082",
-        "host": "broker-1",
-        "server_type": "broker",
-        "tier": None,
-        "curr_size": 0,
-        "max_size": 0,
-        "priority": 0,
-    },
-    {
-        "server": "peon-1:8100",
-        "host": "peon-1",
-        "server_type": "indexer-executor",
-        "tier": "_default_tier",
-        "curr_size": 0,
-        "max_size": 0,
-        "priority": 0,
-    },
-]
+# Druid 38's answer to SELECT * (fake_druid.SERVERS_38, written out by hand from SystemSchema): every
+# column is one the capture knows, so it is written as Druid gave it
+EXPECTED_SERVERS = fd.SERVERS_38
 
 # the broker's queue (a broadcast load) is left out
 EXPECTED_LOAD_QUEUES = {
@@ -146,7 +112,7 @@ EXPECTED_CONFIG = {
     "debugDimensions": None,
 }
 
-EXPECTED_META = {"snapshot_time": "2026-11-23T10:15:00.000Z", "cluster": CLUSTER}
+EXPECTED_META = {"snapshot_time": "2026-11-23T10:15:00.000Z", "cluster": CLUSTER, "druid_version": "38.0.0"}
 
 FILES = [
     "coordinator_config.json",
@@ -253,7 +219,7 @@ def test_capture_asks_druid_as_documented(tmp_path):
         if p == "/druid/v2/sql"
     )
     assert sql == [
-        "SELECT server, host, server_type, tier, curr_size, max_size, priority FROM sys.servers | object | False",
+        "SELECT * FROM sys.servers | object | False",
         "SELECT server, segment_id FROM sys.server_segments | objectLines | False",
     ]
 
@@ -527,13 +493,30 @@ def test_capture_loads_with_the_snapshot_loaders(tmp_path):
     historicals, names = loader.load_all_servers(out)
     assert historicals == [
         Server(
-            server="hist-1:8083", host="hist-1", tier="_default_tier", current_size=3000, max_size=1000000, priority=0
+            server="hist-1:8083",
+            host="hist-1",
+            tier="_default_tier",
+            current_size=3000,
+            max_size=1000000,
+            priority=0,
+            version="38.0.0",
+            storage_size=1000000,
+            labels='{"zone":"eu-west-1a"}',
         ),
         Server(
-            server="hist-2:8083", host="hist-2", tier="_default_tier", current_size=2300, max_size=1000000, priority=0
+            server="hist-2:8083",
+            host="hist-2",
+            tier="_default_tier",
+            current_size=2300,
+            max_size=1000000,
+            priority=0,
+            version="38.0.0",
+            storage_size=4000000,
+            labels='{"zone":"eu-west-1b"}',
         ),
     ]
-    assert names == {"hist-1:8083", "hist-2:8083", "broker-1:8082", "peon-1:8100"}
+    # the masters are a Coordinator and an Overlord each: one name, two rows
+    assert names == {"master-1:8081", "master-2:8081", "hist-1:8083", "hist-2:8083", "broker-1:8082", "peon-1:8100"}
     assert loader.load_load_queues(out, {"hist-1:8083", "hist-2:8083"}) == [
         QueueEntry(server="hist-2:8083", segment_id=ID_NEW, action="LOAD", queue_type="loading"),
         QueueEntry(server="hist-2:8083", segment_id=ID_OLD, action="DROP"),
@@ -543,6 +526,77 @@ def test_capture_loads_with_the_snapshot_loaders(tmp_path):
     meta = loader.load_snapshot_meta(out)
     assert meta.snapshot_id == "test-cluster@2026-11-23T10:15:00.000Z"
     assert meta.snapshot_time_ms == int(NOW.timestamp()) * 1000
+    assert meta.druid_version == loader.load_cluster_version(out) == "38.0.0"
+
+
+# ---- the cluster's Druid release -------------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    "release, version, reproduced",
+    [
+        ("34.0.0", None, None),  # no version column before 35.0.0
+        ("35.0.1", "35.0.1", "35.0.0"),
+        ("38.0.0", "38.0.0", "38.0.0"),
+    ],
+)
+def test_a_capture_records_the_release_the_cluster_runs(tmp_path, release, version, reproduced):
+    """``SELECT *`` answers each release's columns: servers.json keeps them all (none unknown),
+    snapshot.json records the version, ``load_cluster_version`` reads it back, and the druid
+    coordinator's release that places segments as that version does follows."""
+    with fd.fake_druid(release=release) as fake:
+        out = run_capture(fake, tmp_path)
+    rows = read_json(out / "servers.json")
+    assert [list(row) for row in rows] == [list(fd.RELEASE_COLUMNS[release])] * len(fd.SERVERS_38)
+    assert {row.get("version") for row in rows} == {version}
+    meta = read_json(out / "snapshot.json")
+    assert meta.get("druid_version") == version and ("druid_version" in meta) == (version is not None)
+    assert loader.load_cluster_version(out) == version
+    assert loader.load_snapshot_meta(out).druid_version == version
+    if version is not None:
+        assert reproduced_release(version) == reproduced
+    historicals, _ = loader.load_all_servers(out)
+    assert [(h.server, h.current_size, h.max_size, h.version) for h in historicals] == [
+        ("hist-1:8083", 3000, 1000000, version),
+        ("hist-2:8083", 2300, 1000000, version),
+    ]
+
+
+def test_the_leading_coordinators_version_is_recorded(tmp_path):
+    """Mid-upgrade: historicals on 38, the leading Coordinator still on 35 (it is upgraded last)."""
+    rows = [
+        {**row, "version": "35.0.1" if row["server"] == "master-1:8081" else "38.0.0"}
+        for row in fd.sys_servers("38.0.0")
+    ]
+    with fd.fake_druid(servers=rows) as fake:
+        out = run_capture(fake, tmp_path)
+    assert read_json(out / "snapshot.json")["druid_version"] == "35.0.1"
+
+
+def test_columns_of_a_later_release_are_left_out(tmp_path):
+    rows = [{**row, "cpu_model": "x86", "numa_nodes": 2} for row in fd.sys_servers("38.0.0")]
+    with fd.fake_druid(servers=rows) as fake:
+        out = run_capture(fake, tmp_path)
+    assert read_json(out / "servers.json") == EXPECTED_SERVERS
+
+
+@pytest.mark.parametrize("release", sorted(fd.RELEASE_COLUMNS))
+def test_a_query_naming_priority_fails_on_every_release(tmp_path, monkeypatch, release):
+    """sys.servers has no priority column in any release: a query naming it is Druid's HTTP 400,
+    which is why the capture asks for ``*``."""
+    named = "SELECT server, host, server_type, tier, curr_size, max_size, priority FROM sys.servers"
+    monkeypatch.setattr(cap, "SERVERS_SQL", named)
+    with fd.fake_druid(release=release) as fake:
+        with pytest.raises(CaptureError, match="HTTP 400.*Column 'priority' not found in any table"):
+            run_capture(fake, tmp_path)
+    assert list(tmp_path.iterdir()) == []
+
+
+def test_a_version_that_is_no_release_is_refused(roots):
+    rows = [{**row, "version": "38.0"} for row in fd.sys_servers("38.0.0")]
+    assert_fails_cleanly(
+        roots, {"servers": rows}, "does not load as a snapshot", "servers.json row 0: version must be a Druid version"
+    )
 
 
 def test_replica_ids_are_listed_or_parse_as_druid_ids(tmp_path):

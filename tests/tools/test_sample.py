@@ -173,6 +173,38 @@ def test_shipped_generated_snapshot_equals_a_fresh_generation(fresh):
     _same_files(fresh[0], GENERATED)
 
 
+def test_a_druid_version_adds_the_version_column_and_nothing_else(fresh, tmp_path):
+    """``generate --druid-version 35.0.1``: every ``servers.json`` row gains ``version`` (as Druid
+    35's sys.servers has it), every other byte is the same; the cluster then runs 35.0.1."""
+    from segment_balancer.druid.releases import reproduced_release
+    from segment_balancer.druid.snapshot.loader import load_cluster_version
+
+    assert generate_snapshot(tmp_path, druid_version="35.0.1") == fresh[1]
+    for name in FILES - {"servers.json"}:
+        with open(os.path.join(tmp_path, name), "rb") as x, open(os.path.join(fresh[0], name), "rb") as y:
+            assert x.read() == y.read(), name
+    with open(os.path.join(fresh[0], "servers.json"), encoding="utf-8") as without:
+        rows = json.load(without)
+    with open(os.path.join(tmp_path, "servers.json"), encoding="utf-8") as with_version:
+        assert json.load(with_version) == [{**row, "version": "35.0.1"} for row in rows]
+    assert load_cluster_version(fresh[0]) is None
+    assert load_cluster_version(tmp_path) == "35.0.1" and reproduced_release("35.0.1") == "35.0.0"
+
+
+def test_generate_druid_version_on_the_command_line(tmp_path, capsys):
+    """``--druid-version`` alone is the newest reproduced release; a value that is no Druid version
+    is refused in one line (exit code 2) before anything is written."""
+    from segment_balancer.druid.snapshot.loader import load_cluster_version
+    from segment_balancer.tools import cli
+
+    assert cli.main(["generate", str(tmp_path / "newest"), "--segments", "8200", "--druid-version"]) == 0
+    assert load_cluster_version(tmp_path / "newest") == "38.0.0"
+    assert cli.main(["generate", str(tmp_path / "bad"), "--segments", "8200", "--druid-version", "38"]) == 2
+    err = capsys.readouterr().err
+    assert "input refused: generate --druid-version: Druid version '38' is not a release number" in err
+    assert not (tmp_path / "bad").exists()
+
+
 def test_another_seed_gives_another_snapshot(fresh, tmp_path):
     generate_snapshot(tmp_path, seed=1)
     with (

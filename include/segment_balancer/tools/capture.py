@@ -10,8 +10,13 @@ Files written, from a Coordinator and a Broker (or a Router in front of both):
   releases answer ``SegmentWithOvershadowedStatus`` ``{"dataSegment": {...}, "overshadowed": b}``.
   One line per segment, as the jq of docs/LIVE_CLUSTER.md: the nested form becomes ``dataSegment + {overshadowed}``,
   the flat form loses ``replicationFactor``, ``numRows`` and ``realtime``; every other field is kept.
-- ``servers.json``: Broker SQL ``SELECT server, host, server_type, tier, curr_size, max_size, priority
-  FROM sys.servers`` (``resultFormat: object``), the response body as is.
+- ``servers.json``: Broker SQL ``SELECT * FROM sys.servers`` (``resultFormat: object``), each row with
+  the columns of :data:`~segment_balancer.druid.snapshot.models.SYS_SERVERS_COLUMNS` it has (a
+  column a later release adds is left out, with a log line). ``*`` because the columns depend on the
+  release: ``version`` from Druid 35.0.0, ``labels``, ``available_processors``, ``total_memory`` from
+  36.0.0, ``storage_size`` and ``build_revision`` from 37.0.0; a query naming a column the cluster
+  lacks fails. No release has a ``priority`` column (``druid.server.priority`` is not in
+  ``sys.servers``): a captured historical has priority 0.
 - ``server_segments.jsonl.gz``: Broker SQL ``SELECT server, segment_id FROM sys.server_segments``
   (``resultFormat: objectLines``), streamed line by line. Druid ends the lines formats with one blank
   line "so users can tell the response was not cut off" (``sql/.../http/ObjectLinesWriter.java``
@@ -29,8 +34,10 @@ Files written, from a Coordinator and a Broker (or a Router in front of both):
   ``identifier``/``id``, else the id computed as Druid's ``SegmentId``).
 - ``rules.json`` (``GET /druid/coordinator/v1/rules``) and ``coordinator_config.json``
   (``GET /druid/coordinator/v1/config``): the response bodies as they are.
-- ``snapshot.json``: ``{"snapshot_time": now as yyyy-MM-ddTHH:mm:ss.SSSZ, "cluster": name}`` (the
-  endpoints are logged, not written: ``load_snapshot_meta`` refuses unknown keys).
+- ``snapshot.json``: ``{"snapshot_time": now as yyyy-MM-ddTHH:mm:ss.SSSZ, "cluster": name,
+  "druid_version": version}``, the version the cluster runs as ``servers.json`` gives it
+  (``loader.load_cluster_version``: the leading Coordinator's), left out when no row has one (Druid
+  before 35.0.0). The endpoints are logged, not written: ``load_snapshot_meta`` refuses unknown keys.
 
 Everything is written into a hidden sibling ``.<name>.tmp-<hex>`` (files fsynced), checked with the
 snapshot's own loaders (servers, load queues, rules, config, meta), then renamed to its name in one
@@ -63,6 +70,7 @@ from segment_balancer.common.files import fsync_dir, remove_dir, rename_new, sib
 from segment_balancer.druid.instants import format_instant_ms
 from segment_balancer.druid.snapshot import loader
 from segment_balancer.druid.snapshot.errors import SnapshotError
+from segment_balancer.druid.snapshot.models import HISTORICAL, SYS_SERVERS_COLUMNS
 from segment_balancer.planner.config import load_config
 
 __all__ = [
@@ -91,7 +99,7 @@ CONFIG_PATH = "/druid/coordinator/v1/config"
 LEADER_PATH = "/druid/coordinator/v1/leader"
 MAX_REDIRECTS = 5
 SQL_PATH = "/druid/v2/sql"
-SERVERS_SQL = "SELECT server, host, server_type, tier, curr_size, max_size, priority FROM sys.servers"
+SERVERS_SQL = "SELECT * FROM sys.servers"
 SERVER_SEGMENTS_SQL = "SELECT server, segment_id FROM sys.server_segments"
 
 SEGMENTS_FILE = "segments.jsonl.gz"
@@ -287,15 +295,17 @@ def _capture_into(
             final,
         )
         servers = _capture_servers(http, broker, tmp)
-        historicals = {row["server"] for row in servers if str(row.get("server_type", "")).lower() == "historical"}
+        historicals = {row["server"] for row in servers if str(row.get("server_type", "")).lower() == HISTORICAL}
         if not historicals:
             log.warning("%s lists no historical server", SERVERS_FILE)
+        version = _cluster_version(tmp, final)
         _capture_server_segments(http, broker, tmp, {row["server"] for row in servers})
         _capture_segments(http, coordinator, tmp)
         _capture_load_queues(http, coordinator, tmp, historicals)
         _capture_as_is(http, coordinator, RULES_PATH, tmp, RULES_FILE, dict)
         _capture_as_is(http, coordinator, CONFIG_PATH, tmp, CONFIG_FILE, dict)
-        _write_file(tmp / META_FILE, _json_bytes({"snapshot_time": snapshot_time, "cluster": cluster}))
+        meta = {"snapshot_time": snapshot_time, "cluster": cluster}
+        _write_file(tmp / META_FILE, _json_bytes(meta if version is None else {**meta, "druid_version": version}))
         _check_loads(tmp, final)
         fsync_dir(tmp)
         rename_new(tmp, final)
@@ -326,9 +336,26 @@ def _capture_servers(http: _Http, broker: DruidEndpoint, tmp: Path) -> list[dict
     for i, row in enumerate(rows):
         if not isinstance(row, dict) or not isinstance(row.get("server"), str):
             raise call.error(f"row {i} is not an object with a string server: {_short(row)}")
-    _write_file(tmp / SERVERS_FILE, body)
-    log.info("%s: %d servers", SERVERS_FILE, len(rows))
-    return rows
+    unknown = sorted({column for row in rows for column in row} - set(SYS_SERVERS_COLUMNS))
+    if unknown:
+        log.info("%s: left out the sys.servers column(s) %s, which this capture does not know", SERVERS_FILE, unknown)
+    kept = [{k: v for k, v in row.items() if k in SYS_SERVERS_COLUMNS} for row in rows]
+    _write_file(tmp / SERVERS_FILE, _json_bytes(kept))
+    log.info("%s: %d servers", SERVERS_FILE, len(kept))
+    return kept
+
+
+def _cluster_version(tmp: Path, final: Path) -> str | None:
+    """The Druid version of the cluster of the captured ``servers.json`` (``loader.load_cluster_version``)."""
+    try:
+        version = loader.load_cluster_version(tmp)
+    except SnapshotError as exc:
+        raise _refused(final, exc) from None
+    if version is None:
+        log.info("%s: no server reports its Druid version (Druid before 35.0.0)", SERVERS_FILE)
+    else:
+        log.info("%s: the cluster runs Druid %s", SERVERS_FILE, version)
+    return version
 
 
 def _capture_server_segments(http: _Http, broker: DruidEndpoint, tmp: Path, known: set[str]) -> None:
@@ -492,7 +519,11 @@ def _check_loads(tmp: Path, final: Path) -> None:
         load_config(tmp)
         loader.load_snapshot_meta(tmp)
     except SnapshotError as exc:
-        raise CaptureError(f"the capture for {final} does not load as a snapshot: {exc}; nothing was written") from None
+        raise _refused(final, exc) from None
+
+
+def _refused(final: Path, exc: SnapshotError) -> CaptureError:
+    return CaptureError(f"the capture for {final} does not load as a snapshot: {exc}; nothing was written")
 
 
 # ---- HTTP ------------------------------------------------------------------------------------------------

@@ -11,7 +11,7 @@
 ``python -m segment_balancer simulate --snapshot DIR --runs N --out DIR [--config FILE.json] [--loads-per-run N]
 [--load-failure-rate P] [--seed N] [--coordinator issue7458|druid] [--compare-margins P,P,… | --compare-coordinators]``
 ``python -m segment_balancer capture --coordinator URL --broker URL --out DIR [--cluster NAME] [--user USER]``
-``python -m segment_balancer generate OUT_DIR [--seed N] [--segments N] [--servers N]``
+``python -m segment_balancer generate OUT_DIR [--seed N] [--segments N] [--servers N] [--druid-version [V]]``
 ``python -m segment_balancer import-sql SQL_FILE OUT_DIR``
 
 Exit codes: 0 success; 2 bad input (``common.errors.InputError``: ``input refused: …``); 1 anything else:
@@ -32,6 +32,7 @@ import traceback
 from pathlib import Path
 
 from segment_balancer.common.errors import InputError
+from segment_balancer.druid.releases import NEWEST_RELEASE
 from segment_balancer.planner import config_keys
 from segment_balancer.planner.config import check_override_keys
 from segment_balancer.planner.stages import COORDINATORS, DEFAULT_COORDINATOR, stage_label
@@ -624,6 +625,14 @@ def _parser() -> argparse.ArgumentParser:
     )
     gen.add_argument("--seed", type=int, default=7458, help="the random generator's seed (default 7458)")
     gen.add_argument("--servers", type=int, help="historicals (default: segments / 5000, at least 30)")
+    gen.add_argument(
+        "--druid-version",
+        nargs="?",
+        const=NEWEST_RELEASE,
+        metavar="V",
+        help=f"give every servers.json row the version column of Druid 35+ (sys.servers.version): V, or "
+        f"{NEWEST_RELEASE} without V; without the option the rows have none, as a cluster before 35.0.0",
+    )
     imp = sub.add_parser("import-sql", help="druid_segments SQL rows -> segments.jsonl.gz")
     imp.add_argument("sql", type=Path)
     imp.add_argument("out", type=Path)
@@ -669,7 +678,13 @@ def main(argv=None) -> int:
 
             print(
                 json.dumps(
-                    generate_snapshot(args.out, seed=args.seed, n_segments=args.segments, n_servers=args.servers),
+                    generate_snapshot(
+                        args.out,
+                        seed=args.seed,
+                        n_segments=args.segments,
+                        n_servers=args.servers,
+                        druid_version=args.druid_version,
+                    ),
                     indent=2,
                 )
             )

@@ -27,6 +27,7 @@ from segment_balancer.druid.importer import (
     write_gzip_lines,
     write_json,
 )
+from segment_balancer.druid.releases import parse_version
 
 SNAPSHOTS_DIR = os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))), "snapshots")
 SAMPLE_SQL = os.path.join(SNAPSHOTS_DIR, "druid_segments-sample.sql")
@@ -595,9 +596,10 @@ def _real_cluster_cases(segments: list[dict], holders: list[set], now: int) -> N
     holders.append({"hist-default-01", DECOMMISSIONING})
 
 
-def _servers(holders, segments, queues: _LoadQueueFile, layout: Layout) -> list[dict]:
+def _servers(holders, segments, queues: _LoadQueueFile, layout: Layout, druid_version: str | None) -> list[dict]:
     """``sys.servers`` rows (``current_size`` = bytes served; one ``max_size`` per tier leaving
-    ``MAX_SIZE_HEADROOM`` over the fullest server's served plus queued bytes, rounded up to a GiB)."""
+    ``MAX_SIZE_HEADROOM`` over the fullest server's served plus queued bytes, rounded up to a GiB),
+    each with ``version`` = ``druid_version`` last unless it is None."""
     size_of = {s["_id"]: s["size"] for s in segments}
     present = layout.present
     served = {f"{n}:8083": 0 for n, _, _ in present}
@@ -642,6 +644,8 @@ def _servers(holders, segments, queues: _LoadQueueFile, layout: Layout) -> list[
                 "priority": 0,
             }
         )
+    if druid_version is not None:
+        rows = [{**row, "version": druid_version} for row in rows]
     return rows
 
 
@@ -666,6 +670,7 @@ def generate_snapshot(
     n_segments: int = 20_000,
     n_servers: int | None = None,
     snapshot_time: str = "2026-11-01T00:00:00.000Z",
+    druid_version: str | None = None,
 ) -> dict:
     """Write a realistic, seeded snapshot of a Druid cluster to ``out_dir`` (created if needed).
 
@@ -674,7 +679,9 @@ def generate_snapshot(
     segments are fixed; the partition counts of ``clickstream`` hours and ``metrics`` days absorb the
     rest, half each), and at least :data:`MIN_SEGMENTS`;
     ``n_servers``: historicals in the snapshot (default :func:`default_servers`, at least 12; see
-    :func:`server_layout`); ``snapshot_time`` is ISO-8601 and should be hour-aligned. The cluster
+    :func:`server_layout`); ``snapshot_time`` is ISO-8601 and should be hour-aligned;
+    ``druid_version``: the ``version`` of every ``servers.json`` row (``sys.servers.version``, Druid
+    35+), none when None (as a cluster before 35.0.0): the files are otherwise the same. The cluster
     (sizes in bytes):
 
     - Datasources: ``wikipedia`` hourly (91 days, 1 numbered partition, median 60 MB),
@@ -711,8 +718,14 @@ def generate_snapshot(
 
     Returns counts: ``segments``, ``used``, ``overshadowed``, ``historicals``,
     ``server_segments``, ``queued_loads``, ``queued_drops``. Raises ``ValueError`` on a bad
-    ``snapshot_time``, ``InputError`` for ``n_segments`` below :data:`MIN_SEGMENTS`.
+    ``snapshot_time``, ``InputError`` for ``n_segments`` below :data:`MIN_SEGMENTS` or a
+    ``druid_version`` that is no Druid version.
     """
+    if druid_version is not None:
+        try:
+            parse_version(druid_version)
+        except ValueError as exc:
+            raise InputError(f"generate --druid-version: {exc}") from None
     if n_segments < MIN_SEGMENTS:
         raise InputError(
             f"generate --segments {n_segments:,}: at least {MIN_SEGMENTS:,} (the generated cluster's fixed "
@@ -727,7 +740,7 @@ def generate_snapshot(
     queues = _LoadQueueFile(present)
     _perturb(rng, segments, holders, now, queues, layout)
     _real_cluster_cases(segments, holders, now)
-    servers = _servers(holders, segments, queues, layout)
+    servers = _servers(holders, segments, queues, layout, druid_version)
     os.makedirs(out_dir, exist_ok=True)
     rows = sorted(
         [(f"{n}:8083", seg["_id"]) for seg, held in zip(segments, holders) for n in held]

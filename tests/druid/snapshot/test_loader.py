@@ -7,10 +7,18 @@ import json
 from datetime import UTC, datetime
 from pathlib import Path
 
+import fake_druid as fd
 import pytest
 
 from segment_balancer.druid.snapshot.errors import SnapshotError
-from segment_balancer.druid.snapshot.loader import load_load_queues, load_rules, load_servers, load_snapshot_meta
+from segment_balancer.druid.snapshot.loader import (
+    load_all_servers,
+    load_cluster_version,
+    load_load_queues,
+    load_rules,
+    load_servers,
+    load_snapshot_meta,
+)
 from segment_balancer.druid.snapshot.models import QueueEntry, Server
 from segment_balancer.planner.config import load_config
 
@@ -100,6 +108,7 @@ H = {"server": "h1:8083", "host": "h1", "server_type": "historical", "tier": "t"
         ([{**H, "curr_size": -1}], 0, "curr_size must be >= 0, got -1"),
         ([H, H], 1, "server 'h1:8083' repeats row 0"),
         ([{**H, "tier": None}], 0, "tier is required"),
+        ([{**H, "tier": None}, {**H, "server": "h2", "max_size": -1}], 0, "tier is required"),  # the first problem
         ([{**H, "tier": ""}], 0, "tier is required"),
         ([{**H, "max_size": "10"}], 0, "max_size must be an integer"),
         ([{**H, "max_size": 10.5}], 0, "max_size must be an integer"),
@@ -108,6 +117,13 @@ H = {"server": "h1:8083", "host": "h1", "server_type": "historical", "tier": "t"
         ([{**H, "current_size": 3, "curr_size": 4}], 0, "disagree"),
         ([{k: v for k, v in H.items() if k != "server_type"}], 0, "server_type is required"),
         (["h1"], 0, "must be an object"),
+        ([H, {**H, "server": "h2", "version": "38"}], 1, "version must be a Druid version MAJOR.MINOR.PATCH"),
+        ([{**H, "version": 38}], 0, "version must be a string, got 38"),
+        ([{**H, "storage_size": -1}], 0, "storage_size must be >= 0, got -1"),
+        ([{**H, "storage_size": "10"}], 0, "storage_size must be an integer"),
+        ([{**H, "is_leader": True}], 0, "is_leader must be an integer"),
+        ([{**H, "is_leader": 2}], 0, "is_leader must be <= 1, got 2"),
+        ([{**H, "labels": ["a"]}], 0, "labels must be a JSON string or an object (the server's druid.labels)"),
     ],
 )
 def test_servers_refused(tmp_path, rows, row, needle):
@@ -140,6 +156,24 @@ def test_malformed_json_reports_line_and_column(tmp_path):
     assert "JSON array" in refused(load_servers, tmp_path).problem
 
 
+def test_one_process_in_two_roles_has_a_row_per_role(tmp_path):
+    """A Coordinator that is also the Overlord announces both roles (Druid's ``CliCoordinator`` with
+    ``druid.coordinator.asOverlord.enabled``, as in every quickstart configuration), and
+    ``sys.servers`` lists it once per role under one name. A historical's name stays unique."""
+    coordinator = {"server": "master:8081", "server_type": "coordinator", "tier": None, "is_leader": 1}
+    overlord = {**coordinator, "server_type": "overlord"}
+    rows = [coordinator, overlord, H]
+    servers, names = load_all_servers(write(tmp_path, "servers.json", rows))
+    assert [s.server for s in servers] == ["h1:8083"] and names == {"master:8081", "h1:8083"}
+    for rows, row in (
+        ([coordinator, overlord, coordinator], 2),
+        ([H, {**H, "server_type": "broker"}], 1),
+        ([{**coordinator, "server": H["server"]}, H], 1),
+    ):
+        err = refused(load_servers, write(tmp_path, "servers.json", rows))
+        assert err.row == row and "repeats row" in err.problem
+
+
 def test_non_historicals_are_dropped_but_still_need_a_unique_name(tmp_path):
     rows = [
         {"server": "b:1", "server_type": "broker", "tier": None, "curr_size": 0, "max_size": 0},
@@ -148,6 +182,49 @@ def test_non_historicals_are_dropped_but_still_need_a_unique_name(tmp_path):
     ]
     assert [s.server for s in load_servers(write(tmp_path, "servers.json", rows))] == ["h1:8083"]
     assert "repeats" in refused(load_servers, write(tmp_path, "servers.json", rows + [rows[0]])).problem
+
+
+# Druid 38.0.0's sys.servers rows (every column, in SystemSchema's order): the fake Druid's leading
+# Coordinator and a historical
+ROWS_38 = [fd.SERVERS_38[0], fd.SERVERS_38[4]]
+
+
+def test_servers_keep_version_storage_size_and_labels(tmp_path):
+    """Druid 38's columns: ``version``, ``storage_size`` and ``labels`` kept on the historical, the
+    labels as given (a JSON string from Druid, an object when written by hand); the others ignored."""
+    [hist] = load_servers(write(tmp_path, "servers.json", ROWS_38))
+    assert hist == Server(
+        server="hist-1:8083",
+        host="hist-1",
+        tier="_default_tier",
+        current_size=3000,
+        max_size=1000000,
+        version="38.0.0",
+        storage_size=1000000,
+        labels='{"zone":"eu-west-1a"}',
+    )
+    [hist] = load_servers(write(tmp_path, "servers.json", [{**H, "labels": {"zone": "b"}, "version": "unknown"}]))
+    assert hist.labels == {"zone": "b"} and hist.version == "unknown" and hist.storage_size is None
+    [hist] = load_servers(write(tmp_path, "servers.json", [H]))
+    assert (hist.version, hist.storage_size, hist.labels) == (None, None, None)
+
+
+def test_load_cluster_version(tmp_path):
+    """The leading Coordinator's version; the historicals' without one; None for Druid 34's rows;
+    what ``load_all_servers`` refuses is refused here too."""
+    assert load_cluster_version(write(tmp_path, "servers.json", ROWS_38)) == "38.0.0"
+    rows = [{**ROWS_38[0], "version": "37.0.0"}, ROWS_38[1]]
+    assert load_cluster_version(write(tmp_path, "servers.json", rows)) == "37.0.0"
+    rows = [{**ROWS_38[0], "version": "unknown"}, {**ROWS_38[1], "version": "36.0.1"}]
+    assert load_cluster_version(write(tmp_path, "servers.json", rows)) == "36.0.1"
+    druid_34 = [{k: v for k, v in row.items() if k not in ("version", "build_revision", "labels")} for row in ROWS_38]
+    assert load_cluster_version(write(tmp_path, "servers.json", druid_34)) is None
+    assert load_cluster_version(SMALL) is None
+    err = refused(load_cluster_version, write(tmp_path, "servers.json", [ROWS_38[0], {**ROWS_38[1], "version": "x"}]))
+    assert str(err).startswith("servers.json row 1: version must be a Druid version")
+    err = refused(load_cluster_version, write(tmp_path, "servers.json", [ROWS_38[0], ROWS_38[0]]))
+    assert str(err) == "servers.json row 1: server 'master-1:8081' repeats row 0"
+    assert load_all_servers(write(tmp_path, "servers.json", ROWS_38))[1] == {"master-1:8081", "hist-1:8083"}
 
 
 # --------------------------------------------------------------------------------------- queues
@@ -262,6 +339,8 @@ def test_config_file_errors(tmp_path):
         ({"snapshot_time": "2024-02-30T00:00:00Z", "cluster": "c"}, "out of range"),
         ({"snapshot_time": "2024-01-01", "cluster": ""}, "cluster must be a non-empty string"),
         ({"snapshot_time": "2024-01-01", "cluster": "c", "extra": 1}, "unknown key(s) extra"),
+        ({"snapshot_time": "2024-01-01", "cluster": "c", "druid_version": "unknown"}, 'got "unknown"'),
+        ({"snapshot_time": "2024-01-01", "cluster": "c", "druid_version": 35}, "druid_version must be a Druid version"),
     ],
 )
 def test_meta_refused(tmp_path, meta, needle):
@@ -274,3 +353,10 @@ def test_meta_with_offset(tmp_path):
         write(tmp_path, "snapshot.json", {"snapshot_time": "2024-06-01T14:00:00+02:00", "cluster": "prod"})
     )
     assert meta.snapshot_time_ms == utc(2024, 6, 1, 12) and meta.snapshot_id == "prod@2024-06-01T12:00:00.000Z"
+
+
+def test_meta_druid_version_is_optional(tmp_path):
+    meta = {"snapshot_time": "2024-06-01T12:00:00Z", "cluster": "p", "druid_version": "35.0.1"}
+    meta = load_snapshot_meta(write(tmp_path, "snapshot.json", meta))
+    assert meta.druid_version == "35.0.1"
+    assert load_snapshot_meta(SMALL).druid_version is None

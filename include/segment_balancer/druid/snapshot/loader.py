@@ -11,11 +11,13 @@ from __future__ import annotations
 import json
 import os
 import re
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
 from pydantic import ValidationError
 
+from segment_balancer.druid.releases import VERSION_FORMAT, cluster_version, parse_version
 from segment_balancer.druid.rules import DEFAULT_RULES_KEY, RULE_KINDS, Rule, format_instant_ms, parse_instant_ms
 from segment_balancer.druid.snapshot.errors import (
     SnapshotError,
@@ -24,14 +26,32 @@ from segment_balancer.druid.snapshot.errors import (
     json_kind,
     short_value,
 )
-from segment_balancer.druid.snapshot.models import QueueEntry, QueueItem, RuleSpec, Server, ServerRow, SnapshotMeta
+from segment_balancer.druid.snapshot.models import (
+    HISTORICAL,
+    QueueEntry,
+    QueueItem,
+    RuleSpec,
+    Server,
+    ServerRow,
+    SnapshotMeta,
+)
 
-__all__ = ["load_servers", "load_all_servers", "load_load_queues", "load_rules", "load_snapshot_meta", "read_json"]
+__all__ = [
+    "load_servers",
+    "load_all_servers",
+    "load_cluster_version",
+    "load_load_queues",
+    "load_rules",
+    "load_snapshot_meta",
+    "read_json",
+]
 
 SERVERS_FILE = "servers.json"
 QUEUES_FILE = "load_queues.json"
 RULES_FILE = "rules.json"
 META_FILE = "snapshot.json"
+META_KEYS = ("snapshot_time", "cluster", "druid_version")
+"""The keys of ``snapshot.json``; ``druid_version`` is optional."""
 
 
 class _DuplicateKey(ValueError):
@@ -112,14 +132,45 @@ def load_all_servers(directory: str | os.PathLike[str]) -> tuple[list[Server], s
     bytes; ``current_size`` or Druid's ``curr_size``; ``priority`` defaults to 0.
 
     Raises:
-        SnapshotError: row = 0-based array index; wrong types, negative sizes, missing tier or size of
-            a historical, a server name repeated.
+        SnapshotError: row = 0-based array index; wrong types, negative sizes, a malformed
+            ``version``, missing tier or size of a historical, a server name repeated (other than
+            one process's rows of different roles, none historical: :func:`_server_rows`).
     """
+    out: list[Server] = []
+    names: set[str] = set()
+    for i, _, row in _server_rows(directory):
+        names.add(row.server)
+        if row.is_historical:
+            try:
+                out.append(row.to_server())
+            except ValueError as exc:
+                raise SnapshotError(SERVERS_FILE, i, f"server {row.server!r}: {exc}") from None
+    return out, names
+
+
+def load_cluster_version(directory: str | os.PathLike[str]) -> str | None:
+    """The Druid version the cluster of ``servers.json`` runs, as its rows give it
+    (:func:`segment_balancer.druid.releases.cluster_version`: the leading Coordinator's, else the
+    historicals' most common); None when no row has one (Druid before 35.0.0, or written by hand).
+
+    Raises:
+        SnapshotError: as :func:`load_all_servers` for a row it refuses.
+    """
+    return cluster_version(raw for _, raw, _ in _server_rows(directory))
+
+
+def _server_rows(directory: str | os.PathLike[str]) -> Iterator[tuple[int, dict[str, Any], ServerRow]]:
+    """``(0-based index, raw row, ServerRow)`` of each row of ``servers.json`` in file order, each
+    validated before it is given (SnapshotError naming the row).
+
+    A server name repeats only in rows of different server types, none of them historical: Druid
+    lists a process once per role it announces (``SystemSchema`` walks every ``NodeRole``), and a
+    Coordinator that is also the Overlord (``druid.coordinator.asOverlord.enabled``, the quickstart
+    configurations) announces two. Any other repeat is refused."""
     data = read_json(directory, SERVERS_FILE)
     if not isinstance(data, list):
         raise SnapshotError(SERVERS_FILE, None, f"must be a JSON array of sys.servers rows, got {json_kind(data)}")
-    seen: dict[str, int] = {}
-    out: list[Server] = []
+    seen: dict[str, list[tuple[int, str]]] = {}
     for i, raw in enumerate(data):
         if not isinstance(raw, dict):
             raise SnapshotError(SERVERS_FILE, i, f"must be an object, got {json.dumps(raw)[:60]}")
@@ -127,15 +178,12 @@ def load_all_servers(directory: str | os.PathLike[str]) -> tuple[list[Server], s
             row = ServerRow.model_validate(raw)
         except ValidationError as exc:
             raise SnapshotError(SERVERS_FILE, i, describe_validation_error(exc)) from None
-        if row.server in seen:
-            raise SnapshotError(SERVERS_FILE, i, f"server {row.server!r} repeats row {seen[row.server]}")
-        seen[row.server] = i
-        if row.is_historical:
-            try:
-                out.append(row.to_server())
-            except ValueError as exc:
-                raise SnapshotError(SERVERS_FILE, i, f"server {row.server!r}: {exc}") from None
-    return out, set(seen)
+        kind = row.server_type.lower()
+        for j, other in seen.get(row.server, []):
+            if other == kind or row.is_historical or other == HISTORICAL:
+                raise SnapshotError(SERVERS_FILE, i, f"server {row.server!r} repeats row {j}")
+        seen.setdefault(row.server, []).append((i, kind))
+        yield i, raw, row
 
 
 def _queue_item(entry: Any, where: str) -> QueueItem:
@@ -267,20 +315,23 @@ def load_rules(directory: str | os.PathLike[str]) -> dict[str, list[Rule]]:
 
 
 def load_snapshot_meta(directory: str | os.PathLike[str]) -> SnapshotMeta:
-    """``snapshot.json`` ``{"snapshot_time": ISO-8601, "cluster": name}``.
+    """``snapshot.json`` ``{"snapshot_time": ISO-8601, "cluster": name, "druid_version": version}``
+    (``druid_version`` optional: the cluster's Druid version as captured,
+    :func:`load_cluster_version` of the capture's ``servers.json``).
 
-    Returns ``SnapshotMeta`` with ``snapshot_time_ms`` (epoch ms UTC) and
-    ``snapshot_id = cluster + "@" + yyyy-MM-ddTHH:mm:ss.SSSZ``.
+    Returns ``SnapshotMeta`` with ``snapshot_time_ms`` (epoch ms UTC),
+    ``snapshot_id = cluster + "@" + yyyy-MM-ddTHH:mm:ss.SSSZ`` and ``druid_version`` (None when absent).
 
     Raises:
-        SnapshotError: missing file or key, unknown key, bad time, empty cluster.
+        SnapshotError: missing file or key, unknown key, bad time, empty cluster, a ``druid_version``
+            that is no Druid version.
     """
     data = read_json(directory, META_FILE)
     if not isinstance(data, dict):
         raise SnapshotError(META_FILE, None, "must be a JSON object")
-    unknown = sorted(set(data) - {"snapshot_time", "cluster"})
+    unknown = sorted(set(data) - set(META_KEYS))
     if unknown:
-        raise SnapshotError(META_FILE, None, f"unknown key(s) {', '.join(unknown)}; expected snapshot_time and cluster")
+        raise SnapshotError(META_FILE, None, f"unknown key(s) {', '.join(unknown)}; expected {', '.join(META_KEYS)}")
     cluster, when = data.get("cluster"), data.get("snapshot_time")
     if not isinstance(cluster, str) or not cluster:
         raise SnapshotError(META_FILE, None, f"cluster must be a non-empty string, got {cluster!r}")
@@ -295,4 +346,17 @@ def load_snapshot_meta(directory: str | os.PathLike[str]) -> SnapshotMeta:
         ms = parse_instant_ms(when)
     except ValueError as exc:
         raise SnapshotError(META_FILE, None, f"snapshot_time: {exc}") from None
-    return SnapshotMeta(snapshot_time_ms=ms, cluster=cluster, snapshot_id=f"{cluster}@{format_instant_ms(ms)}")
+    version = data.get("druid_version")
+    if version is not None:
+        try:
+            parse_version(version)
+        except ValueError:
+            raise SnapshotError(
+                META_FILE, None, f"druid_version must be {VERSION_FORMAT}, got {short_value(version)}"
+            ) from None
+    return SnapshotMeta(
+        snapshot_time_ms=ms,
+        cluster=cluster,
+        snapshot_id=f"{cluster}@{format_instant_ms(ms)}",
+        druid_version=version,
+    )

@@ -9,8 +9,19 @@ from __future__ import annotations
 import json
 from typing import Annotated, Any, Literal, get_args
 
-from pydantic import BaseModel, BeforeValidator, ConfigDict, Field, StrictBool, StrictInt, StrictStr, model_validator
+from pydantic import (
+    BaseModel,
+    BeforeValidator,
+    ConfigDict,
+    Field,
+    StrictBool,
+    StrictInt,
+    StrictStr,
+    field_validator,
+    model_validator,
+)
 
+from segment_balancer.druid.releases import UNKNOWN_VERSION, VERSION_FORMAT, parse_version
 from segment_balancer.druid.rules import RULE_KINDS, Period, Rule, parse_instant_ms, parse_interval
 
 QueueType = Literal["loading", "decommissioning", "balancing"]
@@ -25,17 +36,44 @@ __all__ = [
     "QueueItem",
     "RuleSpec",
     "SnapshotMeta",
+    "SYS_SERVERS_COLUMNS",
     "QUEUE_TYPES",
     "DRUID_DEFAULT_TIER",
+    "HISTORICAL",
     "DRUID_DEFAULT_NUM_REPLICANTS",
 ]
 
 DRUID_DEFAULT_TIER = "_default_tier"  # DruidServer.DEFAULT_TIER
+HISTORICAL = "historical"  # sys.servers server_type of a historical (NodeRole.HISTORICAL, lower case)
 DRUID_DEFAULT_NUM_REPLICANTS = 2  # DruidServer.DEFAULT_NUM_REPLICANTS
 _INT32 = 2**31 - 1  # Java's int: Druid's replica counts, priorities
 _INT64 = 2**63 - 1  # Java's long: Druid's sizes in bytes
 
 _Frozen = ConfigDict(frozen=True, extra="forbid")
+
+SYS_SERVERS_COLUMNS: tuple[str, ...] = (
+    "server",
+    "host",
+    "plaintext_port",
+    "tls_port",
+    "server_type",
+    "tier",
+    "curr_size",
+    "max_size",
+    "storage_size",
+    "is_leader",
+    "start_time",
+    "version",
+    "build_revision",
+    "labels",
+    "available_processors",
+    "total_memory",
+)
+"""The columns of Druid's ``sys.servers`` in Druid 38.0.0's order (``SystemSchema.SERVERS_SIGNATURE``):
+``version`` from 35.0.0 (apache/druid#18542); ``labels`` (#18547), ``available_processors`` and
+``total_memory`` (#18613) from 36.0.0; ``storage_size`` (#18979) and ``build_revision`` (#19123)
+from 37.0.0; ``start_time`` from 27.0.0 (#13358); the others from earlier releases. No release has
+a ``priority`` column."""
 
 
 def _jackson_bool(value: Any) -> Any:
@@ -51,7 +89,13 @@ JacksonBool = Annotated[StrictBool, BeforeValidator(_jackson_bool)]
 class Server(BaseModel):
     """A historical server (a ``sys.servers`` row with ``server_type`` historical).
 
-    ``current_size``/``max_size`` in bytes; ``priority`` Druid's ``druid.server.priority``.
+    ``current_size``/``max_size`` in bytes; ``priority`` Druid's ``druid.server.priority``;
+    ``version`` the Druid version it runs as its row gives it (``sys.servers.version``, Druid 35+;
+    None when the row has none); ``storage_size`` bytes of its segment locations (Druid 37+, what the
+    ``tier/storage/capacity`` metric sums; ``max_size`` differs when ``druid.server.maxSize`` is set
+    or storage is virtual; None when the row has none); ``labels`` its
+    ``druid.labels`` as the row gives them (Druid 36+: a JSON string; a JSON object when written by
+    hand; None when absent).
     """
 
     model_config = _Frozen
@@ -61,10 +105,19 @@ class Server(BaseModel):
     current_size: int
     max_size: int
     priority: int = 0
+    version: str | None = None
+    storage_size: int | None = None
+    labels: str | dict[str, Any] | None = None
 
 
 class ServerRow(BaseModel):
-    """Raw ``servers.json`` row (``sys.servers``); extra columns are ignored."""
+    """Raw ``servers.json`` row (``sys.servers``, :data:`SYS_SERVERS_COLUMNS`); the columns not
+    declared here (ports, ``start_time``, ``build_revision``, ``available_processors``,
+    ``total_memory``, any other) are ignored.
+
+    ``version`` must be a release number (:func:`segment_balancer.druid.releases.parse_version`) or
+    Druid's ``"unknown"``; ``is_leader`` is 1, 0 or null as Druid gives it; ``storage_size`` bytes.
+    """
 
     model_config = ConfigDict(extra="ignore")
     server: StrictStr = Field(min_length=1)
@@ -75,10 +128,31 @@ class ServerRow(BaseModel):
     curr_size: StrictInt | None = Field(default=None, ge=0, le=_INT64)
     max_size: StrictInt | None = Field(default=None, ge=0, le=_INT64)
     priority: StrictInt = Field(default=0, ge=-_INT32 - 1, le=_INT32)
+    is_leader: StrictInt | None = Field(default=None, ge=0, le=1)
+    version: StrictStr | None = None
+    storage_size: StrictInt | None = Field(default=None, ge=0, le=_INT64)
+    labels: StrictStr | dict[str, Any] | None = None
+
+    @field_validator("version")
+    @classmethod
+    def _check_version(cls, value: str | None) -> str | None:
+        if value is not None and value != UNKNOWN_VERSION:
+            try:
+                parse_version(value)
+            except ValueError:
+                raise ValueError(f"must be {VERSION_FORMAT} or {UNKNOWN_VERSION!r}") from None
+        return value
+
+    @field_validator("labels", mode="before")
+    @classmethod
+    def _check_labels(cls, value: Any) -> Any:
+        if value is not None and not isinstance(value, (str, dict)):
+            raise ValueError("must be a JSON string or an object (the server's druid.labels)")
+        return value
 
     @property
     def is_historical(self) -> bool:
-        return self.server_type.lower() == "historical"
+        return self.server_type.lower() == HISTORICAL
 
     def to_server(self) -> Server:
         """The ``Server`` of a historical row. Raises ValueError on a missing tier/size."""
@@ -98,6 +172,9 @@ class ServerRow(BaseModel):
             current_size=size,
             max_size=self.max_size,
             priority=self.priority,
+            version=self.version,
+            storage_size=self.storage_size,
+            labels=self.labels,
         )
 
 
@@ -130,12 +207,14 @@ class QueueItem(BaseModel):
 
 class SnapshotMeta(BaseModel):
     """``snapshot.json``: ``snapshot_time_ms`` (epoch ms UTC, the ``now`` of period rules), ``cluster``,
-    and ``snapshot_id`` = ``cluster@yyyy-MM-ddTHH:mm:ss.SSSZ``."""
+    ``snapshot_id`` = ``cluster@yyyy-MM-ddTHH:mm:ss.SSSZ``, and ``druid_version``, the Druid version
+    the cluster ran as captured (None for a snapshot that does not record one)."""
 
     model_config = _Frozen
     snapshot_time_ms: int
     cluster: str
     snapshot_id: str
+    druid_version: str | None = None
 
 
 class RuleSpec(BaseModel):
