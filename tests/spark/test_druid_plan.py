@@ -302,3 +302,30 @@ def test_the_duty_by_duty_applications_queue_what_one_run_queues(spark, tmp_path
     held = pd.read_parquet(work / DRUID_DIR / "assignment.parquet")
     expected_held = sorted((s.id, h.name, h.tier) for h in result.holders for s in h.projected_segments())
     assert list(held.itertuples(index=False, name=None)) == expected_held
+
+
+@pytest.mark.parametrize(
+    "release, overrides, expected",
+    [
+        ("35.0.1", None, ("35.0.0", "snapshot")),
+        ("38.0.0", None, ("38.0.0", "snapshot")),
+        ("34.0.0", None, ("38.0.0", "default")),  # sys.servers has no version column before 35
+        ("38.0.0", {"druidVersion": "36.0.1"}, ("35.0.0", "config")),
+    ],
+)
+def test_a_captured_snapshot_plans_with_its_clusters_release(spark, tmp_path, release, overrides, expected):
+    """A snapshot captured from a Druid 35 and from a Druid 38 cluster (the fake Druid answering
+    ``sys.servers.version`` as each release does) is planned by that release's Coordinator, unless
+    ``druidVersion`` says otherwise (36 places segments as 35); a cluster older than 35 tells no
+    version, and the newest release plans it."""
+    from datetime import UTC, datetime
+
+    import fake_druid as fd
+
+    from segment_balancer.tools.capture import DruidEndpoint, capture
+
+    with fd.fake_druid(release=release) as fake:
+        endpoint = DruidEndpoint(fake.url)
+        snapshot = capture(endpoint, endpoint, tmp_path / "snaps", "c", now=datetime(2026, 11, 23, tzinfo=UTC))
+    summary = run_plan(spark, snapshot, tmp_path / "plan", coordinator="druid", overrides=overrides)
+    assert (summary["druid_run"]["release"], summary["druid_run"]["release_from"]) == expected

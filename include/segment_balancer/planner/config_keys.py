@@ -17,6 +17,8 @@ import json
 from dataclasses import dataclass
 from typing import Any
 
+from segment_balancer.druid.releases import NEWEST_RELEASE
+
 INT32 = 2**31 - 1
 """Java's ``int``, the type of Druid's integer config keys."""
 INT64 = 2**63 - 1
@@ -30,9 +32,6 @@ MOVE_TRIGGERS = ("betterServerInTopB", "outsideTopB")
 COORDINATORS = ("issue7458", "druid")
 """Who plans (the key ``coordinator``), the default first: the algorithm of Druid issue #7458, or
 ``druid``, the Coordinator of the Druid release ``druidVersion`` names (docs/DRUID_COORDINATOR.md)."""
-DRUID_RELEASES = ("35.0.0", "38.0.0")
-"""The Druid releases whose Coordinator the ``druid`` coordinator reproduces, oldest first (36 and 37
-place segments as 35 does); the newest is the default."""
 BALANCER_STRATEGIES = ("cost", "avgShedder")
 """Values of ``balancerStrategy`` (ALGORITHM.md "Balancing strategy ``avgShedder``"), the default first."""
 
@@ -374,7 +373,7 @@ DRUID_KEYS: tuple[Key, ...] = (
     Key(
         "druidVersion",
         "string",
-        DRUID_RELEASES[-1],
+        NEWEST_RELEASE,
         "druid coordinator: the Druid release whose Coordinator to reproduce (35.0.0 or 38.0.0; another "
         "release names the one that places as it does: 36 and 37 as 35, later ones as 38); unset, the "
         "release of the snapshot's cluster (servers.json's version), else the newest",

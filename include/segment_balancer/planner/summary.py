@@ -325,6 +325,7 @@ class DruidRunMetric(_Part):
     metric: str
     """Druid's metric name, e.g. ``segment/assignSkipped/count``."""
     tier: str | None = Field(default=None, exclude_if=_absent)
+    tierAlias: str | None = Field(default=None, exclude_if=_absent)  # noqa: N815 (Druid 38's dimension)
     dataSource: str | None = Field(default=None, exclude_if=_absent)  # noqa: N815 (Druid's dimension)
     server: str | None = Field(default=None, exclude_if=_absent)
     description: str | None = Field(default=None, exclude_if=_absent)
@@ -337,7 +338,12 @@ class DruidRun(_Part):
     """What the ``druid`` coordinator's run did beyond its operations."""
 
     release: str
-    """The Druid release whose Coordinator it is."""
+    """The Druid release whose Coordinator it is (``35.0.0`` or ``38.0.0``)."""
+    release_from: Literal["config", "snapshot", "default"] = Field(default="default")
+    """Where the release came from: the config key ``druidVersion``, the snapshot's cluster
+    (``servers.json``'s version), or the default, the newest."""
+    release_note: str | None = Field(default=None, exclude_if=_absent)
+    """Why the release is not the cluster's own, when it could not be."""
     metrics: list[DruidRunMetric]
     """Every metric of the run, as Druid emits them (rows of value 0 included)."""
     marked_unused: int

@@ -31,7 +31,7 @@ from pathlib import Path
 from segment_balancer.common.errors import InputError
 from segment_balancer.common.files import write_json_atomic, write_parquet_atomic
 from segment_balancer.druid import metrics as m
-from segment_balancer.druid.snapshot.loader import load_rules, read_json
+from segment_balancer.druid.snapshot.loader import load_cluster_version, load_rules, read_json
 from segment_balancer.planner.druid_coordinator.balancer import served_and_queued
 from segment_balancer.planner.druid_coordinator.duties import DUTY_APPS, DUTY_STAGES
 from segment_balancer.planner.druid_coordinator.dynamic_config import druid_config
@@ -189,6 +189,16 @@ def _config(snapshot: Path, overrides: dict | None) -> dict:
     return {**given, **(overrides or {})}
 
 
+def run_config(snapshot: Path, overrides: dict | None = None):
+    """The ``DruidConfig`` of a run of ``snapshot``: its ``coordinator_config.json`` with
+    ``overrides``, and the release of its cluster (``servers.json``'s version) unless they name one.
+
+    Raises:
+        ValueError: as ``druid_config``.
+    """
+    return druid_config(_config(snapshot, overrides), load_cluster_version(snapshot))
+
+
 def operation_rows(operations: list[Operation], decommissioning: set[str]) -> list[dict]:
     """The run's operations as plan rows (``op_id`` in the order queued): a request is a ``LOAD``
     (queue type ``loading`` for Druid's LOAD and REPLICATE, ``balancing`` or ``decommissioning``
@@ -289,7 +299,7 @@ def build_run(spec: dict, tiers: set[str] | None = None) -> CoordinatorRun:
     replayed."""
     work, snapshot = Path(spec["work"]), Path(spec["snapshot"])
     meta = json.loads((work / "prepared" / "meta.json").read_text())
-    config = druid_config(_config(snapshot, spec.get("overrides")))
+    config = run_config(snapshot, spec.get("overrides"))
     first = spec["app"] == list(DUTY_APPS)[0]
     operations, unmarked = ([], []) if first else queued_operations(work)
     state = cluster_state(work, snapshot, tiers, {op.segment_id for op in operations})
@@ -434,6 +444,8 @@ def summary_part(record: dict) -> dict:
     """The summary's ``druid_run`` from ``run.json``."""
     return {
         "release": record["druid_release"],
+        "release_from": record.get("druid_release_from", "default"),
+        "release_note": record.get("druid_release_note"),
         "metrics": record["metrics"],
         "marked_unused": len(record["marked_unused"]),
         "overshadowed_marked_unused": len(record["overshadowed_marked_unused"]),
@@ -489,7 +501,7 @@ def run_druid_app(spark, app: str, snapshot: Path, work: Path, overrides: dict |
     for duty in DUTY_APPS[app]:
         run.append_ops(DUTY_STAGES[duty], _step(duty), pq.read_table(record["files"][_step(duty)]))
     if app == LAST_APP:
-        _write_record(work, druid_config(_config(snapshot, overrides)))
+        _write_record(work, run_config(snapshot, overrides))
     return record
 
 
@@ -527,6 +539,7 @@ def _write_record(work: Path, config) -> None:
         "coordinator": "druid",
         "druid_release": config.release,
         "druid_release_from": config.release_from,
+        "druid_release_note": config.release_note,
         "metrics": [{"metric": r.metric, **r.dims, "value": r.value} for r in _merged_stats(parts).rows()],
         "marked_unused": rules["deleted"],
         "overshadowed_marked_unused": unload["overshadowed"],

@@ -9,7 +9,7 @@ from __future__ import annotations
 import coordinator_sim
 import pytest
 
-from segment_balancer.planner.config_keys import DRUID_RELEASES
+from segment_balancer.druid.releases import REPRODUCED_RELEASES as DRUID_RELEASES
 
 
 def pytest_configure(config):

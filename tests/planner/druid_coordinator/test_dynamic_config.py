@@ -64,3 +64,42 @@ def test_the_issue7458_planner_accepts_the_druid_keys_and_lists_them_ignored():
     ignored = {i["key"]: i["note"] for i in config.as_dict()["ignored"]}
     assert ignored["coordinatorCores"] == "read by the druid coordinator only"
     assert ignored["druid.coordinator.balancer.strategy"] == "read by the druid coordinator only"
+
+
+@pytest.mark.parametrize(
+    "given, cluster, expected",
+    [
+        ({}, None, ("38.0.0", "default", None)),
+        ({}, "37.0.0", ("35.0.0", "snapshot", None)),  # 36 and 37 place segments as 35 does
+        ({}, "38.0.0-SNAPSHOT", ("38.0.0", "snapshot", None)),
+        ({}, "39.0.0", ("38.0.0", "snapshot", None)),
+        ({"druidVersion": "35.0.1"}, "38.0.0", ("35.0.0", "config", None)),
+        ({}, "34.0.0", ("35.0.0", "snapshot", "older than any release reproduced")),
+        ({}, "2024.03.0-iap", ("38.0.0", "default", "calendar version")),
+    ],
+)
+def test_the_release_reproduced(given, cluster, expected):
+    """``druidVersion`` given wins; else the snapshot's cluster's version names the release that
+    places segments as it does; else the newest. A vendor's calendar version tells no release."""
+    config = druid_config(given, cluster)
+    note = config.release_note
+    assert (config.release, config.release_from) == expected[:2]
+    assert (note is None) if expected[2] is None else (expected[2] in note)
+
+
+@pytest.mark.parametrize("version", ["latest", "2024.03.0-iap"])
+def test_a_druid_version_that_names_no_release_is_refused(version):
+    with pytest.raises(ValueError, match="druidVersion"):
+        druid_config({"druidVersion": version})
+
+
+def test_historical_tier_aliases_are_read_by_druid_38_only():
+    """Druid 38.0.0 checks the aliases (no alias a tier, no tier under two aliases); 35.0.0 does not
+    know the key and ignores it."""
+    aliases = {"hot": ["hot_blue", "hot_green"]}
+    assert druid_config({"historicalTierAliases": aliases}).aliases == {"hot": ("hot_blue", "hot_green")}
+    assert druid_config({"historicalTierAliases": aliases, "druidVersion": "35.0.0"}).aliases == {}
+    with pytest.raises(ValueError, match="cannot also be a physical tier"):
+        druid_config({"historicalTierAliases": {"hot": ["hot", "warm"]}})
+    with pytest.raises(ValueError, match="cannot belong to both"):
+        druid_config({"historicalTierAliases": {"hot": ["a"], "warm": ["a"]}})

@@ -19,7 +19,7 @@ from dataclasses import dataclass, field
 
 from segment_balancer.druid import metrics as m
 from segment_balancer.druid import tier_aliases
-from segment_balancer.planner.config_keys import DRUID_RELEASES
+from segment_balancer.druid.releases import REPRODUCED_RELEASES
 from segment_balancer.planner.druid_coordinator.model import (
     DataSegment,
     DruidCluster,
@@ -303,7 +303,7 @@ class StrategicSegmentAssigner:
     replication_throttle_limit: int
     round_robin: bool
     queues: LoadQueueManager = field(default_factory=LoadQueueManager)
-    release: str = DRUID_RELEASES[0]
+    release: str = REPRODUCED_RELEASES[0]
     aliases: Mapping[str, tuple[str, ...]] = field(default_factory=dict)
 
     def __post_init__(self):
@@ -314,7 +314,7 @@ class StrategicSegmentAssigner:
         )
         self.selector = RoundRobinSelector(self.cluster) if self.round_robin else None
         self.historicals_per_tier = {tier: len(hs) for tier, hs in self.cluster.managed.items()}
-        if self.release == DRUID_RELEASES[0]:
+        if self.release == REPRODUCED_RELEASES[0]:
             # Druid 35's Sets.newHashSet(cluster.getTierNames()), per segment: the same order every time
             self.tiers_in_cluster = java_hash_order(self.cluster.tier_names())
         else:

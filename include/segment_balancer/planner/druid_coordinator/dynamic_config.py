@@ -4,9 +4,12 @@ and the ones it shares with the #7458 planner (``maxSegmentsInNodeLoadingQueue``
 each checked against its declaration. Keys of neither are left alone: a captured config holds keys
 of every Druid release.
 
-The release reproduced (``DruidConfig.release``, one of ``config_keys.DRUID_RELEASES``) is the one
-``druidVersion`` names when given, else the one the snapshot's cluster ran, else the newest; a
-release names the reproduced one that places segments as it does (:func:`reproduced_release`).
+The release reproduced (``DruidConfig.release``, one of ``druid.releases.REPRODUCED_RELEASES``) is
+the one ``druidVersion`` names when given, else the one the snapshot's cluster ran (its
+``servers.json``'s version), else the newest; a release names the reproduced one that places
+segments as it does (``druid.releases.reproduced_release``). A vendor's calendar version
+(``2024.03.0-iap``) tells no Apache release: a snapshot's is not used (the newest is, with a note),
+and ``druidVersion`` refuses one.
 Druid 35.0.0 does not know ``historicalTierAliases``: its run ignores the key, as Druid ignores a key
 it does not know.
 """
@@ -18,13 +21,17 @@ from dataclasses import dataclass
 from typing import Any
 
 from segment_balancer.druid import tier_aliases
+from segment_balancer.druid.releases import NEWEST_RELEASE, REPRODUCED_RELEASES, parse_version, reproduced_release
 from segment_balancer.druid.rules import Period
-from segment_balancer.planner.config_keys import BY_NAME, DRUID_BY_NAME, DRUID_RELEASES, DRUID_SHARED_KEYS, Key
+from segment_balancer.planner.config_keys import BY_NAME, DRUID_BY_NAME, DRUID_SHARED_KEYS, Key
 from segment_balancer.planner.druid_coordinator.loading_config import SegmentLoadingConfig, segment_loading_config
 
 PERIOD_KEY = "druid.coordinator.period"
 VERSION_KEY = "druidVersion"
-NEWEST = DRUID_RELEASES[-1]
+NEWEST = NEWEST_RELEASE
+REPRODUCED_OLDEST = REPRODUCED_RELEASES[0]
+CALENDAR_MAJOR = 1000
+"""A major version from this on is a vendor's calendar version (``2024.03.0-iap``), no Apache release."""
 
 _DECLARED: dict[str, Key] = {**{k: BY_NAME[k] for k in DRUID_SHARED_KEYS}, **DRUID_BY_NAME}
 
@@ -73,18 +80,18 @@ def _checked(key: Key, value: Any) -> Any:
     raise ValueError(f"{key.name}: unsupported type {key.type}")
 
 
-def reproduced_release(version: str) -> str:
-    """The release of :data:`DRUID_RELEASES` whose Coordinator places segments as Druid ``version``
-    (``35.0.1``, ``38.0.0-SNAPSHOT``, ``0.23.0`` …) does: 38 and later as 38.0.0, earlier ones as
-    35.0.0 (the oldest reproduced).
+def apache_release(version: str) -> str:
+    """The reproduced release of the Apache Druid ``version`` (``druid.releases.reproduced_release``).
 
     Raises:
-        ValueError: ``version`` does not start with a release number.
+        ValueError: not a Druid version, or a vendor's calendar version, which tells no Apache release.
     """
-    head = str(version).strip().split("-")[0].split(".")
-    if not head or not head[0].isdigit():
-        raise ValueError(f"{VERSION_KEY}: {version!r} is no Druid release (expected e.g. 38.0.0)")
-    return NEWEST if int(head[0]) >= 38 else DRUID_RELEASES[0]
+    if parse_version(version)[0] >= CALENDAR_MAJOR:
+        raise ValueError(
+            f"{version!r} is a vendor's calendar version, which tells no Apache Druid release "
+            f"(name the Apache release it is built on, e.g. 35.0.0)"
+        )
+    return reproduced_release(version)
 
 
 @dataclass(frozen=True)
@@ -98,6 +105,8 @@ class DruidConfig:
     period_ms: int
     release: str = NEWEST
     release_from: str = "default"
+    release_note: str | None = None
+    """Why the release is not the snapshot's cluster's own, when it could not be (None otherwise)."""
 
     @property
     def is_38(self) -> bool:
@@ -158,10 +167,19 @@ def druid_config(given: Mapping[str, Any] | None = None, cluster_version: str | 
             raise ValueError(f"{PERIOD_KEY}: {exc}") from None
     else:
         period_ms = BY_NAME["coordinatorPeriodMillis"].default
+    note = None
     if given.get(VERSION_KEY) is not None:
-        release, source = reproduced_release(values[VERSION_KEY]), "config"
+        try:
+            release, source = apache_release(values[VERSION_KEY]), "config"
+        except ValueError as exc:
+            raise ValueError(f"{VERSION_KEY}: {exc}") from None
     elif cluster_version:
-        release, source = reproduced_release(cluster_version), "snapshot"
+        try:
+            release, source = apache_release(cluster_version), "snapshot"
+        except ValueError as exc:
+            release, source, note = NEWEST, "default", f"servers.json: {exc}; planned as {NEWEST}"
+        if source == "snapshot" and parse_version(cluster_version) < parse_version(REPRODUCED_OLDEST):
+            note = f"the cluster runs Druid {cluster_version}, older than any release reproduced; planned as {release}"
     else:
         release, source = NEWEST, "default"
-    return DruidConfig(values, period_ms, release, source)
+    return DruidConfig(values, period_ms, release, source, note)

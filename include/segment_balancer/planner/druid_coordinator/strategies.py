@@ -18,7 +18,8 @@ from collections.abc import Iterator, Sequence
 
 import numpy as np
 
-from segment_balancer.planner.config_keys import DRUID_BY_NAME, DRUID_RELEASES
+from segment_balancer.druid.releases import REPRODUCED_RELEASES
+from segment_balancer.planner.config_keys import DRUID_BY_NAME
 from segment_balancer.planner.cost import (
     COST_WINDOW_MS,
     ETERNITY_END_MS,
@@ -217,7 +218,7 @@ class RandomStrategy:
 
 
 def make_strategy(
-    name: str, rng: random.Random, release: str = DRUID_RELEASES[0], threshold: float = DEFAULT_THRESHOLD
+    name: str, rng: random.Random, release: str = REPRODUCED_RELEASES[0], threshold: float = DEFAULT_THRESHOLD
 ) -> CostStrategy | RandomStrategy:
     """The strategy ``druid.coordinator.balancer.strategy`` names, as Druid ``release`` has it
     (``diskNormalized`` of 38.0.0 with ``threshold``, its utilization threshold).
@@ -228,7 +229,11 @@ def make_strategy(
     if name in ("cost", "cachingCost"):
         return CostStrategy(rng)
     if name == "diskNormalized":
-        return DiskNormalizedStrategy(rng) if release == DRUID_RELEASES[0] else DiskNormalized38Strategy(rng, threshold)
+        return (
+            DiskNormalizedStrategy(rng)
+            if release == REPRODUCED_RELEASES[0]
+            else DiskNormalized38Strategy(rng, threshold)
+        )
     if name == "random":
         return RandomStrategy(rng)
     raise ValueError(f"druid.coordinator.balancer.strategy: {name!r} is not one of {', '.join(STRATEGIES)}")
