@@ -20,7 +20,9 @@ What a snapshot cannot tell, and what is assumed here (docs/DRUID_COORDINATOR.md
   no served segment is marked to drop for a move in progress; no request is already in flight;
 - only historicals take part (the snapshot lists no broker's or realtime server's segments);
 - a server's host, as ``decommissioningNodes`` and ``cloneServers`` name it, is its ``server`` name
-  (``host:port``, Druid's ``getHost()``).
+  (``host:port``, Druid's ``getHost()``);
+- which part of a segment a served or queued replica holds (Druid 38's partial loads) is in no export
+  Druid offers: it is taken to be what the segment's rule asks (``ASSUMED_PROFILE``).
 """
 
 from __future__ import annotations
@@ -36,6 +38,7 @@ from segment_balancer.planner.druid_coordinator.balancer import served_and_queue
 from segment_balancer.planner.druid_coordinator.duties import DUTY_APPS, DUTY_STAGES
 from segment_balancer.planner.druid_coordinator.dynamic_config import druid_config
 from segment_balancer.planner.druid_coordinator.model import (
+    ASSUMED_PROFILE,
     DataSegment,
     DruidServer,
     LoadQueue,
@@ -140,7 +143,12 @@ def cluster_state(
             by_id[r["segment_id"]] = _segment(r)
     servers = {
         r["server"]: DruidServer(
-            name=r["server"], tier=r["tier"], max_size=int(r["max_size"]), curr_size=int(r["current_size"])
+            name=r["server"],
+            tier=r["tier"],
+            max_size=int(r["max_size"]),
+            curr_size=int(r["current_size"]),
+            storage_size=int(r.get("storage_size") or 0),
+            profiles_unknown=True,
         )
         for r in server_table.to_pylist()
     }
@@ -163,7 +171,7 @@ def cluster_state(
                 action = SegmentAction.REPLICATE
             else:
                 action = SegmentAction.LOAD
-            queue.load(segment, action)
+            queue.load(segment, action, profile=ASSUMED_PROFILE)
         if r["queued_drop"]:
             queue.drop(segment)
     for queue in queues.values():

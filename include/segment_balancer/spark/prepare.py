@@ -1210,11 +1210,12 @@ def _servers_frame(servers, decommissioning: set[str]):
                 "max_size": int(s.max_size),
                 "current_size": int(s.current_size),
                 "priority": int(s.priority),
+                "storage_size": int(s.storage_size or 0),
                 "decommissioning": s.server in decommissioning,
             }
             for s in sorted(servers, key=lambda s: s.server)
         ]
-    ).astype({"max_size": "int64", "current_size": "int64", "priority": "int32"})
+    ).astype({"max_size": "int64", "current_size": "int64", "priority": "int32", "storage_size": "int64"})
 
 
 def _mark_broadcast_only(servers_pdf, per_server: list[dict]):

@@ -181,8 +181,9 @@ class DruidServer:
     and ``cloneServers`` name; Druid's ``getHost()``), ``tier``, ``type``, ``max_size`` bytes, the
     ``segments`` it serves (id -> segment) and ``curr_size`` (bytes served, as the server reports them;
     their sum when not given). ``profiles``: the partial-load profile of each partial replica (Druid
-    38.0.0 ``DruidServer.getPartialLoadProfile``; absent: a full replica), :data:`ASSUMED_PROFILE`
-    where the snapshot cannot tell. ``storage_size``: the bytes of disk the server reports
+    38.0.0 ``DruidServer.getPartialLoadProfile``; absent: a full replica, or, with
+    ``profiles_unknown`` (a server built from a snapshot, which cannot tell), :data:`ASSUMED_PROFILE`).
+    ``storage_size``: the bytes of disk the server reports
     (``sys.servers.storage_size``; Druid 38's ``tier/storage/capacity``), 0 when unknown. Change what it
     serves with :meth:`add` and :meth:`remove`, which keep ``curr_size`` in step (a partial replica
     counts the bytes it loaded, when known, as Druid 38 counts them)."""
@@ -194,8 +195,9 @@ class DruidServer:
     type: ServerType = ServerType.HISTORICAL
     host: str = ""
     curr_size: int | None = None
-    profiles: dict[str, PartialLoadProfile | _AssumedProfile] = field(default_factory=dict)
+    profiles: dict[str, PartialLoadProfile | _AssumedProfile | None] = field(default_factory=dict)
     storage_size: int = 0
+    profiles_unknown: bool = False
 
     def __post_init__(self):
         if not self.host:
@@ -212,7 +214,7 @@ class DruidServer:
         count, when known, else the segment's size)."""
         if segment.id not in self.segments:
             self.curr_size += _served_bytes(segment, profile)
-            if profile is not None:
+            if profile is not None or self.profiles_unknown:
                 self.profiles[segment.id] = profile
         self.segments[segment.id] = segment
 
@@ -223,7 +225,7 @@ class DruidServer:
 
     def profile_of(self, segment_id: str) -> PartialLoadProfile | _AssumedProfile | None:
         """The partial-load profile of the replica of ``segment_id``, None for a full one."""
-        return self.profiles.get(segment_id)
+        return self.profiles.get(segment_id, ASSUMED_PROFILE if self.profiles_unknown else None)
 
 
 def _served_bytes(segment: DataSegment, profile) -> int:
