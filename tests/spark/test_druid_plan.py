@@ -209,6 +209,14 @@ def test_compare_plans_the_other_coordinator_beside_the_plan(spark, tmp_path, dr
     assert (hot["loads"], hot["moves"], hot["drops"], hot["cancels"]) == (2, 1, 1, 0)
     assert hot["bytes_moved"] == 435_325_540 and hot["fullest"] == H2
     assert druid["unavailable"] == mine["unavailable"] == 0
+    # what stays on the decommissioning default-01: Druid's run drops T1 there and cannot move W
+    # (446,027,801 bytes: no active historical takes it); #7458 empties it
+    default = {p["coordinator"]: p["tiers"]["_default_tier"] for p in (mine, druid)}
+    assert (default["druid"]["left_on_decommissioning"], default["druid"]["bytes_left_on_decommissioning"]) == (
+        1,
+        446_027_801,
+    )
+    assert default["issue7458"]["left_on_decommissioning"] == 0
     html = (plan / "report.html").read_text()
     assert 'id="compare"' in html and 'href="compared/druid/report.html"' in html
 

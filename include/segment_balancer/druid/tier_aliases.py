@@ -13,6 +13,7 @@ Standard library only.
 
 from __future__ import annotations
 
+import dataclasses
 import json
 from collections.abc import Mapping
 from typing import Any
@@ -75,3 +76,20 @@ def expand(tiered_replicants: Mapping[str, int], aliases: Mapping[str, tuple[str
 def tier_to_alias(aliases: Mapping[str, tuple[str, ...]]) -> dict[str, str]:
     """physical tier -> the alias it belongs to (each tier belongs to at most one)."""
     return {tier: alias for alias, tiers in aliases.items() for tier in tiers}
+
+
+def expand_rules(rules: Mapping[str, list], aliases: Mapping[str, tuple[str, ...]]) -> dict[str, list]:
+    """Every rule of ``rules`` (datasource -> ``druid.rules.Rule`` list) with its ``tiered_replicants``
+    expanded (:func:`expand`): what the #7458 planner reads, before anything else (ALGORITHM.md
+    "Rules of Druid 38"). The same rule objects where nothing expands."""
+    if not aliases:
+        return dict(rules)
+    out: dict[str, list] = {}
+    for datasource, lst in rules.items():
+        out[datasource] = [
+            dataclasses.replace(rule, tiered_replicants=expand(rule.tiered_replicants, aliases))
+            if any(name in aliases for name in rule.tiered_replicants)
+            else rule
+            for rule in lst
+        ]
+    return out

@@ -3,7 +3,10 @@ per tier, what each plan does and where it leaves the tier once every operation 
 
 Per coordinator and tier: operations by kind (``loads``, ``drops``, ``moves``: drops that wait for a
 load, ``cancels``), ``bytes_loaded`` (every LOAD) and ``bytes_moved`` (the loads of moves), the
-``underreplicated`` segments after, over the historicals that are not decommissioning the max −
+``underreplicated`` segments after, what stays on the tier's decommissioning historicals
+(``left_on_decommissioning`` segments, ``bytes_left_on_decommissioning``: a plan that empties one
+moves those bytes, so its spread and cost are over fewer servers than a plan that does not), over
+the historicals that are not decommissioning the max −
 min of their ``segments``, ``bytes`` and disk use (``disk_pct``: bytes held / ``max_size``, in
 points of %) and the fullest one, the tier's ``total_cost`` (Druid's cost units, lower is better
 spread: :func:`segment_balancer.planner.livecost.total_cost`) and Elasticsearch's weighted node
@@ -64,6 +67,7 @@ def plan_measures(plan: Path, work: Path) -> dict:
     held = assignment.merge(segments, on="segment_id", how="left")
     servers = pd.DataFrame(summary["servers"])
     live = servers[~servers["decommissioning"]]
+    dying = servers[servers["decommissioning"]]
     move_loads = set(ops["depends_on"].dropna().astype("int64"))
     tiers = sorted(set(servers["tier"]) | set(ops["tier"].dropna()))
     out: dict[str, dict] = {}
@@ -88,6 +92,8 @@ def plan_measures(plan: Path, work: Path) -> dict:
             "bytes_loaded": int(loads["size_bytes"].sum()),
             "bytes_moved": int(loads.loc[loads["op_id"].isin(move_loads), "size_bytes"].sum()),
             "underreplicated": int(status.get("underreplicated", 0)),
+            "left_on_decommissioning": int(dying.loc[dying["tier"] == tier, "segments_after"].sum()),
+            "bytes_left_on_decommissioning": int(dying.loc[dying["tier"] == tier, "bytes_after"].sum()),
             "historicals": len(t_live),
             "segments_max_minus_min": int(t_live["segments_after"].max() - t_live["segments_after"].min())
             if len(t_live)

@@ -39,6 +39,7 @@ import numpy as np
 import pandas as pd
 
 from segment_balancer.common.files import remove_path, replace_path, write_json_atomic, write_parquet_atomic
+from segment_balancer.druid import tier_aliases
 from segment_balancer.druid.rules import rule_index_for
 from segment_balancer.druid.snapshot import loader
 from segment_balancer.druid.snapshot.segments import gzip_refusal, segments_path, server_segments_path
@@ -113,14 +114,15 @@ def load_small_inputs(snapshot: Path, overrides: dict | None, overrides_source: 
 
     The CLI and the DAG's ``resolve_snapshot`` call it to refuse a bad snapshot before any Spark
     job; ``overrides_source`` names where ``overrides`` came from in errors (``--config FILE``).
-    Returns ``(servers, all server names, queue entries, rules, EffectiveConfig, SnapshotMeta)``.
+    Returns ``(servers, all server names, queue entries, rules, EffectiveConfig, SnapshotMeta)``; the
+    rules with the config's tier aliases expanded (``druid.tier_aliases.expand_rules``).
     Raises ``SnapshotError`` naming the file, the row or key, the offending value and what was expected.
     """
     segments_path(snapshot), server_segments_path(snapshot)  # both present (SnapshotError if not)
     servers, all_names = loader.load_all_servers(snapshot)
     queues = loader.load_load_queues(snapshot, {s.server for s in servers})
-    rules = loader.load_rules(snapshot)
     config = load_config(snapshot, overrides, overrides_source)
+    rules = tier_aliases.expand_rules(loader.load_rules(snapshot), config.historical_tier_aliases)
     meta = loader.load_snapshot_meta(snapshot)
     return servers, all_names, queues, rules, config, meta
 

@@ -222,6 +222,7 @@ def print_comparison(console, plan: Path) -> None:
                         f"{m['moves']:,}",
                         _bytes(m["bytes_moved"]),
                         f"{m['underreplicated']:,}",
+                        f"{m.get('left_on_decommissioning', 0):,}",
                         f"{m['segments_max_minus_min']:,}",
                         f"{m['disk_pct_max_minus_min']:.2f}",
                         f"{m['fullest_disk_pct']:.2f}",
@@ -234,12 +235,16 @@ def print_comparison(console, plan: Path) -> None:
         "moves",
         "bytes moved",
         "under-rep.",
+        "on decomm.",
         "Δ segments",
         "Δ disk %",
         "fullest %",
         "cost",
     ]
-    title = "the coordinators side by side, once each plan succeeded (Δ: max − min over the historicals)"
+    title = (
+        "the coordinators side by side, once each plan succeeded (on decomm.: segments left on decommissioning "
+        "historicals; Δ: max − min over the others)"
+    )
     print_table(console, headers, rows, title=title)
     console.print("unavailable after: " + ", ".join(f"{p['coordinator']} {p['unavailable']}" for p in plans))
 
