@@ -53,8 +53,10 @@ TIMELINE_COLUMNS = [
 STATUSES = ("visible", "standby", "overshadowed")
 TABLE_FILE = "timeline/segments.parquet"
 """The table (relative to the work directory): the parsed columns (``overshadowed`` renamed
-``input_overshadowed``) plus ``status`` (``visible``/``standby``/``overshadowed``/``unused``),
-``overshadowed_by`` (list of ids), ``reason`` and ``overshadowed`` (the computed answer)."""
+``input_overshadowed``; ``projections`` and ``cluster_groups``, Druid 38's partial-load fields
+of the payload, null when absent, for the matchers of ``druid.partial_load``) plus ``status``
+(``visible``/``standby``/``overshadowed``/``unused``), ``overshadowed_by`` (list of ids),
+``reason`` and ``overshadowed`` (the computed answer)."""
 
 
 def clipped(start_ms: np.ndarray, end_ms: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
@@ -81,10 +83,11 @@ def _classify_partition(table) -> tuple[dict, object]:
     import pyarrow as pa
     from pyroaring import BitMap
 
+    from segment_balancer.druid.snapshot.segment_lines import PAYLOAD_COLUMNS
     from segment_balancer.druid.timeline import classify_datasource
 
     summary = {"bad": False, "error": None, "counts": {}, "groups": {}, "mismatches": 0, "examples": []}
-    pdf = table.to_pandas()
+    pdf = table.drop_columns(list(PAYLOAD_COLUMNS)).to_pandas()  # kept in the table, not needed here
     if pdf["bad"].any() or pdf["segment_id"].duplicated().any():
         summary["bad"] = True
         return summary, None

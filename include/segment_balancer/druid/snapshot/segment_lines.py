@@ -10,8 +10,13 @@ reference reader (Spark's ``from_json``, :func:`~segment_balancer.druid.snapshot
 whose refusal names the file, the line, the value and what was expected. So the two readers agree
 by construction on every refusal, and this one costs a few vectorised passes over a good file.
 
+The partial-load fields of Druid 38 (``projections``, ``clusterGroups``) are read only from the
+lines whose text names them (:data:`~segment_balancer.druid.partial_load.PAYLOAD_KEYS`), each with
+:func:`~segment_balancer.druid.partial_load.line_payload_fields`, the function the reference reader
+calls too: a file without them costs one substring test per line.
+
 Source: Druid ``DataSegment`` JSON (``dataSource``, ``interval``, ``version``, ``size``,
-``shardSpec``); ``SegmentId`` for the id.
+``shardSpec``, ``projections``, ``clusterGroups``); ``SegmentId`` for the id.
 """
 
 from __future__ import annotations
@@ -21,6 +26,7 @@ import io
 import numpy as np
 
 from segment_balancer.druid.instants import format_instant_ms, parse_instant_ms
+from segment_balancer.druid.partial_load import PAYLOAD_KEYS, line_payload_fields
 
 SHARD_FIELDS = (
     "type",
@@ -52,21 +58,35 @@ PARSED_FIELDS = [
     ("used", "boolean"),
     ("overshadowed", "boolean"),
     ("overshadowed_given", "boolean"),
+    ("projections", "array<string>"),
+    ("cluster_groups", "string"),
     ("bad", "boolean"),
 ]
 """A parsed line: ``read_segments``' columns (``overshadowed`` is the input's flag) and ``bad``
 (true when the reference reader is needed: the line, or its batch, did not parse or fails a check)."""
 PARSED_SCHEMA = ", ".join(f"{n} {t}" for n, t in PARSED_FIELDS)
 
-_TYPES = {"long": "int64", "int": "int32", "string": "string", "boolean": "bool_"}
+PAYLOAD_COLUMNS = ("projections", "cluster_groups")
+"""The partial-load columns (null when the payload lacks the field): ``projections`` (the names),
+``cluster_groups`` (the ``clusterGroups`` JSON text, for
+:meth:`~segment_balancer.druid.partial_load.ClusterGroups.parse`)."""
+
+_TYPES = {"long": "int64", "int": "int32", "string": "string", "boolean": "bool_", "array<string>": "list_of_string"}
 CANONICAL = r"^\d{4}-\d{2}-\d{2}T\d{2}:\d{2}:\d{2}\.\d{3}Z$"
 """Druid's print form of an instant of years 1-9999 (``0000`` is no such year)."""
+
+
+def _arrow_type(t: str):
+    """The pyarrow type of a Spark type name of :data:`PARSED_FIELDS`."""
+    import pyarrow as pa
+
+    return pa.list_(pa.string()) if _TYPES[t] == "list_of_string" else getattr(pa, _TYPES[t])()
 
 
 def _arrow_schema():
     import pyarrow as pa
 
-    return pa.schema([(n, getattr(pa, _TYPES[t])()) for n, t in PARSED_FIELDS])
+    return pa.schema([(n, _arrow_type(t)) for n, t in PARSED_FIELDS])
 
 
 def _json_schema():
@@ -91,7 +111,7 @@ def _bad_batch(lines: np.ndarray):
     import pyarrow as pa
 
     n = len(lines)
-    columns = {name: pa.nulls(n, getattr(pa, _TYPES[t])()) for name, t in PARSED_FIELDS}
+    columns = {name: pa.nulls(n, _arrow_type(t)) for name, t in PARSED_FIELDS}
     columns["line"] = pa.array(lines, pa.int64())
     columns["bad"] = pa.array(np.ones(n, bool))
     return pa.table(columns, schema=_arrow_schema())
@@ -132,6 +152,27 @@ def _instants(texts) -> tuple[np.ndarray, np.ndarray, list]:
         valid[i] = True
         printed[i] = format_instant_ms(int(ms[i])) if not canonical[i] else text
     return ms, valid, printed
+
+
+def payload_columns(text: list[str]):
+    """The partial-load columns of the lines ``text`` (:data:`PAYLOAD_COLUMNS`: pyarrow arrays) and
+    ``bad`` (bool array: a line whose ``projections`` or ``clusterGroups`` Druid refuses). Only the
+    lines naming a field are parsed, in Python."""
+    import pyarrow as pa
+
+    n = len(text)
+    bad = np.zeros(n, bool)
+    rows = [i for i, t in enumerate(text) if PAYLOAD_KEYS[0] in t or PAYLOAD_KEYS[1] in t]
+    if not rows:
+        return pa.nulls(n, pa.list_(pa.string())), pa.nulls(n, pa.string()), bad
+    projections: list = [None] * n
+    groups: list = [None] * n
+    for i in rows:
+        try:
+            projections[i], groups[i] = line_payload_fields(text[i])
+        except ValueError:
+            bad[i] = True
+    return pa.array(projections, pa.list_(pa.string())), pa.array(groups, pa.string()), bad
 
 
 def parse_lines(line: np.ndarray, text: list[str]):
@@ -189,6 +230,8 @@ def parse_lines(line: np.ndarray, text: list[str]):
         | (size_np < 0)
         | (part_np < 0)
     )
+    projections, cluster_groups, payload_bad = payload_columns(text)
+    bad |= payload_bad
     overshadowed = table.column("overshadowed")
     columns = {
         "line": pa.array(line, pa.int64()),
@@ -208,6 +251,8 @@ def parse_lines(line: np.ndarray, text: list[str]):
         "used": pc.coalesce(table.column("used"), pa.scalar(True)),
         "overshadowed": pc.coalesce(overshadowed, pa.scalar(False)),
         "overshadowed_given": pc.is_valid(overshadowed),
+        "projections": projections,
+        "cluster_groups": cluster_groups,
         "bad": pa.array(bad),
     }
     schema = _arrow_schema()

@@ -63,10 +63,15 @@ def read_segments(spark, snapshot: Path):
     ``start_root_partition_id``, ``end_root_partition_id``, ``minor_version``,
     ``atomic_update_group_size`` (nullable ints from the shardSpec, for the timeline),
     ``size_bytes`` (long), ``used``, ``overshadowed`` (bool; false when absent) and
-    ``overshadowed_given`` (bool: the line has the key), the raw ``interval`` text with its
+    ``overshadowed_given`` (bool: the line has the key), ``projections`` (array<string>: Druid 38's
+    projection names, null when the payload has none) and ``cluster_groups`` (str: the
+    ``clusterGroups`` JSON text, null when absent), the raw ``interval`` text with its
     ``interval_parts``, and ``problem`` (str, null on a good line): malformed JSON, a missing
-    field, a bad interval (unparseable or end before start), a negative size, or a repeated segment
-    id (on every line after its first).
+    field, a bad interval (unparseable or end before start), a negative size, ``projections`` or
+    ``clusterGroups`` that Druid refuses, or a repeated segment id (on every line after its first).
+    The partial-load fields are read in Python
+    (:func:`~segment_balancer.druid.partial_load.line_payload_fields`) from the lines that name
+    them only.
 
     Nothing is checked here: the frame is lazy (one Spark job numbers the lines) and cached, so
     that the caller writes it and checks it in the same jobs (:func:`first_problems`,
@@ -83,6 +88,7 @@ def read_segments(spark, snapshot: Path):
     parsed = raw.filter(F.trim("text") != "").select(
         "line", F.from_json("text", SEGMENT_JSON_SCHEMA, {"mode": "PERMISSIVE"}).alias("j"), "text"
     )
+    parsed = _with_payload_fields(parsed)
     interval = F.split("j.interval", "/")
     df = parsed.select(
         "line",
@@ -107,6 +113,9 @@ def read_segments(spark, snapshot: Path):
         F.size(interval).alias("interval_parts"),
         F.get(interval, 0).alias("start_text"),  # get: null, not an error, for "yesterday"
         F.get(interval, 1).alias("end_text"),
+        "projections",
+        "cluster_groups",
+        "payload_problem",
     )
     df = with_interval_instants(df, "start_text", "end_text")
     seg_id = F.concat_ws("_", "datasource", "start_printed", "end_printed", "version")
@@ -140,8 +149,9 @@ def read_segments(spark, snapshot: Path):
         )
         .when(F.col("size_bytes") < 0, F.concat(F.lit("size must be >= 0, got "), F.col("size_bytes").cast("string")))
         .when(F.col("partition_num") < 0, F.lit("shardSpec.partitionNum must be >= 0"))
+        .when(F.col("payload_problem").isNotNull(), F.col("payload_problem"))
     )
-    df = df.withColumn("problem", problem).drop("size_text", "line_text")
+    df = df.withColumn("problem", problem).drop("size_text", "line_text", "payload_problem")
     # a repeated id: every line after the id's first (lines that are bad already share one window)
     first = F.min("line").over(Window.partitionBy(F.when(F.col("problem").isNull(), F.col("segment_id"))))
     duplicate = F.when(
@@ -156,6 +166,37 @@ def read_segments(spark, snapshot: Path):
     )
     # Cached: the caller writes it and classifies it in one job (the JSON is parsed once).
     return df.withColumn("problem", F.coalesce("problem", duplicate)).cache()
+
+
+def _with_payload_fields(parsed):
+    """``parsed`` (``line``, ``j``, ``text``) plus ``projections``, ``cluster_groups`` and
+    ``payload_problem`` (what Druid refuses in them): null on the lines that do not name the fields,
+    read by :func:`~segment_balancer.druid.partial_load.line_payload_fields` (a pandas UDF over
+    those lines alone) on the others."""
+    from pyspark.sql import functions as F
+    from pyspark.sql.functions import pandas_udf
+
+    from segment_balancer.druid.partial_load import PAYLOAD_KEYS, line_payload_fields
+
+    @pandas_udf("projections array<string>, cluster_groups string, payload_problem string")
+    def payload(text: pd.Series) -> pd.DataFrame:
+        rows = []
+        for line in text:
+            try:
+                rows.append((*line_payload_fields(line), None))
+            except ValueError as exc:
+                rows.append((None, None, str(exc)))
+        return pd.DataFrame(rows, columns=["projections", "cluster_groups", "payload_problem"], dtype=object)
+
+    named = F.col("text").contains(PAYLOAD_KEYS[0]) | F.col("text").contains(PAYLOAD_KEYS[1])
+    plain = parsed.filter(~named).select(
+        "*",
+        F.lit(None).cast("array<string>").alias("projections"),
+        F.lit(None).cast("string").alias("cluster_groups"),
+        F.lit(None).cast("string").alias("payload_problem"),
+    )
+    extra = parsed.filter(named).select("*", payload(F.col("text")).alias("__payload"))
+    return plain.unionByName(extra.select(*parsed.columns, "__payload.*"))
 
 
 GZIP_FAILURES = (
