@@ -435,5 +435,7 @@ def test_shape_from_columns():
     assert shape.projections == ("p",)
     assert indices(glob([{"tenant": "acme"}]).match(shape)) == [0]
     assert SegmentShape.from_columns(None, None, 3, None) == SegmentShape(None, None, 3, None)
+    assert SegmentShape.from_columns("a,b", None, 0, 0).projections == ("a", "b")
+    assert SegmentShape.from_columns("", None, 0, 0).projections == ()
     with pytest.raises(ValueError, match="not JSON"):
         SegmentShape.from_columns(None, "{", 0, 0)

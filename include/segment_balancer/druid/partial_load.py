@@ -641,17 +641,19 @@ class SegmentShape:
     @classmethod
     def from_columns(
         cls,
-        projections: Sequence[str] | None,
+        projections: Sequence[str] | str | None,
         cluster_groups: str | None,
         partition_num: int,
         num_core_partitions: int | None,
     ) -> SegmentShape:
-        """A shape from the timeline table's columns ``projections`` (list or null),
-        ``cluster_groups`` (JSON text or null), ``partition_num``, ``num_core_partitions``.
+        """A shape from the timeline table's columns ``projections`` (list, comma-joined text or
+        null), ``cluster_groups`` (JSON text or null), ``partition_num``, ``num_core_partitions``.
 
         Raises:
             ValueError: ``cluster_groups`` that :meth:`ClusterGroups.parse` refuses.
         """
+        if isinstance(projections, str):
+            projections = projections_from_text(projections)
         return cls(
             projections=None if projections is None else tuple(projections),
             cluster_groups=None if cluster_groups is None else ClusterGroups.parse(cluster_groups),
@@ -703,6 +705,24 @@ def line_payload_fields(text: str) -> tuple[list[str] | None, str | None]:
     if not isinstance(obj, dict):
         raise ValueError("not a JSON object")
     return payload_fields(obj)
+
+
+def line_payload_texts(text: str) -> tuple[str | None, str | None]:
+    """:func:`line_payload_fields` with ``projections`` as Druid writes them, the names joined by
+    commas (``""``: none); what the segment readers carry through Spark (an array column makes
+    Spark's Arrow exchanges several times slower, even all null).
+
+    Raises:
+        ValueError: what :func:`line_payload_fields` refuses.
+    """
+    projections, groups = line_payload_fields(text)
+    return (None if projections is None else ",".join(projections)), groups
+
+
+def projections_from_text(text: str | None) -> list[str] | None:
+    """The projection names of their comma-joined form (``DataSegment``'s; ``None`` stays ``None``,
+    ``""`` is no name)."""
+    return None if text is None else [p for p in text.split(",") if p]
 
 
 PAYLOAD_KEYS = ('"projections"', '"clusterGroups"')

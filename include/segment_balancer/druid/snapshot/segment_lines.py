@@ -12,7 +12,7 @@ by construction on every refusal, and this one costs a few vectorised passes ove
 
 The partial-load fields of Druid 38 (``projections``, ``clusterGroups``) are read only from the
 lines whose text names them (:data:`~segment_balancer.druid.partial_load.PAYLOAD_KEYS`), each with
-:func:`~segment_balancer.druid.partial_load.line_payload_fields`, the function the reference reader
+:func:`~segment_balancer.druid.partial_load.line_payload_texts`, the function the reference reader
 calls too: a file without them costs one substring test per line.
 
 Source: Druid ``DataSegment`` JSON (``dataSource``, ``interval``, ``version``, ``size``,
@@ -26,7 +26,7 @@ import io
 import numpy as np
 
 from segment_balancer.druid.instants import format_instant_ms, parse_instant_ms
-from segment_balancer.druid.partial_load import PAYLOAD_KEYS, line_payload_fields
+from segment_balancer.druid.partial_load import PAYLOAD_KEYS, line_payload_texts, projections_from_text
 
 SHARD_FIELDS = (
     "type",
@@ -58,7 +58,7 @@ PARSED_FIELDS = [
     ("used", "boolean"),
     ("overshadowed", "boolean"),
     ("overshadowed_given", "boolean"),
-    ("projections", "array<string>"),
+    ("projections", "string"),
     ("cluster_groups", "string"),
     ("bad", "boolean"),
 ]
@@ -67,26 +67,20 @@ PARSED_FIELDS = [
 PARSED_SCHEMA = ", ".join(f"{n} {t}" for n, t in PARSED_FIELDS)
 
 PAYLOAD_COLUMNS = ("projections", "cluster_groups")
-"""The partial-load columns (null when the payload lacks the field): ``projections`` (the names),
+"""The partial-load columns (null when the payload lacks the field): ``projections`` (the names
+joined by commas, as Druid writes them; :func:`projection_lists` makes them lists) and
 ``cluster_groups`` (the ``clusterGroups`` JSON text, for
 :meth:`~segment_balancer.druid.partial_load.ClusterGroups.parse`)."""
 
-_TYPES = {"long": "int64", "int": "int32", "string": "string", "boolean": "bool_", "array<string>": "list_of_string"}
+_TYPES = {"long": "int64", "int": "int32", "string": "string", "boolean": "bool_"}
 CANONICAL = r"^\d{4}-\d{2}-\d{2}T\d{2}:\d{2}:\d{2}\.\d{3}Z$"
 """Druid's print form of an instant of years 1-9999 (``0000`` is no such year)."""
-
-
-def _arrow_type(t: str):
-    """The pyarrow type of a Spark type name of :data:`PARSED_FIELDS`."""
-    import pyarrow as pa
-
-    return pa.list_(pa.string()) if _TYPES[t] == "list_of_string" else getattr(pa, _TYPES[t])()
 
 
 def _arrow_schema():
     import pyarrow as pa
 
-    return pa.schema([(n, _arrow_type(t)) for n, t in PARSED_FIELDS])
+    return pa.schema([(n, getattr(pa, _TYPES[t])()) for n, t in PARSED_FIELDS])
 
 
 def _json_schema():
@@ -111,7 +105,7 @@ def _bad_batch(lines: np.ndarray):
     import pyarrow as pa
 
     n = len(lines)
-    columns = {name: pa.nulls(n, _arrow_type(t)) for name, t in PARSED_FIELDS}
+    columns = {name: pa.nulls(n, getattr(pa, _TYPES[t])()) for name, t in PARSED_FIELDS}
     columns["line"] = pa.array(lines, pa.int64())
     columns["bad"] = pa.array(np.ones(n, bool))
     return pa.table(columns, schema=_arrow_schema())
@@ -155,24 +149,35 @@ def _instants(texts) -> tuple[np.ndarray, np.ndarray, list]:
 
 
 def payload_columns(text: list[str]):
-    """The partial-load columns of the lines ``text`` (:data:`PAYLOAD_COLUMNS`: pyarrow arrays) and
-    ``bad`` (bool array: a line whose ``projections`` or ``clusterGroups`` Druid refuses). Only the
-    lines naming a field are parsed, in Python."""
+    """The partial-load columns of the lines ``text`` (:data:`PAYLOAD_COLUMNS`: pyarrow string
+    arrays) and ``bad`` (bool array: a line whose ``projections`` or ``clusterGroups`` Druid
+    refuses). Only the lines naming a field are parsed, in Python."""
     import pyarrow as pa
 
     n = len(text)
     bad = np.zeros(n, bool)
     rows = [i for i, t in enumerate(text) if PAYLOAD_KEYS[0] in t or PAYLOAD_KEYS[1] in t]
     if not rows:
-        return pa.nulls(n, pa.list_(pa.string())), pa.nulls(n, pa.string()), bad
+        return pa.nulls(n, pa.string()), pa.nulls(n, pa.string()), bad
     projections: list = [None] * n
     groups: list = [None] * n
     for i in rows:
         try:
-            projections[i], groups[i] = line_payload_fields(text[i])
+            projections[i], groups[i] = line_payload_texts(text[i])
         except ValueError:
             bad[i] = True
-    return pa.array(projections, pa.list_(pa.string())), pa.array(groups, pa.string()), bad
+    return pa.array(projections, pa.string()), pa.array(groups, pa.string()), bad
+
+
+def projection_lists(projections):
+    """The ``projections`` column (comma-joined names, pyarrow) as lists of names (list<string>),
+    null where null: the timeline table's form."""
+    import pyarrow as pa
+
+    typ = pa.list_(pa.string())
+    if projections.null_count == len(projections):
+        return pa.nulls(len(projections), typ)
+    return pa.array([projections_from_text(t) for t in projections.to_pylist()], typ)
 
 
 def parse_lines(line: np.ndarray, text: list[str]):

@@ -63,14 +63,14 @@ def read_segments(spark, snapshot: Path):
     ``start_root_partition_id``, ``end_root_partition_id``, ``minor_version``,
     ``atomic_update_group_size`` (nullable ints from the shardSpec, for the timeline),
     ``size_bytes`` (long), ``used``, ``overshadowed`` (bool; false when absent) and
-    ``overshadowed_given`` (bool: the line has the key), ``projections`` (array<string>: Druid 38's
-    projection names, null when the payload has none) and ``cluster_groups`` (str: the
-    ``clusterGroups`` JSON text, null when absent), the raw ``interval`` text with its
+    ``overshadowed_given`` (bool: the line has the key), ``projections`` (str: Druid 38's
+    projection names joined by commas, as Druid writes them, null when the payload has none) and
+    ``cluster_groups`` (str: the ``clusterGroups`` JSON text, null when absent), the raw ``interval`` text with its
     ``interval_parts``, and ``problem`` (str, null on a good line): malformed JSON, a missing
     field, a bad interval (unparseable or end before start), a negative size, ``projections`` or
     ``clusterGroups`` that Druid refuses, or a repeated segment id (on every line after its first).
     The partial-load fields are read in Python
-    (:func:`~segment_balancer.druid.partial_load.line_payload_fields`) from the lines that name
+    (:func:`~segment_balancer.druid.partial_load.line_payload_texts`) from the lines that name
     them only.
 
     Nothing is checked here: the frame is lazy (one Spark job numbers the lines) and cached, so
@@ -170,33 +170,31 @@ def read_segments(spark, snapshot: Path):
 
 def _with_payload_fields(parsed):
     """``parsed`` (``line``, ``j``, ``text``) plus ``projections``, ``cluster_groups`` and
-    ``payload_problem`` (what Druid refuses in them): null on the lines that do not name the fields,
-    read by :func:`~segment_balancer.druid.partial_load.line_payload_fields` (a pandas UDF over
-    those lines alone) on the others."""
+    ``payload_problem`` (what Druid refuses in them), read by
+    :func:`~segment_balancer.druid.partial_load.line_payload_texts` in a pandas UDF that is given
+    the text of the lines naming the fields alone (null for the others: nearly nothing to ship
+    to Python when a file has none)."""
     from pyspark.sql import functions as F
     from pyspark.sql.functions import pandas_udf
 
-    from segment_balancer.druid.partial_load import PAYLOAD_KEYS, line_payload_fields
+    from segment_balancer.druid.partial_load import PAYLOAD_KEYS, line_payload_texts
 
-    @pandas_udf("projections array<string>, cluster_groups string, payload_problem string")
+    @pandas_udf("projections string, cluster_groups string, payload_problem string")
     def payload(text: pd.Series) -> pd.DataFrame:
         rows = []
         for line in text:
+            if line is None:
+                rows.append((None, None, None))
+                continue
             try:
-                rows.append((*line_payload_fields(line), None))
+                rows.append((*line_payload_texts(line), None))
             except ValueError as exc:
                 rows.append((None, None, str(exc)))
         return pd.DataFrame(rows, columns=["projections", "cluster_groups", "payload_problem"], dtype=object)
 
     named = F.col("text").contains(PAYLOAD_KEYS[0]) | F.col("text").contains(PAYLOAD_KEYS[1])
-    plain = parsed.filter(~named).select(
-        "*",
-        F.lit(None).cast("array<string>").alias("projections"),
-        F.lit(None).cast("string").alias("cluster_groups"),
-        F.lit(None).cast("string").alias("payload_problem"),
-    )
-    extra = parsed.filter(named).select("*", payload(F.col("text")).alias("__payload"))
-    return plain.unionByName(extra.select(*parsed.columns, "__payload.*"))
+    extra = parsed.select("*", payload(F.when(named, F.col("text"))).alias("__payload"))
+    return extra.select(*parsed.columns, "__payload.*")
 
 
 GZIP_FAILURES = (
