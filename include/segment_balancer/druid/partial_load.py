@@ -393,17 +393,22 @@ def coerce_value(column: str, kind: str | None, raw: Any) -> Any:
         raise ValueError(f"clustering column {column!r} has no declared type")
     if raw is None:
         return None
-    _refuse_non_numeric(raw, f"clustering column {column!r}")
+    if not isinstance(raw, (str, int, float)):
+        _refuse_non_numeric(raw, f"clustering column {column!r}")
     if kind == "STRING":
-        return java_str(raw)
-    if kind in ("LONG", "DOUBLE", "FLOAT"):
+        return raw if type(raw) is str else java_str(raw)
+    to_number = _TO_NUMBER.get(kind)
+    if to_number is not None:
         if isinstance(raw, bool) or not isinstance(raw, (int, float)):
-            raise ValueError(f"cannot coerce the value {json.dumps(raw)} of column {column!r} to {kind}: not a number")
-        return {"LONG": _to_int64, "DOUBLE": _to_double, "FLOAT": _to_float32}[kind](raw)
+            raise ValueError(f"cannot coerce the value {_short(raw)} of column {column!r} to {kind}: not a number")
+        return to_number(raw)
     raise ValueError(
         f"clustering column {column!r} has type {kind}, which no tuple value can take "
         f"(supported: {', '.join(CLUSTERING_TYPES)})"
     )
+
+
+_TO_NUMBER = {"LONG": _to_int64, "DOUBLE": _to_double, "FLOAT": _to_float32}
 
 
 def render_value(kind: str, value: Any) -> str | None:
@@ -506,7 +511,11 @@ class ClusterGroups:
     columns: tuple[ClusteringColumn, ...]
     virtual_columns: tuple[dict, ...] = field(default=(), hash=False)
     tuples: tuple[tuple[Any, ...], ...] = ()
-    rendered: tuple[tuple[str | None, ...], ...] = field(default=(), compare=False, repr=False)
+
+    @functools.cached_property
+    def rendered(self) -> tuple[tuple[str | None, ...], ...]:
+        kinds = [c.type or "" for c in self.columns]
+        return tuple(tuple(render_value(k, v) for k, v in zip(kinds, t)) for t in self.tuples)
 
     @classmethod
     def from_json(cls, obj: Any) -> ClusterGroups:
@@ -550,7 +559,8 @@ class ClusterGroups:
         if not isinstance(raw_tuples, list):
             raise ValueError(f"clusterGroups.tuples must be a list of lists, got {_short(raw_tuples)}")
         n = len(columns)
-        tuples, rendered = [], []
+        kinds = [types[c.name] for c in columns]
+        tuples = []
         for t, tup in enumerate(raw_tuples):
             if tup is not None and not isinstance(tup, list):
                 raise ValueError(f"clusterGroups.tuples[{t}] must be a list, got {_short(tup)}")
@@ -558,12 +568,11 @@ class ClusterGroups:
                 size = "null" if tup is None else len(tup)
                 raise ValueError(f"clusterGroups.tuples[{t}] has size {size} but there are {n} clustering columns")
             try:
-                values = tuple(coerce_value(c.name, types[c.name], v) for c, v in zip(columns, tup))
+                values = tuple([coerce_value(c.name, k, v) for c, k, v in zip(columns, kinds, tup)])
             except ValueError as exc:
                 raise ValueError(f"clusterGroups.tuples[{t}]: {exc}") from None
             tuples.append(values)
-            rendered.append(tuple(render_value(types[c.name] or "", v) for c, v in zip(columns, values)))
-        return cls(tuple(columns), vcs, tuple(tuples), tuple(rendered))
+        return cls(tuple(columns), vcs, tuple(tuples))
 
     @classmethod
     def parse(cls, text: str) -> ClusterGroups:
@@ -687,9 +696,16 @@ def payload_fields(payload: Mapping) -> tuple[list[str] | None, str | None]:
     groups = payload.get("clusterGroups")
     if groups is None:
         return projections, None
-    _refuse_non_numeric(groups, "clusterGroups")
+    text = json.dumps(groups, separators=(",", ":"), ensure_ascii=False, default=_not_json)
     ClusterGroups.from_json(groups)
-    return projections, json.dumps(groups, separators=(",", ":"), ensure_ascii=False)
+    return projections, text
+
+
+def _not_json(value: Any) -> Any:
+    """``json.dumps``' hook for what is no JSON value: a ``NaN``/``Infinity`` literal of the input."""
+    if isinstance(value, _NonNumeric):
+        raise ValueError(f"clusterGroups holds {value.text}, which is not JSON")
+    raise TypeError(f"not a JSON value: {value!r}")
 
 
 def line_payload_fields(text: str) -> tuple[list[str] | None, str | None]:
