@@ -868,18 +868,25 @@ def _delegate(shape: SegmentShape) -> dict:
     return dict(shape.load_spec) if shape.load_spec is not None else {}
 
 
+_WIRE_FORMS = {
+    "projection": (PROJECTION_LOAD_SPEC, "projections"),
+    "cluster_group": (CLUSTER_GROUP_LOAD_SPEC, "clusterGroupIndices"),
+}
+
+
+def _match_result(kind: Literal["projection", "cluster_group"], shape: SegmentShape, parts: list, fingerprint: str):
+    """The :class:`MatchResult` with its wrapped load spec (``PartialProjectionLoadSpec.wireForm``,
+    ``PartialClusterGroupLoadSpec.wireForm``: the segment's load spec as ``delegate``)."""
+    spec_type, key = _WIRE_FORMS[kind]
+    wrapped = {"type": spec_type, "delegate": _delegate(shape), key: list(parts), "fingerprint": fingerprint}
+    return MatchResult(kind, tuple(parts), fingerprint, wrapped)
+
+
 def _projection_result(shape: SegmentShape, names: list[str]) -> MatchResult | None:
     """``ProjectionPartialLoadMatcher.match`` once the names are resolved (sorted, deduplicated)."""
     if not names:
         return None
-    fingerprint = projection_fingerprint(names)
-    wrapped = {
-        "type": PROJECTION_LOAD_SPEC,
-        "delegate": _delegate(shape),
-        "projections": list(names),
-        "fingerprint": fingerprint,
-    }
-    return MatchResult("projection", tuple(names), fingerprint, wrapped)
+    return _match_result("projection", shape, names, projection_fingerprint(names))
 
 
 def _string_list(raw: Any, what: str, matcher: str) -> tuple[str, ...]:
@@ -1086,13 +1093,7 @@ class GlobClusterGroupMatcher:
         if not indices and shape.partition_num >= (shape.num_core_partitions or 0):
             return None
         fingerprint = cluster_group_fingerprint(indices) if indices else EMPTY_LOAD_FINGERPRINT
-        wrapped = {
-            "type": CLUSTER_GROUP_LOAD_SPEC,
-            "delegate": _delegate(shape),
-            "clusterGroupIndices": list(indices),
-            "fingerprint": fingerprint,
-        }
-        return MatchResult("cluster_group", tuple(indices), fingerprint, wrapped)
+        return _match_result("cluster_group", shape, indices, fingerprint)
 
 
 @dataclass(frozen=True)
