@@ -127,3 +127,37 @@ def test_a_line_the_fast_reader_cannot_type_is_read_by_the_reference_reader(spar
     table = pd.read_parquet(tmp_path / "work" / "timeline" / "segments.parquet").set_index("line")
     assert table.loc[1, "segment_id"] == "x_2013-01-01T00:00:00.000Z_2013-01-02T00:00:00.000Z_2"
     assert list(table.loc[2, "overshadowed_by"]) == [table.loc[1, "segment_id"]]
+
+
+def test_the_timeline_table_carries_the_partial_load_fields(spark, tmp_path):
+    """``projections`` (the names) and ``cluster_groups`` (the ``clusterGroups`` JSON) reach
+    ``WORK/timeline/segments.parquet``, null where the payload lacks them; a shape built from the
+    table's columns is what a matcher sees."""
+    from segment_balancer.druid.partial_load import SegmentShape, matcher_from_json
+
+    snap = tmp_path / "snap"
+    snap.mkdir()
+    day = "2013-01-01T00:00:00.000Z/2013-01-02T00:00:00.000Z"
+    groups = {"clusteringColumns": [{"name": "tenant", "type": "STRING"}], "tuples": [["acme"], ["globex"]]}
+    shard = {"type": "numbered", "partitionNum": 0, "partitions": 1}
+    rows = [
+        {"dataSource": "x", "interval": day, "version": "1", "size": 1, "shardSpec": shard, "clusterGroups": groups},
+        {"dataSource": "y", "interval": day, "version": "1", "size": 1, "projections": "daily,hourly"},
+        {"dataSource": "z", "interval": day, "version": "1", "size": 1},
+    ]
+    (snap / "segments.jsonl").write_text("".join(json.dumps(r) + "\n" for r in rows))
+    used_segments(spark, snap, tmp_path / "work")
+    table = pd.read_parquet(tmp_path / "work" / "timeline" / "segments.parquet").set_index("line").sort_index()
+    assert table["projections"].map(lambda p: None if p is None else list(p)).tolist() == [
+        None,
+        ["daily", "hourly"],
+        None,
+    ]
+    assert json.loads(table.loc[1, "cluster_groups"]) == groups
+    assert table.loc[2, "cluster_groups"] is None and table.loc[3, "cluster_groups"] is None
+    row = table.loc[1]
+    shape = SegmentShape.from_columns(
+        row["projections"], row["cluster_groups"], row["partition_num"], row["num_core_partitions"]
+    )
+    matcher = matcher_from_json({"type": "globClusterGroup", "patterns": [{"tenant": "g*"}]})
+    assert matcher.match(shape).parts == (1,)

@@ -10,13 +10,22 @@ arithmetic in UTC):
 type                                   applies when
 =====================================  ====================================================
 loadForever, dropForever,              always
-broadcastForever
+broadcastForever, loadPartialForever
 loadByInterval, broadcastByInterval    overlap: ``rs < e and s < re`` (``Rules.eligibleForLoad``)
+loadPartialByInterval
 dropByInterval                         contains: ``rs <= s and s < re and e <= re``
-loadByPeriod, broadcastByPeriod        includeFuture: ``p < e``; else ``p < e and s < now``
+loadByPeriod, broadcastByPeriod,       includeFuture: ``p < e``; else ``p < e and s < now``
+loadPartialByPeriod
 dropByPeriod                           includeFuture: ``p <= s``; else ``p <= s and s < now and e <= now``
 dropBeforeByPeriod                     ``e <= p``
 =====================================  ====================================================
+
+The three partial-load rules of Druid 38 (``loadPartial*``, ``PartialLoadRule``) are load rules whose
+decision also depends on the segment itself: they apply when the interval test above holds and
+their matcher (:mod:`segment_balancer.druid.partial_load`) applies to the segment or their
+``onCannotMatch`` is ``fullLoad`` (the default). ``applies_to``/``applies_mask`` are the interval test
+alone (Druid's ``appliesTo(Interval, DateTime)``), exact for every rule that ``is_interval_based``;
+``applies_to_segment`` is the whole decision (Druid's ``appliesTo(DataSegment, DateTime)``).
 
 All instants are epoch milliseconds UTC (int). Periods are ISO-8601 (``P1Y2M3W4DT5H6M7.008S``) and are
 added field by field in Joda's order (years, months, weeks, days, hours, minutes, seconds, millis),
@@ -26,10 +35,13 @@ each year/month step clamping the day of month (2020-03-31 minus P1M is 2020-02-
 from __future__ import annotations
 
 import re
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Literal
 
 import numpy as np
+
+from segment_balancer.druid.partial_load import CannotMatch, Matcher, MatchResult, SegmentShape
 
 __all__ = [
     "Period",
@@ -41,6 +53,8 @@ __all__ = [
     "first_applying_rule",
     "rule_index_for",
     "DEFAULT_RULES_KEY",
+    "PARTIAL_RULE_TYPES",
+    "HANDLER_METHODS",
 ]
 
 DEFAULT_RULES_KEY = "_default"
@@ -56,7 +70,17 @@ RULE_KINDS: dict[str, Literal["load", "drop", "broadcast"]] = {
     "broadcastForever": "broadcast",
     "broadcastByInterval": "broadcast",
     "broadcastByPeriod": "broadcast",
+    "loadPartialForever": "load",
+    "loadPartialByInterval": "load",
+    "loadPartialByPeriod": "load",
 }
+
+PARTIAL_RULE_TYPES = ("loadPartialForever", "loadPartialByInterval", "loadPartialByPeriod")
+"""Druid 38's partial-load rules (``ForeverPartialLoadRule``, ``IntervalPartialLoadRule``,
+``PeriodPartialLoadRule``; PRs #19374, #19409, #19461, #19462, #19565, #19682)."""
+
+HANDLER_METHODS = ("replicateSegment", "replicateSegmentPartially", "deleteSegment", "broadcastSegment")
+"""The ``SegmentActionHandler`` methods a rule's ``run`` calls (Druid 38)."""
 
 
 from segment_balancer.druid.instants import (  # noqa: E402, F401  (re-exported)
@@ -182,7 +206,10 @@ class Rule:
         tiered_replicants: ``{tier: replicas}`` in the rule's JSON order (load rules; empty otherwise).
         interval_start_ms, interval_end_ms: the ``interval`` of ``*ByInterval`` rules (epoch ms UTC).
         period: the ``period`` of ``*ByPeriod`` rules.
-        include_future: ``includeFuture`` of ``loadByPeriod``/``dropByPeriod``/``broadcastByPeriod``.
+        include_future: ``includeFuture`` of ``loadByPeriod``/``dropByPeriod``/``broadcastByPeriod``/
+            ``loadPartialByPeriod``.
+        matcher: the ``matcher`` of a partial-load rule (``None`` for other rules).
+        on_cannot_match: the ``onCannotMatch`` of a partial-load rule (``None`` for other rules).
     """
 
     type: str
@@ -192,9 +219,63 @@ class Rule:
     interval_end_ms: int | None = None
     period: Period | None = None
     include_future: bool = True
+    matcher: Matcher | None = field(default=None, hash=False)
+    on_cannot_match: CannotMatch | None = None
+
+    @property
+    def is_interval_based(self) -> bool:
+        """Whether the rule's decision depends on the segment's interval alone (Druid's
+        ``Rule.isIntervalBased``): false for the partial-load rules only."""
+        return self.matcher is None
+
+    def partial_match(self, shape: SegmentShape) -> MatchResult | None:
+        """What the rule's matcher makes of the segment (``None``: it does not apply, or the rule
+        is no partial-load rule)."""
+        return None if self.matcher is None else self.matcher.match(shape)
+
+    def applies_to_segment(self, start_ms: int, end_ms: int, now_ms: int, shape: SegmentShape | None = None) -> bool:
+        """Whether the rule applies to the segment (Druid's ``appliesTo(DataSegment, DateTime)``;
+        ``PartialLoadRule.appliesTo``): the interval test, then, for a partial-load rule, its
+        matcher applies or its ``onCannotMatch`` is ``fullLoad``.
+
+        ``shape`` is needed only by a ``fallThrough`` partial-load rule whose interval test holds.
+
+        Raises:
+            ValueError: that rule, without ``shape``.
+        """
+        if not self.applies_to(start_ms, end_ms, now_ms):
+            return False
+        if self.is_interval_based or self.on_cannot_match is not CannotMatch.FALL_THROUGH:
+            return True
+        if shape is None:
+            raise ValueError(
+                f"a {self.type} rule with onCannotMatch fallThrough needs the segment's projections and "
+                "clusterGroups to decide whether it applies"
+            )
+        return self.partial_match(shape) is not None
+
+    def handler_method(self, shape: SegmentShape | None = None) -> str:
+        """The ``SegmentActionHandler`` method (:data:`HANDLER_METHODS`) Druid's ``Rule.run`` calls
+        for a segment this rule applies to: ``replicateSegment`` for a load rule, and for a
+        partial-load rule whose matcher does not apply (``fullLoad``); ``replicateSegmentPartially``
+        when it applies; ``deleteSegment`` for a drop rule; ``broadcastSegment`` for a broadcast rule.
+
+        Raises:
+            ValueError: a partial-load rule without ``shape``.
+        """
+        if self.kind == "drop":
+            return "deleteSegment"
+        if self.kind == "broadcast":
+            return "broadcastSegment"
+        if self.is_interval_based:
+            return "replicateSegment"
+        if shape is None:
+            raise ValueError(f"a {self.type} rule needs the segment's projections and clusterGroups to run")
+        return "replicateSegment" if self.partial_match(shape) is None else "replicateSegmentPartially"
 
     def applies_to(self, start_ms: int, end_ms: int, now_ms: int) -> bool:
-        """Whether the rule applies to the segment interval ``[start_ms, end_ms)`` at ``now_ms``."""
+        """Whether the rule applies to the segment interval ``[start_ms, end_ms)`` at ``now_ms`` (the
+        interval test alone: the whole decision of a rule that ``is_interval_based``)."""
         return bool(self.applies_mask(np.asarray(start_ms), np.asarray(end_ms), now_ms))
 
     def applies_mask(self, start_ms: np.ndarray, end_ms: np.ndarray, now_ms: int) -> np.ndarray:
@@ -227,23 +308,46 @@ def rules_for(rules: dict[str, list[Rule]], datasource: str) -> list[Rule]:
 
 
 def first_applying_rule(
-    rules: dict[str, list[Rule]], datasource: str, start_ms: int, end_ms: int, now_ms: int
+    rules: dict[str, list[Rule]],
+    datasource: str,
+    start_ms: int,
+    end_ms: int,
+    now_ms: int,
+    shape: SegmentShape | None = None,
 ) -> Rule | None:
-    """The first rule of ``rules[datasource] + rules['_default']`` that applies, or ``None``.
+    """The first rule of ``rules[datasource] + rules['_default']`` that applies
+    (:meth:`Rule.applies_to_segment`), or ``None``.
+
+    ``shape`` (the segment's projections and clusterGroups) is needed only when a partial-load
+    rule with ``onCannotMatch`` ``fallThrough`` is reached and its interval test holds.
+
+    Raises:
+        ValueError: such a rule is reached without ``shape``.
 
     Source: Druid ``RunRules`` (first matching rule wins); ALGORITHM.md "Terms" (Target).
     """
     for rule in rules_for(rules, datasource):
-        if rule.applies_to(start_ms, end_ms, now_ms):
+        if rule.applies_to_segment(start_ms, end_ms, now_ms, shape):
             return rule
     return None
 
 
-def rule_index_for(rules_list: list[Rule], start_ms: np.ndarray, end_ms: np.ndarray, now_ms: int) -> np.ndarray:
+def rule_index_for(
+    rules_list: list[Rule],
+    start_ms: np.ndarray,
+    end_ms: np.ndarray,
+    now_ms: int,
+    shape_of: Callable[[int], SegmentShape] | None = None,
+) -> np.ndarray:
     """Index of the first applying rule of ``rules_list`` per segment, ``-1`` when none applies.
 
     ``rules_list`` is ``rules_for(rules, datasource)`` (datasource rules then ``_default``);
     ``start_ms``/``end_ms`` are int64 arrays (epoch ms UTC). Returns an int32 array of the same length.
+    ``shape_of(i)`` is the :class:`SegmentShape` of segment ``i``, asked only for the segments that
+    reach a ``fallThrough`` partial-load rule whose interval test holds.
+
+    Raises:
+        ValueError: such a segment without ``shape_of``.
     """
     s = np.asarray(start_ms, dtype=np.int64)
     e = np.asarray(end_ms, dtype=np.int64)
@@ -251,6 +355,11 @@ def rule_index_for(rules_list: list[Rule], start_ms: np.ndarray, end_ms: np.ndar
     pending = np.ones(s.shape, dtype=bool)
     for i, rule in enumerate(rules_list):
         hit = rule.applies_mask(s, e, now_ms) & pending
+        if not rule.is_interval_based and rule.on_cannot_match is CannotMatch.FALL_THROUGH and hit.any():
+            rows = np.flatnonzero(hit)
+            if shape_of is None:
+                rule.applies_to_segment(int(s[rows[0]]), int(e[rows[0]]), now_ms)  # raises: no shape
+            hit[rows] = [rule.partial_match(shape_of(int(j))) is not None for j in rows]
         out[hit] = i
         pending &= ~hit
         if not pending.any():

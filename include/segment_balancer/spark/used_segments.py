@@ -53,8 +53,11 @@ TIMELINE_COLUMNS = [
 STATUSES = ("visible", "standby", "overshadowed")
 TABLE_FILE = "timeline/segments.parquet"
 """The table (relative to the work directory): the parsed columns (``overshadowed`` renamed
-``input_overshadowed``) plus ``status`` (``visible``/``standby``/``overshadowed``/``unused``),
-``overshadowed_by`` (list of ids), ``reason`` and ``overshadowed`` (the computed answer)."""
+``input_overshadowed``; ``projections`` (list of names) and ``cluster_groups`` (JSON text), Druid
+38's partial-load fields of the payload, null when absent, for the matchers of
+``druid.partial_load``) plus ``status``
+(``visible``/``standby``/``overshadowed``/``unused``), ``overshadowed_by`` (list of ids),
+``reason`` and ``overshadowed`` (the computed answer)."""
 
 
 def clipped(start_ms: np.ndarray, end_ms: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
@@ -81,10 +84,11 @@ def _classify_partition(table) -> tuple[dict, object]:
     import pyarrow as pa
     from pyroaring import BitMap
 
+    from segment_balancer.druid.snapshot.segment_lines import PAYLOAD_COLUMNS, projection_lists
     from segment_balancer.druid.timeline import classify_datasource
 
     summary = {"bad": False, "error": None, "counts": {}, "groups": {}, "mismatches": 0, "examples": []}
-    pdf = table.to_pandas()
+    pdf = table.drop_columns(list(PAYLOAD_COLUMNS)).to_pandas()  # kept in the table, not needed here
     if pdf["bad"].any() or pdf["segment_id"].duplicated().any():
         summary["bad"] = True
         return summary, None
@@ -137,6 +141,8 @@ def _classify_partition(table) -> tuple[dict, object]:
     out = table.drop_columns(["bad"]).rename_columns(
         ["input_overshadowed" if c == "overshadowed" else c for c in table.column_names if c != "bad"]
     )
+    where = out.column_names.index("projections")
+    out = out.set_column(where, "projections", projection_lists(out.column("projections").combine_chunks()))
     out = out.append_column("problem", pa.nulls(n, pa.string()))
     out = out.append_column("status", pa.array(status, pa.string()))
     out = out.append_column("overshadowed_by", pa.array(list(overshadowed_by), pa.list_(pa.string())))

@@ -49,6 +49,20 @@ VALID = [
     {"dataSource": "far", "interval": "2013-01-01T00:00:00.000Z/12013-01-01T00:00:00.000Z", "version": "v", "size": 1},
     {"dataSource": "tz", "interval": "2013-01-01T01:00:00.000+01:00/2013-01-02", "version": "v", "size": 1},
     {"dataSource": "tz", "interval": "2013-01-05T00:00:00.000Z/2013-01-05T00:00:00.000Z", "version": "v", "size": 1},
+    # Druid 38's partial-load fields: projections comma-joined (as DataSegment writes them), clusterGroups
+    {
+        "dataSource": "p",
+        "interval": DAY,
+        "version": "v",
+        "size": 1,
+        "projections": "daily,hourly",
+        "clusterGroups": {
+            "clusteringColumns": [{"name": "tenant", "type": "STRING"}, {"name": "n", "type": "DOUBLE"}],
+            "virtualColumns": [{"type": "expression", "name": "v", "expression": "lower(tenant)"}],
+            "tuples": [["acme", 1], [None, 2.5]],
+        },
+    },
+    {"dataSource": "p", "interval": DAY, "version": "w", "size": 1, "projections": "", "clusterGroups": None},
 ]
 BAD = [
     "{not json",
@@ -65,6 +79,20 @@ BAD = [
     json.dumps({"interval": DAY, "version": "v", "size": 1}),
     json.dumps({"dataSource": "x", "interval": DAY, "size": 1}),
     json.dumps({"dataSource": "x", "interval": DAY + "/2014", "version": "v", "size": 1}),
+    json.dumps({"dataSource": "x", "interval": DAY, "version": "v", "size": 1, "projections": 5}),
+    json.dumps({"dataSource": "x", "interval": DAY, "version": "v", "size": 1, "clusterGroups": {"tuples": []}}),
+    json.dumps(
+        {
+            "dataSource": "x",
+            "interval": DAY,
+            "version": "v",
+            "size": 1,
+            "clusterGroups": {"clusteringColumns": [{"name": "n", "type": "LONG"}], "tuples": [["1"]]},
+        }
+    ),
+    # a NaN literal, which Jackson refuses (Python's and Spark's JSON readers take it)
+    '{"dataSource": "x", "interval": "' + DAY + '", "version": "v", "size": 1, "clusterGroups": '
+    '{"clusteringColumns": [{"name": "n", "type": "DOUBLE"}], "tuples": [[NaN]]}}',
 ]
 
 
@@ -91,6 +119,10 @@ def test_valid_lines_read_as_the_reference_reads_them(spark, tmp_path):
         }
     assert fast[3]["start_ms"] == -(2**62) and fast[3]["end_ms"] == 2**62 - 1
     assert fast[5]["segment_id"] == "tz_2013-01-01T00:00:00.000Z_2013-01-02T00:00:00.000Z_v"
+    assert fast[7]["projections"] == "daily,hourly"  # Druid's form; the timeline table has lists
+    assert json.loads(fast[7]["cluster_groups"]) == VALID[7]["clusterGroups"]
+    assert (fast[8]["projections"], fast[8]["cluster_groups"]) == ("", None)
+    assert (fast[0]["projections"], fast[0]["cluster_groups"]) == (None, None)
 
 
 @pytest.mark.parametrize("line", BAD)

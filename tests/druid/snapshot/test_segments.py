@@ -247,3 +247,27 @@ def test_a_bad_line_of_a_gzip_segments_file_is_named_by_its_line(spark, tmp_path
         out.write(text)
     err = refused(spark, snap, tmp_path)
     assert str(err).startswith("segments.jsonl.gz line 7: "), str(err)
+
+
+@pytest.mark.parametrize(
+    "field, value, problem",
+    [
+        ("projections", ["a", 1], 'projections must be a comma-separated string of projection names, got ["a", 1]'),
+        ("clusterGroups", {"tuples": [["a"]]}, "clusterGroups.clusteringColumns must not be null or empty"),
+        (
+            "clusterGroups",
+            {"clusteringColumns": [{"name": "n", "type": "LONG"}], "tuples": [["1"]]},
+            "clusterGroups.tuples[0]: cannot coerce the value \"1\" of column 'n' to LONG: not a number",
+        ),
+    ],
+)
+def test_partial_load_fields_that_druid_refuses_name_the_line(spark, tmp_path, field, value, problem):
+    """A payload whose ``projections`` or ``clusterGroups`` Druid's ``DataSegment`` would not read
+    is refused as a bad line."""
+
+    def edit(segs):
+        segs[1][field] = value
+        return segs
+
+    err = refused(spark, snapshot_with(tmp_path, edit), tmp_path)
+    assert str(err) == f"segments.jsonl line 2: {problem}"

@@ -21,8 +21,9 @@ from pydantic import (
     model_validator,
 )
 
+from segment_balancer.druid.partial_load import CannotMatch, matcher_from_json
 from segment_balancer.druid.releases import UNKNOWN_VERSION, VERSION_FORMAT, parse_version
-from segment_balancer.druid.rules import RULE_KINDS, Period, Rule, parse_instant_ms, parse_interval
+from segment_balancer.druid.rules import PARTIAL_RULE_TYPES, RULE_KINDS, Period, Rule, parse_instant_ms, parse_interval
 
 QueueType = Literal["loading", "decommissioning", "balancing"]
 """The three load-queue types of a load (Druid ``SegmentAction``: LOAD, MOVE_TO from
@@ -226,7 +227,11 @@ class RuleSpec(BaseModel):
     (``loadByPeriod``, ``dropByPeriod``, ``broadcastByPeriod``; default true). Legacy (Druid < 0.7)
     ``tier`` + ``replicants`` on load rules mean ``{tier: replicants}`` when ``tieredReplicants`` is
     absent. ``colocatedDataSources`` (broadcast rules of Druid 0.12-0.18) is accepted and ignored.
-    Any other field is an error.
+    The partial-load rules of Druid 38 (``loadPartialForever``, ``loadPartialByInterval``,
+    ``loadPartialByPeriod``) take the fields of ``loadForever``, ``loadByInterval``, ``loadByPeriod``
+    (without the legacy ``tier``/``replicants``) and ``matcher`` (required:
+    :func:`~segment_balancer.druid.partial_load.matcher_from_json`) and ``onCannotMatch``
+    (``fullLoad`` when absent or unknown, as Druid reads it). Any other field is an error.
     """
 
     model_config = ConfigDict(extra="forbid", populate_by_name=True)
@@ -239,6 +244,8 @@ class RuleSpec(BaseModel):
     period: StrictStr | None = None
     includeFuture: JacksonBool | None = None
     colocatedDataSources: list[StrictStr] | None = None
+    matcher: Any = None
+    onCannotMatch: Any = None
 
     @model_validator(mode="after")
     def _check_fields(self) -> RuleSpec:
@@ -247,7 +254,8 @@ class RuleSpec(BaseModel):
             raise ValueError(f"unknown rule type {t!r}; known: {', '.join(RULE_KINDS)}")
         allowed = {"type"}
         if RULE_KINDS[t] == "load":
-            allowed |= {"tieredReplicants", "useDefaultTierForNull", "tier", "replicants"}
+            allowed |= {"tieredReplicants", "useDefaultTierForNull"}
+            allowed |= {"matcher", "onCannotMatch"} if t in PARTIAL_RULE_TYPES else {"tier", "replicants"}
         if RULE_KINDS[t] == "broadcast":
             allowed |= {"colocatedDataSources"}
         if t.endswith("ByInterval"):
@@ -264,6 +272,10 @@ class RuleSpec(BaseModel):
             raise ValueError(f"a {t} rule needs an interval")
         if t.endswith("ByPeriod") and self.period is None:
             raise ValueError(f"a {t} rule needs a period")
+        if t in PARTIAL_RULE_TYPES and self.matcher is None:
+            raise ValueError(f"a {t} rule needs a matcher (exactProjection, globProjection or globClusterGroup)")
+        if isinstance(self.onCannotMatch, (dict, list)):
+            raise ValueError(f"onCannotMatch must be fullLoad or fallThrough, got {json.dumps(self.onCannotMatch)}")
         if (self.tier is None) != (self.replicants is None):
             raise ValueError("legacy 'tier' and 'replicants' must be given together")
         for tier, n in (self.tieredReplicants or {}).items():
@@ -278,7 +290,7 @@ class RuleSpec(BaseModel):
         return self
 
     def to_rule(self) -> Rule:
-        """The ``Rule``. Raises ValueError on a malformed interval or period."""
+        """The ``Rule``. Raises ValueError on a malformed interval, period or matcher."""
         kind = RULE_KINDS[self.type]
         tiered: dict[str, int] = {}
         if kind == "load":
@@ -292,6 +304,13 @@ class RuleSpec(BaseModel):
         if self.interval is not None:
             start, end = parse_interval(self.interval)
         period = Period.parse(self.period) if self.period is not None else None
+        matcher = on_cannot_match = None
+        if self.type in PARTIAL_RULE_TYPES:
+            try:
+                matcher = matcher_from_json(self.matcher)
+            except ValueError as exc:
+                raise ValueError(f"matcher: {exc}") from None
+            on_cannot_match = CannotMatch.from_json(self.onCannotMatch)
         return Rule(
             type=self.type,
             kind=kind,
@@ -300,4 +319,6 @@ class RuleSpec(BaseModel):
             interval_end_ms=end,
             period=period,
             include_future=True if self.includeFuture is None else self.includeFuture,
+            matcher=matcher,
+            on_cannot_match=on_cannot_match,
         )

@@ -10,8 +10,13 @@ reference reader (Spark's ``from_json``, :func:`~segment_balancer.druid.snapshot
 whose refusal names the file, the line, the value and what was expected. So the two readers agree
 by construction on every refusal, and this one costs a few vectorised passes over a good file.
 
+The partial-load fields of Druid 38 (``projections``, ``clusterGroups``) are read only from the
+lines whose text names them (:data:`~segment_balancer.druid.partial_load.PAYLOAD_KEYS`), each with
+:func:`~segment_balancer.druid.partial_load.line_payload_texts`, the function the reference reader
+calls too: a file without them costs one substring test per line.
+
 Source: Druid ``DataSegment`` JSON (``dataSource``, ``interval``, ``version``, ``size``,
-``shardSpec``); ``SegmentId`` for the id.
+``shardSpec``, ``projections``, ``clusterGroups``); ``SegmentId`` for the id.
 """
 
 from __future__ import annotations
@@ -21,6 +26,7 @@ import io
 import numpy as np
 
 from segment_balancer.druid.instants import format_instant_ms, parse_instant_ms
+from segment_balancer.druid.partial_load import PAYLOAD_KEYS, line_payload_texts, projections_from_text
 
 SHARD_FIELDS = (
     "type",
@@ -52,11 +58,19 @@ PARSED_FIELDS = [
     ("used", "boolean"),
     ("overshadowed", "boolean"),
     ("overshadowed_given", "boolean"),
+    ("projections", "string"),
+    ("cluster_groups", "string"),
     ("bad", "boolean"),
 ]
 """A parsed line: ``read_segments``' columns (``overshadowed`` is the input's flag) and ``bad``
 (true when the reference reader is needed: the line, or its batch, did not parse or fails a check)."""
 PARSED_SCHEMA = ", ".join(f"{n} {t}" for n, t in PARSED_FIELDS)
+
+PAYLOAD_COLUMNS = ("projections", "cluster_groups")
+"""The partial-load columns (null when the payload lacks the field): ``projections`` (the names
+joined by commas, as Druid writes them; :func:`projection_lists` makes them lists) and
+``cluster_groups`` (the ``clusterGroups`` JSON text, for
+:meth:`~segment_balancer.druid.partial_load.ClusterGroups.parse`)."""
 
 _TYPES = {"long": "int64", "int": "int32", "string": "string", "boolean": "bool_"}
 CANONICAL = r"^\d{4}-\d{2}-\d{2}T\d{2}:\d{2}:\d{2}\.\d{3}Z$"
@@ -134,6 +148,38 @@ def _instants(texts) -> tuple[np.ndarray, np.ndarray, list]:
     return ms, valid, printed
 
 
+def payload_columns(text: list[str]):
+    """The partial-load columns of the lines ``text`` (:data:`PAYLOAD_COLUMNS`: pyarrow string
+    arrays) and ``bad`` (bool array: a line whose ``projections`` or ``clusterGroups`` Druid
+    refuses). Only the lines naming a field are parsed, in Python."""
+    import pyarrow as pa
+
+    n = len(text)
+    bad = np.zeros(n, bool)
+    rows = [i for i, t in enumerate(text) if PAYLOAD_KEYS[0] in t or PAYLOAD_KEYS[1] in t]
+    if not rows:
+        return pa.nulls(n, pa.string()), pa.nulls(n, pa.string()), bad
+    projections: list = [None] * n
+    groups: list = [None] * n
+    for i in rows:
+        try:
+            projections[i], groups[i] = line_payload_texts(text[i])
+        except ValueError:
+            bad[i] = True
+    return pa.array(projections, pa.string()), pa.array(groups, pa.string()), bad
+
+
+def projection_lists(projections):
+    """The ``projections`` column (comma-joined names, pyarrow) as lists of names (list<string>),
+    null where null: the timeline table's form."""
+    import pyarrow as pa
+
+    typ = pa.list_(pa.string())
+    if projections.null_count == len(projections):
+        return pa.nulls(len(projections), typ)
+    return pa.array([projections_from_text(t) for t in projections.to_pylist()], typ)
+
+
 def parse_lines(line: np.ndarray, text: list[str]):
     """The parsed rows (pyarrow Table of :data:`PARSED_FIELDS`) of the numbered lines ``line``
     (int64) / ``text`` (str, none blank). A batch that pyarrow cannot read against the schema
@@ -189,6 +235,8 @@ def parse_lines(line: np.ndarray, text: list[str]):
         | (size_np < 0)
         | (part_np < 0)
     )
+    projections, cluster_groups, payload_bad = payload_columns(text)
+    bad |= payload_bad
     overshadowed = table.column("overshadowed")
     columns = {
         "line": pa.array(line, pa.int64()),
@@ -208,6 +256,8 @@ def parse_lines(line: np.ndarray, text: list[str]):
         "used": pc.coalesce(table.column("used"), pa.scalar(True)),
         "overshadowed": pc.coalesce(overshadowed, pa.scalar(False)),
         "overshadowed_given": pc.is_valid(overshadowed),
+        "projections": projections,
+        "cluster_groups": cluster_groups,
         "bad": pa.array(bad),
     }
     schema = _arrow_schema()

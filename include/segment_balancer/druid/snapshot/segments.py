@@ -63,10 +63,15 @@ def read_segments(spark, snapshot: Path):
     ``start_root_partition_id``, ``end_root_partition_id``, ``minor_version``,
     ``atomic_update_group_size`` (nullable ints from the shardSpec, for the timeline),
     ``size_bytes`` (long), ``used``, ``overshadowed`` (bool; false when absent) and
-    ``overshadowed_given`` (bool: the line has the key), the raw ``interval`` text with its
+    ``overshadowed_given`` (bool: the line has the key), ``projections`` (str: Druid 38's
+    projection names joined by commas, as Druid writes them, null when the payload has none) and
+    ``cluster_groups`` (str: the ``clusterGroups`` JSON text, null when absent), the raw ``interval`` text with its
     ``interval_parts``, and ``problem`` (str, null on a good line): malformed JSON, a missing
-    field, a bad interval (unparseable or end before start), a negative size, or a repeated segment
-    id (on every line after its first).
+    field, a bad interval (unparseable or end before start), a negative size, ``projections`` or
+    ``clusterGroups`` that Druid refuses, or a repeated segment id (on every line after its first).
+    The partial-load fields are read in Python
+    (:func:`~segment_balancer.druid.partial_load.line_payload_texts`) from the lines that name
+    them only.
 
     Nothing is checked here: the frame is lazy (one Spark job numbers the lines) and cached, so
     that the caller writes it and checks it in the same jobs (:func:`first_problems`,
@@ -83,6 +88,7 @@ def read_segments(spark, snapshot: Path):
     parsed = raw.filter(F.trim("text") != "").select(
         "line", F.from_json("text", SEGMENT_JSON_SCHEMA, {"mode": "PERMISSIVE"}).alias("j"), "text"
     )
+    parsed = _with_payload_fields(parsed)
     interval = F.split("j.interval", "/")
     df = parsed.select(
         "line",
@@ -107,6 +113,9 @@ def read_segments(spark, snapshot: Path):
         F.size(interval).alias("interval_parts"),
         F.get(interval, 0).alias("start_text"),  # get: null, not an error, for "yesterday"
         F.get(interval, 1).alias("end_text"),
+        "projections",
+        "cluster_groups",
+        "payload_problem",
     )
     df = with_interval_instants(df, "start_text", "end_text")
     seg_id = F.concat_ws("_", "datasource", "start_printed", "end_printed", "version")
@@ -140,8 +149,9 @@ def read_segments(spark, snapshot: Path):
         )
         .when(F.col("size_bytes") < 0, F.concat(F.lit("size must be >= 0, got "), F.col("size_bytes").cast("string")))
         .when(F.col("partition_num") < 0, F.lit("shardSpec.partitionNum must be >= 0"))
+        .when(F.col("payload_problem").isNotNull(), F.col("payload_problem"))
     )
-    df = df.withColumn("problem", problem).drop("size_text", "line_text")
+    df = df.withColumn("problem", problem).drop("size_text", "line_text", "payload_problem")
     # a repeated id: every line after the id's first (lines that are bad already share one window)
     first = F.min("line").over(Window.partitionBy(F.when(F.col("problem").isNull(), F.col("segment_id"))))
     duplicate = F.when(
@@ -156,6 +166,35 @@ def read_segments(spark, snapshot: Path):
     )
     # Cached: the caller writes it and classifies it in one job (the JSON is parsed once).
     return df.withColumn("problem", F.coalesce("problem", duplicate)).cache()
+
+
+def _with_payload_fields(parsed):
+    """``parsed`` (``line``, ``j``, ``text``) plus ``projections``, ``cluster_groups`` and
+    ``payload_problem`` (what Druid refuses in them), read by
+    :func:`~segment_balancer.druid.partial_load.line_payload_texts` in a pandas UDF that is given
+    the text of the lines naming the fields alone (null for the others: nearly nothing to ship
+    to Python when a file has none)."""
+    from pyspark.sql import functions as F
+    from pyspark.sql.functions import pandas_udf
+
+    from segment_balancer.druid.partial_load import PAYLOAD_KEYS, line_payload_texts
+
+    @pandas_udf("projections string, cluster_groups string, payload_problem string")
+    def payload(text: pd.Series) -> pd.DataFrame:
+        rows = []
+        for line in text:
+            if line is None:
+                rows.append((None, None, None))
+                continue
+            try:
+                rows.append((*line_payload_texts(line), None))
+            except ValueError as exc:
+                rows.append((None, None, str(exc)))
+        return pd.DataFrame(rows, columns=["projections", "cluster_groups", "payload_problem"], dtype=object)
+
+    named = F.col("text").contains(PAYLOAD_KEYS[0]) | F.col("text").contains(PAYLOAD_KEYS[1])
+    extra = parsed.select("*", payload(F.when(named, F.col("text"))).alias("__payload"))
+    return extra.select(*parsed.columns, "__payload.*")
 
 
 GZIP_FAILURES = (
