@@ -841,6 +841,27 @@ class PartialLoadProfile:
             raise ValueError("a partial load needs a fingerprint")
         return cls(dict(wrapped), fingerprint, loaded)
 
+    @classmethod
+    def of_match(cls, result: MatchResult) -> PartialLoadProfile:
+        """The request profile of a matcher's ``result`` (``PartialLoadRule.run``)."""
+        return cls.for_request(result.wrapped_load_spec, result.fingerprint)
+
+    def matches(self, fingerprint: str) -> bool:
+        """Whether this replica or load holds the part of ``fingerprint`` (the reconciler's
+        "matching"; ``PartialSegmentStatusInTier.classify``)."""
+        return self.fingerprint == fingerprint
+
+    @property
+    def load_spec_type(self) -> str | None:
+        """The wrapped load spec's ``type`` (``partialProjection``, ``partialClusterGroup``)."""
+        return self.wrapped_load_spec.get("type")
+
+    @property
+    def parts(self) -> tuple:
+        """What the load asks for: the projection names or cluster-group indices of the wrapped spec."""
+        spec = self.wrapped_load_spec
+        return tuple(spec.get("projections", spec.get("clusterGroupIndices", ())))
+
 
 class CannotMatch(enum.Enum):
     """What a partial-load rule does with a segment its matcher does not apply to (Druid 38

@@ -33,6 +33,7 @@ from pathlib import Path
 from segment_balancer.common.errors import InputError
 from segment_balancer.common.files import write_json_atomic, write_parquet_atomic
 from segment_balancer.druid import metrics as m
+from segment_balancer.druid.rules import PARTIAL_RULE_TYPES
 from segment_balancer.druid.snapshot.loader import load_cluster_version, load_rules, read_json
 from segment_balancer.planner.druid_coordinator.balancer import served_and_queued
 from segment_balancer.planner.druid_coordinator.duties import DUTY_APPS, DUTY_STAGES
@@ -81,6 +82,8 @@ def _segment(row: dict) -> DataSegment:
         shard_type=row.get("shard_type") or "numbered",
         num_core_partitions=row.get("num_core_partitions"),
         overwrite=overwrite,
+        projections=None if row.get("projections") is None else tuple(row["projections"]),
+        cluster_groups=row.get("cluster_groups"),
     )
 
 
@@ -124,6 +127,8 @@ def cluster_state(
         "size_bytes",
         "used",
         "overshadowed",
+        "projections",
+        "cluster_groups",
     ]
     timeline = pq.read_table(work / "timeline" / "segments.parquet", columns=timeline_columns)
     if wanted_ids is not None:
@@ -195,6 +200,21 @@ def pa_array(values: list[str]):
 def _config(snapshot: Path, overrides: dict | None) -> dict:
     given = read_json(snapshot, CONFIG_FILE, required=False) or {}
     return {**given, **(overrides or {})}
+
+
+def _refuse_rules_of_a_later_release(snapshot: Path, config) -> None:
+    """Druid 35.0.0 cannot read Druid 38's partial-load rules (its ``Rule`` has no such type):
+    ``InputError`` naming the first one, when ``config`` reproduces 35.0.0."""
+    if config.is_38:
+        return
+    for datasource, rules in load_rules(snapshot).items():
+        for rule in rules:
+            if rule.type in PARTIAL_RULE_TYPES:
+                raise InputError(
+                    f"rules.json: {datasource}'s rule {rule.type} is a rule of Druid 38.0.0, which the "
+                    f"Coordinator of Druid {config.release} cannot read (druidVersion {config.release}, "
+                    f"from the {config.release_from}); plan with druidVersion 38.0.0"
+                )
 
 
 def run_config(snapshot: Path, overrides: dict | None = None):
@@ -480,6 +500,7 @@ def run_druid_app(spark, app: str, snapshot: Path, work: Path, overrides: dict |
             druid_config(values)
         except ValueError as exc:
             raise InputError(f"{where}: {exc}") from None
+    _refuse_rules_of_a_later_release(snapshot, run_config(snapshot, overrides))
     run = Run(spark, work)
     run.reset_from(DUTY_STAGES[DUTY_APPS[app][0]])
     spec = {"app": app, "work": str(work), "snapshot": str(Path(snapshot).absolute()), "overrides": overrides}

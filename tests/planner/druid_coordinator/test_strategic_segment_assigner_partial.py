@@ -33,7 +33,13 @@ pytestmark = pytest.mark.druid_release("38.0.0")
 
 TIER1, TIER2 = "tier1", "tier2"
 FP_REVENUE, FP_USERS = "v1:deadbeefcafebabe", "v1:0123456789abcdef"
-REVENUE = PartialLoadProfile(FP_REVENUE, "exactProjection", ("revenue",))
+LOCAL = {"type": "local", "path": "/var/druid/segments/foo"}
+REVENUE = PartialLoadProfile.for_request(
+    {"type": "partialProjection", "delegate": LOCAL, "projections": ["revenue"], "fingerprint": FP_REVENUE},
+    FP_REVENUE,
+)
+"""``profileForRevenue``."""
+USERS_SPEC = {"type": "partialProjection", "projections": ["users"], "fingerprint": FP_USERS}
 YEAR_2024, YEAR_2025 = 1_704_067_200_000, 1_735_689_600_000
 SEGMENT = DataSegment("wiki_2024-01-01_2025-01-01_v", "wiki", YEAR_2024, YEAR_2025, "v", 0, 0)
 
@@ -104,7 +110,7 @@ def test_no_action_when_matching_replica_already_loaded(server):
 def test_full_fallback_loaded_bytes_counts_as_matching(server):
     """``testFullFallbackLoadedBytesCountsAsMatching``: announced with the rule's fingerprint and the
     full size loaded (the historical fell back to a full load): it satisfies the rule."""
-    s1 = server(TIER1, PartialLoadProfile(FP_REVENUE, "exactProjection", ("revenue",), loaded_bytes=SEGMENT.size))
+    s1 = server(TIER1, PartialLoadProfile.for_loaded(REVENUE.wrapped_load_spec, FP_REVENUE, SEGMENT.size))
     s2 = server(TIER1)
     stats = replicate([s1, s2], {TIER1: 1})
     assert stats.matching(m.PARTIAL_ASSIGNED) == [] and s2.loading_segments() == []
@@ -131,7 +137,7 @@ def test_stale_dropped_after_matching_loaded_satisfies_requirement(server):
 def test_stuck_state_additive_reload_on_stale_servers(server):
     """``testStuckStateAdditiveReloadOnStaleServers``: both hold the users part (512 bytes loaded),
     two are required: both reload in place (additive), neither is dropped."""
-    users = PartialLoadProfile(FP_USERS, "exactProjection", ("users",), loaded_bytes=512)
+    users = PartialLoadProfile.for_loaded(USERS_SPEC, FP_USERS, 512)
     s1, s2 = server(TIER1, users), server(TIER1, users)
     stats = replicate([s1, s2], {TIER1: 2})
     assert stat(stats, m.PARTIAL_ASSIGNED) == 2
@@ -158,7 +164,7 @@ def test_replicate_segment_partially_skips_decommissioning_server(server):
 def test_stale_in_flight_cancelled_and_replaced(server):
     """``testStaleInFlightCancelledAndReplaced``: a load of the users part queued by an earlier run is
     cancelled and the revenue part queued on the same server."""
-    s1 = server(TIER1, queued=PartialLoadProfile(FP_USERS, "exactProjection", ("users",)))
+    s1 = server(TIER1, queued=PartialLoadProfile.for_request(USERS_SPEC, FP_USERS))
     stats = replicate([s1], {TIER1: 1})
     assert stat(stats, m.PARTIAL_STALE_CANCELLED) == 1 and stat(stats, m.PARTIAL_ASSIGNED) == 1
     assert profile_for(s1) == REVENUE

@@ -17,6 +17,7 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
+from segment_balancer.druid.partial_load import PartialLoadProfile, SegmentShape
 from segment_balancer.planner.cost import Descending
 
 _EMPTY = np.zeros(0, dtype=np.int64)
@@ -40,29 +41,14 @@ INT_MAX = 2**31 - 1
 """Java's ``Integer.MAX_VALUE``: a load queue without a limit."""
 
 
-@dataclass(frozen=True)
-class PartialLoadProfile:
-    """What part of a segment a replica holds or a load asks for (Druid 38.0.0 ``PartialLoadProfile``,
-    #19374): the ``fingerprint`` Druid compares replicas by, the matcher ``kind``
-    (``exactProjection``, ``globProjection``, ``globClusterGroup``), the resolved ``parts`` (projection
-    names or cluster-group indices) and, for a loaded replica, its ``loaded_bytes`` when known."""
-
-    fingerprint: str
-    kind: str | None = None
-    parts: tuple = ()
-    loaded_bytes: int | None = None
-
-    def matches(self, fingerprint: str) -> bool:
-        return self.fingerprint == fingerprint
-
-
 class _AssumedProfile:
     """The profile of a replica whose part no snapshot tells (served, or queued before the snapshot):
     taken to be what its rule asks, so it matches every fingerprint (docs/DRUID_COORDINATOR.md "What a
     snapshot cannot tell")."""
 
     fingerprint = "assumed"
-    kind = None
+    wrapped_load_spec: dict = {}
+    load_spec_type = None
     parts = ()
     loaded_bytes = None
 
@@ -129,7 +115,9 @@ class DataSegment:
     ``[start_ms, end_ms)``, ``version``, ``partition`` (the shard's partition number), ``size`` bytes;
     for the timeline, ``shard_type`` and ``num_core_partitions`` (``druid.timeline``'s columns) and,
     for ``numbered_overwrite`` shards, ``overwrite`` = (start root partition, end root partition,
-    minor version, atomic update group size)."""
+    minor version, atomic update group size); for Druid 38's partial-load matchers, the payload's
+    ``projections`` (names, None when it has none) and ``cluster_groups`` (its ``clusterGroups`` JSON
+    text, None when not clustered)."""
 
     id: str
     datasource: str
@@ -141,6 +129,14 @@ class DataSegment:
     shard_type: str = "numbered"
     num_core_partitions: int | None = None
     overwrite: tuple[int, int, int, int] | None = None
+    projections: tuple[str, ...] | None = None
+    cluster_groups: str | None = None
+
+    def shape(self) -> SegmentShape:
+        """What a partial-load matcher sees of the segment (``druid.partial_load.SegmentShape``)."""
+        return SegmentShape.from_columns(
+            self.projections, self.cluster_groups, self.partition, self.num_core_partitions or 0
+        )
 
     def timeline_row(self) -> dict:
         """The segment as a row of ``druid.timeline.classify_datasource``'s input."""
@@ -222,6 +218,19 @@ class DruidServer:
         """Stop serving ``segment``."""
         if self.segments.pop(segment.id, None) is not None:
             self.curr_size -= _served_bytes(segment, self.profiles.pop(segment.id, None))
+
+    def update_profile(self, segment: DataSegment, profile: PartialLoadProfile | None) -> bool:
+        """A served replica re-announced with another part (an additive reload done: Druid 38.0.0
+        ``DruidServer.updateDataSegmentProfile``): its profile swapped, ``curr_size`` moved by the
+        difference of the bytes counted. False, and nothing changed, when it does not serve it."""
+        if segment.id not in self.segments:
+            return False
+        self.curr_size += _served_bytes(segment, profile) - _served_bytes(segment, self.profile_of(segment.id))
+        if profile is not None or self.profiles_unknown:
+            self.profiles[segment.id] = profile
+        else:
+            self.profiles.pop(segment.id, None)
+        return True
 
     def profile_of(self, segment_id: str) -> PartialLoadProfile | _AssumedProfile | None:
         """The partial-load profile of the replica of ``segment_id``, None for a full one."""

@@ -24,6 +24,7 @@ from dataclasses import dataclass, field
 import pandas as pd
 
 from segment_balancer.druid import metrics as m
+from segment_balancer.druid.partial_load import EMPTY_LOAD_FINGERPRINT, PartialLoadProfile
 from segment_balancer.druid.rules import Rule, rules_for
 from segment_balancer.druid.timeline import STATUS_OVERSHADOWED, classify_datasource
 from segment_balancer.planner.druid_coordinator.assigner import ReplicaCounts, StrategicSegmentAssigner
@@ -152,24 +153,71 @@ def segment_stats(
 def run_rules(state: ClusterState, assigner: StrategicSegmentAssigner, now_ms: int) -> set[str]:
     """Druid ``RunRules``: every used segment that is not overshadowed, newest first, by the first of
     its datasource's rules (then ``_default``'s) that applies at ``now_ms``; then the segments of
-    drop rules counted as ``segment/deleted/count``. Returns their ids (marked unused)."""
+    drop rules counted as ``segment/deleted/count``. Returns their ids (marked unused).
+
+    Druid 38.0.0's partial-load rules (#19374 and after): a rule whose matcher applies loads the part
+    it resolves (``replicate_partially``), one whose matcher does not applies only with
+    ``onCannotMatch`` ``fullLoad`` and loads the whole segment; an empty part (a cluster-group
+    matcher that matched none of a core partition's groups) is held back until the segment's shard
+    group (datasource, interval, version) ends, and dispatched only if a sibling matched something
+    (``RunRules.EmptyDeferringHandler``)."""
+    rules = dict(state.rules)
+    rules_of: dict[str, list[Rule]] = {}
+    empties = EmptyDeferring(assigner)
+    group = None
     for segment in sorted(state.used.values(), key=DataSegment.newest_first):
         if segment.id in state.overshadowed:
             continue
-        for rule in rules_for(dict(state.rules), segment.datasource):
-            if rule.applies_to(segment.start_ms, segment.end_ms, now_ms):
-                if rule.kind == "load":
-                    assigner.replicate(segment, rule.tiered_replicants)
-                elif rule.kind == "broadcast":
+        if (segment.datasource, segment.interval, segment.version) != group:
+            empties.flush()
+            group = (segment.datasource, segment.interval, segment.version)
+        if segment.datasource not in rules_of:
+            rules_of[segment.datasource] = rules_for(rules, segment.datasource)
+        shape = None
+        for rule in rules_of[segment.datasource]:
+            if not rule.is_interval_based and shape is None:
+                shape = segment.shape()
+            if rule.applies_to_segment(segment.start_ms, segment.end_ms, now_ms, shape):
+                if rule.kind == "broadcast":
                     assigner.broadcast(segment)
-                else:
+                elif rule.kind == "drop":
                     assigner.delete(segment)
+                elif (match := rule.partial_match(shape) if shape is not None else None) is not None:
+                    empties.replicate_partially(segment, PartialLoadProfile.of_match(match), rule.tiered_replicants)
+                else:
+                    assigner.replicate(segment, rule.tiered_replicants)
                 break
+    empties.flush()
     deleted: set[str] = set()
     for datasource, segments in assigner.segments_to_delete.items():
         assigner.stats.add(m.DELETED, len(segments), dataSource=datasource)
         deleted |= {s.id for s in segments}
     return deleted
+
+
+class EmptyDeferring:
+    """Druid 38.0.0 ``RunRules.EmptyDeferringHandler`` for one shard group at a time: partial loads of
+    the empty part wait for :meth:`flush`, which dispatches them if a load of a positive part of the
+    same group went through, and forgets them otherwise."""
+
+    def __init__(self, assigner: StrategicSegmentAssigner):
+        self.assigner = assigner
+        self.pending: list[tuple[DataSegment, PartialLoadProfile, Mapping[str, int]]] = []
+        self.positive = False
+
+    def replicate_partially(self, segment: DataSegment, profile: PartialLoadProfile, tiers: Mapping[str, int]) -> None:
+        if profile.fingerprint == EMPTY_LOAD_FINGERPRINT:
+            self.pending.append((segment, profile, tiers))
+        else:
+            self.positive = True
+            self.assigner.replicate_partially(segment, profile, tiers)
+
+    def flush(self) -> None:
+        if self.positive:
+            for segment, profile, tiers in self.pending:
+                self.assigner.replicate_partially(segment, profile, tiers)
+        self.pending.clear()
+        self.positive = False
 
 
 @dataclass(frozen=True)

@@ -8,6 +8,9 @@ replicas, moves; newest segment first); a load fails when the historical has not
 drop always succeeds; once a round of requests is answered, their callbacks run (a completed move
 queues the drop at its source, sent in a later round). A request to a server that is gone is never
 answered. With ``immediate`` loading, every request completes within the run that queued it.
+A completed partial load (Druid 38) is announced with the part it asked for, in place of the part a
+server held (an additive reload); its bytes count as the whole segment's, since what a historical
+keeps of a part is known only once it loaded it.
 """
 
 from __future__ import annotations
@@ -18,6 +21,7 @@ from typing import Any
 
 import pandas as pd
 
+from segment_balancer.druid.partial_load import PartialLoadProfile
 from segment_balancer.druid.rules import Rule
 from segment_balancer.druid.timeline import STATUS_OVERSHADOWED, classify_datasource
 from segment_balancer.planner.druid_coordinator.dynamic_config import druid_config
@@ -145,7 +149,9 @@ class CoordinatorSimulation:
                     if server.max_size - server.current_size < request.segment.size:
                         answered.append((queue, request, QueueEvent.FAILED, mode))
                         continue
-                    server.add(request.segment)
+                    loaded = request.profile if isinstance(request.profile, PartialLoadProfile) else None
+                    if not server.update_profile(request.segment, loaded):
+                        server.add(request.segment, loaded)
                 else:
                     server.remove(request.segment)
                 answered.append((queue, request, QueueEvent.SUCCESS, mode))
