@@ -23,6 +23,7 @@ Standard library and numpy only.
 
 from __future__ import annotations
 
+import dataclasses
 import enum
 import functools
 import hashlib
@@ -809,11 +810,14 @@ class MatchResult:
 class PartialLoadProfile:
     """A partial load as a load request or an announcement carries it (Druid 38
     ``loading.PartialLoadProfile``): the wrapped load spec, its fingerprint and, once loaded, the
-    bytes the historical holds (``loadedBytes``; ``None`` for a request)."""
+    bytes the historical holds (``loadedBytes``; ``None`` for a request). ``matcher``: the type of
+    the rule's matcher that asked for it, when known (a note for the plan, not Druid's: no part of
+    the profile's identity)."""
 
     wrapped_load_spec: dict = field(hash=False)
     fingerprint: str
     loaded_bytes: int | None = None
+    matcher: str | None = field(default=None, compare=False)
 
     @classmethod
     def for_request(cls, wrapped_load_spec: Mapping | None, fingerprint: str) -> PartialLoadProfile:
@@ -842,9 +846,10 @@ class PartialLoadProfile:
         return cls(dict(wrapped), fingerprint, loaded)
 
     @classmethod
-    def of_match(cls, result: MatchResult) -> PartialLoadProfile:
-        """The request profile of a matcher's ``result`` (``PartialLoadRule.run``)."""
-        return cls.for_request(result.wrapped_load_spec, result.fingerprint)
+    def of_match(cls, result: MatchResult, matcher: str | None = None) -> PartialLoadProfile:
+        """The request profile of a matcher's ``result`` (``PartialLoadRule.run``), noting the
+        ``matcher`` type that asked for it."""
+        return dataclasses.replace(cls.for_request(result.wrapped_load_spec, result.fingerprint), matcher=matcher)
 
     def matches(self, fingerprint: str) -> bool:
         """Whether this replica or load holds the part of ``fingerprint`` (the reconciler's

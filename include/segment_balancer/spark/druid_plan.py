@@ -50,6 +50,7 @@ from segment_balancer.planner.druid_coordinator.model import (
 )
 from segment_balancer.planner.druid_coordinator.run import ClusterState, CoordinatorRun, Operation, QueuedOperation
 from segment_balancer.planner.druid_coordinator.run_stats import RunStats
+from segment_balancer.spark.workdir import PARTIAL_OP_COLUMNS
 
 DRUID_DIR = "druid"
 """The druid coordinator's output in the work directory."""
@@ -256,6 +257,7 @@ def operation_rows(operations: list[Operation], decommissioning: set[str]) -> li
             "size_bytes": op.segment.size,
             "depends_on": None,
             "reason": action,
+            **_partial_columns(op.profile if kind == "LOAD" else None),
         }
         rows.append(row)
         if op.action is SegmentAction.MOVE_TO and kind == "LOAD" and op.move_source:
@@ -270,9 +272,22 @@ def operation_rows(operations: list[Operation], decommissioning: set[str]) -> li
                     "server": op.move_source,
                     "depends_on": row["op_id"],
                     "reason": SegmentAction.MOVE_FROM.value,
+                    **_partial_columns(None),
                 }
             )
     return rows
+
+
+def _partial_columns(profile) -> dict:
+    """The op log's ``partial_*`` columns of a load of ``profile``'s part (all None without one)."""
+    if profile is None:
+        return dict.fromkeys(PARTIAL_OP_COLUMNS)
+    return {
+        "partial_matcher": profile.matcher,
+        "partial_type": profile.load_spec_type,
+        "partial_parts": json.dumps(list(profile.parts)),
+        "partial_fingerprint": profile.fingerprint,
+    }
 
 
 def queued_operations(work: Path) -> tuple[list[QueuedOperation], list[tuple[int, str, str]]]:

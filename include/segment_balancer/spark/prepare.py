@@ -66,10 +66,22 @@ JOIN_SCHEMA = (
     "side byte, segment_id string, bucket int, datasource string, start_ms long, end_ms long, version string, "
     "partition_num int, size_bytes long, used boolean, overshadowed boolean, overshadowed_by array<string>, "
     "line long, shard_type string, idx long, row long, server string, bad boolean, queued_load boolean, "
-    "queue_type string, requested_at_ms long, queued_drop boolean, place string"
+    "queue_type string, requested_at_ms long, queued_drop boolean, place string, p_rule_idx int, "
+    "partial_matcher string, partial_type string, partial_parts string, partial_fingerprint string"
 )
-"""The rows the join meets per bucket, by ``side``: 0 a segment of the timeline table, 1 its
+"""The rows the join meets per bucket, by ``side``: 0 a segment of the timeline table (with its
+partial-load outcome, :func:`partial_outcomes`, when a rule is a partial-load rule), 1 its
 used-segment index, 2 a replica row, 3 a load-queue entry."""
+PARTIAL_COLUMNS = {
+    "partial_matcher": "string",
+    "partial_type": "string",
+    "partial_parts": "string",
+    "partial_fingerprint": "string",
+}
+"""A segment's partial load (Druid 38's partial-load rules; ALGORITHM.md "Rules of Druid 38"): the
+rule's matcher type, the wrapped load spec's type (``partialProjection``, ``partialClusterGroup``),
+the parts it resolves (a JSON list of projection names or cluster-group indices) and Druid's
+fingerprint; null for a segment whose rule is no partial load."""
 SEGMENT_COLUMNS = [
     "idx",
     "code",
@@ -90,6 +102,7 @@ SEGMENT_COLUMNS = [
     "shard_type",
     "line",
     "targets",
+    *PARTIAL_COLUMNS,
 ]
 """``prepared/segments.parquet`` (docs/ARCHITECTURE.md)."""
 REPLICA_COLUMNS = [
@@ -162,27 +175,126 @@ def _rules_of(rules: dict):
     return lambda ds: flat.get(ds, default)
 
 
-def assign_rules(segs: pd.DataFrame, rules: dict, now_ms: int) -> pd.DataFrame:
+def assign_rules(segs: pd.DataFrame, rules: dict, now_ms: int, given: pd.Series | None = None) -> pd.DataFrame:
     """``segs`` (``datasource``, ``start_ms``, ``end_ms``) plus ``rule_idx`` (int32, −1 when no
     rule applies: the first applying rule of the datasource's own rules then ``_default``), its
     ``rule_kind`` (str, None when none applies), ``replicants_total`` (:func:`_replicants_total`)
-    and ``required`` (min(2, that), for a load rule), vectorised per datasource."""
+    and ``required`` (min(2, that), for a load rule), vectorised per datasource. ``given``: the rule
+    index already decided for some rows (a nullable int Series aligned with ``segs``: the
+    partial-load outcomes of :func:`partial_outcomes`, which need each segment's shape), taken as it
+    is where not null."""
     of = _rules_of(rules)
     n = len(segs)
     out = np.full(n, -1, dtype=np.int32)
     kind = np.full(n, None, dtype=object)
     total = np.zeros(n, dtype=np.int32)
+    decided = None if given is None else given.notna().to_numpy()
     for ds, rows in segs.groupby("datasource", sort=False).indices.items():
         lst = of(ds)
-        out[rows] = rule_index_for(
-            lst, segs["start_ms"].to_numpy(np.int64)[rows], segs["end_ms"].to_numpy(np.int64)[rows], now_ms
-        )
+        if decided is not None and decided[rows].all():
+            out[rows] = given.to_numpy()[rows].astype(np.int32)
+        else:
+            out[rows] = rule_index_for(
+                [r if r.is_interval_based else _interval_only(r) for r in lst],
+                segs["start_ms"].to_numpy(np.int64)[rows],
+                segs["end_ms"].to_numpy(np.int64)[rows],
+                now_ms,
+            )
+            if decided is not None:
+                mine = rows[decided[rows]]
+                out[mine] = given.to_numpy()[mine].astype(np.int32)
         for i, rule in enumerate(lst):
             hit = rows[out[rows] == i]
             kind[hit], total[hit] = rule.kind, _replicants_total(rule)
     required = pd.array(np.where(kind == "load", np.minimum(2, total), 0), dtype="Int32")
     required[kind != "load"] = pd.NA
     return segs.assign(rule_idx=out, rule_kind=kind, replicants_total=total, required=required)
+
+
+def partial_outcomes(timeline, used, rules: dict, now_ms: int):
+    """The rule and partial load of every used, not overshadowed segment of a datasource whose rules
+    include a Druid 38 partial-load rule (ALGORITHM.md "Rules of Druid 38"), as a Spark DataFrame
+    (``segment_id``, ``p_rule_idx`` int and :data:`PARTIAL_COLUMNS`), computed per shard group
+    (datasource, interval, version) in Spark tasks; None when no rule is a partial-load rule.
+
+    A segment's rule is the first whose interval test holds and whose matcher applies to its shape
+    (``projections``, ``cluster_groups``, shard) or whose ``onCannotMatch`` is ``fullLoad``. A matched
+    segment gets the part its matcher resolves; the empty part (a cluster-group matcher that matched
+    none of a core partition's groups) only when a sibling of its shard group got a part, as Druid's
+    ``RunRules.EmptyDeferringHandler`` dispatches it; otherwise the segment is left where it is, as
+    Druid leaves it (``p_rule_idx`` -1, ``partial_fingerprint`` the empty part's)."""
+    import json
+
+    from pyspark.sql import functions as F
+
+    from segment_balancer.druid.partial_load import EMPTY_LOAD_FINGERPRINT, SegmentShape
+
+    of = _rules_of(rules)
+    partial = sorted(
+        {ds for ds in set(rules) | {"_default"} for r in of(ds) if not r.is_interval_based}
+        if any(not r.is_interval_based for lst in rules.values() for r in lst)
+        else set()
+    )
+    if not partial:
+        return None
+    default_partial = any(not r.is_interval_based for r in rules.get("_default", []))
+    wanted = F.col("datasource").isin(partial) | (
+        F.lit(default_partial) & ~F.col("datasource").isin(sorted(set(rules) - {"_default"}))
+    )
+    group = ["datasource", "start_ms", "end_ms", "version"]
+    rows = timeline.filter(used & ~F.col("overshadowed") & wanted).select(
+        "segment_id", *group, "partition_num", "num_core_partitions", "projections", "cluster_groups"
+    )
+    schema = "segment_id string, p_rule_idx int, " + ", ".join(f"{c} {t}" for c, t in PARTIAL_COLUMNS.items())
+
+    def decide(frames):
+        import pandas as pd
+
+        for pdf in frames:
+            out = []
+            for _, g in pdf.groupby(group, sort=False):
+                decided = []
+                for r in g.itertuples(index=False):
+                    shape = SegmentShape.from_columns(
+                        None if r.projections is None else list(r.projections),
+                        None if pd.isna(r.cluster_groups) else r.cluster_groups,
+                        int(r.partition_num),
+                        None if pd.isna(r.num_core_partitions) else int(r.num_core_partitions),
+                    )
+                    lst = of(r.datasource)
+                    idx, match = -1, None
+                    for i, rule in enumerate(lst):
+                        if rule.applies_to_segment(r.start_ms, r.end_ms, now_ms, shape):
+                            idx, match = i, rule.partial_match(shape) if rule.kind == "load" else None
+                            break
+                    matcher = None if match is None else lst[idx].matcher.TYPE
+                    decided.append((r.segment_id, idx, match, matcher))
+                positive = any(m is not None and not m.is_empty for _, _, m, _ in decided)
+                for segment_id, idx, match, matcher in decided:
+                    if match is None:
+                        out.append((segment_id, idx, None, None, None, None))
+                    elif match.is_empty and not positive:
+                        out.append((segment_id, -1, None, None, None, EMPTY_LOAD_FINGERPRINT))
+                    else:
+                        spec = match.wrapped_load_spec
+                        parts = json.dumps(list(match.parts))
+                        out.append((segment_id, idx, matcher, spec["type"], parts, match.fingerprint))
+            yield pd.DataFrame(out, columns=["segment_id", "p_rule_idx", *PARTIAL_COLUMNS]).astype(
+                {"p_rule_idx": "int32"}
+            )
+
+    return rows.repartition(*group).sortWithinPartitions(*group).mapInPandas(decide, schema)
+
+
+def _interval_only(rule):
+    """A partial-load rule as the interval test alone decides it: what every segment of the
+    datasource would get if it had no shape (used only where :func:`partial_outcomes` decided
+    nothing: segments that are unused or overshadowed, and none is loaded by a rule)."""
+    import dataclasses
+
+    from segment_balancer.druid.partial_load import CannotMatch
+
+    return dataclasses.replace(rule, on_cannot_match=CannotMatch.FULL_LOAD)
 
 
 def _queue_rows(queues) -> list[tuple]:
@@ -320,6 +432,8 @@ def join_bucket(pdf: pd.DataFrame, ctx: dict) -> tuple[dict, dict | None]:
             "overshadowed_by",
             "line",
             "shard_type",
+            "p_rule_idx",
+            *PARTIAL_COLUMNS,
         ]
     ]
     index = pdf[side == 1]
@@ -370,7 +484,7 @@ def join_bucket(pdf: pd.DataFrame, ctx: dict) -> tuple[dict, dict | None]:
             pos[miss] = len(segs) + np.asarray(
                 pc.index_in(pa.array(ids.to_numpy(object)[miss], pa.string()), value_set=extra).fill_null(-1), np.int64
             )
-    every = assign_rules(every, ctx["rules"], ctx["now_ms"])
+    every = assign_rules(every, ctx["rules"], ctx["now_ms"], every.get("p_rule_idx"))
     n = len(every)
     # a replica row repeats when its (server, segment) does: the reference reader names the repeat
     names = sorted(set(reps["server"]) | set(queue["server"]))
@@ -511,8 +625,9 @@ def join_bucket(pdf: pd.DataFrame, ctx: dict) -> tuple[dict, dict | None]:
         "rule_idx",
         "rule_kind",
         "required",
+        *PARTIAL_COLUMNS,
     ]
-    return summary, {"segs": every[keep], "reps": out_reps, "pairs": pairs, "unserved": unserved}
+    return summary, {"segs": every.reindex(columns=keep), "reps": out_reps, "pairs": pairs, "unserved": unserved}
 
 
 def _to_pandas(table) -> pd.DataFrame:
@@ -554,6 +669,7 @@ def _typed(name: str, frame: pd.DataFrame):
             "rule_idx": pa.int32(),
             "rule_kind": pa.string(),
             "required": pa.int32(),
+            **dict.fromkeys(PARTIAL_COLUMNS, pa.string()),
         },
         "reps": {
             "segment_id": pa.string(),
@@ -612,6 +728,15 @@ def _join_job(
         "line",
         "shard_type",
     )
+    outcomes = partial_outcomes(timeline, used, ctx["rules"], ctx["now_ms"])
+    if outcomes is None:
+        segs = segs.select(
+            "*",
+            F.lit(None).cast("int").alias("p_rule_idx"),
+            *[F.lit(None).cast(t).alias(c) for c, t in PARTIAL_COLUMNS.items()],
+        )
+    else:
+        segs = segs.join(outcomes, "segment_id", "left")
     # the used-segment index: newest first (end desc, start desc, id desc), numbered in the JVM over
     # the sorted partitions (the sort is cached: numbering counts its partitions first)
     ordered = (
@@ -918,6 +1043,7 @@ def _part_schema(name: str):
                     "shard_type": pa.string(),
                     "line": pa.int64(),
                     "targets": pa.string(),
+                    **dict.fromkeys(PARTIAL_COLUMNS, pa.string()),
                 },
                 "replicas": {
                     "segment_id": pa.string(),

@@ -61,7 +61,14 @@ OPS_COLUMNS = [
     "size_bytes",
     "depends_on",
     "reason",
+    "partial_matcher",
+    "partial_type",
+    "partial_parts",
+    "partial_fingerprint",
 ]
+"""The op log's columns: ``partial_*`` say what part a LOAD of a partial-load rule's segment asks
+(``spark.prepare.PARTIAL_COLUMNS``; null for every other operation)."""
+PARTIAL_OP_COLUMNS = [c for c in OPS_COLUMNS if c.startswith("partial_")]
 
 
 def _ops_arrow_schema():
@@ -439,7 +446,7 @@ class Run:
         final = ops.merge(loads, on=["idx", "dep_server"], how="left")
         final["depends_on"] = final["depends_on"].astype("Int64")
         final["stage"] = stage
-        final = final.sort_values("op_id", kind="stable")[OPS_COLUMNS]
+        final = self._with_partial_loads(final).sort_values("op_id", kind="stable")[OPS_COLUMNS]
         name = f"stage_{stage:02d}_{step}.parquet"
         write_parquet_atomic(
             pa.Table.from_pandas(final, schema=OPS_ARROW_SCHEMA, preserve_index=False), self.work / "ops" / name
@@ -454,6 +461,36 @@ class Run:
         write_json_atomic(manifest, self._manifest_path)
         log.info("stage %d step %s: %d operations", stage, step, n)
         return n
+
+    def partial_loads(self):
+        """``idx`` -> the ``partial_*`` columns of the used segments whose rule loads a part of them
+        (a pandas frame indexed by ``idx``; empty when no rule is a partial-load rule), read once."""
+        if getattr(self, "_partial_loads", None) is None:
+            import pyarrow.compute as pc
+            import pyarrow.dataset as ds
+            import pyarrow.parquet as pq
+
+            path = self.prepared / "segments.parquet"
+            if "partial_type" not in ds.dataset(path, format="parquet").schema.names:
+                table = pq.read_table(path, columns=["idx"]).slice(0, 0)
+            else:
+                table = pq.read_table(path, columns=["idx", *PARTIAL_OP_COLUMNS])
+                table = table.filter(pc.and_(pc.is_valid(table["partial_type"]), pc.is_valid(table["idx"])))
+            self._partial_loads = table.to_pandas().set_index("idx")
+        return self._partial_loads
+
+    def _with_partial_loads(self, ops):
+        """``ops`` (a step's op frame) with the ``partial_*`` columns of its LOADs filled from
+        :meth:`partial_loads` (ALGORITHM.md "Rules of Druid 38": a LOAD under a matching partial
+        rule says what part it loads)."""
+        partial = self.partial_loads()
+        ops = ops.reindex(columns=[*ops.columns, *[c for c in PARTIAL_OP_COLUMNS if c not in ops.columns]])
+        if len(partial):
+            loads = ops["action"].eq("LOAD") & ops["idx"].isin(partial.index)
+            if loads.any():
+                filled = partial.loc[ops.loc[loads, "idx"].to_numpy(), PARTIAL_OP_COLUMNS].to_numpy()
+                ops.loc[loads, PARTIAL_OP_COLUMNS] = filled
+        return ops
 
 
 def load_record(work: Path) -> dict | None:

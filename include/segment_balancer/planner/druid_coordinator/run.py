@@ -62,7 +62,8 @@ class Operation:
     """A change the run made to a load queue: ``event`` ``ASSIGNED`` (a new request) or ``CANCELLED``
     (a queued one, of this run or earlier), on ``server``, of ``segment`` with ``action``
     (``LOAD``, ``REPLICATE``, ``MOVE_TO`` with its ``move_source``, ``DROP``), by ``duty`` (one of
-    :data:`~segment_balancer.planner.druid_coordinator.duties.DUTIES`)."""
+    :data:`~segment_balancer.planner.druid_coordinator.duties.DUTIES`); a load of a part (Druid 38)
+    carries its ``profile``."""
 
     server: str
     tier: str
@@ -71,6 +72,7 @@ class Operation:
     segment: DataSegment
     duty: str
     move_source: str | None = None
+    profile: PartialLoadProfile | None = None
 
 
 @dataclass
@@ -183,7 +185,8 @@ def run_rules(state: ClusterState, assigner: StrategicSegmentAssigner, now_ms: i
                 elif rule.kind == "drop":
                     assigner.delete(segment)
                 elif (match := rule.partial_match(shape) if shape is not None else None) is not None:
-                    empties.replicate_partially(segment, PartialLoadProfile.of_match(match), rule.tiered_replicants)
+                    profile = PartialLoadProfile.of_match(match, rule.matcher.TYPE)
+                    empties.replicate_partially(segment, profile, rule.tiered_replicants)
                 else:
                     assigner.replicate(segment, rule.tiered_replicants)
                 break
@@ -518,7 +521,8 @@ class CoordinatorRun:
                     unmarked.append((len(out), server, request.segment.id))
                 elif event in (QueueEvent.ASSIGNED, QueueEvent.CANCELLED):
                     action, segment, source = request.action, request.segment, request.move_source
-                    out.append(Operation(server, tiers[server], event, action, segment, duty, source))
+                    profile = request.profile if isinstance(request.profile, PartialLoadProfile) else None
+                    out.append(Operation(server, tiers[server], event, action, segment, duty, source, profile))
         return out, unmarked
 
     def finish(self, before_collect: Callable[[], None] | None = None, collect: bool = True) -> RunResult:
