@@ -103,6 +103,20 @@ def test_every_load_completes_then_the_drops_happen(tmp_path):
     ]
 
 
+def test_server_type_is_read_as_the_planner_reads_it(tmp_path):
+    """``server_type`` in any case names a historical, as the snapshot loader reads it
+    (``ServerRow.is_historical``): a plan of such a snapshot applies as the lower-case one does."""
+    snap, plan = tiny(tmp_path)
+    rows = json.loads((snap / "servers.json").read_text())
+    rows[0]["server_type"], rows[1]["server_type"] = "Historical", "HISTORICAL"
+    (snap / "servers.json").write_text(json.dumps(rows))
+    applied = apply_plan(snap, plan, SIZES, tmp_path / "next", 1)
+    served, sizes, _ = after(tmp_path / "next")
+    assert served == {"a": {"s5"}, "b": {"s1", "s4"}}
+    assert sizes == {"a": 30 + 50 - 10 - 20, "b": 30 + 40 + 10 - 30, "broker": 0}
+    assert list(applied.historicals["server"]) == ["a", "b"]
+
+
 def test_loads_not_reached_stay_queued_and_their_moves_wait(tmp_path):
     snap, plan = tiny(tmp_path)
     applied = apply_plan(snap, plan, SIZES, tmp_path / "next", 1, loads_per_run=1, period_ms=300_000)
