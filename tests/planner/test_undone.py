@@ -88,8 +88,10 @@ def test_left_undone_of_a_two_tier_cluster():
     balance = {"hot": TierBalance(servers=2, segments_max_minus_min=10, bytes_max_minus_min=0)}
     queue = {"tried": [["h1", "load queue full: 4 loads queued, maxSegmentsInNodeLoadingQueue 4"]]}
     decisions = [{"idx": 7, "tier": "hot", "outcome": "left_on_decomm", "detail": json.dumps(queue)}]
-    undone = left_undone(status, balance, servers, decisions, {"maxSegmentsInNodeLoadingQueue": 4}, {"hot": 6})
-    assert undone.unavailable == 2
+    absent = {"ghost": {"segments": 3, "replicas": 5}}
+    config = {"maxSegmentsInNodeLoadingQueue": 4}
+    undone = left_undone(status, balance, servers, decisions, config, {"hot": 6}, 5, absent)
+    assert undone.unavailable == 5  # as given: the 2 unreplicated and 3 whose rule names only ghost
     hot = undone.tiers["hot"]
     assert (hot.underreplicated, hot.missing_replicas, hot.on_decommissioning, hot.spread_segments) == (5, 6, 12, 10)
     assert hot.stopped_by == {QUEUE: 1}
@@ -97,6 +99,11 @@ def test_left_undone_of_a_two_tier_cluster():
     assert hot.runs_to_finish == 3
     cold = undone.tiers["cold"]
     assert (cold.underreplicated, cold.on_decommissioning, cold.runs_to_finish) == (0, 0, 0)
+    # ghost, named by a rule, has no historical: its 3 segments miss all 5 replicas, for good
+    ghost = undone.tiers["ghost"]
+    assert (ghost.underreplicated, ghost.missing_replicas, ghost.runs_to_finish) == (3, 5, None)
+    assert ghost.stopped_by == {"the tier has no historical server": 3}
+    assert list(undone.tiers) == ["cold", "ghost", "hot"]
 
 
 def test_a_refusal_a_later_stage_made_up_for_is_not_undone():

@@ -14,6 +14,10 @@ decommissioning historicals) over what one run can queue on its live historicals
 ``maxSegmentsInNodeLoadingQueue`` each, assuming each run's loads complete before the next run.
 None when capacity stopped loads (more runs do not help until the tier has room), or when no
 queue limit applies (the next run is bounded by capacity alone).
+
+A tier a load rule names that has no historical server (a typo, a tier not started yet, every
+historical of it down) gets a row too: every segment whose rule asks replicas of it misses them
+all, stopped by :data:`CAUSES` ``no_historical``, and no number of runs finishes it.
 """
 
 from __future__ import annotations
@@ -35,6 +39,7 @@ CAUSES = {
     "waiting": "overshadowed, waiting for what overshadows it",
     "no_target": "no rule targets it",
     "no_destination": "no cheaper destination could take it",
+    "no_historical": "the tier has no historical server",
     "other": "every server refused it for another reason",
 }
 """The causes a segment's work is left undone, as the report words them."""
@@ -126,6 +131,10 @@ def runs_to_finish(
     )
 
 
+NO_HISTORICAL_HOW = "no historical server in the tier: nothing loads there until one joins"
+"""``runs_how`` of a tier that a rule names and that has no historical server."""
+
+
 def left_undone(
     status_after,
     balance_after: Mapping,
@@ -133,13 +142,18 @@ def left_undone(
     decisions: Iterable[Mapping],
     config: Mapping,
     missing_after: Mapping[str, int],
+    unavailable: int,
+    absent_tiers: Mapping[str, Mapping[str, int]],
     last_operation: Mapping[tuple[str, str], int] | None = None,
 ):
     """The ``undone`` part of a summary (:class:`~segment_balancer.planner.summary.Undone`) from its
     ``status_after``, ``balance_after`` and ``servers`` parts, the run's decisions (rows of
     ``decisions.parquet``), its effective ``config``, the replicas each tier misses once the
-    plan succeeded (``missing_after``) and the stage of each segment's last operation per tier
-    (``last_operation``, :func:`stopped_by`)."""
+    plan succeeded (``missing_after``), the used segments with no replica in any tier then
+    (``unavailable``, :func:`segment_balancer.planner.status.unavailable`), the tiers rules name
+    that have no historical server (``absent_tiers``: ``{tier: {"segments", "replicas"}}``, the
+    used segments whose rule asks replicas of the tier and how many; ``prepared/meta.json``) and
+    the stage of each segment's last operation per tier (``last_operation``, :func:`stopped_by`)."""
     from segment_balancer.planner.summary import TierUndone, Undone
 
     causes = stopped_by(decisions, last_operation)
@@ -165,4 +179,14 @@ def left_undone(
             runs_to_finish=runs,
             runs_how=how,
         )
-    return Undone(unavailable=int(status_after.unreplicated), tiers=out)
+    for tier, asked in absent_tiers.items():
+        out[tier] = TierUndone(
+            underreplicated=int(asked["segments"]),
+            missing_replicas=int(asked["replicas"]),
+            on_decommissioning=0,
+            spread_segments=0,
+            stopped_by={CAUSES["no_historical"]: int(asked["segments"])},
+            runs_to_finish=None,
+            runs_how=NO_HISTORICAL_HOW,
+        )
+    return Undone(unavailable=int(unavailable), tiers=dict(sorted(out.items())))
