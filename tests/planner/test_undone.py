@@ -7,6 +7,7 @@ import json
 from segment_balancer.planner.summary import ReplicationStatus, ServerHoldings, TierBalance
 from segment_balancer.planner.undone import (
     CAUSES,
+    NO_ROOM_HOW,
     decision_causes,
     left_undone,
     refusal_cause,
@@ -38,6 +39,9 @@ def test_a_decision_is_stopped_by_capacity_when_any_server_had_no_room():
     assert decision_causes("short", queue_only, "cold") == {"cold": QUEUE}
     assert decision_causes("deferred", {"deferred": 1}, None) == {"": CAUSES["availability"]}
     assert decision_causes("no_destination", {"tried": []}, "hot") == {"hot": CAUSES["no_destination"]}
+    # every historical of the tier decommissioning: an empty top B, nothing tried
+    no_candidate = {"b": 0, "count": 2, "left": 2, "target": 2, "tried": []}
+    assert decision_causes("left_on_decomm", no_candidate, "hot") == {"hot": CAUSES["no_candidate"]}
 
 
 def test_each_segment_counts_once_per_tier_under_its_last_cause():
@@ -63,6 +67,9 @@ def test_runs_to_finish_from_the_load_queue_limit():
         None,
         "capacity stopped loads: more runs do not help until the tier has room",
     )
+    # no decision says so (the druid coordinator records none), but no live historical has a free byte
+    assert runs_to_finish(250, 4, 10, {}, room=False) == (None, NO_ROOM_HOW)
+    assert runs_to_finish(250, 0, 10, {}, room=False) == (None, "no live historical in the tier")
 
 
 def test_left_undone_of_a_two_tier_cluster():
