@@ -16,7 +16,7 @@ import json
 
 import pandas as pd
 import pytest
-from unusual_snapshots import NAME, SHAPES, write_snapshot
+from unusual_snapshots import ID, NAME, SHAPES, write_snapshot
 
 from segment_balancer.planner.undone import CAUSES, NO_HISTORICAL_HOW, NO_ROOM_HOW
 
@@ -51,7 +51,8 @@ def tier_without_historicals(segments: int, replicas: int) -> dict:
 @pytest.fixture(scope="module")
 def planned(spark, tmp_path_factory):
     """``planned(shape, coordinator)``: (summary dict, operations frame, plan directory) of the
-    shape's snapshot planned by ``run_plan``, once per module."""
+    shape's snapshot planned by ``run_plan``, once per module; the work directory is kept beside
+    the plan (``<coordinator>-work``)."""
     from segment_balancer.tools.pipeline import run_plan
 
     base = tmp_path_factory.mktemp("unusual")
@@ -63,7 +64,7 @@ def planned(spark, tmp_path_factory):
             if not snapshot.exists():
                 write_snapshot(snapshot, SHAPES[name])
             out = base / name / coordinator
-            summary = run_plan(spark, snapshot, out, coordinator=coordinator)
+            summary = run_plan(spark, snapshot, out, work=base / name / f"{coordinator}-work", coordinator=coordinator)
             assert json.loads((out / "validation.json").read_text())["success"] is True
             assert (out / "report.html").is_file()
             done[(name, coordinator)] = (summary, pd.read_parquet(out / "operations.parquet"), out)
@@ -154,6 +155,16 @@ def test_no_historical_leaves_every_segment_unavailable_and_says_why(planned, na
         assert unavailable_metric(summary) == (4, 4)
         report = (plan / "report.html").read_text()
         assert NO_HISTORICAL in report and "servers.json lists no historical server" in report
+
+
+def test_explain_answers_for_a_segment_of_a_cluster_without_historicals(planned):
+    """``explain --snapshot`` of W1 with no historical at all: a load-rule segment (two replicas
+    required) with no tier of the cluster to rank servers in."""
+    from segment_balancer.plan.explain import explain_segment
+
+    _, _, plan = planned("no_historical", "issue7458")
+    answer = explain_segment(plan.parent / "issue7458-work", ID["W1"])
+    assert (answer["rule_kind"], answer["required"], answer["tiers"]) == ("load", 2, [])
 
 
 def test_a_tier_down_is_what_is_missing(planned):

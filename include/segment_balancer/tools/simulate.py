@@ -303,12 +303,10 @@ def apply_plan(
     per = on.groupby("server").agg(segments=("segment_id", "size"), bytes=("size_bytes", "sum"))
     applied.historicals = (
         pd.DataFrame(
-            {
-                "server": sorted(historicals),
-                "tier": [historicals[n].tier for n in sorted(historicals)],
-                "max_size": [int(historicals[n].max_size) for n in sorted(historicals)],
-            }
+            [(n, historicals[n].tier, int(historicals[n].max_size)) for n in sorted(historicals)],
+            columns=["server", "tier", "max_size"],
         )
+        .astype({"server": object, "tier": object, "max_size": "int64"})  # typed with no historical too
         .merge(per, left_on="server", right_index=True, how="left")
         .fillna({"segments": 0, "bytes": 0})
         .astype({"segments": "int64", "bytes": "int64"})
