@@ -26,7 +26,7 @@ import pandas as pd
 from pyroaring import BitMap
 
 from segment_balancer.planner.runstate import state_frame, tables_from_rows
-from segment_balancer.planner.status import combine
+from segment_balancer.planner.status import combine, unavailable
 from segment_balancer.planner.status import tier_status as status_of_state
 
 
@@ -127,6 +127,7 @@ def test_one_tier_memberships_worked_by_hand():
     assert {k: sorted(v) for k, v in hot.items()} == {
         "targeted": [0, 1, 2, 3, 5, 6],
         "counted": [0, 1, 3, 4, 5],
+        "available": [0, 1, 3, 4, 5],  # every segment here asks for a replica (required 1)
         "Underreplicated": [1, 2, 5, 6],
         "FullyReplicated": [0],
         "Overreplicated": [3, 4],
@@ -165,3 +166,25 @@ def test_a_tier_where_every_server_is_broadcast_only_wants_no_broadcast_replica(
     servers = SERVERS[SERVERS.server == "h4"]
     status = tier_status(rows("hot", [(7, "broadcast", 0)], []), servers)
     assert not status["Underbroadcast"]
+
+
+def test_unavailable_counts_the_segments_no_tier_holds_among_those_a_rule_wants():
+    """Of hot's and cold's segments, 6 is held nowhere (unreplicated); a load-rule segment whose
+    rule names only a tier without historicals has no state row in any tier: with 10 wanted
+    segments (0-6 here and three such), 0-5 are held somewhere, so 10 - 6 = 4 are unavailable:
+    6 and the three."""
+    per_tier = {
+        "hot": tier_status(HOT, SERVERS[SERVERS.tier == "hot"]),
+        "cold": tier_status(COLD, SERVERS[SERVERS.tier == "cold"]),
+    }
+    assert sorted(BitMap.union(*[s["available"] for s in per_tier.values()])) == [0, 1, 2, 3, 4, 5]
+    assert unavailable(per_tier, 10) == 4
+    assert unavailable({}, 3) == 3  # no tier at all (no historical): every wanted segment
+
+
+def test_a_load_rule_of_no_replica_wants_none():
+    """A segment whose load rule asks for no replica (``required`` 0) that a server holds is not
+    ``available``: it counts in neither side of :func:`unavailable`."""
+    table_rows = rows("hot", [(0, "load", 0)], [(0, "h2", True, False, False)])
+    table_rows.loc[table_rows["kind"] == "segment", "required"] = 0
+    assert not tier_status(table_rows, SERVERS[SERVERS.tier == "hot"])["available"]

@@ -7,6 +7,7 @@ import json
 from segment_balancer.planner.summary import ReplicationStatus, ServerHoldings, TierBalance
 from segment_balancer.planner.undone import (
     CAUSES,
+    NO_ROOM_HOW,
     decision_causes,
     left_undone,
     refusal_cause,
@@ -38,6 +39,9 @@ def test_a_decision_is_stopped_by_capacity_when_any_server_had_no_room():
     assert decision_causes("short", queue_only, "cold") == {"cold": QUEUE}
     assert decision_causes("deferred", {"deferred": 1}, None) == {"": CAUSES["availability"]}
     assert decision_causes("no_destination", {"tried": []}, "hot") == {"hot": CAUSES["no_destination"]}
+    # every historical of the tier decommissioning: an empty top B, nothing tried
+    no_candidate = {"b": 0, "count": 2, "left": 2, "target": 2, "tried": []}
+    assert decision_causes("left_on_decomm", no_candidate, "hot") == {"hot": CAUSES["no_candidate"]}
 
 
 def test_each_segment_counts_once_per_tier_under_its_last_cause():
@@ -63,6 +67,9 @@ def test_runs_to_finish_from_the_load_queue_limit():
         None,
         "capacity stopped loads: more runs do not help until the tier has room",
     )
+    # no decision says so (the druid coordinator records none), but no live historical has a free byte
+    assert runs_to_finish(250, 4, 10, {}, room=False) == (None, NO_ROOM_HOW)
+    assert runs_to_finish(250, 0, 10, {}, room=False) == (None, "no live historical in the tier")
 
 
 def test_left_undone_of_a_two_tier_cluster():
@@ -88,8 +95,10 @@ def test_left_undone_of_a_two_tier_cluster():
     balance = {"hot": TierBalance(servers=2, segments_max_minus_min=10, bytes_max_minus_min=0)}
     queue = {"tried": [["h1", "load queue full: 4 loads queued, maxSegmentsInNodeLoadingQueue 4"]]}
     decisions = [{"idx": 7, "tier": "hot", "outcome": "left_on_decomm", "detail": json.dumps(queue)}]
-    undone = left_undone(status, balance, servers, decisions, {"maxSegmentsInNodeLoadingQueue": 4}, {"hot": 6})
-    assert undone.unavailable == 2
+    absent = {"ghost": {"segments": 3, "replicas": 5}}
+    config = {"maxSegmentsInNodeLoadingQueue": 4}
+    undone = left_undone(status, balance, servers, decisions, config, {"hot": 6}, 5, absent)
+    assert undone.unavailable == 5  # as given: the 2 unreplicated and 3 whose rule names only ghost
     hot = undone.tiers["hot"]
     assert (hot.underreplicated, hot.missing_replicas, hot.on_decommissioning, hot.spread_segments) == (5, 6, 12, 10)
     assert hot.stopped_by == {QUEUE: 1}
@@ -97,6 +106,11 @@ def test_left_undone_of_a_two_tier_cluster():
     assert hot.runs_to_finish == 3
     cold = undone.tiers["cold"]
     assert (cold.underreplicated, cold.on_decommissioning, cold.runs_to_finish) == (0, 0, 0)
+    # ghost, named by a rule, has no historical: its 3 segments miss all 5 replicas, for good
+    ghost = undone.tiers["ghost"]
+    assert (ghost.underreplicated, ghost.missing_replicas, ghost.runs_to_finish) == (3, 5, None)
+    assert ghost.stopped_by == {"the tier has no historical server": 3}
+    assert list(undone.tiers) == ["cold", "ghost", "hot"]
 
 
 def test_a_refusal_a_later_stage_made_up_for_is_not_undone():

@@ -24,3 +24,4 @@ def test_status_of_a_hand_made_state(spark, tmp_path):
     assert groups["FullyReplicated[cold]"] == [1]
     assert status.missing == {"cold": 0, "hot": 2}
     assert status.held == {"c1": (1, 10), "h1": (1, 10)}
+    assert status.unavailable == 1  # seg2

@@ -41,7 +41,9 @@ def write_workdir(work: Path, tiers: dict[str, dict]) -> Path:
     servers = sorted(servers, key=lambda s: s["server"])
     (work / "prepared").mkdir(parents=True)
     pd.DataFrame(servers).to_parquet(work / "prepared" / "servers.parquet", index=False)
-    meta = {"config": {}, "stage_limits": {}, "tiers": {t: {"priority": 0} for t in tiers}}
+    # every segment is under a load rule asking for a replica (required 1): all are wanted
+    wanted = len({idx for spec in tiers.values() for idx, _, _ in spec["segments"]})
+    meta = {"config": {}, "stage_limits": {}, "tiers": {t: {"priority": 0} for t in tiers}, "wanted": wanted}
     (work / "prepared" / "meta.json").write_text(json.dumps(meta))
     rows = []
     for tier, spec in tiers.items():

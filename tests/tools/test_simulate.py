@@ -76,6 +76,8 @@ def tiny(tmp_path: Path) -> tuple[Path, Path]:
 def after(out: Path) -> tuple[dict, dict, dict]:
     served = {}
     for line in (out / "server_segments.jsonl").read_text().splitlines():
+        if not line.strip():  # no row at all: pandas writes one blank line
+            continue
         row = json.loads(line)
         served.setdefault(row["server"], set()).add(row["segment_id"])
     sizes = {
@@ -101,6 +103,35 @@ def test_every_load_completes_then_the_drops_happen(tmp_path):
         {"server": "a", "tier": "t", "max_size": 1000, "segments": 1, "bytes": 50},
         {"server": "b", "tier": "t", "max_size": 1000, "segments": 2, "bytes": 50},
     ]
+
+
+def test_server_type_is_read_as_the_planner_reads_it(tmp_path):
+    """``server_type`` in any case names a historical, as the snapshot loader reads it
+    (``ServerRow.is_historical``): a plan of such a snapshot applies as the lower-case one does."""
+    snap, plan = tiny(tmp_path)
+    rows = json.loads((snap / "servers.json").read_text())
+    rows[0]["server_type"], rows[1]["server_type"] = "Historical", "HISTORICAL"
+    (snap / "servers.json").write_text(json.dumps(rows))
+    applied = apply_plan(snap, plan, SIZES, tmp_path / "next", 1)
+    served, sizes, _ = after(tmp_path / "next")
+    assert served == {"a": {"s5"}, "b": {"s1", "s4"}}
+    assert sizes == {"a": 30 + 50 - 10 - 20, "b": 30 + 40 + 10 - 30, "broker": 0}
+    assert list(applied.historicals["server"]) == ["a", "b"]
+
+
+def test_a_cluster_without_historicals_applies_to_itself(tmp_path):
+    """Only the broker is left (every historical down): nothing serves, nothing is queued, and an
+    empty plan leaves the next snapshot as it was, with no historical to count."""
+    snap, plan = tiny(tmp_path)
+    rows = json.loads((snap / "servers.json").read_text())
+    (snap / "servers.json").write_text(json.dumps(rows[2:]))
+    (snap / "server_segments.json").write_text("[]")
+    (snap / "load_queues.json").write_text("{}")
+    pd.read_parquet(plan / "operations.parquet").iloc[0:0].to_parquet(plan / "operations.parquet")
+    applied = apply_plan(snap, plan, SIZES, tmp_path / "next", 1)
+    assert applied.historicals.empty
+    assert list(applied.historicals.columns) == ["server", "tier", "max_size", "segments", "bytes"]
+    assert after(tmp_path / "next") == ({}, {"broker": 0}, {})
 
 
 def test_loads_not_reached_stay_queued_and_their_moves_wait(tmp_path):

@@ -16,7 +16,9 @@ metrics page of Druid's docs. Only the counts this project has in the same sense
                                           (stage 13)
 ``segment/unneeded/count``                DROPs of unused and overshadowed segments' replicas
 ``segment/underReplicated/count``         replicas left to load, Σ max(0, target − count), per tier
-``segment/unavailable/count``             used load-rule segments with no replica in any tier
+``segment/unavailable/count``             used segments whose load rule asks for a replica (tiers
+                                          without historicals included) and that have none in any
+                                          tier
 ``tier/historical/count``                 historicals per tier (decommissioning ones included)
 ``tier/total/capacity``                   Σ ``max_size`` of a tier's historicals, bytes
 ========================================  =========================================================
@@ -103,7 +105,8 @@ def druid_metrics(
 
     ``op_counts``: one row per (``tier``, ``action``, ``queue_type``, ``reason``) with ``count``
     (int64); ``servers``: ``prepared/servers.parquet`` (``tier``, ``max_size`` bytes);
-    ``missing_*``: ``{tier: replicas left to load}``; ``unavailable_*``: unreplicated segments.
+    ``missing_*``: ``{tier: replicas left to load}``; ``unavailable_*``: segments with no replica that a load rule wants
+    (:func:`segment_balancer.planner.status.unavailable`).
     Returns ``[{"metric", "tier" (absent for cluster-wide ones), "value", "at"}]`` where ``at`` is
     ``plan`` for decisions and ``snapshot``/``plan`` for state metrics. ``decisions``: the decision
     events as a Coordinator run counted them (``{"metric", "tier", "value"}``; the ``druid``

@@ -56,6 +56,7 @@ def plan_measures(plan: Path, work: Path) -> dict:
     {tier: {...}}}``. ``plan``: a plan directory (``summary.json``, ``operations.parquet``,
     ``assignment.parquet``); ``work``: the work directory it was made in (``prepared/``)."""
     from segment_balancer.planner.livecost import total_cost
+    from segment_balancer.planner.summary import ServerHoldings
 
     summary = json.loads((Path(plan) / "summary.json").read_text())
     ops = pd.read_parquet(Path(plan) / "operations.parquet")
@@ -65,7 +66,7 @@ def plan_measures(plan: Path, work: Path) -> dict:
         columns=["segment_id", "datasource", "start_ms", "end_ms", "size_bytes"],
     ).drop_duplicates("segment_id")
     held = assignment.merge(segments, on="segment_id", how="left")
-    servers = pd.DataFrame(summary["servers"])
+    servers = pd.DataFrame(summary["servers"], columns=list(ServerHoldings.model_fields))
     live = servers[~servers["decommissioning"]]
     dying = servers[servers["decommissioning"]]
     move_loads = set(ops["depends_on"].dropna().astype("int64"))
@@ -112,7 +113,7 @@ def plan_measures(plan: Path, work: Path) -> dict:
         }
     return {
         "coordinator": summary.get("coordinator", "issue7458"),
-        "unavailable": int(summary["status_after"]["unreplicated"]),
+        "unavailable": int(summary["undone"]["unavailable"]),
         "tiers": out,
     }
 

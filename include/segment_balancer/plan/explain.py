@@ -31,6 +31,7 @@ def explain_segment(work: Path, segment_id: str, tier: str | None = None) -> dic
     Reads only the segment's rows and the projected segments inside its cost window. Raises
     ``KeyError`` for an unknown segment id.
     """
+    import pyarrow as pa
     import pyarrow.dataset as ds
 
     from segment_balancer.spark.workdir import num_best_function
@@ -62,7 +63,10 @@ def explain_segment(work: Path, segment_id: str, tier: str | None = None) -> dic
     projected = (ds.field("served") & ~ds.field("queued_drop")) | ds.field("queued_load")
     replicas = _table(
         prepared / "replicas.parquet",
-        projected & ds.field("segment_id").isin(near["segment_id"]) & ds.field("tier").isin(tiers),
+        # typed: with no tier (no historical at all) an untyped empty set matches no string column
+        projected
+        & ds.field("segment_id").isin(near["segment_id"])
+        & ds.field("tier").isin(pa.array(tiers, pa.string())),
         ["segment_id", "server", "tier"],
     )
     window = replicas.to_pandas().merge(near.to_pandas(), on="segment_id")[

@@ -56,8 +56,10 @@ def tier_status(state: TierState, table: SegmentTable, servers: pd.DataFrame) ->
 
     ``table``: the run's segments; ``servers``: the tier's rows of ``prepared/servers.parquet``
     (``server``, ``decommissioning``, ``broadcast_only`` bool). Returns bitmaps of segment
-    indexes keyed by :data:`GROUP_KINDS` and two more for the cross-tier ``Unreplicated``:
-    ``targeted`` (load rule, target > 0 here) and ``counted`` (load rule, count > 0 here).
+    indexes keyed by :data:`GROUP_KINDS`, two more for the cross-tier ``Unreplicated``:
+    ``targeted`` (load rule, target > 0 here) and ``counted`` (load rule, count > 0 here), and
+    ``available`` (load rule asking for some replica, tiers without historicals included:
+    ``required`` > 0; count > 0 here), for :func:`unavailable`.
     ``Underreplicated`` here still includes segments unreplicated in every tier
     (:func:`combine` takes them out).
 
@@ -90,6 +92,7 @@ def tier_status(state: TierState, table: SegmentTable, servers: pd.DataFrame) ->
     out = {
         "targeted": members(load & (target > 0)),
         "counted": members(load & (count > 0)),
+        "available": members(load & (table.required[code] > 0) & (count > 0)),
         "Underreplicated": members(load & (target > 0) & (count < target)),
         "FullyReplicated": members(load & (target > 0) & (count == target)),
         "Overreplicated": members(load & (count > target)),
@@ -123,17 +126,29 @@ def missing_replicas(state: TierState, table: SegmentTable) -> int:
     return int(np.maximum(state.target.astype(np.int64) - count, 0)[load].sum())
 
 
+def unavailable(per_tier: dict[str, dict[str, BitMap]], wanted: int) -> int:
+    """Used segments with no replica in any tier among the ``wanted`` ones (used segments whose
+    load rule asks for some replica, tiers without historicals included): ``wanted`` minus those
+    ``available`` in some tier of ``per_tier`` (:func:`tier_status` of every tier). A segment whose
+    rule names only tiers without historicals counts here, not in ``Unreplicated`` (no tier of the
+    snapshot targets it). Druid's ``segment/unavailable/count`` of the load-rule segments
+    (``DruidCoordinator.getDatasourceToUnavailableSegmentCount``, Druid 35.0.0: none loaded and
+    some required)."""
+    return wanted - len(BitMap.union(BitMap(), *[s["available"] for s in per_tier.values()]))
+
+
 @dataclass
 class Status:
     """Replication status of one run state: ``groups`` (``{name: BitMap}``, as :func:`combine`),
     ``counts`` (``{name: members}``), ``held`` (``{server: (segments, bytes)}``, as
-    :func:`held_per_server`) and ``missing`` (``{tier: replicas left to load}``, as
-    :func:`missing_replicas`)."""
+    :func:`held_per_server`), ``missing`` (``{tier: replicas left to load}``, as
+    :func:`missing_replicas`) and ``unavailable`` (segments, as :func:`unavailable`)."""
 
     groups: dict[str, BitMap]
     counts: dict[str, int]
     held: dict[str, tuple[int, int]]
     missing: dict[str, int]
+    unavailable: int
 
 
 def replication_counts(counts: dict[str, int]) -> dict:

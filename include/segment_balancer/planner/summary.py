@@ -131,9 +131,10 @@ class Undone(_Part):
     """What the plan leaves undone."""
 
     unavailable: int
-    """Segments with a target and no replica in any tier."""
+    """Used segments whose load rule asks for some replica (tiers without historicals included)
+    and that have none in any tier."""
     tiers: dict[str, TierUndone]
-    """Per tier."""
+    """Per tier: every tier with historicals, and every tier a load rule names that has none."""
 
 
 class DruidMetric(_Part):

@@ -12,8 +12,13 @@ every server of top B refused it (:meth:`~segment_balancer.planner.runstate.Limi
 The estimate of runs: the loads a tier still needs (the replicas it misses plus the segments on its
 decommissioning historicals) over what one run can queue on its live historicals,
 ``maxSegmentsInNodeLoadingQueue`` each, assuming each run's loads complete before the next run.
-None when capacity stopped loads (more runs do not help until the tier has room), or when no
+None when capacity stopped loads (more runs do not help until the tier has room: a decision says
+so, or no live historical holds less than its ``max_size`` once the plan succeeded), or when no
 queue limit applies (the next run is bounded by capacity alone).
+
+A tier a load rule names that has no historical server (a typo, a tier not started yet, every
+historical of it down) gets a row too: every segment whose rule asks replicas of it misses them
+all, stopped by :data:`CAUSES` ``no_historical``, and no number of runs finishes it.
 """
 
 from __future__ import annotations
@@ -35,6 +40,8 @@ CAUSES = {
     "waiting": "overshadowed, waiting for what overshadows it",
     "no_target": "no rule targets it",
     "no_destination": "no cheaper destination could take it",
+    "no_historical": "the tier has no historical server",
+    "no_candidate": "no historical of the tier that is not decommissioning",
     "other": "every server refused it for another reason",
 }
 """The causes a segment's work is left undone, as the report words them."""
@@ -56,7 +63,8 @@ def refusal_cause(reason: str) -> str:
 def decision_causes(outcome: str, detail: Mapping, tier: str | None) -> dict[str, str]:
     """``{tier: cause}`` of one decision that left work undone: by its outcome, or, for a
     segment no server took, by what its servers tried said (capacity when any refused for room,
-    else the queue limits they hit). ``detail`` as ``decisions.parquet`` holds it (parsed)."""
+    else the queue limits they hit; no candidate at all when its top ``B`` was empty). ``detail``
+    as ``decisions.parquet`` holds it (parsed)."""
     if outcome == "deferred":
         return {tier or "": CAUSES["availability"]}
     if outcome == "waiting":
@@ -73,6 +81,8 @@ def decision_causes(outcome: str, detail: Mapping, tier: str | None) -> dict[str
             causes[t] = sorted(found - {CAUSES["other"]})[0]
         elif outcome == "no_destination":
             causes[t] = CAUSES["no_destination"]
+        elif sub.get("b") == 0:
+            causes[t] = CAUSES["no_candidate"]
         else:
             causes[t] = CAUSES["other"]
     return causes
@@ -105,15 +115,22 @@ def stopped_by(
     return {t: dict(sorted(c.items())) for t, c in sorted(out.items())}
 
 
+NO_ROOM_HOW = "no live historical of the tier has a free byte: more runs do not help until one has room"
+"""``runs_how`` of a tier whose live historicals are all at or over their ``max_size``."""
+
+
 def runs_to_finish(
-    loads_needed: int, live_servers: int, queue_limit: int | None, causes: Mapping[str, int]
+    loads_needed: int, live_servers: int, queue_limit: int | None, causes: Mapping[str, int], room: bool = True
 ) -> tuple[int | None, str]:
     """``(runs, how)``: the estimate of the module docstring and the sentence that says how it was
-    made. ``queue_limit`` 0 or None: no limit."""
+    made. ``queue_limit`` 0 or None: no limit. ``room``: some live historical of the tier has a
+    free byte once the plan succeeded (bytes held below ``max_size``)."""
     if loads_needed == 0:
         return 0, "nothing left to load"
     if causes.get(CAUSES["capacity"]):
         return None, "capacity stopped loads: more runs do not help until the tier has room"
+    if live_servers and not room:
+        return None, NO_ROOM_HOW
     if not queue_limit:
         return None, f"no {QUEUE_LIMIT}: the next run is bounded by capacity alone"
     if live_servers == 0:
@@ -126,6 +143,10 @@ def runs_to_finish(
     )
 
 
+NO_HISTORICAL_HOW = "no historical server in the tier: nothing loads there until one joins"
+"""``runs_how`` of a tier that a rule names and that has no historical server."""
+
+
 def left_undone(
     status_after,
     balance_after: Mapping,
@@ -133,13 +154,18 @@ def left_undone(
     decisions: Iterable[Mapping],
     config: Mapping,
     missing_after: Mapping[str, int],
+    unavailable: int,
+    absent_tiers: Mapping[str, Mapping[str, int]],
     last_operation: Mapping[tuple[str, str], int] | None = None,
 ):
     """The ``undone`` part of a summary (:class:`~segment_balancer.planner.summary.Undone`) from its
     ``status_after``, ``balance_after`` and ``servers`` parts, the run's decisions (rows of
     ``decisions.parquet``), its effective ``config``, the replicas each tier misses once the
-    plan succeeded (``missing_after``) and the stage of each segment's last operation per tier
-    (``last_operation``, :func:`stopped_by`)."""
+    plan succeeded (``missing_after``), the used segments with no replica in any tier then
+    (``unavailable``, :func:`segment_balancer.planner.status.unavailable`), the tiers rules name
+    that have no historical server (``absent_tiers``: ``{tier: {"segments", "replicas"}}``, the
+    used segments whose rule asks replicas of the tier and how many; ``prepared/meta.json``) and
+    the stage of each segment's last operation per tier (``last_operation``, :func:`stopped_by`)."""
     from segment_balancer.planner.summary import TierUndone, Undone
 
     causes = stopped_by(decisions, last_operation)
@@ -149,12 +175,12 @@ def left_undone(
     out = {}
     for tier in tiers:
         mine = [s for s in servers if s.tier == tier]
+        live = [s for s in mine if not s.decommissioning]
         on_decommissioning = sum(s.segments_after for s in mine if s.decommissioning)
         missing = int(missing_after.get(tier, 0))
         tier_causes = causes.get(tier, {})
-        runs, how = runs_to_finish(
-            missing + on_decommissioning, sum(not s.decommissioning for s in mine), queue_limit, tier_causes
-        )
+        room = any(s.bytes_after < s.max_size for s in live)
+        runs, how = runs_to_finish(missing + on_decommissioning, len(live), queue_limit, tier_causes, room)
         balance = balance_after.get(tier)
         out[tier] = TierUndone(
             underreplicated=int(status_after.tiers.get(tier, {}).get("underreplicated", 0)),
@@ -165,4 +191,14 @@ def left_undone(
             runs_to_finish=runs,
             runs_how=how,
         )
-    return Undone(unavailable=int(status_after.unreplicated), tiers=out)
+    for tier, asked in absent_tiers.items():
+        out[tier] = TierUndone(
+            underreplicated=int(asked["segments"]),
+            missing_replicas=int(asked["replicas"]),
+            on_decommissioning=0,
+            spread_segments=0,
+            stopped_by={CAUSES["no_historical"]: int(asked["segments"])},
+            runs_to_finish=None,
+            runs_how=NO_HISTORICAL_HOW,
+        )
+    return Undone(unavailable=int(unavailable), tiers=dict(sorted(out.items())))

@@ -120,8 +120,8 @@ def assemble(run: Run, groups, snapshot: Path) -> Path:
             run.servers_pdf,
             run.meta.get("missing_replicas", {}),
             after.missing,
-            run.meta.get("status_counts", {}).get("Unreplicated", 0),
-            after.counts.get("Unreplicated", 0),
+            run.meta["unavailable"],
+            after.unavailable,
             decisions=decision_events(druid) if druid else None,
         ),
         timeline=run.meta.get("timeline", {}),
@@ -152,6 +152,8 @@ def assemble(run: Run, groups, snapshot: Path) -> Path:
         ).to_pylist(),
         summary.config,
         after.missing,
+        after.unavailable,
+        run.meta["absent_tiers"],
         ops.groupby(["segment_id", "tier"])["stage"].max().to_dict(),
     )
     write_json_atomic(summary.model_dump(mode="json"), tmp / SUMMARY_FILE)

@@ -152,19 +152,53 @@ def _replicants_total(rule) -> int:
     return min(total, 2**31 - 1)  # an int column: each count is a Java int, their sum need not be
 
 
-def _rule_targets(rules: dict, datasources: list[str], tiers: set[str]) -> dict[str, list[tuple]]:
-    """Per (datasource, rule index) of the flattened rule list (its own rules, then ``_default``),
-    keyed ``"<datasource>\x00<rule_idx>"``: the load rule's ``(tier, target, tier_pos)`` for every
-    tier of the snapshot it asks replicas of, in the rule's tier order."""
-    out: dict[str, list[tuple]] = {}
+def _load_rule_tiers(rules: dict, datasources: list[str]):
+    """``(key, tier, replicants, tier_pos)`` of every tier a load rule asks replicas of
+    (``tieredReplicants`` above 0), per (datasource, rule index) of the flattened rule list (its
+    own rules, then ``_default``), keyed ``"<datasource>\x00<rule_idx>"``, in the rule's tier order."""
     for ds in datasources:
         for i, rule in enumerate(rules.get(ds, []) + rules.get("_default", [])):
             if rule.kind != "load":
                 continue
             for pos, (tier, n) in enumerate((rule.tiered_replicants or {}).items()):
-                if tier in tiers and int(n) > 0:
-                    out.setdefault(f"{ds}\x00{i}", []).append((tier, int(n), pos))
+                if int(n) > 0:
+                    yield f"{ds}\x00{i}", tier, int(n), pos
+
+
+def _rule_targets(rules: dict, datasources: list[str], tiers: set[str]) -> dict[str, list[tuple]]:
+    """Per (datasource, rule index), keyed as :func:`_load_rule_tiers`: the load rule's ``(tier,
+    target, tier_pos)`` for every tier of the snapshot it asks replicas of, in the rule's tier order."""
+    out: dict[str, list[tuple]] = {}
+    for key, tier, n, pos in _load_rule_tiers(rules, datasources):
+        if tier in tiers:
+            out.setdefault(key, []).append((tier, n, pos))
     return out
+
+
+def _rule_absent_tiers(rules: dict, datasources: list[str], tiers: set[str]) -> dict[str, list[tuple]]:
+    """Per (datasource, rule index), keyed as :func:`_load_rule_tiers`: the load rule's ``(tier,
+    replicants)`` for every tier it asks replicas of that has no historical in the snapshot."""
+    out: dict[str, list[tuple]] = {}
+    for key, tier, n, _ in _load_rule_tiers(rules, datasources):
+        if tier not in tiers:
+            out.setdefault(key, []).append((tier, n))
+    return out
+
+
+def rule_facts(segs: pd.DataFrame, absent_per_rule: dict[str, list[tuple]]) -> dict:
+    """What the summaries need of the rules of one partition's prepared segments (``segs``:
+    :data:`SEGMENT_COLUMNS`): ``wanted`` (used segments whose load rule asks for some replica,
+    tiers without historicals included: ``required`` > 0) and ``absent`` (``{tier: [segments,
+    replicas]}``: per tier without historicals, the used segments whose rule asks replicas of it
+    and how many; ``absent_per_rule`` as :func:`_rule_absent_tiers`)."""
+    load = segs[segs["idx"].notna().to_numpy(bool) & (segs["rule_kind"] == "load").to_numpy(bool)]
+    absent: dict[str, list[int]] = {}
+    for (ds, rule_idx), n_segs in load.groupby(["datasource", "rule_idx"]).size().items():
+        for tier, n in absent_per_rule.get(f"{ds}\x00{rule_idx}", ()):
+            mine = absent.setdefault(tier, [0, 0])
+            mine[0] += int(n_segs)
+            mine[1] += int(n_segs) * n
+    return {"wanted": int((load["required"].fillna(0).to_numpy(np.int64) > 0).sum()), "absent": absent}
 
 
 def _rules_of(rules: dict):
@@ -1075,7 +1109,8 @@ def _finish_job(spark, work: Path, scratch: str, parts: list[int], ctx: dict, as
     """Job 4: :func:`finish_part` on every partition's frames, one task each; the prepared tables'
     parts go under ``aside`` (``{table: directory relative to work}``, moved into place by the
     caller), the start state's rows and the segment table's rows under ``scratch``. Returns per
-    task the waiting segments' counts per datasource (segments, served replicas)."""
+    task ``waiting``, the waiting segments' counts per datasource (segments, served replicas), and
+    :func:`rule_facts` (``wanted``, ``absent``)."""
     import pyarrow as pa
     import pyarrow.parquet as pq
 
@@ -1107,6 +1142,7 @@ def _finish_job(spark, work: Path, scratch: str, parts: list[int], ctx: dict, as
                 filesystem=fs,
             )
         segs, reps = out["segments"], out["replicas"]
+        facts = rule_facts(segs, ctx["absent_per_rule"])
         waiting = segs[segs["waiting"].fillna(False).to_numpy(bool)]
         mine = reps[reps["served"] & reps["segment_id"].isin(waiting["segment_id"])]
         counts = {}
@@ -1114,7 +1150,7 @@ def _finish_job(spark, work: Path, scratch: str, parts: list[int], ctx: dict, as
             hit = mine[mine["segment_id"].isin(part_segs["segment_id"])]
             if len(hit):
                 counts[ds] = (int(hit["segment_id"].nunique()), int(len(hit)))
-        return counts
+        return {"waiting": counts, **facts}
 
     return run_tasks(spark, parts, task)
 
@@ -1161,6 +1197,8 @@ def prepare(spark, snapshot: Path, work: Path, overrides: dict | None = None) ->
     Six Spark jobs at most, whatever the size (module docstring). Raises :class:`SnapshotError` for
     any invalid input, before any prepared table is written.
     """
+    import pyarrow.parquet as pq
+
     from segment_balancer.spark.state_store import INITIAL_STATE_DIR
     from segment_balancer.spark.status import write_start_state
 
@@ -1217,14 +1255,15 @@ def prepare(spark, snapshot: Path, work: Path, overrides: dict | None = None) ->
             "waiting": waiting,
             "tiers": tiers,
             "per_rule": _rule_targets(rules, datasources, set(tiers)),
+            "absent_per_rule": _rule_absent_tiers(rules, datasources, set(tiers)),
             "server_code": {name: i for i, name in enumerate(servers_pdf["server"])},
             "datasource_code": {n: i for i, n in enumerate(names)},
         }
-        waiting_counts = _finish_job(
-            spark, work, scratch, sorted(s["part"] for s in summaries if "part" in s), fctx, aside
-        )
+        finished = _finish_job(spark, work, scratch, sorted(s["part"] for s in summaries if "part" in s), fctx, aside)
         for name, path in PART_DIRS.items():
             (work / aside[name]).mkdir(parents=True, exist_ok=True)
+            if not any((work / aside[name]).glob("*.parquet")):  # no segment, replica or queue entry
+                pq.write_table(_part_schema(name).empty_table(), work / aside[name] / "part-00000.parquet")
             replace_path(work / aside[name], work / path)
         _write_segment_table(spark, work, scratch, n_used, names)
         sums: dict[str, list[int]] = {}
@@ -1237,7 +1276,8 @@ def prepare(spark, snapshot: Path, work: Path, overrides: dict | None = None) ->
         write_parquet_atomic(servers_pdf, work / "prepared" / "servers.parquet")
         # The run state every stage starts from (no start-of-run ranking: a segment is ranked in a
         # tier when a stage first considers it there, ALGORITHM.md "Best servers"), and its groups.
-        status = write_start_state(spark, work, INITIAL_STATE_DIR, f"{scratch}/state-out", servers_pdf)
+        wanted = sum(f["wanted"] for f in finished)
+        status = write_start_state(spark, work, INITIAL_STATE_DIR, f"{scratch}/state-out", servers_pdf, wanted)
     except BaseException:
         for path in aside.values():
             remove_path(work / path)
@@ -1262,8 +1302,12 @@ def prepare(spark, snapshot: Path, work: Path, overrides: dict | None = None) ->
     found["unlisted"] = list(unlisted.values())
     found["unlisted_ids"] = [{"segment_id": sid} for sid in sorted(x for s in summaries for x in s["unlisted_ids"])[:5]]
     waiting_per: dict = {}
-    for part in waiting_counts:
-        for ds, (n_seg, n_rep) in part.items():
+    absent: dict[str, list[int]] = {}
+    for part in finished:
+        for tier, (n_seg, n_rep) in part["absent"].items():
+            mine = absent.setdefault(tier, [0, 0])
+            mine[0], mine[1] = mine[0] + n_seg, mine[1] + n_rep
+        for ds, (n_seg, n_rep) in part["waiting"].items():
             a, b = waiting_per.get(ds, (0, 0))
             waiting_per[ds] = (a + n_seg, b + n_rep)
     found["waiting"] = [{"datasource": ds, "segments": a, "replicas": b} for ds, (a, b) in waiting_per.items()]
@@ -1280,6 +1324,9 @@ def prepare(spark, snapshot: Path, work: Path, overrides: dict | None = None) ->
         "status_counts": counts,
         "held": {server: list(n) for server, n in sorted(status.held.items())},
         "missing_replicas": dict(sorted(status.missing.items())),
+        "wanted": wanted,
+        "unavailable": status.unavailable,
+        "absent_tiers": {t: {"segments": a, "replicas": b} for t, (a, b) in sorted(absent.items())},
         "timeline": timeline_summary,
         "unlisted": _unlisted_counts(found),
         "overshadowed_waiting": _waiting_counts(found),
@@ -1326,24 +1373,37 @@ def previous_balancer_state(work: Path, config, smeta) -> dict:
     return {"counts": counts_to_json(counts), "warning": warning}
 
 
+SERVER_DTYPES = {
+    "server": "object",
+    "host": "object",
+    "tier": "object",
+    "max_size": "int64",
+    "current_size": "int64",
+    "priority": "int32",
+    "storage_size": "int64",
+    "decommissioning": "bool",
+}
+"""The columns of ``prepared/servers.parquet`` that the snapshot gives (``_mark_broadcast_only``
+adds the others) and their dtypes, whether or not the snapshot has a historical."""
+
+
 def _servers_frame(servers, decommissioning: set[str]):
     import pandas as pd
 
-    return pd.DataFrame(
-        [
-            {
-                "server": s.server,
-                "host": s.host,
-                "tier": s.tier,
-                "max_size": int(s.max_size),
-                "current_size": int(s.current_size),
-                "priority": int(s.priority),
-                "storage_size": int(s.storage_size or 0),
-                "decommissioning": s.server in decommissioning,
-            }
-            for s in sorted(servers, key=lambda s: s.server)
-        ]
-    ).astype({"max_size": "int64", "current_size": "int64", "priority": "int32", "storage_size": "int64"})
+    rows = [
+        (
+            s.server,
+            s.host,
+            s.tier,
+            int(s.max_size),
+            int(s.current_size),
+            int(s.priority),
+            int(s.storage_size or 0),
+            s.server in decommissioning,
+        )
+        for s in sorted(servers, key=lambda s: s.server)
+    ]
+    return pd.DataFrame(rows, columns=list(SERVER_DTYPES)).astype(SERVER_DTYPES)
 
 
 def _mark_broadcast_only(servers_pdf, per_server: list[dict]):
@@ -1371,9 +1431,17 @@ def _tiers_meta(servers_pdf) -> dict:
 
 
 def _alerts(rules, tiers, decommissioning, historicals, found: dict, limit_ms: int) -> list[dict]:
-    """Unknown tiers, unknown decommissioning nodes, loads queued too long, segments no rule
-    matches (``found``: the answers of :func:`_alert_queries`)."""
+    """No historical at all, unknown tiers, unknown decommissioning nodes, loads queued too long,
+    segments no rule matches (``found``: the answers of :func:`_alert_queries`)."""
     alerts = []
+    if not historicals:
+        alerts.append(
+            {
+                "kind": "no_historical",
+                "message": "servers.json lists no historical server: nothing can be loaded, and every used "
+                "segment a load rule asks replicas of is unavailable",
+            }
+        )
     named = {t for lst in rules.values() for r in lst for t in (r.tiered_replicants or {})}
     for tier in sorted(named - tiers):
         alerts.append(

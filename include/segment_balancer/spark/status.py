@@ -12,7 +12,14 @@ from pyroaring import BitMap
 
 from segment_balancer.common.files import filesystem
 from segment_balancer.planner.runstate import SegmentTable, TierState
-from segment_balancer.planner.status import Status, combine, held_per_server, missing_replicas, tier_status
+from segment_balancer.planner.status import (
+    Status,
+    combine,
+    held_per_server,
+    missing_replicas,
+    tier_status,
+    unavailable,
+)
 from segment_balancer.spark.session import run_tasks
 
 START_STATE_SCHEMA = [
@@ -43,11 +50,15 @@ def _tier_result(state: TierState, table: SegmentTable, servers_pdf: pd.DataFram
     )
 
 
-def _combine(results: list[tuple]) -> Status:
-    groups = combine({tier: {k: BitMap.deserialize(v) for k, v in packed.items()} for tier, packed, _, _ in results})
+def _combine(results: list[tuple], wanted: int) -> Status:
+    """The :class:`Status` of every tier's :func:`_tier_result`; ``wanted``: the used segments a load
+    rule asks replicas of (``prepared/meta.json``'s ``wanted``)."""
+    per_tier = {tier: {k: BitMap.deserialize(v) for k, v in packed.items()} for tier, packed, _, _ in results}
+    groups = combine(per_tier)
     held = {server: n for _, _, per, _ in results for server, n in per.items()}
     missing = {tier: n for tier, _, _, n in results}
-    return Status(groups, {name: len(bm) for name, bm in sorted(groups.items())}, held, missing)
+    counts = {name: len(bm) for name, bm in sorted(groups.items())}
+    return Status(groups, counts, held, missing, unavailable(per_tier, wanted))
 
 
 def start_state(tier: str, rows, servers: tuple[str, ...]) -> TierState:
@@ -78,14 +89,14 @@ def start_state(tier: str, rows, servers: tuple[str, ...]) -> TierState:
     )
 
 
-def write_start_state(spark, work: Path, rel_dir: str, parts: str, servers_pdf: pd.DataFrame) -> Status:
+def write_start_state(spark, work: Path, rel_dir: str, parts: str, servers_pdf: pd.DataFrame, wanted: int) -> Status:
     """Write the start state as one directory per tier (``rel_dir/tier=T``, relative to the local
     work directory ``work``, as every stage reads it: :func:`~segment_balancer.spark.state_store.write_tier_start`)
     and return its :class:`Status`, in one Spark job of one task per tier: the task reads its
     tier's rows of :data:`START_STATE_SCHEMA` (parquet parts under ``parts/tier=T/``, relative to
     ``work``), writes its state and measures it as :func:`status_pass` does. The tiers are written
-    aside and moved into place together; a tier with no rows gets no directory. ``prepare`` writes
-    the start state with it."""
+    aside and moved into place together; a tier with no rows gets no directory. ``wanted``: the
+    used segments a load rule asks replicas of. ``prepare`` writes the start state with it."""
     import uuid
 
     import pyarrow.dataset as ds
@@ -120,7 +131,7 @@ def write_start_state(spark, work: Path, rel_dir: str, parts: str, servers_pdf: 
         raise
     (work / tmp_rel).mkdir(parents=True, exist_ok=True)  # no tier has rows: an empty state
     replace_path(work / tmp_rel, work / rel_dir)
-    return _combine(sorted(results, key=lambda r: r[0]))
+    return _combine(sorted(results, key=lambda r: r[0]), wanted)
 
 
 def status_pass(run) -> Status:
@@ -135,7 +146,7 @@ def status_pass(run) -> Status:
     def task(tier):
         return _tier_result(read_tier(work, spec, tier, names), read_segment_table(work), servers_pdf)
 
-    return _combine(run_tasks(run.spark, sorted(spec["start"]), task))
+    return _combine(run_tasks(run.spark, sorted(spec["start"]), task), run.meta["wanted"])
 
 
 def start_projection(replicas, segments):

@@ -209,9 +209,12 @@ def unload_pass(run: Run) -> None:
         # partitioned by tier: the tiers with excess are its directories (no job to find them)
         write_partitioned_atomic(over, run.work / over_rel, "tier")
         over_tiers = sorted(unquote(p.name.split("=", 1)[1]) for p in (run.work / over_rel).glob("tier=*"))
-    out = conform(run.spark.read.schema(OUT_SCHEMA).parquet(f"{work}/{pdir}/everywhere"), OUT_FIELDS).unionByName(
-        _waiting(run, f"{work}/{pdir}/waiting")
-    )
+    if tiers:
+        out = conform(run.spark.read.schema(OUT_SCHEMA).parquet(f"{work}/{pdir}/everywhere"), OUT_FIELDS).unionByName(
+            _waiting(run, f"{work}/{pdir}/waiting")
+        )
+    else:  # no tier has a start state (no replica anywhere, no target in a tier with a historical)
+        out = run.spark.createDataFrame([], OUT_SCHEMA)
     if over_tiers:
         out = _excess(run, over_rel, over_tiers).unionByName(out)
     rel = run.write_output(STAGE, "unload", out)

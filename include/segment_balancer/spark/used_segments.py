@@ -231,6 +231,18 @@ def _refuse_by_reference(spark, snapshot: Path, file: str) -> None:
     refuse(file, found["problems"])
 
 
+def _write_empty_table(directory: Path) -> None:
+    """One part of no row in ``directory``, with the columns every part has (what
+    :func:`_classify_partition` makes of no line): a snapshot without segments (a cluster before
+    its first ingestion) has a timeline table too, which ``prepare`` reads like any other."""
+    import pyarrow.parquet as pq
+
+    from segment_balancer.druid.snapshot.segment_lines import parse_lines
+
+    _, rows = _classify_partition(parse_lines(np.array([], np.int64), []))
+    pq.write_table(rows, directory / "part-00000.parquet")
+
+
 def used_segments(spark, snapshot: Path, work: Path) -> dict:
     """Run stage 0: read and validate ``segments.jsonl``, compute the timeline, write
     ``WORK/timeline/segments.parquet`` (:data:`TABLE_FILE`) and ``WORK/timeline/summary.json``
@@ -268,7 +280,9 @@ def used_segments(spark, snapshot: Path, work: Path) -> dict:
     except BaseException:
         remove_path(work / aside)
         raise
-    (work / aside).mkdir(parents=True, exist_ok=True)  # an empty file: an empty table
+    (work / aside).mkdir(parents=True, exist_ok=True)
+    if not any((work / aside).glob("*.parquet")):
+        _write_empty_table(work / aside)
     replace_path(work / aside, work / TABLE_FILE)
     per_ds: dict = {}
     for s in summaries:

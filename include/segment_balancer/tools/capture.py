@@ -70,7 +70,7 @@ from segment_balancer.common.files import fsync_dir, remove_dir, rename_new, sib
 from segment_balancer.druid.instants import format_instant_ms
 from segment_balancer.druid.snapshot import loader
 from segment_balancer.druid.snapshot.errors import SnapshotError
-from segment_balancer.druid.snapshot.models import HISTORICAL, SYS_SERVERS_COLUMNS
+from segment_balancer.druid.snapshot.models import SYS_SERVERS_COLUMNS, is_historical
 from segment_balancer.planner.config import load_config
 
 __all__ = [
@@ -295,7 +295,7 @@ def _capture_into(
             final,
         )
         servers = _capture_servers(http, broker, tmp)
-        historicals = {row["server"] for row in servers if str(row.get("server_type", "")).lower() == HISTORICAL}
+        historicals = {row["server"] for row in servers if is_historical(row.get("server_type"))}
         if not historicals:
             log.warning("%s lists no historical server", SERVERS_FILE)
         version = _cluster_version(tmp, final)

@@ -147,6 +147,7 @@ def print_summary(plan: Path) -> None:
     before, after = summary.status_before, summary.status_after
     console.print(f"unreplicated segments: {before.unreplicated} before, {after.unreplicated} once the plan succeeds")
     if summary.undone is not None:
+        console.print(f"segments with no replica anywhere once the plan succeeds: {summary.undone.unavailable:,}")
         rows = [
             [
                 tier,

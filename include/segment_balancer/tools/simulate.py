@@ -43,7 +43,7 @@ import pandas as pd
 
 from segment_balancer.common.errors import InputError
 from segment_balancer.common.files import link_or_copy, replace_dir, write_json_atomic, write_text_atomic
-from segment_balancer.druid.instants import format_instant_ms, parse_instant_ms
+from segment_balancer.druid.instants import format_instant_ms
 from segment_balancer.plan.report import (
     COORDINATORS_DIR,
     COORDINATORS_FILE,
@@ -163,21 +163,22 @@ def apply_plan(
     ``sizes``: bytes by segment id (``prepared/segments.parquet`` of the run), for the loads queued
     in the snapshot. Raises ``ValueError`` for a failure rate outside [0, 1] or ``loads_per_run`` < 0.
     """
-    from segment_balancer.druid.snapshot.loader import load_load_queues, read_json
+    from segment_balancer.druid.snapshot.loader import load_load_queues, load_servers, load_snapshot_meta, read_json
 
     if not 0.0 <= load_failure_rate <= 1.0:
         raise InputError(f"load failure rate must be within [0, 1], got {load_failure_rate}")
     if loads_per_run is not None and loads_per_run < 0:
         raise InputError(f"loads per run must be >= 0, got {loads_per_run}")
-    servers = read_json(snapshot, "servers.json")
+    servers = read_json(snapshot, "servers.json")  # every row as it is, for the next snapshot's file
     waiting = {
         (p["server"], p["segment_id"]): p["after"] for p in read_json(snapshot, PENDING_FILE, required=False) or []
     }
     meta = read_json(snapshot, "snapshot.json")
-    now_ms = parse_instant_ms(meta["snapshot_time"])
+    now_ms = load_snapshot_meta(snapshot).snapshot_time_ms
     ops = pd.read_parquet(plan / "operations.parquet").sort_values("op_id")
     replicas = _read_replicas(snapshot)
-    historicals = {s["server"]: s for s in servers if s.get("server_type", "historical") == "historical"}
+    # which rows are historicals, their tier and size: the planner's reading of servers.json
+    historicals = {s.server: s for s in load_servers(snapshot)}
 
     # Queues: what the snapshot had queued (read and validated as the planner reads them), then
     # the plan's loads by op_id.
@@ -302,12 +303,10 @@ def apply_plan(
     per = on.groupby("server").agg(segments=("segment_id", "size"), bytes=("size_bytes", "sum"))
     applied.historicals = (
         pd.DataFrame(
-            {
-                "server": sorted(historicals),
-                "tier": [historicals[n].get("tier", "_default_tier") for n in sorted(historicals)],
-                "max_size": [int(historicals[n].get("max_size") or 0) for n in sorted(historicals)],
-            }
+            [(n, historicals[n].tier, int(historicals[n].max_size)) for n in sorted(historicals)],
+            columns=["server", "tier", "max_size"],
         )
+        .astype({"server": object, "tier": object, "max_size": "int64"})  # typed with no historical too
         .merge(per, left_on="server", right_index=True, how="left")
         .fillna({"segments": 0, "bytes": 0})
         .astype({"segments": "int64", "bytes": "int64"})

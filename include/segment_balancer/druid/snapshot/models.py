@@ -42,6 +42,7 @@ __all__ = [
     "DRUID_DEFAULT_TIER",
     "HISTORICAL",
     "DRUID_DEFAULT_NUM_REPLICANTS",
+    "is_historical",
 ]
 
 DRUID_DEFAULT_TIER = "_default_tier"  # DruidServer.DEFAULT_TIER
@@ -85,6 +86,12 @@ def _jackson_bool(value: Any) -> Any:
 
 
 JacksonBool = Annotated[StrictBool, BeforeValidator(_jackson_bool)]
+
+
+def is_historical(server_type: object) -> bool:
+    """Whether a ``servers.json`` (``sys.servers``) row's ``server_type`` names a historical:
+    ``historical`` in any case. The one reading of it, for the loader, ``simulate`` and ``capture``."""
+    return isinstance(server_type, str) and server_type.lower() == HISTORICAL
 
 
 class Server(BaseModel):
@@ -153,7 +160,7 @@ class ServerRow(BaseModel):
 
     @property
     def is_historical(self) -> bool:
-        return self.server_type.lower() == HISTORICAL
+        return is_historical(self.server_type)
 
     def to_server(self) -> Server:
         """The ``Server`` of a historical row. Raises ValueError on a missing tier/size."""

@@ -79,6 +79,20 @@ def served_in_druid_order(holder: ServerHolder) -> list[DataSegment]:
     return [s for ds in order for s in sorted(by_datasource[ds], key=DataSegment.newest_first)]
 
 
+def projected_server(holder: ServerHolder) -> ProjectedServer:
+    """What Druid's ``SegmentToMoveCalculator`` reads of a historical: its projected segments
+    (``ServerHolder.getProjectedSegmentCounts``, Druid 35.0.0 and 38.0.0: served, plus queued
+    loads, less queued drops and segments marked to drop for a move away, ``MOVE_FROM``), per
+    datasource and their bytes, the sum of those segments' sizes; and its ``max_size``. Not
+    :attr:`ServerHolder.size_used` (Druid's ``getSizeUsed``), which keeps a move's source bytes
+    until the move is done."""
+    return ProjectedServer(
+        holder.projected_per_datasource(),
+        bytes=sum(segment.size for segment in holder.projected_segments()),
+        max_size=holder.max_size,
+    )
+
+
 @dataclass
 class TierBalancer:
     """Balancing of one tier (Druid ``TierSegmentBalancer``): first off decommissioning servers, then
@@ -111,10 +125,7 @@ class TierBalancer:
             return 0
         if not self.smart:
             return most
-        projected = [
-            ProjectedServer(h.projected_per_datasource(), bytes=h.size_used, max_size=h.max_size) for h in self.active
-        ]
-        return segments_to_move_in_tier(projected, most)
+        return segments_to_move_in_tier([projected_server(h) for h in self.active], most)
 
     def _move_from(self, sources: list[ServerHolder], n: int) -> None:
         if n <= 0 or not sources or not self.active:
