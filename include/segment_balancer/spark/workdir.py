@@ -466,13 +466,16 @@ class Run:
         """``idx`` -> the ``partial_*`` columns of the used segments whose rule loads a part of them
         (a pandas frame indexed by ``idx``; empty when no rule is a partial-load rule), read once."""
         if getattr(self, "_partial_loads", None) is None:
+            import pyarrow as pa
             import pyarrow.compute as pc
             import pyarrow.dataset as ds
             import pyarrow.parquet as pq
 
             path = self.prepared / "segments.parquet"
-            if "partial_type" not in ds.dataset(path, format="parquet").schema.names:
-                table = pq.read_table(path, columns=["idx"]).slice(0, 0)
+            if not path.exists() or "partial_type" not in ds.dataset(path, format="parquet").schema.names:
+                table = pa.table(
+                    {"idx": pa.array([], pa.int64()), **{c: pa.array([], pa.string()) for c in PARTIAL_OP_COLUMNS}}
+                )
             else:
                 table = pq.read_table(path, columns=["idx", *PARTIAL_OP_COLUMNS])
                 table = table.filter(pc.and_(pc.is_valid(table["partial_type"]), pc.is_valid(table["idx"])))
