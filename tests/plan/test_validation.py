@@ -24,6 +24,7 @@ CHECKS = [
     "no_replicated_load_to_decommissioning",
     "queue_limits",
     "dependencies",
+    "partial_loads",
     "well_formed",
 ]
 
@@ -110,6 +111,8 @@ def operations():
     df["datasource"] = "ds"
     df["tier"] = "_default_tier"
     df["reason"] = "test"
+    df["partial_fingerprint"] = pd.Series([None] * len(df), dtype=object)
+    df.loc[df["op_id"] == 1, "partial_fingerprint"] = "v1:58a2cf3e329b55d3"  # a partial load of s4
     return df
 
 
@@ -209,6 +212,8 @@ def variant_cases():
         "duplicate_op_id": ({"ops": dup_op}, "well_formed"),
         "stage_out_of_range": ({"ops": tampered({(7, "stage"): 14})}, "well_formed"),
         "negative_size": ({"ops": tampered({(7, "size_bytes"): -1})}, "well_formed"),
+        "partial_drop": ({"ops": tampered({(7, "partial_fingerprint"): "v1:58a2cf3e329b55d3"})}, "partial_loads"),
+        "partial_fingerprint_malformed": ({"ops": tampered({(1, "partial_fingerprint"): "v2:xyz"})}, "partial_loads"),
     }
 
 

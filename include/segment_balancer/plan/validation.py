@@ -16,7 +16,8 @@ Checks, in report order (see ``docs/ARCHITECTURE.md`` and ``ALGORITHM.md``):
 4. ``no_replicated_load_to_decommissioning``  no LOAD of a ``rule_kind == "load"`` segment there
 5. ``queue_limits``                per-stage load-queue limits and the total ``M`` after each stage
 6. ``dependencies``                depends_on -> earlier LOAD of the same segment; dependents are DROPs
-7. ``well_formed``                 unique op ids, action/queue type/stage domains, sizes >= 0
+7. ``partial_loads``               a part's fingerprint only on a LOAD, as Druid 38 writes it
+8. ``well_formed``                 unique op ids, action/queue type/stage domains, sizes >= 0
 """
 
 from __future__ import annotations
@@ -369,6 +370,22 @@ def druid_queue_frame(inp: PlanInputs) -> pd.DataFrame:
     return out
 
 
+PARTIAL_FINGERPRINT = r"^v1:([0-9a-f]{16}|partial-empty)$"
+"""A partial load's fingerprint as Druid 38 writes it (``druid.partial_load``): ``v1:`` and 16 hex
+digits, or the empty part's."""
+
+
+def partial_frame(inp: PlanInputs) -> pd.DataFrame:
+    """The operations that load a part of a segment (``partial_fingerprint`` not null; ALGORITHM.md
+    "Rules of Druid 38"). Columns: ``op_id`` (int64), ``action``, ``segment_id``,
+    ``partial_fingerprint`` (str); none for a plan written without the column."""
+    ops = inp.operations
+    cols = ["op_id", "action", "segment_id", "partial_fingerprint"]
+    if "partial_fingerprint" not in ops:
+        return pd.DataFrame(columns=cols)
+    return ops.loc[ops["partial_fingerprint"].notna(), cols]
+
+
 def dependency_frame(inp: PlanInputs) -> pd.DataFrame:
     """Every op with a non-null ``depends_on``, joined with the op it points to.
 
@@ -468,6 +485,15 @@ def _checks(inp: PlanInputs) -> list[tuple[str, Any, list, list[str]]]:
                 E.ExpectColumnValuesToBeInSet(column="action", value_set=["DROP"]),
             ],
             ["op_id", "action", "segment_id", "depends_on", "target_action", "target_segment_id"],
+        ),
+        (
+            "partial_loads",
+            partial_frame(inp),
+            [
+                E.ExpectColumnValuesToBeInSet(column="action", value_set=["LOAD"]),
+                E.ExpectColumnValuesToMatchRegex(column="partial_fingerprint", regex=PARTIAL_FINGERPRINT),
+            ],
+            ["op_id", "action", "segment_id", "partial_fingerprint"],
         ),
         (
             "well_formed",
