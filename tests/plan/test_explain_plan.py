@@ -212,3 +212,21 @@ def test_a_balancing_decision_shows_the_margin_test():
     assert "placement costs: b 0.5, a 2" in text
     assert "margin test: a destination must cost below 1.8 = 2 (holder a) x (1 - 10.0/100)" in text
     assert "    b: load queue full" in text
+
+
+def test_an_operation_loading_a_part_says_which():
+    """A LOAD of a partial-load rule's segment shows its matcher, its parts (the JSON list read back)
+    and its fingerprint; any other operation shows none."""
+    from segment_balancer.plan.explain import _operation
+
+    base = {"op_id": 3, "action": "LOAD", "tier": "hot", "server": "h1", "queue_type": "loading"}
+    base |= {"reason": "unreplicated", "depends_on": None}
+    partial = {"partial_matcher": "globProjection", "partial_type": "partialProjection"}
+    partial |= {"partial_parts": '["by_lang"]', "partial_fingerprint": "v1:58a2cf3e329b55d3"}
+    assert _operation({**base, **partial})["partial"] == {
+        "matcher": "globProjection",
+        "type": "partialProjection",
+        "parts": ["by_lang"],
+        "fingerprint": "v1:58a2cf3e329b55d3",
+    }
+    assert "partial" not in _operation({**base, "partial_fingerprint": None})

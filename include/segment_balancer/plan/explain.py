@@ -205,6 +205,25 @@ class PlanExplainError(InputError, LookupError):
     segment is not in the plan's snapshot."""
 
 
+OPERATION_KEYS = ("op_id", "action", "tier", "server", "queue_type", "reason", "depends_on")
+"""What ``explain --plan`` shows of an operation; a partial load adds ``partial``."""
+
+
+def _operation(o: dict) -> dict:
+    """An operation of the plan as ``explain --plan`` reports it: :data:`OPERATION_KEYS`, and for a
+    load of a part (Druid 38's partial-load rules) ``partial``: ``matcher``, ``type``, ``parts``
+    (a list) and ``fingerprint``."""
+    out = {k: o[k] for k in OPERATION_KEYS}
+    if o.get("partial_fingerprint") is not None:
+        out["partial"] = {
+            "matcher": o.get("partial_matcher"),
+            "type": o.get("partial_type"),
+            "parts": json.loads(o["partial_parts"]) if o.get("partial_parts") else [],
+            "fingerprint": o["partial_fingerprint"],
+        }
+    return out
+
+
 def _rows(path: Path, segment_id: str, columns: list[str] | None = None) -> list[dict]:
     import pyarrow.dataset as ds
 
@@ -381,10 +400,7 @@ def explain_plan(plan_dir: str | Path, segment_id: str) -> dict:
                 "stage": stage,
                 "groups": groups,
                 "counts": dict(sorted(counts.items())),
-                "operations": [
-                    {k: o[k] for k in ("op_id", "action", "tier", "server", "queue_type", "reason", "depends_on")}
-                    for o in mine
-                ],
+                "operations": [_operation(o) for o in mine],
                 "decisions": why,
             }
         )
@@ -401,10 +417,7 @@ def explain_plan(plan_dir: str | Path, segment_id: str) -> dict:
                     "stage": stage,
                     "groups": [],
                     "counts": dict(sorted(counts.items())),
-                    "operations": [
-                        {k: o[k] for k in ("op_id", "action", "tier", "server", "queue_type", "reason", "depends_on")}
-                        for o in mine
-                    ],
+                    "operations": [_operation(o) for o in mine],
                     "decisions": [],
                 }
             )
@@ -489,8 +502,11 @@ def render_explain(report: dict) -> str:
         for o in st["operations"]:
             dep = f", after op {o['depends_on']}" if o["depends_on"] is not None else ""
             queue = f" ({o['queue_type']} queue)" if o["queue_type"] else ""
+            part = o.get("partial")
+            part = f", part {part['parts']} ({part['matcher']}, {part['fingerprint']})" if part else ""
             lines.append(
                 f"  op {o['op_id']}: {o['action']} on {o['server']} [{o['tier']}]{queue}, reason {o['reason']}{dep}"
+                + part
             )
         for d in st["decisions"]:
             where = f" in {d['tier']}" if d["tier"] else ""
