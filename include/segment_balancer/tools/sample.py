@@ -249,28 +249,13 @@ def _druid38_server_row(name: str, port: int, role: str, **data) -> dict:
 
 
 def _druid38_segment(ds: str, start: int, end: int, num: int, parts: int, size: int, **extra) -> dict:
-    """A ``DataSegment`` payload of ``druid38`` (version: a minute after the interval's start,
-    as a streaming task locks it; ``numbered`` shards, or ``none`` when ``parts`` is 0), with
-    ``extra`` fields (``projections``, ``clusterGroups``) and the bookkeeping key ``_id``."""
-    s, e, version = ms_to_iso(start), ms_to_iso(end), ms_to_iso(start + MINUTE)
-    seg = {
-        "dataSource": ds,
-        "interval": f"{s}/{e}",
-        "version": version,
-        "loadSpec": {
-            "type": "s3_zip",
-            "bucket": "druid-deep",
-            "key": f"segments/{ds}/{s}_{e}/{version}/{num}/index.zip",
-        },
-        "dimensions": {"clicks": "page,country,device", "metrics": "region,host,metric"}.get(ds, "host,message"),
-        "metrics": "count",
-        "shardSpec": {"type": "numbered", "partitionNum": num, "partitions": parts} if parts else {"type": "none"},
-        "binaryVersion": 9,
-        "size": size,
-        "used": True,
-        **extra,
-    }
-    seg["_id"] = segment_id(seg)
+    """A ``DataSegment`` payload of ``druid38`` (:func:`_payload`; version: a minute after the
+    interval's start, as a streaming task locks it; ``numbered`` shards, or ``none`` when ``parts``
+    is 0), with ``extra`` fields (``projections``, ``clusterGroups``)."""
+    dims = {"clicks": "page,country,device", "metrics": "region,host,metric"}.get(ds, "host,message")
+    shard = "numbered" if parts else "none"
+    seg = _payload(ds, start, end, ms_to_iso(start + MINUTE), shard, num, parts, size, dims, "count", False)
+    seg.update(extra)
     return seg
 
 
