@@ -249,6 +249,19 @@ def test_logs_load_nothing_and_the_plan_says_why(planned):
         assert 'data-tier="archive"' in (plan / "report.html").read_text()
 
 
+def test_the_demo_recap_counts_the_segments_of_a_tier_without_historicals(planned, capsys):
+    """``summary --brief`` (``make demo``'s recap) says what stays unavailable: the 7 ``logs``
+    segments, whose tier has no historical (the unreplicated count leaves that tier out)."""
+    from segment_balancer.tools.cli import print_brief
+
+    for summary, _, _, plan in planned.values():
+        assert summary["status_after"]["unreplicated"] == 0
+        print_brief(plan)
+        out = capsys.readouterr().out
+        assert "once they succeed: 7 unavailable, 0 under-replicated" in out
+        assert "runs to finish per tier: archive ?, cold 1, hot_blue 0, hot_green 0" in out
+
+
 def test_the_new_historical_fills_and_the_decommissioning_one_empties(planned):
     """hist-hot-green-02 joined empty: both coordinators load onto it. hist-cold-03 is
     decommissioning: everything it serves moves off but day 25's ``metrics`` partition 0, which
