@@ -159,7 +159,7 @@ def test_schedule_docs_and_params(dag):
     assert params["config_overrides"] == {}
     assert params["snapshot"] is None
     # The bundled snapshots are proposed in the trigger form (free text stays possible).
-    assert {"druid_sample", "generated"} <= set(params.get_param("snapshot").schema["examples"])
+    assert {"druid_sample", "druid38", "generated"} <= set(params.get_param("snapshot").schema["examples"])
     assert "examples" not in params.get_param("cluster").schema  # the bundled root holds no cluster directory
     assert (params["simulate_runs"], params["simulate_loads_per_run"], params["simulate_load_failure_rate"]) == (
         0,

@@ -14,6 +14,7 @@ from segment_balancer.tools.sample import (
     ETERNITY,
     SNAPSHOTS_DIR,
     UNEXPORTED,
+    build_druid38_sample,
     build_druid_sample,
     default_servers,
     generate_snapshot,
@@ -87,8 +88,10 @@ def _first_rule(snap, seg, now):
     return None
 
 
-def _check_consistency(snap) -> None:
-    """Facts every snapshot must satisfy: known names, sizes add up, capacity holds."""
+def _check_consistency(snap, loaded_bytes=lambda server, segment: segment["size"]) -> None:
+    """Facts every snapshot must satisfy: known names, sizes add up (a replica counts
+    ``loaded_bytes(server row, segment payload)``: its ``size``, unless the snapshot holds partial
+    replicas), capacity holds."""
     assert len(snap["segments"]) == snap["n_segment_lines"]  # ids unique
     for row in snap["server_segments"]:
         assert row["server"] in snap["historicals"]
@@ -101,7 +104,7 @@ def _check_consistency(snap) -> None:
         if sid not in snap["segments"]:
             continue  # its size is unknown (ALGORITHM.md "Inputs": taken as 0)
         for server in servers:
-            served_bytes[server] += snap["segments"][sid]["size"]
+            served_bytes[server] += loaded_bytes(snap["historicals"][server], snap["segments"][sid])
     for name, server in snap["historicals"].items():
         assert _current_size(server) == served_bytes[name]
         assert 0 <= _current_size(server) <= server["max_size"]
@@ -149,6 +152,62 @@ def test_druid_sample_has_the_described_cluster():
     loads = [e for q in snap["load_queues"].values() for e in q["segmentsToLoad"]]
     assert len(loads) == 1
     assert snap["coordinator_config"]["maxSegmentsInNodeLoadingQueue"] > 0
+
+
+# -------------------------------------------------------------------------------- druid38
+
+DRUID38 = os.path.join(SNAPSHOTS_DIR, "druid38")
+
+
+def test_shipped_druid38_equals_a_fresh_build(tmp_path):
+    """131 segments (clicks and metrics 30 days x 2 partitions, logs 7, audit 4); 247 replicas
+    (clicks: days 1-15 on two historicals, 16-29 on one: 60 + 28; metrics: days 1-19 on three,
+    20-29 on two, day 25's partition 0 on three: 114 + 41; audit 4)."""
+    counts = build_druid38_sample(tmp_path)
+    assert counts == {"segments": 131, "historicals": 7, "server_segments": 247, "queued_loads": 2, "queued_drops": 1}
+    _same_files(tmp_path, DRUID38)
+
+
+def test_druid38_is_a_druid_38_cluster_with_aliases_and_partial_loads():
+    """``sys.servers`` rows as Druid 38.0.0 lists them (its columns in its order, version 38.0.0);
+    ``curr_size`` counts a partial replica by the bytes it loaded (a fifth of a ``by_country``
+    clicks replica, two thirds of a metrics partition 0, nothing of partition 1's empty part)."""
+    from segment_balancer.druid.snapshot.loader import load_cluster_version
+    from segment_balancer.druid.snapshot.models import SYS_SERVERS_COLUMNS
+
+    snap = _load(DRUID38)
+
+    def loaded_bytes(server, seg):
+        hot = server["tier"] != "cold"
+        if seg["dataSource"] == "clicks" and hot and seg.get("projections"):
+            return seg["size"] // 5
+        if seg["dataSource"] == "metrics" and "clusterGroups" in seg:
+            return seg["size"] * 2 // 3 if seg["shardSpec"]["partitionNum"] == 0 else 0
+        return seg["size"]
+
+    _check_consistency(snap, loaded_bytes)
+    assert all(list(row) == list(SYS_SERVERS_COLUMNS) and row["version"] == "38.0.0" for row in snap["servers"])
+    assert load_cluster_version(DRUID38) == "38.0.0"
+    tiers = collections.Counter(s["tier"] for s in snap["historicals"].values())
+    assert tiers == {"hot_blue": 2, "hot_green": 2, "cold": 3}
+    assert snap["historicals"]["hist-hot-green-02:8083"]["curr_size"] == 0
+    assert not any("hist-hot-green-02:8083" in servers for servers in snap["served"].values())
+    config = snap["coordinator_config"]
+    assert config["historicalTierAliases"] == {"hot": ["hot_blue", "hot_green"]}
+    assert config["decommissioningNodes"] == ["hist-cold-03:8083"]
+    assert any("hist-cold-03:8083" in servers for servers in snap["served"].values())
+    kinds = collections.Counter(
+        (s["dataSource"], "projections" in s, "clusterGroups" in s) for s in snap["segments"].values()
+    )
+    assert kinds == {
+        ("clicks", True, False): 20,
+        ("clicks", False, False): 40,
+        ("metrics", False, True): 40,
+        ("metrics", False, False): 20,
+        ("logs", False, False): 7,
+        ("audit", False, False): 4,
+    }
+    assert "archive" not in tiers and snap["rules"]["logs"][0]["tieredReplicants"] == {"archive": 1}
 
 
 # ------------------------------------------------------------------------------ generated

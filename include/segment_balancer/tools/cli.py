@@ -447,21 +447,23 @@ def _check_directories(args: argparse.Namespace) -> None:
 
 
 def print_brief(plan: Path) -> None:
-    """A few lines on a plan: its snapshot, where it and its report are, its headline numbers and
-    the runs each tier needs to finish (``make demo``'s recap). Raises ``InputError`` when its
-    ``summary.json`` is missing or not a plan summary."""
+    """A few lines on a plan: its snapshot, where it and its report are, its headline numbers (the
+    segments left unavailable: ``undone.unavailable``, tiers without historicals included, else the
+    unreplicated ones) and the runs each tier needs to finish (``make demo``'s recap). Raises
+    ``InputError`` when its ``summary.json`` is missing or not a plan summary."""
     from segment_balancer.plan.history import headline
     from segment_balancer.planner.summary import read_plan_summary
 
     summary = read_plan_summary(plan)
     n = headline(summary)
+    unavailable = n["unreplicated_after"] if summary.undone is None else summary.undone.unavailable
     print(f"{summary.snapshot_id}")
     print(f"  plan    {plan}")
     if (plan / "report.html").is_file():
         print(f"  report  {plan / 'report.html'}")
     print(
         f"  {n['operations']:,} operations ({n['loads']:,} loads, {n['drops']:,} drops); once they succeed: "
-        f"{n['unreplicated_after']:,} unavailable, {n['underreplicated_after']:,} under-replicated"
+        f"{unavailable:,} unavailable, {n['underreplicated_after']:,} under-replicated"
     )
     if summary.undone is not None:
         runs = ", ".join(

@@ -1,11 +1,14 @@
-"""The bundled input snapshots: a tiny one from real Druid rows, and a seeded realistic generator.
+"""The bundled input snapshots: a tiny one from real Druid rows, a small Druid 38 one, and a seeded
+realistic generator.
 
 ``build_druid_sample`` imports the five real ``druid_segments`` rows of Druid's own sample dump
 (``snapshots/druid_segments-sample.sql``, Apache-2.0, from Druid's ``examples/quickstart``) and adds
-a small hand-written cluster around them. ``generate_snapshot`` makes a ~20 000-segment cluster with
-the situations the algorithm of issue #7458 has to handle (a lost server, a decommissioning server,
-an added empty server, a broadcast datasource, stale load queues, unused and overshadowed segments
-still served). Both write the snapshot directory format of ``docs/ARCHITECTURE.md``.
+a small hand-written cluster around them. ``build_druid38_sample`` writes a small Druid 38.0.0
+cluster with tier aliases, partial-load rules and a rule naming a tier without historicals.
+``generate_snapshot`` makes a ~20 000-segment cluster with the situations the algorithm of issue
+#7458 has to handle (a lost server, a decommissioning server, an added empty server, a broadcast
+datasource, stale load queues, unused and overshadowed segments still served). All write the
+snapshot directory format of ``docs/ARCHITECTURE.md``.
 """
 
 from __future__ import annotations
@@ -28,6 +31,7 @@ from segment_balancer.druid.importer import (
     write_json,
 )
 from segment_balancer.druid.releases import parse_version
+from segment_balancer.druid.snapshot.models import SYS_SERVERS_COLUMNS
 
 SNAPSHOTS_DIR = os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))), "snapshots")
 SAMPLE_SQL = os.path.join(SNAPSHOTS_DIR, "druid_segments-sample.sql")
@@ -159,6 +163,245 @@ def build_druid_sample(out_dir: str, sql_path: str | None = None) -> dict:
         "server_segments": len(rows),
         "queued_loads": 1,
         "queued_drops": 0,
+    }
+
+
+# ------------------------------------------------------------------------------------ druid38
+
+DRUID38_SNAPSHOT_TIME = "2026-10-01T00:00:00.000Z"
+DRUID38_TIER_ALIASES = {"hot": ["hot_blue", "hot_green"]}
+DRUID38_RULES = {
+    "clicks": [
+        {
+            "type": "loadPartialByPeriod",
+            "period": "P14D",
+            "includeFuture": True,
+            "tieredReplicants": {"hot": 1},
+            "matcher": {"type": "globProjection", "patterns": ["by_*"], "excludePatterns": ["by_device"]},
+        },
+        {"type": "loadForever", "tieredReplicants": {"cold": 1}},
+    ],
+    "metrics": [
+        {
+            "type": "loadPartialForever",
+            "tieredReplicants": {"hot": 1, "cold": 1},
+            "matcher": {"type": "globClusterGroup", "patterns": [{"region": "eu-*"}]},
+            "onCannotMatch": "fallThrough",
+        },
+        {"type": "loadForever", "tieredReplicants": {"cold": 2}},
+    ],
+    "logs": [{"type": "loadForever", "tieredReplicants": {"archive": 1}}],
+    "_default": [{"type": "loadForever", "tieredReplicants": {"hot": 1}}],
+}
+"""The rules of ``druid38`` (``rules.json``); ``hot`` is an alias (:data:`DRUID38_TIER_ALIASES`),
+``archive`` a tier without historicals."""
+DRUID38_HISTORICALS = {
+    "hist-hot-blue-01": "hot_blue",
+    "hist-hot-blue-02": "hot_blue",
+    "hist-hot-green-01": "hot_green",
+    "hist-hot-green-02": "hot_green",
+    "hist-cold-01": "cold",
+    "hist-cold-02": "cold",
+    "hist-cold-03": "cold",
+}
+"""Host name -> tier of the ``druid38`` snapshot's historicals (port 8083)."""
+DRUID38_NEW = "hist-hot-green-02"
+"""The historical that joined empty, half an hour before the snapshot."""
+DRUID38_DECOMMISSIONING = "hist-cold-03:8083"
+DRUID38_MAX_SIZE = {"hot_blue": 8 * GIB, "hot_green": 8 * GIB, "cold": 6 * GIB}
+DRUID38_DAYS = 30
+"""Days of ``clicks`` and ``metrics``, the last ending at the snapshot time."""
+CLICKS_PROJECTIONS = "by_country,by_device"
+CLICKS_PROJECTION_DAYS = 10
+"""``clicks`` days with projections: the newest 10 (the projections were added to ingestion 10 days
+before the snapshot)."""
+METRICS_CLUSTERED_DAYS = 20
+"""``metrics`` days with ``clusterGroups``: the newest 20 (clustered on ``region`` since then)."""
+PROJECTION_SHARE = 5
+"""A served ``clicks`` replica holding the ``by_country`` projection loaded a fifth of the segment's
+bytes (``curr_size`` counts a partial replica by the bytes it loaded, Druid 38's ``loadedBytes``)."""
+
+
+def _druid38_server_row(name: str, port: int, role: str, **data) -> dict:
+    """A Druid 38.0.0 ``sys.servers`` row (:data:`~segment_balancer.druid.snapshot.models.SYS_SERVERS_COLUMNS`,
+    in that order): a server without segments unless ``data`` gives ``tier``, ``curr_size``,
+    ``max_size`` (bytes; ``storage_size`` = ``max_size``); ``is_leader`` as given (else null);
+    ``started`` (``start_time``, ISO-8601) when it is not the cluster's."""
+    values = {
+        "server": f"{name}:{port}",
+        "host": name,
+        "plaintext_port": port,
+        "tls_port": -1,
+        "server_type": role,
+        "tier": data.get("tier"),
+        "curr_size": data.get("curr_size", 0),
+        "max_size": data.get("max_size", 0),
+        "storage_size": data.get("max_size", 0),
+        "is_leader": data.get("is_leader"),
+        "start_time": data.get("started", "2026-09-20T08:00:00.000Z"),
+        "version": "38.0.0",
+        "build_revision": "aedca2059905",
+        "labels": None,
+        "available_processors": 16 if role == "historical" else 8,
+        "total_memory": (64 if role == "historical" else 32) * GIB,
+    }
+    return {column: values[column] for column in SYS_SERVERS_COLUMNS}
+
+
+def _druid38_segment(ds: str, start: int, end: int, num: int, parts: int, size: int, **extra) -> dict:
+    """A ``DataSegment`` payload of ``druid38`` (:func:`_payload`; version: a minute after the
+    interval's start, as a streaming task locks it; ``numbered`` shards, or ``none`` when ``parts``
+    is 0), with ``extra`` fields (``projections``, ``clusterGroups``)."""
+    dims = {"clicks": "page,country,device", "metrics": "region,host,metric"}.get(ds, "host,message")
+    shard = "numbered" if parts else "none"
+    seg = _payload(ds, start, end, ms_to_iso(start + MINUTE), shard, num, parts, size, dims, "count", False)
+    seg.update(extra)
+    return seg
+
+
+def _region_groups(regions: list[str]) -> dict:
+    """``clusterGroups`` of a segment clustered on the STRING column ``region``, one group a region."""
+    return {"clusteringColumns": [{"name": "region", "type": "STRING"}], "tuples": [[r] for r in regions]}
+
+
+def build_druid38_sample(out_dir: str) -> dict:
+    """Write the ``druid38`` snapshot to ``out_dir`` (created if needed); returns counts.
+
+    A Druid 38.0.0 cluster (every ``sys.servers`` row of version 38.0.0, the leading coordinator's
+    included) at :data:`DRUID38_SNAPSHOT_TIME`, with tier aliases and partial-load rules (ALGORITHM.md
+    "Rules of Druid 38"). Deterministic (no random numbers; gzip mtime 0). Sizes in bytes (MB = 10^6).
+
+    - Historicals (:data:`DRUID38_HISTORICALS`): ``hot_blue`` 2, ``hot_green`` 2 (hist-hot-green-02
+      new and empty), ``cold`` 3 (hist-cold-03 decommissioning); max 8 GiB hot, 6 GiB cold;
+      ``curr_size`` the bytes each loaded: a whole replica its ``size``, a ``by_country`` replica a
+      fifth (:data:`PROJECTION_SHARE`), a ``metrics`` partition-0 replica two thirds (two groups of
+      three), the empty part of partition 1 nothing. A coordinator (leader) and a broker row.
+    - Config: ``historicalTierAliases`` ``{"hot": ["hot_blue", "hot_green"]}``,
+      ``maxSegmentsInNodeLoadingQueue`` 100, ``decommissioningNodes`` [hist-cold-03:8083].
+    - ``clicks``: daily, 30 days, 2 numbered partitions (90-119 MB); the newest 10 days with
+      ``projections`` "by_country,by_device". Rules (:data:`DRUID38_RULES`): ``loadPartialByPeriod``
+      P14D ``{hot: 1}`` (``globProjection`` ``by_*`` less ``by_device``: the ``by_country`` part;
+      without projections, ``fullLoad``), then ``loadForever {cold: 1}``. Served: the newest day
+      nowhere (partition 0 queued on hist-hot-green-01, partition 1 on hist-hot-blue-01); days 1-15
+      on a hot_blue historical and hist-hot-green-01 (days 14 and 15 aged out of P14D: on no cold
+      historical yet); days 16-29 on one cold historical each (round robin).
+    - ``metrics``: daily, 30 days, 2 numbered partitions (40-59 MB); the newest 20 days clustered on
+      ``region`` (partition 0: ap-south, eu-central, eu-west; partition 1: us-east, us-west). Rules:
+      ``loadPartialForever`` ``{hot: 1, cold: 1}`` (``globClusterGroup`` ``[{"region": "eu-*"}]``,
+      ``onCannotMatch`` ``fallThrough``), then ``loadForever {cold: 2}`` (the unclustered days).
+      Served: the newest day nowhere; clustered days on a hot_blue historical, hist-hot-green-01 and
+      a cold historical; unclustered days on two cold historicals, day 25's partition 0 on all three
+      (a drop of it queued on hist-cold-02).
+    - ``logs``: daily, 7 days, one partition (20-26 MB), rule ``loadForever {archive: 1}``: no
+      historical is in ``archive``; served nowhere.
+    - ``audit``: monthly, June to September 2026 (5 MB, shard ``none``), no rule of its own
+      (``_default``: ``loadForever {hot: 1}``); served on hist-hot-blue-01 only.
+
+    Returns ``segments``, ``historicals``, ``server_segments``, ``queued_loads``, ``queued_drops``.
+    """
+    now = iso_to_ms(DRUID38_SNAPSHOT_TIME)
+    blue = [n for n, t in DRUID38_HISTORICALS.items() if t == "hot_blue"]
+    cold = [n for n, t in DRUID38_HISTORICALS.items() if t == "cold"]
+    green_old = next(n for n, t in DRUID38_HISTORICALS.items() if t == "hot_green" and n != DRUID38_NEW)
+    segments: list[dict] = []
+    held: list[dict[str, int]] = []  # per segment: host -> bytes its replica loaded
+    for d in range(DRUID38_DAYS):
+        start, end = now - (d + 1) * DAY, now - d * DAY
+        for p in range(2):
+            k = 2 * d + p
+            size = (90 + (d * 37 + p * 11) % 30) * MB
+            extra = {"projections": CLICKS_PROJECTIONS} if d < CLICKS_PROJECTION_DAYS else {}
+            segments.append(_druid38_segment("clicks", start, end, p, 2, size, **extra))
+            part = size // PROJECTION_SHARE if extra else size
+            if d == 0:
+                held.append({})
+            elif d <= 15:
+                held.append({blue[k % 2]: part, green_old: part})
+            else:
+                held.append({cold[k % 3]: size})
+    for d in range(DRUID38_DAYS):
+        start, end = now - (d + 1) * DAY, now - d * DAY
+        for p in range(2):
+            k = 2 * d + p
+            size = (40 + (d * 17 + p * 7) % 20) * MB
+            extra = {}
+            if d < METRICS_CLUSTERED_DAYS:
+                regions = [["ap-south", "eu-central", "eu-west"], ["us-east", "us-west"]][p]
+                extra = {"clusterGroups": _region_groups(regions)}
+            segments.append(_druid38_segment("metrics", start, end, p, 2, size, **extra))
+            if d == 0:
+                held.append({})
+            elif d < METRICS_CLUSTERED_DAYS:
+                part = size * 2 // 3 if p == 0 else 0
+                held.append({blue[k % 2]: part, green_old: part, cold[k % 3]: part})
+            elif (d, p) == (25, 0):
+                held.append(dict.fromkeys(cold, size))
+            else:
+                held.append({cold[k % 3]: size, cold[(k + 1) % 3]: size})
+    for d in range(7):
+        segments.append(_druid38_segment("logs", now - (d + 1) * DAY, now - d * DAY, 0, 1, (20 + d) * MB))
+        held.append({})
+    months = [f"2026-{m:02d}-01T00:00:00.000Z" for m in range(6, 11)]
+    for first, last in zip(months, months[1:]):
+        segments.append(_druid38_segment("audit", iso_to_ms(first), iso_to_ms(last), 0, 0, 5 * MB))
+        held.append({blue[0]: 5 * MB})
+    ids = {(s["dataSource"], s["interval"][:10], s["shardSpec"].get("partitionNum", 0)): s["_id"] for s in segments}
+    newest = ms_to_iso(now - DAY)[:10]
+    loads = {
+        f"{green_old}:8083": [(ids[("clicks", newest, 0)], "loading", now - 2 * MINUTE)],
+        f"{blue[0]}:8083": [(ids[("clicks", newest, 1)], "loading", now - 2 * MINUTE)],
+    }
+    drops = {"hist-cold-02:8083": [(ids[("metrics", ms_to_iso(now - 26 * DAY)[:10], 0)], now - MINUTE)]}
+
+    os.makedirs(out_dir, exist_ok=True)
+    lines = [json.dumps({k: v for k, v in s.items() if not k.startswith("_")}, separators=(",", ":")) for s in segments]
+    write_gzip_lines(os.path.join(out_dir, "segments.jsonl.gz"), lines)
+    rows = sorted((f"{host}:8083", s["_id"]) for s, h in zip(segments, held) for host in h)
+    _write_rows(os.path.join(out_dir, "server_segments.json"), [{"server": a, "segment_id": b} for a, b in rows])
+    servers = [
+        _druid38_server_row(
+            host,
+            8083,
+            "historical",
+            tier=tier,
+            curr_size=sum(h.get(host, 0) for h in held),
+            max_size=DRUID38_MAX_SIZE[tier],
+            **({"started": ms_to_iso(now - 30 * MINUTE)} if host == DRUID38_NEW else {}),
+        )
+        for host, tier in DRUID38_HISTORICALS.items()
+    ]
+    servers += [
+        _druid38_server_row("coordinator-01", 8081, "coordinator", is_leader=1),
+        _druid38_server_row("broker-01", 8082, "broker"),
+    ]
+    write_json(os.path.join(out_dir, "servers.json"), servers)
+    queues = {}
+    for host in DRUID38_HISTORICALS:
+        server = f"{host}:8083"
+        queues[server] = {
+            "segmentsToLoad": [
+                {"segment_id": sid, "queue_type": kind, "requested_at": ms_to_iso(at)}
+                for sid, kind, at in loads.get(server, [])
+            ],
+            "segmentsToDrop": [{"segment_id": sid, "requested_at": ms_to_iso(at)} for sid, at in drops.get(server, [])],
+        }
+    write_json(os.path.join(out_dir, "load_queues.json"), queues)
+    write_json(os.path.join(out_dir, "rules.json"), DRUID38_RULES)
+    write_json(
+        os.path.join(out_dir, "coordinator_config.json"),
+        {
+            "maxSegmentsInNodeLoadingQueue": 100,
+            "decommissioningNodes": [DRUID38_DECOMMISSIONING],
+            "historicalTierAliases": DRUID38_TIER_ALIASES,
+        },
+    )
+    write_json(os.path.join(out_dir, "snapshot.json"), {"snapshot_time": DRUID38_SNAPSHOT_TIME, "cluster": "druid38"})
+    return {
+        "segments": len(segments),
+        "historicals": len(DRUID38_HISTORICALS),
+        "server_segments": len(rows),
+        "queued_loads": sum(len(v) for v in loads.values()),
+        "queued_drops": sum(len(v) for v in drops.values()),
     }
 
 
