@@ -300,3 +300,31 @@ def test_three_simulated_runs(spark, tmp_path, coordinator):
         held = pd.read_csv(tmp_path / "sim" / f"run-{run:03d}" / "historicals.csv").set_index("server")
         assert held.loc[DECOMMISSIONING, "segments"] == (1 if run == 1 else 0)
         assert held.loc[NEW, "segments"] > 0
+
+
+def test_a_shard_group_whose_rule_loads_nothing_is_left_as_druid_leaves_it(spark, tmp_path):
+    """The snapshot with ``metrics`` day 0's partition 0 holding no ``eu-*`` group (ap-south only):
+    neither partition matches, so Druid 38's ``RunRules`` discards both empty parts and does nothing
+    with them. The #7458 plan neither loads nor drops them, and says why in an alert of its own
+    (not ``no_rule_matches``: a rule applies); the druid plan queues nothing for them either."""
+    import shutil
+
+    from segment_balancer.tools.pipeline import run_plan
+
+    snap = tmp_path / "snapshot"
+    shutil.copytree(SNAPSHOT, snap)
+    with gzip.open(snap / "segments.jsonl.gz", "rt", encoding="utf-8") as lines:
+        rows = [json.loads(line) for line in lines]
+    day0 = [r for r in rows if r["dataSource"] == "metrics" and r["interval"].startswith("2026-09-30")]
+    day0[0]["clusterGroups"]["tuples"] = [["ap-south"]]
+    with gzip.open(snap / "segments.jsonl.gz", "wt", encoding="utf-8") as out:
+        out.writelines(json.dumps(r, separators=(",", ":")) + "\n" for r in rows)
+    summary = run_plan(spark, snap, tmp_path / "plan", work=tmp_path / "work", compare=True)
+    ids = {segment_id(r) for r in day0}
+    for plan in (tmp_path / "plan", tmp_path / "plan" / "compared" / "druid"):
+        ops = pd.read_parquet(plan / "operations.parquet")
+        assert not ops["segment_id"].isin(ids).any()
+    alerts = {a["kind"]: a for a in summary["alerts"]}
+    assert alerts["partial_load_of_nothing"]["count"] == 2
+    assert set(alerts["partial_load_of_nothing"]["examples"]) == ids
+    assert "no_rule_matches" not in alerts

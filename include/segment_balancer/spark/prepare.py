@@ -40,6 +40,7 @@ import pandas as pd
 
 from segment_balancer.common.files import remove_path, replace_path, write_json_atomic, write_parquet_atomic
 from segment_balancer.druid import tier_aliases
+from segment_balancer.druid.partial_load import EMPTY_LOAD_FINGERPRINT
 from segment_balancer.druid.rules import rule_index_for
 from segment_balancer.druid.snapshot import loader
 from segment_balancer.druid.snapshot.segments import gzip_refusal, segments_path, server_segments_path
@@ -617,7 +618,9 @@ def join_bucket(pdf: pd.DataFrame, ctx: dict) -> tuple[dict, dict | None]:
     stale = out_reps[
         (out_reps["queued_load"] & (out_reps["requested_at_ms"] < ctx["stale_before_ms"])).fillna(False).astype(bool)
     ].sort_values(["requested_at_ms", "server"], kind="stable")
-    norule = every[has_idx & pd.isna(kind)].sort_values("idx")
+    nothing = every["partial_fingerprint"].eq(EMPTY_LOAD_FINGERPRINT).fillna(False).to_numpy(bool)
+    norule = every[has_idx & pd.isna(kind) & ~nothing].sort_values("idx")
+    partial_nothing = every[has_idx & pd.isna(kind) & nothing].sort_values("idx")
     un = every[~every["listed"].to_numpy(bool)]
     un_reps = out_reps[out_reps["segment_id"].isin(un["segment_id"])].groupby("segment_id")["served"].sum()
     un_per_ds = {
@@ -634,6 +637,11 @@ def join_bucket(pdf: pd.DataFrame, ctx: dict) -> tuple[dict, dict | None]:
             ],
             "norule_n": len(norule),
             "norule": [{"idx": int(i), "segment_id": s} for i, s in zip(norule["idx"][:5], norule["segment_id"][:5])],
+            "nothing_n": len(partial_nothing),
+            "nothing": [
+                {"idx": int(i), "segment_id": s}
+                for i, s in zip(partial_nothing["idx"][:5], partial_nothing["segment_id"][:5])
+            ],
             "unlisted": un_per_ds,
             "unlisted_ids": sorted(un["segment_id"])[:5],
             "n_used": int(has_idx.sum()),
@@ -1292,6 +1300,8 @@ def prepare(spark, snapshot: Path, work: Path, overrides: dict | None = None) ->
         ],
         "norule_n": [{"n": sum(s["norule_n"] for s in summaries)}],
         "norule": sorted((r for s in summaries for r in s["norule"]), key=lambda r: r["idx"])[:5],
+        "nothing_n": [{"n": sum(s.get("nothing_n", 0) for s in summaries)}],
+        "nothing": sorted((r for s in summaries for r in s.get("nothing", [])), key=lambda r: r["idx"])[:5],
     }
     unlisted: dict = {}
     for s in summaries:
@@ -1480,6 +1490,19 @@ def _alerts(rules, tiers, decommissioning, historicals, found: dict, limit_ms: i
                 "count": n_norule,
                 "message": f"{n_norule} used segments match no rule; left where they are",
                 "examples": ex,
+            }
+        )
+    n_nothing = found.get("nothing_n", [{"n": 0}])[0]["n"]
+    if n_nothing:
+        alerts.append(
+            {
+                "kind": "partial_load_of_nothing",
+                "count": n_nothing,
+                "message": (
+                    f"{n_nothing} used segments' partial-load rule loads none of their cluster groups, and "
+                    "none of their shard group's; left where they are, as Druid 38 leaves them"
+                ),
+                "examples": [r["segment_id"] for r in found["nothing"]],
             }
         )
     return alerts

@@ -487,7 +487,9 @@ class Run:
         :meth:`partial_loads` (ALGORITHM.md "Rules of Druid 38": a LOAD under a matching partial
         rule says what part it loads)."""
         partial = self.partial_loads()
-        ops = ops.reindex(columns=[*ops.columns, *[c for c in PARTIAL_OP_COLUMNS if c not in ops.columns]])
+        for column in PARTIAL_OP_COLUMNS:
+            if column not in ops.columns:
+                ops[column] = pd.Series([None] * len(ops), index=ops.index, dtype=object)
         if len(partial):
             loads = ops["action"].eq("LOAD") & ops["idx"].isin(partial.index)
             if loads.any():
