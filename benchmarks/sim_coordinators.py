@@ -83,9 +83,11 @@ Measured per cluster and configuration, from ``runs.csv`` and each run's directo
 ``--report-only`` prints the table from an earlier ``--out``. Resumable: a simulation with its
 ``runs.csv`` is not run again. ``--runs`` defaults to 15, chosen for the slowest configuration
 that settles: ``issue7458 cost`` on ``generated-20k`` moves until run 9 (the churn table), and
-avgShedder's moderate gaps need 8 runs in a row. Measured at 15, ``druid diskNormalized`` still
-moves a few segments a run on the unequal clusters, and both ``druid`` configurations still move
-about 230 a run on ``generated-20k``. They fall slowly, so more runs only lengthen that tail.
+avgShedder's moderate gaps need 8 runs in a row (``bimodal``: its shed in run 8). Measured at 15,
+both ``druid diskNormalized`` configurations still move 4–15 segments a run on the unequal
+clusters (``heterogeneous``, ``near-full``, ``bimodal``), and the three ``druid`` configurations
+still move 200–240 a run on ``generated-20k``. They fall slowly, so more runs only lengthen that
+tail.
 Usage::
 
     .venv/bin/python benchmarks/sim_coordinators.py [--runs 15] [--out DIR] [--only NAME,...]
