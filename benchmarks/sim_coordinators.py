@@ -1,12 +1,23 @@
-"""Druid's Coordinator against #7458: simulated Coordinator runs of each cluster with four
+"""Druid's Coordinator against #7458: simulated Coordinator runs of each cluster with five
 configurations, every queued load completing between runs (as ``sim_strategies.py``):
 
-- ``druid cost``: the ``druid`` coordinator (Druid 35.0.0's own), ``druid.coordinator.balancer.strategy``
-  ``cost`` (Druid's default);
-- ``druid diskNormalized``: the same with ``diskNormalized``;
+- ``druid cost``: the ``druid`` coordinator as Druid 38.0.0's (``druidVersion`` ``38.0.0``, the
+  default), ``druid.coordinator.balancer.strategy`` ``cost`` (Druid's default; the same strategy
+  in 35.0.0);
+- ``druid diskNormalized 35``: ``druidVersion`` ``35.0.0`` with ``diskNormalized``: the cost
+  divided by the historical's segment count, times its usage (``DiskNormalizedStrategy``);
+- ``druid diskNormalized 38``: ``druidVersion`` ``38.0.0`` with ``diskNormalized`` (#19303,
+  #19422, #19663): the plain cost on a historical whose projected usage is within the threshold
+  (``druid.coordinator.balancer.diskNormalized.utilizationThreshold``, default 0.05) of the least
+  used candidate, else the cost times ``exp((gap - threshold) / threshold)``
+  (``DiskNormalized38Strategy``);
 - ``issue7458 cost``: the ``issue7458`` coordinator, ``balancerStrategy`` ``cost`` (its default);
 - ``issue7458 avgShedder``: the same with ``avgShedder`` (default thresholds; each run fed the
   previous run's balancer state).
+
+The ``druid`` configurations name their release in the config (``druidVersion``), so a snapshot's
+own version does not choose it; the report checks that every run's ``summary.json`` says that
+release (``druid_run.release``).
 
 Every configuration keeps its coordinator's defaults otherwise (``druid``: ``smartSegmentLoading``
 on; both read the snapshot's ``maxSegmentsInNodeLoadingQueue``).
@@ -30,7 +41,18 @@ Clusters (the builders of ``sim_churn.py`` and ``sim_strategies.py``, imported):
   each, the 100 GB ones 75 % full and the 400 GB ones 18.75 %; the last 36 days (216 segments,
   108 GB) are on no historical (unavailable, to load). A count-balancing strategy gives each
   historical 36 of them: 186 each, the 100 GB ones 93 % full (7 GB free each) and the 400 GB ones
-  23.25 %, while the tier has 642 GB free (53.5 %); even by usage every historical would be 46.5 %.
+  23.25 %, while the tier has 642 GB free (53.5 %); even by usage every historical would be 46.5 %;
+- ``bimodal``: the shape of apache/druid#19288 (a tier of about 70 servers, half near 70 % full and
+  half at 99 % and more, which ``cost`` leaves so: every segment looks optimally placed where it
+  is), small: one tier ``tier_t1`` of eight historicals of 100 GB (Druid's test units); datasource
+  ``wiki``, 129 days from 2022-01-01 of 24 partitions (3096 segments), ``loadForever`` one
+  replica, unlimited queue. Partition ``p`` is 187 MB when ``p mod 8 < 4``, else 265 MB. The
+  first 125 days (3000 segments) are served with segment ``j`` (partition ``j mod 24``) on
+  historical ``j mod 8``: each historical holds three partitions of every day, 375 segments, so
+  their intervals are alike and counts equal; historicals 0–3 are 70.1 % full (70,125 MB) and 4–7
+  99.4 % (99,375 MB, 625 MB free: two more segments of 265 MB). The last 4 days (96 segments,
+  21.7 GB) are on no historical, the new data round robin would put on full historicals too.
+  Even by usage every historical would be 87.5 %.
 
 Measured per cluster and configuration, from ``runs.csv`` and each run's directory:
 
@@ -51,14 +73,21 @@ Measured per cluster and configuration, from ``runs.csv`` and each run's directo
   tier's historicals, decommissioning ones left out, in the widest tier (its name after);
 - ``max-min segments``: likewise of segments, in the tier widest by segments (``runs.csv``'s
   ``segments_max_minus_min``);
-- ``fullest disk %``: the largest usage of any historical after the last run.
+- ``fullest disk %``: the largest usage of any historical after the last run;
+- ``left on decommissioning``: the segments (and GiB) decommissioning historicals still serve
+  after the last run (as ``comparison.json``'s ``left_on_decommissioning`` and
+  ``bytes_left_on_decommissioning``): the spreads leave those historicals out, so a configuration
+  that has not emptied them is compared over the same live historicals but with that data not yet
+  moved.
 
 ``--report-only`` prints the table from an earlier ``--out``. Resumable: a simulation with its
 ``runs.csv`` is not run again. ``--runs`` defaults to 15, chosen for the slowest configuration
 that settles: ``issue7458 cost`` on ``generated-20k`` moves until run 9 (the churn table), and
-avgShedder's moderate gaps need 8 runs in a row. Measured at 15, ``druid diskNormalized`` still
-moves a few segments a run on the unequal clusters, and both ``druid`` configurations still move
-about 230 a run on ``generated-20k``. They fall slowly, so more runs only lengthen that tail.
+avgShedder's moderate gaps need 8 runs in a row (``bimodal``: its shed in run 8). Measured at 15,
+both ``druid diskNormalized`` configurations still move 4–15 segments a run on the unequal
+clusters (``heterogeneous``, ``near-full``, ``bimodal``), and the three ``druid`` configurations
+still move 200–240 a run on ``generated-20k``. They fall slowly, so more runs only lengthen that
+tail.
 Usage::
 
     .venv/bin/python benchmarks/sim_coordinators.py [--runs 15] [--out DIR] [--only NAME,...]
@@ -80,20 +109,38 @@ from pathlib import Path
 
 import pandas as pd
 
+from segment_balancer.planner.druid_coordinator.dynamic_config import VERSION_KEY
+
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT / "tests"))  # the Druid simulation clusters
 sys.path.insert(0, str(ROOT / "benchmarks"))  # sim_churn's and sim_strategies' clusters
 
 GIB = 1 << 30
+STRATEGY_KEY = "druid.coordinator.balancer.strategy"
 CONFIGS = {
-    "druid cost": ("druid", {"druid.coordinator.balancer.strategy": "cost"}),
-    "druid diskNormalized": ("druid", {"druid.coordinator.balancer.strategy": "diskNormalized"}),
+    "druid cost": ("druid", {VERSION_KEY: "38.0.0", STRATEGY_KEY: "cost"}),
+    "druid diskNormalized 35": ("druid", {VERSION_KEY: "35.0.0", STRATEGY_KEY: "diskNormalized"}),
+    "druid diskNormalized 38": ("druid", {VERSION_KEY: "38.0.0", STRATEGY_KEY: "diskNormalized"}),
     "issue7458 cost": ("issue7458", {"balancerStrategy": "cost"}),
     "issue7458 avgShedder": ("issue7458", {"balancerStrategy": "avgShedder"}),
 }
-CLUSTERS = ["druid_sample", "generated-20k", "fresh", "added", "removed", "heterogeneous", "near-full"]
+CLUSTERS = [
+    "druid_sample",
+    "generated-20k",
+    "fresh",
+    "added",
+    "removed",
+    "heterogeneous",
+    "near-full",
+    "bimodal",
+]
 NEAR_FULL_GB = [100, 100, 100, 100, 400, 400]
 NEAR_FULL_DAYS, NEAR_FULL_SERVED_DAYS, NEAR_FULL_PARTITIONS = 186, 150, 6
+BIMODAL_HISTORICALS, BIMODAL_GB = 8, 100
+BIMODAL_DAYS, BIMODAL_SERVED_DAYS, BIMODAL_PARTITIONS = 129, 125, 24
+BIMODAL_MB = (187, 265)
+"""``bimodal``: the size of a segment whose partition number mod 8 is below 4 (it is served by the
+first half of the historicals), and of the others."""
 GB_MB = 1000  # Druid's tests size historicals in MB (1 << 20 bytes): 100 GB is 100,000 of them
 
 
@@ -101,7 +148,7 @@ def build_clusters(cache: Path, only: set[str]) -> dict[str, Path]:
     """The snapshots of ``only``, made once under ``cache``."""
     import sim_churn
     import sim_strategies
-    from druid_simulation import historical, wiki_segments, write_cluster
+    from druid_simulation import MB, historical, wiki_segments, write_cluster
 
     out: dict[str, Path] = {}
     # Druid's own BalancingStrategiesTest clusters (1 TB historicals) and the two big ones from the
@@ -125,6 +172,18 @@ def build_clusters(cache: Path, only: set[str]) -> dict[str, Path]:
             row["max_size"] = gb * GB_MB << 20
         (snap / "servers.json").write_text(json.dumps(servers, indent=1))
         out["near-full"] = snap
+    if "bimodal" in only:
+        segments = wiki_segments(days=BIMODAL_DAYS, partitions=BIMODAL_PARTITIONS)
+        n, half = BIMODAL_HISTORICALS, BIMODAL_HISTORICALS // 2
+        for j, segment in enumerate(segments):
+            segment["size"] = BIMODAL_MB[j % n >= half] * MB
+        served = BIMODAL_SERVED_DAYS * BIMODAL_PARTITIONS
+        out["bimodal"] = write_cluster(
+            cache / "coordinators-bimodal",
+            segments,
+            {historical(i): [j for j in range(served) if j % n == i] for i in range(n)},
+            size_mb=BIMODAL_GB * GB_MB,
+        )
     return {name: out[name] for name in CLUSTERS if name in out}
 
 
@@ -190,6 +249,7 @@ def end_state(sim: Path, run: int) -> dict:
     segments = {tier: int(part["segments"].max() - part["segments"].min()) for tier, part in held.groupby("tier")}
     most = max(segments, key=segments.get)
     fullest = (100.0 * every["bytes"] / every["max_size"]).idxmax()
+    dying = every[~every["server"].isin(set(held["server"]))]
     return {
         "usage_tier": widest,
         "usage_spread": spread[widest],
@@ -197,7 +257,21 @@ def end_state(sim: Path, run: int) -> dict:
         "segments_spread": segments[most],
         "fullest": 100.0 * every.loc[fullest, "bytes"] / every.loc[fullest, "max_size"],
         "fullest_server": every.loc[fullest, "server"],
+        "left_on_decommissioning": int(dying["segments"].sum()),
+        "bytes_left_on_decommissioning": int(dying["bytes"].sum()),
     }
+
+
+def check_release(sim: Path, runs: int, overrides: dict) -> None:
+    """Raise ValueError unless every run of a ``druid`` simulation reproduced the release its
+    configuration names (``summary.json``'s ``druid_run.release``): an ``--out`` of another
+    configuration's runs is not reported under this one's name."""
+    want = overrides[VERSION_KEY]
+    for run in range(1, runs + 1):
+        summary = json.loads((sim / f"run-{run:03d}" / "plan" / "summary.json").read_text())
+        got = (summary.get("druid_run") or {}).get("release")
+        if got != want:
+            raise ValueError(f"{sim}: run {run} was planned by Druid {got}'s Coordinator, not {want}'s")
 
 
 def main() -> int:
@@ -246,6 +320,9 @@ def main() -> int:
                 continue
             runs = pd.read_csv(sim / "runs.csv")
             last = len(runs)
+            coordinator, overrides = CONFIGS[config]
+            if coordinator == "druid":
+                check_release(sim, last, overrides)
             (count, moved), end = moves(sim, last), end_state(sim, last)
             last_moves = moves(sim, last, first=last)[0]
             loaded = loaded_after(runs)
@@ -261,11 +338,13 @@ def main() -> int:
                     "max-min usage %": f"{end['usage_spread']:.1f} ({end['usage_tier']})",
                     "max-min segments": f"{end['segments_spread']} ({end['segments_tier']})",
                     "fullest disk %": f"{end['fullest']:.1f}",
+                    "left on decommissioning": f"{end['left_on_decommissioning']} "
+                    f"({end['bytes_left_on_decommissioning'] / GIB:.1f} GiB)",
                 }
             )
     print(
         f"{args.runs} runs, every queued load completing; moves among active historicals; "
-        "spreads and fullest disk after the last run"
+        "spreads, fullest disk and what decommissioning historicals still serve after the last run"
     )
     print(pd.DataFrame(rows).to_markdown(index=False))
     return 0
