@@ -99,8 +99,26 @@ def run_dag(snapshot: Path, **conf) -> Path:
     assert left.isdisjoint(ALL_APP_NAMES) and "resolve_snapshot" in left
     stored = Path(os.environ["AIRFLOW_HOME"]) / "xcom" / "segment_balancing" / run.run_id
     assert not [p for p in stored.rglob("*") if p.is_file()]
+    # publish_plan emitted the plans Asset, its extra naming the plan and its headline numbers
+    from airflow.models.asset import AssetEvent, AssetModel
+
+    from segment_balancer.plan.publish import plan_order
+
+    with create_session() as session:
+        events = (
+            session.query(AssetEvent, AssetModel)
+            .filter(AssetEvent.asset_id == AssetModel.id)
+            .filter(AssetEvent.source_run_id == run.run_id)
+            .all()
+        )
+    assert [(a.name, e.source_task_id) for e, a in events] == [("segment_balancer_plans", "publish_plan")]
+    extra = events[0][0].extra
     plans = Path(os.environ["SEGMENT_BALANCER_HOME"]) / "plans"
-    published = plans / (plans / "LATEST").read_text().strip()
+    published = Path(extra["plan_dir"])
+    assert published.parent == plans and published.is_dir()
+    # LATEST names this plan unless an earlier test published a plan of a newer snapshot
+    latest = plans / (plans / "LATEST").read_text().strip()
+    assert latest == published or plan_order(latest) > plan_order(published)
     assert json.loads((published / "validation.json").read_text())["success"] is True
     assert (published / "report.html").is_file()
     # compare_with_druid (on by default): the other coordinator's validated plan of the same snapshot
@@ -111,20 +129,8 @@ def run_dag(snapshot: Path, **conf) -> Path:
     assert json.loads((published / "compared" / other / "validation.json").read_text())["success"] is True
     plans_compared = json.loads((published / "comparison.json").read_text())["plans"]
     assert [p["coordinator"] for p in plans_compared][1] == other
-    # publish_plan emitted the plans Asset, its extra naming the plan and its headline numbers
-    from airflow.models.asset import AssetEvent, AssetModel
-
-    with create_session() as session:
-        events = (
-            session.query(AssetEvent, AssetModel)
-            .filter(AssetEvent.asset_id == AssetModel.id)
-            .filter(AssetEvent.source_run_id == run.run_id)
-            .all()
-        )
-    assert [(a.name, e.source_task_id) for e, a in events] == [("segment_balancer_plans", "publish_plan")]
     summary = json.loads((published / "summary.json").read_text())
-    extra = events[0][0].extra
-    assert extra["plan_dir"] == str(published) and extra["cluster"] == summary["cluster"]
+    assert extra["cluster"] == summary["cluster"]
     assert (extra["operations"], extra["loads"], extra["unreplicated_after"]) == (
         summary["operations"],
         summary["loads"],
@@ -219,8 +225,26 @@ def test_segment_balancing_dag_on_spark_connect_publishes_the_same_plan(
         states = {ti.task_id: ti.state for ti in run.get_task_instances(session=session)}
         run_id, run_state = run.run_id, run.state
     assert run_state == "success" and set(states.values()) <= {"success"}, states
+    # publish_plan emitted the plans Asset, its extra naming the plan and its headline numbers
+    from airflow.models.asset import AssetEvent, AssetModel
+
+    from segment_balancer.plan.publish import plan_order
+
+    with create_session() as session:
+        events = (
+            session.query(AssetEvent, AssetModel)
+            .filter(AssetEvent.asset_id == AssetModel.id)
+            .filter(AssetEvent.source_run_id == run.run_id)
+            .all()
+        )
+    assert [(a.name, e.source_task_id) for e, a in events] == [("segment_balancer_plans", "publish_plan")]
+    extra = events[0][0].extra
     plans = Path(os.environ["SEGMENT_BALANCER_HOME"]) / "plans"
-    published = plans / (plans / "LATEST").read_text().strip()
+    published = Path(extra["plan_dir"])
+    assert published.parent == plans and published.is_dir()
+    # LATEST names this plan unless an earlier test published a plan of a newer snapshot
+    latest = plans / (plans / "LATEST").read_text().strip()
+    assert latest == published or plan_order(latest) > plan_order(published)
     pd.testing.assert_frame_equal(pd.read_parquet(published / "operations.parquet"), cli_ops)
     summary = json.loads((published / "summary.json").read_text())
     skipped = {n for n, t in summary["timings_seconds"].items() if t.get("skipped")}
