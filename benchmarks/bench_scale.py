@@ -12,13 +12,17 @@ application it also reports its wall, its Spark jobs (the event log, by job tag)
 left in the work directory. Inputs are ``druid_sample`` or a number of segments of
 ``segment_balancer generate``'s cluster (hourly and daily datasources over years, three tiers, two
 historicals lost, one decommissioning, one added empty: a cluster shaped like production), cached
-under ``--cache``. ``--coordinator`` (the CLI's own option) says who plans: ``issue7458`` (the
-default: ``used_segments``, ``prepare``, the 13 stages, ``assemble``) or ``druid`` (Druid's own
-Coordinator: ``used_segments``, ``prepare``, ``druid_coordinator``, ``assemble``;
-``COORDINATOR_APP_NAMES``). Usage::
+under ``--cache``. ``--plans`` says which plans, each a CLI run of its own: ``issue7458`` (``plan
+--coordinator issue7458``: ``used_segments``, ``prepare``, the 13 stages, ``assemble``), ``druid``
+(Druid's own Coordinator: ``used_segments``, ``prepare``, its duties, ``assemble``;
+``COORDINATOR_APP_NAMES``) and ``compare`` (``plan --compare``, what a DAG run does: the #7458 plan,
+then ``compare_coordinators``, which plans with ``druid`` too and compares); all three by default.
+
+``--simulate SIZE …`` adds ``simulate --runs R`` (``--simulate-runs``, 10) with each coordinator on
+those inputs (``8200``: the 8k simulation), in process: its wall, JVMs and peak memory. Usage::
 
     .venv/bin/python benchmarks/bench_scale.py [--sizes druid_sample 20000 100000 1000000] [--modes local connect]
-        [--coordinator issue7458|druid]
+        [--plans issue7458 druid compare] [--simulate 8200] [--simulate-runs 10]
 
 Mode ``cluster`` (on request) runs the CLI's driver in process on a Spark standalone cluster of two
 workers of one core each on this machine, and says how each application's tasks divided over the
@@ -34,6 +38,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import os
 import sys
 import tempfile
 import time
@@ -49,7 +54,26 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 import bench_overhead  # noqa: E402
 from bench_overhead import SNAPSHOTS, TAG, snapshot_for, start_cluster, start_server  # noqa: E402
 
-from segment_balancer.planner.stages import COORDINATOR_APP_NAMES, DEFAULT_COORDINATOR, stage_number  # noqa: E402
+from segment_balancer.planner.stages import (  # noqa: E402
+    COMPARE_APP,
+    COORDINATOR_APP_NAMES,
+    DEFAULT_COORDINATOR,
+    stage_number,
+)
+
+PLANS = (*COORDINATOR_APP_NAMES, "compare")
+"""What ``--plans`` may name: a coordinator's plan, or ``compare`` (``plan --compare``)."""
+
+
+def plan_args(plan: str) -> tuple[list[str], list[str]]:
+    """``(CLI options, applications in run order)`` of the plan ``plan`` (one of :data:`PLANS`)."""
+    if plan == "compare":
+        return ["--coordinator", DEFAULT_COORDINATOR, "--compare"], [
+            *COORDINATOR_APP_NAMES[DEFAULT_COORDINATOR],
+            COMPARE_APP,
+        ]
+    return ["--coordinator", plan], COORDINATOR_APP_NAMES[plan]
+
 
 KINDS = ("driver", "workers", "client")
 
@@ -168,22 +192,19 @@ def written_per_app(work: Path, apps: list[str]) -> dict[str, int]:
     return dict(out)
 
 
-def run_cli(
-    snapshot: Path, mode: str, tmp: Path, server, timeout: float, coordinator: str = DEFAULT_COORDINATOR
-) -> dict:
-    """:func:`bench_overhead.run_cli` with this script's :class:`Watch` (the CLI planning with
-    ``--coordinator coordinator``), and per application the bytes left in the work directory and
+def run_cli(snapshot: Path, mode: str, tmp: Path, server, timeout: float, plan: str = DEFAULT_COORDINATOR) -> dict:
+    """:func:`bench_overhead.run_cli` with this script's :class:`Watch` (the CLI making the plan
+    ``plan``, :func:`plan_args`), and per application the bytes left in the work directory and
     moved through system calls."""
     since = int(time.time() * 1000)
-    apps = COORDINATOR_APP_NAMES[coordinator]
-    run = bench_overhead.run_cli(
-        snapshot, mode, tmp, server, timeout, lambda pids: Watch(pids, ["--coordinator", coordinator])
-    )
+    options, apps = plan_args(plan)
+    run = bench_overhead.run_cli(snapshot, mode, tmp, server, timeout, lambda pids: Watch(pids, options))
     work, watch = run.pop("work"), run.pop("watch")
     share = executor_share(tmp / "events", since) if mode == "cluster" else {}
     return {
         **run,
-        "coordinator": coordinator,
+        "plan": plan,
+        "apps_in_order": apps,
         "total": watch.peak_total,
         "total_pss": watch.peak_total_pss,
         "written": written_per_app(work, apps),
@@ -229,22 +250,22 @@ def mib(n: int) -> str:
 
 
 def print_tables(results: list[tuple[str, str, dict]]) -> None:
-    print(f"coordinator {', '.join(sorted({r['coordinator'] for _, _, r in results}))}")
     print(
-        f"{'input':<14} {'mode':<8} {'wall s':>7} {'JVMs':>5} {'jobs':>5} {'ops':>8} "
+        f"{'input':<14} {'mode':<8} {'plan':<10} {'wall s':>7} {'JVMs':>5} {'jobs':>5} {'ops':>8} "
         f"{'RSS GiB':>8} {'PSS GiB':>8}   " + "  ".join(f"{k + ' RSS/PSS':>18}" for k in KINDS)
     )
     for name, mode, r in results:
         print(
-            f"{name:<14} {mode:<8} {r['wall']:>7.1f} {r['jvms']:>5} {sum(r['jobs'].values()):>5} {r['ops']:>8} "
+            f"{name:<14} {mode:<8} {r['plan']:<10} {r['wall']:>7.1f} {r['jvms']:>5} {sum(r['jobs'].values()):>5} "
+            f"{r['ops']:>8} "
             f"{gib(r['total']):>8} {gib(r['total_pss']):>8}   "
             + "  ".join(f"{gib(r['peak'][k]) + ' / ' + gib(r['pss'][k]):>18}" for k in KINDS)
         )
     print()
     for name, mode, r in results:
-        apps = COORDINATOR_APP_NAMES[r["coordinator"]]
+        apps = r["apps_in_order"]
         print(
-            f"{name}, {mode}, coordinator {r['coordinator']}: per application (s; Spark jobs; MiB written "
+            f"{name}, {mode}, plan {r['plan']}: per application (s; Spark jobs; MiB written "
             f"to the work directory; MiB read / written through system calls by every process meanwhile)"
         )
         print(f"  {'application':<34} {'s':>7} {'jobs':>5} {'work MiB':>9} {'read MiB':>9} {'write MiB':>9}")
@@ -273,26 +294,78 @@ def print_tables(results: list[tuple[str, str, dict]]) -> None:
             print()
 
 
+def run_simulate(snapshot: Path, mode: str, tmp: Path, server, timeout: float, coordinator: str, runs: int) -> dict:
+    """One ``simulate --runs runs --coordinator coordinator`` of ``snapshot`` through the CLI under
+    ``tmp`` (emptied first), in process or on the Connect server ``server``: its wall (s), JVMs,
+    Spark jobs and peak RSS/PSS (bytes) in all and per process kind."""
+    import shutil
+
+    tmp.mkdir(parents=True, exist_ok=True)
+    out = tmp / "simulation"
+    shutil.rmtree(out, ignore_errors=True)
+    env = {k: v for k, v in os.environ.items() if k not in ("SPARK_REMOTE", "PYSPARK_SUBMIT_ARGS")}
+    cmd = [sys.executable, "-m", "segment_balancer", "simulate", "--snapshot", str(snapshot)]
+    cmd += ["--out", str(out), "--runs", str(runs), "--coordinator", coordinator]
+    if mode == "connect":
+        cmd += ["--remote", server.url]
+    events, watch = bench_overhead.observe(mode, tmp, env, server, Watch)
+    since = int(time.time() * 1000)
+    started = time.monotonic()
+    rc = watch.run(cmd, env, tmp / "cli.log", timeout)
+    wall = time.monotonic() - started
+    if rc != 0:
+        raise RuntimeError(f"simulate failed ({rc}); see {tmp / 'cli.log'}:\n" + (tmp / "cli.log").read_text()[-3000:])
+    return {
+        "coordinator": coordinator,
+        "runs": runs,
+        "wall": wall,
+        "jvms": len(watch.jvms),
+        "jobs": sum(bench_overhead.jobs_per_app(events, since).values()),
+        "total": watch.peak_total,
+        "total_pss": watch.peak_total_pss,
+        "peak": watch.peak,
+        "pss": watch.peak_pss,
+    }
+
+
+def print_simulations(results: list[tuple[str, str, dict]]) -> None:
+    print(
+        f"{'input':<14} {'mode':<8} {'simulate':<10} {'runs':>5} {'wall s':>7} {'s/run':>6} {'JVMs':>5} {'jobs':>5} "
+        f"{'RSS GiB':>8} {'PSS GiB':>8}"
+    )
+    for name, mode, r in results:
+        print(
+            f"{name:<14} {mode:<8} {r['coordinator']:<10} {r['runs']:>5} {r['wall']:>7.1f} "
+            f"{r['wall'] / r['runs']:>6.1f} {r['jvms']:>5} {r['jobs']:>5} {gib(r['total']):>8} {gib(r['total_pss']):>8}"
+        )
+    print()
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     parser.add_argument(
         "--sizes",
-        nargs="+",
+        nargs="*",
         default=["druid_sample", "20000", "100000", "1000000"],
-        help="druid_sample or a number of generated segments",
+        help="druid_sample or a number of generated segments (none: --sizes with no value)",
     )
     parser.add_argument("--modes", nargs="+", choices=["local", "connect", "cluster"], default=["local", "connect"])
     parser.add_argument(
-        "--coordinator",
-        choices=list(COORDINATOR_APP_NAMES),
-        default=DEFAULT_COORDINATOR,
-        help="who plans (the CLI's --coordinator)",
+        "--plans",
+        nargs="+",
+        choices=PLANS,
+        default=list(PLANS),
+        help="which plans, each a CLI run: a coordinator's (plan --coordinator C) or compare (plan --compare)",
     )
+    parser.add_argument(
+        "--simulate", nargs="*", default=[], metavar="SIZE", help="also simulate these inputs with each coordinator"
+    )
+    parser.add_argument("--simulate-runs", type=int, default=10, help="runs of each simulation (default 10)")
     parser.add_argument("--timeout", type=float, default=3600.0)
     parser.add_argument("--cache", type=Path, default=Path(tempfile.gettempdir()) / "segment_balancer-bench")
     args = parser.parse_args()
     args.cache.mkdir(parents=True, exist_ok=True)
-    results = []
+    results, simulations = [], []
     with tempfile.TemporaryDirectory(prefix="bench_scale-") as tmp:
         tmp = Path(tmp)
         for mode in args.modes:
@@ -301,19 +374,43 @@ def main() -> None:
                 if mode == "connect":
                     server, seconds = start_server(tmp)
                     print(f"Spark Connect server started and answering in {seconds:.1f} s", file=sys.stderr)
-                    run_cli(SNAPSHOTS / "druid_sample", "connect", tmp / "warm", server, args.timeout, args.coordinator)
+                    run_cli(SNAPSHOTS / "druid_sample", "connect", tmp / "warm", server, args.timeout)
                 elif mode == "cluster":
                     server, seconds = start_cluster(tmp)
                     print(f"standalone cluster started in {seconds:.1f} s: {server.master_url}", file=sys.stderr)
                 for name in args.sizes:
                     snap = snapshot_for(name, args.cache)
-                    r = run_cli(snap, mode, tmp / f"{mode}-{name}", server, args.timeout, args.coordinator)
-                    results.append((name, mode, r))
-                    print(f"done: {name} {mode}: {r['wall']:.1f} s", file=sys.stderr, flush=True)
+                    for plan in args.plans:
+                        r = run_cli(snap, mode, tmp / f"{mode}-{name}-{plan}", server, args.timeout, plan)
+                        results.append((name, mode, r))
+                        print(f"done: {name} {mode} {plan}: {r['wall']:.1f} s", file=sys.stderr, flush=True)
+                if mode == "cluster":
+                    continue
+                for name in args.simulate:
+                    snap = snapshot_for(name, args.cache)
+                    for coordinator in COORDINATOR_APP_NAMES:
+                        r = run_simulate(
+                            snap,
+                            mode,
+                            tmp / f"sim-{mode}-{name}-{coordinator}",
+                            server,
+                            args.timeout,
+                            coordinator,
+                            args.simulate_runs,
+                        )
+                        simulations.append((name, mode, r))
+                        print(
+                            f"done: simulate {name} {mode} {coordinator}: {r['wall']:.1f} s",
+                            file=sys.stderr,
+                            flush=True,
+                        )
             finally:
                 if server is not None:
                     server.stop()
-    print_tables(results)
+    if results:
+        print_tables(results)
+    if simulations:
+        print_simulations(simulations)
 
 
 if __name__ == "__main__":
