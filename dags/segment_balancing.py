@@ -5,8 +5,9 @@ Plans the segment loads, moves and drops of a Druid cluster with the thirteen-st
 algorithm of Druid issue #7458, one Spark application per stage, from a snapshot of the cluster.
 The stages run on a Spark Connect server (connection `spark_connect_default`), all tasks of a run on
 one session, or as one `spark-submit` each (`[segment_balancer] spark_mode = spark-submit`).
-Runs daily, and each time `druid_snapshot_capture` lands a new snapshot (the Asset
-`segment_balancer_snapshots`).
+Runs daily at midnight UTC, and each time `druid_snapshot_capture` lands a new snapshot (the Asset
+`segment_balancer_snapshots`). Unpausing it starts no run of its own: the first daily run is the
+next midnight (a plan now is a trigger away, and a triggered run does not wait behind a scheduled one).
 
 ```
 resolve_snapshot ─▶ used_segments ─▶ prepare ─▶ druid_rules … druid_clone ─▶ stage01 … stage13 ─▶ assemble
@@ -15,8 +16,9 @@ resolve_snapshot ─▶ used_segments ─▶ prepare ─▶ druid_rules … drui
 ```
 
 Who plans is the Coordinator config field `coordinator`: `issue7458` (the default; the thirteen
-stages) or `druid` (`druid_rules`, `druid_unload`, `druid_balance`, `druid_clone`: what Druid
-35.0.0's own Coordinator queues in one run, a task per duty, docs/DRUID_COORDINATOR.md); the other
+stages) or `druid` (`druid_rules`, `druid_unload`, `druid_balance`, `druid_clone`: what Druid's own
+Coordinator queues in one run, of the release the config key `druidVersion` or the snapshot names
+(38.0.0 unless they say), a task per duty, docs/DRUID_COORDINATOR.md); the other
 coordinator's tasks hand the groups on and run no Spark job.
 With the param `compare_with_druid` (on by default) `compare_coordinators` then plans the same
 snapshot with the other coordinator, from the same prepared tables, and its validated plan is
@@ -67,7 +69,7 @@ one, the Coordinator config fields or the what-if edits to ask "what if".
 
 from __future__ import annotations
 
-from datetime import UTC, datetime, timedelta
+from datetime import timedelta
 
 from airflow.sdk import TriggerRule, chain, dag, task, teardown
 from airflow.timetables.assets import AssetOrTimeSchedule
@@ -83,8 +85,11 @@ from segment_balancer_airflow.refusal import RETRY_POLICY
 @dag(
     dag_id="segment_balancing",
     # Daily, and whenever druid_snapshot_capture lands a new snapshot.
-    schedule=AssetOrTimeSchedule(timetable=CronTriggerTimetable("@daily", timezone="UTC"), assets=[SNAPSHOTS]),
-    start_date=datetime(2024, 1, 1, tzinfo=UTC),
+    # No start_date, and run_immediately zero: unpausing waits for the next midnight instead of
+    # running today's at once (CronTriggerTimetable; with a start_date, catchup=False runs it).
+    schedule=AssetOrTimeSchedule(
+        timetable=CronTriggerTimetable("@daily", timezone="UTC", run_immediately=timedelta(0)), assets=[SNAPSHOTS]
+    ),
     catchup=False,
     max_active_runs=1,
     doc_md=__doc__,

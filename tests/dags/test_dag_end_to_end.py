@@ -291,15 +291,15 @@ def test_segment_balancing_dag_on_spark_connect_publishes_the_same_plan(
 @pytest.mark.spark_submit
 def test_segment_balancing_dag_plans_the_druid_38_snapshot(airflow_home, monkeypatch):
     """The bundled ``druid38`` snapshot (a tier alias, partial-load rules, a rule naming a tier
-    without historicals) through the DAG, both coordinators (``compare_with_druid`` on), with a
-    simulated second run: every task succeeds and both plans pass the gate (``run_dag``); the plan
+    without historicals) through the DAG, both coordinators (``compare_with_druid`` on; the
+    simulation task is the other test's): every task succeeds and both plans pass the gate (``run_dag``); the plan
     loads the ``clicks`` part by_country with Druid's fingerprint on both tiers of the alias ``hot``
     (worked by hand in ``tests/test_druid38_plan.py``), says the tier ``archive`` has no historical,
     and the druid plan is Druid 38.0.0's, from the snapshot's servers."""
     from test_druid38_plan import ID, SNAPSHOT, projection_fingerprint
 
     monkeypatch.setenv("AIRFLOW__SEGMENT_BALANCER__SPARK_MODE", "spark-submit")
-    published = run_dag(SNAPSHOT, simulate_runs=2)
+    published = run_dag(SNAPSHOT)
     ops = pd.read_parquet(published / "operations.parquet")
     day0 = ops[ops["segment_id"].isin([ID[("clicks", "2026-09-30", p)] for p in (0, 1)]) & ops["action"].eq("LOAD")]
     assert set(day0["tier"]) == {"hot_blue", "hot_green"}
@@ -308,4 +308,3 @@ def test_segment_balancing_dag_plans_the_druid_38_snapshot(airflow_home, monkeyp
     assert "archive" in summary["undone"]["tiers"]
     druid = json.loads((published / "compared" / "druid" / "summary.json").read_text())["druid_run"]
     assert (druid["release"], druid["release_from"]) == ("38.0.0", "snapshot")
-    assert (published / "simulation" / "run-002" / "plan" / "report.html").is_file()

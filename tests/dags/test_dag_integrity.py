@@ -310,3 +310,21 @@ def test_segment_balancing_runs_daily_and_on_each_new_capture(dagbag):
     assert planning.params.get_param("snapshots_root").value == capture.params.get_param("snapshots_root").value
     assert capture.catchup is False and capture.get_task("capture").downstream_task_ids == {"prune"}
     assert capture.params["keep"] >= 1 and capture.params["cluster"]
+
+
+@pytest.mark.parametrize("now", ["2026-11-27T00:00:01Z", "2026-11-27T01:00:00Z", "2026-11-27T23:59:59Z"])
+def test_unpausing_segment_balancing_waits_for_the_next_midnight(dagbag, now, monkeypatch):
+    """A DAG never run, unpaused at ``now`` (even just after midnight, within the 10 % that
+    ``CronTriggerTimetable`` otherwise runs at once): its first scheduled run is the next midnight
+    UTC, so a run triggered with the unpause does not queue behind one of today's."""
+    import pendulum
+    from airflow.timetables import trigger
+    from airflow.timetables.base import TimeRestriction
+
+    monkeypatch.setattr(trigger, "utcnow", lambda: pendulum.parse(now))
+    dag = dagbag.dags["segment_balancing"]
+    info = dag.timetable.next_dagrun_info(
+        last_automated_data_interval=None,
+        restriction=TimeRestriction(earliest=dag.start_date, latest=dag.end_date, catchup=dag.catchup),
+    )
+    assert info.run_after == pendulum.datetime(2026, 11, 28, tz="UTC")
