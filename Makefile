@@ -101,11 +101,12 @@ $(JSA): $(STAMP)
 	$(PY) -m segment_balancer.spark.jvm_archive $@
 
 # One pytest-xdist worker per core, at most 4 (each holds a Spark driver); a test module runs on one
-# worker, so its module and session fixtures (a whole plan) are computed once there.
+# worker, so its module and session fixtures (a whole plan) are computed once there. Modules go out
+# in collection order (tests/conftest.py puts the slowest first), not xdist's most-tests-first.
 test: venv
 	cd $(ROOT) && $(BIN)/ruff check . && $(BIN)/ruff format --check .
 	cd $(ROOT) && $(BIN)/lint-imports --no-cache
-	cd $(ROOT) && $(PY) -m pytest -q -p no:cacheprovider --durations=10 -n auto --maxprocesses 4 --dist loadfile
+	cd $(ROOT) && $(PY) -m pytest -q -p no:cacheprovider --durations=10 -n auto --maxprocesses 4 --dist loadfile --no-loadscope-reorder
 
 # --- demo: a throw-away Airflow home under var/ --------------------------------------------------
 AIRFLOW_HOME_DIR := $(VAR_ABS)/airflow_home

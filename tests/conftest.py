@@ -9,6 +9,18 @@ import pytest
 # Must run before anything imports airflow: points AIRFLOW_HOME etc. at a temporary directory.
 from conftest_airflow import airflow_home  # noqa: E402,F401
 
+SLOW_MARKERS = ("spark_submit", "simulation")
+"""The markers of the slowest tests (whole DAG runs, several simulated Coordinator runs)."""
+
+
+def pytest_collection_modifyitems(config, items):
+    """The modules with a test marked one of :data:`SLOW_MARKERS` first, then the rest, each in
+    collection order: ``make test`` distributes whole modules (``--dist loadfile``) in this order
+    (``--no-loadscope-reorder``), so the workers start on the slow modules and the many short ones
+    fill in after, rather than one slow module left to the end on one worker."""
+    slow = {item.nodeid.split("::")[0] for item in items if any(item.get_closest_marker(m) for m in SLOW_MARKERS)}
+    items.sort(key=lambda item: item.nodeid.split("::")[0] not in slow)
+
 
 @pytest.fixture(scope="session")
 def spark():
