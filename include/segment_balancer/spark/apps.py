@@ -88,6 +88,8 @@ def run_app(spark, name: str, snapshot, work, groups_in: dict | None, overrides:
     import time
     from pathlib import Path
 
+    from segment_balancer.spark.session import driver_tasks
+
     if name not in ALL_APP_NAMES:
         raise KeyError(f"unknown application {name!r}; one of {ALL_APP_NAMES}")
     stage = stage_number(name)
@@ -96,7 +98,8 @@ def run_app(spark, name: str, snapshot, work, groups_in: dict | None, overrides:
     started = time.monotonic()
     spark.addTag(job_tag(name))
     try:
-        result = _run(spark, name, stage, snapshot, work, groups_in, overrides)
+        with driver_tasks(small_run(work)):
+            result = _run(spark, name, stage, snapshot, work, groups_in, overrides)
     finally:
         spark.removeTag(job_tag(name))
     if result.get("skipped"):
@@ -104,6 +107,19 @@ def run_app(spark, name: str, snapshot, work, groups_in: dict | None, overrides:
     _record_timing(Path(work), stage, name, time.monotonic() - started)
     record_groups(Path(work), name, result)
     return result
+
+
+def small_run(work) -> bool:
+    """Whether the run in ``work`` is small enough for its task functions to run on the driver:
+    at most ``session.DRIVER_TASKS_AT_MOST_SEGMENTS`` segments in ``WORK/timeline/summary.json``
+    (False before ``used_segments`` has written it)."""
+    from segment_balancer.spark.session import DRIVER_TASKS_AT_MOST_SEGMENTS
+
+    path = Path(work) / "timeline" / "summary.json"
+    if not path.exists():
+        return False
+    counts = json.loads(path.read_text())["per_datasource"]
+    return sum(sum(by_status.values()) for by_status in counts.values()) <= DRIVER_TASKS_AT_MOST_SEGMENTS
 
 
 def job_tag(name: str) -> str:

@@ -26,11 +26,14 @@ out.
 
 from __future__ import annotations
 
+import logging
 import os
 import pickle
 import socket
 import sys
 from collections.abc import Callable, Sequence
+from contextlib import contextmanager
+from contextvars import ContextVar
 from typing import Any
 from urllib.parse import urlparse
 
@@ -273,18 +276,48 @@ def local_session(app_name: str = "segment_balancer", remote: str | None = None)
     return get_session(app_name, master)
 
 
+DRIVER_TASKS_AT_MOST_SEGMENTS = 5_000
+"""A run of at most this many segments (the snapshot's ``segments.jsonl`` rows) runs the task
+functions of :func:`run_tasks` on the driver, one after another, instead of as a Spark job: there
+each Spark job costs more than the work (0.1–1 s against milliseconds). ``druid_sample``, the
+scenarios and the DAG's test snapshots are below it; ``generate``'s clusters above."""
+
+_DRIVER_TASKS: ContextVar[bool] = ContextVar("driver_tasks", default=False)
+
+
+@contextmanager
+def driver_tasks(on: bool):
+    """While the block runs, :func:`run_tasks` calls its functions on the driver (``on``) or in a
+    Spark job (not ``on``). Set per application by ``spark.apps.run_app`` from the run's size
+    (:data:`DRIVER_TASKS_AT_MOST_SEGMENTS`)."""
+    token = _DRIVER_TASKS.set(on)
+    try:
+        yield
+    finally:
+        _DRIVER_TASKS.reset(token)
+
+
 def run_tasks(spark, items: Sequence[Any], fn: Callable[[Any], Any]) -> list[Any]:
-    """``[fn(item) for item in items]``, each call a Spark task of its own, in one Spark job.
+    """``[fn(item) for item in items]``, each call a Spark task of its own, in one Spark job; or,
+    inside :func:`driver_tasks` ``(True)``, each call on the driver, in order.
 
     The replacement of ``sparkContext.parallelize(items, n).map(fn).collect()`` that Connect
     lacks: ``spark.range(n)`` in ``n`` partitions, one row each, ``mapInArrow`` calls ``fn`` on its
     row's item (``items`` and ``fn`` travel pickled with the function) and returns the pickled
     result. ``fn`` and its results must be picklable; results come back in the order of ``items``
-    and should be small (bitmaps, paths, counts): they are collected to the driver.
+    and should be small (bitmaps, paths, counts): they are collected to the driver. On the driver
+    ``fn``, the items and the results make the same pickle round trip, so a call sees copies, as a
+    Spark task does.
     """
     items = list(items)
     if not items:
         return []
+    if _DRIVER_TASKS.get():
+        from pyspark import cloudpickle
+
+        logging.getLogger(__name__).debug("%d task functions on the driver", len(items))
+        task, copies = cloudpickle.loads(cloudpickle.dumps((fn, items)))
+        return [pickle.loads(pickle.dumps(task(item))) for item in copies]
 
     def per_partition(batches):
         import pyarrow as pa

@@ -1,0 +1,72 @@
+"""The dispatch point of small work (``spark.session.run_tasks`` under ``driver_tasks``): a run of at
+most ``DRIVER_TASKS_AT_MOST_SEGMENTS`` segments calls its task functions on the driver, and the plan
+is the one the same functions make as Spark tasks, for every bundled snapshot and hand-worked
+scenario, with both coordinators."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from segment_balancer.plan.fingerprint import fingerprint
+from segment_balancer.spark import session as S
+
+REPO = Path(__file__).resolve().parents[2]
+SMALL = [
+    REPO / "include" / "segment_balancer" / "snapshots" / "druid_sample",
+    REPO / "include" / "segment_balancer" / "snapshots" / "druid38",
+    *sorted((REPO / "tests" / "scenarios").iterdir()),
+]
+
+
+def test_on_the_driver_each_call_sees_copies_and_results_keep_their_order(spark):
+    items = [[1], [2], [3]]
+
+    def grow(item):
+        item.append(0)
+        return (len(item), sum(item))
+
+    with S.driver_tasks(True):
+        assert S.run_tasks(spark, items, grow) == [(2, 1), (2, 2), (2, 3)]
+    assert items == [[1], [2], [3]]  # a Spark task gets a copy; so does a call on the driver
+    with S.driver_tasks(False):
+        assert S.run_tasks(spark, items, grow) == [(2, 1), (2, 2), (2, 3)]
+    assert S.run_tasks(spark, [], grow) == []
+
+
+def test_the_run_size_decides(tmp_path, monkeypatch):
+    import json
+
+    from segment_balancer.spark.apps import small_run
+
+    assert small_run(tmp_path) is False  # before used_segments
+    (tmp_path / "timeline").mkdir()
+    summary = {"per_datasource": {"a": {"visible": 3000}, "b": {"overshadowed": 1500, "standby": 500}}}
+    (tmp_path / "timeline" / "summary.json").write_text(json.dumps(summary))
+    assert small_run(tmp_path) is True  # 5,000: at the limit
+    monkeypatch.setattr(S, "DRIVER_TASKS_AT_MOST_SEGMENTS", 4_999)
+    assert small_run(tmp_path) is False
+
+
+@pytest.mark.parametrize("coordinator", ["issue7458", "druid"])
+@pytest.mark.parametrize("snapshot", SMALL, ids=lambda p: p.name)
+def test_a_small_run_plans_the_same_on_the_driver_and_in_spark_tasks(
+    spark, tmp_path, monkeypatch, caplog, snapshot, coordinator
+):
+    import logging
+
+    from segment_balancer.tools.pipeline import run_plan
+
+    def on_the_driver() -> int:
+        calls = [r for r in caplog.records if r.name == S.__name__ and "on the driver" in r.getMessage()]
+        caplog.clear()
+        return len(calls)
+
+    caplog.set_level(logging.DEBUG, logger=S.__name__)
+    run_plan(spark, snapshot, tmp_path / "driver", overrides={"coordinator": coordinator})
+    assert on_the_driver() > 0
+    monkeypatch.setattr(S, "DRIVER_TASKS_AT_MOST_SEGMENTS", -1)
+    run_plan(spark, snapshot, tmp_path / "spark", overrides={"coordinator": coordinator})
+    assert on_the_driver() == 0
+    assert fingerprint(tmp_path / "driver") == fingerprint(tmp_path / "spark")
