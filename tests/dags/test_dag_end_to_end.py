@@ -26,6 +26,7 @@ import pytest
 from compaction_snapshot import OVERSHADOWED, WAITING, line_of
 
 from segment_balancer.planner.stages import ALL_APP_NAMES, APP_NAMES
+from segment_balancer.spark.session import DRIVER_TASKS_ENV
 
 REPO = Path(__file__).resolve().parents[2]
 
@@ -220,6 +221,8 @@ def test_segment_balancing_dag_on_spark_connect_publishes_the_same_plan(
     env = {
         **os.environ,
         "AIRFLOW__SEGMENT_BALANCER__SPARK_MODE": "connect",
+        # every application's tasks in the cluster's executors, small as this snapshot is
+        DRIVER_TASKS_ENV: "-1",
         "AIRFLOW_CONN_SPARK_CONNECT_DEFAULT": json.dumps(
             {"conn_type": "spark_connect", "host": "sc://127.0.0.1", "port": connect_server.port}
         ),

@@ -47,6 +47,13 @@ def test_the_run_size_decides(tmp_path, monkeypatch):
     assert small_run(tmp_path) is True  # 5,000: at the limit
     monkeypatch.setattr(S, "DRIVER_TASKS_AT_MOST_SEGMENTS", 4_999)
     assert small_run(tmp_path) is False
+    monkeypatch.setenv(S.DRIVER_TASKS_ENV, "5000")  # the environment's word wins
+    assert small_run(tmp_path) is True
+    monkeypatch.setenv(S.DRIVER_TASKS_ENV, "-1")
+    assert small_run(tmp_path) is False
+    monkeypatch.setenv(S.DRIVER_TASKS_ENV, "lots")
+    with pytest.raises(ValueError, match=f"{S.DRIVER_TASKS_ENV}='lots': expected an integer"):
+        small_run(tmp_path)
 
 
 @pytest.mark.parametrize("coordinator", ["issue7458", "druid"])
@@ -66,7 +73,7 @@ def test_a_small_run_plans_the_same_on_the_driver_and_in_spark_tasks(
     caplog.set_level(logging.DEBUG, logger=S.__name__)
     run_plan(spark, snapshot, tmp_path / "driver", overrides={"coordinator": coordinator})
     assert on_the_driver() > 0
-    monkeypatch.setattr(S, "DRIVER_TASKS_AT_MOST_SEGMENTS", -1)
+    monkeypatch.setenv(S.DRIVER_TASKS_ENV, "-1")
     run_plan(spark, snapshot, tmp_path / "spark", overrides={"coordinator": coordinator})
     assert on_the_driver() == 0
     assert fingerprint(tmp_path / "driver") == fingerprint(tmp_path / "spark")

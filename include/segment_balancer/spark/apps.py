@@ -111,15 +111,15 @@ def run_app(spark, name: str, snapshot, work, groups_in: dict | None, overrides:
 
 def small_run(work) -> bool:
     """Whether the run in ``work`` is small enough for its task functions to run on the driver:
-    at most ``session.DRIVER_TASKS_AT_MOST_SEGMENTS`` segments in ``WORK/timeline/summary.json``
+    at most ``session.driver_tasks_at_most_segments()`` segments in ``WORK/timeline/summary.json``
     (False before ``used_segments`` has written it)."""
-    from segment_balancer.spark.session import DRIVER_TASKS_AT_MOST_SEGMENTS
+    from segment_balancer.spark.session import driver_tasks_at_most_segments
 
     path = Path(work) / "timeline" / "summary.json"
     if not path.exists():
         return False
     counts = json.loads(path.read_text())["per_datasource"]
-    return sum(sum(by_status.values()) for by_status in counts.values()) <= DRIVER_TASKS_AT_MOST_SEGMENTS
+    return sum(sum(by_status.values()) for by_status in counts.values()) <= driver_tasks_at_most_segments()
 
 
 def job_tag(name: str) -> str:

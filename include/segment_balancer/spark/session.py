@@ -280,7 +280,23 @@ DRIVER_TASKS_AT_MOST_SEGMENTS = 5_000
 """A run of at most this many segments (the snapshot's ``segments.jsonl`` rows) runs the task
 functions of :func:`run_tasks` on the driver, one after another, instead of as a Spark job: there
 each Spark job costs more than the work (0.1–1 s against milliseconds). ``druid_sample``, the
-scenarios and the DAG's test snapshots are below it; ``generate``'s clusters above."""
+scenarios and the DAG's test snapshots are below it; ``generate``'s clusters above. The
+environment variable :data:`DRIVER_TASKS_ENV` replaces it (``-1``: every run's tasks in Spark)."""
+
+DRIVER_TASKS_ENV = "SEGMENT_BALANCER_DRIVER_TASKS_AT_MOST_SEGMENTS"
+
+
+def driver_tasks_at_most_segments() -> int:
+    """:data:`DRIVER_TASKS_AT_MOST_SEGMENTS`, or the integer in :data:`DRIVER_TASKS_ENV` when set.
+    Raises ``ValueError`` naming the variable when that is not an integer."""
+    text = os.environ.get(DRIVER_TASKS_ENV, "").strip()
+    if not text:
+        return DRIVER_TASKS_AT_MOST_SEGMENTS
+    try:
+        return int(text)
+    except ValueError:
+        raise ValueError(f"{DRIVER_TASKS_ENV}={text!r}: expected an integer number of segments") from None
+
 
 _DRIVER_TASKS: ContextVar[bool] = ContextVar("driver_tasks", default=False)
 
