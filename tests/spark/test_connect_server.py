@@ -15,7 +15,7 @@ import pandas as pd
 import pytest
 
 from segment_balancer.spark.connect_server import ConnectServer
-from segment_balancer.spark.session import SparkUnreachable, check_reachable
+from segment_balancer.spark.session import DRIVER_TASKS_ENV, SparkUnreachable, check_reachable
 
 REPO = Path(__file__).resolve().parents[2]
 
@@ -219,6 +219,7 @@ def test_a_server_killed_mid_run_fails_the_application_soon_and_a_resumed_run_gi
     server = ConnectServer(tmp_path / "connect", port=port, driver_memory="1g")
     server.start()
     env = {k: v for k, v in os.environ.items() if k not in ("SPARK_REMOTE", "SPARK_CONNECT_MODE_ENABLED")}
+    env[DRIVER_TASKS_ENV] = "-1"  # stage 3's tasks on the server, small as druid_sample is
     try:
         client = subprocess.Popen(
             [sys.executable, "-c", RESUMABLE, server.url, str(snapshot), str(work), "used_segments"],
