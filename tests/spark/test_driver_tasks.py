@@ -36,14 +36,13 @@ def test_on_the_driver_each_call_sees_copies_and_results_keep_their_order(spark)
 
 
 def test_the_run_size_decides(tmp_path, monkeypatch):
-    import json
+    import gzip
 
     from segment_balancer.spark.apps import small_run
 
-    assert small_run(tmp_path) is False  # before used_segments
-    (tmp_path / "timeline").mkdir()
-    summary = {"per_datasource": {"a": {"visible": 3000}, "b": {"overshadowed": 1500, "standby": 500}}}
-    (tmp_path / "timeline" / "summary.json").write_text(json.dumps(summary))
+    assert small_run(tmp_path) is False  # no segments file: used_segments refuses it in Spark
+    rows = "".join(f'{{"segment_id": "s{i}"}}\n' for i in range(5_000))
+    (tmp_path / "segments.jsonl").write_text(rows + "\n  \n")  # blank lines are no rows
     assert small_run(tmp_path) is True  # 5,000: at the limit
     monkeypatch.setattr(S, "DRIVER_TASKS_AT_MOST_SEGMENTS", 4_999)
     assert small_run(tmp_path) is False
@@ -54,6 +53,13 @@ def test_the_run_size_decides(tmp_path, monkeypatch):
     monkeypatch.setenv(S.DRIVER_TASKS_ENV, "lots")
     with pytest.raises(ValueError, match=f"{S.DRIVER_TASKS_ENV}='lots': expected an integer"):
         small_run(tmp_path)
+    monkeypatch.delenv(S.DRIVER_TASKS_ENV)
+    (tmp_path / "segments.jsonl").unlink()
+    with gzip.open(tmp_path / "segments.jsonl.gz", "wt") as f:
+        f.write(rows + '{"segment_id": "one more"}\n')
+    assert small_run(tmp_path) is False  # 5,001 rows, gzip read as far as the 5,000th
+    (tmp_path / "segments.jsonl.gz").write_bytes(b"not gzip")
+    assert small_run(tmp_path) is False
 
 
 @pytest.mark.parametrize("coordinator", ["issue7458", "druid"])

@@ -98,7 +98,7 @@ def run_app(spark, name: str, snapshot, work, groups_in: dict | None, overrides:
     started = time.monotonic()
     spark.addTag(job_tag(name))
     try:
-        with driver_tasks(small_run(work)):
+        with driver_tasks(small_run(snapshot)):
             result = _run(spark, name, stage, snapshot, work, groups_in, overrides)
     finally:
         spark.removeTag(job_tag(name))
@@ -109,17 +109,31 @@ def run_app(spark, name: str, snapshot, work, groups_in: dict | None, overrides:
     return result
 
 
-def small_run(work) -> bool:
-    """Whether the run in ``work`` is small enough for its task functions to run on the driver:
-    at most ``session.driver_tasks_at_most_segments()`` segments in ``WORK/timeline/summary.json``
-    (False before ``used_segments`` has written it)."""
+def small_run(snapshot) -> bool:
+    """Whether the run of ``snapshot`` is small enough for its task functions to run on the driver:
+    at most ``session.driver_tasks_at_most_segments()`` rows (non-blank lines) in its
+    ``segments.jsonl[.gz]``, counted by reading at most one line more than that. False when the
+    file is missing or unreadable (``used_segments`` refuses it, in Spark as today)."""
+    import gzip
+
+    from segment_balancer.druid.snapshot.errors import SnapshotError
+    from segment_balancer.druid.snapshot.segments import segments_path
     from segment_balancer.spark.session import driver_tasks_at_most_segments
 
-    path = Path(work) / "timeline" / "summary.json"
-    if not path.exists():
+    limit = driver_tasks_at_most_segments()
+    if limit < 0:
         return False
-    counts = json.loads(path.read_text())["per_datasource"]
-    return sum(sum(by_status.values()) for by_status in counts.values()) <= driver_tasks_at_most_segments()
+    try:
+        path = segments_path(Path(snapshot))
+        rows = 0
+        with (gzip.open if path.name.endswith(".gz") else open)(path, "rb") as lines:
+            for line in lines:
+                rows += bool(line.strip())
+                if rows > limit:
+                    return False
+    except (SnapshotError, OSError, EOFError):
+        return False
+    return True
 
 
 def job_tag(name: str) -> str:
