@@ -2,7 +2,8 @@
 the initial segment groups and the run state (``WORK/state/00_prepare``).
 
 A handful of Spark jobs, whose heavy work runs in Python tasks (pyarrow, numpy, pandas) over one
-partition each, never on the driver:
+partition each, never on the driver; steps 3-5 are task functions of
+:func:`~segment_balancer.spark.session.run_tasks` (on the driver for a small run):
 
 1. the used-segment index: the used segments of the timeline table sorted newest first (end,
    start, id, all descending) and numbered (Spark's sort; one job counts its partitions);
@@ -11,7 +12,7 @@ partition each, never on the driver:
    ``read_server_segments``) and the load-queue entries: the replicas (served and queued), the
    segments that only replicas or queue entries name (unused, parsed from their ids), each
    segment's applying rule, the facts the summaries need; each task writes its bucket's rows;
-3. when some segment is overshadowed, one job finds those that wait for a segment overshadowing
+3. when some segment is overshadowed, one task finds those that wait for a segment overshadowing
    them to be served (``waiting``);
 4. one task per partition numbers the other segments (their code: after the used ones, by bucket
    then id) and writes the prepared tables, the start state's rows and its part of the segment
@@ -893,22 +894,31 @@ def _refuse_replicas(spark, snapshot: Path, historicals: set[str], all_names: se
 def _waiting_lines(spark, work: Path, scratch: str):
     """Job 3: the lines (of ``segments.jsonl``) of the overshadowed segments that wait: some
     segment overshadowing them needs a replica and is served nowhere (no drop queued). A BitMap;
-    one job, only when some segment is overshadowed."""
+    one task (:func:`~segment_balancer.spark.session.run_tasks`) reading the ``pairs`` and
+    ``unserved`` frames of every bucket, only when some segment is overshadowed."""
     from pyroaring import BitMap
-    from pyspark.sql import functions as F
 
-    from segment_balancer.spark.session import read_parquet
+    from segment_balancer.common.files import filesystem
+    from segment_balancer.spark.session import run_tasks
 
-    pairs_dir, unserved_dir = work / scratch / "pairs", work / scratch / "unserved"
-    if not any(pairs_dir.glob("*.parquet")):
+    if not any((work / scratch / "pairs").glob("*.parquet")):
         return BitMap()
-    pairs = read_parquet(spark, pairs_dir)
-    unserved = read_parquet(spark, unserved_dir)
-    members = pairs.join(unserved.distinct(), "by").select(F.lit("waiting").alias("group"), F.col("line").alias("idx"))
-    return G.bitmaps_from_rows(G.bitmaps_frame(members).collect()).get("waiting", BitMap())
+    work_uri = str(Path(work).absolute())
+
+    def task(_):
+        import numpy as np
+        import pyarrow.compute as pc
+        import pyarrow.parquet as pq
+
+        fs, base = filesystem(work_uri)
+        pairs = pq.read_table(f"{base}/{scratch}/pairs", filesystem=fs, columns=["line", "by"])
+        unserved = pq.read_table(f"{base}/{scratch}/unserved", filesystem=fs, columns=["by"]).column("by")
+        lines = pairs.column("line").filter(pc.is_in(pairs.column("by"), value_set=pc.unique(unserved)))
+        return BitMap(np.asarray(lines.to_numpy(), np.uint32)).serialize()
+
+    return BitMap.deserialize(run_tasks(spark, [None], task)[0])
 
 
-# ---- the prepared tables -------------------------------------------------------------------------
 def finish_part(segs: pd.DataFrame, reps: pd.DataFrame, ctx: dict) -> dict[str, pd.DataFrame]:
     """One partition's prepared rows from its joined frames: every segment's ``code`` (used: its
     ``idx``; the others ``n_used`` + the bucket's offset + its rank by id in the bucket),
@@ -1165,37 +1175,34 @@ def _finish_job(spark, work: Path, scratch: str, parts: list[int], ctx: dict, as
 
 def _write_segment_table(spark, work: Path, scratch: str, n_used: int, names: list[str]) -> None:
     """The run's segment table (:data:`~segment_balancer.spark.state_store.SEGMENT_TABLE_FILE`):
-    the partitions' rows in code order, one Arrow IPC file written by one task."""
-    import json
-
-    import pyarrow as pa
-
+    the partitions' rows in code order, one Arrow IPC file written by one task
+    (:func:`~segment_balancer.spark.session.run_tasks`)."""
     from segment_balancer.common.files import filesystem
-    from segment_balancer.spark.session import read_parquet
+    from segment_balancer.spark.session import run_tasks
     from segment_balancer.spark.state_store import SEGMENT_TABLE_FIELDS, SEGMENT_TABLE_FILE, arrow_schema, write_ipc
 
     schema = arrow_schema(SEGMENT_TABLE_FIELDS).with_metadata({"n_used": str(n_used), "datasources": json.dumps(names)})
     work_uri = str(Path(work).absolute())
+    rows_dir = f"{scratch}/table-out"
+    parts = any((work / rows_dir).glob("*.parquet"))
 
-    def write(batches):
+    def write(_):
+        import pyarrow as pa
+        import pyarrow.parquet as pq
+
         fs, base = filesystem(work_uri)
-        batches = list(batches)
-        rows = pa.Table.from_batches(batches).sort_by("code") if batches else None
+        if not parts:
+            write_ipc(fs, f"{base}/{SEGMENT_TABLE_FILE}", schema.empty_table())
+            return 0
+        rows = pq.read_table(f"{base}/{rows_dir}", filesystem=fs).sort_by("code")
         write_ipc(
             fs,
             f"{base}/{SEGMENT_TABLE_FILE}",
-            schema.empty_table()
-            if rows is None
-            else pa.Table.from_arrays([rows.column(n).cast(schema.field(n).type) for n in schema.names], schema=schema),
+            pa.Table.from_arrays([rows.column(n).cast(schema.field(n).type) for n in schema.names], schema=schema),
         )
-        yield pa.RecordBatch.from_pydict({"n": [0 if rows is None else rows.num_rows]})
+        return rows.num_rows
 
-    table_dir = work / scratch / "table-out"
-    if any(table_dir.glob("*.parquet")):
-        read_parquet(spark, table_dir).repartition(1).mapInArrow(write, "n long").collect()
-    else:
-        fs, base = filesystem(work_uri)
-        write_ipc(fs, f"{base}/{SEGMENT_TABLE_FILE}", schema.empty_table())
+    run_tasks(spark, [None], write)
 
 
 def prepare(spark, snapshot: Path, work: Path, overrides: dict | None = None) -> dict:
