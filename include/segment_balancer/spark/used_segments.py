@@ -1,19 +1,31 @@
-"""Stage 0 ``used_segments``: which used segments are visible, standby or overshadowed, in one Spark job.
+"""Stage 0 ``used_segments``: which used segments are visible, standby or overshadowed.
 
-The job reads ``segments.jsonl[.gz]`` as numbered lines (Spark's text reader: a plain file in
-parallel splits, a gzip file in one task), parses each batch with pyarrow
-(:func:`segment_balancer.druid.snapshot.segment_lines.parse_lines`), hashes the rows to one
-partition per core by datasource and, in one Python task per partition, checks each datasource's
-segment ids for repeats and computes its timeline
-(:func:`segment_balancer.druid.timeline.classify_datasource`, numpy), writes the partition's rows
-of ``WORK/timeline/segments.parquet`` aside and returns its counts and groups (a few bytes). The
-table is moved into place only when no line is bad.
+Two passes of :func:`segment_balancer.spark.session.run_tasks` (each one Spark job, or calls on
+the driver for a small run, ``driver_tasks``), no DataFrame job:
+
+1. **parse** (:func:`_parse_range`): one task per byte range of ``segments.jsonl`` (about
+   :data:`RANGE_BYTES`, one per core for a file of a few MiB and more, cut at line ends;
+   a gzip file is one range, decompressed whole) reads its range through pyarrow's filesystem,
+   splits it into lines as Spark's text reader does
+   (:func:`segment_balancer.druid.snapshot.lines.split_lines`), numbers them within the range,
+   drops blank ones, parses the others with pyarrow
+   (:func:`segment_balancer.druid.snapshot.segment_lines.parse_lines`) and writes one Parquet file
+   per datasource bucket (:func:`bucket_of`: CRC-32 of the name, one bucket per core) to a scratch
+   directory of the work directory; it returns its line count.
+2. **classify** (:func:`_classify_bucket`): the driver turns the counts into each range's first
+   line; one task per bucket reads the bucket's files, makes ``line`` the file's line, checks each
+   datasource's segment ids for repeats and computes its timeline
+   (:func:`segment_balancer.druid.timeline.classify_datasource`, numpy), writes the bucket's rows
+   of ``WORK/timeline/segments.parquet`` aside and returns its counts and groups (a few bytes).
+   The table is moved into place only when no line is bad.
 
 A line the fast reader cannot take (malformed or mistyped JSON, a missing field, a bad interval, a
-negative size) or a repeated segment id hands over to the reference reader
+negative size, bytes that are not UTF-8), a gzip file that does not decompress whole or a repeated
+segment id hands over to the reference reader
 (:func:`segment_balancer.druid.snapshot.segments.read_segments`, Spark SQL), whose refusal names
-the file, the line, the value and what was expected; were that reader to accept the file, its
-rows are classified instead.
+the file, the line, the value and what was expected (a corrupt gzip file: Spark's own reader fails,
+:func:`~segment_balancer.druid.snapshot.segments.gzip_refusal`); were that reader to accept the
+file, its rows are classified instead, in Spark jobs.
 
 The timeline of a datasource is computed over each segment's interval clipped to 1900-2200 in
 ``BUCKET_MS`` steps (the union of the pieces of that range the segment overlaps; instants outside
@@ -382,7 +394,8 @@ def used_segments(spark, snapshot: Path, work: Path) -> dict:
     ``Visible``, ``Standby``, ``Overshadowed`` as bitmaps over the segment's row in
     ``segments.jsonl`` (line − 1).
 
-    One Spark job (two for a plain file, whose lines are counted per split first). Raises
+    Two passes of task functions (module docstring): two Spark jobs, none for a small run; a
+    bad file costs the reference reader's Spark jobs more. Raises
     :class:`SnapshotError` naming the file and line of the first bad rows (or the datasource whose
     timeline cannot be built), and then no table is left behind.
     """

@@ -6,6 +6,11 @@ it for ``zipWithIndex``: each row's position inside its partition (``monotonical
 keeps it in the low 33 bits) plus the row count of the partitions before it (one small job that
 counts rows per partition). The partitions of one text file follow the file's byte order, so the
 numbers are the file's line numbers.
+
+Without Spark, :func:`line_ranges` cuts a plain file into byte ranges at line ends and
+:func:`split_lines` splits a range into the lines Spark's text reader gives (Hadoop's
+``LineRecordReader``), so tasks that read ranges apart number the file's lines alike; stage 0's
+fast path (``spark.used_segments``) reads ``segments.jsonl`` so.
 """
 
 from __future__ import annotations
