@@ -1,19 +1,31 @@
-"""Stage 0 ``used_segments``: which used segments are visible, standby or overshadowed, in one Spark job.
+"""Stage 0 ``used_segments``: which used segments are visible, standby or overshadowed.
 
-The job reads ``segments.jsonl[.gz]`` as numbered lines (Spark's text reader: a plain file in
-parallel splits, a gzip file in one task), parses each batch with pyarrow
-(:func:`segment_balancer.druid.snapshot.segment_lines.parse_lines`), hashes the rows to one
-partition per core by datasource and, in one Python task per partition, checks each datasource's
-segment ids for repeats and computes its timeline
-(:func:`segment_balancer.druid.timeline.classify_datasource`, numpy), writes the partition's rows
-of ``WORK/timeline/segments.parquet`` aside and returns its counts and groups (a few bytes). The
-table is moved into place only when no line is bad.
+Two passes of :func:`segment_balancer.spark.session.run_tasks` (each one Spark job, or calls on
+the driver for a small run, ``driver_tasks``), no DataFrame job:
+
+1. **parse** (:func:`_parse_range`): one task per byte range of ``segments.jsonl`` (about
+   :data:`RANGE_BYTES`, one per core for a file of a few MiB and more, cut at line ends;
+   a gzip file is one range, decompressed whole) reads its range through pyarrow's filesystem,
+   splits it into lines as Spark's text reader does
+   (:func:`segment_balancer.druid.snapshot.lines.split_lines`), numbers them within the range,
+   drops blank ones, parses the others with pyarrow
+   (:func:`segment_balancer.druid.snapshot.segment_lines.parse_lines`) and writes one Parquet file
+   per datasource bucket (:func:`bucket_of`: CRC-32 of the name, one bucket per core) to a scratch
+   directory of the work directory; it returns its line count.
+2. **classify** (:func:`_classify_bucket`): the driver turns the counts into each range's first
+   line; one task per bucket reads the bucket's files, makes ``line`` the file's line, checks each
+   datasource's segment ids for repeats and computes its timeline
+   (:func:`segment_balancer.druid.timeline.classify_datasource`, numpy), writes the bucket's rows
+   of ``WORK/timeline/segments.parquet`` aside and returns its counts and groups (a few bytes).
+   The table is moved into place only when no line is bad.
 
 A line the fast reader cannot take (malformed or mistyped JSON, a missing field, a bad interval, a
-negative size) or a repeated segment id hands over to the reference reader
+negative size, bytes that are not UTF-8), a gzip file that does not decompress whole or a repeated
+segment id hands over to the reference reader
 (:func:`segment_balancer.druid.snapshot.segments.read_segments`, Spark SQL), whose refusal names
-the file, the line, the value and what was expected; were that reader to accept the file, its
-rows are classified instead.
+the file, the line, the value and what was expected (a corrupt gzip file: Spark's own reader fails,
+:func:`~segment_balancer.druid.snapshot.segments.gzip_refusal`); were that reader to accept the
+file, its rows are classified instead, in Spark jobs.
 
 The timeline of a datasource is computed over each segment's interval clipped to 1900-2200 in
 ``BUCKET_MS`` steps (the union of the pieces of that range the segment overlaps; instants outside
@@ -27,6 +39,7 @@ from __future__ import annotations
 import json
 import pickle
 import uuid
+import zlib
 from pathlib import Path
 
 import numpy as np
@@ -87,7 +100,7 @@ def _classify_partition(table) -> tuple[dict, object]:
     from segment_balancer.druid.snapshot.segment_lines import PAYLOAD_COLUMNS, projection_lists
     from segment_balancer.druid.timeline import classify_datasource
 
-    summary = {"bad": False, "error": None, "counts": {}, "groups": {}, "mismatches": 0, "examples": []}
+    summary = _no_rows()
     pdf = table.drop_columns(list(PAYLOAD_COLUMNS)).to_pandas()  # kept in the table, not needed here
     if pdf["bad"].any() or pdf["segment_id"].duplicated().any():
         summary["bad"] = True
@@ -152,10 +165,16 @@ def _classify_partition(table) -> tuple[dict, object]:
     return summary, out
 
 
+def _no_rows() -> dict:
+    """The summary of a partition or bucket without rows (:func:`_classify_partition`'s keys)."""
+    return {"bad": False, "error": None, "counts": {}, "groups": {}, "mismatches": 0, "examples": []}
+
+
 def _timeline_job(spark, parsed, work: Path, aside: str) -> list[dict]:
     """Hash ``parsed`` (Spark DataFrame of :data:`PARSED_FIELDS`) to one partition per core by
     datasource and classify each partition in one Python task, which writes its rows under
-    ``aside`` (relative to ``work``) unless the partition is bad; returns the tasks' summaries."""
+    ``aside`` (relative to ``work``) unless the partition is bad; returns the tasks' summaries.
+    The reference reader's path only (a file the fast path could not take)."""
     import pyarrow as pa
     import pyarrow.parquet as pq
 
@@ -168,7 +187,7 @@ def _timeline_job(spark, parsed, work: Path, aside: str) -> list[dict]:
         from pyspark import TaskContext
 
         batches = list(batches)
-        summary = {"bad": False, "error": None, "counts": {}, "groups": {}, "mismatches": 0, "examples": []}
+        summary = _no_rows()
         if batches:
             summary, rows = _classify_partition(pa.Table.from_batches(batches))
             if rows is not None:
@@ -182,24 +201,149 @@ def _timeline_job(spark, parsed, work: Path, aside: str) -> list[dict]:
     return [pickle.loads(r["data"]) for r in rows]
 
 
-def _parsed_fast(spark, path: Path):
-    """``segments.jsonl[.gz]`` as :data:`PARSED_FIELDS` rows, parsed with pyarrow per batch."""
-    import numpy as np
+RANGE_BYTES = 64 << 20
+"""The most a parse task reads of a plain ``segments.jsonl`` (bytes; ranges are cut at line ends)."""
+MIN_RANGE_BYTES = 4 << 20
+"""A plain file gets one range per core once each would be at least this long (bytes)."""
+PARSE_BATCH_LINES = 65_536
+"""Lines parsed by one :func:`~segment_balancer.druid.snapshot.segment_lines.parse_lines` call."""
+
+
+def bucket_of(datasource: str, buckets: int) -> int:
+    """The bucket (0 … ``buckets`` − 1) of a datasource's rows: CRC-32 of its UTF-8 name, the same in
+    every process and run (Python's ``hash`` of a str is salted per process)."""
+    return zlib.crc32(datasource.encode()) % buckets
+
+
+def range_bytes(size: int, cores: int) -> int:
+    """The length of the byte ranges a plain file of ``size`` bytes is parsed in: one per core,
+    within :data:`MIN_RANGE_BYTES` … :data:`RANGE_BYTES`."""
+    return min(RANGE_BYTES, max(MIN_RANGE_BYTES, -(-size // cores)))
+
+
+def _parse_range(item: dict) -> tuple[int, int, bool, list[int]]:
+    """Parse task: read the byte range ``item`` of ``segments.jsonl[.gz]`` (the whole file for
+    gzip), split its lines as Spark's text reader does, number them from 1 within the range,
+    parse the non-blank ones (:func:`~segment_balancer.druid.snapshot.segment_lines.parse_lines`)
+    and write one Parquet file per datasource bucket under ``item["scratch"]``.
+
+    ``item``: ``index``, ``path`` (absolute), ``start``, ``end`` (bytes), ``gzip``, ``buckets``,
+    ``scratch`` (absolute path or URI). Returns ``(index, lines of the range including blank ones,
+    bad, buckets written)``; ``bad`` (nothing written): a row the reference reader must judge, a
+    line that is not UTF-8, or a gzip file that does not decompress whole."""
     import pyarrow as pa
-    from pyspark.sql import functions as F
+    import pyarrow.compute as pc
+    import pyarrow.parquet as pq
 
-    from segment_balancer.druid.snapshot.lines import numbered_lines
-    from segment_balancer.druid.snapshot.segment_lines import PARSED_SCHEMA, parse_lines
+    from segment_balancer.common.files import filesystem
+    from segment_balancer.druid.snapshot.lines import is_blank, split_lines
+    from segment_balancer.druid.snapshot.segment_lines import parse_lines
 
-    def parse(batches):
-        for batch in batches:
-            table = parse_lines(
-                np.asarray(batch.column(0).to_numpy(zero_copy_only=False), np.int64), batch.column(1).to_pylist()
-            )
-            yield from table.to_batches() or [pa.RecordBatch.from_pylist([], table.schema)]
+    index = item["index"]
+    fs, path = filesystem(item["path"])
+    if item["gzip"]:
+        try:
+            with fs.open_input_stream(path, compression="gzip") as f:
+                data = f.read()
+        except OSError:  # truncated or corrupt: the reference reader's Spark job names the file
+            return index, 0, True, []
+    else:
+        with fs.open_input_file(path) as f:
+            data = f.read_at(item["end"] - item["start"], item["start"])
+    lines = split_lines(data, item["start"] == 0)
+    del data
+    kept = np.array([i for i, line in enumerate(lines) if not is_blank(line)], np.int64)
+    tables = []
+    for at in range(0, len(kept), PARSE_BATCH_LINES):
+        rows = kept[at : at + PARSE_BATCH_LINES]
+        try:
+            texts = [lines[i].decode("utf-8") for i in rows]
+        except UnicodeDecodeError:
+            return index, len(lines), True, []
+        table = parse_lines(rows + 1, texts)
+        if pc.any(table.column("bad")).as_py():
+            return index, len(lines), True, []
+        tables.append(table)
+    if not tables:
+        return index, len(lines), False, []
+    table = pa.concat_tables(tables)
+    datasource = table.column("datasource")
+    per_bucket: dict[int, list[str]] = {}
+    for name in pc.unique(datasource).to_pylist():
+        per_bucket.setdefault(bucket_of(name, item["buckets"]), []).append(name)
+    fs, scratch = filesystem(item["scratch"])
+    for bucket, names in sorted(per_bucket.items()):
+        fs.create_dir(f"{scratch}/bucket-{bucket:05d}", recursive=True)
+        part = table.filter(pc.is_in(datasource, value_set=pa.array(names, pa.string())))
+        pq.write_table(part, f"{scratch}/bucket-{bucket:05d}/range-{index:05d}.parquet", filesystem=fs)
+    return index, len(lines), False, sorted(per_bucket)
 
-    lines = numbered_lines(spark, path).filter(F.trim("text") != "")
-    return lines.mapInArrow(parse, PARSED_SCHEMA)
+
+def _classify_bucket(item: dict) -> dict:
+    """Classify task: the rows of one datasource bucket, read from the parse tasks' files of it,
+    their ``line`` made the file's line (the range's offset added), classified by
+    :func:`_classify_partition`; the timeline rows go to ``item["aside"]/part-<bucket>.parquet``
+    unless the bucket is bad. ``item``: ``bucket``, ``ranges`` (``{range index: lines before
+    it}``), ``scratch``, ``aside`` (absolute paths or URIs). Returns the summary."""
+    import pyarrow as pa
+    import pyarrow.compute as pc
+    import pyarrow.parquet as pq
+
+    from segment_balancer.common.files import filesystem
+
+    bucket = item["bucket"]
+    fs, scratch = filesystem(item["scratch"])
+    tables = []
+    for index, offset in sorted(item["ranges"].items()):
+        table = pq.read_table(f"{scratch}/bucket-{bucket:05d}/range-{index:05d}.parquet", filesystem=fs)
+        where = table.column_names.index("line")
+        tables.append(table.set_column(where, "line", pc.add(table.column("line"), pa.scalar(offset, pa.int64()))))
+    summary, rows = _classify_partition(pa.concat_tables(tables))
+    if rows is not None:
+        fs, aside = filesystem(item["aside"])
+        fs.create_dir(aside, recursive=True)
+        pq.write_table(rows, f"{aside}/part-{bucket:05d}.parquet", filesystem=fs)
+    return summary
+
+
+def _fast_summaries(spark, path: Path, work: Path, aside: str) -> list[dict] | None:
+    """The fast path: :func:`_parse_range` over the byte ranges of ``path`` (one per
+    :func:`range_bytes`, cut at line ends; a gzip file whole), then :func:`_classify_bucket` over
+    the datasource buckets (one per core): two passes of
+    :func:`~segment_balancer.spark.session.run_tasks`, Spark jobs or calls on the driver. Returns
+    the buckets' summaries, or None when a range is bad (the reference reader's turn). The parsed
+    rows live in a scratch directory of ``work``, removed on return."""
+    from segment_balancer.common.spark_columns import parallelism
+    from segment_balancer.druid.snapshot.lines import line_ranges
+    from segment_balancer.spark.session import run_tasks
+
+    work, path = Path(work).absolute(), Path(path).absolute()
+    scratch = work / f"{TABLE_FILE}.parsed-{uuid.uuid4().hex[:8]}"
+    cores = parallelism(spark)
+    gz = path.name.endswith(".gz")
+    size = path.stat().st_size
+    ranges = [(0, size)] if gz else line_ranges(path, range_bytes(size, cores))
+    common = {"path": str(path), "gzip": gz, "buckets": cores, "scratch": str(scratch)}
+    items = [{"index": i, "start": a, "end": b, **common} for i, (a, b) in enumerate(ranges)]
+    try:
+        parsed = run_tasks(spark, items, _parse_range)
+        if any(bad for _, _, bad, _ in parsed):
+            return None
+        offsets, total = {}, 0
+        for index, lines, _, _ in parsed:  # in the order of the ranges
+            offsets[index] = total
+            total += lines
+        per_bucket: dict[int, dict[int, int]] = {}
+        for index, _, _, buckets in parsed:
+            for bucket in buckets:
+                per_bucket.setdefault(bucket, {})[index] = offsets[index]
+        jobs = [
+            {"bucket": b, "ranges": r, "scratch": str(scratch), "aside": str(work / aside)}
+            for b, r in sorted(per_bucket.items())
+        ]
+        return run_tasks(spark, jobs, _classify_bucket)
+    finally:
+        remove_path(scratch)
 
 
 def _parsed_reference(spark, snapshot: Path):
@@ -250,7 +394,8 @@ def used_segments(spark, snapshot: Path, work: Path) -> dict:
     ``Visible``, ``Standby``, ``Overshadowed`` as bitmaps over the segment's row in
     ``segments.jsonl`` (line − 1).
 
-    One Spark job (two for a plain file, whose lines are counted per split first). Raises
+    Two passes of task functions (module docstring): two Spark jobs, none for a small run; a
+    bad file costs the reference reader's Spark jobs more. Raises
     :class:`SnapshotError` naming the file and line of the first bad rows (or the datasource whose
     timeline cannot be built), and then no table is left behind.
     """
@@ -264,9 +409,8 @@ def used_segments(spark, snapshot: Path, work: Path) -> dict:
     file = path.name
     aside = f"{TABLE_FILE}.tmp-{uuid.uuid4().hex[:8]}"
     try:
-        with gzip_refusal(file):
-            summaries = _timeline_job(spark, _parsed_fast(spark, path), work, aside)
-        if any(s["bad"] for s in summaries):
+        summaries = _fast_summaries(spark, path, work, aside)
+        if summaries is None or any(s["bad"] for s in summaries):
             remove_path(work / aside)
             _refuse_by_reference(spark, snapshot, file)
             # the reference reader takes what the fast one could not: classify its rows

@@ -1,6 +1,8 @@
 """snapshot.lines: rows numbered in the JVM across many partitions, in file order."""
 
-from segment_balancer.druid.snapshot.lines import numbered_lines, with_row_numbers
+import pytest
+
+from segment_balancer.druid.snapshot.lines import is_blank, line_ranges, numbered_lines, split_lines, with_row_numbers
 
 
 def test_row_numbers_are_consecutive_across_partitions(spark):
@@ -22,3 +24,54 @@ def test_lines_of_a_file_split_into_many_partitions_keep_their_numbers(spark, tm
         spark.conf.set("spark.sql.files.maxPartitionBytes", before)
     assert len(got) == 5000
     assert all(r["text"].split()[1] == str(r["line"]) for r in got)
+
+
+#: Every line end Spark's text reader knows (LF, CRLF, a lone CR), a byte order mark, blank,
+#: space-only and tab-only lines, bytes that are not UTF-8, characters Python's ``str.splitlines``
+#: would split on (VT, FF, NEL, LS) and a last line without an end.
+AWKWARD = (
+    b"\xef\xbb\xbfA1\r\nA2\rA3\n\n  \n\t\nA7 \xff\xfe bad\r\n\r\n\rA10\x0bX\x0cY\xc2\x85Z\xe2\x80\xa8W\n"
+    b"\r\r\n\n\rA15\r\nA16\r" + b"".join(b"L%d %s\r\n" % (i, b"x" * (i % 13)) for i in range(17, 59)) + b"last"
+)
+
+
+@pytest.mark.parametrize("target", [1, 2, 3, 5, 7, 64, 1 << 20])
+def test_byte_ranges_split_into_the_lines_spark_reads(spark, tmp_path, target):
+    """Ranges of ``line_ranges`` split by ``split_lines`` and numbered one after another are the
+    lines ``numbered_lines`` (Spark's text reader) gives, blank ones skipped alike (``is_blank``,
+    Spark's ``trim(text) != ''``); cut points fall inside CRLF pairs at small targets. Bytes that
+    are not UTF-8 arrive from Spark replaced (U+FFFD)."""
+    from pyspark.sql import functions as F
+
+    path = tmp_path / "awkward.txt"
+    path.write_bytes(AWKWARD)
+    spark_lines = [(r["line"], r["text"]) for r in numbered_lines(spark, path).orderBy("line").collect()]
+    kept = {r["line"] for r in numbered_lines(spark, path).filter(F.trim("text") != "").collect()}
+    ours, blank = [], set()
+    ranges = line_ranges(path, target)
+    assert ranges[0][0] == 0 and ranges[-1][1] == len(AWKWARD)
+    assert all(a[1] == b[0] for a, b in zip(ranges, ranges[1:]))
+    for start, end in ranges:
+        for line in split_lines(AWKWARD[start:end], start == 0):
+            ours.append((len(ours) + 1, line.decode("utf-8", "replace")))
+            if is_blank(line):
+                blank.add(len(ours))
+    assert ours == spark_lines and len(ours) == 59 and ours[-2:] == [(58, "L58 " + "x" * 6), (59, "last")]
+    assert {n for n, _ in ours} - blank == kept
+    assert ours[0] == (1, "A1") and ours[5] == (6, "\t") and 6 in kept
+
+
+def test_a_gzip_file_splits_into_the_lines_spark_reads(spark, tmp_path):
+    import gzip
+
+    path = tmp_path / "awkward.txt.gz"
+    path.write_bytes(gzip.compress(AWKWARD))
+    spark_lines = [r["text"] for r in numbered_lines(spark, path).orderBy("line").collect()]
+    assert [x.decode("utf-8", "replace") for x in split_lines(AWKWARD, True)] == spark_lines
+
+
+def test_an_empty_file_is_one_empty_range(tmp_path):
+    path = tmp_path / "empty.txt"
+    path.write_bytes(b"")
+    assert line_ranges(path, 5) == [(0, 0)]
+    assert split_lines(b"", True) == []

@@ -6,9 +6,16 @@ it for ``zipWithIndex``: each row's position inside its partition (``monotonical
 keeps it in the low 33 bits) plus the row count of the partitions before it (one small job that
 counts rows per partition). The partitions of one text file follow the file's byte order, so the
 numbers are the file's line numbers.
+
+Without Spark, :func:`line_ranges` cuts a plain file into byte ranges at line ends and
+:func:`split_lines` splits a range into the lines Spark's text reader gives (Hadoop's
+``LineRecordReader``), so tasks that read ranges apart number the file's lines alike; stage 0's
+fast path (``spark.used_segments``) reads ``segments.jsonl`` so.
 """
 
 from __future__ import annotations
+
+import re
 
 
 def with_row_numbers(df, name: str, first: int = 1):
@@ -45,3 +52,60 @@ def numbered_lines(spark, path, first: int = 1):
     if str(path).endswith(".gz"):
         return raw.select((F.monotonically_increasing_id() + F.lit(first)).alias("line"), "text")
     return with_row_numbers(raw, "line", first).select("line", "text")
+
+
+UTF8_BOM = b"\xef\xbb\xbf"
+"""Skipped at the start of a file by Hadoop's line reader (Spark's text source), plain or gzip."""
+
+_LINE_END = re.compile(rb"\r\n|\r|\n")
+
+
+def split_lines(data: bytes, file_start: bool) -> list[bytes]:
+    """The lines of ``data`` (bytes of a text file cut at line ends, :func:`line_ranges`) as Spark's
+    text reader gives them (Hadoop ``LineRecordReader``): LF, CRLF and a lone CR each end a line,
+    nothing else does; a last line without an end is a line; a UTF-8 byte order mark at the start
+    of the file (``file_start``: ``data`` begins at byte 0) is dropped. Bytes, not decoded."""
+    if file_start and data.startswith(UTF8_BOM):
+        data = data[len(UTF8_BOM) :]
+    return data.splitlines()  # bytes split on exactly LF, CRLF and CR
+
+
+def is_blank(line: bytes) -> bool:
+    """Whether a line is skipped as no row: empty or only spaces (Spark's ``trim(text) = ''``, which
+    trims the space character only: a tab is no blank)."""
+    return not line.strip(b" ")
+
+
+def _line_end(fs, path: str, pos: int, size: int) -> int:
+    """The offset just after the first line end at or after byte ``pos`` of the file (a CRLF is one
+    end), or ``size`` when none follows."""
+    with fs.open_input_file(path) as f:
+        while pos < size:
+            block = f.read_at(min(1 << 16, size - pos), pos)
+            found = _LINE_END.search(block)
+            if found is None:
+                pos += len(block)
+                continue
+            end = pos + found.end()
+            if found.group() == b"\r" and found.end() == len(block) and end < size and f.read_at(1, end) == b"\n":
+                end += 1  # the CR was the block's last byte, its LF the next block's first
+            return end
+    return size
+
+
+def line_ranges(path, target_bytes: int) -> list[tuple[int, int]]:
+    """``(start, end)`` byte ranges covering the plain text file ``path`` (an absolute path or a URI
+    pyarrow's filesystems read), each cut just after a line end and about ``target_bytes`` long
+    (the last one shorter): ranges read apart and split by :func:`split_lines` give the file's
+    lines, in order. An empty file is one empty range."""
+    from segment_balancer.common.files import filesystem
+
+    fs, base = filesystem(str(path))
+    size = fs.get_file_info(base).size
+    cuts = [0]
+    while cuts[-1] + target_bytes < size:
+        end = _line_end(fs, base, cuts[-1] + target_bytes, size)
+        if end >= size:
+            break
+        cuts.append(end)
+    return list(zip(cuts, cuts[1:] + [size]))
