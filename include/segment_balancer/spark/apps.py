@@ -111,12 +111,11 @@ def run_app(spark, name: str, snapshot, work, groups_in: dict | None, overrides:
 
 def small_run(snapshot) -> bool:
     """Whether the run of ``snapshot`` is small enough for its task functions to run on the driver:
-    at most ``session.driver_tasks_at_most_segments()`` rows (non-blank lines) in its
-    ``segments.jsonl[.gz]``, counted by reading at most one line more than that. False when the
-    file is missing or unreadable (``used_segments`` refuses it, in Spark as today)."""
-    import gzip
-
+    at most ``session.driver_tasks_at_most_segments()`` rows in its ``segments.jsonl[.gz]``
+    (:func:`~segment_balancer.druid.snapshot.lines.count_rows`, reading no further than that).
+    False when the file is missing or unreadable (``used_segments`` refuses it, in Spark)."""
     from segment_balancer.druid.snapshot.errors import SnapshotError
+    from segment_balancer.druid.snapshot.lines import count_rows
     from segment_balancer.druid.snapshot.segments import segments_path
     from segment_balancer.spark.session import driver_tasks_at_most_segments
 
@@ -124,16 +123,9 @@ def small_run(snapshot) -> bool:
     if limit < 0:
         return False
     try:
-        path = segments_path(Path(snapshot))
-        rows = 0
-        with (gzip.open if path.name.endswith(".gz") else open)(path, "rb") as lines:
-            for line in lines:
-                rows += bool(line.strip())
-                if rows > limit:
-                    return False
+        return count_rows(segments_path(Path(snapshot)), limit) <= limit
     except (SnapshotError, OSError, EOFError):
         return False
-    return True
 
 
 def job_tag(name: str) -> str:

@@ -75,3 +75,31 @@ def test_an_empty_file_is_one_empty_range(tmp_path):
     path.write_bytes(b"")
     assert line_ranges(path, 5) == [(0, 0)]
     assert split_lines(b"", True) == []
+
+
+@pytest.mark.parametrize("block", [1, 2, 3, 1 << 20])
+def test_count_rows_counts_what_stage_0_parses(tmp_path, monkeypatch, block):
+    """Rows are the lines Spark's reader gives that are not blank: LF, CRLF and a lone CR end a line
+    (a CRLF cut between two reads is one end), space-only lines are no row, a tab line is; counting
+    stops one row past the limit."""
+    import builtins
+    import io
+
+    from segment_balancer.druid.snapshot.lines import count_rows
+
+    data = b"\xef\xbb\xbfa\r\nb\rc\n\n   \n\t\nd"  # a, b, c, tab line, d: 5 rows
+    path = tmp_path / "segments.jsonl"
+    path.write_bytes(data)
+    real_open = builtins.open
+
+    class Small(io.BufferedReader):
+        def read(self, n=-1):
+            return super().read(min(n, block) if n > 0 else block)
+
+    monkeypatch.setattr(
+        builtins, "open", lambda p, mode="r", *a, **k: Small(io.FileIO(p)) if p == path else real_open(p, mode, *a, **k)
+    )
+    assert count_rows(path, 10) == 5
+    assert count_rows(path, 5) == 5
+    assert count_rows(path, 4) == 5  # past the limit: at_most + 1
+    assert count_rows(path, 0) == 1
