@@ -98,6 +98,12 @@ then the plan's ``decisions.parquet``): why a stage that considered a segment le
 ``outcome`` str (code), ``detail`` str (JSON)."""
 
 
+def output_rel(stage: int, step: str) -> str:
+    """``passes/NN_step/out.parquet``: where a step whose output is not its kernel pass's task files
+    writes it (relative to the work directory)."""
+    return f"passes/{stage:02d}_{step}/out.parquet"
+
+
 def read_output(work_uri: str, rel: str, columns: list[str], kind: str, **equal):
     """The rows of a step's output files (:data:`OUT_COLUMNS`, the directory or file ``rel`` under
     the work directory ``work_uri``) of ``kind`` (``op``, ``decision``, ``deferred``, …) whose
@@ -367,7 +373,7 @@ class Run:
         """Write a step's output rows (Spark DataFrame of :data:`OUT_COLUMNS`) to
         ``passes/NN_step/out.parquet`` (one Spark job) and return that path, relative to the work
         directory."""
-        rel = f"passes/{stage:02d}_{step}/out.parquet"
+        rel = output_rel(stage, step)
         write_parquet_atomic(frame.select(*OUT_COLUMNS), self.work / rel)
         return rel
 
