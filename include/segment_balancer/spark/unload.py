@@ -252,7 +252,9 @@ def _over(work: str, pdir: str, out_rel: str) -> tuple[list[str], list[list[str]
     ).to_table()
     totals = tally.group_by("idx").aggregate([("count", "sum"), ("target", "sum"), ("loaded", "sum")])
     totals = totals.filter(pc.greater(totals["count_sum"], totals["target_sum"]))
-    rows = tally.join(totals, "idx").sort_by([("idx", "ascending"), ("tier", "ascending")]).to_pydict()
+    rows = (
+        tally.join(totals, "idx", join_type="inner").sort_by([("idx", "ascending"), ("tier", "ascending")]).to_pydict()
+    )
     counts: dict[int, dict[str, list[int]]] = {}
     for idx, tier, target, count in zip(rows["idx"], rows["tier"], rows["target"], rows["count"]):
         counts.setdefault(idx, {})[tier] = [target, count]
