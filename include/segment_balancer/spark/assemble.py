@@ -18,7 +18,7 @@ from pathlib import Path
 
 import pyarrow.parquet as pq
 
-from segment_balancer.common.files import replace_path, sibling_tmp, write_json_atomic, write_parquet_atomic
+from segment_balancer.common.files import remove_path, replace_path, sibling_tmp, write_json_atomic
 from segment_balancer.druid.instants import format_instant_ms
 from segment_balancer.druid.metrics import druid_metrics
 from segment_balancer.planner import groups as G
@@ -28,22 +28,26 @@ from segment_balancer.planner.status import balance, replication_counts
 from segment_balancer.planner.summary import SCHEMA_FILE, SCHEMA_VERSION, SUMMARY_FILE, PlanSummary, summary_schema
 from segment_balancer.planner.undone import NOTHING_UNDONE, left_undone
 from segment_balancer.spark.druid_plan import decision_events, druid_record, summary_part
+from segment_balancer.spark.session import run_tasks
 from segment_balancer.spark.status import status_pass
 from segment_balancer.spark.workdir import OPS_ARROW_SCHEMA, OPS_COLUMNS, Run, load_record
 
 PLAN_OPS_COLUMNS = [c for c in OPS_COLUMNS if c not in ("idx", "code")]
 
 
-def end_assignment(run: Run):
-    """(``segment_id``, ``server``, ``tier``) of every replica the final run state holds (the
-    projected end state once every op succeeded): served with no drop, or loading."""
-    return run.assignment()
+def end_assignment(run: Run, out_rel: str) -> None:
+    """Write (``segment_id``, ``server``, ``tier``) of every replica the final run state holds (the
+    projected end state once every op succeeded: served with no drop, or loading), one unordered
+    file per tier under ``out_rel`` (relative to the work directory): :meth:`Run.assignment`."""
+    run.assignment(out_rel)
 
 
 def assemble(run: Run, groups, snapshot: Path) -> Path:
-    """Write the plan to ``WORK/plan`` (replacing an earlier one) and return its path. Four
-    Spark jobs: the end assignment, the final status (one task per tier), the decision log and the
-    segments table; the operations and their counts come from the op log's files."""
+    """Write the plan to ``WORK/plan`` (replacing an earlier one) and return its path. Three
+    calls of :func:`~segment_balancer.spark.session.run_tasks` (each one Spark job, or none on
+    the driver of a small run): the end assignment (one task per tier), the final status (one
+    task per tier) and the sorted tables (:func:`_sorted_tables`: assignment, decision log,
+    segments); the operations and their counts come from the op log's files, read on the driver."""
     plan = run.work / "plan"
     tmp = sibling_tmp(plan)
     tmp.mkdir(parents=True)
@@ -52,14 +56,12 @@ def assemble(run: Run, groups, snapshot: Path) -> Path:
     ops = _op_log(run)
     pq.write_table(ops.select(PLAN_OPS_COLUMNS), tmp / "operations.parquet")
     ops = ops.to_pandas()
-    assignment = end_assignment(run)
+    parts = sibling_tmp(tmp / "assignment.parquet")
+    end_assignment(run, str(parts.relative_to(run.work)))
     # the start of the run as prepare measured it (the same pass over the initial state)
     held_before = {server: tuple(n) for server, n in run.meta.get("held", {}).items()}
     after = status_pass(run)
-    write_parquet_atomic(
-        assignment.repartition(1).sortWithinPartitions("segment_id", "server"), tmp / "assignment.parquet"
-    )
-    _flatten(tmp / "assignment.parquet")
+    _sorted_tables(run, tmp, parts)
     by_stage = [
         {"stage": int(k[0]), "tier": _value(k[1]), "action": _value(k[2]), "count": int(n)}
         for k, n in ops.groupby(["stage", "tier", "action"], dropna=False).size().items()
@@ -82,7 +84,7 @@ def assemble(run: Run, groups, snapshot: Path) -> Path:
     keys = ["tier", "action", "queue_type", "reason"]
     metrics[keys] = metrics[keys].astype(object).where(metrics[keys].notna(), None)
     druid = druid_record(run.work)
-    _explain_tables(run, tmp)
+    _stage_groups(run, tmp)
     final_groups = [
         {
             "name": name,
@@ -180,28 +182,71 @@ PLAN_SEGMENT_COLUMNS = [
 rule's tier order)."""
 
 
-def _explain_tables(run: Run, plan: Path) -> None:
-    """Write what ``explain --plan`` reads into ``plan``: ``decisions.parquet`` (the decision log,
-    :data:`~segment_balancer.spark.workdir.DECISION_COLUMNS`, by segment then stage), ``segments.parquet``
-    (:data:`PLAN_SEGMENT_COLUMNS`, by segment id) and ``stage_groups.json`` (``{application:
-    {"names": [group, ...], "changed": {group: base64 bitmap}}}``, in run order: the groups each
-    application handed on, with only the bitmaps that differ from the previous application's)."""
-    from segment_balancer.planner.stages import APP_NAMES
-    from segment_balancer.spark.workdir import DECISION_COLUMNS
+def _sorted_tables(run: Run, plan: Path, parts: Path) -> None:
+    """Write the plan's sorted tables into ``plan`` (under the work directory), each one parquet
+    file written with pyarrow by a task of one :func:`~segment_balancer.spark.session.run_tasks`
+    call (:func:`_write_sorted`), aside, then moved into place here: ``assignment.parquet``
+    (:data:`~segment_balancer.spark.workdir.ASSIGNMENT_FIELDS`, from the per-tier files under
+    ``parts``, which are removed; by segment id, server), ``decisions.parquet`` (the decision log,
+    :data:`~segment_balancer.spark.workdir.DECISION_COLUMNS`, by segment id, stage, tier; of one
+    segment, stage and tier in step order) and ``segments.parquet`` (:data:`PLAN_SEGMENT_COLUMNS`
+    of ``prepared/segments.parquet``, by segment id). Strings sort by their UTF-8 bytes, nulls
+    first, as Spark sorts."""
+    work = run.work_uri
+    asides = {name: sibling_tmp(plan / f"{name}.parquet") for name in ("assignment", "decisions", "segments")}
+    out = {name: str(path.relative_to(run.work)) for name, path in asides.items()}
+    tasks = [
+        ("assignment", str(parts.relative_to(run.work)), ["segment_id", "server"]),
+        ("decisions", run.decision_steps(), ["segment_id", "stage", "tier"]),
+        ("segments", str(run.prepared.relative_to(run.work) / "segments.parquet"), ["segment_id"]),
+    ]
+    tasks = [(name, source, keys, out[name]) for name, source, keys in tasks]
+    try:
+        run_tasks(run.spark, tasks, lambda task: _write_sorted(work, *task))
+    finally:
+        remove_path(parts)
+    for name, path in asides.items():
+        replace_path(path, plan / f"{name}.parquet")
 
-    decisions = run.decisions()
-    if decisions is None:
-        decisions = run.spark.createDataFrame(
-            [], "stage int, step string, idx long, segment_id string, tier string, outcome string, detail string"
+
+def _write_sorted(work: str, name: str, source, keys: list[str], out_rel: str) -> None:
+    """One of :func:`_sorted_tables`' tables: read ``source`` (relative to the work directory
+    ``work``; the decision log's steps for ``decisions``), sort it stably by the columns ``keys``,
+    ascending (nulls first), and write it at ``out_rel`` with pyarrow. A task function."""
+    import pyarrow as pa
+    import pyarrow.dataset as ds
+    import pyarrow.parquet as pq
+    from pyarrow.fs import FileType
+
+    from segment_balancer.common.files import filesystem
+    from segment_balancer.spark.state_store import arrow_schema
+    from segment_balancer.spark.workdir import ASSIGNMENT_FIELDS, read_decisions
+
+    fs, base = filesystem(work)
+    if name == "decisions":
+        table = read_decisions(work, source)
+    elif name == "assignment":
+        schema = arrow_schema(ASSIGNMENT_FIELDS)
+        found = fs.get_file_info(f"{base}/{source}").type != FileType.NotFound
+        table = (
+            ds.dataset(f"{base}/{source}", format="parquet", filesystem=fs, schema=schema).to_table()
+            if found
+            else schema.empty_table()
         )
-    write_parquet_atomic(
-        decisions.select(*DECISION_COLUMNS).repartition(1).sortWithinPartitions("segment_id", "stage", "tier"),
-        plan / "decisions.parquet",
-    )
-    _flatten(plan / "decisions.parquet")
-    segments = run.table("segments").select(*PLAN_SEGMENT_COLUMNS)
-    write_parquet_atomic(segments.repartition(1).sortWithinPartitions("segment_id"), plan / "segments.parquet")
-    _flatten(plan / "segments.parquet")
+    else:
+        table = ds.dataset(f"{base}/{source}", format="parquet", filesystem=fs).to_table(columns=PLAN_SEGMENT_COLUMNS)
+        # as Spark reads a parquet table: every column nullable
+        table = table.cast(pa.schema([f.with_nullable(True) for f in table.schema]))
+    pq.write_table(table.sort_by([(k, "ascending", "at_start") for k in keys]), f"{base}/{out_rel}", filesystem=fs)
+
+
+def _stage_groups(run: Run, plan: Path) -> None:
+    """Write ``stage_groups.json`` into ``plan`` (what ``explain --plan`` reads besides the tables
+    of :func:`_sorted_tables`): ``{application: {"names": [group, ...], "changed": {group: base64
+    bitmap}}}``, in run order: the groups each application handed on, with only the bitmaps that
+    differ from the previous application's."""
+    from segment_balancer.planner.stages import APP_NAMES
+
     stage_groups, previous = {}, {}
     for name in APP_NAMES:
         path = run.work / "groups" / f"{name}.json"
@@ -290,13 +335,3 @@ def balancer(run: Run, plan: Path) -> dict:
         "state_warning": given.get("warning"),
         "state_written": not whatif,
     }
-
-
-def _flatten(path: Path) -> None:
-    """Turn Spark's one-part parquet directory into a single parquet file at ``path``."""
-    parts = sorted(path.glob("part-*.parquet"))
-    if not path.is_dir() or len(parts) != 1:
-        return
-    tmp = sibling_tmp(path)
-    replace_path(parts[0], tmp)
-    replace_path(tmp, path)  # the file takes the directory's place; the directory is removed

@@ -309,6 +309,21 @@ def state_exists(work) -> bool:
 
 
 # ---- Spark side -------------------------------------------------------------------------------
+def conform_arrow(table, fields):
+    """The pyarrow ``table`` with exactly the columns of ``fields`` ((name, Spark type) pairs;
+    missing ones null), cast to their types: :func:`conform` without Spark."""
+    import pyarrow as pa
+
+    schema = arrow_schema(fields)
+    return pa.table(
+        [
+            table.column(f.name).cast(f.type) if f.name in table.column_names else pa.nulls(table.num_rows, f.type)
+            for f in schema
+        ],
+        schema=schema,
+    )
+
+
 def conform(df, fields=STATE_FIELDS):
     """``df`` with exactly the columns of ``fields`` ((name, Spark type) pairs, default the state's;
     missing ones null), cast to their types."""

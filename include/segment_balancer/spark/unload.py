@@ -1,22 +1,27 @@
 """Stage 12 in Spark: what no rule wants any more, over the whole run state (ALGORITHM.md stage 12
 and "Availability"; seed 000 stage 12).
 
-Spark jobs, none of which moves the run state as rows:
+Task functions through :func:`~segment_balancer.spark.session.run_tasks` (each call one Spark job,
+or none on the driver of a small run), reading and writing with pyarrow; the driver passes paths and
+gets bitmaps and tier names back, never rows:
 
-1. one task per tier (:func:`_tier_pass`) counts replicas per segment from the tier's state and
+1. one task per tier (``first``) counts replicas per segment from the tier's state and
    writes the tier's everywhere-drops (every served replica of a drop-rule, unused or overshadowed
    segment that no longer waits) and the served replicas of the overshadowed segments that still
    wait, and returns the segments overreplicated in the tier (a bitmap);
 2. when some segment is, one task per tier writes the replica tally (``count``, ``loaded``,
-   ``droppable``, ``target``, ``required``) of those segments only, and Spark SQL over these few
-   rows finds the segments whose total exceeds their total target (``over.parquet``, partitioned
-   by tier);
-3. when more than one tier has excess, the groups of tiers that some segment's drops couple
+   ``droppable``, ``target``, ``required``) of those segments only, and one task (:func:`_over`)
+   reads every tier's tally, keeps the segments whose total exceeds their total target
+   (``over.parquet``, partitioned by tier) and returns the tiers with excess and the groups of
+   tiers that some segment's drops couple
    (:func:`segment_balancer.planner.kernels.unload.couples_tiers`, usually none);
-4. one task per tier, or per coupled group, decides the excess drops against the stage's own
+3. one task per tier, or per coupled group, decides the excess drops against the stage's own
    running projection (:func:`segment_balancer.planner.kernels.unload.unload_tiers`);
-5. the stage's output written once (the excess drops, the everywhere-drops, the ``waiting``
-   decisions) and numbered into the op log: the drops count from there on.
+4. one task (:func:`_output`) writes the stage's output once (``out.parquet``: the excess drops,
+   the everywhere-drops, the ``waiting`` decisions), which the driver numbers into the op log: the
+   drops count from there on.
+
+Each file a task writes whole is written aside and moved into place by the driver.
 
 The stage itself is :mod:`segment_balancer.planner.stages.s12_unload`.
 """
@@ -25,33 +30,33 @@ from __future__ import annotations
 
 import json
 import logging
-from urllib.parse import unquote
 
 import numpy as np
 
-from segment_balancer.common.files import filesystem, write_partitioned_atomic
+from segment_balancer.common.files import filesystem, replace_path, sibling_tmp
 from segment_balancer.planner.kernels import unload
 from segment_balancer.planner.runstate import FATES, NO_LOAD, RULE_CODES, OpSink
-from segment_balancer.spark.state_store import conform
 from segment_balancer.spark.tierpass import _clear, _write_out, kernel_pass, pass_dir
-from segment_balancer.spark.workdir import OUT_FIELDS, OUT_SCHEMA, Run, out_frame, read_output
+from segment_balancer.spark.workdir import OUT_FIELDS, Run, out_frame, output_rel, read_output
 
 log = logging.getLogger(__name__)
 
 STAGE = 12
-OVER_SCHEMA = (
-    "idx long, target int, count long, cap long, excess long, loaded long, required int, counts string, tier string"
-)
+OVER_FIELDS = [
+    ("idx", "long"),
+    ("target", "int"),
+    ("count", "long"),
+    ("cap", "long"),
+    ("excess", "long"),
+    ("loaded", "long"),
+    ("required", "int"),
+    ("counts", "string"),
+    ("tier", "string"),
+]
 """The overreplicated (segment, tier) pairs stage 12 decides on (``passes/12_unload/over.parquet``,
-partitioned by tier): ``cap`` = min(count − target, holders serving it with no drop); ``excess``,
-``loaded``, ``required`` of the segment; ``counts``: JSON ``{tier: [target, count]}`` of every tier
-of the segment."""
-TALLY_SCHEMA = "idx long, tier string, target int, count long, loaded long, droppable long, required int"
-"""A tier's replica tally of a segment (ALGORITHM.md "Terms", "Availability"): ``count`` (servers
-holding it: serving with no drop, or loading), ``loaded`` (serving it with no drop or only a
-dependent one, where the target is above 0), ``droppable`` (serving it with no drop)."""
-WAITING_SCHEMA = "idx long, segment_id string, server string"
-"""A served replica (no drop) of an overshadowed segment that waits (``FATES`` ``waiting``)."""
+partitioned by tier): ``idx`` (the segment's code), ``cap`` = min(count − target, holders serving
+it with no drop); ``excess``, ``loaded``, ``required`` of the segment; ``counts``: JSON
+``{tier: [target, count]}`` of every tier of the segment, by tier."""
 _TALLY_FIELDS = [
     ("idx", "long"),
     ("tier", "string"),
@@ -61,7 +66,11 @@ _TALLY_FIELDS = [
     ("droppable", "long"),
     ("required", "int"),
 ]
+"""A tier's replica tally of a segment (ALGORITHM.md "Terms", "Availability"): ``count`` (servers
+holding it: serving with no drop, or loading), ``loaded`` (serving it with no drop or only a
+dependent one, where the target is above 0), ``droppable`` (serving it with no drop)."""
 _WAITING_FIELDS = [("idx", "long"), ("segment_id", "string"), ("server", "string")]
+"""A served replica (no drop) of an overshadowed segment that waits (``FATES`` ``waiting``)."""
 
 
 def tally(state, table) -> dict[str, np.ndarray]:
@@ -95,8 +104,6 @@ def unload_pass(run: Run) -> None:
     """Stage 12 on the current run state of ``run``, committed as its step ``unload``."""
     import pyarrow as pa
     from pyroaring import BitMap
-    from pyspark.sql import Window
-    from pyspark.sql import functions as F
 
     from segment_balancer.spark.session import run_tasks
     from segment_balancer.spark.state_store import arrow_schema, read_segment_table, read_tier
@@ -178,46 +185,16 @@ def unload_pass(run: Run) -> None:
             return None
 
         run_tasks(run.spark, tiers, second)
-        w = Window.partitionBy("idx")
-        counts = (
-            run.spark.read.schema(TALLY_SCHEMA)
-            .parquet(f"{work}/{pdir}/tally")
-            .withColumn("total_count", F.sum("count").over(w))
-            .withColumn("total_target", F.sum("target").over(w))
-            .withColumn("loaded", F.sum("loaded").over(w))
-            .filter("total_count > total_target")
-            .withColumn(
-                "counts",
-                F.to_json(
-                    F.map_from_entries(
-                        F.collect_list(F.struct("tier", F.array(F.col("target").cast("long"), F.col("count")))).over(w)
-                    )
-                ),
-            )
-        )
-        over = counts.filter("count > target").select(
-            "idx",
-            "target",
-            "count",
-            F.least(F.col("count") - F.col("target"), F.col("droppable")).alias("cap"),
-            (F.col("total_count") - F.col("total_target")).alias("excess"),
-            "loaded",
-            "required",
-            "counts",
-            "tier",
-        )
-        # partitioned by tier: the tiers with excess are its directories (no job to find them)
-        write_partitioned_atomic(over, run.work / over_rel, "tier")
-        over_tiers = sorted(unquote(p.name.split("=", 1)[1]) for p in (run.work / over_rel).glob("tier=*"))
-    if tiers:
-        out = conform(run.spark.read.schema(OUT_SCHEMA).parquet(f"{work}/{pdir}/everywhere"), OUT_FIELDS).unionByName(
-            _waiting(run, f"{work}/{pdir}/waiting")
-        )
-    else:  # no tier has a start state (no replica anywhere, no target in a tier with a historical)
-        out = run.spark.createDataFrame([], OUT_SCHEMA)
-    if over_tiers:
-        out = _excess(run, over_rel, over_tiers).unionByName(out)
-    rel = run.write_output(STAGE, "unload", out)
+        over_path = run.work / over_rel
+        aside = str(sibling_tmp(over_path).relative_to(run.work))
+        ((over_tiers, coupled),) = run_tasks(run.spark, [aside], lambda rel: _over(work, pdir, rel))
+        replace_path(run.work / aside, over_path)
+        if over_tiers:
+            _excess(run, over_rel, over_tiers, coupled)
+    rel = output_rel(STAGE, "unload")
+    aside = str(sibling_tmp(run.work / rel).relative_to(run.work))
+    run_tasks(run.spark, [aside], lambda out: _output(work, pdir, out, bool(tiers), bool(over_tiers)))
+    replace_path(run.work / aside, run.work / rel)
     facts = _deferred_facts(run, rel)
     run.write_ops(STAGE, "unload", rel, facts)
     if facts["deferred_drops"]:
@@ -254,13 +231,70 @@ def _deferred_facts(run: Run, output: str) -> dict:
     }
 
 
-def _task_groups(run: Run, over_rel: str, tiers: list[str]) -> list[list[str]]:
-    """The tiers of each Spark task of stage 12: one per tier, except that tiers some segment's
-    drops couple (:func:`~segment_balancer.planner.kernels.unload.couples_tiers`) share a task
-    (their union, closed over chains). One Spark job, only when more than one tier has excess;
-    the driver collects the distinct coupled tier sets, never segments."""
-    from pyspark.sql import functions as F
+def _over(work: str, pdir: str, out_rel: str) -> tuple[list[str], list[list[str]]]:
+    """Stage 12's overreplicated (segment, tier) pairs from the replica tallies the tier tasks
+    wrote (``pdir/tally``): the segments whose count summed over their tiers exceeds their target
+    summed over them, one :data:`OVER_FIELDS` row per tier where the count exceeds the target,
+    written with pyarrow under ``out_rel`` (relative to the work directory ``work``), partitioned
+    by tier (``tier=<T>`` directories, as :func:`~segment_balancer.spark.state_store.tier_dir_name`
+    names them). A task function (one task sees every tier's rows of a segment). Returns the tiers
+    with such rows (sorted) and the distinct sorted tier lists some segment's drops couple
+    (:func:`~segment_balancer.planner.kernels.unload.couples_tiers`)."""
+    import pyarrow as pa
+    import pyarrow.compute as pc
+    import pyarrow.dataset as ds
 
+    from segment_balancer.spark.state_store import arrow_schema
+
+    fs, base = filesystem(work)
+    tally = ds.dataset(
+        f"{base}/{pdir}/tally", format="parquet", filesystem=fs, schema=arrow_schema(_TALLY_FIELDS)
+    ).to_table()
+    totals = tally.group_by("idx").aggregate([("count", "sum"), ("target", "sum"), ("loaded", "sum")])
+    totals = totals.filter(pc.greater(totals["count_sum"], totals["target_sum"]))
+    rows = (
+        tally.join(totals, "idx", join_type="inner").sort_by([("idx", "ascending"), ("tier", "ascending")]).to_pydict()
+    )
+    counts: dict[int, dict[str, list[int]]] = {}
+    for idx, tier, target, count in zip(rows["idx"], rows["tier"], rows["target"], rows["count"]):
+        counts.setdefault(idx, {})[tier] = [target, count]
+    text = {idx: json.dumps(c, separators=(",", ":"), ensure_ascii=False) for idx, c in counts.items()}
+    over: dict[str, list] = {name: [] for name, _ in OVER_FIELDS}
+    for k in (k for k, (t, c) in enumerate(zip(rows["target"], rows["count"])) if c > t):
+        idx, count, target = rows["idx"][k], rows["count"][k], rows["target"][k]
+        over["idx"].append(idx)
+        over["target"].append(target)
+        over["count"].append(count)
+        over["cap"].append(min(count - target, rows["droppable"][k]))
+        over["excess"].append(rows["count_sum"][k] - rows["target_sum"][k])
+        over["loaded"].append(rows["loaded_sum"][k])
+        over["required"].append(rows["required"][k])
+        over["counts"].append(text[idx])
+        over["tier"].append(rows["tier"][k])
+    table = pa.table(over, schema=arrow_schema(OVER_FIELDS))
+    fs.create_dir(f"{base}/{out_rel}", recursive=True)
+    for tier in sorted(set(over["tier"])):
+        _write_table(
+            fs,
+            f"{base}/{out_rel}/{_name(tier)}/part-00000.parquet",
+            table.filter(pc.equal(table["tier"], tier)).drop_columns(["tier"]),
+            arrow_schema(OVER_FIELDS[:-1]),
+        )
+    caps: dict[int, dict[str, tuple[int, int]]] = {}
+    first: dict[int, tuple[int, int, int]] = {}
+    for idx, tier, target, cap, excess, loaded, required in zip(
+        over["idx"], over["tier"], over["target"], over["cap"], over["excess"], over["loaded"], over["required"]
+    ):
+        caps.setdefault(idx, {})[tier] = (target, cap)
+        first.setdefault(idx, (excess, loaded, required or 0))
+    coupled = {tuple(sorted(c)) for idx, c in caps.items() if len(c) > 1 and unload.couples_tiers(*first[idx], c)}
+    return sorted(set(over["tier"])), [list(t) for t in sorted(coupled)]
+
+
+def _task_groups(tiers: list[str], coupled: list[list[str]]) -> list[list[str]]:
+    """The tiers of each task of stage 12's excess pass: one per tier, except that tiers some
+    segment's drops couple (``coupled``, from :func:`_over`) share a task (their union, closed
+    over chains)."""
     root = {t: t for t in tiers}
 
     def find(t: str) -> str:
@@ -268,56 +302,22 @@ def _task_groups(run: Run, over_rel: str, tiers: list[str]) -> list[list[str]]:
             t = root[t]
         return t
 
-    if len(tiers) > 1:
-
-        def coupled(batches):
-            import pandas as pd
-
-            for pdf in batches:
-                yield pd.DataFrame(
-                    {
-                        "tiers": [
-                            sorted(c["tier"] for c in r["caps"])
-                            for r in pdf.to_dict("records")
-                            if unload.couples_tiers(
-                                int(r["excess"]),
-                                int(r["loaded"]),
-                                int(r["required"] or 0),
-                                {c["tier"]: (int(c["target"]), int(c["cap"])) for c in r["caps"]},
-                            )
-                        ]
-                    },
-                    dtype=object,
-                )
-
-        per_seg = (
-            run.spark.read.schema(OVER_SCHEMA)
-            .parquet(f"{run.work_uri}/{over_rel}")
-            .groupBy("idx")
-            .agg(
-                F.first("excess").alias("excess"),
-                F.first("loaded").alias("loaded"),
-                F.first("required").alias("required"),
-                F.collect_list(F.struct("tier", "target", "cap")).alias("caps"),
-            )
-            .filter(F.size("caps") > 1)
-        )
-        for row in per_seg.mapInPandas(coupled, "tiers array<string>").distinct().collect():
-            first, *rest = row["tiers"]
-            for t in rest:
-                root[find(t)] = find(first)
+    for first, *rest in coupled:
+        for t in rest:
+            root[find(t)] = find(first)
     groups: dict[str, list[str]] = {}
     for t in tiers:
         groups.setdefault(find(t), []).append(t)
     return sorted(groups.values())
 
 
-def _excess(run: Run, over_rel: str, tiers: list[str]):
-    """Excess drops (and ``deferred`` rows) of the overreplicated segments, as a Spark DataFrame
-    of ``OUT_COLUMNS``: :func:`~segment_balancer.planner.kernels.unload.unload_tiers` in one task
-    per tier or coupled group of tiers, each reading its tiers' rows of ``over_rel`` with pyarrow."""
+def _excess(run: Run, over_rel: str, tiers: list[str], coupled: list[list[str]]) -> None:
+    """Excess drops (and ``deferred`` and ``decision`` rows) of the overreplicated segments, written
+    to the kernel pass's task files (``passes/12_unload/tasks``):
+    :func:`~segment_balancer.planner.kernels.unload.unload_tiers` in one task per tier or coupled
+    group of tiers (:func:`_task_groups`), each reading its tiers' rows of ``over_rel`` with pyarrow."""
     work = run.work_uri
-    groups = _task_groups(run, over_rel, tiers)
+    groups = _task_groups(tiers, coupled)
     if any(len(g) > 1 for g in groups):
         log.info(
             "stage %d: tiers decided together (a segment's drops depend on the order across them): %s",
@@ -347,34 +347,65 @@ def _excess(run: Run, over_rel: str, tiers: list[str]):
         unload.unload_tiers(runs, items.values(), sink)
         return []
 
-    result = kernel_pass(run, STAGE, "unload", tiers, body, keep_state=False, groups=groups)
-    return result.out.filter("kind in ('op', 'deferred', 'decision')")
+    kernel_pass(run, STAGE, "unload", tiers, body, keep_state=False, groups=groups)
 
 
-def _waiting(run: Run, waiting: str):
+def _output(work: str, pdir: str, out_rel: str, tiers: bool, excess: bool) -> None:
+    """Stage 12's output (:data:`~segment_balancer.spark.workdir.OUT_FIELDS` rows), one parquet
+    file written with pyarrow at ``out_rel`` (relative to the work directory ``work``): the
+    excess pass's ``op``, ``deferred`` and ``decision`` rows (``excess``), then the tier tasks'
+    everywhere-drops, then :func:`_waiting`'s decisions (both when there were ``tiers``). A task
+    function: the driver holds none of these rows."""
+    import pyarrow as pa
+    import pyarrow.dataset as ds
+    import pyarrow.parquet as pq
+
+    from segment_balancer.spark.state_store import arrow_schema
+
+    fs, base = filesystem(work)
+    schema = arrow_schema(OUT_FIELDS)
+
+    def read(rel, fields_schema, **kwargs):
+        return ds.dataset(f"{base}/{pdir}/{rel}", format="parquet", filesystem=fs, schema=fields_schema).to_table(
+            **kwargs
+        )
+
+    parts = []
+    if excess:
+        parts.append(read("tasks", schema, filter=ds.field("kind").isin(["op", "deferred", "decision"])))
+    if tiers:
+        parts.append(read("everywhere", schema))
+        parts.append(_waiting(read("waiting", arrow_schema(_WAITING_FIELDS))))
+    table = pa.concat_tables(parts) if parts else schema.empty_table()
+    fs.create_dir(f"{base}/{out_rel}".rsplit("/", 1)[0], recursive=True)
+    pq.write_table(table, f"{base}/{out_rel}", filesystem=fs)
+
+
+def _waiting(rows):
     """``decision`` rows (outcome ``waiting``, the servers in ``detail``) of the overshadowed
     segments stage 12 keeps because a segment overshadowing them is served nowhere yet
-    (ALGORITHM.md stage 12), one per segment still served (Spark DataFrame of ``OUT_COLUMNS``), from
-    their served replicas (``waiting``: the files of :data:`WAITING_SCHEMA` rows the tier tasks wrote)."""
-    from pyspark.sql import functions as F
+    (ALGORITHM.md stage 12), one per segment still served, by segment id (a pyarrow Table of
+    :data:`~segment_balancer.spark.workdir.OUT_FIELDS`), from their served replicas (``rows``:
+    the :data:`_WAITING_FIELDS` rows the tier tasks wrote)."""
+    import pyarrow as pa
 
-    rows = (
-        run.spark.read.schema(WAITING_SCHEMA)
-        .parquet(waiting)
-        .groupBy("segment_id")
-        .agg(
-            F.min("idx").alias("idx"),
-            F.to_json(F.struct(F.array_sort(F.collect_list("server")).alias("servers"))).alias("detail"),
-        )
+    from segment_balancer.spark.state_store import conform_arrow
+
+    per: dict[str, tuple[int, list[str]]] = {}
+    for idx, sid, server in zip(*(rows.column(c).to_pylist() for c in ("idx", "segment_id", "server"))):
+        low, servers = per.get(sid, (idx, []))
+        servers.append(server)
+        per[sid] = (min(low, idx), servers)
+    ids = sorted(per)
+    table = pa.table(
+        {
+            "kind": ["decision"] * len(ids),
+            "idx": pa.array([per[s][0] for s in ids], pa.int64()),
+            "segment_id": pa.array(ids, pa.string()),
+            "reason": ["waiting"] * len(ids),
+            "detail": [
+                json.dumps({"servers": sorted(per[s][1])}, separators=(",", ":"), ensure_ascii=False) for s in ids
+            ],
+        }
     )
-    return conform(
-        rows.select(
-            F.lit("decision").alias("kind"),
-            "idx",
-            "segment_id",
-            F.lit(None).cast("string").alias("tier"),
-            F.lit("waiting").alias("reason"),
-            "detail",
-        ),
-        OUT_FIELDS,
-    )
+    return conform_arrow(table, OUT_FIELDS)

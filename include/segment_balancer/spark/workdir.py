@@ -98,6 +98,42 @@ then the plan's ``decisions.parquet``): why a stage that considered a segment le
 ``outcome`` str (code), ``detail`` str (JSON)."""
 
 
+ASSIGNMENT_FIELDS = [("segment_id", "string"), ("server", "string"), ("tier", "string")]
+"""The plan's ``assignment.parquet`` ((name, Spark type) pairs): every replica of the projected end
+state (:meth:`Run.assignment`), by ``segment_id`` then ``server``."""
+
+
+def read_decisions(work_uri: str, steps: list[tuple[int, str, str]]):
+    """The decision log (a pyarrow Table of :data:`DECISION_COLUMNS`: ``stage`` int32 and ``step``
+    string not null, the rest nullable) of ``steps`` (:meth:`Run.decision_steps`), step after step
+    in the order given, each step's rows in file order; read with pyarrow where the caller runs (a
+    task). No step: an empty table whose columns are all nullable."""
+    import pyarrow as pa
+
+    types = {"stage": pa.int32(), "idx": pa.int64()}
+    nullable = pa.schema([(c, types.get(c, pa.string())) for c in DECISION_COLUMNS])
+    if not steps:
+        return nullable.empty_table()
+    schema = pa.schema([f.with_nullable(f.name not in ("stage", "step")) for f in nullable])
+    parts = []
+    for stage, step, rel in steps:
+        rows = read_output(work_uri, rel, ["idx", "segment_id", "tier", "reason", "detail"], "decision")
+        n = rows.num_rows
+        parts.append(
+            pa.table(
+                [pa.array([stage] * n, pa.int32()), pa.array([step] * n, pa.string()), *rows.columns],
+                schema=schema,
+            )
+        )
+    return pa.concat_tables(parts)
+
+
+def output_rel(stage: int, step: str) -> str:
+    """``passes/NN_step/out.parquet``: where a step whose output is not its kernel pass's task files
+    writes it (relative to the work directory)."""
+    return f"passes/{stage:02d}_{step}/out.parquet"
+
+
 def read_output(work_uri: str, rel: str, columns: list[str], kind: str, **equal):
     """The rows of a step's output files (:data:`OUT_COLUMNS`, the directory or file ``rel`` under
     the work directory ``work_uri``) of ``kind`` (``op``, ``decision``, ``deferred``, …) whose
@@ -261,33 +297,11 @@ class Run:
             {"stage": s["stage"], "step": s["step"], **s["facts"]} for s in self.manifest()["steps"] if s.get("facts")
         ]
 
-    def decisions(self):
-        """Every decision recorded so far (Spark DataFrame of ``DECISION_COLUMNS``), or None: the
-        ``kind = 'decision'`` rows of each step's output (``decisions`` in the manifest: the
-        step's output directory, relative to the work directory)."""
-        from functools import reduce
-
-        from pyspark.sql import functions as F
-
-        steps = [s for s in self.manifest()["steps"] if s.get("decisions")]
-        if not steps:
-            return None
-        parts = [
-            self.spark.read.schema(OUT_SCHEMA)
-            .parquet(f"{self.work_uri}/{s['decisions']}")
-            .filter("kind = 'decision'")
-            .select(
-                F.lit(int(s["stage"])).alias("stage"),
-                F.lit(s["step"]).alias("step"),
-                "idx",
-                "segment_id",
-                "tier",
-                F.col("reason").alias("outcome"),
-                "detail",
-            )
-            for s in steps
-        ]
-        return reduce(lambda a, b: a.unionByName(b), parts)
+    def decision_steps(self) -> list[tuple[int, str, str]]:
+        """``(stage, step, output)`` of every step so far that recorded decisions, in run order:
+        ``output`` (relative to the work directory) holds the step's ``kind = 'decision'`` rows
+        (:func:`read_decisions`)."""
+        return [(int(s["stage"]), s["step"], s["decisions"]) for s in self.manifest()["steps"] if s.get("decisions")]
 
     def ops(self):
         """Every op scheduled so far (Spark DataFrame of ``OPS_COLUMNS``), or None."""
@@ -327,47 +341,49 @@ class Run:
                 spec["topb"].setdefault(tier, []).append(rel)
         return spec
 
-    def assignment(self):
-        """The projected end state: (``segment_id``, ``server``, ``tier``) of every replica the
-        current run state holds (served with no drop, or loading), a Spark DataFrame: one Spark
-        task per tier rebuilds its state (:func:`~segment_balancer.spark.state_store.read_tier`)
-        and emits those rows."""
+    def assignment(self, out_rel: str) -> None:
+        """Write the projected end state: (``segment_id``, ``server``, ``tier``) of every replica the
+        current run state holds (served with no drop, or loading), one parquet file of
+        :data:`ASSIGNMENT_FIELDS` per tier under ``out_rel`` (relative to the work directory),
+        unordered: one task per tier (:func:`~segment_balancer.spark.session.run_tasks`) rebuilds
+        its state (:func:`~segment_balancer.spark.state_store.read_tier`) and writes its rows with
+        pyarrow. No tier, no file."""
         import numpy as np
         import pyarrow as pa
+        import pyarrow.parquet as pq
 
+        from segment_balancer.common.files import filesystem
         from segment_balancer.planner.status import holds
-        from segment_balancer.spark.state_store import read_segment_table, read_tier
+        from segment_balancer.spark.session import run_tasks
+        from segment_balancer.spark.state_store import arrow_schema, read_segment_table, read_tier, tier_dir_name
 
         spec, work, names = self.state_spec(), self.work_uri, self.server_names
-        tiers = sorted(spec["start"])
-        schema = "segment_id string, server string, tier string"
-        if not tiers:
-            return self.spark.createDataFrame([], schema)
 
-        def emit(batches):
-            table = read_segment_table(work)
-            for batch in batches:
-                for i in batch.column(0).to_pylist():
-                    state = read_tier(work, spec, tiers[i], names)
-                    mine = holds(state)
-                    codes = state.rep_code[mine]
-                    yield pa.RecordBatch.from_pydict(
-                        {
-                            "segment_id": pa.array(table.segment_ids(codes), pa.string()),
-                            "server": pa.array(
-                                np.array(names, dtype=object)[state.rep_server[mine]] if len(codes) else [], pa.string()
-                            ),
-                            "tier": pa.array([tiers[i]] * len(codes), pa.string()),
-                        }
-                    )
+        def write(tier: str) -> None:
+            fs, base = filesystem(work)
+            table, state = read_segment_table(work), read_tier(work, spec, tier, names)
+            mine = holds(state)
+            codes = state.rep_code[mine]
+            rows = pa.table(
+                {
+                    "segment_id": pa.array(table.segment_ids(codes), pa.string()),
+                    "server": pa.array(
+                        np.array(names, dtype=object)[state.rep_server[mine]] if len(codes) else [], pa.string()
+                    ),
+                    "tier": pa.array([tier] * len(codes), pa.string()),
+                },
+                schema=arrow_schema(ASSIGNMENT_FIELDS),
+            )
+            fs.create_dir(f"{base}/{out_rel}", recursive=True)
+            pq.write_table(rows, f"{base}/{out_rel}/{tier_dir_name(tier)}.parquet", filesystem=fs)
 
-        return self.spark.range(0, len(tiers), 1, len(tiers)).mapInArrow(emit, schema)
+        run_tasks(self.spark, sorted(spec["start"]), write)
 
     def write_output(self, stage: int, step: str, frame) -> str:
         """Write a step's output rows (Spark DataFrame of :data:`OUT_COLUMNS`) to
         ``passes/NN_step/out.parquet`` (one Spark job) and return that path, relative to the work
         directory."""
-        rel = f"passes/{stage:02d}_{step}/out.parquet"
+        rel = output_rel(stage, step)
         write_parquet_atomic(frame.select(*OUT_COLUMNS), self.work / rel)
         return rel
 
