@@ -1,17 +1,19 @@
 """Stage 0 ``prepare``: the snapshot as tables, the used-segment index, targets, replication status,
 the initial segment groups and the run state (``WORK/state/00_prepare``).
 
-A handful of Spark jobs, whose heavy work runs in Python tasks (pyarrow, numpy, pandas) over one
-partition each, never on the driver; steps 3-5 are task functions of
-:func:`~segment_balancer.spark.session.run_tasks` (on the driver for a small run):
+Task functions of :func:`~segment_balancer.spark.session.run_tasks` (Spark tasks, or calls on the
+driver for a small run), with pyarrow, numpy and pandas; no Spark DataFrame job unless the replica
+file is a one-line or pretty-printed JSON array, or a row is bad:
 
-1. the used-segment index: the used segments of the timeline table sorted newest first (end,
-   start, id, all descending) and numbered (Spark's sort; one job counts its partitions);
-2. one job joins, per bucket of segment ids (:data:`BUCKETS`, hashed to one partition per core),
-   the segments of the timeline table, their index, the replica file's rows (parsed by Spark,
-   ``read_server_segments``) and the load-queue entries: the replicas (served and queued), the
-   segments that only replicas or queue entries name (unused, parsed from their ids), each
-   segment's applying rule, the facts the summaries need; each task writes its bucket's rows;
+1. the join's inputs split per bucket of segment ids (:data:`BUCKETS`,
+   :mod:`segment_balancer.spark.join_inputs`): the timeline table's segments (with the partial-load
+   outcomes of their shard groups) by one task per part, the replica file's rows by one task per
+   byte range; then one task numbers the used, visible segments newest first (end, start, id, all
+   descending): the used-segment index;
+2. one task per group of buckets joins the segments, their index, the replica rows and the
+   load-queue entries: the replicas (served and queued), the segments that only replicas or queue
+   entries name (unused, parsed from their ids), each segment's applying rule, the facts the
+   summaries need (:func:`join_bucket`); each task writes its buckets' rows;
 3. when some segment is overshadowed, one task finds those that wait for a segment overshadowing
    them to be served (``waiting``);
 4. one task per partition numbers the other segments (their code: after the used ones, by bucket
@@ -32,7 +34,6 @@ from __future__ import annotations
 
 import json
 import logging
-import pickle
 import uuid
 from pathlib import Path
 
@@ -53,8 +54,8 @@ from segment_balancer.spark.used_segments import TABLE_FILE, read_summary
 log = logging.getLogger(__name__)
 STAGE_NUMBERS = range(1, 14)
 BUCKETS = 64
-"""Buckets of segment ids (Spark's ``pmod(hash(segment_id), BUCKETS)``): the rows of one segment meet
-in one task, and the segments outside the used set are numbered by bucket then id, so their codes
+"""Buckets of segment ids (:func:`~segment_balancer.spark.join_inputs.buckets_of`): the rows of one
+segment meet in one task, and the segments outside the used set are numbered by bucket then id, so their codes
 do not depend on how many partitions ran."""
 ROWS_PER_TASK = 250_000
 """Segments per task of the join, on average at most: a larger snapshot gets more tasks than cores
@@ -72,8 +73,8 @@ JOIN_SCHEMA = (
     "partial_matcher string, partial_type string, partial_parts string, partial_fingerprint string"
 )
 """The rows the join meets per bucket, by ``side``: 0 a segment of the timeline table (with its
-partial-load outcome, :func:`partial_outcomes`, when a rule is a partial-load rule), 1 its
-used-segment index, 2 a replica row, 3 a load-queue entry."""
+partial-load outcome, :func:`~segment_balancer.spark.join_inputs.partial_frame`, when a rule is a
+partial-load rule), 1 its used-segment index, 2 a replica row, 3 a load-queue entry."""
 PARTIAL_COLUMNS = {
     "partial_matcher": "string",
     "partial_type": "string",
@@ -217,8 +218,8 @@ def assign_rules(segs: pd.DataFrame, rules: dict, now_ms: int, given: pd.Series 
     ``rule_kind`` (str, None when none applies), ``replicants_total`` (:func:`_replicants_total`)
     and ``required`` (min(2, that), for a load rule), vectorised per datasource. ``given``: the rule
     index already decided for some rows (a nullable int Series aligned with ``segs``: the
-    partial-load outcomes of :func:`partial_outcomes`, which need each segment's shape), taken as it
-    is where not null."""
+    partial-load outcomes of :func:`~segment_balancer.spark.join_inputs.partial_frame`, which need
+    each segment's shape), taken as it is where not null."""
     of = _rules_of(rules)
     n = len(segs)
     out = np.full(n, -1, dtype=np.int32)
@@ -247,85 +248,11 @@ def assign_rules(segs: pd.DataFrame, rules: dict, now_ms: int, given: pd.Series 
     return segs.assign(rule_idx=out, rule_kind=kind, replicants_total=total, required=required)
 
 
-def partial_outcomes(timeline, used, rules: dict, now_ms: int):
-    """The rule and partial load of every used, not overshadowed segment of a datasource whose rules
-    include a Druid 38 partial-load rule (ALGORITHM.md "Rules of Druid 38"), as a Spark DataFrame
-    (``segment_id``, ``p_rule_idx`` int and :data:`PARTIAL_COLUMNS`), computed per shard group
-    (datasource, interval, version) in Spark tasks; None when no rule is a partial-load rule.
-
-    A segment's rule is the first whose interval test holds and whose matcher applies to its shape
-    (``projections``, ``cluster_groups``, shard) or whose ``onCannotMatch`` is ``fullLoad``. A matched
-    segment gets the part its matcher resolves; the empty part (a cluster-group matcher that matched
-    none of a core partition's groups) only when a sibling of its shard group got a part, as Druid's
-    ``RunRules.EmptyDeferringHandler`` dispatches it; otherwise the segment is left where it is, as
-    Druid leaves it (``p_rule_idx`` -1, ``partial_fingerprint`` the empty part's)."""
-    import json
-
-    from pyspark.sql import functions as F
-
-    from segment_balancer.druid.partial_load import EMPTY_LOAD_FINGERPRINT, SegmentShape
-
-    of = _rules_of(rules)
-    partial = sorted(
-        {ds for ds in set(rules) | {"_default"} for r in of(ds) if not r.is_interval_based}
-        if any(not r.is_interval_based for lst in rules.values() for r in lst)
-        else set()
-    )
-    if not partial:
-        return None
-    default_partial = any(not r.is_interval_based for r in rules.get("_default", []))
-    wanted = F.col("datasource").isin(partial) | (
-        F.lit(default_partial) & ~F.col("datasource").isin(sorted(set(rules) - {"_default"}))
-    )
-    group = ["datasource", "start_ms", "end_ms", "version"]
-    rows = timeline.filter(used & ~F.col("overshadowed") & wanted).select(
-        "segment_id", *group, "partition_num", "num_core_partitions", "projections", "cluster_groups"
-    )
-    schema = "segment_id string, p_rule_idx int, " + ", ".join(f"{c} {t}" for c, t in PARTIAL_COLUMNS.items())
-
-    def decide(frames):
-        import pandas as pd
-
-        for pdf in frames:
-            out = []
-            for _, g in pdf.groupby(group, sort=False):
-                decided = []
-                for r in g.itertuples(index=False):
-                    shape = SegmentShape.from_columns(
-                        None if r.projections is None else list(r.projections),
-                        None if pd.isna(r.cluster_groups) else r.cluster_groups,
-                        int(r.partition_num),
-                        None if pd.isna(r.num_core_partitions) else int(r.num_core_partitions),
-                    )
-                    lst = of(r.datasource)
-                    idx, match = -1, None
-                    for i, rule in enumerate(lst):
-                        if rule.applies_to_segment(r.start_ms, r.end_ms, now_ms, shape):
-                            idx, match = i, rule.partial_match(shape) if rule.kind == "load" else None
-                            break
-                    matcher = None if match is None else lst[idx].matcher.TYPE
-                    decided.append((r.segment_id, idx, match, matcher))
-                positive = any(m is not None and not m.is_empty for _, _, m, _ in decided)
-                for segment_id, idx, match, matcher in decided:
-                    if match is None:
-                        out.append((segment_id, idx, None, None, None, None))
-                    elif match.is_empty and not positive:
-                        out.append((segment_id, -1, None, None, None, EMPTY_LOAD_FINGERPRINT))
-                    else:
-                        spec = match.wrapped_load_spec
-                        parts = json.dumps(list(match.parts))
-                        out.append((segment_id, idx, matcher, spec["type"], parts, match.fingerprint))
-            yield pd.DataFrame(out, columns=["segment_id", "p_rule_idx", *PARTIAL_COLUMNS]).astype(
-                {"p_rule_idx": "int32"}
-            )
-
-    return rows.repartition(*group).sortWithinPartitions(*group).mapInPandas(decide, schema)
-
-
 def _interval_only(rule):
     """A partial-load rule as the interval test alone decides it: what every segment of the
-    datasource would get if it had no shape (used only where :func:`partial_outcomes` decided
-    nothing: segments that are unused or overshadowed, and none is loaded by a rule)."""
+    datasource would get if it had no shape (used only where
+    :func:`~segment_balancer.spark.join_inputs.partial_frame` decided nothing: segments that are
+    unused or overshadowed, and none is loaded by a rule)."""
     import dataclasses
 
     from segment_balancer.druid.partial_load import CannotMatch
@@ -732,6 +659,85 @@ def _typed(name: str, frame: pd.DataFrame):
     return pa.Table.from_pandas(frame.reindex(columns=list(types)), schema=schema, preserve_index=False)
 
 
+def _join_schema():
+    """:data:`JOIN_SCHEMA` as a pyarrow schema (Spark's ``byte``, ``int``, ``long``, ``boolean``,
+    ``string``, ``array<string>`` as Arrow's)."""
+    import pyarrow as pa
+
+    types = {
+        "byte": pa.int8(),
+        "int": pa.int32(),
+        "long": pa.int64(),
+        "boolean": pa.bool_(),
+        "string": pa.string(),
+        "array<string>": pa.list_(pa.string()),
+    }
+    return pa.schema([(f.split()[0], types[f.split()[1]]) for f in JOIN_SCHEMA.split(", ")])
+
+
+def _join_task(item: dict) -> dict:
+    """Join task of one group of buckets (``item``: ``part``, ``buckets``, ``offsets`` (``{replica
+    range index: rows before it}``), ``queue`` (the load-queue rows of these buckets, tuples of
+    :func:`_queue_rows`), ``inputs`` (the split passes' directory), ``out`` (the scratch directory of
+    the frames), ``ctx``): the buckets' rows of every side (:mod:`segment_balancer.spark.join_inputs`),
+    the replica rows numbered as in the file, joined by :func:`join_bucket`; its frames written as
+    ``out/<frame>/part-<part>.parquet``. Returns the summary (``part`` set when frames were written)."""
+    import pyarrow as pa
+    import pyarrow.compute as pc
+    import pyarrow.parquet as pq
+    from pyarrow.fs import FileSelector
+
+    from segment_balancer.common.files import filesystem
+    from segment_balancer.spark import join_inputs as J
+
+    schema = _join_schema()
+    fs, inputs = filesystem(item["inputs"])
+
+    def conformed(table, **constant):
+        n = table.num_rows
+        cols = []
+        for field in schema:
+            if field.name in constant:
+                cols.append(pa.array([constant[field.name]] * n, field.type))
+            elif field.name in table.column_names:
+                cols.append(table.column(field.name).cast(field.type))
+            else:
+                cols.append(pa.nulls(n, field.type))
+        return pa.Table.from_arrays(cols, schema=schema)
+
+    tables = []
+    for bucket in item["buckets"]:
+        for side in (J.SEGS_DIR, J.INDEX_DIR, J.REPS_DIR):
+            found = fs.get_file_info(FileSelector(J.bucket_dir(inputs, side, bucket), allow_not_found=True))
+            for info in sorted(found, key=lambda i: i.path):
+                table = pq.read_table(info.path, filesystem=fs)
+                if side == J.REPS_DIR:
+                    name = info.base_name
+                    offset = item["offsets"].get(int(name[2:7]), 0) if name.startswith("r-") else 0
+                    table = table.set_column(
+                        table.column_names.index("row"), "row", pc.add(table.column("row"), offset)
+                    )
+                    table = conformed(table, side=2, bucket=bucket, bad=False)
+                tables.append(conformed(table))
+    if item["queue"]:
+        columns = ["server", "segment_id", "queued_load", "queue_type", "requested_at_ms", "queued_drop", "place"]
+        queue = pa.Table.from_pylist([dict(zip(columns, row)) for row, _ in item["queue"]])
+        tables.append(
+            conformed(queue.append_column("bucket", pa.array([b for _, b in item["queue"]], pa.int32())), side=3)
+        )
+    summary = _summary()
+    if not tables:
+        return summary
+    summary, frames = join_bucket(_to_pandas(pa.concat_tables(tables)), item["ctx"])
+    if frames is not None:
+        fs, out = filesystem(item["out"])
+        summary["part"] = part = item["part"]
+        for name, frame in frames.items():
+            fs.create_dir(f"{out}/{name}", recursive=True)
+            pq.write_table(_typed(name, frame), f"{out}/{name}/part-{part:05d}.parquet", filesystem=fs)
+    return summary
+
+
 def _join_job(
     spark,
     snapshot: Path,
@@ -742,105 +748,125 @@ def _join_job(
     historicals: set[str],
     all_names: set[str],
 ) -> list[dict]:
-    """Jobs 1 and 2 (module docstring): the rows of every bucket joined in one Python task per
-    partition, which writes its frames under ``scratch`` (relative to ``work``); returns the tasks'
-    summaries."""
+    """Jobs 1 and 2 (module docstring): the split passes
+    (:func:`~segment_balancer.spark.join_inputs.split_task`, then
+    :func:`~segment_balancer.spark.join_inputs.index_task`) and one :func:`_join_task` per group of
+    buckets, each writing its frames under ``scratch`` (relative to ``work``); all through
+    :func:`~segment_balancer.spark.session.run_tasks`. Returns the join tasks' summaries (one
+    summary with ``bad_replicas`` when a replica row needs the reference reader)."""
+    from segment_balancer.common.spark_columns import parallelism
+    from segment_balancer.druid.snapshot.lines import line_ranges
+    from segment_balancer.druid.snapshot.segments import _array_one_object_per_line
+    from segment_balancer.spark import join_inputs as J
+    from segment_balancer.spark.session import run_tasks
+    from segment_balancer.spark.used_segments import range_bytes
+
+    work = Path(work).absolute()
+    work_uri = str(work)
+    inputs = f"{work_uri}/{scratch}/inputs"
+    cores = parallelism(spark)
+    tasks = max(cores, min(BUCKETS, cores * -(-ctx["segments"] // (cores * ROWS_PER_TASK))))  # whole rounds
+    partial = J.partial_datasources(ctx["rules"])
+    items = [
+        {
+            "kind": "timeline",
+            "index": i,
+            "file": str(f),
+            "partial": partial,
+            "rules": ctx["rules"],
+            "now_ms": ctx["now_ms"],
+            "scratch": inputs,
+            "buckets": BUCKETS,
+        }
+        for i, f in enumerate(sorted((work / TABLE_FILE).glob("*.parquet")))
+    ]
+    path = server_segments_path(snapshot).absolute()
+    gz = path.name.endswith(".gz")
+    layout = (
+        "line" if path.name.endswith((".jsonl", ".jsonl.gz")) else "array" if _array_one_object_per_line(path) else None
+    )
+    if layout is not None:
+        size = path.stat().st_size
+        ranges = [(0, size)] if gz else line_ranges(path, range_bytes(size, cores))
+        known, hist = sorted(all_names), sorted(historicals)
+        items += [
+            {
+                "kind": "replicas",
+                "index": i,
+                "path": str(path),
+                "start": a,
+                "end": b,
+                "gzip": gz,
+                "layout": layout,
+                "historicals": hist,
+                "known": known,
+                "scratch": inputs,
+                "buckets": BUCKETS,
+            }
+            for i, (a, b) in enumerate(ranges)
+        ]
+    split = run_tasks(spark, items, J.split_task)
+    replicas = sorted((r for r in split if r["kind"] == "replicas"), key=lambda r: r["index"])
+    if any(r["bad"] for r in replicas) or (
+        layout is None and _split_replicas_by_spark(spark, snapshot, historicals, all_names, inputs)
+    ):
+        return [{**_summary(), "bad_replicas": True}]
+    offsets, at = {}, 0
+    for r in replicas:
+        offsets[r["index"]] = at
+        at += r["lines"] if layout == "line" else r["rows"]
+    run_tasks(spark, [{"scratch": inputs}], J.index_task)
+    queue_buckets = J.buckets_of([q[1] for q in queues], BUCKETS)
+    per_part: dict[int, list] = {}
+    for row, b in zip(queues, queue_buckets.tolist()):
+        per_part.setdefault(b % tasks, []).append((row, b))
+    jobs = [
+        {
+            "part": p,
+            "buckets": [b for b in range(BUCKETS) if b % tasks == p],
+            "offsets": offsets,
+            "queue": per_part.get(p, []),
+            "inputs": inputs,
+            "out": f"{work_uri}/{scratch}",
+            "ctx": ctx,
+        }
+        for p in range(tasks)
+    ]
+    return run_tasks(spark, jobs, _join_task)
+
+
+def _split_replicas_by_spark(spark, snapshot: Path, historicals: set[str], all_names: set[str], inputs: str) -> bool:
+    """The rows of a replica file that is a one-line or pretty-printed JSON array (Spark's
+    multi-line JSON reader, :func:`_replica_rows`), those of historicals written per bucket as
+    :func:`~segment_balancer.spark.join_inputs.split_task` writes the others' (numbered as in the
+    file: no offset). One Spark job; returns whether a row is bad (the reference reader's turn)."""
     import pyarrow as pa
-    import pyarrow.parquet as pq
-    from pyspark.sql import functions as F
 
     from segment_balancer.common.files import filesystem
-    from segment_balancer.common.spark_columns import parallelism
-    from segment_balancer.druid.snapshot.lines import with_row_numbers
-    from segment_balancer.spark.session import read_parquet
+    from segment_balancer.spark import join_inputs as J
 
-    timeline = read_parquet(spark, work / TABLE_FILE)
-    used = F.col("used") & (F.col("shard_type") != "tombstone")
-    segs = timeline.select(
-        F.lit(0).cast("byte").alias("side"),
-        "segment_id",
-        "datasource",
-        "start_ms",
-        "end_ms",
-        "version",
-        F.col("partition_num").cast("int").alias("partition_num"),
-        "size_bytes",
-        used.alias("used"),
-        "overshadowed",
-        "overshadowed_by",
-        "line",
-        "shard_type",
-    )
-    outcomes = partial_outcomes(timeline, used, ctx["rules"], ctx["now_ms"])
-    if outcomes is None:
-        segs = segs.select(
-            "*",
-            F.lit(None).cast("int").alias("p_rule_idx"),
-            *[F.lit(None).cast(t).alias(c) for c, t in PARTIAL_COLUMNS.items()],
-        )
-    else:
-        segs = segs.join(outcomes, "segment_id", "left")
-    # the used-segment index: newest first (end desc, start desc, id desc), numbered in the JVM over
-    # the sorted partitions (the sort is cached: numbering counts its partitions first)
-    ordered = (
-        timeline.filter(used & ~F.col("overshadowed"))
-        .select("segment_id", "line", "start_ms", "end_ms")
-        .orderBy(F.desc("end_ms"), F.desc("start_ms"), F.desc("segment_id"))
-        .select("segment_id", "line")
-        .cache()
-    )
-    index = with_row_numbers(ordered, "idx", first=0).select(
-        F.lit(1).cast("byte").alias("side"), "segment_id", "line", "idx"
-    )
-    reps = (
-        _replica_rows(spark, snapshot, historicals, all_names)
-        .filter("bad or historical")
-        .select(F.lit(2).cast("byte").alias("side"), "segment_id", "row", "server", "bad")
-    )
-    queue = spark.createDataFrame(
-        queues,
-        "server string, segment_id string, queued_load boolean, queue_type string, "
-        "requested_at_ms long, queued_drop boolean, place string",
-    )
-    queue = queue.select(F.lit(3).cast("byte").alias("side"), *queue.columns)
-    union = (
-        segs.unionByName(index, allowMissingColumns=True)
-        .unionByName(reps, allowMissingColumns=True)
-        .unionByName(queue, allowMissingColumns=True)
-    )
-    union = union.withColumn("bucket", F.pmod(F.hash("segment_id"), F.lit(BUCKETS)).cast("int"))
-    # an empty array, never a null one: Spark 4.2 turns a null array into Arrow some thousand times
-    # slower than an empty one (a million null arrays took 32 s of one task, empty ones 1 s)
-    union = union.withColumn("overshadowed_by", F.coalesce("overshadowed_by", F.array().cast("array<string>")))
-    union = union.select(*[F.col(f.split()[0]) for f in JOIN_SCHEMA.split(", ")])
-    work_uri = str(Path(work).absolute())
-
-    def task(batches):
+    def write(batches):
+        import pyarrow.compute as pc
         from pyspark import TaskContext
 
         batches = list(batches)
-        summary = _summary()
-        if batches:
-            pdf = _to_pandas(pa.Table.from_batches(batches))
-            summary, frames = join_bucket(pdf, ctx)
-            if frames is not None:
-                fs, base = filesystem(work_uri)
-                part = TaskContext.get().partitionId()
-                summary["part"] = part
-                for name, frame in frames.items():
-                    fs.create_dir(f"{base}/{scratch}/{name}", recursive=True)
-                    pq.write_table(
-                        _typed(name, frame), f"{base}/{scratch}/{name}/part-{part:05d}.parquet", filesystem=fs
-                    )
-        yield pa.RecordBatch.from_pydict({"data": [pickle.dumps(summary)]}, schema=pa.schema([("data", pa.binary())]))
+        table = pa.Table.from_batches(batches) if batches else None
+        bad = table is not None and table.num_rows > 0 and pc.any(table.column("bad")).as_py()
+        if table is not None and not bad and table.num_rows:
+            keep = table.select(["row", "server", "segment_id"])
+            fs, base = filesystem(inputs)
+            part = TaskContext.get().partitionId()
+            J._write_per_bucket(
+                fs, base, J.REPS_DIR, f"s-{part:05d}.parquet", keep, J.buckets_of(keep.column("segment_id"), BUCKETS)
+            )
+        yield pa.RecordBatch.from_pydict({"bad": [bool(bad)]})
 
-    try:
-        cores = parallelism(spark)
-        tasks = min(BUCKETS, cores * -(-ctx["segments"] // (cores * ROWS_PER_TASK)))  # whole rounds of the cores
-        out = union.repartition(max(cores, tasks), "bucket").mapInArrow(task, "data binary").collect()
-    finally:
-        ordered.unpersist()
-    return [pickle.loads(r["data"]) for r in out]
+    rows = (
+        _replica_rows(spark, snapshot, historicals, all_names)
+        .filter("bad or historical")
+        .select("row", "server", "segment_id", "bad")
+    )
+    return any(r["bad"] for r in rows.mapInArrow(write, "bad boolean").collect())
 
 
 def _replica_rows(spark, snapshot: Path, historicals: set[str], all_names: set[str]):

@@ -236,20 +236,14 @@ def _parse_range(item: dict) -> tuple[int, int, bool, list[int]]:
     import pyarrow.parquet as pq
 
     from segment_balancer.common.files import filesystem
-    from segment_balancer.druid.snapshot.lines import is_blank, split_lines
+    from segment_balancer.druid.snapshot.lines import is_blank, read_range, split_lines
     from segment_balancer.druid.snapshot.segment_lines import parse_lines
 
     index = item["index"]
-    fs, path = filesystem(item["path"])
-    if item["gzip"]:
-        try:
-            with fs.open_input_stream(path, compression="gzip") as f:
-                data = f.read()
-        except OSError:  # truncated or corrupt: the reference reader's Spark job names the file
-            return index, 0, True, []
-    else:
-        with fs.open_input_file(path) as f:
-            data = f.read_at(item["end"] - item["start"], item["start"])
+    try:
+        data = read_range(item["path"], item["start"], item["end"], item["gzip"])
+    except OSError:  # truncated or corrupt gzip: the reference reader's Spark job names the file
+        return index, 0, True, []
     lines = split_lines(data, item["start"] == 0)
     del data
     kept = np.array([i for i, line in enumerate(lines) if not is_blank(line)], np.int64)

@@ -132,3 +132,17 @@ def count_rows(path, at_most: int) -> int:
             rows += sum(not is_blank(line) for line in split_lines(whole, first))
             first = first and not whole
     return at_most + 1
+
+
+def read_range(path, start: int, end: int, gzip: bool) -> bytes:
+    """The bytes ``start`` … ``end`` of the file ``path`` (an absolute path or a URI pyarrow's
+    filesystems read), or the whole decompressed file when ``gzip``. Raises ``OSError`` for a gzip
+    file that does not decompress whole."""
+    from segment_balancer.common.files import filesystem
+
+    fs, base = filesystem(str(path))
+    if gzip:
+        with fs.open_input_stream(base, compression="gzip") as f:
+            return f.read()
+    with fs.open_input_file(base) as f:
+        return f.read_at(end - start, start)

@@ -1,0 +1,328 @@
+"""``prepare``'s join inputs, split by bucket of segment id by task functions.
+
+Three passes of :func:`segment_balancer.spark.session.run_tasks` (Spark jobs, or calls on the
+driver for a small run) put the rows of one segment in one place without a Spark shuffle:
+
+1. **split** (:func:`split_task`): one task per part of the timeline table (a datasource's rows
+   are in one part, ``spark.used_segments``) writes its segments' join rows per bucket, with the
+   partial-load outcomes of their shard groups (:func:`partial_frame`), and the used, visible
+   segments' sort keys; one task per byte range of the replica file (JSON lines, or a JSON array
+   of one object per line) parses its lines (:func:`~segment_balancer.druid.snapshot.segment_lines.parse_replica_lines`)
+   and writes the rows of historicals per bucket, numbered within the range;
+2. **index** (:func:`index_task`): one task sorts the sort keys newest first (end, start, id, all
+   descending) and writes each segment's index per bucket;
+3. the join (``spark.prepare``): one task per group of buckets reads its buckets' files, makes
+   the replica rows' numbers the file's (each range's offset added), and joins.
+
+A bucket is :func:`buckets_of` (a hash of the segment id that every process computes alike).
+A replica file of any other layout (a one-line or pretty-printed JSON array) is read by Spark's
+multi-line JSON reader, whose rows a Spark job writes per bucket (:func:`split_replicas_by_spark`).
+
+Source: ALGORITHM.md "Inputs"; Druid ``sys.server_segments``.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+SEGS_DIR = "segs"
+CANDS_DIR = "cands"
+INDEX_DIR = "index"
+REPS_DIR = "reps"
+
+
+def buckets_of(segment_ids, buckets: int) -> np.ndarray:
+    """The bucket (int32, 0 … ``buckets`` − 1) of each segment id (a pyarrow string array or a
+    sequence of str): pandas' ``hash_array`` (SipHash with a fixed key) of the UTF-8 id, the same
+    in every process and run (Python's ``hash`` of a str is salted per process)."""
+    import pandas as pd
+
+    ids = segment_ids.to_numpy(zero_copy_only=False) if hasattr(segment_ids, "to_numpy") else segment_ids
+    ids = np.asarray(ids, dtype=object)
+    if len(ids) == 0:
+        return np.zeros(0, np.int32)
+    return (pd.util.hash_array(ids) % np.uint64(buckets)).astype(np.int32)
+
+
+def bucket_dir(scratch: str, side: str, bucket: int) -> str:
+    """The directory of one side's files of one bucket under ``scratch``."""
+    return f"{scratch}/{side}/bucket-{bucket:05d}"
+
+
+def _write_per_bucket(fs, scratch: str, side: str, name: str, table, buckets: np.ndarray) -> list[int]:
+    """Write the rows of ``table`` whose bucket is ``b`` to ``bucket_dir(scratch, side, b)/name``,
+    for each bucket present; returns the buckets written, sorted."""
+    import pyarrow as pa
+    import pyarrow.parquet as pq
+
+    written = []
+    if table.num_rows == 0:
+        return written
+    order = np.argsort(buckets, kind="stable")
+    sorted_buckets = buckets[order]
+    cuts = np.flatnonzero(np.diff(sorted_buckets)) + 1
+    for rows in np.split(order, cuts):
+        b = int(buckets[rows[0]])
+        directory = bucket_dir(scratch, side, b)
+        fs.create_dir(directory, recursive=True)
+        pq.write_table(table.take(pa.array(rows, pa.int64())), f"{directory}/{name}", filesystem=fs)
+        written.append(b)
+    return sorted(written)
+
+
+def partial_datasources(rules: dict) -> tuple[list[str], bool] | None:
+    """``(datasources whose rules include a partial-load rule, whether the default rules do)``, or
+    None when no rule is a partial-load rule (ALGORITHM.md "Rules of Druid 38")."""
+    from segment_balancer.spark.prepare import _rules_of
+
+    of = _rules_of(rules)
+    if not any(not r.is_interval_based for lst in rules.values() for r in lst):
+        return None
+    partial = sorted({ds for ds in set(rules) | {"_default"} for r in of(ds) if not r.is_interval_based})
+    if not partial:
+        return None
+    return partial, any(not r.is_interval_based for r in rules.get("_default", []))
+
+
+def partial_frame(pdf, rules: dict, now_ms: int):
+    """The rule and partial load of the segments of ``pdf`` (pandas: ``segment_id``,
+    ``datasource``, ``start_ms``, ``end_ms``, ``version``, ``partition_num``,
+    ``num_core_partitions``, ``projections``, ``cluster_groups``; used, not overshadowed, of
+    datasources with a partial-load rule; every segment of a shard group present), decided per
+    shard group: pandas (``segment_id``, ``p_rule_idx`` int32, ``PARTIAL_COLUMNS``).
+
+    A segment's rule is the first whose interval test holds and whose matcher applies to its shape
+    (``projections``, ``cluster_groups``, shard) or whose ``onCannotMatch`` is ``fullLoad``. A matched
+    segment gets the part its matcher resolves; the empty part (a cluster-group matcher that matched
+    none of a core partition's groups) only when a sibling of its shard group got a part, as Druid's
+    ``RunRules.EmptyDeferringHandler`` dispatches it; otherwise the segment is left where it is, as
+    Druid leaves it (``p_rule_idx`` -1, ``partial_fingerprint`` the empty part's)."""
+    import json
+
+    import pandas as pd
+
+    from segment_balancer.druid.partial_load import EMPTY_LOAD_FINGERPRINT, SegmentShape
+    from segment_balancer.spark.prepare import PARTIAL_COLUMNS, _rules_of
+
+    of = _rules_of(rules)
+    out = []
+    for _, g in pdf.groupby(["datasource", "start_ms", "end_ms", "version"], sort=True):
+        decided = []
+        for r in g.itertuples(index=False):
+            shape = SegmentShape.from_columns(
+                None if r.projections is None else list(r.projections),
+                None if pd.isna(r.cluster_groups) else r.cluster_groups,
+                int(r.partition_num),
+                None if pd.isna(r.num_core_partitions) else int(r.num_core_partitions),
+            )
+            lst = of(r.datasource)
+            idx, match = -1, None
+            for i, rule in enumerate(lst):
+                if rule.applies_to_segment(r.start_ms, r.end_ms, now_ms, shape):
+                    idx, match = i, rule.partial_match(shape) if rule.kind == "load" else None
+                    break
+            matcher = None if match is None else lst[idx].matcher.TYPE
+            decided.append((r.segment_id, idx, match, matcher))
+        positive = any(m is not None and not m.is_empty for _, _, m, _ in decided)
+        for segment_id, idx, match, matcher in decided:
+            if match is None:
+                out.append((segment_id, idx, None, None, None, None))
+            elif match.is_empty and not positive:
+                out.append((segment_id, -1, None, None, None, EMPTY_LOAD_FINGERPRINT))
+            else:
+                spec = match.wrapped_load_spec
+                out.append((segment_id, idx, matcher, spec["type"], json.dumps(list(match.parts)), match.fingerprint))
+    return pd.DataFrame(out, columns=["segment_id", "p_rule_idx", *PARTIAL_COLUMNS]).astype({"p_rule_idx": "int32"})
+
+
+def _split_timeline(item: dict) -> dict:
+    """Split task of one part of the timeline table: its segments' side-0 join rows per bucket
+    (``segs``) and the used, visible segments' sort keys (``cands``: ``segment_id``, ``line``,
+    ``start_ms``, ``end_ms``, ``bucket``)."""
+    import pyarrow as pa
+    import pyarrow.compute as pc
+    import pyarrow.parquet as pq
+
+    from segment_balancer.common.files import filesystem
+    from segment_balancer.spark.prepare import PARTIAL_COLUMNS
+
+    fs, path = filesystem(item["file"])
+    columns = [
+        "segment_id",
+        "datasource",
+        "start_ms",
+        "end_ms",
+        "version",
+        "partition_num",
+        "num_core_partitions",
+        "size_bytes",
+        "used",
+        "overshadowed",
+        "overshadowed_by",
+        "line",
+        "shard_type",
+        "projections",
+        "cluster_groups",
+    ]
+    t = pq.read_table(path, filesystem=fs, columns=columns)
+    # Spark's three-valued logic: a null shard type leaves ``used`` null, which no filter keeps
+    used = pc.and_kleene(t.column("used"), pc.not_equal(t.column("shard_type"), "tombstone"))
+    visible = pc.fill_null(pc.and_kleene(used, pc.invert(t.column("overshadowed"))), False)
+    bucket = buckets_of(t.column("segment_id"), item["buckets"])
+    n = t.num_rows
+    partial = [pa.nulls(n, pa.int32()), *[pa.nulls(n, pa.string()) for _ in PARTIAL_COLUMNS]]
+    if item["partial"] is not None and n:
+        names, default_partial = item["partial"]
+        ds = t.column("datasource")
+        listed = pa.array(sorted(set(item["rules"]) - {"_default"}), pa.string())
+        wanted = pc.or_(
+            pc.is_in(ds, value_set=pa.array(names, pa.string())),
+            pc.and_(pa.scalar(default_partial), pc.invert(pc.is_in(ds, value_set=listed))),
+        )
+        mine = pc.and_(visible, wanted)
+        if pc.any(mine).as_py():
+            rows = (
+                t.filter(mine)
+                .select(
+                    [
+                        "segment_id",
+                        "datasource",
+                        "start_ms",
+                        "end_ms",
+                        "version",
+                        "partition_num",
+                        "num_core_partitions",
+                        "projections",
+                        "cluster_groups",
+                    ]
+                )
+                .to_pandas()
+            )
+            decided = partial_frame(rows, item["rules"], item["now_ms"])
+            at = pc.index_in(t.column("segment_id"), value_set=pa.array(decided["segment_id"], pa.string()))
+            found = pc.is_valid(at)
+            take = pc.fill_null(at, 0)
+            partial = [
+                pc.if_else(found, pa.array(decided["p_rule_idx"].to_numpy(), pa.int32()).take(take), None),
+                *[
+                    pc.if_else(found, pa.array(decided[c].to_numpy(object), pa.string()).take(take), None)
+                    for c in PARTIAL_COLUMNS
+                ],
+            ]
+    empty_list = pa.array([[]], pa.list_(pa.string()))[0]
+    segs = pa.table(
+        {
+            "side": pa.array(np.zeros(n, np.int8)),
+            "segment_id": t.column("segment_id"),
+            "bucket": pa.array(bucket, pa.int32()),
+            "datasource": t.column("datasource"),
+            "start_ms": t.column("start_ms"),
+            "end_ms": t.column("end_ms"),
+            "version": t.column("version"),
+            "partition_num": pc.cast(t.column("partition_num"), pa.int32()),
+            "size_bytes": t.column("size_bytes"),
+            "used": used,
+            "overshadowed": t.column("overshadowed"),
+            "overshadowed_by": pc.fill_null(t.column("overshadowed_by"), empty_list),
+            "line": t.column("line"),
+            "shard_type": t.column("shard_type"),
+            "p_rule_idx": partial[0],
+            **{c: partial[1 + i] for i, c in enumerate(PARTIAL_COLUMNS)},
+        }
+    )
+    fs, scratch = filesystem(item["scratch"])
+    name = f"t-{item['index']:05d}.parquet"
+    written = _write_per_bucket(fs, scratch, SEGS_DIR, name, segs, bucket)
+    cands = t.select(["segment_id", "line", "start_ms", "end_ms"]).append_column("bucket", pa.array(bucket, pa.int32()))
+    cands = cands.filter(visible)
+    if cands.num_rows:
+        fs.create_dir(f"{scratch}/{CANDS_DIR}", recursive=True)
+        pq.write_table(cands, f"{scratch}/{CANDS_DIR}/{name}", filesystem=fs)
+    return {"kind": "timeline", "index": item["index"], "buckets": written}
+
+
+def _strip_array_line(line: bytes) -> bytes | None:
+    """A line of a JSON array of one object per line as a row's text (spaces trimmed, one trailing
+    comma taken off), or None for a bracket or a blank line."""
+    text = line.strip(b" ")
+    if text in (b"[", b"]", b""):
+        return None
+    return text[:-1] if text.endswith(b",") else text
+
+
+def _split_replicas(item: dict) -> dict:
+    """Split task of one byte range of the replica file (the whole file for gzip): its lines (JSON
+    lines: the non-blank ones, numbered by line from 1 within the range; an array of one object per
+    line: the objects, numbered from 0 within the range) parsed, the rows of historicals written per
+    bucket (``reps``: ``row``, ``server``, ``segment_id``). Returns the range's line and row counts
+    and ``bad`` (a row the reference reader must judge, or a gzip file that does not decompress)."""
+    import pyarrow.compute as pc
+
+    from segment_balancer.common.files import filesystem
+    from segment_balancer.druid.snapshot.lines import is_blank, read_range, split_lines
+    from segment_balancer.druid.snapshot.segment_lines import parse_replica_lines
+
+    out = {"kind": "replicas", "index": item["index"], "lines": 0, "rows": 0, "bad": False, "buckets": []}
+    try:
+        lines = split_lines(read_range(item["path"], item["start"], item["end"], item["gzip"]), item["start"] == 0)
+    except OSError:  # truncated or corrupt gzip: the reference reader's Spark job names the file
+        return {**out, "bad": True}
+    if item["layout"] == "line":
+        kept = [(i + 1, line) for i, line in enumerate(lines) if not is_blank(line)]
+    else:
+        texts = (_strip_array_line(line) for line in lines)
+        kept = [(i, t) for i, t in enumerate(t for t in texts if t is not None)]
+    out.update(lines=len(lines), rows=len(kept))
+    if not kept:
+        return out
+    rows = np.array([r for r, _ in kept], np.int64)
+    table = parse_replica_lines(
+        rows,
+        [t.decode("utf-8", errors="replace") for _, t in kept],
+        frozenset(item["historicals"]),
+        frozenset(item["known"]),
+    )
+    if pc.any(table.column("bad")).as_py():
+        return {**out, "bad": True}
+    table = table.filter(pc.fill_null(table.column("historical"), False)).select(["row", "server", "segment_id"])
+    fs, scratch = filesystem(item["scratch"])
+    buckets = buckets_of(table.column("segment_id"), item["buckets"])
+    out["buckets"] = _write_per_bucket(fs, scratch, REPS_DIR, f"r-{item['index']:05d}.parquet", table, buckets)
+    return out
+
+
+def split_task(item: dict) -> dict:
+    """The split pass's task (module docstring): ``item["kind"]`` ``timeline`` or ``replicas``."""
+    return _split_timeline(item) if item["kind"] == "timeline" else _split_replicas(item)
+
+
+def index_task(item: dict) -> int:
+    """The index pass's task: every used, visible segment's sort keys (``cands``) sorted newest
+    first (end, start, id, all descending: Spark's order of the same keys, strings by their UTF-8
+    bytes), numbered from 0, written per bucket (``index``: ``segment_id``, ``line``, ``idx``).
+    Returns how many."""
+    import pyarrow as pa
+    import pyarrow.parquet as pq
+
+    from segment_balancer.common.files import filesystem
+
+    fs, scratch = filesystem(item["scratch"])
+    directory = f"{scratch}/{CANDS_DIR}"
+    if fs.get_file_info(directory).type.name != "Directory":
+        return 0
+    cands = pq.read_table(directory, filesystem=fs)
+    cands = cands.sort_by([("end_ms", "descending"), ("start_ms", "descending"), ("segment_id", "descending")])
+    n = cands.num_rows
+    index = pa.table(
+        {
+            "side": pa.array(np.ones(n, np.int8)),
+            "segment_id": cands.column("segment_id"),
+            "bucket": cands.column("bucket"),
+            "line": cands.column("line"),
+            "idx": pa.array(np.arange(n, dtype=np.int64)),
+        }
+    )
+    _write_per_bucket(
+        fs, scratch, INDEX_DIR, "index.parquet", index, np.asarray(cands.column("bucket").to_numpy(), np.int32)
+    )
+    return n
