@@ -91,9 +91,9 @@ def test_every_replica_layout_prepares_the_same_tables(spark, tmp_path, small_ra
 @pytest.mark.parametrize(
     "layout, where",
     [
-        ("jsonl", "server_segments.json row 8")(  # the unlisted check names any layout so,
-            "per_line", "server_segments.json row 5"
-        ),
+        # the unlisted check names the replica file so in every layout, a line of JSON lines as its row
+        ("jsonl", "server_segments.json row 8"),
+        ("per_line", "server_segments.json row 5"),
         ("pretty", "server_segments.json row 5"),
         ("compact", "server_segments.json row 5"),
     ],
