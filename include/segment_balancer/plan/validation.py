@@ -25,6 +25,7 @@ from __future__ import annotations
 import json
 import logging
 import os
+import threading
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from pathlib import Path
@@ -74,6 +75,9 @@ def gx():
     :func:`import_in_background`), with GX's usage analytics off and, unless a level was set for
     it, its logger at WARNING: on import GX logs some 200 INFO lines of its own set-up ("Skipping
     registering function …"), in the CLI's log and the validate task's alike."""
+    loading = _BACKGROUND_IMPORT[0]
+    if loading is not None and loading is not threading.current_thread():
+        loading.join()  # GX's circular imports fail when a second thread imports it midway
     os.environ.setdefault("GX_ANALYTICS_ENABLED", "false")
     gx_log = logging.getLogger("great_expectations")
     if gx_log.level == logging.NOTSET:
@@ -86,8 +90,8 @@ def gx():
 def import_in_background() -> None:
     """Import Great Expectations in a daemon thread, so that its import overlaps the Spark work of
     a plan instead of following it (the thread waits on nothing; a failed import surfaces again,
-    with its traceback, when :func:`validate_plan` imports it)."""
-    import threading
+    with its traceback, when :func:`validate_plan` imports it). :func:`gx` waits for it in any other
+    thread: two threads importing GX at once fail on its circular imports."""
 
     def load() -> None:
         try:
@@ -95,7 +99,13 @@ def import_in_background() -> None:
         except Exception:  # noqa: BLE001 - validate_plan's own import reports it
             pass
 
-    threading.Thread(target=load, name="import-great-expectations", daemon=True).start()
+    if _BACKGROUND_IMPORT[0] is None:
+        _BACKGROUND_IMPORT[0] = threading.Thread(target=load, name="import-great-expectations", daemon=True)
+        _BACKGROUND_IMPORT[0].start()
+
+
+_BACKGROUND_IMPORT: list[threading.Thread | None] = [None]
+"""The thread of :func:`import_in_background`, which :func:`gx` waits for in any other thread."""
 
 
 class PlanValidationError(RuntimeError):
@@ -615,9 +625,9 @@ def validate_plan(plan_dir: str | Path, work_dir: str | Path) -> dict:
     """
     plan_dir = Path(plan_dir)
     inp = load_inputs(plan_dir, work_dir)
+    ctx = gx().get_context(mode="ephemeral")  # gx() first: it waits for a background import
     from great_expectations.data_context.types.base import ProgressBarsConfig
 
-    ctx = gx().get_context(mode="ephemeral")
     ctx.variables.progress_bars = ProgressBarsConfig(globally=False)
     source = ctx.data_sources.add_pandas("segment_balancer_plan")
     checks = [_run_check(source, *spec) for spec in _checks(inp)]
