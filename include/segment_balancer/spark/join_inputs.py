@@ -25,6 +25,26 @@ from __future__ import annotations
 
 import numpy as np
 
+PARTIAL_COLUMNS = {
+    "partial_matcher": "string",
+    "partial_type": "string",
+    "partial_parts": "string",
+    "partial_fingerprint": "string",
+}
+"""A segment's partial load (Druid 38's partial-load rules; ALGORITHM.md "Rules of Druid 38"): the
+rule's matcher type, the wrapped load spec's type (``partialProjection``, ``partialClusterGroup``),
+the parts it resolves (a JSON list of projection names or cluster-group indices) and Druid's
+fingerprint; null for a segment whose rule is no partial load."""
+
+
+def rules_of(rules: dict):
+    """``lookup(datasource)``: the flattened rule list of a datasource (its own rules, then
+    ``_default``; ``_default`` alone for a datasource without rules)."""
+    flat = {ds: rules.get(ds, []) + rules.get("_default", []) for ds in rules}
+    default = rules.get("_default", [])
+    return lambda ds: flat.get(ds, default)
+
+
 SEGS_DIR = "segs"
 CANDS_DIR = "cands"
 INDEX_DIR = "index"
@@ -73,9 +93,7 @@ def _write_per_bucket(fs, scratch: str, side: str, name: str, table, buckets: np
 def partial_datasources(rules: dict) -> tuple[list[str], bool] | None:
     """``(datasources whose rules include a partial-load rule, whether the default rules do)``, or
     None when no rule is a partial-load rule (ALGORITHM.md "Rules of Druid 38")."""
-    from segment_balancer.spark.prepare import _rules_of
-
-    of = _rules_of(rules)
+    of = rules_of(rules)
     if not any(not r.is_interval_based for lst in rules.values() for r in lst):
         return None
     partial = sorted({ds for ds in set(rules) | {"_default"} for r in of(ds) if not r.is_interval_based})
@@ -102,9 +120,8 @@ def partial_frame(pdf, rules: dict, now_ms: int):
     import pandas as pd
 
     from segment_balancer.druid.partial_load import EMPTY_LOAD_FINGERPRINT, SegmentShape
-    from segment_balancer.spark.prepare import PARTIAL_COLUMNS, _rules_of
 
-    of = _rules_of(rules)
+    of = rules_of(rules)
     out = []
     for _, g in pdf.groupby(["datasource", "start_ms", "end_ms", "version"], sort=True):
         decided = []
@@ -144,7 +161,6 @@ def _split_timeline(item: dict) -> dict:
     import pyarrow.parquet as pq
 
     from segment_balancer.common.files import filesystem
-    from segment_balancer.spark.prepare import PARTIAL_COLUMNS
 
     fs, path = filesystem(item["file"])
     columns = [

@@ -49,6 +49,8 @@ from segment_balancer.druid.snapshot.segments import gzip_refusal, segments_path
 from segment_balancer.planner import groups as G
 from segment_balancer.planner.config import CONFIG_FILE, OVERRIDES, load_config, unknown_keys
 from segment_balancer.planner.runstate import FATES, NO_LOAD, NO_RULE, QUEUE_CODES, RULE_CODES
+from segment_balancer.spark import join_inputs
+from segment_balancer.spark.join_inputs import PARTIAL_COLUMNS, rules_of
 from segment_balancer.spark.used_segments import TABLE_FILE, read_summary
 
 log = logging.getLogger(__name__)
@@ -75,16 +77,6 @@ JOIN_SCHEMA = (
 """The rows the join meets per bucket, by ``side``: 0 a segment of the timeline table (with its
 partial-load outcome, :func:`~segment_balancer.spark.join_inputs.partial_frame`, when a rule is a
 partial-load rule), 1 its used-segment index, 2 a replica row, 3 a load-queue entry."""
-PARTIAL_COLUMNS = {
-    "partial_matcher": "string",
-    "partial_type": "string",
-    "partial_parts": "string",
-    "partial_fingerprint": "string",
-}
-"""A segment's partial load (Druid 38's partial-load rules; ALGORITHM.md "Rules of Druid 38"): the
-rule's matcher type, the wrapped load spec's type (``partialProjection``, ``partialClusterGroup``),
-the parts it resolves (a JSON list of projection names or cluster-group indices) and Druid's
-fingerprint; null for a segment whose rule is no partial load."""
 SEGMENT_COLUMNS = [
     "idx",
     "code",
@@ -204,14 +196,6 @@ def rule_facts(segs: pd.DataFrame, absent_per_rule: dict[str, list[tuple]]) -> d
     return {"wanted": int((load["required"].fillna(0).to_numpy(np.int64) > 0).sum()), "absent": absent}
 
 
-def _rules_of(rules: dict):
-    """``lookup(datasource)``: the flattened rule list of a datasource (its own rules, then
-    ``_default``; ``_default`` alone for a datasource without rules)."""
-    flat = {ds: rules.get(ds, []) + rules.get("_default", []) for ds in rules}
-    default = rules.get("_default", [])
-    return lambda ds: flat.get(ds, default)
-
-
 def assign_rules(segs: pd.DataFrame, rules: dict, now_ms: int, given: pd.Series | None = None) -> pd.DataFrame:
     """``segs`` (``datasource``, ``start_ms``, ``end_ms``) plus ``rule_idx`` (int32, −1 when no
     rule applies: the first applying rule of the datasource's own rules then ``_default``), its
@@ -220,7 +204,7 @@ def assign_rules(segs: pd.DataFrame, rules: dict, now_ms: int, given: pd.Series 
     index already decided for some rows (a nullable int Series aligned with ``segs``: the
     partial-load outcomes of :func:`~segment_balancer.spark.join_inputs.partial_frame`, which need
     each segment's shape), taken as it is where not null."""
-    of = _rules_of(rules)
+    of = rules_of(rules)
     n = len(segs)
     out = np.full(n, -1, dtype=np.int32)
     kind = np.full(n, None, dtype=object)
@@ -688,7 +672,6 @@ def _join_task(item: dict) -> dict:
     from pyarrow.fs import FileSelector
 
     from segment_balancer.common.files import filesystem
-    from segment_balancer.spark import join_inputs as J
 
     schema = _join_schema()
     fs, inputs = filesystem(item["inputs"])
@@ -707,11 +690,11 @@ def _join_task(item: dict) -> dict:
 
     tables = []
     for bucket in item["buckets"]:
-        for side in (J.SEGS_DIR, J.INDEX_DIR, J.REPS_DIR):
-            found = fs.get_file_info(FileSelector(J.bucket_dir(inputs, side, bucket), allow_not_found=True))
+        for side in (join_inputs.SEGS_DIR, join_inputs.INDEX_DIR, join_inputs.REPS_DIR):
+            found = fs.get_file_info(FileSelector(join_inputs.bucket_dir(inputs, side, bucket), allow_not_found=True))
             for info in sorted(found, key=lambda i: i.path):
                 table = pq.read_table(info.path, filesystem=fs)
-                if side == J.REPS_DIR:
+                if side == join_inputs.REPS_DIR:
                     name = info.base_name
                     offset = item["offsets"].get(int(name[2:7]), 0) if name.startswith("r-") else 0
                     table = table.set_column(
@@ -757,7 +740,6 @@ def _join_job(
     from segment_balancer.common.spark_columns import parallelism
     from segment_balancer.druid.snapshot.lines import line_ranges
     from segment_balancer.druid.snapshot.segments import _array_one_object_per_line
-    from segment_balancer.spark import join_inputs as J
     from segment_balancer.spark.session import run_tasks
     from segment_balancer.spark.used_segments import range_bytes
 
@@ -766,7 +748,7 @@ def _join_job(
     inputs = f"{work_uri}/{scratch}/inputs"
     cores = parallelism(spark)
     tasks = max(cores, min(BUCKETS, cores * -(-ctx["segments"] // (cores * ROWS_PER_TASK))))  # whole rounds
-    partial = J.partial_datasources(ctx["rules"])
+    partial = join_inputs.partial_datasources(ctx["rules"])
     items = [
         {
             "kind": "timeline",
@@ -805,7 +787,7 @@ def _join_job(
             }
             for i, (a, b) in enumerate(ranges)
         ]
-    split = run_tasks(spark, items, J.split_task)
+    split = run_tasks(spark, items, join_inputs.split_task)
     replicas = sorted((r for r in split if r["kind"] == "replicas"), key=lambda r: r["index"])
     if any(r["bad"] for r in replicas) or (
         layout is None and _split_replicas_by_spark(spark, snapshot, historicals, all_names, inputs)
@@ -815,8 +797,8 @@ def _join_job(
     for r in replicas:
         offsets[r["index"]] = at
         at += r["lines"] if layout == "line" else r["rows"]
-    run_tasks(spark, [{"scratch": inputs}], J.index_task)
-    queue_buckets = J.buckets_of([q[1] for q in queues], BUCKETS)
+    run_tasks(spark, [{"scratch": inputs}], join_inputs.index_task)
+    queue_buckets = join_inputs.buckets_of([q[1] for q in queues], BUCKETS)
     per_part: dict[int, list] = {}
     for row, b in zip(queues, queue_buckets.tolist()):
         per_part.setdefault(b % tasks, []).append((row, b))
@@ -843,7 +825,6 @@ def _split_replicas_by_spark(spark, snapshot: Path, historicals: set[str], all_n
     import pyarrow as pa
 
     from segment_balancer.common.files import filesystem
-    from segment_balancer.spark import join_inputs as J
 
     def write(batches):
         import pyarrow.compute as pc
@@ -856,8 +837,13 @@ def _split_replicas_by_spark(spark, snapshot: Path, historicals: set[str], all_n
             keep = table.select(["row", "server", "segment_id"])
             fs, base = filesystem(inputs)
             part = TaskContext.get().partitionId()
-            J._write_per_bucket(
-                fs, base, J.REPS_DIR, f"s-{part:05d}.parquet", keep, J.buckets_of(keep.column("segment_id"), BUCKETS)
+            join_inputs._write_per_bucket(
+                fs,
+                base,
+                join_inputs.REPS_DIR,
+                f"s-{part:05d}.parquet",
+                keep,
+                join_inputs.buckets_of(keep.column("segment_id"), BUCKETS),
             )
         yield pa.RecordBatch.from_pydict({"bad": [bool(bad)]})
 

@@ -67,7 +67,7 @@ OPS_COLUMNS = [
     "partial_fingerprint",
 ]
 """The op log's columns: ``partial_*`` say what part a LOAD of a partial-load rule's segment asks
-(``spark.prepare.PARTIAL_COLUMNS``; null for every other operation)."""
+(``spark.join_inputs.PARTIAL_COLUMNS``; null for every other operation)."""
 PARTIAL_OP_COLUMNS = [c for c in OPS_COLUMNS if c.startswith("partial_")]
 
 
