@@ -45,6 +45,19 @@ def rules_of(rules: dict):
     return lambda ds: flat.get(ds, default)
 
 
+SHAPE_COLUMNS = [
+    "segment_id",
+    "datasource",
+    "start_ms",
+    "end_ms",
+    "version",
+    "partition_num",
+    "num_core_partitions",
+    "projections",
+    "cluster_groups",
+]
+"""The timeline table's columns :func:`partial_frame` decides from: a segment, its shard group and
+its shape."""
 SEGS_DIR = "segs"
 CANDS_DIR = "cands"
 INDEX_DIR = "index"
@@ -103,9 +116,7 @@ def partial_datasources(rules: dict) -> tuple[list[str], bool] | None:
 
 
 def partial_frame(pdf, rules: dict, now_ms: int):
-    """The rule and partial load of the segments of ``pdf`` (pandas: ``segment_id``,
-    ``datasource``, ``start_ms``, ``end_ms``, ``version``, ``partition_num``,
-    ``num_core_partitions``, ``projections``, ``cluster_groups``; used, not overshadowed, of
+    """The rule and partial load of the segments of ``pdf`` (pandas, :data:`SHAPE_COLUMNS`; used, not overshadowed, of
     datasources with a partial-load rule; every segment of a shard group present), decided per
     shard group: pandas (``segment_id``, ``p_rule_idx`` int32, ``PARTIAL_COLUMNS``).
 
@@ -163,23 +174,7 @@ def _split_timeline(item: dict) -> dict:
     from segment_balancer.common.files import filesystem
 
     fs, path = filesystem(item["file"])
-    columns = [
-        "segment_id",
-        "datasource",
-        "start_ms",
-        "end_ms",
-        "version",
-        "partition_num",
-        "num_core_partitions",
-        "size_bytes",
-        "used",
-        "overshadowed",
-        "overshadowed_by",
-        "line",
-        "shard_type",
-        "projections",
-        "cluster_groups",
-    ]
+    columns = [*SHAPE_COLUMNS, "size_bytes", "used", "overshadowed", "overshadowed_by", "line", "shard_type"]
     t = pq.read_table(path, filesystem=fs, columns=columns)
     # Spark's three-valued logic: a null shard type leaves ``used`` null, which no filter keeps
     used = pc.and_kleene(t.column("used"), pc.not_equal(t.column("shard_type"), "tombstone"))
@@ -197,23 +192,7 @@ def _split_timeline(item: dict) -> dict:
         )
         mine = pc.and_(visible, wanted)
         if pc.any(mine).as_py():
-            rows = (
-                t.filter(mine)
-                .select(
-                    [
-                        "segment_id",
-                        "datasource",
-                        "start_ms",
-                        "end_ms",
-                        "version",
-                        "partition_num",
-                        "num_core_partitions",
-                        "projections",
-                        "cluster_groups",
-                    ]
-                )
-                .to_pandas()
-            )
+            rows = t.filter(mine).select(SHAPE_COLUMNS).to_pandas()
             decided = partial_frame(rows, item["rules"], item["now_ms"])
             at = pc.index_in(t.column("segment_id"), value_set=pa.array(decided["segment_id"], pa.string()))
             found = pc.is_valid(at)
