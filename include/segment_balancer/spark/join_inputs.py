@@ -82,7 +82,7 @@ def bucket_dir(scratch: str, side: str, bucket: int) -> str:
     return f"{scratch}/{side}/bucket-{bucket:05d}"
 
 
-def _write_per_bucket(fs, scratch: str, side: str, name: str, table, buckets: np.ndarray) -> list[int]:
+def write_per_bucket(fs, scratch: str, side: str, name: str, table, buckets: np.ndarray) -> list[int]:
     """Write the rows of ``table`` whose bucket is ``b`` to ``bucket_dir(scratch, side, b)/name``,
     for each bucket present; returns the buckets written, sorted."""
     import pyarrow as pa
@@ -227,7 +227,7 @@ def _split_timeline(item: dict) -> dict:
     )
     fs, scratch = filesystem(item["scratch"])
     name = f"t-{item['index']:05d}.parquet"
-    written = _write_per_bucket(fs, scratch, SEGS_DIR, name, segs, bucket)
+    written = write_per_bucket(fs, scratch, SEGS_DIR, name, segs, bucket)
     cands = t.select(["segment_id", "line", "start_ms", "end_ms"]).append_column("bucket", pa.array(bucket, pa.int32()))
     cands = cands.filter(visible)
     if cands.num_rows:
@@ -282,7 +282,7 @@ def _split_replicas(item: dict) -> dict:
     table = table.filter(pc.fill_null(table.column("historical"), False)).select(["row", "server", "segment_id"])
     fs, scratch = filesystem(item["scratch"])
     buckets = buckets_of(table.column("segment_id"), item["buckets"])
-    out["buckets"] = _write_per_bucket(fs, scratch, REPS_DIR, f"r-{item['index']:05d}.parquet", table, buckets)
+    out["buckets"] = write_per_bucket(fs, scratch, REPS_DIR, f"r-{item['index']:05d}.parquet", table, buckets)
     return out
 
 
@@ -317,7 +317,7 @@ def index_task(item: dict) -> int:
             "idx": pa.array(np.arange(n, dtype=np.int64)),
         }
     )
-    _write_per_bucket(
+    write_per_bucket(
         fs, scratch, INDEX_DIR, "index.parquet", index, np.asarray(cands.column("bucket").to_numpy(), np.int32)
     )
     return n

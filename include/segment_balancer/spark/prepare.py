@@ -837,7 +837,7 @@ def _split_replicas_by_spark(spark, snapshot: Path, historicals: set[str], all_n
             keep = table.select(["row", "server", "segment_id"])
             fs, base = filesystem(inputs)
             part = TaskContext.get().partitionId()
-            join_inputs._write_per_bucket(
+            join_inputs.write_per_bucket(
                 fs,
                 base,
                 join_inputs.REPS_DIR,
