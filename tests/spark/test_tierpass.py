@@ -9,11 +9,12 @@ import json
 import pandas as pd
 from workdirs import write_workdir
 
+from segment_balancer.common.files import filesystem
 from segment_balancer.planner.runstate import Op, OpSink, SegmentRef
 from segment_balancer.spark.stage_run import SparkStageRun as Run
 from segment_balancer.spark.state_store import read_tier
-from segment_balancer.spark.tierpass import commit_with_drops, finish, kernel_pass
-from segment_balancer.spark.workdir import OUT_SCHEMA, out_frame
+from segment_balancer.spark.tierpass import finish, kernel_pass, write_out
+from segment_balancer.spark.workdir import out_frame, output_rel
 
 TIERS = {
     "hot": {"servers": ["h1", "h2"], "segments": [(0, 2, ["h1"])]},
@@ -30,6 +31,14 @@ def _replicas(run, tier):
         (r.segment_id, r.server, bool(r.served), r.load_type, bool(r.dropping), bool(r.drop_dependent))
         for r in reps.itertuples()
     ]
+
+
+def _commit(run, stage, step, sink):
+    """Commit ``sink``'s ops as one step's output, as a stage does with drops it decided outside a
+    tier pass."""
+    fs, base = filesystem(run.work_uri)
+    write_out(fs, f"{base}/{output_rel(stage, step)}", out_frame(sink))
+    run.write_ops(stage, step, output_rel(stage, step))
 
 
 def run_table(run):
@@ -93,7 +102,7 @@ def test_drops_decided_outside_a_pass_count_from_the_next_step_on(spark, tmp_pat
     run = Run(spark, write_workdir(tmp_path / "work", TIERS))
     sink = OpSink()
     sink.drop(SegmentRef(1, "seg1", "ds", 10), "c1", "cold", "unused", (1, "", 0.0))
-    commit_with_drops(run, 12, "test", spark.createDataFrame(out_frame(sink), OUT_SCHEMA))
+    _commit(run, 12, "test", sink)
 
     assert _replicas(run, "cold") == [("seg1", "c1", True, None, True, False)]
     assert _replicas(run, "hot") == [("seg0", "h1", True, None, False, False)]
@@ -118,7 +127,7 @@ def test_a_callbacks_drop_is_marked_dependent_an_unload_drop_is_not(spark, tmp_p
     )
     sink.drop(seg0, "h1", "hot", "callback", (0, "", 0.5), dep_server="c1")
     sink.drop(SegmentRef(2, "seg2", "ds", 10), "h2", "hot", "overreplicated", (2, "", 0.0))
-    commit_with_drops(run, 3, "test", spark.createDataFrame(out_frame(sink), OUT_SCHEMA))
+    _commit(run, 3, "test", sink)
     assert _replicas(run, "hot") == [
         ("seg0", "h1", True, None, True, True),
         ("seg0", "h2", True, None, False, False),
@@ -128,11 +137,16 @@ def test_a_callbacks_drop_is_marked_dependent_an_unload_drop_is_not(spark, tmp_p
     assert _replicas(run, "cold") == [("seg0", "c1", False, "loading", False, False)]
 
 
-def test_a_pass_counts_its_extra_rows_and_without_over_rows_no_callbacks_are_planned(spark, tmp_path):
+def test_a_pass_counts_its_extra_rows_and_its_callbacks_join_the_steps_ops(spark, tmp_path):
     """A pass says how many extra rows of each kind its kernels returned; with no ``over`` row (no
-    segment overreplicated in another tier) there are no stage-3 callbacks to decide, so the step
-    commits its tasks' files as they are (no Spark job), and with one there are."""
-    run = Run(spark, write_workdir(tmp_path / "work", TIERS))
+    segment overreplicated in another tier) there are no stage-3 callbacks to decide. With one, the
+    load of the segment in one tier gets a dependent DROP where it is overreplicated (seed 000 stage
+    3), committed with the step's own ops and depending on the load."""
+    tiers = {
+        "hot": {"servers": ["h1", "h2"], "segments": [(0, 2, ["h1"])]},
+        "cold": {"servers": ["c1", "c2"], "segments": [(0, 1, ["c1", "c2"])]},
+    }
+    run = Run(spark, write_workdir(tmp_path / "work", tiers))
 
     def load(runs, sink):
         if "hot" in runs:
@@ -140,14 +154,22 @@ def test_a_pass_counts_its_extra_rows_and_without_over_rows_no_callbacks_are_pla
 
     result = kernel_pass(run, 3, "quiet", ["cold", "hot"], load)
     assert result.extra == {}
-    assert run.callback_drops(result) is None
+    assert run.callback_drops(result) == 0
 
-    def over(runs, sink):
-        return [
-            {"kind": "over", "idx": 1, "tier": tier, "target": 1, "detail": json.dumps({"count": 2, "drop_order": []})}
-            for tier in runs
-        ]
+    def load_and_over(runs, sink):
+        load(runs, sink)
+        if "cold" in runs:  # seg0 has 2 replicas in cold for a target of 1: c2 drops first
+            detail = json.dumps({"count": 2, "drop_order": ["c2", "c1"]})
+            return [{"kind": "over", "idx": 0, "tier": "cold", "target": 1, "detail": detail}]
+        return None
 
-    result = kernel_pass(run, 3, "loud", ["cold", "hot"], over)
-    assert result.extra == {"over": 2}
-    assert run.callback_drops(result) is not None
+    result = kernel_pass(run, 3, "loud", ["cold", "hot"], load_and_over)
+    assert result.extra == {"over": 1}
+    assert run.callback_drops(result) == 1
+    finish(run, 3, "loud", result)
+    ops = pd.read_parquet(run.work / "ops" / "stage_03_loud.parquet")
+    assert ops[["op_id", "action", "server", "segment_id", "reason", "depends_on"]].astype(object).values.tolist() == [
+        [0, "LOAD", "h2", "seg0", "underreplicated", pd.NA],
+        [1, "DROP", "c2", "seg0", "callback", 0],
+    ]
+    assert _replicas(run, "cold") == [("seg0", "c1", True, None, False, False), ("seg0", "c2", True, None, True, True)]

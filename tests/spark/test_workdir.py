@@ -7,8 +7,10 @@ import json
 
 from workdirs import write_workdir
 
+from segment_balancer.common.files import filesystem
 from segment_balancer.planner.runstate import Op, OpSink
-from segment_balancer.spark.workdir import OUT_SCHEMA, Run, out_frame, reset_manifest
+from segment_balancer.spark.tierpass import write_out
+from segment_balancer.spark.workdir import Run, out_frame, output_rel, reset_manifest
 
 TIERS = {"hot": {"servers": ["h1", "h2"], "segments": [(0, 1, ["h1"]), (1, 2, [])]}}
 
@@ -20,7 +22,9 @@ def _op(action, idx, server, order, **kw):
 def _write(run, spark, stage, step, ops):
     sink = OpSink()
     sink.ops += ops
-    return run.write_ops(stage, step, spark.createDataFrame(out_frame(sink), OUT_SCHEMA))
+    fs, base = filesystem(run.work_uri)
+    write_out(fs, f"{base}/{output_rel(stage, step)}", out_frame(sink))
+    return run.write_ops(stage, step, output_rel(stage, step))
 
 
 def test_ops_are_numbered_in_scheduling_order_and_a_dependent_drop_names_its_load(spark, tmp_path):

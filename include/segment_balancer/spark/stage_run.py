@@ -33,10 +33,10 @@ class SparkStageRun(Run):
         return tierpass.kernel_pass(self, stage, step, tiers, body, ranked, one_task, keep_state)
 
     def finish(
-        self, stage: int, step: str, result: tierpass.PassResult, drops=None, facts: dict | None = None
+        self, stage: int, step: str, result: tierpass.PassResult, facts: dict | None = None
     ) -> dict[str, BitMap]:
         """:func:`.tierpass.finish` on this run."""
-        return tierpass.finish(self, stage, step, result, drops, facts)
+        return tierpass.finish(self, stage, step, result, facts)
 
     def pass_rows(self, result: tierpass.PassResult, kind: str) -> list[dict]:
         """The ``kind`` rows of the pass's output files, read with pyarrow on the driver (no Spark
@@ -47,13 +47,12 @@ class SparkStageRun(Run):
         pairs = zip(rows.column("tier").to_pylist(), rows.column("detail").to_pylist())
         return [json.loads(d) for _, d in sorted(pairs, key=lambda td: td[0])]
 
-    def callback_drops(self, result: tierpass.PassResult):
-        """:func:`.callbacks.callback_drops` over the pass's output (a Spark DataFrame of
-        ``OUT_COLUMNS``, for :meth:`finish`); None when the kernels returned no ``over`` row (no
-        callback can come of the pass: the step commits its tasks' files, with no Spark job)."""
+    def callback_drops(self, result: tierpass.PassResult) -> int:
+        """:func:`.callbacks.callback_drops` over the pass's output files, which get the drops;
+        0 at once when the kernels returned no ``over`` row (no callback can come of the pass)."""
         if not result.extra.get("over"):
-            return None
-        return callbacks.callback_drops(result.out)
+            return 0
+        return callbacks.callback_drops(self.spark, self.work_uri, result)
 
     def unload(self, stage: int) -> None:
         """:func:`.unload.unload_pass` on this run (``stage`` is 12)."""

@@ -34,7 +34,7 @@ from segment_balancer.planner.runstate import OpSink, TierRun
 from segment_balancer.planner.stages.run import Body
 from segment_balancer.spark.session import run_tasks
 from segment_balancer.spark.state_store import arrow_schema, read_segment_table, read_tier, tier_dir_name, write_topb
-from segment_balancer.spark.workdir import OUT_FIELDS, OUT_SCHEMA, Run, num_best_function, out_frame
+from segment_balancer.spark.workdir import OUT_FIELDS, Run, num_best_function, out_frame
 
 log = logging.getLogger(__name__)
 
@@ -42,12 +42,11 @@ log = logging.getLogger(__name__)
 @dataclass
 class PassResult:
     """What a pass leaves: ``out_dir`` (the task files of ``OUT_COLUMNS`` rows, relative to the work
-    directory), ``out`` (a Spark DataFrame over them), ``topb`` (``{tier: file}`` of the top ``B``
-    the kernels cached), ``members`` (``{group name: BitMap}`` of the memberships the kernels
-    recorded) and ``extra`` (``{kind: rows}``: how many extra rows of each kind the kernels
-    returned, e.g. stage 3's ``over``)."""
+    directory; the step's output), ``topb`` (``{tier: file}`` of the top ``B`` the kernels cached),
+    ``members`` (``{group name: BitMap}`` of the memberships the kernels recorded) and ``extra``
+    (``{kind: rows}``: how many extra rows of each kind the kernels returned, e.g. stage 3's
+    ``over``)."""
 
-    out: object
     topb: dict[str, str]
     members: dict[str, BitMap]
     out_dir: str = ""
@@ -75,7 +74,9 @@ def _clear(run: Run, *rels: str) -> None:
             fs.delete_dir(f"{base}/{rel}")
 
 
-def _write_out(fs, path: str, frame: pd.DataFrame) -> None:
+def write_out(fs, path: str, frame: pd.DataFrame) -> None:
+    """Write ``frame`` (pandas, :data:`OUT_FIELDS`) to the parquet file ``path`` of filesystem ``fs``
+    (its directory made first)."""
     import pyarrow as pa
     import pyarrow.parquet as pq
 
@@ -132,7 +133,7 @@ def kernel_pass(
             if keep_state and topb:
                 written[tier] = f"{sdir}/{tier_dir_name(tier)}/topb.arrow"
                 write_topb(fs, f"{base}/{written[tier]}", topb)
-        _write_out(fs, f"{base}/{pdir}/task-{k:05d}.parquet", out_frame(sink, extra))
+        write_out(fs, f"{base}/{pdir}/task-{k:05d}.parquet", out_frame(sink, extra))
         members: dict[str, BitMap] = {}
         for idx, group in sink.members:
             members.setdefault(group, BitMap()).add(idx)
@@ -145,28 +146,12 @@ def kernel_pass(
         extra.update(kinds)
         for group, data in packed.items():
             members[group] = members.get(group, BitMap()) | BitMap.deserialize(data)
-    out = run.spark.read.schema(OUT_SCHEMA).parquet(f"{work}/{pdir}")
-    return PassResult(out, topb, members, pdir, dict(extra))
+    return PassResult(topb, members, pdir, dict(extra))
 
 
-def commit_with_drops(
-    run: Run, stage: int, step: str, output, topb: dict[str, str] | None = None, facts: dict | None = None
-) -> None:
-    """Commit a step whose output (Spark DataFrame of :data:`OUT_COLUMNS`) holds drops decided
-    outside a tier pass (stage-3 callbacks, stages 12 and 13): write the output once (one Spark
-    job) and append its ops to the op log, with ``topb`` (``{tier: file}``) the top ``B`` the
-    step's pass cached."""
-    rel = run.write_output(stage, step, output)
-    run.write_ops(stage, step, rel, facts, topb=topb)
-
-
-def finish(
-    run: Run, stage: int, step: str, result: PassResult, drops=None, facts: dict | None = None
-) -> dict[str, BitMap]:
-    """Commit a step: its ops (``result.out``'s and ``drops``') and the top ``B`` its pass cached
-    to the op log and the manifest. Returns the memberships the kernels recorded."""
-    if drops is None:
-        run.write_ops(stage, step, result.out_dir, facts, topb=result.topb)
-    else:
-        commit_with_drops(run, stage, step, result.out.unionByName(drops), result.topb, facts)
+def finish(run: Run, stage: int, step: str, result: PassResult, facts: dict | None = None) -> dict[str, BitMap]:
+    """Commit a step: the ops of its output files (the pass's tasks' and the stage-3 callbacks'
+    beside them) and the top ``B`` its pass cached, to the op log and the manifest. Returns the
+    memberships the kernels recorded."""
+    run.write_ops(stage, step, result.out_dir, facts, topb=result.topb)
     return result.members

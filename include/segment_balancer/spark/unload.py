@@ -36,7 +36,7 @@ import numpy as np
 from segment_balancer.common.files import filesystem, replace_path, sibling_tmp
 from segment_balancer.planner.kernels import unload
 from segment_balancer.planner.runstate import FATES, NO_LOAD, RULE_CODES, OpSink
-from segment_balancer.spark.tierpass import _clear, _write_out, kernel_pass, pass_dir
+from segment_balancer.spark.tierpass import _clear, kernel_pass, pass_dir, write_out
 from segment_balancer.spark.workdir import OUT_FIELDS, Run, out_frame, output_rel, read_output
 
 log = logging.getLogger(__name__)
@@ -143,7 +143,7 @@ def unload_pass(run: Run) -> None:
             }
             for i, c, sid, srv in zip(idx, codes, ids, server_names)
         ]
-        _write_out(fs, f"{base}/{pdir}/everywhere/{_name(tier)}.parquet", out_frame(OpSink(), rows))
+        write_out(fs, f"{base}/{pdir}/everywhere/{_name(tier)}.parquet", out_frame(OpSink(), rows))
         wait = serving & (fate == FATES.index("waiting"))
         wait_codes = state.rep_code[wait]
         pa_rows = pa.table(

@@ -379,14 +379,6 @@ class Run:
 
         run_tasks(self.spark, sorted(spec["start"]), write)
 
-    def write_output(self, stage: int, step: str, frame) -> str:
-        """Write a step's output rows (Spark DataFrame of :data:`OUT_COLUMNS`) to
-        ``passes/NN_step/out.parquet`` (one Spark job) and return that path, relative to the work
-        directory."""
-        rel = output_rel(stage, step)
-        write_parquet_atomic(frame.select(*OUT_COLUMNS), self.work / rel)
-        return rel
-
     def append_ops(self, stage: int, step: str, ops) -> int:
         """Append ops already in scheduling order (a pyarrow table of :data:`OPS_COLUMNS` but
         ``op_id`` and ``depends_on``, which refer to positions in ``ops``: ``op_id`` 0, 1, …) to the
@@ -413,29 +405,25 @@ class Run:
         return n
 
     def write_ops(
-        self, stage: int, step: str, kernel_out, facts: dict | None = None, topb: dict[str, str] | None = None
+        self, stage: int, step: str, kernel_out: str, facts: dict | None = None, topb: dict[str, str] | None = None
     ) -> int:
         """Give the ops of one step their global ``op_id`` (in ``o1, o2, o3, action, server``
         order), resolve ``depends_on`` and append them to the op log; keep the step's decisions
-        where they are. ``kernel_out``: the step's output rows (:data:`OUT_COLUMNS`), either the
-        directory (relative to the work directory) the tasks of its kernel pass wrote them to, or
-        a Spark DataFrame, written first to ``passes/NN_step/out.parquet``. ``facts``: counts the
+        where they are. ``kernel_out``: the file or directory of the step's output rows
+        (:data:`OUT_COLUMNS`, relative to the work directory: the files its tasks wrote). ``facts``: counts the
         step reports (e.g. deferred drops), kept with the step in the manifest for the summary.
         ``topb``: ``{tier: file}`` of the top ``B`` the step cached (:mod:`.tierpass` wrote them);
         with the ops, all a step changes of the run state. The manifest written last commits the
         step. Returns the number of ops written.
 
-        No Spark job for a kernel pass's directory, one for a DataFrame: the step's ops (bounded
-        by the load queues: M x servers, and stage 12's drops) are read from the output files with
-        pyarrow and numbered in pandas; the decisions stay in the output files, which
-        :meth:`decisions` reads.
+        No Spark job: the step's ops (bounded by the load queues: M x servers, and stage 12's
+        drops) are read from the output files with pyarrow and numbered in pandas; the decisions
+        stay in the output files, which :meth:`decisions` reads.
         """
         import pyarrow as pa
 
         manifest = self.manifest()
         offset = manifest["count"]
-        if not isinstance(kernel_out, str):
-            kernel_out = self.write_output(stage, step, kernel_out)
         cols = [
             "o1",
             "o2",

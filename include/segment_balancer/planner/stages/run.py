@@ -66,21 +66,19 @@ class StageRun(Protocol):
         (``one_task``, stage 1's cross-tier fallback). ``ranked``: build the live placement costs;
         ``keep_state``: keep the tiers the kernel changed (False for a pass that only reads)."""
 
-    def finish(
-        self, stage: int, step: str, result: PassResult, drops: Any = None, facts: dict | None = None
-    ) -> dict[str, BitMap]:
-        """Commit a step: its ops (``result``'s and ``drops``') and state (``drops`` applied).
-        Returns the memberships the kernels recorded."""
+    def finish(self, stage: int, step: str, result: PassResult, facts: dict | None = None) -> dict[str, BitMap]:
+        """Commit a step: its ops (``result``'s, with the :meth:`callback_drops` written beside
+        them) and state. Returns the memberships the kernels recorded."""
 
     def pass_rows(self, result: PassResult, kind: str) -> list[dict]:
         """The extra output rows of ``kind`` that a pass's kernels returned (their ``detail``
         JSON, parsed), by tier: a few rows per tier, read on the driver."""
 
-    def callback_drops(self, result: PassResult) -> Any:
+    def callback_drops(self, result: PassResult) -> int:
         """The stage-3 callbacks: dependent DROPs for the loads of ``result`` where the segment is
         overreplicated in another tier (the kernel's ``over`` rows), decided per segment by
-        :func:`segment_balancer.planner.kernels.callbacks.add_callbacks`; for :meth:`finish`
-        (None when the kernels returned no ``over`` row)."""
+        :func:`segment_balancer.planner.kernels.callbacks.add_callbacks` and added to the pass's
+        output, which :meth:`finish` commits. Returns the number of drops."""
 
     def unload(self, stage: int) -> None:
         """Stage 12 over the whole run state, committed: excess replicas by

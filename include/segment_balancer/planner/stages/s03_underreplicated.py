@@ -61,8 +61,9 @@ def step(run: StageRun, groups, stage: int, limit: StageLimit, kind: str = "Stil
         return extra
 
     result = run.kernel_pass(stage, reason, tiers, body)
-    drops = run.callback_drops(result) if with_callbacks else None
-    merge(groups, run.finish(stage, reason, result, drops), [group_name(kind, t) for t in members])
+    if with_callbacks:
+        run.callback_drops(result)
+    merge(groups, run.finish(stage, reason, result), [group_name(kind, t) for t in members])
 
 
 def _overreplicated_here(tier_run, bms: dict[str, BitMap]) -> list[dict]:
