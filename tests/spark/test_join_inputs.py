@@ -69,7 +69,14 @@ def small_ranges(monkeypatch):
     monkeypatch.setattr(used_segments, "range_bytes", lambda size, cores: 300)
 
 
-def test_every_replica_layout_prepares_the_same_tables(spark, tmp_path, small_ranges):
+@pytest.mark.parametrize("document_bytes", [None, 0], ids=["arrays_whole", "arrays_by_spark_reader"])
+def test_every_replica_layout_prepares_the_same_tables(spark, tmp_path, small_ranges, monkeypatch, document_bytes):
+    """A one-line or pretty-printed array is parsed whole by one task (``document``), or, above
+    ``DOCUMENT_BYTES_AT_MOST`` (0 here), by Spark's multi-line JSON reader: the same tables."""
+    from segment_balancer.spark import join_inputs
+
+    if document_bytes is not None:
+        monkeypatch.setattr(join_inputs, "DOCUMENT_BYTES_AT_MOST", document_bytes)
     rows = json.loads((SAMPLE / "server_segments.json").read_text())
     want = None
     for layout in LAYOUTS:

@@ -8,15 +8,17 @@ driver for a small run) put the rows of one segment in one place without a Spark
    partial-load outcomes of their shard groups (:func:`partial_frame`), and the used, visible
    segments' sort keys; one task per byte range of the replica file (JSON lines, or a JSON array
    of one object per line) parses its lines (:func:`~segment_balancer.druid.snapshot.segment_lines.parse_replica_lines`)
-   and writes the rows of historicals per bucket, numbered within the range;
+   and writes the rows of historicals per bucket, numbered within the range; a JSON array of any
+   other layout (one line, pretty-printed) of at most :data:`DOCUMENT_BYTES_AT_MOST` is one task's
+   whole, its objects parsed the same way;
 2. **index** (:func:`index_task`): one task sorts the sort keys newest first (end, start, id, all
    descending) and writes each segment's index per bucket;
 3. the join (``spark.prepare``): one task per group of buckets reads its buckets' files, makes
    the replica rows' numbers the file's (each range's offset added), and joins.
 
 A bucket is :func:`buckets_of` (a hash of the segment id that every process computes alike).
-A replica file of any other layout (a one-line or pretty-printed JSON array) is read by Spark's
-multi-line JSON reader, whose rows a Spark job writes per bucket (:func:`split_replicas_by_spark`).
+A larger replica file of another layout is read by Spark's multi-line JSON reader, whose rows a
+Spark job writes per bucket (``spark.prepare``).
 
 Source: ALGORITHM.md "Inputs"; Druid ``sys.server_segments``.
 """
@@ -58,6 +60,30 @@ SHAPE_COLUMNS = [
 ]
 """The timeline table's columns :func:`partial_frame` decides from: a segment, its shard group and
 its shape."""
+DOCUMENT_BYTES_AT_MOST = 32 * 1024 * 1024
+"""A replica file that is a JSON array neither JSON lines nor one object per line (one line, or
+pretty-printed) is parsed whole by one task when it is at most this many bytes (on disk, and
+decompressed as its gzip trailer records it): the layout ``document``. A larger one goes to
+Spark's multi-line JSON reader."""
+
+
+def document_layout(path, gzip: bool) -> bool:
+    """Whether the replica file ``path`` (not JSON lines, not one object per line) is small enough
+    for the layout ``document`` (:data:`DOCUMENT_BYTES_AT_MOST`)."""
+    import os
+
+    size = os.path.getsize(path)
+    if size > DOCUMENT_BYTES_AT_MOST:
+        return False
+    if not gzip:
+        return True
+    if size < 4:
+        return False
+    with open(path, "rb") as handle:
+        handle.seek(-4, os.SEEK_END)
+        return int.from_bytes(handle.read(4), "little") <= DOCUMENT_BYTES_AT_MOST
+
+
 SEGS_DIR = "segs"
 CANDS_DIR = "cands"
 INDEX_DIR = "index"
@@ -245,10 +271,26 @@ def _strip_array_line(line: bytes) -> bytes | None:
     return text[:-1] if text.endswith(b",") else text
 
 
+def _document_rows(data: bytes) -> list[tuple[int, bytes]] | None:
+    """The objects of the JSON array ``data`` (the layout ``document``), numbered from 0, each as
+    one line of JSON text; None when ``data`` is not UTF-8 JSON text whose value is an array of
+    objects (the reference reader judges it)."""
+    import json
+
+    try:
+        doc = json.loads(data.decode("utf-8"))
+    except (UnicodeDecodeError, ValueError, RecursionError):
+        return None
+    if not isinstance(doc, list) or not all(isinstance(e, dict) for e in doc):
+        return None
+    return [(i, json.dumps(e).encode()) for i, e in enumerate(doc)]
+
+
 def _split_replicas(item: dict) -> dict:
-    """Split task of one byte range of the replica file (the whole file for gzip): its lines (JSON
-    lines: the non-blank ones, numbered by line from 1 within the range; an array of one object per
-    line: the objects, numbered from 0 within the range) parsed, the rows of historicals written per
+    """Split task of one byte range of the replica file (the whole file for gzip and the layout
+    ``document``): its lines (JSON lines: the non-blank ones, numbered by line from 1 within the
+    range; an array of one object per line: the objects, numbered from 0 within the range; a
+    ``document``: the array's objects, numbered from 0) parsed, the rows of historicals written per
     bucket (``reps``: ``row``, ``server``, ``segment_id``). Returns the range's line and row counts
     and ``bad`` (a row the reference reader must judge, or a gzip file that does not decompress)."""
     import pyarrow.compute as pc
@@ -259,12 +301,18 @@ def _split_replicas(item: dict) -> dict:
 
     out = {"kind": "replicas", "index": item["index"], "lines": 0, "rows": 0, "bad": False, "buckets": []}
     try:
-        lines = split_lines(read_range(item["path"], item["start"], item["end"], item["gzip"]), item["start"] == 0)
+        data = read_range(item["path"], item["start"], item["end"], item["gzip"])
     except OSError:  # truncated or corrupt gzip: the reference reader's Spark job names the file
         return {**out, "bad": True}
-    if item["layout"] == "line":
+    if item["layout"] == "document":
+        lines, kept = [], _document_rows(data)
+        if kept is None:
+            return {**out, "bad": True}
+    elif item["layout"] == "line":
+        lines = split_lines(data, item["start"] == 0)
         kept = [(i + 1, line) for i, line in enumerate(lines) if not is_blank(line)]
     else:
+        lines = split_lines(data, item["start"] == 0)
         texts = (_strip_array_line(line) for line in lines)
         kept = [(i, t) for i, t in enumerate(t for t in texts if t is not None)]
     out.update(lines=len(lines), rows=len(kept))

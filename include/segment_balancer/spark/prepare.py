@@ -764,12 +764,15 @@ def _join_job(
     ]
     path = server_segments_path(snapshot).absolute()
     gz = path.name.endswith(".gz")
-    layout = (
-        "line" if path.name.endswith((".jsonl", ".jsonl.gz")) else "array" if _array_one_object_per_line(path) else None
-    )
+    if path.name.endswith((".jsonl", ".jsonl.gz")):
+        layout = "line"
+    elif _array_one_object_per_line(path):
+        layout = "array"
+    else:
+        layout = "document" if join_inputs.document_layout(path, gz) else None
     if layout is not None:
         size = path.stat().st_size
-        ranges = [(0, size)] if gz else line_ranges(path, range_bytes(size, cores))
+        ranges = [(0, size)] if gz or layout == "document" else line_ranges(path, range_bytes(size, cores))
         known, hist = sorted(all_names), sorted(historicals)
         items += [
             {
