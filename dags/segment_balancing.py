@@ -119,10 +119,9 @@ def segment_balancing():
     def validate_plan(run: dict) -> dict:
         """Great Expectations checks of the assembled plan (and of the other coordinator's, set beside
         it when the run compares them); fails the run when a check fails."""
-        from segment_balancer.plan.validation import attach_compared, require_valid
+        from segment_balancer.plan.validation import validate_run
 
-        attach_compared(run["plan_dir"], run["work"])
-        require_valid(run["plan_dir"], run["work"])
+        validate_run(run["plan_dir"], run["work"])
         return {"plan_dir": run["plan_dir"], "valid": True}
 
     @task(outlets=[PLANS])

@@ -336,29 +336,3 @@ def test_a_large_assignment_out_of_segment_order_is_refused(tmp_path, monkeypatc
     plan, work = write_plan(tmp_path, assign=pd.concat([assignment()] * 2, ignore_index=True))
     with pytest.raises(ValueError, match="assignment.parquet: row 5: segment ids out of order"):
         validate_plan(plan, work)
-
-
-def test_validation_while_great_expectations_is_imported_in_the_background(druid_sample_planned):
-    """A plan of a few segments reaches validation while the background import of GX still runs:
-    validation waits for it (two threads importing GX at once fail on its circular imports:
-    "partially initialized module"). A fresh process, where GX is not imported yet."""
-    import subprocess
-    import sys
-
-    base = druid_sample_planned[0]
-    code = (
-        "import sys, time\n"
-        "from segment_balancer.plan.validation import import_in_background, validate_plan\n"
-        "import_in_background()\n"
-        "time.sleep(0.3)\n"  # the background import under way, far from done (some 4 s)
-        "report = validate_plan(sys.argv[1], sys.argv[2])\n"
-        "print(report['success'])\n"
-    )
-    out = subprocess.run(
-        [sys.executable, "-c", code, str(base / "plan"), str(base / "work")],
-        capture_output=True,
-        text=True,
-        timeout=300,
-    )
-    assert out.returncode == 0, out.stderr[-2000:]
-    assert out.stdout.strip().splitlines()[-1] == "True"

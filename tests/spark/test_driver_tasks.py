@@ -1,7 +1,7 @@
 """The dispatch point of small work (``spark.session.run_tasks`` under ``driver_tasks``): a run of at
 most ``DRIVER_TASKS_AT_MOST_SEGMENTS`` segments calls its task functions on the driver, and the plan
 is the one the same functions make as Spark tasks, for every bundled snapshot and hand-worked
-scenario, with both coordinators."""
+scenario, with both coordinators; and it never starts a Spark session (``LazySession``)."""
 
 from __future__ import annotations
 
@@ -77,9 +77,65 @@ def test_a_small_run_plans_the_same_on_the_driver_and_in_spark_tasks(
         return len(calls)
 
     caplog.set_level(logging.DEBUG, logger=S.__name__)
-    run_plan(spark, snapshot, tmp_path / "driver", overrides={"coordinator": coordinator})
+    lazy = S.LazySession(lambda: spark)
+    run_plan(lazy, snapshot, tmp_path / "driver", overrides={"coordinator": coordinator})
     assert on_the_driver() > 0
+    assert not lazy.started  # a small run needs no Spark session: the CLI starts no JVM for it
     monkeypatch.setenv(S.DRIVER_TASKS_ENV, "-1")
     run_plan(spark, snapshot, tmp_path / "spark", overrides={"coordinator": coordinator})
     assert on_the_driver() == 0
     assert fingerprint(tmp_path / "driver") == fingerprint(tmp_path / "spark")
+
+
+@pytest.mark.parametrize("coordinator", ["issue7458", "druid"])
+def test_a_small_plan_compared_with_the_other_coordinator_starts_no_session(tmp_path, coordinator):
+    from segment_balancer.tools.pipeline import run_plan
+
+    def refuse():
+        raise AssertionError("a small plan started a Spark session")
+
+    lazy = S.LazySession(refuse)
+    summary = run_plan(lazy, SMALL[1], tmp_path / "plan", coordinator=coordinator, compare=True)
+    assert summary["operations"] > 0 and (tmp_path / "plan" / "comparison.json").is_file()
+    assert not lazy.started
+    S.release(lazy)  # nothing to release, nothing started
+    S.detach(lazy)
+    assert not lazy.started
+
+
+def test_a_lazy_session_starts_on_first_use_with_the_tags_added_before():
+    started = []
+
+    class Session:
+        def __init__(self):
+            self.tags = set()
+            self.conf = type("Conf", (), {"get": staticmethod(lambda key: "7")})()
+
+        def addTag(self, tag):  # noqa: N802
+            self.tags.add(tag)
+
+        def removeTag(self, tag):  # noqa: N802
+            self.tags.discard(tag)
+
+    def factory():
+        started.append(Session())
+        return started[-1]
+
+    lazy = S.LazySession(factory)
+    lazy.addTag("a")
+    lazy.addTag("b")
+    lazy.removeTag("a")
+    assert not lazy.started and lazy.if_started is None
+    import os
+
+    from segment_balancer.common.spark_columns import parallelism
+
+    assert parallelism(lazy) == max(2, os.cpu_count())  # asked before the start: starts nothing
+    assert not lazy.started
+    assert lazy.tags == {"b"}  # the first attribute of the session's own starts it, tags given
+    assert len(started) == 1 and lazy.started and lazy.if_started is started[0]
+    lazy.addTag("c")
+    lazy.removeTag("b")
+    assert started[0].tags == {"c"}
+    assert parallelism(lazy) == 7  # the started session's spark.sql.shuffle.partitions
+    assert len(started) == 1

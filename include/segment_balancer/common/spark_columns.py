@@ -4,11 +4,16 @@ and the Spark applications alike."""
 
 from __future__ import annotations
 
+import os
+
 
 def parallelism(spark) -> int:
     """The cores the application's shuffles are spread over: ``spark.sql.shuffle.partitions``
     (:func:`get_session` sets it to the default parallelism; a Connect server is started with it),
-    at least 2."""
+    at least 2. A session not started yet (``spark.session.LazySession``) is not started for it:
+    this machine's cores, as ``local[*]`` would have."""
+    if getattr(spark, "started", True) is False:
+        return max(2, os.cpu_count() or 2)
     return max(2, int(spark.conf.get("spark.sql.shuffle.partitions") or 2))
 
 

@@ -25,7 +25,6 @@ from __future__ import annotations
 import json
 import logging
 import os
-import threading
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from pathlib import Path
@@ -70,14 +69,12 @@ _REQUIRED = {
 
 
 def gx():
-    """The ``great_expectations`` module, imported on first use (its import takes some 4 s: a
-    caller that plans first, such as the CLI, starts it in the background with
-    :func:`import_in_background`), with GX's usage analytics off and, unless a level was set for
-    it, its logger at WARNING: on import GX logs some 200 INFO lines of its own set-up ("Skipping
-    registering function …"), in the CLI's log and the validate task's alike."""
-    loading = _BACKGROUND_IMPORT[0]
-    if loading is not None and loading is not threading.current_thread():
-        loading.join()  # GX's circular imports fail when a second thread imports it midway
+    """The ``great_expectations`` module, imported on first use (its import takes some 6 s of
+    Python: a caller that plans first, such as the CLI, validates in a
+    :class:`~segment_balancer.plan.validation_process.ValidationProcess`, which imports it while the
+    plan is made), with GX's usage analytics off and, unless a level was set for it, its logger at
+    WARNING: on import GX logs some 200 INFO lines of its own set-up ("Skipping registering
+    function …"), in the CLI's log and the validate task's alike."""
     os.environ.setdefault("GX_ANALYTICS_ENABLED", "false")
     gx_log = logging.getLogger("great_expectations")
     if gx_log.level == logging.NOTSET:
@@ -87,33 +84,15 @@ def gx():
     return great_expectations
 
 
-def import_in_background() -> None:
-    """Import Great Expectations in a daemon thread, so that its import overlaps the Spark work of
-    a plan instead of following it (the thread waits on nothing; a failed import surfaces again,
-    with its traceback, when :func:`validate_plan` imports it). :func:`gx` waits for it in any other
-    thread: two threads importing GX at once fail on its circular imports."""
-
-    def load() -> None:
-        try:
-            gx()
-        except Exception:  # noqa: BLE001 - validate_plan's own import reports it
-            pass
-
-    if _BACKGROUND_IMPORT[0] is None:
-        _BACKGROUND_IMPORT[0] = threading.Thread(target=load, name="import-great-expectations", daemon=True)
-        _BACKGROUND_IMPORT[0].start()
-
-
-_BACKGROUND_IMPORT: list[threading.Thread | None] = [None]
-"""The thread of :func:`import_in_background`, which :func:`gx` waits for in any other thread."""
-
-
 class PlanValidationError(RuntimeError):
     """A plan failed validation; ``report`` holds the full report of ``validate_plan``."""
 
     def __init__(self, message: str, report: dict):
         super().__init__(message)
         self.report = report
+
+    def __reduce__(self):
+        return (PlanValidationError, (str(self), self.report))
 
 
 @dataclass
@@ -625,7 +604,7 @@ def validate_plan(plan_dir: str | Path, work_dir: str | Path) -> dict:
     """
     plan_dir = Path(plan_dir)
     inp = load_inputs(plan_dir, work_dir)
-    ctx = gx().get_context(mode="ephemeral")  # gx() first: it waits for a background import
+    ctx = gx().get_context(mode="ephemeral")
     from great_expectations.data_context.types.base import ProgressBarsConfig
 
     ctx.variables.progress_bars = ProgressBarsConfig(globally=False)
@@ -658,6 +637,14 @@ def require_valid(plan_dir: str | Path, work_dir: str | Path) -> dict:
                 f"examples: {json.dumps(check['examples'][:3], default=str)}"
             )
     raise PlanValidationError("\n".join(lines), report)
+
+
+def validate_run(plan_dir: str | Path, work_dir: str | Path) -> dict:
+    """The gate of a run whose plan is ``plan_dir`` (work directory ``work_dir``): the other
+    coordinator's plan first when the run compared them (:func:`attach_compared`), then the run's
+    own (:func:`require_valid`). Returns the run's report; raises ``PlanValidationError``."""
+    attach_compared(plan_dir, work_dir)
+    return require_valid(plan_dir, work_dir)
 
 
 def attach_compared(plan_dir: str | Path, work_dir: str | Path) -> Path | None:

@@ -76,8 +76,67 @@ class SparkUnreachable(RuntimeError):
 
 
 def is_connect(spark) -> bool:
-    """Whether ``spark`` is a Spark Connect session (no ``SparkContext``, no JVM in this process)."""
+    """Whether ``spark`` is a Spark Connect session (no ``SparkContext``, no JVM in this process);
+    for a :class:`LazySession`, whether the session it started is one (False before it starts)."""
+    if isinstance(spark, LazySession):
+        return spark.started and is_connect(spark.session)
     return type(spark).__module__.startswith("pyspark.sql.connect")
+
+
+class LazySession:
+    """A Spark session started on first use: ``factory()`` (:func:`local_session`, say) is called
+    the first time an attribute other than ``addTag``/``removeTag`` is read, and every attribute
+    is then the session's. A run whose applications all run their task functions on the driver
+    (:func:`driver_tasks`) never starts one: no JVM (4–7 s), no Connect session.
+
+    Job tags added before the start are kept and given to the session when it starts, so its
+    first jobs carry them as they would have. :func:`release` and :func:`detach` leave an
+    unstarted one alone."""
+
+    def __init__(self, factory: Callable[[], Any]):
+        self._factory = factory
+        self._session = None
+        self._tags: list[str] = []
+
+    @property
+    def started(self) -> bool:
+        """Whether the session has been started."""
+        return self._session is not None
+
+    @property
+    def if_started(self):
+        """The session, or None when it has not been started."""
+        return self._session
+
+    @property
+    def session(self):
+        """The session, started now if it was not."""
+        if self._session is None:
+            logging.getLogger(__name__).debug("starting the Spark session on first use")
+            session = self._factory()
+            for tag in self._tags:
+                session.addTag(tag)
+            self._session = session
+        return self._session
+
+    def addTag(self, tag: str) -> None:  # noqa: N802 - SparkSession's name
+        """``SparkSession.addTag``, kept until the start when the session is not started."""
+        if self._session is None:
+            self._tags.append(tag)
+        else:
+            self._session.addTag(tag)
+
+    def removeTag(self, tag: str) -> None:  # noqa: N802 - SparkSession's name
+        """``SparkSession.removeTag``, or forget a tag kept for the start."""
+        if self._session is None:
+            self._tags.remove(tag)
+        else:
+            self._session.removeTag(tag)
+
+    def __getattr__(self, name: str):
+        if name.startswith("_"):
+            raise AttributeError(name)
+        return getattr(self.session, name)
 
 
 def port_open(host: str, port: int, timeout: float = 1.0) -> bool:
@@ -129,7 +188,9 @@ def remote_session(url: str):
 def detach(spark) -> None:
     """Leave the session without ending it: a Connect session stays on the server for the next
     task of the run (closed here, not released there); a classic session is left as it is."""
-    if is_connect(spark):
+    if isinstance(spark, LazySession):
+        spark = spark.if_started
+    if spark is not None and is_connect(spark):
         spark.release_session_on_close = False
         spark.stop()
 
@@ -204,8 +265,11 @@ def release(spark) -> None:
     """End a session for good: a Connect session is released on the server (its cached tables,
     views and state) and its Python daemon on this machine ended (:func:`end_python_daemons`; a
     server elsewhere keeps it until it restarts). A classic session is left as it is (it ends
-    with its process). Never raises for a server that is gone."""
-    if not is_connect(spark):
+    with its process), and so is a :class:`LazySession` never started. Never raises for a server
+    that is gone."""
+    if isinstance(spark, LazySession):
+        spark = spark.if_started
+    if spark is None or not is_connect(spark):
         return
     import logging
 
@@ -274,6 +338,17 @@ def local_session(app_name: str = "segment_balancer", remote: str | None = None)
             "PYSPARK_SUBMIT_ARGS", f'--driver-java-options "{local_driver_java_options()}" pyspark-shell'
         )
     return get_session(app_name, master)
+
+
+def lazy_local_session(app_name: str = "segment_balancer", remote: str | None = None) -> LazySession:
+    """:func:`local_session` started on first use (:class:`LazySession`; the CLI's). A Connect
+    server named by ``remote`` or ``$SPARK_REMOTE`` is checked at once all the same
+    (:func:`check_reachable`): a URL that does not answer fails the command before any work, even a
+    run that would need no session."""
+    remote = remote or os.environ.get("SPARK_REMOTE")
+    if remote:
+        check_reachable(remote)
+    return LazySession(lambda: local_session(app_name, remote=remote))
 
 
 DRIVER_TASKS_AT_MOST_SEGMENTS = 5_000

@@ -29,6 +29,7 @@ import re
 import shutil
 import sys
 import traceback
+from contextlib import ExitStack
 from pathlib import Path
 
 from segment_balancer.common.errors import InputError
@@ -384,8 +385,9 @@ REMOTE_HELP = (
 )
 
 
-def _run_spark_command(spark, args, overrides: dict | None) -> None:
-    """``plan`` or ``simulate`` on session ``spark`` with the ``--config`` ``overrides`` (checked)."""
+def _run_spark_command(spark, args, overrides: dict | None, gate) -> None:
+    """``plan`` or ``simulate`` on session ``spark`` with the ``--config`` ``overrides`` (checked),
+    their plans validated by ``gate`` (a ``ValidationProcess``)."""
     if args.command == "plan":
         from segment_balancer.tools.whatif import WhatIf, parse_add
 
@@ -400,6 +402,7 @@ def _run_spark_command(spark, args, overrides: dict | None) -> None:
             args.balancer_state,
             args.coordinator,
             args.compare,
+            validator=gate,
         )
         print_summary(args.out)
         print_written("plan", args.out)
@@ -411,6 +414,7 @@ def _run_spark_command(spark, args, overrides: dict | None) -> None:
             "load_failure_rate": args.load_failure_rate,
             "seed": args.seed,
             "coordinator": args.coordinator,
+            "validator": gate,
         }
         if args.compare_margins and args.coordinator not in (None, DEFAULT_COORDINATOR):
             raise InputError(f"--compare-margins compares margins of {DEFAULT_COORDINATOR}'s balancing, not druid's")
@@ -652,6 +656,7 @@ def main(argv=None) -> int:
     from segment_balancer.common.errors import INPUT_REFUSED, InputError
     from segment_balancer.common.files import WriteError
     from segment_balancer.plan.validation import PlanValidationError
+    from segment_balancer.plan.validation_process import ValidationProcessError
     from segment_balancer.spark.session import SparkUnreachable
     from segment_balancer.tools.capture import CaptureError
 
@@ -659,6 +664,7 @@ def main(argv=None) -> int:
     parser = _parser()
     parser.given = argv
     args = parser.parse_args(argv)
+    stack = ExitStack()  # what a command started (the validation process), ended however it ends
     try:
         _check_directories(args)
         if args.command == "summary" and args.brief:
@@ -729,8 +735,11 @@ def main(argv=None) -> int:
 
             print(f"{import_druid_segments_sql(args.sql, args.out)} segments written to {args.out}")
         else:
-            from segment_balancer.spark.session import local_session, release
+            from segment_balancer.plan.validation_process import ValidationProcess
+            from segment_balancer.spark.session import lazy_local_session, release
 
+            # Great Expectations imported by a process of its own from now on, while the plans are made
+            gate = stack.enter_context(ValidationProcess())
             # the user's own overrides: an unknown key is refused here, naming the file, before any JVM
             overrides = read_overrides(args.config)
             check_override_keys(overrides, f"--config {args.config}")
@@ -742,15 +751,16 @@ def main(argv=None) -> int:
             for key in ("snapshot", "out", "work", "balancer_state"):
                 if getattr(args, key, None) is not None:
                     setattr(args, key, getattr(args, key).absolute())
-            spark = local_session(f"segment_balancer.{args.command}", remote=args.remote)
+            # started on first use: a run whose applications all run on the driver starts no JVM
+            spark = lazy_local_session(f"segment_balancer.{args.command}", remote=args.remote)
             try:
-                _run_spark_command(spark, args, overrides)
+                _run_spark_command(spark, args, overrides, gate)
             finally:
                 release(spark)  # a Connect session: released, its Python daemon ended
     except InputError as exc:
         print(f"{INPUT_REFUSED}{exc}", file=sys.stderr)
         return 2
-    except (OSError, WriteError, SparkUnreachable, CaptureError, PlanValidationError) as exc:
+    except (OSError, WriteError, SparkUnreachable, CaptureError, PlanValidationError, ValidationProcessError) as exc:
         # the machine's or a service's (a full disk, a Spark server or a Druid cluster not answering),
         # or a plan the validation gate kept from publishing: its own message, nothing published
         print(f"error: {exc}", file=sys.stderr)
@@ -762,4 +772,6 @@ def main(argv=None) -> int:
             file=sys.stderr,
         )
         return 1
+    finally:
+        stack.close()
     return 0

@@ -22,6 +22,7 @@ def run_plan(
     balancer_state: Path | None = None,
     coordinator: str | None = None,
     compare: bool = False,
+    validator=None,
 ) -> dict:
     """Run every application of the coordinator's run in order (``COORDINATOR_APP_NAMES``: the
     algorithm of #7458, or ``druid``, Druid's own Coordinator), validate, and publish to ``out``.
@@ -30,7 +31,11 @@ def run_plan(
     plans the same snapshot too, from the same timeline and prepared tables (the application
     ``compare_coordinators``, in a fork of the work directory); its plan, validated, goes into the
     published plan as ``compared/<coordinator>/``, with ``comparison.json``
-    (:func:`segment_balancer.plan.validation.attach_compared`).
+    (:func:`segment_balancer.plan.validation.validate_run`).
+
+    ``validator``: the :class:`~segment_balancer.plan.validation_process.ValidationProcess` that
+    validates the plan (one for many plans, as a simulation's runs); None: one started at once,
+    importing Great Expectations while the plan is made, and ended on return.
 
     ``edits``: a ``whatif.WhatIf`` applied to a copy of ``snapshot`` first (recorded in the
     summary's ``whatif``). ``balancer_state``: the previous plan's ``balancer_state.json`` the run
@@ -40,7 +45,7 @@ def run_plan(
     (nothing published, an earlier plan at ``out`` untouched).
     """
     from segment_balancer.plan.publish import publish_plan
-    from segment_balancer.plan.validation import attach_compared, import_in_background, require_valid
+    from segment_balancer.plan.validation_process import ValidationProcess
     from segment_balancer.planner.balancer_state import give_previous
     from segment_balancer.planner.config import load_config
     from segment_balancer.planner.stages import COMPARE_APP, COORDINATOR_APP_NAMES
@@ -48,8 +53,7 @@ def run_plan(
     from segment_balancer.spark.workdir import request_compare
     from segment_balancer.tools.whatif import apply_to_run
 
-    import_in_background()
-
+    gate = validator or ValidationProcess()
     own_work = work is None
     work = Path(work or tempfile.mkdtemp(prefix="segment_balancer-work-")).absolute()
     log = logging.getLogger("segment_balancer.plan")
@@ -66,10 +70,12 @@ def run_plan(
         for name in [*COORDINATOR_APP_NAMES[coordinator], COMPARE_APP]:
             log.info("running %s", name)
             xcom = run_app(spark, name, snapshot, work, xcom, overrides)
-        attach_compared(work / "plan", work)
-        require_valid(work / "plan", work)
+        log.info("validating the plan (Great Expectations)")
+        gate.validate(work / "plan", work)
         publish_plan(work / "plan", out)
         return json.loads((Path(out) / "summary.json").read_text())
     finally:
+        if validator is None:
+            gate.close()
         if own_work:
             shutil.rmtree(work, ignore_errors=True)

@@ -402,6 +402,7 @@ def simulate(
     balancer_state: Path | None = None,
     plan_on=None,
     coordinator: str | None = None,
+    validator=None,
 ) -> pd.DataFrame:
     """Plan and apply ``runs`` times from ``snapshot``; returns the ``runs.csv`` frame
     (:data:`RUN_COLUMNS`, one row per run) and writes ``out/`` (module docstring).
@@ -417,11 +418,14 @@ def simulate(
     ``snapshot`` all the same; ``benchmarks/sim_strategies.py``'s jitter case). ``coordinator``:
     who plans each run (``issue7458`` or ``druid``, Druid's own Coordinator; None: the config key
     ``coordinator``). The segments a ``druid`` run marks unused (drop rules, overshadowed segments)
-    are unused in the next snapshot, as in Druid's metadata.
+    are unused in the next snapshot, as in Druid's metadata. ``validator``: the
+    ``ValidationProcess`` that validates every run's plan (None: one started at the first plan and
+    ended on return).
 
     Raises ``ValueError`` for ``runs`` < 1 or only one of ``first_plan``/``first_work``, and what
     :func:`apply_plan` and ``run_plan`` raise (``SnapshotError`` on bad input, ``PlanValidationError``).
     """
+    from segment_balancer.plan.validation_process import ValidationProcess
     from segment_balancer.spark.druid_plan import druid_record
     from segment_balancer.tools.pipeline import run_plan
 
@@ -432,60 +436,77 @@ def simulate(
     out = Path(out)
     out.mkdir(parents=True, exist_ok=True)
     current, rows, state = Path(snapshot), [], balancer_state
-    for run in range(1, runs + 1):
-        base = out / f"run-{run:03d}"
-        base.mkdir(exist_ok=True)
-        if run == 1 and first_plan is not None:
-            work = Path(first_work)
-            shutil.rmtree(base / "plan", ignore_errors=True)
-            shutil.copytree(first_plan, base / "plan", ignore=shutil.ignore_patterns(".*"))
-        else:
-            work = base / "work"
-            shutil.rmtree(work, ignore_errors=True)
-            planned = current if plan_on is None else Path(plan_on(run, current, base))
-            run_plan(spark, planned, base / "plan", overrides, work=work, balancer_state=state, coordinator=coordinator)
-        summary = read_plan_summary(base / "plan")
-        if (work / NEXT_STATE_FILE).exists():
-            state = base / STATE_FILE
-            link_or_copy(work / NEXT_STATE_FILE, state)
-        segments = pd.read_parquet(
-            work / "prepared" / "segments.parquet",
-            columns=["segment_id", "datasource", "start_ms", "end_ms", "size_bytes"],
-        )
-        segments = segments.drop_duplicates("segment_id")
-        sizes = segments.set_index("segment_id")["size_bytes"]
-        record = druid_record(work)
-        unused = frozenset(record["marked_unused"] + record["overshadowed_marked_unused"]) if record else frozenset()
-        applied = apply_plan(
-            current,
-            base / "plan",
-            sizes,
-            base / "snapshot",
-            run,
-            loads_per_run=loads_per_run,
-            load_failure_rate=load_failure_rate,
-            seed=seed,
-            period_ms=int(summary.config.get("coordinatorPeriodMillis", 60_000)),
-            marked_unused=unused,
-        )
-        if work == base / "work":
-            shutil.rmtree(work, ignore_errors=True)
-        applied.historicals.to_csv(base / "historicals.csv", index=False)
-        ops = pd.read_parquet(
-            base / "plan" / "operations.parquet", columns=["op_id", "stage", "action", "size_bytes", "depends_on"]
-        )
-        rows.append(run_row(run, current, summary, applied, ops, segments.drop(columns="size_bytes")))
-        log.info(
-            "run %d of %d: %d loads (%d balancing moves), %d drops; max - min segments %d%s",
-            run,
-            runs,
-            summary.loads,
-            rows[-1]["balancing_moves"],
-            summary.drops,
-            rows[-1]["segments_max_minus_min"],
-            " (stable)" if rows[-1]["stable"] else "",
-        )
-        current = base / "snapshot"
+    gate = validator
+    try:
+        for run in range(1, runs + 1):
+            base = out / f"run-{run:03d}"
+            base.mkdir(exist_ok=True)
+            if run == 1 and first_plan is not None:
+                work = Path(first_work)
+                shutil.rmtree(base / "plan", ignore_errors=True)
+                shutil.copytree(first_plan, base / "plan", ignore=shutil.ignore_patterns(".*"))
+            else:
+                work = base / "work"
+                shutil.rmtree(work, ignore_errors=True)
+                planned = current if plan_on is None else Path(plan_on(run, current, base))
+                gate = gate or ValidationProcess()  # GX imported once, for every run
+                run_plan(
+                    spark,
+                    planned,
+                    base / "plan",
+                    overrides,
+                    work=work,
+                    balancer_state=state,
+                    coordinator=coordinator,
+                    validator=gate,
+                )
+            summary = read_plan_summary(base / "plan")
+            if (work / NEXT_STATE_FILE).exists():
+                state = base / STATE_FILE
+                link_or_copy(work / NEXT_STATE_FILE, state)
+            segments = pd.read_parquet(
+                work / "prepared" / "segments.parquet",
+                columns=["segment_id", "datasource", "start_ms", "end_ms", "size_bytes"],
+            )
+            segments = segments.drop_duplicates("segment_id")
+            sizes = segments.set_index("segment_id")["size_bytes"]
+            record = druid_record(work)
+            unused = (
+                frozenset(record["marked_unused"] + record["overshadowed_marked_unused"]) if record else frozenset()
+            )
+            applied = apply_plan(
+                current,
+                base / "plan",
+                sizes,
+                base / "snapshot",
+                run,
+                loads_per_run=loads_per_run,
+                load_failure_rate=load_failure_rate,
+                seed=seed,
+                period_ms=int(summary.config.get("coordinatorPeriodMillis", 60_000)),
+                marked_unused=unused,
+            )
+            if work == base / "work":
+                shutil.rmtree(work, ignore_errors=True)
+            applied.historicals.to_csv(base / "historicals.csv", index=False)
+            ops = pd.read_parquet(
+                base / "plan" / "operations.parquet", columns=["op_id", "stage", "action", "size_bytes", "depends_on"]
+            )
+            rows.append(run_row(run, current, summary, applied, ops, segments.drop(columns="size_bytes")))
+            log.info(
+                "run %d of %d: %d loads (%d balancing moves), %d drops; max - min segments %d%s",
+                run,
+                runs,
+                summary.loads,
+                rows[-1]["balancing_moves"],
+                summary.drops,
+                rows[-1]["segments_max_minus_min"],
+                " (stable)" if rows[-1]["stable"] else "",
+            )
+            current = base / "snapshot"
+    finally:
+        if gate is not None and validator is None:
+            gate.close()
     table = pd.DataFrame(rows, columns=RUN_COLUMNS)
     write_text_atomic(table.to_csv(index=False), out / "runs.csv")
     write_simulation_report(out)
