@@ -4,21 +4,23 @@ Three passes of :func:`segment_balancer.spark.session.run_tasks` (Spark jobs, or
 driver for a small run) put the rows of one segment in one place without a Spark shuffle:
 
 1. **split** (:func:`split_task`): one task per part of the timeline table (a datasource's rows
-   are in one part, ``spark.used_segments``) writes its segments' join rows per bucket, with the
+   are in one part, ``spark.used_segments``) writes its segments' join rows per join task, with the
    partial-load outcomes of their shard groups (:func:`partial_frame`), and the used, visible
    segments' sort keys; one task per byte range of the replica file (JSON lines, or a JSON array
    of one object per line) parses its lines (:func:`~segment_balancer.druid.snapshot.segment_lines.parse_replica_lines`)
-   and writes the rows of historicals per bucket, numbered within the range; a JSON array of any
+   and writes the rows of historicals per join task, numbered within the range; a JSON array of any
    other layout (one line, pretty-printed) of at most :data:`DOCUMENT_BYTES_AT_MOST` is one task's
    whole, its objects parsed the same way;
 2. **index** (:func:`index_task`): one task sorts the sort keys newest first (end, start, id, all
-   descending) and writes each segment's index per bucket;
-3. the join (``spark.prepare``): one task per group of buckets reads its buckets' files, makes
-   the replica rows' numbers the file's (each range's offset added), and joins.
+   descending) and writes each segment's index per join task;
+3. the join (``spark.prepare``): one task per group of buckets (bucket modulo the tasks) reads
+   its files (:func:`part_dir`, each row with its bucket), makes the replica rows' numbers the
+   file's (each range's offset added), orders the rows by bucket as if read bucket by bucket, and
+   joins.
 
 A bucket is :func:`buckets_of` (a hash of the segment id that every process computes alike).
 A larger replica file of another layout is read by Spark's multi-line JSON reader, whose rows a
-Spark job writes per bucket (``spark.prepare``).
+Spark job writes per join task (``spark.prepare``).
 
 Source: ALGORITHM.md "Inputs"; Druid ``sys.server_segments``.
 """
@@ -103,29 +105,34 @@ def buckets_of(segment_ids, buckets: int) -> np.ndarray:
     return (pd.util.hash_array(ids) % np.uint64(buckets)).astype(np.int32)
 
 
-def bucket_dir(scratch: str, side: str, bucket: int) -> str:
-    """The directory of one side's files of one bucket under ``scratch``."""
-    return f"{scratch}/{side}/bucket-{bucket:05d}"
+def part_dir(scratch: str, side: str, part: int) -> str:
+    """The directory of one side's files of one join task (``part``) under ``scratch``."""
+    return f"{scratch}/{side}/part-{part:05d}"
 
 
-def write_per_bucket(fs, scratch: str, side: str, name: str, table, buckets: np.ndarray) -> list[int]:
-    """Write the rows of ``table`` whose bucket is ``b`` to ``bucket_dir(scratch, side, b)/name``,
-    for each bucket present; returns the buckets written, sorted."""
+def write_per_part(fs, scratch: str, side: str, name: str, table, buckets: np.ndarray, parts: int) -> list[int]:
+    """Write the rows of ``table`` (with ``buckets``, their buckets, as the int32 column ``bucket``)
+    whose join task is ``p`` (bucket modulo ``parts``) to ``part_dir(scratch, side, p)/name``, in
+    their order, for each ``p`` present; returns the parts written, sorted. One file per task and
+    input rather than per bucket: a small run writes and reads a few files, not hundreds."""
     import pyarrow as pa
     import pyarrow.parquet as pq
 
     written = []
     if table.num_rows == 0:
         return written
-    order = np.argsort(buckets, kind="stable")
-    sorted_buckets = buckets[order]
-    cuts = np.flatnonzero(np.diff(sorted_buckets)) + 1
+    buckets = np.asarray(buckets, np.int32)
+    if "bucket" not in table.column_names:
+        table = table.append_column("bucket", pa.array(buckets, pa.int32()))
+    part_of = buckets % parts
+    order = np.argsort(part_of, kind="stable")
+    cuts = np.flatnonzero(np.diff(part_of[order])) + 1
     for rows in np.split(order, cuts):
-        b = int(buckets[rows[0]])
-        directory = bucket_dir(scratch, side, b)
+        part = int(part_of[rows[0]])
+        directory = part_dir(scratch, side, part)
         fs.create_dir(directory, recursive=True)
         pq.write_table(table.take(pa.array(rows, pa.int64())), f"{directory}/{name}", filesystem=fs)
-        written.append(b)
+        written.append(part)
     return sorted(written)
 
 
@@ -190,7 +197,7 @@ def partial_frame(pdf, rules: dict, now_ms: int):
 
 
 def _split_timeline(item: dict) -> dict:
-    """Split task of one part of the timeline table: its segments' side-0 join rows per bucket
+    """Split task of one part of the timeline table: its segments' side-0 join rows per join task
     (``segs``) and the used, visible segments' sort keys (``cands``: ``segment_id``, ``line``,
     ``start_ms``, ``end_ms``, ``bucket``)."""
     import pyarrow as pa
@@ -253,13 +260,13 @@ def _split_timeline(item: dict) -> dict:
     )
     fs, scratch = filesystem(item["scratch"])
     name = f"t-{item['index']:05d}.parquet"
-    written = write_per_bucket(fs, scratch, SEGS_DIR, name, segs, bucket)
+    written = write_per_part(fs, scratch, SEGS_DIR, name, segs, bucket, item["parts"])
     cands = t.select(["segment_id", "line", "start_ms", "end_ms"]).append_column("bucket", pa.array(bucket, pa.int32()))
     cands = cands.filter(visible)
     if cands.num_rows:
         fs.create_dir(f"{scratch}/{CANDS_DIR}", recursive=True)
         pq.write_table(cands, f"{scratch}/{CANDS_DIR}/{name}", filesystem=fs)
-    return {"kind": "timeline", "index": item["index"], "buckets": written}
+    return {"kind": "timeline", "index": item["index"], "parts": written}
 
 
 def _strip_array_line(line: bytes) -> bytes | None:
@@ -299,7 +306,7 @@ def _split_replicas(item: dict) -> dict:
     from segment_balancer.druid.snapshot.lines import is_blank, read_range, split_lines
     from segment_balancer.druid.snapshot.segment_lines import parse_replica_lines
 
-    out = {"kind": "replicas", "index": item["index"], "lines": 0, "rows": 0, "bad": False, "buckets": []}
+    out = {"kind": "replicas", "index": item["index"], "lines": 0, "rows": 0, "bad": False, "parts": []}
     try:
         data = read_range(item["path"], item["start"], item["end"], item["gzip"])
     except OSError:  # truncated or corrupt gzip: the reference reader's Spark job names the file
@@ -330,7 +337,9 @@ def _split_replicas(item: dict) -> dict:
     table = table.filter(pc.fill_null(table.column("historical"), False)).select(["row", "server", "segment_id"])
     fs, scratch = filesystem(item["scratch"])
     buckets = buckets_of(table.column("segment_id"), item["buckets"])
-    out["buckets"] = write_per_bucket(fs, scratch, REPS_DIR, f"r-{item['index']:05d}.parquet", table, buckets)
+    out["parts"] = write_per_part(
+        fs, scratch, REPS_DIR, f"r-{item['index']:05d}.parquet", table, buckets, item["parts"]
+    )
     return out
 
 
@@ -342,7 +351,7 @@ def split_task(item: dict) -> dict:
 def index_task(item: dict) -> int:
     """The index pass's task: every used, visible segment's sort keys (``cands``) sorted newest
     first (end, start, id, all descending: Spark's order of the same keys, strings by their UTF-8
-    bytes), numbered from 0, written per bucket (``index``: ``segment_id``, ``line``, ``idx``).
+    bytes), numbered from 0, written per join task (``index``: ``segment_id``, ``line``, ``idx``).
     Returns how many."""
     import pyarrow as pa
     import pyarrow.parquet as pq
@@ -365,7 +374,6 @@ def index_task(item: dict) -> int:
             "idx": pa.array(np.arange(n, dtype=np.int64)),
         }
     )
-    write_per_bucket(
-        fs, scratch, INDEX_DIR, "index.parquet", index, np.asarray(cands.column("bucket").to_numpy(), np.int32)
-    )
+    buckets = np.asarray(cands.column("bucket").to_numpy(), np.int32)
+    write_per_part(fs, scratch, INDEX_DIR, "index.parquet", index, buckets, item["parts"])
     return n

@@ -660,7 +660,7 @@ def _join_schema():
 
 
 def _join_task(item: dict) -> dict:
-    """Join task of one group of buckets (``item``: ``part``, ``buckets``, ``offsets`` (``{replica
+    """Join task of one group of buckets (``item``: ``part``, ``offsets`` (``{replica
     range index: rows before it}``), ``queue`` (the load-queue rows of these buckets, tuples of
     :func:`_queue_rows`), ``inputs`` (the split passes' directory), ``out`` (the scratch directory of
     the frames), ``ctx``): the buckets' rows of every side (:mod:`segment_balancer.spark.join_inputs`),
@@ -689,19 +689,19 @@ def _join_task(item: dict) -> dict:
         return pa.Table.from_arrays(cols, schema=schema)
 
     tables = []
-    for bucket in item["buckets"]:
-        for side in (join_inputs.SEGS_DIR, join_inputs.INDEX_DIR, join_inputs.REPS_DIR):
-            found = fs.get_file_info(FileSelector(join_inputs.bucket_dir(inputs, side, bucket), allow_not_found=True))
-            for info in sorted(found, key=lambda i: i.path):
-                table = pq.read_table(info.path, filesystem=fs)
-                if side == join_inputs.REPS_DIR:
-                    name = info.base_name
-                    offset = item["offsets"].get(int(name[2:7]), 0) if name.startswith("r-") else 0
-                    table = table.set_column(
-                        table.column_names.index("row"), "row", pc.add(table.column("row"), offset)
-                    )
-                    table = conformed(table, side=2, bucket=bucket, bad=False)
-                tables.append(conformed(table))
+    for side in (join_inputs.SEGS_DIR, join_inputs.INDEX_DIR, join_inputs.REPS_DIR):
+        found = fs.get_file_info(FileSelector(join_inputs.part_dir(inputs, side, item["part"]), allow_not_found=True))
+        for info in sorted(found, key=lambda i: i.path):
+            table = pq.read_table(info.path, filesystem=fs)
+            if side == join_inputs.REPS_DIR:
+                name = info.base_name
+                offset = item["offsets"].get(int(name[2:7]), 0) if name.startswith("r-") else 0
+                table = table.set_column(table.column_names.index("row"), "row", pc.add(table.column("row"), offset))
+                table = conformed(table, side=2, bad=False)
+            tables.append(conformed(table))
+    if tables:  # bucket by bucket, each bucket's sides and files in this order (the sort is stable)
+        joined = pa.concat_tables(tables)
+        tables = [joined.take(pc.sort_indices(joined, [("bucket", "ascending")]))]
     if item["queue"]:
         columns = ["server", "segment_id", "queued_load", "queue_type", "requested_at_ms", "queued_drop", "place"]
         queue = pa.Table.from_pylist([dict(zip(columns, row)) for row, _ in item["queue"]])
@@ -759,6 +759,7 @@ def _join_job(
             "now_ms": ctx["now_ms"],
             "scratch": inputs,
             "buckets": BUCKETS,
+            "parts": tasks,
         }
         for i, f in enumerate(sorted((work / TABLE_FILE).glob("*.parquet")))
     ]
@@ -787,20 +788,21 @@ def _join_job(
                 "known": known,
                 "scratch": inputs,
                 "buckets": BUCKETS,
+                "parts": tasks,
             }
             for i, (a, b) in enumerate(ranges)
         ]
     split = run_tasks(spark, items, join_inputs.split_task)
     replicas = sorted((r for r in split if r["kind"] == "replicas"), key=lambda r: r["index"])
     if any(r["bad"] for r in replicas) or (
-        layout is None and _split_replicas_by_spark(spark, snapshot, historicals, all_names, inputs)
+        layout is None and _split_replicas_by_spark(spark, snapshot, historicals, all_names, inputs, tasks)
     ):
         return [{**_summary(), "bad_replicas": True}]
     offsets, at = {}, 0
     for r in replicas:
         offsets[r["index"]] = at
         at += r["lines"] if layout == "line" else r["rows"]
-    run_tasks(spark, [{"scratch": inputs}], join_inputs.index_task)
+    run_tasks(spark, [{"scratch": inputs, "parts": tasks}], join_inputs.index_task)
     queue_buckets = join_inputs.buckets_of([q[1] for q in queues], BUCKETS)
     per_part: dict[int, list] = {}
     for row, b in zip(queues, queue_buckets.tolist()):
@@ -808,7 +810,6 @@ def _join_job(
     jobs = [
         {
             "part": p,
-            "buckets": [b for b in range(BUCKETS) if b % tasks == p],
             "offsets": offsets,
             "queue": per_part.get(p, []),
             "inputs": inputs,
@@ -820,9 +821,12 @@ def _join_job(
     return run_tasks(spark, jobs, _join_task)
 
 
-def _split_replicas_by_spark(spark, snapshot: Path, historicals: set[str], all_names: set[str], inputs: str) -> bool:
+def _split_replicas_by_spark(
+    spark, snapshot: Path, historicals: set[str], all_names: set[str], inputs: str, parts: int
+) -> bool:
     """The rows of a replica file that is a one-line or pretty-printed JSON array (Spark's
-    multi-line JSON reader, :func:`_replica_rows`), those of historicals written per bucket as
+    multi-line JSON reader, :func:`_replica_rows`), those of historicals written per join task (of
+    ``parts``) as
     :func:`~segment_balancer.spark.join_inputs.split_task` writes the others' (numbered as in the
     file: no offset). One Spark job; returns whether a row is bad (the reference reader's turn)."""
     import pyarrow as pa
@@ -840,13 +844,14 @@ def _split_replicas_by_spark(spark, snapshot: Path, historicals: set[str], all_n
             keep = table.select(["row", "server", "segment_id"])
             fs, base = filesystem(inputs)
             part = TaskContext.get().partitionId()
-            join_inputs.write_per_bucket(
+            join_inputs.write_per_part(
                 fs,
                 base,
                 join_inputs.REPS_DIR,
                 f"s-{part:05d}.parquet",
                 keep,
                 join_inputs.buckets_of(keep.column("segment_id"), BUCKETS),
+                parts,
             )
         yield pa.RecordBatch.from_pydict({"bad": [bool(bad)]})
 
