@@ -41,6 +41,7 @@ def test_the_run_size_decides(tmp_path, monkeypatch):
     from segment_balancer.spark.apps import small_run
 
     assert small_run(tmp_path) is False  # no segments file: used_segments refuses it in Spark
+    monkeypatch.setattr(S, "DRIVER_TASKS_AT_MOST_SEGMENTS", 5_000)
     rows = "".join(f'{{"segment_id": "s{i}"}}\n' for i in range(5_000))
     (tmp_path / "segments.jsonl").write_text(rows + "\n  \n")  # blank lines are no rows
     assert small_run(tmp_path) is True  # 5,000: at the limit
