@@ -337,3 +337,39 @@ def test_a_captured_snapshot_plans_with_its_clusters_release(spark, tmp_path, re
         snapshot = capture(endpoint, endpoint, tmp_path / "snaps", "c", now=datetime(2026, 11, 23, tzinfo=UTC))
     summary = run_plan(spark, snapshot, tmp_path / "plan", coordinator="druid", overrides=overrides)
     assert (summary["druid_run"]["release"], summary["druid_run"]["release_from"]) == expected
+
+
+def test_balance_tier_order_follows_the_servers_not_the_string_hashing():
+    """``beta`` and ``gamma`` share a bucket of a 16-slot Java map (``java_string_hash``: buckets 7,
+    14 and 14 for alpha, beta, gamma): Java iterates them in the order they were added, which is the
+    order of the historicals in ``servers.parquet``, whatever order a Python set would give."""
+    from segment_balancer.spark.druid_plan import balance_tier_order
+
+    assert balance_tier_order(["alpha", "beta", "beta", "gamma"]) == ["alpha", "beta", "gamma"]
+    assert balance_tier_order(["gamma", "alpha", "beta", "gamma"]) == ["alpha", "gamma", "beta"]
+
+
+def test_a_druid_plan_is_the_same_under_any_string_hashing(tmp_path):
+    """The same snapshot planned by the ``druid`` coordinator in two processes whose string hashing
+    orders the set {alpha, beta, gamma} differently (``PYTHONHASHSEED`` 0: beta before gamma; 3:
+    gamma before beta) gives the same operations, in the same order."""
+    import os
+    import subprocess
+    import sys
+    from pathlib import Path
+
+    scenario = Path(__file__).resolve().parents[1] / "scenarios" / "e_callbacks_limits"
+    plans = []
+    for seed in ("0", "3"):
+        out = tmp_path / f"seed-{seed}"
+        done = subprocess.run(
+            [sys.executable, "-m", "segment_balancer", "plan", "--snapshot", str(scenario), "--out", str(out)]
+            + ["--coordinator", "druid"],
+            env={**os.environ, "PYTHONHASHSEED": seed},
+            capture_output=True,
+            text=True,
+            timeout=600,
+        )
+        assert done.returncode == 0, done.stderr[-2000:]
+        plans.append(pd.read_parquet(out / "operations.parquet"))
+    pd.testing.assert_frame_equal(plans[0], plans[1])

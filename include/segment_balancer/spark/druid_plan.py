@@ -497,6 +497,15 @@ def summary_part(record: dict) -> dict:
     }
 
 
+def balance_tier_order(server_tiers) -> list[str]:
+    """The historical tiers in ``DruidCluster``'s order (Java's hash order of a map filled tier by
+    tier, :func:`java_hash_order`), ``server_tiers`` being each historical's tier in the order of
+    ``prepared/servers.parquet``, the order the model's cluster adds them in: tiers of one hash
+    bucket keep that order, whatever the process's string hashing."""
+    names = list(dict.fromkeys(server_tiers))
+    return java_hash_order(names, java_map_capacity(len(names)))
+
+
 def run_druid_app(spark, app: str, snapshot: Path, work: Path, overrides: dict | None = None) -> dict:
     """Run the ``druid`` coordinator's application ``app`` (``DUTY_APPS``) on ``work`` (after
     ``used_segments``, ``prepare`` and the applications before it): its Spark task(s), its record
@@ -520,8 +529,7 @@ def run_druid_app(spark, app: str, snapshot: Path, work: Path, overrides: dict |
     run.reset_from(DUTY_STAGES[DUTY_APPS[app][0]])
     spec = {"app": app, "work": str(work), "snapshot": str(Path(snapshot).absolute()), "overrides": overrides}
     if app == "druid_balance":
-        names = set(run.servers_pdf["tier"])
-        tiers = java_hash_order(names, java_map_capacity(len(names)))  # DruidCluster's order of tiers
+        tiers = balance_tier_order(run.servers_pdf["tier"])
         parts = run_tasks(spark, [{**spec, "tier": t} for t in tiers], _duty_task)
         record = {
             "max_segments_to_move": max((p["max_segments_to_move"] for p in parts), default=0),
