@@ -270,25 +270,53 @@ def test_explain_counts_a_cancelled_load_as_held_before(tmp_path, spark):
     assert report["stages"][-1]["app"] == "PrepareBalancerAndLoadQueues"
 
 
-def test_the_duty_by_duty_applications_queue_what_one_run_queues(spark, tmp_path):
+def _counting_builds(monkeypatch) -> list[tuple[str, frozenset | None]]:
+    """Each ``build_run`` of the ``druid`` applications from here on: (application, tiers)."""
+    from segment_balancer.spark import druid_plan
+
+    builds, build = [], druid_plan.build_run
+
+    def counting(spec, tiers=None):
+        builds.append((spec["app"], None if tiers is None else frozenset(tiers)))
+        return build(spec, tiers)
+
+    monkeypatch.setattr(druid_plan, "build_run", counting)
+    return builds
+
+
+@pytest.mark.parametrize("held", [True, False], ids=["held-on-the-driver", "built-per-application"])
+def test_the_duty_by_duty_applications_queue_what_one_run_queues(spark, tmp_path, monkeypatch, held):
     """The bundled generated cluster (20k segments, three tiers, lost, decommissioning and added
-    historicals, full load queues): the four ``druid_*`` applications, each building the run anew
-    from the prepared tables and replaying what the duties before it queued (``druid_balance`` a
-    tier per Spark task, each holding its tier only), queue exactly what one
+    historicals, full load queues): the four ``druid_*`` applications queue exactly what one
     ``run_coordinator`` queues on the whole cluster in one piece, in the same order; the run's
-    metrics and what every historical holds after it are the same too."""
+    metrics and what every historical holds after it are the same too. Both ways an application
+    starts: going on with the run the one before left on the driver (built once, by
+    ``druid_rules``), or building the run anew from the prepared tables and replaying what the
+    duties before it queued (``druid_balance`` a tier per task, each holding its tier only), as
+    a Spark task does."""
     from pathlib import Path
 
     from segment_balancer.planner.druid_coordinator.dynamic_config import druid_config
     from segment_balancer.planner.druid_coordinator.run import run_coordinator
     from segment_balancer.planner.stages import COORDINATOR_APP_NAMES
+    from segment_balancer.spark import druid_plan
     from segment_balancer.spark.apps import run_app
     from segment_balancer.spark.druid_plan import DRUID_DIR, RUN_FILE, _config, cluster_state, operation_rows
 
+    builds = _counting_builds(monkeypatch)
+    if not held:
+        monkeypatch.setattr(druid_plan, "_take_held", lambda spec: None)
     snapshot = Path(SNAPSHOT).parent / "generated"
     work, xcom = tmp_path / "work", None
     for name in COORDINATOR_APP_NAMES["druid"][:-1]:
         xcom = run_app(spark, name, snapshot, work, xcom, {"coordinator": "druid"})
+    tiers = sorted(pd.read_parquet(work / "prepared" / "servers.parquet")["tier"].unique())
+    if held:
+        assert builds == [("druid_rules", None)]
+    else:
+        assert [a for a, _ in builds] == ["druid_rules", "druid_unload", *["druid_balance"] * 3, "druid_clone"]
+        assert sorted(t for a, t in builds if a == "druid_balance") == [frozenset({t}) for t in tiers]
+    assert druid_plan._HELD is None  # the last application lets the run go
     manifest = json.loads((work / "ops" / "manifest.json").read_text())
     logged = pd.concat([pd.read_parquet(work / "ops" / f) for f in manifest["files"]], ignore_index=True)
 
@@ -310,6 +338,31 @@ def test_the_duty_by_duty_applications_queue_what_one_run_queues(spark, tmp_path
     held = pd.read_parquet(work / DRUID_DIR / "assignment.parquet")
     expected_held = sorted((s.id, h.name, h.tier) for h in result.holders for s in h.projected_segments())
     assert list(held.itertuples(index=False, name=None)) == expected_held
+
+
+def test_a_held_run_goes_on_only_from_the_op_log_it_left(spark, tmp_path, monkeypatch):
+    """On the driver an application goes on with the run the application before it left only
+    when the op log is the one that application committed: a retried application, or one after
+    the op log changed, builds the run again."""
+    from segment_balancer.planner.druid_coordinator.duties import DUTY_STAGES
+    from segment_balancer.spark import druid_plan
+    from segment_balancer.spark.apps import run_app
+    from segment_balancer.spark.workdir import Run
+
+    builds = _counting_builds(monkeypatch)
+    work, xcom = tmp_path / "work", None
+    for name in ("used_segments", "prepare", "druid_rules", "druid_unload"):
+        xcom = run_app(spark, name, SNAPSHOT, work, xcom, {"coordinator": "druid"})
+    assert builds == [("druid_rules", None)]
+    first = pd.read_parquet(work / "druid" / "druid_unload" / "druid_unload.parquet")
+    run_app(spark, "druid_unload", SNAPSHOT, work, xcom, {"coordinator": "druid"})  # retried
+    assert builds[-1] == ("druid_unload", None)
+    pd.testing.assert_frame_equal(pd.read_parquet(work / "druid" / "druid_unload" / "druid_unload.parquet"), first)
+    assert druid_plan._HELD is not None and druid_plan._HELD.done == "druid_unload"
+    Run(spark, work).reset_from(DUTY_STAGES["unload"])  # the op log the held run left is gone
+    run_app(spark, "druid_balance", SNAPSHOT, work, xcom, {"coordinator": "druid"})
+    assert [a for a, _ in builds[2:]] == ["druid_balance", "druid_balance"]  # a tier each: built anew
+    assert all(t is not None for _, t in builds[2:])
 
 
 @pytest.mark.parametrize(

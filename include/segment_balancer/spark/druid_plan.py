@@ -6,10 +6,12 @@ one Spark application each (``planner.druid_coordinator.duties.DUTY_APPS``, one 
 ``druid_rules`` is one Spark task: Druid's rules duty visits every used segment in one sequence that
 shares the tiers' round-robin cursors, throttles and drop budgets, so it cannot be split; the task,
 not the driver, holds the cluster. ``druid_unload`` and ``druid_clone`` are one Spark task each (the
-whole cluster), ``druid_balance`` one per tier (each holds its tier only). Each application builds
+whole cluster), ``druid_balance`` one per tier (each holds its tier only). Each application's task builds
 the run from the prepared tables, replays what the earlier duties queued (the op log's
 ``druid_*`` steps and each one's ``WORK/druid/<application>.json``) and appends its own operations
-to the op log (the plan's operation schema with Druid's actions); ``druid_clone`` also writes
+to the op log (the plan's operation schema with Druid's actions); when the tasks run on the driver
+(``spark.session.on_driver``), the run ``druid_rules`` built is held between the applications
+instead (:class:`_Held`) and built once; ``druid_clone`` also writes
 ``WORK/druid/assignment.parquet`` (what every historical projects once the run's requests are done)
 and ``run.json`` (Druid's metrics of the run, the segments it marks unused).
 
@@ -28,6 +30,7 @@ What a snapshot cannot tell, and what is assumed here (docs/DRUID_COORDINATOR.md
 from __future__ import annotations
 
 import json
+from dataclasses import dataclass
 from pathlib import Path
 
 from segment_balancer.common.errors import InputError
@@ -357,18 +360,98 @@ def build_run(spec: dict, tiers: set[str] | None = None) -> CoordinatorRun:
     return run
 
 
+@dataclass
+class _Held:
+    """The whole run as a duty application's task left it on the driver, for the next application
+    of the same run in the same process to go on with (:meth:`CoordinatorRun.resume`) instead of
+    building it again and replaying what came before (:func:`build_run`): the same run, as Druid
+    runs its duties one after the other on one. ``key``: the run's work directory, snapshot and
+    overrides; ``done``: the application it ran last (``tiers``: the tiers ``druid_balance`` has
+    balanced so far); ``started``: the op log's manifest as that application's task began;
+    ``committed``: the manifest once its operations were appended (None until then). A run whose
+    work directory changed otherwise (another manifest) is never taken."""
+
+    run: CoordinatorRun
+    key: tuple
+    done: str
+    tiers: frozenset = frozenset()
+    started: tuple | None = None
+    committed: tuple | None = None
+
+
+_HELD: _Held | None = None
+"""At most one run held, on the driver only (``spark.session.on_driver``)."""
+
+
+def _run_key(spec: dict) -> tuple:
+    overrides = json.dumps(spec.get("overrides"), sort_keys=True)
+    return (str(Path(spec["work"]).absolute()), str(spec["snapshot"]), overrides)
+
+
+def _manifest_mark(work: Path) -> tuple | None:
+    """The op log manifest's identity: its inode, modification time (ns) and size (each commit is
+    an atomic replace: a new inode), and its bytes; None when there is none."""
+    path = Path(work) / "ops" / "manifest.json"
+    try:
+        st = path.stat()
+        return (st.st_ino, st.st_mtime_ns, st.st_size, path.read_bytes())
+    except FileNotFoundError:
+        return None
+
+
+def _take_held(spec: dict) -> _Held | None:
+    """The held run when it is the one ``spec``'s task goes on from, else None; either way no run
+    is held afterwards (the task holds its own when it ends)."""
+    global _HELD
+    held, _HELD = _HELD, None
+    if held is None or held.key != _run_key(spec):
+        return None
+    app, mark = spec["app"], _manifest_mark(Path(spec["work"]))
+    apps = list(DUTY_APPS)
+    if app == held.done == "druid_balance":
+        ok = held.committed is None and spec.get("tier") not in held.tiers and held.started == mark
+    else:
+        ok = held.committed is not None and held.committed == mark and apps.index(app) == apps.index(held.done) + 1
+    return held if ok else None
+
+
+def _commit_held(spec: dict, tiers: list[str] | None = None) -> None:
+    """After ``spec``'s application appended its operations: the held run (if it is the one that
+    application's tasks left, every tier of ``tiers`` balanced for ``druid_balance``) may be taken
+    by the next application; the last application's run is let go."""
+    global _HELD
+    held = _HELD
+    if held is None or held.key != _run_key(spec) or held.done != spec["app"] or held.committed is not None:
+        _HELD = None
+        return
+    if spec["app"] == LAST_APP or (tiers is not None and held.tiers != frozenset(tiers)):
+        _HELD = None
+        return
+    held.committed = _manifest_mark(Path(spec["work"]))
+
+
 def _duty_task(spec: dict) -> dict:
-    """One Spark task of a duty's application: build the run (:func:`build_run`), run the
-    application's duties (``druid_balance``: of ``spec["tier"]`` only), write its operations to
+    """One Spark task of a duty's application: build the run (:func:`build_run`; on the driver, go
+    on with the run the application before left, :class:`_Held`), run the application's duties
+    (``druid_balance``: of ``spec["tier"]`` only), write its operations to
     ``WORK/druid/<application>[/<tier>].parquet`` and return its record (stats rows, the moves
     called off on their source per op log step, what later duties need)."""
     import pyarrow as pa
 
+    from segment_balancer.spark.session import on_driver
     from segment_balancer.spark.workdir import OPS_ARROW_SCHEMA
 
+    global _HELD
     app, work = spec["app"], Path(spec["work"])
     tier = spec.get("tier")
-    run = build_run(spec, None if tier is None else {tier})
+    started = _manifest_mark(work)
+    held = _take_held(spec) if on_driver() else None
+    whole = held is not None or tier is None
+    if held is not None:
+        run = held.run
+        run.resume()
+    else:
+        run = build_run(spec, None if tier is None else {tier})
     record: dict = {}
     if app == "druid_rules":
         run.rules()
@@ -412,6 +495,11 @@ def _duty_task(spec: dict) -> dict:
     if app == LAST_APP:
         _write_assignment(run, work)
     stats = [{"metric": r.metric, "dims": r.dims, "value": r.value} for r in run.stats.rows()]
+    if on_driver() and whole and app != LAST_APP:
+        tiers = frozenset() if tier is None else frozenset({tier})
+        if held is not None and held.done == app:
+            tiers |= held.tiers
+        _HELD = _Held(run, _run_key(spec), app, tiers, started)
     return {**record, "stats": stats, "unmarked": unmarked, "files": files}
 
 
@@ -547,11 +635,13 @@ def run_druid_app(spark, app: str, snapshot: Path, work: Path, overrides: dict |
         ops = concat_ops(tables) if tables else pa.Table.from_pylist([], schema=OPS_ARROW_SCHEMA)
         write_json_atomic(record, work / DRUID_DIR / f"{app}.json")
         run.append_ops(DUTY_STAGES["balance"], step, ops)
+        _commit_held(spec, tiers)
         return record
     record = run_tasks(spark, [spec], _duty_task)[0]
     write_json_atomic(record, work / DRUID_DIR / f"{app}.json")
     for duty in DUTY_APPS[app]:
         run.append_ops(DUTY_STAGES[duty], _step(duty), pq.read_table(record["files"][_step(duty)]))
+    _commit_held(spec)
     if app == LAST_APP:
         _write_record(work, run_config(snapshot, overrides))
     return record

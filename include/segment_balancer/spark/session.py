@@ -392,6 +392,13 @@ def driver_tasks(on: bool):
         _DRIVER_TASKS.reset(token)
 
 
+def on_driver() -> bool:
+    """True while :func:`run_tasks` calls its functions on the driver (inside :func:`driver_tasks`
+    ``(True)``): a task function may then keep what it built for the next application of the same
+    process, which a Spark task cannot."""
+    return _DRIVER_TASKS.get()
+
+
 def run_tasks(spark, items: Sequence[Any], fn: Callable[[Any], Any]) -> list[Any]:
     """``[fn(item) for item in items]``, each call a Spark task of its own, in one Spark job; or,
     inside :func:`driver_tasks` ``(True)``, each call on the driver, in order.

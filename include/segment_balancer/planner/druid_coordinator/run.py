@@ -345,6 +345,23 @@ class CoordinatorRun:
         unmark_up_to(None)
         self.journal.clear()
 
+    def resume(self) -> None:
+        """After :meth:`finish`: go on with the next duties on the run as it stands, instead of a
+        run built again and :meth:`replay`-ed to the same point. The next :meth:`finish` reports
+        only what comes after this call: fresh metrics (the assigner's too), operations and moves
+        called off counted from here, the load queues' journals attached again. The replica
+        counts, the replication throttle and the queues' request counts carry on, as in one run.
+        Raises ``RuntimeError`` before :meth:`prepare`."""
+        if self.assigner is None:
+            raise RuntimeError("resume after prepare: a run goes on from its duties")
+        self.stats = RunStats()
+        self.assigner.stats = self.stats
+        self.result = RunResult(self.stats, holders=self.holders)
+        self.journal = []
+        for queue in self.state.queues.values():
+            queue.journal = self.journal
+        self._duty_starts = []
+
     # ------------------------------------------------------------------------------------ duties
     def prepare(self, emit: bool = True) -> None:
         """1. ``PrepareBalancerAndLoadQueues``: loads queued on decommissioning servers cancelled,
