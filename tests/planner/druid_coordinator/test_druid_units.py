@@ -155,7 +155,11 @@ def test_interval_arrays_follow_loads_and_drops_as_a_rebuild_would():
     counts the server's projection has (zero rows where a projection ended)."""
 
     def counts_of(arrays):
-        return {(s, e): n for s, e, n in zip(*(a.tolist() for a in arrays)) if n}
+        starts, ends, counts, ids = (a.tolist() for a in arrays)
+        known = zip(h.interval_ids.starts.tolist(), h.interval_ids.ends.tolist())
+        numbering = {pair: number for number, pair in enumerate(known)}
+        assert all(numbering[(s, e)] == i for s, e, i in zip(starts, ends, ids))  # each row its interval's number
+        return {(s, e): n for s, e, n in zip(starts, ends, counts) if n}
 
     served = [segment(i, start=f"2022-01-0{1 + i % 3}", ds="wiki" if i % 2 else "koala") for i in range(6)]
     h = holder("h", 10_000, served)
@@ -165,10 +169,50 @@ def test_interval_arrays_follow_loads_and_drops_as_a_rebuild_would():
     h.start(SegmentAction.LOAD, segment(10, start="2022-01-02", ds="koala"))
     for datasource in (None, "wiki", "koala", "absent"):
         rebuilt = holder("r", 10_000)
+        rebuilt.interval_ids = h.interval_ids
         rebuilt.projected_per_interval, rebuilt.projected = h.projected_per_interval, h.projected
         assert counts_of(h.interval_arrays(datasource)) == counts_of(rebuilt.interval_arrays(datasource))
     assert counts_of(h.interval_arrays("wiki"))[(ms("2022-02-01"), ms("2022-02-02"))] == 1
     assert (ms("2022-01-01"), ms("2022-01-02")) not in counts_of(h.interval_arrays("koala"))
+
+
+def test_placement_costs_of_a_cluster_are_those_of_its_servers_one_by_one():
+    """Servers of one ``DruidCluster`` share one numbering of intervals, and the cost strategy
+    computes each interval's joint cost once for all of them: every server's cost is, to the bit,
+    the one computed per server and interval (servers numbered apart), before and after loads and
+    drops."""
+    from segment_balancer.planner.druid_coordinator.model import DruidCluster, IntervalIds
+    from segment_balancer.planner.druid_coordinator.strategies import placement_costs
+
+    days = [f"2022-01-{d:02d}" for d in range(1, 29)]
+    holders = [
+        holder(
+            f"h{k}",
+            10**9,
+            [segment(10 * k + i, start=days[(3 * k + 5 * i) % 28], ds="wiki" if i % 3 else "koala") for i in range(9)],
+        )
+        for k in range(5)
+    ]
+    cluster = DruidCluster(holders)
+    assert all(h.interval_ids is cluster.interval_ids for h in holders)
+    probes = [segment(100 + i, start=days[(7 * i) % 28], ds="wiki" if i % 2 else "koala") for i in range(6)]
+
+    def apart(probe):
+        for h in holders:
+            h.interval_ids = IntervalIds()
+        try:
+            return placement_costs(probe, holders)
+        finally:
+            for h in holders:
+                h.interval_ids = cluster.interval_ids
+
+    for _ in range(2):
+        for probe in probes:
+            shared = placement_costs(probe, holders)
+            assert len(set(shared)) > 1  # the servers' costs differ: a mix-up would show
+            assert shared == apart(probe)
+        holders[0].start(SegmentAction.LOAD, probes[1])
+        holders[2].start(SegmentAction.DROP, next(iter(holders[2].server.segments.values())))
 
 
 # ------------------------------------------------------------ DiskNormalizedCostBalancerStrategyTest

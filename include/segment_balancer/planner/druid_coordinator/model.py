@@ -23,18 +23,51 @@ from segment_balancer.planner.cost import Descending
 _EMPTY = np.zeros(0, dtype=np.int64)
 
 
-def _add_interval(arrays: tuple | None, start: int, end: int, delta: int) -> tuple:
-    """``(starts, ends, counts)`` int64 arrays with ``delta`` added to the count of ``[start, end)``
-    (a new row when absent). New arrays: ones handed out before stay as they were."""
+def _add_interval(arrays: tuple | None, start: int, end: int, delta: int, number: int) -> tuple:
+    """``(starts, ends, counts, ids)`` int64 arrays with ``delta`` added to the count of
+    ``[start, end)`` (a new row, its id ``number``, when absent). New arrays: ones handed out before
+    stay as they were."""
     if arrays is None:
-        arrays = (_EMPTY, _EMPTY, _EMPTY)
-    starts, ends, counts = arrays
+        arrays = (_EMPTY, _EMPTY, _EMPTY, _EMPTY)
+    starts, ends, counts, ids = arrays
     at = np.flatnonzero((starts == start) & (ends == end))
     if len(at):
         counts = counts.copy()
         counts[at[0]] += delta
-        return starts, ends, counts
-    return np.append(starts, start), np.append(ends, end), np.append(counts, delta)
+        return starts, ends, counts, ids
+    return np.append(starts, start), np.append(ends, end), np.append(counts, delta), np.append(ids, number)
+
+
+class IntervalIds:
+    """The intervals a run's servers project, each numbered once (0, 1, … in the order first seen),
+    with their bounds: :attr:`starts`, :attr:`ends` (int64 (n,), epoch ms). Shared by the servers
+    of one :class:`DruidCluster`, so that the cost strategy computes an interval's joint cost with
+    a segment once per decision however many servers project it."""
+
+    def __init__(self):
+        self._ids: dict[tuple[int, int], int] = {}
+        self._bounds = np.zeros((64, 2), dtype=np.int64)
+
+    def __len__(self) -> int:
+        return len(self._ids)
+
+    def of(self, start: int, end: int) -> int:
+        """The id of ``[start, end)``, numbered now if it is new."""
+        number = self._ids.get((start, end))
+        if number is None:
+            number = self._ids[(start, end)] = len(self._ids)
+            if number == len(self._bounds):
+                self._bounds = np.concatenate([self._bounds, np.zeros_like(self._bounds)])
+            self._bounds[number] = (start, end)
+        return number
+
+    @property
+    def starts(self) -> np.ndarray:
+        return self._bounds[: len(self._ids), 0]
+
+    @property
+    def ends(self) -> np.ndarray:
+        return self._bounds[: len(self._ids), 1]
 
 
 INT_MAX = 2**31 - 1
@@ -387,6 +420,9 @@ class ServerHolder:
         self.dropping_bytes = 0
         self.projected_per_interval: Counter[tuple[int, int]] = Counter()
         self.projected: Counter[tuple[str, int, int]] = Counter()
+        self._interval_ids: IntervalIds | None = None
+        self._interval_arrays: dict | None = None
+        self._pending_projections: list[tuple[str, int, int, int]] = []
         for segment in server.segments.values():
             self._project(segment, +1)
         self.moving_segments = 0
@@ -439,34 +475,51 @@ class ServerHolder:
     def _project(self, segment: DataSegment, delta: int) -> None:
         self.projected_per_interval[segment.interval] += delta
         self.projected[(segment.datasource, *segment.interval)] += delta
-        if getattr(self, "_interval_arrays", None) is not None:
+        if self._interval_arrays is not None:
             self._pending_projections.append((segment.datasource, *segment.interval, delta))
 
+    @property
+    def interval_ids(self) -> IntervalIds:
+        """The numbering of intervals this server's :meth:`interval_arrays` use: its cluster's
+        (:class:`DruidCluster` shares one among its servers), else its own."""
+        if self._interval_ids is None:
+            self._interval_ids = IntervalIds()
+        return self._interval_ids
+
+    @interval_ids.setter
+    def interval_ids(self, ids: IntervalIds) -> None:
+        if ids is not self._interval_ids:
+            self._interval_ids = ids
+            self._interval_arrays = None  # numbered by another: built again when next asked
+
     def interval_arrays(self, datasource: str | None = None) -> tuple:
-        """The intervals the server projects, as int64 numpy arrays ``(starts, ends, counts)``
-        (epoch ms; counts >= 0, a zero count left where a projection ended): every segment's, or
-        ``datasource``'s only. Built once (every datasource's in one pass); later projections are
-        applied to the arrays in place of a rebuild (what the cost strategy scans, move after move)."""
-        cache = getattr(self, "_interval_arrays", None)
+        """The intervals the server projects, as int64 numpy arrays ``(starts, ends, counts, ids)``
+        (epoch ms; counts >= 0, a zero count left where a projection ended; each interval's number
+        in :attr:`interval_ids`): every segment's, or ``datasource``'s only. Built once (every
+        datasource's in one pass); later projections are applied to the arrays in place of a
+        rebuild (what the cost strategy scans, move after move)."""
+        cache = self._interval_arrays
         if cache is None:
-            rows: dict[str | None, list[tuple[int, int, int]]] = {None: []}
+            number = self.interval_ids.of
+            rows: dict[str | None, list[tuple[int, int, int, int]]] = {None: []}
             for (s, e), n in self.projected_per_interval.items():
                 if n:
-                    rows[None].append((s, e, n))
+                    rows[None].append((s, e, n, number(s, e)))
             for (ds, s, e), n in self.projected.items():
                 if n:
-                    rows.setdefault(ds, []).append((s, e, n))
+                    rows.setdefault(ds, []).append((s, e, n, number(s, e)))
             cache = self._interval_arrays = {
                 key: tuple(np.array(c, dtype=np.int64) for c in zip(*r)) for key, r in rows.items() if r
             }
-            self._pending_projections: list[tuple[str, int, int, int]] = []
+            self._pending_projections.clear()
         elif self._pending_projections:
             for ds, start, end, delta in self._pending_projections:
+                number = self.interval_ids.of(start, end)
                 for key in (None, ds):
-                    cache[key] = _add_interval(cache.get(key), start, end, delta)
+                    cache[key] = _add_interval(cache.get(key), start, end, delta, number)
             self._pending_projections.clear()
         found = cache.get(datasource)
-        return found if found is not None else (_EMPTY, _EMPTY, _EMPTY)
+        return found if found is not None else (_EMPTY, _EMPTY, _EMPTY, _EMPTY)
 
     @property
     def projected_segment_count(self) -> int:
@@ -673,6 +726,10 @@ class DruidCluster:
             for tier in java_hash_order(by_tier, java_map_capacity(len(by_tier)))
         }
         self.managed = {tier: [h for h in hs if not h.unmanaged] for tier, hs in self.historicals.items()}
+        self.interval_ids = IntervalIds()
+        """One numbering of intervals for every server of the cluster (:meth:`ServerHolder.interval_arrays`)."""
+        for holder in self.all_historicals() + self.brokers + self.realtimes:
+            holder.interval_ids = self.interval_ids
 
     def tier_names(self) -> list[str]:
         """The historical tiers, clone targets' included, in Java's hash order."""
