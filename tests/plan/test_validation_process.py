@@ -47,3 +47,31 @@ def test_a_child_that_is_gone_is_named_not_waited_for(tmp_path):
             gate.validate(plan, work)
     finally:
         gate.close()
+
+
+def test_a_deferred_module_loads_on_first_use_and_gx_imports_without_it():
+    """``DEFERRED_MODULES`` in a fresh interpreter, as the child sets them: GX imports without
+    running ``scipy.stats``' code (what the deferral saves), and the module works when used."""
+    import subprocess
+    import sys
+
+    code = """
+import sys
+from segment_balancer.plan import validation_process as vp
+for name in vp.UNUSED_BACKENDS:
+    sys.modules.setdefault(name, None)
+for name in vp.DEFERRED_MODULES:
+    vp.defer(name)
+import great_expectations
+assert "scipy.stats._stats_py" not in sys.modules, "GX ran scipy.stats at import"
+from scipy import stats
+assert stats.norm.cdf(0.0) == 0.5
+assert "scipy.stats._stats_py" in sys.modules
+vp.defer("scipy.stats")  # imported already: left as it is
+vp.defer("no_such_module_here")  # not installed: nothing bound
+assert "no_such_module_here" not in sys.modules
+print("ok")
+"""
+    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120)
+    assert done.returncode == 0, done.stderr
+    assert done.stdout.strip() == "ok"
