@@ -2,7 +2,8 @@
 spent in each of its parts summed over the command (seconds). Prints one table.
 
 Parts: ``applications`` (``spark.apps.run_app``: every stage, duty and assemble), ``validate``
-(waiting for the validation process's answer, its GX import included), ``publish`` and within it
+(waiting for the validation process's answer, its GX import included; a simulation waits for a
+run's answer after planning the next run), ``publish`` and within it
 ``report``, and for ``simulate`` ``apply`` (``apply_plan``) and ``run rows`` (``run_row``, the
 measures of each run). Usage::
 
@@ -15,6 +16,7 @@ The arguments are the CLI's. ``--per-application`` also prints each application'
 from __future__ import annotations
 
 import sys
+import threading
 import time
 from collections import Counter
 from pathlib import Path
@@ -25,7 +27,9 @@ sys.path.insert(0, str(ROOT / "include"))
 PARTS = ["applications", "validate", "publish", "report", "apply", "run rows"]
 
 
-def timed(owner, name: str, label: str, totals: Counter, by_argument: Counter | None = None) -> None:
+def timed(
+    owner, name: str, label: str, totals: Counter, by_argument: Counter | None = None, main_thread: bool = False
+) -> None:
     """Replace ``owner.name`` by a wrapper adding its seconds to ``totals[label]`` (and, with
     ``by_argument``, to ``by_argument[its second positional argument]``: an application's name)."""
     original = getattr(owner, name)
@@ -36,9 +40,10 @@ def timed(owner, name: str, label: str, totals: Counter, by_argument: Counter | 
             return original(*args, **kwargs)
         finally:
             seconds = time.monotonic() - started
-            totals[label] += seconds
-            if by_argument is not None and len(args) > 1:
-                by_argument[args[1]] += seconds
+            if not main_thread or threading.current_thread() is threading.main_thread():
+                totals[label] += seconds
+                if by_argument is not None and len(args) > 1:
+                    by_argument[args[1]] += seconds
 
     setattr(owner, name, wrapper)
 
@@ -54,7 +59,8 @@ def main(argv: list[str]) -> int:
 
     totals, per_app = Counter(), Counter()
     timed(apps, "run_app", "applications", totals, per_app)
-    timed(validation_process.ValidationProcess, "validate", "validate", totals)
+    timed(validation_process.ValidationProcess, "validate", "validate", totals, main_thread=True)
+    timed(simulate._Pending, "wait", "validate", totals)
     timed(publish, "publish_plan", "publish", totals)
     timed(report, "write_report", "report", totals)
     timed(simulate, "apply_plan", "apply", totals)

@@ -597,3 +597,41 @@ def test_a_tier_shift_does_not_cause_underreplication(spark, tmp_path):
     assert counts(plan_ops(tmp_path / "r4", 1)) == {("LOAD", T2): 1}
     served = per_historical(tmp_path / "r4", 1)
     assert sum(served[historical(i, T2)] for i in (1, 2, 3)) == 3 and served[historical(1)] + served[historical(2)] == 0
+
+
+def test_a_run_is_checked_while_the_next_is_planned_and_a_failed_check_publishes_nothing_of_it(
+    spark, tmp_path, monkeypatch
+):
+    """Each run's plan is checked (in the thread waiting on the validation process) while the next
+    run is planned, and published to ``run-NNN/plan`` only once its check passed: when run 2's
+    check fails, run 1 is published whole, run 2 keeps nothing it applied, run 3 (planned
+    meanwhile) nothing, and no ``runs.csv`` is written."""
+    import threading
+
+    from segment_balancer.plan import validation_process
+    from segment_balancer.plan.validation import PlanValidationError, validate_run
+
+    checked: list[tuple[str, bool]] = []
+
+    class Gate:
+        def validate(self, plan_dir, work_dir):
+            run = Path(work_dir).parent.name
+            checked.append((run, threading.current_thread() is threading.main_thread()))
+            if run == "run-002":
+                raise PlanValidationError(f"plan {plan_dir} failed validation: a check", {"success": False})
+            return validate_run(plan_dir, work_dir)  # the real checks, in this process
+
+        def close(self):
+            pass
+
+    monkeypatch.setattr(validation_process, "ValidationProcess", Gate)
+    snap = write_cluster(tmp_path / "snap", wiki_segments(), {historical(i): [] for i in range(5)})
+    sim = tmp_path / "sim"
+    with pytest.raises(PlanValidationError, match="run-002"):
+        simulate(spark, snap, sim, 4)
+    assert checked == [("run-001", False), ("run-002", False)]  # never on the planning thread
+    assert (sim / "run-001" / "plan" / "operations.parquet").is_file()
+    assert (sim / "run-001" / "snapshot").is_dir() and not (sim / "run-001" / "work").exists()
+    assert sorted(p.name for p in (sim / "run-002").iterdir()) == []  # what it applied is gone
+    assert sorted(p.name for p in (sim / "run-003").iterdir()) == []  # planned meanwhile, gone
+    assert not (sim / "run-004").exists() and not (sim / "runs.csv").exists()

@@ -46,31 +46,13 @@ def run_plan(
     """
     from segment_balancer.plan.publish import publish_plan
     from segment_balancer.plan.validation_process import ValidationProcess
-    from segment_balancer.planner.balancer_state import give_previous
-    from segment_balancer.planner.config import load_config
-    from segment_balancer.planner.stages import COMPARE_APP, COORDINATOR_APP_NAMES
-    from segment_balancer.spark.apps import run_app
-    from segment_balancer.spark.workdir import request_compare
-    from segment_balancer.tools.whatif import apply_to_run
 
     gate = validator or ValidationProcess()
     own_work = work is None
     work = Path(work or tempfile.mkdtemp(prefix="segment_balancer-work-")).absolute()
-    log = logging.getLogger("segment_balancer.plan")
     try:
-        if coordinator is not None:
-            overrides = {**(overrides or {}), "coordinator": coordinator}
-        if edits is not None:
-            snapshot, overrides = apply_to_run(snapshot, work, edits, overrides)
-        coordinator = load_config(snapshot, overrides).coordinator
-        give_previous(balancer_state, work)
-        if compare:
-            request_compare(work)
-        xcom = None
-        for name in [*COORDINATOR_APP_NAMES[coordinator], COMPARE_APP]:
-            log.info("running %s", name)
-            xcom = run_app(spark, name, snapshot, work, xcom, overrides)
-        log.info("validating the plan (Great Expectations)")
+        make_plan(spark, snapshot, work, overrides, edits, balancer_state, coordinator, compare)
+        logging.getLogger("segment_balancer.plan").info("validating the plan (Great Expectations)")
         gate.validate(work / "plan", work)
         publish_plan(work / "plan", out)
         return json.loads((Path(out) / "summary.json").read_text())
@@ -79,3 +61,40 @@ def run_plan(
             gate.close()
         if own_work:
             shutil.rmtree(work, ignore_errors=True)
+
+
+def make_plan(
+    spark,
+    snapshot: Path,
+    work: Path,
+    overrides: dict | None = None,
+    edits=None,
+    balancer_state: Path | None = None,
+    coordinator: str | None = None,
+    compare: bool = False,
+) -> Path:
+    """:func:`run_plan` up to the gate: every application of the run in ``work`` (absolute), the
+    plan left unvalidated in ``WORK/plan``, which it returns. The arguments and errors are
+    :func:`run_plan`'s (``PlanValidationError`` aside)."""
+    from segment_balancer.planner.balancer_state import give_previous
+    from segment_balancer.planner.config import load_config
+    from segment_balancer.planner.stages import COMPARE_APP, COORDINATOR_APP_NAMES
+    from segment_balancer.spark.apps import run_app
+    from segment_balancer.spark.workdir import request_compare
+    from segment_balancer.tools.whatif import apply_to_run
+
+    work = Path(work).absolute()
+    log = logging.getLogger("segment_balancer.plan")
+    if coordinator is not None:
+        overrides = {**(overrides or {}), "coordinator": coordinator}
+    if edits is not None:
+        snapshot, overrides = apply_to_run(snapshot, work, edits, overrides)
+    coordinator = load_config(snapshot, overrides).coordinator
+    give_previous(balancer_state, work)
+    if compare:
+        request_compare(work)
+    xcom = None
+    for name in [*COORDINATOR_APP_NAMES[coordinator], COMPARE_APP]:
+        log.info("running %s", name)
+        xcom = run_app(spark, name, snapshot, work, xcom, overrides)
+    return work / "plan"

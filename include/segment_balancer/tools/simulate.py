@@ -1,8 +1,9 @@
 """Many Coordinator runs in a row: plan, apply the plan to the snapshot as a cluster would, plan again.
 
 ``simulate(spark, snapshot, out, runs)`` answers "where does the cluster end?" (Druid #9087): each
-run plans on the current snapshot with the CLI path (:func:`segment_balancer.tools.pipeline.run_plan`, Spark),
-then :func:`apply_plan` writes the next snapshot:
+run plans on the current snapshot with the CLI path (:func:`segment_balancer.tools.pipeline.make_plan`, Spark;
+the gate checks the plan in its own process while the next run is planned, and the plan is published
+once it passed), then :func:`apply_plan` writes the next snapshot:
 
 - every historical completes up to ``loads_per_run`` loads of its queue (default: all), in queue
   order: the loads queued in the snapshot first, then the plan's by ``op_id``; a load fails with
@@ -35,6 +36,7 @@ import json
 import logging
 import shutil
 import sys
+from concurrent.futures import Future
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -387,6 +389,50 @@ def run_row(
     }
 
 
+@dataclass
+class _Pending:
+    """A run's plan (``plan``, in its work directory ``work``) applied while the validation process
+    checks it (``answer``, the future of ``ValidationProcess.validate``): its run directory
+    ``base`` gets the plan once the check passed (:meth:`publish`), so that the next run is planned
+    while this one's plan is checked, on the other core."""
+
+    answer: Future
+    plan: Path
+    base: Path
+    work: Path
+
+    def publish(self, cleanup: Path | None = None) -> None:
+        """Wait for the check, publish the plan to ``base/plan`` and remove the work directory.
+        A failed check raises its error (``PlanValidationError``) with nothing of this run left but
+        the run directory (what the run applied is removed), nor of the run ``cleanup`` begun."""
+        from segment_balancer.plan.publish import publish_plan
+
+        try:
+            self.wait()
+        except BaseException:
+            for path in (self.base / "snapshot", self.base / STATE_FILE, self.base / "historicals.csv", self.work):
+                if path.is_dir():
+                    shutil.rmtree(path, ignore_errors=True)
+                else:
+                    path.unlink(missing_ok=True)
+            if cleanup is not None:
+                shutil.rmtree(cleanup / "work", ignore_errors=True)
+            raise
+        publish_plan(self.plan, self.base / "plan")
+        shutil.rmtree(self.work, ignore_errors=True)
+
+    def wait(self) -> dict:
+        """The check's report, once it is done; raises what the check raised."""
+        return self.answer.result()
+
+    def abandon(self) -> None:
+        """After an error elsewhere: wait for the check to end, publish nothing."""
+        try:
+            self.answer.result()
+        except BaseException:  # noqa: BLE001 - the error being raised is the one that counts
+            pass
+
+
 def simulate(
     spark,
     snapshot: Path,
@@ -420,14 +466,17 @@ def simulate(
     ``coordinator``). The segments a ``druid`` run marks unused (drop rules, overshadowed segments)
     are unused in the next snapshot, as in Druid's metadata. ``validator``: the
     ``ValidationProcess`` that validates every run's plan (None: one started at the first plan and
-    ended on return).
+    ended on return); a run's plan is checked while the next run is planned, and published to its
+    run directory once the check passed (a failed check raises before the run after it goes on).
 
     Raises ``ValueError`` for ``runs`` < 1 or only one of ``first_plan``/``first_work``, and what
-    :func:`apply_plan` and ``run_plan`` raise (``SnapshotError`` on bad input, ``PlanValidationError``).
+    :func:`apply_plan` and ``make_plan`` raise (``SnapshotError`` on bad input), and ``PlanValidationError``.
     """
+    from concurrent.futures import ThreadPoolExecutor
+
     from segment_balancer.plan.validation_process import ValidationProcess
     from segment_balancer.spark.druid_plan import druid_record
-    from segment_balancer.tools.pipeline import run_plan
+    from segment_balancer.tools.pipeline import make_plan
 
     if runs < 1:
         raise InputError(f"runs must be >= 1, got {runs}")
@@ -437,6 +486,8 @@ def simulate(
     out.mkdir(parents=True, exist_ok=True)
     current, rows, state = Path(snapshot), [], balancer_state
     gate = validator
+    pending: _Pending | None = None
+    waiter = ThreadPoolExecutor(1, thread_name_prefix="simulate-validation")
     try:
         for run in range(1, runs + 1):
             base = out / f"run-{run:03d}"
@@ -445,22 +496,21 @@ def simulate(
                 work = Path(first_work)
                 shutil.rmtree(base / "plan", ignore_errors=True)
                 shutil.copytree(first_plan, base / "plan", ignore=shutil.ignore_patterns(".*"))
+                plan = base / "plan"
             else:
                 work = base / "work"
                 shutil.rmtree(work, ignore_errors=True)
                 planned = current if plan_on is None else Path(plan_on(run, current, base))
                 gate = gate or ValidationProcess()  # GX imported once, for every run
-                run_plan(
-                    spark,
-                    planned,
-                    base / "plan",
-                    overrides,
-                    work=work,
-                    balancer_state=state,
-                    coordinator=coordinator,
-                    validator=gate,
-                )
-            summary = read_plan_summary(base / "plan")
+                try:
+                    plan = make_plan(spark, planned, work, overrides, balancer_state=state, coordinator=coordinator)
+                finally:
+                    # the run before is published (or its failed check raised) before this one goes on
+                    pending, done = None, pending
+                    if done is not None:
+                        done.publish(cleanup=base)
+                pending = _Pending(waiter.submit(gate.validate, plan, work), plan, base, work)
+            summary = read_plan_summary(plan)
             if (work / NEXT_STATE_FILE).exists():
                 state = base / STATE_FILE
                 link_or_copy(work / NEXT_STATE_FILE, state)
@@ -476,7 +526,7 @@ def simulate(
             )
             applied = apply_plan(
                 current,
-                base / "plan",
+                plan,
                 sizes,
                 base / "snapshot",
                 run,
@@ -486,11 +536,9 @@ def simulate(
                 period_ms=int(summary.config.get("coordinatorPeriodMillis", 60_000)),
                 marked_unused=unused,
             )
-            if work == base / "work":
-                shutil.rmtree(work, ignore_errors=True)
             applied.historicals.to_csv(base / "historicals.csv", index=False)
             ops = pd.read_parquet(
-                base / "plan" / "operations.parquet", columns=["op_id", "stage", "action", "size_bytes", "depends_on"]
+                plan / "operations.parquet", columns=["op_id", "stage", "action", "size_bytes", "depends_on"]
             )
             rows.append(run_row(run, current, summary, applied, ops, segments.drop(columns="size_bytes")))
             log.info(
@@ -504,7 +552,13 @@ def simulate(
                 " (stable)" if rows[-1]["stable"] else "",
             )
             current = base / "snapshot"
+        pending, done = None, pending
+        if done is not None:
+            done.publish()
     finally:
+        if pending is not None:
+            pending.abandon()
+        waiter.shutdown(wait=True)
         if gate is not None and validator is None:
             gate.close()
     table = pd.DataFrame(rows, columns=RUN_COLUMNS)
