@@ -63,6 +63,25 @@ def test_the_run_size_decides(tmp_path, monkeypatch):
     assert small_run(tmp_path) is False
 
 
+def test_the_rows_are_counted_once_per_version_of_the_segments_file(tmp_path, monkeypatch):
+    """A run's applications each ask :func:`small_run`; the file is read once until it changes."""
+    from segment_balancer.druid.snapshot import lines
+    from segment_balancer.spark import apps
+
+    counted = []
+    count_rows = lines.count_rows
+    monkeypatch.setattr(lines, "count_rows", lambda path, at_most: counted.append(path) or count_rows(path, at_most))
+    apps._at_most.cache_clear()
+    segments = tmp_path / "segments.jsonl"
+    segments.write_text('{"segment_id": "a"}\n')
+    assert [apps.small_run(tmp_path) for _ in range(5)] == [True] * 5
+    assert len(counted) == 1
+    segments.write_text('{"segment_id": "a"}\n{"segment_id": "b"}\n')  # another version: counted again
+    assert apps.small_run(tmp_path) is True and len(counted) == 2
+    monkeypatch.setattr(S, "DRIVER_TASKS_AT_MOST_SEGMENTS", 1)  # another limit: counted again
+    assert apps.small_run(tmp_path) is False and len(counted) == 3
+
+
 @pytest.mark.parametrize("coordinator", ["issue7458", "druid"])
 @pytest.mark.parametrize("snapshot", SMALL, ids=lambda p: p.name)
 def test_a_small_run_plans_the_same_on_the_driver_and_in_spark_tasks(

@@ -12,6 +12,7 @@ imported inside functions only.
 from __future__ import annotations
 
 import argparse
+import functools
 import json
 import logging
 import sys
@@ -115,7 +116,6 @@ def small_run(snapshot) -> bool:
     (:func:`~segment_balancer.druid.snapshot.lines.count_rows`, reading no further than that).
     False when the file is missing or unreadable (``used_segments`` refuses it, in Spark)."""
     from segment_balancer.druid.snapshot.errors import SnapshotError
-    from segment_balancer.druid.snapshot.lines import count_rows
     from segment_balancer.druid.snapshot.segments import segments_path
     from segment_balancer.spark.session import driver_tasks_at_most_segments
 
@@ -123,9 +123,20 @@ def small_run(snapshot) -> bool:
     if limit < 0:
         return False
     try:
-        return count_rows(segments_path(Path(snapshot)), limit) <= limit
+        path = segments_path(Path(snapshot))
+        st = path.stat()
+        return _at_most(str(path), st.st_ino, st.st_mtime_ns, st.st_size, limit)
     except (SnapshotError, OSError, EOFError):
         return False
+
+
+@functools.lru_cache(maxsize=16)
+def _at_most(path: str, inode: int, mtime_ns: int, size: int, limit: int) -> bool:
+    """Whether the file ``path`` (as it is: its inode, modification time and size) has at most
+    ``limit`` rows: counted once per version of the file for a run's applications, not once each."""
+    from segment_balancer.druid.snapshot.lines import count_rows
+
+    return count_rows(path, limit) <= limit
 
 
 def job_tag(name: str) -> str:
