@@ -127,3 +127,29 @@ def test_total_cost_sums_the_joint_cost_of_every_pair_on_each_server():
     koala_on_b = np.array(["a", "b", "a", "b"], dtype=object)
     assert total_cost(ds, start, end, koala_on_b) == pytest.approx(pair(0, 2) + pair(1, 3), rel=1e-12)
     assert total_cost(ds[:0], start[:0], end[:0], on_a[:0]) == 0.0
+
+
+@pytest.mark.parametrize("lengths", ["granularities", "many"])
+def test_the_overlapping_keys_of_every_key_are_those_a_pairwise_check_finds(lengths):
+    """``TierCosts``' overlap lists (what a segment's cost sums over) against every pair checked
+    by Joda's ``overlaps`` (``b0 < a1 and b1 > a0``), in the order the sums take them: the keys of
+    at most 31 days by start (ties by key), then the longer ones by key. Hours, days, months,
+    years and zero-length keys; or over 32 distinct lengths (searched by ranges of lengths)."""
+    rng = np.random.default_rng(7)
+    n = 600
+    start = rng.integers(0, 24 * 400, n).astype(np.int64) * 3_600_000
+    if lengths == "granularities":
+        length = rng.choice([0, 3_600_000, 86_400_000, 31 * 86_400_000, 366 * 86_400_000], n)
+    else:
+        length = rng.integers(0, 60 * 86_400_000, n)
+    datasource = np.array([f"ds{d}" for d in rng.integers(0, 3, n)], dtype=object)
+    keys, _ = IntervalKeys.build(datasource, start, start + length.astype(np.int64))
+    costs = TierCosts(keys, 2)
+    s, e = keys.start_ms, keys.end_ms
+    short = [j for j in np.argsort(s, kind="stable") if e[j] - s[j] <= TierCosts.SHORT_SPAN_MS]
+    long_ = [j for j in range(len(keys)) if e[j] - s[j] > TierCosts.SHORT_SPAN_MS]
+    for a in range(len(keys)):
+        expected = [b for b in short + long_ if s[b] < e[a] and e[b] > s[a]]
+        got = costs._over[costs._offsets[a] : costs._offsets[a + 1]].tolist()
+        assert got == expected, a
+    assert len(costs._over) > 2 * len(keys)  # keys do overlap others: the lists are not trivial

@@ -133,6 +133,25 @@ class _InstantSums:
         return factor @ self.sums[lo:hi]
 
 
+_LENGTH_GROUPS_AT_MOST = 32
+""":func:`_length_groups`: at most this many groups of lengths."""
+
+
+def _length_groups(lengths: np.ndarray) -> list[np.ndarray]:
+    """Bool masks over ``lengths`` (int64 ms) that split them into groups: one per distinct length
+    when there are at most :data:`_LENGTH_GROUPS_AT_MOST`, else that many ranges of lengths by rank
+    (a group's longest bounds the window it is searched in)."""
+    if not len(lengths):
+        return []
+    distinct = np.unique(lengths)
+    if len(distinct) > _LENGTH_GROUPS_AT_MOST:
+        bounds = distinct[np.linspace(0, len(distinct) - 1, _LENGTH_GROUPS_AT_MOST + 1).astype(np.int64)[1:]]
+        which = np.searchsorted(bounds, lengths, "left")
+    else:
+        which = np.searchsorted(distinct, lengths)
+    return [which == g for g in np.unique(which)]
+
+
 class TierCosts:
     """Live placement costs of a tier: integer counts of projected segments per (server, key), and
     the instant sums that give every server's cost for a segment in a few dot products.
@@ -170,21 +189,38 @@ class TierCosts:
         """Per key, the keys whose interval overlaps it (Joda ``overlaps``: ``b0 < a1 and b1 > a0``)
         and the joint cost of the pair (:func:`.cost.joint_cost_same`), as CSR arrays."""
         k = self.keys
+        n_keys = len(k)
         length = k.end_ms - k.start_ms
         long_keys = np.flatnonzero(length > self.SHORT_SPAN_MS)
         short = np.flatnonzero(length <= self.SHORT_SPAN_MS)
         short = short[np.argsort(k.start_ms[short], kind="stable")]
-        short_starts = k.start_ms[short]
-        lo = np.searchsorted(short_starts, k.start_ms - self.SHORT_SPAN_MS, "left")
-        hi = np.searchsorted(short_starts, k.end_ms, "left")
-        lists = []
-        for key in range(len(k)):
-            cand = np.concatenate([short[lo[key] : hi[key]], long_keys])
-            lists.append(cand[(k.start_ms[cand] < k.end_ms[key]) & (k.end_ms[cand] > k.start_ms[key])])
-        sizes = np.array([len(x) for x in lists], dtype=np.int64)
+        # Every key's overlapping keys in one order: the short ones in start order (their rank in
+        # ``short``), then the long ones in key order. Short keys are taken by groups of lengths
+        # (a few: a cluster's segment granularities): a key of length at most ``most`` that ends
+        # after a's start starts after a's start less ``most``, and before a's end.
+        keys_of, cands, ranks = [], [], []
+        for group in _length_groups(length[short]):
+            members = np.flatnonzero(group)
+            starts = k.start_ms[short[members]]
+            most = int(length[short[members]].max())
+            lo = np.searchsorted(starts, k.start_ms - most, "left")
+            hi = np.searchsorted(starts, k.end_ms, "left")
+            n = np.maximum(hi - lo, 0)
+            key = np.repeat(np.arange(n_keys, dtype=np.int64), n)
+            rank = members[np.repeat(lo - (np.cumsum(n) - n), n) + np.arange(len(key), dtype=np.int64)]
+            keys_of.append(key)
+            ranks.append(rank)
+            cands.append(short[rank])
+        keys_of.append(np.repeat(np.arange(n_keys, dtype=np.int64), len(long_keys)))
+        ranks.append(np.tile(len(short) + np.arange(len(long_keys), dtype=np.int64), n_keys))
+        cands.append(np.tile(long_keys.astype(np.int64), n_keys))
+        key, rank, cand = (np.concatenate(x) for x in (keys_of, ranks, cands))
+        keep = (k.start_ms[cand] < k.end_ms[key]) & (k.end_ms[cand] > k.start_ms[key])
+        key, rank, cand = key[keep], rank[keep], cand[keep]
+        order = np.lexsort((rank, key))
+        a, self._over = key[order], cand[order]
+        sizes = np.bincount(a, minlength=n_keys).astype(np.int64)
         self._offsets = np.concatenate([[0], np.cumsum(sizes)])
-        self._over = np.concatenate(lists) if lists else np.zeros(0, np.int64)
-        a = np.repeat(np.arange(len(k)), sizes)
         self._pair = joint_cost_same(
             k.start_ms[a],
             k.end_ms[a],
