@@ -235,10 +235,9 @@ def test_a_function_looping_only_for_some_pairs_fails_then_and_after():
 
 
 def test_a_function_allocating_without_end_is_refused_by_the_memory_limit():
-    start = time.monotonic()
+    # the memory limit, not the time limit, stops it: the error says which
     with pytest.raises(BestServersError, match=r"f\(1, 1\) used more than 64 MiB \(67108864 bytes\) of memory"):
         compile_function("function (n, t) { const keep = []; for (;;) keep.push(new Array(10000).fill(n)); }")
-    assert time.monotonic() - start < CALL_TIMEOUT_MS / 1000 + 3
 
 
 def test_a_call_that_throws_later_names_the_key_and_the_pair():
