@@ -108,3 +108,55 @@ def test_explain_snapshot_prepares_once_then_answers_without_spark(spark, tmp_pa
     answer = json.loads(capsys.readouterr().out)
     assert answer["segment_id"] == second and answer["tiers"]
     assert len(list((tmp_path / "cache" / "segment_balancer" / "explain").iterdir())) == 1
+
+
+def _marked_processes(mark: str) -> list[int]:
+    """The running processes whose environment holds ``mark``."""
+    import os
+
+    found = []
+    for entry in os.listdir("/proc"):
+        if entry.isdigit():
+            try:
+                if mark.encode() in open(f"/proc/{entry}/environ", "rb").read():
+                    found.append(int(entry))
+            except OSError:
+                continue
+    return found
+
+
+def test_the_command_line_leaves_no_validation_process_running(tmp_path):
+    """``python -m segment_balancer plan`` starts its validation process before the CLI's modules
+    load (``__main__``); whether the plan is made or the arguments are refused, the child is gone
+    when the command returns."""
+    import os
+    import subprocess
+    import sys
+    import uuid
+
+    mark = f"SEGMENT_BALANCER_TEST_MARK={uuid.uuid4()}"
+    env = {**os.environ, mark.split("=")[0]: mark.split("=")[1]}
+    refused = subprocess.run(
+        [sys.executable, "-m", "segment_balancer", "plan", "--no-such-option"], env=env, capture_output=True, text=True
+    )
+    assert refused.returncode == 2 and "usage:" in refused.stderr  # argparse refuses the arguments
+    assert _marked_processes(mark) == []
+    done = subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "segment_balancer",
+            "plan",
+            "--snapshot",
+            str(SNAPSHOT),
+            "--out",
+            str(tmp_path / "plan"),
+        ],
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=600,
+    )
+    assert done.returncode == 0, done.stderr
+    assert (tmp_path / "plan" / "validation.json").is_file()
+    assert _marked_processes(mark) == []

@@ -100,6 +100,10 @@ def _portable(exc: BaseException) -> BaseException:
         return portable
 
 
+VALIDATING_COMMANDS = ("plan", "simulate")
+"""The CLI's commands whose plans a validation process checks (``python -m segment_balancer``
+starts it before anything else)."""
+
 UNUSED_BACKENDS = ("pyspark", "sqlalchemy")
 """Great Expectations' optional back ends that the checks do not use (they run on pandas frames):
 the validation process keeps them from importing (``None`` in ``sys.modules``), as if they were

@@ -651,12 +651,14 @@ def _parser() -> argparse.ArgumentParser:
     return p
 
 
-def main(argv=None) -> int:
-    """Entry point of ``python -m segment_balancer``."""
+def main(argv=None, gate=None) -> int:
+    """Entry point of ``python -m segment_balancer``. ``gate``: the ``ValidationProcess`` a plan or
+    simulation validates with, started by the caller (None: one started for the command and ended
+    with it)."""
     from segment_balancer.common.errors import INPUT_REFUSED, InputError
     from segment_balancer.common.files import WriteError
     from segment_balancer.plan.validation import PlanValidationError
-    from segment_balancer.plan.validation_process import ValidationProcessError
+    from segment_balancer.plan.validation_process import VALIDATING_COMMANDS, ValidationProcessError
     from segment_balancer.spark.session import SparkUnreachable
     from segment_balancer.tools.capture import CaptureError
 
@@ -734,12 +736,12 @@ def main(argv=None) -> int:
             from segment_balancer.druid.importer import import_druid_segments_sql
 
             print(f"{import_druid_segments_sql(args.sql, args.out)} segments written to {args.out}")
-        else:
+        elif args.command in VALIDATING_COMMANDS:
             from segment_balancer.plan.validation_process import ValidationProcess
             from segment_balancer.spark.session import lazy_local_session, release
 
-            # Great Expectations imported by a process of its own from now on, while the plans are made
-            gate = stack.enter_context(ValidationProcess())
+            # Great Expectations imported by a process of its own, while the plans are made
+            gate = gate or stack.enter_context(ValidationProcess())
             # the user's own overrides: an unknown key is refused here, naming the file, before any JVM
             overrides = read_overrides(args.config)
             check_override_keys(overrides, f"--config {args.config}")
