@@ -199,6 +199,30 @@ def test_segment_balancing_dag_publishes_the_plan_of_the_cli(airflow_home, compa
 
 
 @pytest.mark.spark_submit
+def test_segment_balancing_dag_plans_the_druid_38_snapshot(airflow_home, monkeypatch):
+    """The bundled ``druid38`` snapshot (a tier alias, partial-load rules, a rule naming a tier
+    without historicals) through the DAG, both coordinators (``compare_with_druid`` on; the
+    simulation task is the other test's): every task succeeds and both plans pass the gate (``run_dag``); the plan
+    loads the ``clicks`` part by_country with Druid's fingerprint on both tiers of the alias ``hot``
+    (worked by hand in ``tests/test_druid38_plan.py``), says the tier ``archive`` has no historical,
+    and the druid plan is Druid 38.0.0's, from the snapshot's servers."""
+    from test_druid38_plan import ID, SNAPSHOT, projection_fingerprint
+
+    monkeypatch.setenv("AIRFLOW__SEGMENT_BALANCER__SPARK_MODE", "spark-submit")
+    published = run_dag(SNAPSHOT)
+    ops = pd.read_parquet(published / "operations.parquet")
+    day0 = ops[ops["segment_id"].isin([ID[("clicks", "2026-09-30", p)] for p in (0, 1)]) & ops["action"].eq("LOAD")]
+    assert set(day0["tier"]) == {"hot_blue", "hot_green"}
+    assert set(day0["partial_fingerprint"]) == {projection_fingerprint(["by_country"])}
+    summary = json.loads((published / "summary.json").read_text())
+    assert "archive" in summary["undone"]["tiers"]
+    druid = json.loads((published / "compared" / "druid" / "summary.json").read_text())["druid_run"]
+    assert (druid["release"], druid["release_from"]) == ("38.0.0", "snapshot")
+
+
+# Last in the module: the standalone cluster and its Connect server (four JVMs, ``standalone_connect``,
+# module-scoped) are up for this test only.
+@pytest.mark.spark_submit
 def test_segment_balancing_dag_on_spark_connect_publishes_the_same_plan(
     airflow_home, compaction_planned, standalone_connect
 ):
@@ -206,7 +230,8 @@ def test_segment_balancing_dag_on_spark_connect_publishes_the_same_plan(
     run's one session (``run_session_id``), released by the teardown at the end; the server's master
     is the two-worker standalone cluster, and every application's tasks ran in its executors, both of
     them busy over the run. The plan and the two-run simulation are the CLI's, as in spark-submit
-    mode. ``airflow dags test`` runs in a child process: a Connect client cannot share its process
+    mode; no comparison (``compare_with_druid`` off: nothing here is about it, and the druid38
+    test compares). ``airflow dags test`` runs in a child process: a Connect client cannot share its process
     with this worker's classic session."""
     import re
     import subprocess
@@ -228,7 +253,9 @@ def test_segment_balancing_dag_on_spark_connect_publishes_the_same_plan(
         ),
     }
     env.pop("SPARK_CONNECT_MODE_ENABLED", None)
-    conf = json.dumps({"snapshot": str(base / "snapshot"), "simulate_runs": 2})
+    # compare_with_druid off: the druid38 test compares the coordinators through the DAG (and
+    # make e2e on a Connect server); this one is about where the run's applications run
+    conf = json.dumps({"snapshot": str(base / "snapshot"), "simulate_runs": 2, "compare_with_druid": False})
     airflow = str(Path(sys.executable).parent / "airflow")
     done = subprocess.run(
         [airflow, "dags", "test", "segment_balancing", "--conf", conf],
@@ -245,6 +272,7 @@ def test_segment_balancing_dag_on_spark_connect_publishes_the_same_plan(
     assert run_state == "success" and set(states.values()) <= {"success"}, states
     published, _ = published_by(run_id)
     pd.testing.assert_frame_equal(pd.read_parquet(published / "operations.parquet"), cli_ops)
+    assert not (published / "compared").exists() and not (published / "comparison.json").exists()
     summary = json.loads((published / "summary.json").read_text())
     skipped = {n for n, t in summary["timings_seconds"].items() if t.get("skipped")}
     assert skipped == {n for n, t in cli_summary["timings_seconds"].items() if t.get("skipped")}
@@ -285,25 +313,3 @@ def test_segment_balancing_dag_on_spark_connect_publishes_the_same_plan(
     url = f"{connect_server.url}/;session_id={session_id}"
     again = subprocess.run([sys.executable, "-c", probe, url], capture_output=True, text=True, timeout=120, env=env)
     assert again.returncode != 0 and "SESSION_CLOSED" in again.stderr, again.stderr[-2000:]
-
-
-@pytest.mark.spark_submit
-def test_segment_balancing_dag_plans_the_druid_38_snapshot(airflow_home, monkeypatch):
-    """The bundled ``druid38`` snapshot (a tier alias, partial-load rules, a rule naming a tier
-    without historicals) through the DAG, both coordinators (``compare_with_druid`` on; the
-    simulation task is the other test's): every task succeeds and both plans pass the gate (``run_dag``); the plan
-    loads the ``clicks`` part by_country with Druid's fingerprint on both tiers of the alias ``hot``
-    (worked by hand in ``tests/test_druid38_plan.py``), says the tier ``archive`` has no historical,
-    and the druid plan is Druid 38.0.0's, from the snapshot's servers."""
-    from test_druid38_plan import ID, SNAPSHOT, projection_fingerprint
-
-    monkeypatch.setenv("AIRFLOW__SEGMENT_BALANCER__SPARK_MODE", "spark-submit")
-    published = run_dag(SNAPSHOT)
-    ops = pd.read_parquet(published / "operations.parquet")
-    day0 = ops[ops["segment_id"].isin([ID[("clicks", "2026-09-30", p)] for p in (0, 1)]) & ops["action"].eq("LOAD")]
-    assert set(day0["tier"]) == {"hot_blue", "hot_green"}
-    assert set(day0["partial_fingerprint"]) == {projection_fingerprint(["by_country"])}
-    summary = json.loads((published / "summary.json").read_text())
-    assert "archive" in summary["undone"]["tiers"]
-    druid = json.loads((published / "compared" / "druid" / "summary.json").read_text())["druid_run"]
-    assert (druid["release"], druid["release_from"]) == ("38.0.0", "snapshot")
