@@ -22,6 +22,73 @@ def pytest_collection_modifyitems(config, items):
     items.sort(key=lambda item: item.nodeid.split("::")[0] not in slow)
 
 
+class SharedGate:
+    """One validation process (``segment_balancer.plan.validation_process.ValidationProcess``) for
+    every plan a pytest process makes: a child imports Great Expectations once (about 5 s of CPU)
+    instead of once per plan. Calling it stands in for ``ValidationProcess()``: a handle whose
+    ``validate`` goes to the shared child and whose ``close`` leaves it running; a child that ended
+    (killed, out of memory) is replaced at the next call. The gate's own life (start, close, a child
+    gone) is tested with the real class (``tests/plan/test_validation_process.py``), and the CLI's
+    subprocess tests start one per plan as a user's command does."""
+
+    def __init__(self, real):
+        self._real = real
+        self._gate = None
+
+    def __call__(self):
+        if self._gate is None or not self._gate.running:
+            if self._gate is not None:
+                self._gate.close()
+            self._gate = self._real()
+        return _GateHandle(self._gate)
+
+    def close(self) -> None:
+        if self._gate is not None:
+            self._gate.close()
+
+
+class _GateHandle:
+    """What ``ValidationProcess()`` returns under :class:`SharedGate`: the shared child's
+    ``validate``, ``pid`` and ``running``; ``close`` (and leaving the ``with`` block) ends nothing."""
+
+    def __init__(self, gate):
+        self._gate = gate
+
+    def validate(self, plan_dir, work_dir) -> dict:
+        return self._gate.validate(plan_dir, work_dir)
+
+    @property
+    def pid(self) -> int:
+        return self._gate.pid
+
+    @property
+    def running(self) -> bool:
+        return self._gate.running
+
+    def close(self) -> None:
+        pass
+
+    def __enter__(self):
+        return self
+
+    def __exit__(self, *exc) -> None:
+        pass
+
+
+@pytest.fixture(scope="session", autouse=True)
+def shared_validation_process():
+    """Every ``ValidationProcess()`` the code under test starts in this pytest process is a handle
+    on one shared child (:class:`SharedGate`); test modules that import the class itself keep it."""
+    from segment_balancer.plan import validation_process
+
+    shared = SharedGate(validation_process.ValidationProcess)
+    patch = pytest.MonkeyPatch()
+    patch.setattr(validation_process, "ValidationProcess", shared)
+    yield shared
+    patch.undo()
+    shared.close()
+
+
 @pytest.fixture(scope="session")
 def spark():
     from segment_balancer.spark.session import local_session

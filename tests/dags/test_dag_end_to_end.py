@@ -7,90 +7,23 @@ one the CLI computes in one Spark session (which test_used_segments.py checks by
 test_pipeline.py checks the CLI's plan of the real ``druid_sample`` data, and ``make demo`` runs this
 DAG on it).
 
-Both of the DAG's Spark modes: one spark-submit per application (``dag.test()``, on ``local[2]``),
-and the default, every application a client of a Spark Connect server whose master is a Spark
-standalone cluster (a master and two workers on 127.0.0.1, started from the installed PySpark by
-``segment_balancer.spark.standalone``): there the executors are JVMs and Python workers of their own
-that share nothing with the driver but the work directory, so the plan being the CLI's (computed on
-``local[*]``) shows the applications run unchanged on a real cluster."""
+Here one spark-submit per application (``dag.test()``, on ``local[2]``); the default mode, every
+application a client of a Spark Connect server on a standalone cluster, is ``test_dag_on_connect.py``'s."""
 
 from __future__ import annotations
 
 import json
 import os
-import sys
 from pathlib import Path
 
 import pandas as pd
 import pytest
 from compaction_snapshot import OVERSHADOWED, WAITING, line_of
+from dag_runs import published_by
 
-from segment_balancer.planner.stages import ALL_APP_NAMES, APP_NAMES
-from segment_balancer.spark.session import DRIVER_TASKS_ENV
+from segment_balancer.planner.stages import ALL_APP_NAMES
 
 REPO = Path(__file__).resolve().parents[2]
-
-
-@pytest.fixture(scope="module")
-def standalone_connect(tmp_path_factory):
-    """A Spark Connect server (event log on) whose master is a standalone cluster on 127.0.0.1 of a
-    master and two workers of one core each, so a run's tasks run in two executor JVMs, each with its
-    own Python workers; both stopped after the module. Yields (cluster, server)."""
-    import socket
-
-    from segment_balancer.spark.connect_server import ConnectServer
-    from segment_balancer.spark.standalone import StandaloneCluster
-
-    def free_port() -> int:
-        with socket.socket() as s:
-            s.bind(("127.0.0.1", 0))
-            return s.getsockname()[1]
-
-    cluster = StandaloneCluster(
-        tmp_path_factory.mktemp("standalone"), port=free_port(), cores=1, memory="2g", workers=2
-    )
-    cluster.start()
-    server = ConnectServer(
-        tmp_path_factory.mktemp("connect"),
-        port=free_port(),
-        master=cluster.master_url,
-        driver_memory="2g",
-        event_log=True,
-        conf={"spark.executor.memory": "1g", "spark.sql.shuffle.partitions": "2"},
-    )
-    try:
-        server.start()
-        yield cluster, server
-    finally:
-        server.stop()
-        cluster.stop()
-
-
-def published_by(run_id: str) -> tuple[Path, dict]:
-    """The plan directory the DAG run ``run_id`` published and its plans Asset event's extra:
-    ``publish_plan`` emitted exactly one event of ``segment_balancer_plans``, its extra naming the
-    plan under ``SEGMENT_BALANCER_HOME/plans``; ``LATEST`` names that plan unless an earlier test
-    published a plan of a newer snapshot."""
-    from airflow.models.asset import AssetEvent, AssetModel
-    from airflow.utils.session import create_session
-
-    from segment_balancer.plan.publish import plan_order
-
-    with create_session() as session:
-        events = (
-            session.query(AssetEvent, AssetModel)
-            .filter(AssetEvent.asset_id == AssetModel.id)
-            .filter(AssetEvent.source_run_id == run_id)
-            .all()
-        )
-        assert [(a.name, e.source_task_id) for e, a in events] == [("segment_balancer_plans", "publish_plan")]
-        extra = dict(events[0][0].extra)
-    plans = Path(os.environ["SEGMENT_BALANCER_HOME"]) / "plans"
-    published = Path(extra["plan_dir"])
-    assert published.parent == plans and published.is_dir()
-    latest = plans / (plans / "LATEST").read_text().strip()
-    assert latest == published or plan_order(latest) > plan_order(published)
-    return published, extra
 
 
 def run_dag(snapshot: Path, **conf) -> Path:
@@ -196,95 +129,6 @@ def test_segment_balancing_dag_publishes_the_plan_of_the_cli(airflow_home, compa
     run2 = pd.read_parquet(simulation / "run-002" / "plan" / "operations.parquet")
     waited = run2[(run2.action == "DROP") & run2.depends_on.isna() & run2.reason.eq("overshadowed")]
     assert {line_of(s) for s in waited.segment_id} == WAITING
-
-
-@pytest.mark.spark_submit
-def test_segment_balancing_dag_on_spark_connect_publishes_the_same_plan(
-    airflow_home, compaction_planned, standalone_connect
-):
-    """The default mode: every Spark task of the run is a client of the Connect server, all on the
-    run's one session (``run_session_id``), released by the teardown at the end; the server's master
-    is the two-worker standalone cluster, and every application's tasks ran in its executors, both of
-    them busy over the run. The plan and the two-run simulation are the CLI's, as in spark-submit
-    mode. ``airflow dags test`` runs in a child process: a Connect client cannot share its process
-    with this worker's classic session."""
-    import re
-    import subprocess
-
-    from airflow.models.dagrun import DagRun
-    from airflow.utils.session import create_session
-
-    from segment_balancer_airflow.connect import run_session_id
-
-    cluster, connect_server = standalone_connect
-    base, cli_summary, cli_ops = compaction_planned
-    env = {
-        **os.environ,
-        "AIRFLOW__SEGMENT_BALANCER__SPARK_MODE": "connect",
-        # every application's tasks in the cluster's executors, small as this snapshot is
-        DRIVER_TASKS_ENV: "-1",
-        "AIRFLOW_CONN_SPARK_CONNECT_DEFAULT": json.dumps(
-            {"conn_type": "spark_connect", "host": "sc://127.0.0.1", "port": connect_server.port}
-        ),
-    }
-    env.pop("SPARK_CONNECT_MODE_ENABLED", None)
-    conf = json.dumps({"snapshot": str(base / "snapshot"), "simulate_runs": 2})
-    airflow = str(Path(sys.executable).parent / "airflow")
-    done = subprocess.run(
-        [airflow, "dags", "test", "segment_balancing", "--conf", conf],
-        env=env,
-        capture_output=True,
-        text=True,
-        timeout=1200,
-    )
-    assert done.returncode == 0, done.stdout[-4000:] + done.stderr[-4000:]
-    with create_session() as session:
-        run = session.query(DagRun).filter(DagRun.dag_id == "segment_balancing").order_by(DagRun.id.desc()).first()
-        states = {ti.task_id: ti.state for ti in run.get_task_instances(session=session)}
-        run_id, run_state = run.run_id, run.state
-    assert run_state == "success" and set(states.values()) <= {"success"}, states
-    published, _ = published_by(run_id)
-    pd.testing.assert_frame_equal(pd.read_parquet(published / "operations.parquet"), cli_ops)
-    summary = json.loads((published / "summary.json").read_text())
-    skipped = {n for n, t in summary["timings_seconds"].items() if t.get("skipped")}
-    assert skipped == {n for n, t in cli_summary["timings_seconds"].items() if t.get("skipped")}
-    pd.testing.assert_frame_equal(
-        pd.read_parquet(published / "simulation" / "run-001" / "plan" / "operations.parquet"), cli_ops
-    )
-
-    # Every tagged job of the run's applications ran in the run's one session, its tasks in the
-    # standalone cluster's executors ("0" and "1"), never in the driver …
-    session_id = run_session_id("segment_balancing", run_id)
-    sessions, app_of_stage, executors = set(), {}, {}
-    events = [
-        json.loads(line)
-        for log in (connect_server.root / "events").iterdir()
-        for line in open(log, errors="replace")
-        if '"SparkListenerJobStart"' in line or '"SparkListenerTaskEnd"' in line
-    ]
-    for event in events:
-        if event["Event"] == "SparkListenerJobStart":
-            tags = event["Properties"].get("spark.job.tags", "")
-            if app := re.search(r"segment_balancer_app_(\w+)", tags):
-                app_of_stage.update(dict.fromkeys(event["Stage IDs"], app.group(1)))
-                sessions.update(re.findall(r"Session_([0-9a-f-]{36})", tags))
-    for event in events:
-        if event["Event"] == "SparkListenerTaskEnd" and event["Stage ID"] in app_of_stage:
-            executors.setdefault(app_of_stage[event["Stage ID"]], set()).add(event["Task Info"]["Executor ID"])
-    ran = {n for n in APP_NAMES if n not in skipped}
-    assert ran <= set(executors), executors
-    assert all(ids <= {"0", "1"} for ids in executors.values()), executors
-    assert set().union(*executors.values()) == {"0", "1"}, executors
-    assert cluster.alive_workers() == 2
-    assert session_id in sessions
-    # … which the teardown released: the id can no longer be attached to.
-    probe = (
-        "import sys; from pyspark.sql import SparkSession as S; "
-        "s = S.builder.remote(sys.argv[1]).getOrCreate(); s.range(1).count()"
-    )
-    url = f"{connect_server.url}/;session_id={session_id}"
-    again = subprocess.run([sys.executable, "-c", probe, url], capture_output=True, text=True, timeout=120, env=env)
-    assert again.returncode != 0 and "SESSION_CLOSED" in again.stderr, again.stderr[-2000:]
 
 
 @pytest.mark.spark_submit

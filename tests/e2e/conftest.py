@@ -33,6 +33,16 @@ if not os.environ.get("SEGMENT_BALANCER_E2E"):
     collect_ignore = ["test_ui.py", "test_report.py", "test_stop.py"]
 
 
+#: The test that stops the session's ``deployment`` with Ctrl+C (``test_stop.py``): it runs after
+#: every other test, which need the deployment running.
+STOPS_THE_DEPLOYMENT = "test_stop.py::test_ctrl_c_stops_every_process_and_port"
+
+
+def pytest_collection_modifyitems(config, items):
+    """:data:`STOPS_THE_DEPLOYMENT` last, the others in their order."""
+    items.sort(key=lambda item: item.nodeid.endswith(STOPS_THE_DEPLOYMENT))
+
+
 @pytest.fixture(scope="session")
 def artifacts() -> Path:
     ARTIFACTS.mkdir(parents=True, exist_ok=True)

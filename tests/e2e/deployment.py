@@ -40,6 +40,7 @@ class Deployment:
     log: Path
     pid: int = 0
     ports: dict[str, int] = field(default_factory=dict)
+    started: float = 0.0  # epoch seconds, just before `make airflow` started
     _token: str | None = field(default=None, repr=False)
 
     def token(self, fresh: bool = False) -> str:
@@ -154,6 +155,7 @@ def running_deployment(tmp: Path, snapshots: Path, log: Path, env: dict[str, str
         f"SNAPSHOTS={snapshots}",
         *(f"{name}={port}" for name, port in ports.items()),
     ]
+    started = time.time()
     with open(log, "wb") as out:
         proc = subprocess.Popen(
             cmd,
@@ -170,6 +172,7 @@ def running_deployment(tmp: Path, snapshots: Path, log: Path, env: dict[str, str
         log=log,
         pid=proc.pid,
         ports=ports,
+        started=started,
     )
     try:
         _wait_ready(dep, proc)

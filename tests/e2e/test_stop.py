@@ -1,6 +1,10 @@
-"""``make airflow`` stops on Ctrl+C: a deployment of its own, a DAG run's Spark stage running, then
-SIGINT to the process group as a terminal sends it; within ``STOP_BUDGET_S`` seconds no process of
-the deployment is left and none of its ports is held (``tools/local_airflow.py``)."""
+"""``make airflow`` stops on Ctrl+C and on SIGTERM: a DAG run's Spark stage running, then SIGINT to
+the process group as a terminal sends it, or SIGTERM to make alone; within ``STOP_BUDGET_S`` seconds
+no process of the deployment is left and none of its ports is held (``tools/local_airflow.py``).
+
+SIGTERM stops a deployment of its own; Ctrl+C stops the UI tests' deployment (``conftest.py``'s
+``deployment``) once they are done: ``conftest.py`` runs that test last, and a deployment started
+for it alone would cost the suite one more start."""
 
 from __future__ import annotations
 
@@ -9,7 +13,6 @@ import signal
 import time
 
 import psutil
-import pytest
 from deployment import DAG_ID, running_deployment
 from e2e_snapshots import write_snapshots
 
@@ -63,41 +66,55 @@ def _alive(proc: psutil.Process) -> bool:
         return False
 
 
-@pytest.mark.parametrize("sig", [signal.SIGINT, signal.SIGTERM], ids=["ctrl-c", "sigterm"])
-def test_make_airflow_stops_every_process_and_port(tmp_path, artifacts, sig):
-    """Ctrl+C (SIGINT to make's process group) or SIGTERM to make alone, while a stage of a DAG run
-    is running: everything the deployment started is gone within the budget, ports free."""
+def stop_while_a_stage_runs(dep, sig: signal.Signals, since: float) -> None:
+    """Trigger a run of ``dep`` and, while one of its Spark stages runs, send ``sig`` (SIGINT: to
+    make's process group, as Ctrl+C does; else to make alone); check that every process of the
+    deployment (:func:`deployment_processes` with ``since``) is gone within the budget, its ports
+    free, and its log says it stopped."""
+    retried(lambda: dep.request("PATCH", f"/api/v2/dags/{DAG_ID}", {"is_paused": False}))
+    run = retried(lambda: dep.request("POST", f"/api/v2/dags/{DAG_ID}/dagRuns", {"logical_date": None, "conf": {}}))
+    run_id = run["dag_run_id"]
+    deadline = time.monotonic() + RUN_TIMEOUT
+    while not any(ti["state"] == "running" and ti["task_id"] in ALL_APP_NAMES for ti in dep.task_instances(run_id)):
+        assert time.monotonic() < deadline, f"no stage of {run_id} ran; see {dep.log}"
+        time.sleep(1)
+    before = deployment_processes(dep.var, dep.pid, since)
+    names = {p.pid: " ".join(p.cmdline()[:4]) for p in before}
+    # the components, a task process of the running stage and the Connect server among them
+    # (Airflow's processes name themselves: "airflow api_server", "airflow worker -- <task>")
+    for part in ("api_server", "scheduler", "dag-processor", "triggerer", "worker --", "connect_server", "java"):
+        assert any(part in n for n in names.values()), (part, sorted(names.values()))
+    started = time.monotonic()
+    if sig is signal.SIGINT:
+        os.killpg(dep.pid, signal.SIGINT)
+    else:
+        os.kill(dep.pid, signal.SIGTERM)
+    _, alive = psutil.wait_procs(before, timeout=STOP_BUDGET_S)
+    took = time.monotonic() - started
+    left = deployment_processes(dep.var, dep.pid, since)
+    ports = {**dep.ports, "Spark UI": dep.ports["SPARK_CONNECT_PORT"] + 1}
+    held = [name for name, port in ports.items() if taken(port)]
+    assert not alive and not left, (
+        f"left after {took:.1f} s: {[names.get(p.pid, p.pid) for p in alive + left]}; see {dep.log}"
+    )
+    assert not held, f"ports still held after {took:.1f} s: {held}"
+    assert took <= STOP_BUDGET_S
+    output = dep.log.read_text()
+    assert "stopping every process of this deployment" in output and "stopped in" in output
+
+
+def test_sigterm_stops_every_process_and_port(tmp_path, artifacts):
+    """SIGTERM to make alone, on a deployment of its own, while a stage of a DAG run is running:
+    everything the deployment started is gone within the budget, ports free."""
     write_snapshots(tmp_path / "snapshots_src")
-    log = artifacts / f"deployment-stop-{sig.name}.log"
+    log = artifacts / "deployment-stop-SIGTERM.log"
     since = time.time() - 1
     with running_deployment(tmp_path, tmp_path / "snapshots_src", log) as dep:
-        retried(lambda: dep.request("PATCH", f"/api/v2/dags/{DAG_ID}", {"is_paused": False}))
-        run = retried(lambda: dep.request("POST", f"/api/v2/dags/{DAG_ID}/dagRuns", {"logical_date": None, "conf": {}}))
-        run_id = run["dag_run_id"]
-        deadline = time.monotonic() + RUN_TIMEOUT
-        while not any(ti["state"] == "running" and ti["task_id"] in ALL_APP_NAMES for ti in dep.task_instances(run_id)):
-            assert time.monotonic() < deadline, f"no stage of {run_id} ran; see {log}"
-            time.sleep(1)
-        before = deployment_processes(dep.var, dep.pid, since)
-        names = {p.pid: " ".join(p.cmdline()[:4]) for p in before}
-        # the components, a task process of the running stage and the Connect server among them
-        # (Airflow's processes name themselves: "airflow api_server", "airflow worker -- <task>")
-        for part in ("api_server", "scheduler", "dag-processor", "triggerer", "worker --", "connect_server", "java"):
-            assert any(part in n for n in names.values()), (part, sorted(names.values()))
-        started = time.monotonic()
-        if sig is signal.SIGINT:
-            os.killpg(dep.pid, signal.SIGINT)
-        else:
-            os.kill(dep.pid, signal.SIGTERM)
-        _, alive = psutil.wait_procs(before, timeout=STOP_BUDGET_S)
-        took = time.monotonic() - started
-        left = deployment_processes(dep.var, dep.pid, since)
-        ports = {**dep.ports, "Spark UI": dep.ports["SPARK_CONNECT_PORT"] + 1}
-        held = [name for name, port in ports.items() if taken(port)]
-        assert not alive and not left, (
-            f"left after {took:.1f} s: {[names.get(p.pid, p.pid) for p in alive + left]}; see {log}"
-        )
-        assert not held, f"ports still held after {took:.1f} s: {held}"
-        assert took <= STOP_BUDGET_S
-    output = log.read_text()
-    assert "stopping every process of this deployment" in output and "stopped in" in output
+        stop_while_a_stage_runs(dep, signal.SIGTERM, since)
+
+
+def test_ctrl_c_stops_every_process_and_port(deployment):
+    """Ctrl+C (SIGINT to make's process group) on the UI tests' deployment, after them (``conftest.py``
+    orders this test last), while a stage of a DAG run is running: everything the deployment started
+    is gone within the budget, ports free."""
+    stop_while_a_stage_runs(deployment, signal.SIGINT, deployment.started - 1)

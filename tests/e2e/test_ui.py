@@ -246,7 +246,10 @@ def test_the_runs_plan_in_the_ui(page, deployment, artifacts):
     page.get_by_text("Plan report", exact=True).click()
     page.wait_for_url(re.compile(r"/plugin/segment-balancer-plan$"))
     report = plan_frame(page, "Plan report")
-    expect(report.get_by_test_id("headline-operations")).to_have_attribute("data-value", str(summary["operations"]))
+    # the report loads in its frame (slow beside a DAG run on a busy machine)
+    expect(report.get_by_test_id("headline-operations")).to_have_attribute(
+        "data-value", str(summary["operations"]), timeout=UI_TIMEOUT
+    )
     expect(report.get_by_test_id("headline-unreplicated_after")).to_have_attribute(
         "data-value", str(summary["status_after"]["unreplicated"])
     )

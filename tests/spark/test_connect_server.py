@@ -123,27 +123,6 @@ def test_the_cli_on_the_server_gives_the_in_process_plan(connect_server, druid_s
     assert remote["druid_metrics"] == summary["druid_metrics"]
 
 
-def test_start_is_idempotent_and_stop_leaves_nothing_running(tmp_path):
-    server = ConnectServer(tmp_path / "connect", port=_free_port(), driver_memory="1g")
-    url = server.start()
-    pid = server.pid()
-    try:
-        assert url == f"sc://127.0.0.1:{server.port}" and pid is not None
-        assert server.healthy()
-        assert server.start() == url and server.pid() == pid  # already answering: kept
-        other = ConnectServer(tmp_path / "other", port=server.port, driver_memory="1g")
-        with pytest.raises(RuntimeError, match=rf"port {server.port} \(SPARK_CONNECT_PORT: the Spark Connect server"):
-            other.start()
-    finally:
-        assert server.stop() is True
-    from segment_balancer.spark.connect_server import _alive
-
-    assert not _alive(pid)
-    assert not server.healthy()
-    assert server.stop() is False
-    assert "SparkConnectServer" in (tmp_path / "connect" / "connect-server.log").read_text()
-
-
 def test_the_watchdog_stops_the_server_when_its_owner_ends(tmp_path):
     """``start --stop-with PID`` (make airflow, make demo): the server goes when PID goes."""
     owner = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(600)"])
@@ -207,9 +186,14 @@ def test_a_server_killed_mid_run_fails_the_application_soon_and_a_resumed_run_gi
     """The server dies while ``stage03`` runs: the client fails within seconds (short retries, not
     the client's ten minutes); after a restart on the same port, running again from the failed
     application on the kept work directory (what clearing the failed task does) assembles exactly
-    the plan of an uninterrupted in-process run."""
+    the plan of an uninterrupted in-process run.
+
+    The restarted server also shows ``start`` and ``stop`` (one server start less for the suite):
+    ``start`` again keeps the one that answers, another server on its port is refused naming the
+    port, and ``stop`` leaves nothing running (a second ``stop`` has nothing to stop)."""
     from segment_balancer.plan.publish import publish_plan
     from segment_balancer.plan.validation import require_valid
+    from segment_balancer.spark.connect_server import _alive
 
     _, _, ops = druid_sample_planned
     snapshot = REPO / "include/segment_balancer/snapshots/druid_sample"
@@ -242,7 +226,13 @@ def test_a_server_killed_mid_run_fails_the_application_soon_and_a_resumed_run_gi
         assert failed_after < 60, f"the client took {failed_after:.0f} s to give up"
         assert not (work / "xcom-stage03_underreplicated.json").exists()
 
-        server.start()
+        url = server.start()
+        pid = server.pid()
+        assert url == f"sc://127.0.0.1:{port}" and pid is not None and server.healthy()
+        assert server.start() == url and server.pid() == pid  # already answering: kept
+        other = ConnectServer(tmp_path / "other", port=port, driver_memory="1g")
+        with pytest.raises(RuntimeError, match=rf"port {port} \(SPARK_CONNECT_PORT: the Spark Connect server"):
+            other.start()
         again = subprocess.run(
             [sys.executable, "-c", RESUMABLE, server.url, str(snapshot), str(work), "stage03_underreplicated"],
             capture_output=True,
@@ -252,7 +242,11 @@ def test_a_server_killed_mid_run_fails_the_application_soon_and_a_resumed_run_gi
         )
         assert again.returncode == 0, again.stdout[-3000:] + again.stderr[-3000:]
     finally:
-        server.stop()
+        stopped = server.stop()
+    assert stopped is True
+    assert not _alive(pid) and not server.healthy()
+    assert server.stop() is False
+    assert "SparkConnectServer" in (tmp_path / "connect" / "connect-server.log").read_text()
     require_valid(work / "plan", work)
     publish_plan(work / "plan", tmp_path / "plan")
     pd.testing.assert_frame_equal(pd.read_parquet(tmp_path / "plan" / "operations.parquet"), ops)
