@@ -421,13 +421,17 @@ def _commit_held(spec: dict, tiers: list[str] | None = None) -> None:
     by the next application; the last application's run is let go."""
     global _HELD
     held = _HELD
-    if held is None or held.key != _run_key(spec) or held.done != spec["app"] or held.committed is not None:
+    goes_on = (
+        held is not None
+        and held.key == _run_key(spec)
+        and held.done == spec["app"] != LAST_APP
+        and held.committed is None
+        and (tiers is None or held.tiers == frozenset(tiers))
+    )
+    if goes_on:
+        held.committed = _manifest_mark(Path(spec["work"]))
+    else:
         _HELD = None
-        return
-    if spec["app"] == LAST_APP or (tiers is not None and held.tiers != frozenset(tiers)):
-        _HELD = None
-        return
-    held.committed = _manifest_mark(Path(spec["work"]))
 
 
 def _duty_task(spec: dict) -> dict:
@@ -444,8 +448,9 @@ def _duty_task(spec: dict) -> dict:
     global _HELD
     app, work = spec["app"], Path(spec["work"])
     tier = spec.get("tier")
-    started = _manifest_mark(work)
-    held = _take_held(spec) if on_driver() else None
+    driver = on_driver()
+    started = _manifest_mark(work) if driver else None
+    held = _take_held(spec) if driver else None
     whole = held is not None or tier is None
     if held is not None:
         run = held.run
@@ -495,7 +500,7 @@ def _duty_task(spec: dict) -> dict:
     if app == LAST_APP:
         _write_assignment(run, work)
     stats = [{"metric": r.metric, "dims": r.dims, "value": r.value} for r in run.stats.rows()]
-    if on_driver() and whole and app != LAST_APP:
+    if driver and whole and app != LAST_APP:
         tiers = frozenset() if tier is None else frozenset({tier})
         if held is not None and held.done == app:
             tiers |= held.tiers

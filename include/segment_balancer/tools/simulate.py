@@ -428,7 +428,7 @@ class _Pending:
     def abandon(self) -> None:
         """After an error elsewhere: wait for the check to end, publish nothing."""
         try:
-            self.answer.result()
+            self.wait()
         except BaseException:  # noqa: BLE001 - the error being raised is the one that counts
             pass
 
