@@ -32,6 +32,8 @@ from segment_balancer.planner.druid_coordinator.model import (
 from segment_balancer.planner.druid_coordinator.run_stats import RunStats
 from segment_balancer.planner.druid_coordinator.strategies import CostStrategy, RandomStrategy
 
+_UNPLANNED = object()
+
 DEFAULT_TIER = "_default_tier"
 """Druid's ``DruidServer.DEFAULT_TIER``: where a segment with no required replicas is counted."""
 
@@ -82,8 +84,14 @@ class ReplicaCount:
 
     def accumulate(self, other: ReplicaCount) -> None:
         """Add ``other``'s counts (a segment's tiers summed)."""
-        for name in self.__dataclass_fields__:
-            setattr(self, name, getattr(self, name) + getattr(other, name))
+        self.required += other.required
+        self.required_and_loadable += other.required_and_loadable
+        self.loaded += other.loaded
+        self.loaded_elsewhere += other.loaded_elsewhere
+        self.loading += other.loading
+        self.dropping += other.dropping
+        self.moving_to += other.moving_to
+        self.moving_from += other.moving_from
 
 
 class ReplicaCounts:
@@ -324,6 +332,7 @@ class StrategicSegmentAssigner:
         self.segments_to_delete: dict[str, set[DataSegment]] = {}
         self.zero_replica_segments: dict[str, set[DataSegment]] = {}
         self.broadcast_segments: set[DataSegment] = set()
+        self._settled_plans: dict[tuple, tuple | None] = {}
 
     # ------------------------------------------------------------------------------------ moves
     def move(self, segment: DataSegment, source: ServerHolder, destinations: list[ServerHolder]) -> bool:
@@ -361,11 +370,72 @@ class StrategicSegmentAssigner:
     def replicate(self, segment: DataSegment, tier_replicants: Mapping[str, int]) -> None:
         """Bring ``segment`` to ``tier_replicants`` (tier or alias -> replicas) on every tier of the
         cluster: drops only as far as the replicas loaded beyond those required (and loadable) allow."""
+        if self._settled(segment, tier_replicants):
+            return
         required = self._required(segment, tier_replicants)
         surplus = self._surplus(segment)
         drops = 0
         for tier in self.tiers_in_cluster:
             drops += self._update_replicas_in_tier(segment, tier, required.get(tier, 0), surplus - drops)
+
+    def _settled(self, segment: DataSegment, tier_replicants: Mapping[str, int]) -> bool:
+        """Whether ``segment``'s replicas already are what ``tier_replicants`` asks in every tier of
+        the cluster (projected replicas equal to those required, no move to call off), with at least
+        one replica required, and every tier it names one of historicals. If so, what :meth:`replicate`
+        would do for it is done here, in its order: the rule's metrics and the required counts taken,
+        nothing queued, cancelled or dropped (``_update_replicas_in_tier`` returns at once in every
+        tier, and ``_surplus`` notes no zero-replica segment)."""
+        key = tuple(tier_replicants.items())
+        plan = self._settled_plans.get(key, _UNPLANNED)
+        if plan is _UNPLANNED:
+            plan = self._settled_plans[key] = self._settled_plan(tier_replicants)
+        if plan is None:
+            return False
+        checks, entries = plan
+        tiers = self.replica_counts.counts.get(segment)
+        if tiers is None:
+            return False
+        for tier, required in checks:
+            count = tiers.get(tier)
+            if count is None:
+                if required:
+                    return False
+                continue
+            pending_drop = count.moving_from - count.moving_to
+            projected = count.loaded - count.dropping + count.loading - (pending_drop if pending_drop > 0 else 0)
+            if projected != required or (required == 0 and count.moving_to > 0):
+                return False
+        values, size = self.stats.values, segment.size
+        for tier, n, loadable, factor_key, capacity_key in entries:
+            values[factor_key] = max(values.get(factor_key, n), n)
+            values[capacity_key] = values.get(capacity_key, 0) + size * n
+            count = tiers.get(tier)
+            if count is None:
+                count = tiers[tier] = ReplicaCount()
+            count.required, count.required_and_loadable = n, loadable
+        return True
+
+    def _settled_plan(self, tier_replicants: Mapping[str, int]) -> tuple | None:
+        """What :meth:`_settled` checks and takes for a rule's ``tier_replicants``: per tier of the
+        cluster the replicas required; per tier required (aliases expanded) its count, the count
+        loadable, and the keys of its two metrics. None when the rule requires no replica, or names
+        a tier without historicals (those go through :meth:`replicate`'s steps)."""
+        required = tier_aliases.expand(tier_replicants, self.aliases)
+        if sum(required.values()) <= 0 or any(tier not in self.cluster.historicals for tier in required):
+            return None
+        entries = []
+        for tier, n in required.items():
+            dims = {"tier": tier, "tierAlias": self.tier_alias.get(tier)}
+            entries.append(
+                (
+                    tier,
+                    n,
+                    min(n, self.historicals_per_tier.get(tier, 0)),
+                    RunStats._key(m.REPLICATION_FACTOR, dims),
+                    RunStats._key(m.REQUIRED_CAPACITY, dims),
+                )
+            )
+        return [(tier, required.get(tier, 0)) for tier in self.tiers_in_cluster], entries
 
     def replicate_partially(
         self, segment: DataSegment, profile: PartialLoadProfile, tier_replicants: Mapping[str, int]

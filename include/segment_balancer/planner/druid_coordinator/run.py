@@ -21,11 +21,12 @@ import random
 from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field
 
+import numpy as np
 import pandas as pd
 
 from segment_balancer.druid import metrics as m
 from segment_balancer.druid.partial_load import EMPTY_LOAD_FINGERPRINT, PartialLoadProfile
-from segment_balancer.druid.rules import Rule, rules_for
+from segment_balancer.druid.rules import Rule, rule_index_for, rules_for
 from segment_balancer.druid.timeline import STATUS_OVERSHADOWED, classify_datasource
 from segment_balancer.planner.druid_coordinator.assigner import ReplicaCounts, StrategicSegmentAssigner
 from segment_balancer.planner.druid_coordinator.balancer import balance_segments
@@ -164,38 +165,54 @@ def run_rules(state: ClusterState, assigner: StrategicSegmentAssigner, now_ms: i
     group (datasource, interval, version) ends, and dispatched only if a sibling matched something
     (``RunRules.EmptyDeferringHandler``)."""
     rules = dict(state.rules)
-    rules_of: dict[str, list[Rule]] = {}
+    order = [s for s in sorted(state.used.values(), key=DataSegment.newest_first) if s.id not in state.overshadowed]
+    applying = _applying_rules(order, rules, now_ms)
+    partial = any(not rule.is_interval_based for rule_list in rules.values() for rule in rule_list)
     empties = EmptyDeferring(assigner)
     group = None
-    for segment in sorted(state.used.values(), key=DataSegment.newest_first):
-        if segment.id in state.overshadowed:
-            continue
-        if (segment.datasource, segment.interval, segment.version) != group:
+    for segment, rule in zip(order, applying):
+        if partial and (segment.datasource, segment.interval, segment.version) != group:
             empties.flush()
             group = (segment.datasource, segment.interval, segment.version)
-        if segment.datasource not in rules_of:
-            rules_of[segment.datasource] = rules_for(rules, segment.datasource)
-        shape = None
-        for rule in rules_of[segment.datasource]:
-            if not rule.is_interval_based and shape is None:
-                shape = segment.shape()
-            if rule.applies_to_segment(segment.start_ms, segment.end_ms, now_ms, shape):
-                if rule.kind == "broadcast":
-                    assigner.broadcast(segment)
-                elif rule.kind == "drop":
-                    assigner.delete(segment)
-                elif (match := rule.partial_match(shape) if shape is not None else None) is not None:
-                    profile = PartialLoadProfile.of_match(match, rule.matcher.TYPE)
-                    empties.replicate_partially(segment, profile, rule.tiered_replicants)
-                else:
-                    assigner.replicate(segment, rule.tiered_replicants)
-                break
+        if rule is None:
+            continue
+        if rule.kind == "broadcast":
+            assigner.broadcast(segment)
+        elif rule.kind == "drop":
+            assigner.delete(segment)
+        elif not rule.is_interval_based and (match := rule.partial_match(segment.shape())) is not None:
+            profile = PartialLoadProfile.of_match(match, rule.matcher.TYPE)
+            empties.replicate_partially(segment, profile, rule.tiered_replicants)
+        else:
+            assigner.replicate(segment, rule.tiered_replicants)
     empties.flush()
     deleted: set[str] = set()
     for datasource, segments in assigner.segments_to_delete.items():
         assigner.stats.add(m.DELETED, len(segments), dataSource=datasource)
         deleted |= {s.id for s in segments}
     return deleted
+
+
+def _applying_rules(segments: list[DataSegment], rules: Mapping[str, list[Rule]], now_ms: int) -> list[Rule | None]:
+    """Each of ``segments``' first applying rule (its datasource's rules, then ``_default``'s), None
+    where none applies: :func:`~segment_balancer.druid.rules.rule_index_for` over each datasource's
+    intervals at once, a segment's shape asked only where a ``fallThrough`` partial-load rule's
+    interval test holds."""
+    positions: dict[str, list[int]] = {}
+    for i, segment in enumerate(segments):
+        positions.setdefault(segment.datasource, []).append(i)
+    applying: list[Rule | None] = [None] * len(segments)
+    for datasource, rows in positions.items():
+        rule_list = rules_for(dict(rules), datasource)
+        if not rule_list:
+            continue
+        starts = np.fromiter((segments[i].start_ms for i in rows), np.int64, len(rows))
+        ends = np.fromiter((segments[i].end_ms for i in rows), np.int64, len(rows))
+        index = rule_index_for(rule_list, starts, ends, now_ms, lambda j, rows=rows: segments[rows[j]].shape())
+        for i, k in zip(rows, index.tolist()):
+            if k >= 0:
+                applying[i] = rule_list[k]
+    return applying
 
 
 class EmptyDeferring:
