@@ -253,6 +253,37 @@ def test_exact_sums_are_each_group_exactly_rounded():
     assert exact_sums([0.1, 0.1], [3, 1], [1, 0], 2, minus=[0.1, 0.1]) == [0.0, math.fsum([0.1, 0.1])]
 
 
+def test_exact_gathered_sums_are_each_group_exactly_rounded():
+    """Group by group, the float nearest the rational sum (``Fraction``) of shared values gathered
+    by index times counts, less ``minus``: values from 1e-40 to 1e15 (the integer slices), from
+    1e-300 (past 16 slices: the fallback), negative ones and zeros, counts from 0 to 5,000, empty
+    groups; and the rows times counts past what the slices' float sums keep exact (the fallback)."""
+    from segment_balancer.planner.cost import exact_gathered_sums
+
+    rng = np.random.default_rng(11)
+    for trial in range(300):
+        n, v, m = int(rng.integers(1, 12)), int(rng.integers(1, 40)), int(rng.integers(0, 200))
+        values = rng.random(v) * 10.0 ** rng.integers(-300 if trial % 10 == 0 else -40, 15, v)
+        if trial % 3 == 0:
+            values[rng.integers(0, v, 2)] = 0.0
+        if trial % 4 == 0:
+            values = values * np.where(rng.random(v) < 0.5, -1.0, 1.0)
+        index = rng.integers(0, v, m)
+        counts = rng.integers(0, 5000, m)
+        group = np.sort(rng.integers(0, n, m))
+        minus = rng.random(n) * 10.0 ** rng.integers(-3, 12, n) * (rng.random(n) < 0.5)
+        got = exact_gathered_sums(values, index, counts, group, n, minus)
+        for g in range(n):
+            rows = np.flatnonzero(group == g)
+            exact = sum((Fraction(float(values[index[i]])) * int(counts[i]) for i in rows), Fraction(0))
+            assert got[g] == float(exact - Fraction(float(minus[g]))), (trial, g)
+            assert math.copysign(1.0, got[g]) == 1.0 or got[g] < 0
+    many = 40_000  # one group's rows times its largest count past 2**27
+    values, counts = np.array([0.1, 3e-9]), np.full(many, 4_000)
+    expected = float(Fraction(0.1) * 4_000 * (many // 2) + Fraction(3e-9) * 4_000 * (many // 2))
+    assert exact_gathered_sums(values, np.arange(many) % 2, counts, np.zeros(many, int), 2) == [expected, 0.0]
+
+
 def test_java_random_port():
     # First values of `new java.util.Random(100).nextInt(3)` printed by OpenJDK 17.
     r = JavaRandom(100)

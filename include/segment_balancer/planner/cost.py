@@ -220,6 +220,83 @@ def exact_sums(terms, counts, group, n: int, minus=None) -> list[float]:
     return [math.fsum(parts[bounds[g] : bounds[g + 1]]) + 0.0 for g in range(n)]
 
 
+_SLICE_BITS = 26
+_MAX_SLICES = 16
+_MAX_GROUP_WEIGHT = 1 << (_MANTISSA_BITS - _SLICE_BITS)
+"""Bound of a group's rows times the largest count in :func:`exact_gathered_sums`: each slice is
+below 2**26, so every sum of a group's slices times counts stays below 2**53, exact in float64."""
+
+
+def exact_gathered_sums(values, index, counts, group, n: int, minus=None) -> list[float]:
+    """:func:`exact_sums` of ``values[index]`` (each value shared by many rows): for each ``g`` in
+    ``range(n)`` the exactly rounded ``sum(values[index] * counts)`` over the rows whose ``group``
+    is ``g``, less ``minus[g]``; the same floats, computed on integer slices.
+
+    Each distinct value is written exactly as an integer times a power of two common to all of them,
+    cut into 26-bit slices; the rows make a sparse matrix (group x value, their counts), which times
+    the slices (value x slice) gives every group's slice sums at once (``scipy.sparse``; exact: every
+    product and every sum is an integer below 2**53); each group's slice sums, scaled by their
+    powers of two, and ``-minus[g]`` are added by ``math.fsum``. Falls back to :func:`exact_sums`
+    when the values span more than 16 slices, lie where the powers of two would not stay exact, or
+    a group's rows times the largest count reach 2**27.
+
+    Args:
+        values: float64 array (length v). index: int array (length m), each in ``[0, v)``.
+        counts: non-negative int array (length m). group: int array (length m), non-decreasing,
+            each in ``[0, n)``. minus: float64 array (length n) or None.
+
+    Returns:
+        list of n floats, ``+0.0`` for an exact zero.
+    """
+    import scipy.sparse  # 0.2-0.3 s to import: only the druid coordinator's cost strategy needs it
+
+    values = np.asarray(values, dtype=np.float64)
+    index = np.asarray(index, dtype=np.int64)
+    counts = np.asarray(counts, dtype=np.int64)
+    group = np.asarray(group, dtype=np.int64)
+
+    def fallback() -> list[float]:
+        return exact_sums(values[index], counts, group, n, minus)
+
+    if not len(index):
+        return fallback()
+    mantissas, exponents = np.frexp(values)
+    whole = (mantissas * float(1 << _MANTISSA_BITS)).astype(np.int64)
+    nonzero = whole != 0
+    if not nonzero.any():
+        return fallback()
+    low = int(exponents[nonzero].min())
+    high = int(exponents[nonzero].max())
+    rows_per_group = np.bincount(group, minlength=n)
+    slices = -(-(high - low + _MANTISSA_BITS) // _SLICE_BITS)
+    base = low - _MANTISSA_BITS  # the power of two of the integers' unit
+    if (
+        slices > _MAX_SLICES
+        or base < -1021 + _MANTISSA_BITS
+        or base + slices * _SLICE_BITS > 1023 - _MANTISSA_BITS
+        or int(rows_per_group.max()) * max(int(counts.max()), 1) >= _MAX_GROUP_WEIGHT
+    ):
+        return fallback()
+    magnitude = np.abs(whole)
+    sign = np.where(whole < 0, -1.0, 1.0)
+    shift = np.where(nonzero, exponents - low, 0).astype(np.int64)
+    mask = (1 << _SLICE_BITS) - 1
+    table = np.empty((slices, len(values)))
+    for k in range(slices):
+        down = k * _SLICE_BITS - shift  # the slice's lowest bit, counted in the mantissa's bits
+        right = (magnitude >> np.clip(down, 0, 62)) & mask
+        up = np.clip(-down, 0, _SLICE_BITS)
+        left = (magnitude & ((1 << (_SLICE_BITS - up)) - 1)) << up
+        table[k] = sign * np.where(down >= 0, np.where(down < _MANTISSA_BITS, right, 0), left)
+    indptr = np.concatenate([[0], np.cumsum(rows_per_group)])
+    rows = scipy.sparse.csr_matrix((counts.astype(np.float64), index, indptr), shape=(n, len(values)))
+    sums = np.asarray(rows @ table.T)
+    powers = base + _SLICE_BITS * np.arange(slices, dtype=np.int64)
+    parts = np.ldexp(sums, powers).tolist()
+    minus_list = [0.0] * n if minus is None else [-float(x) for x in np.asarray(minus, dtype=np.float64)]
+    return [math.fsum([*row, m]) + 0.0 for row, m in zip(parts, minus_list)]
+
+
 def placement_cost(
     seg_start_ms,
     seg_end_ms,

@@ -24,6 +24,7 @@ from segment_balancer.planner.cost import (
     COST_WINDOW_MS,
     ETERNITY_END_MS,
     ETERNITY_START_MS,
+    exact_gathered_sums,
     exact_sums,
     joint_cost_same,
 )
@@ -50,34 +51,46 @@ def placement_cost(segment: DataSegment, holder: ServerHolder) -> float:
 
 def placement_costs(segment: DataSegment, holders: Sequence[ServerHolder]) -> list[float]:
     """:func:`placement_cost` of ``segment`` on each of ``holders`` in one vectorised pass, each
-    server's sum still exact and its own (:func:`~segment_balancer.planner.cost.exact_sums`). When
-    the holders share one numbering of intervals (those of one ``DruidCluster``), the joint cost of
-    each interval in the window is computed once, however many of them project it."""
+    server's sum still exact and its own. When the holders share one numbering of intervals (those
+    of one ``DruidCluster``), the window is found once over the numbered intervals, the joint cost
+    of each interval in it is computed once however many of them project it, and the sums are
+    taken on integers (:func:`~segment_balancer.planner.cost.exact_gathered_sums`); else each
+    holder's intervals are windowed and costed on their own (:func:`~segment_balancer.planner.cost.
+    exact_sums`). The same floats either way."""
+    if not holders:
+        return []
     eternity = segment.start_ms <= ETERNITY_START_MS and segment.end_ms >= ETERNITY_END_MS
     lo = segment.start_ms if eternity else segment.start_ms - COST_WINDOW_MS
     hi = segment.end_ms if eternity else segment.end_ms + COST_WINDOW_MS
-    parts = []
-    for holder in holders:
-        for starts, ends, counts, ids in (holder.interval_arrays(), holder.interval_arrays(segment.datasource)):
-            window = (starts < hi) & (ends > lo)
-            parts.append((starts[window], ends[window], counts[window], ids[window]))
     minus = np.array([2.0 * self_cost(segment) if holder.is_projected(segment) else 0.0 for holder in holders])
-    if not parts:
-        return []
-    starts, ends, counts, ids = (np.concatenate(c) for c in zip(*parts))
-    group = np.repeat(np.arange(len(parts), dtype=np.int64) // 2, [len(part[0]) for part in parts])
+    arrays = [(holder.interval_arrays(), holder.interval_arrays(segment.datasource)) for holder in holders]
     numbering = holders[0].interval_ids
     if all(holder.interval_ids is numbering for holder in holders):
-        seen = np.zeros(len(numbering), dtype=bool)
-        seen[ids] = True
-        distinct = np.flatnonzero(seen)
-        each = np.empty(len(numbering))
-        each[distinct] = joint_cost_same(
-            segment.start_ms, segment.end_ms, numbering.starts[distinct], numbering.ends[distinct], False
-        )
-        terms = each[ids]
-    else:
-        terms = joint_cost_same(segment.start_ms, segment.end_ms, starts, ends, False)
+        in_window = (numbering.starts < hi) & (numbering.ends > lo)
+        window = np.flatnonzero(in_window)
+        local = np.full(len(numbering), -1, dtype=np.int64)
+        local[window] = np.arange(len(window), dtype=np.int64)
+        index, counts, sizes = [], [], []
+        for pair in arrays:
+            size = 0
+            for _, _, c, ids in pair:
+                keep = in_window[ids]
+                index.append(local[ids[keep]])
+                counts.append(c[keep])
+                size += len(index[-1])
+            sizes.append(size)
+        starts, ends = numbering.starts[window], numbering.ends[window]
+        each = joint_cost_same(segment.start_ms, segment.end_ms, starts, ends, False)
+        group = np.repeat(np.arange(len(holders), dtype=np.int64), sizes)
+        return exact_gathered_sums(each, np.concatenate(index), np.concatenate(counts), group, len(holders), minus)
+    parts = []
+    for pair in arrays:
+        for starts, ends, counts, _ in pair:
+            window = (starts < hi) & (ends > lo)
+            parts.append((starts[window], ends[window], counts[window]))
+    starts, ends, counts = (np.concatenate(c) for c in zip(*parts))
+    group = np.repeat(np.arange(len(parts), dtype=np.int64) // 2, [len(part[0]) for part in parts])
+    terms = joint_cost_same(segment.start_ms, segment.end_ms, starts, ends, False)
     return exact_sums(terms, counts, group, len(holders), minus)
 
 
