@@ -66,29 +66,44 @@ LAST_APP = list(DUTY_APPS)[-1]
 _QUEUE_TYPES = {"LOAD": "loading", "REPLICATE": "loading"}
 
 
-def _segment(row: dict) -> DataSegment:
-    overwrite = None
-    if row.get("minor_version") is not None:
-        overwrite = (
-            row["start_root_partition_id"],
-            row["end_root_partition_id"],
-            row["minor_version"],
-            row["atomic_update_group_size"],
-        )
-    return DataSegment(
-        id=row["segment_id"],
-        datasource=row["datasource"],
-        start_ms=int(row["start_ms"]),
-        end_ms=int(row["end_ms"]),
-        version=row["version"],
-        partition=int(row["partition_num"] or 0),
-        size=int(row["size_bytes"] or 0),
-        shard_type=row.get("shard_type") or "numbered",
-        num_core_partitions=row.get("num_core_partitions"),
-        overwrite=overwrite,
-        projections=None if row.get("projections") is None else tuple(row["projections"]),
-        cluster_groups=row.get("cluster_groups"),
+def _segments(table) -> list[DataSegment]:
+    """A ``DataSegment`` per row of ``table`` (``timeline/segments.parquet``'s or
+    ``prepared/segments.parquet``'s columns; those it lacks taken as unknown), read column by
+    column."""
+    n = table.num_rows
+
+    def column(name: str) -> list:
+        return table[name].to_pylist() if name in table.column_names else [None] * n
+
+    ids, datasources, versions = column("segment_id"), column("datasource"), column("version")
+    starts, ends, partitions, sizes = (
+        column("start_ms"),
+        column("end_ms"),
+        column("partition_num"),
+        column("size_bytes"),
     )
+    shard_types, cores, projections = column("shard_type"), column("num_core_partitions"), column("projections")
+    groups, minors = column("cluster_groups"), column("minor_version")
+    roots = zip(
+        column("start_root_partition_id"), column("end_root_partition_id"), minors, column("atomic_update_group_size")
+    )
+    return [
+        DataSegment(
+            id=ids[i],
+            datasource=datasources[i],
+            start_ms=int(starts[i]),
+            end_ms=int(ends[i]),
+            version=versions[i],
+            partition=int(partitions[i] or 0),
+            size=int(sizes[i] or 0),
+            shard_type=shard_types[i] or "numbered",
+            num_core_partitions=cores[i],
+            overwrite=None if minors[i] is None else root,
+            projections=None if projections[i] is None else tuple(projections[i]),
+            cluster_groups=groups[i],
+        )
+        for i, root in zip(range(n), roots)
+    ]
 
 
 def cluster_state(
@@ -137,19 +152,20 @@ def cluster_state(
     timeline = pq.read_table(work / "timeline" / "segments.parquet", columns=timeline_columns)
     if wanted_ids is not None:
         timeline = timeline.filter(pc.is_in(timeline["segment_id"], wanted_ids))
-    rows = timeline.to_pylist()
-    by_id = {r["segment_id"]: _segment(r) for r in rows}
-    used = {r["segment_id"]: by_id[r["segment_id"]] for r in rows if r["used"]}
-    overshadowed = {r["segment_id"] for r in rows if r["used"] and r["overshadowed"]}
+    segments = _segments(timeline)
+    by_id = {segment.id: segment for segment in segments}
+    used_flags, overshadowed_flags = timeline["used"].to_pylist(), timeline["overshadowed"].to_pylist()
+    used = {segment.id: segment for segment, flag in zip(segments, used_flags) if flag}
+    overshadowed = {segment.id for segment, u, o in zip(segments, used_flags, overshadowed_flags) if u and o}
     prepared_table = pq.read_table(
         work / "prepared" / "segments.parquet",
         columns=["segment_id", "datasource", "start_ms", "end_ms", "version", "partition_num", "size_bytes"],
     )
     if wanted_ids is not None:
         prepared_table = prepared_table.filter(pc.is_in(prepared_table["segment_id"], wanted_ids))
-    for r in prepared_table.to_pylist():
-        if r["segment_id"] not in by_id:
-            by_id[r["segment_id"]] = _segment(r)
+    prepared_table = prepared_table.filter(pc.invert(pc.is_in(prepared_table["segment_id"], timeline["segment_id"])))
+    for segment in _segments(prepared_table):
+        by_id.setdefault(segment.id, segment)
     servers = {
         r["server"]: DruidServer(
             name=r["server"],
@@ -161,15 +177,21 @@ def cluster_state(
         )
         for r in server_table.to_pylist()
     }
-    replicas = replica_table.to_pylist()
+    replica_ids = replica_table["segment_id"].to_pylist()
+    replica_servers = replica_table["server"].to_pylist()
+    replica_tiers = replica_table["tier"].to_pylist()
+    served_flags = replica_table["served"].to_pylist()
     served_in_tier: dict[tuple[str, str], int] = {}
-    for r in replicas:
-        if r["served"] and r["server"] in servers:
-            servers[r["server"]].segments[r["segment_id"]] = by_id[r["segment_id"]]
-            key = (r["segment_id"], r["tier"])
+    for segment_id, server, tier, served in zip(replica_ids, replica_servers, replica_tiers, served_flags):
+        if served and server in servers:
+            servers[server].segments[segment_id] = by_id[segment_id]
+            key = (segment_id, tier)
             served_in_tier[key] = served_in_tier.get(key, 0) + 1
     queues = {name: LoadQueue(name) for name in servers}
-    for r in replicas:
+    queued = pc.or_(
+        pc.fill_null(replica_table["queued_load"], False), pc.fill_null(replica_table["queued_drop"], False)
+    )
+    for r in replica_table.filter(queued).to_pylist():
         if r["server"] not in servers:
             continue
         segment, queue = by_id[r["segment_id"]], queues[r["server"]]
