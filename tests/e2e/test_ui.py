@@ -7,7 +7,8 @@ The tests run in this order and share the logged-in page (``conftest.py``):
    defaults; a run triggered from it (unpausing the DAG) succeeds and publishes a plan of the newest
    snapshot (``late``);
 3. "Run Backfill" over 2024-01-02 .. 2024-01-03 from the same dialog: two runs, which plan on
-   ``early`` and ``late`` (each on the newest snapshot at or before its logical date);
+   ``early`` and ``late`` (each on the newest snapshot at or before its logical date), and no
+   scheduled run beside them;
 4. the triggered run's "Plan report" tab shows its report, and explains a segment it moved;
 5. the capture DAG, unpaused, captures the (fake, loopback) Druid cluster into the snapshots root
    and emits its Asset; ``segment_balancing`` then runs by itself on that capture;
@@ -331,6 +332,8 @@ def test_backfill(page, deployment, artifacts):
     planned = {when: planned_on(summary_of(deployment, run_id)) for when, run_id in dates.items()}
     assert planned == EXPECTED_BACKFILL, planned
     assert len(set(planned.values())) == 2
+    # the backfill started no scheduled run beside its own (the next daily run is the next midnight)
+    assert not [r for r in deployment.runs() if r["run_type"] == "scheduled"], deployment.runs()
     STATE["backfill_runs"] = dates
 
 
