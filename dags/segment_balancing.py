@@ -8,7 +8,7 @@ one session, or as one `spark-submit` each (`[segment_balancer] spark_mode = spa
 Runs daily at midnight UTC, and each time `druid_snapshot_capture` lands a new snapshot (the Asset
 `segment_balancer_snapshots`). Unpausing it starts no run of its own: the first daily run is the
 next midnight (a plan now is a trigger away, and a triggered run does not wait behind a scheduled one),
-and a backfill runs its own runs alone: the next daily run is still the first midnight after it was created.
+and creating a backfill starts only the backfill's runs: the next daily run is the first midnight after it.
 
 ```
 resolve_snapshot ─▶ used_segments ─▶ prepare ─▶ druid_rules … druid_clone ─▶ stage01 … stage13 ─▶ assemble

@@ -28,9 +28,9 @@ class SnapshotOrDailySchedule(AssetOrTimeSchedule):
     """``AssetOrTimeSchedule`` (assets, a time ``timetable``) whose time schedule a backfill does not move.
 
     The reference run of a backfill (``DagRun.run_type`` ``backfill``) counts as a run at its
-    ``created_at`` (UTC): the next scheduled run is the time timetable's first tick after it
-    (with ``catchup=False``, or the latest past tick when that is later). Any other run is
-    Airflow's own ``Timetable.run_info_from_dag_run``. Meant for ``catchup=False``: with catchup
+    ``created_at`` (UTC): with ``catchup=False`` the next scheduled run is the later of the time
+    timetable's latest past tick and its first tick after the backfill was created. Any other run
+    is Airflow's own ``Timetable.run_info_from_dag_run``. Meant for ``catchup=False``: with catchup
     the ticks between the last scheduled run and the backfill would not run.
     """
 
