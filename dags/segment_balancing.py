@@ -7,7 +7,8 @@ The stages run on a Spark Connect server (connection `spark_connect_default`), a
 one session, or as one `spark-submit` each (`[segment_balancer] spark_mode = spark-submit`).
 Runs daily at midnight UTC, and each time `druid_snapshot_capture` lands a new snapshot (the Asset
 `segment_balancer_snapshots`). Unpausing it starts no run of its own: the first daily run is the
-next midnight (a plan now is a trigger away, and a triggered run does not wait behind a scheduled one).
+next midnight (a plan now is a trigger away, and a triggered run does not wait behind a scheduled one),
+and creating a backfill starts only the backfill's runs: the next daily run is the first midnight after it.
 
 ```
 resolve_snapshot ─▶ used_segments ─▶ prepare ─▶ druid_rules … druid_clone ─▶ stage01 … stage13 ─▶ assemble
@@ -72,7 +73,6 @@ from __future__ import annotations
 from datetime import timedelta
 
 from airflow.sdk import TriggerRule, chain, dag, task, teardown
-from airflow.timetables.assets import AssetOrTimeSchedule
 from airflow.timetables.trigger import CronTriggerTimetable
 
 from segment_balancer.planner.stages import ALL_APP_NAMES
@@ -80,6 +80,7 @@ from segment_balancer_airflow.assets import PLANS, SNAPSHOTS
 from segment_balancer_airflow.connect import simulate_operator, stage_operator
 from segment_balancer_airflow.params import dag_params, default_snapshots_root
 from segment_balancer_airflow.refusal import RETRY_POLICY
+from segment_balancer_airflow.schedule import SnapshotOrDailySchedule
 
 
 @dag(
@@ -87,7 +88,8 @@ from segment_balancer_airflow.refusal import RETRY_POLICY
     # Daily, and whenever druid_snapshot_capture lands a new snapshot.
     # No start_date, and run_immediately zero: unpausing waits for the next midnight instead of
     # running today's at once (CronTriggerTimetable; with a start_date, catchup=False runs it).
-    schedule=AssetOrTimeSchedule(
+    # SnapshotOrDailySchedule: creating a backfill does not start today's run either.
+    schedule=SnapshotOrDailySchedule(
         timetable=CronTriggerTimetable("@daily", timezone="UTC", run_immediately=timedelta(0)), assets=[SNAPSHOTS]
     ),
     catchup=False,

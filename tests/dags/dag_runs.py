@@ -1,10 +1,13 @@
 """What the ``segment_balancing`` DAG tests (``test_dag_end_to_end.py``, ``test_dag_on_connect.py``)
-read of a finished run: the plan it published and its plans Asset event."""
+check of a finished run: its tasks, the plan it published and its plans Asset event."""
 
 from __future__ import annotations
 
+import json
 import os
 from pathlib import Path
+
+from segment_balancer.planner.stages import ALL_APP_NAMES
 
 
 def published_by(run_id: str) -> tuple[Path, dict]:
@@ -32,3 +35,61 @@ def published_by(run_id: str) -> tuple[Path, dict]:
     latest = plans / (plans / "LATEST").read_text().strip()
     assert latest == published or plan_order(latest) > plan_order(published)
     return published, extra
+
+
+def check_run(run_id: str, run_state: str, states: dict[str, str], conf: dict) -> Path:
+    """Check the finished run ``run_id`` of ``segment_balancing`` (its state, ``states`` task id ->
+    state, started with params ``conf``): every task succeeded (``simulate`` skipped unless
+    ``simulate_runs``), ``remove_work`` removed the run's directory and stage XComs, the plan and
+    its report are published, validated and announced by the plans Asset, and, with
+    ``compare_with_druid`` (on by default), the other coordinator's validated plan beside it.
+    Returns the published plan directory."""
+    assert run_state == "success", states
+    assert set(states) == {
+        "resolve_snapshot",
+        *ALL_APP_NAMES,
+        "validate_plan",
+        "publish_plan",
+        "simulate",
+        "remove_work",
+        "release_spark_session",
+    }
+    # simulate runs only with simulate_runs; everything else succeeds
+    skipped = set() if conf.get("simulate_runs") else {"simulate"}
+    assert {t for t, state in states.items() if state != "success"} == skipped, states
+    assert {states[t] for t in skipped} <= {"skipped"}, states
+    # published: remove_work removed the run's directory and its stage XComs, objects in storage too
+    from airflow.models.xcom import XComModel
+    from airflow.utils.session import create_session
+
+    from segment_balancer_airflow.resolve import run_dir_name
+
+    home = Path(os.environ["SEGMENT_BALANCER_HOME"])
+    assert not (home / "runs" / run_dir_name(run_id)).exists() and (home / "runs").is_dir()
+    with create_session() as session:
+        left = {x.task_id for x in session.query(XComModel).filter(XComModel.run_id == run_id)}
+    assert left.isdisjoint(ALL_APP_NAMES) and "resolve_snapshot" in left
+    stored = Path(os.environ["AIRFLOW_HOME"]) / "xcom" / "segment_balancing" / run_id
+    assert not [p for p in stored.rglob("*") if p.is_file()]
+    published, extra = published_by(run_id)
+    assert json.loads((published / "validation.json").read_text())["success"] is True
+    assert (published / "report.html").is_file()
+    # compare_with_druid (on by default): the other coordinator's validated plan of the same snapshot
+    # beside the plan, with its report, and the two compared; off, none
+    own = json.loads((published / "summary.json").read_text()).get("coordinator", "issue7458")
+    other = "issue7458" if own == "druid" else "druid"
+    if conf.get("compare_with_druid", True):
+        assert (published / "compared" / other / "report.html").is_file()
+        assert json.loads((published / "compared" / other / "validation.json").read_text())["success"] is True
+        plans_compared = json.loads((published / "comparison.json").read_text())["plans"]
+        assert [p["coordinator"] for p in plans_compared][1] == other
+    else:
+        assert not (published / "compared").exists() and not (published / "comparison.json").exists()
+    summary = json.loads((published / "summary.json").read_text())
+    assert extra["cluster"] == summary["cluster"]
+    assert (extra["operations"], extra["loads"], extra["unreplicated_after"]) == (
+        summary["operations"],
+        summary["loads"],
+        summary["status_after"]["unreplicated"],
+    )
+    return published

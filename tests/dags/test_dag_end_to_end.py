@@ -13,78 +13,26 @@ application a client of a Spark Connect server on a standalone cluster, is ``tes
 from __future__ import annotations
 
 import json
-import os
 from pathlib import Path
 
 import pandas as pd
 import pytest
 from compaction_snapshot import OVERSHADOWED, WAITING, line_of
-from dag_runs import published_by
-
-from segment_balancer.planner.stages import ALL_APP_NAMES
+from dag_runs import check_run
 
 REPO = Path(__file__).resolve().parents[2]
 
 
 def run_dag(snapshot: Path, **conf) -> Path:
     """Run the ``segment_balancing`` DAG with ``dag.test()`` on ``snapshot`` (and params ``conf``);
-    check every task succeeded and return the published plan directory."""
+    check the run (``dag_runs.check_run``) and return the published plan directory."""
     from airflow.dag_processing.dagbag import DagBag
 
     bag = DagBag(dag_folder=str(REPO / "dags"))
     assert bag.import_errors == {}
     run = bag.dags["segment_balancing"].test(run_conf={"snapshot": str(snapshot), **conf})
-
     states = {ti.task_id: ti.state for ti in run.get_task_instances()}
-    assert run.state == "success", states
-    assert set(states) == {
-        "resolve_snapshot",
-        *ALL_APP_NAMES,
-        "validate_plan",
-        "publish_plan",
-        "simulate",
-        "remove_work",
-        "release_spark_session",
-    }
-    # simulate runs only with simulate_runs; everything else succeeds
-    skipped = set() if conf.get("simulate_runs") else {"simulate"}
-    assert {t for t, state in states.items() if state != "success"} == skipped, states
-    assert {states[t] for t in skipped} <= {"skipped"}, states
-    # published: remove_work removed the run's directory and its stage XComs, objects in storage too
-    from airflow.models.xcom import XComModel
-    from airflow.utils.session import create_session
-
-    from segment_balancer_airflow.resolve import run_dir_name
-
-    home = Path(os.environ["SEGMENT_BALANCER_HOME"])
-    assert not (home / "runs" / run_dir_name(run.run_id)).exists() and (home / "runs").is_dir()
-    with create_session() as session:
-        left = {x.task_id for x in session.query(XComModel).filter(XComModel.run_id == run.run_id)}
-    assert left.isdisjoint(ALL_APP_NAMES) and "resolve_snapshot" in left
-    stored = Path(os.environ["AIRFLOW_HOME"]) / "xcom" / "segment_balancing" / run.run_id
-    assert not [p for p in stored.rglob("*") if p.is_file()]
-    published, extra = published_by(run.run_id)
-    assert json.loads((published / "validation.json").read_text())["success"] is True
-    assert (published / "report.html").is_file()
-    # compare_with_druid (on by default): the other coordinator's validated plan of the same snapshot
-    # beside the plan, with its report, and the two compared; off, none
-    own = json.loads((published / "summary.json").read_text()).get("coordinator", "issue7458")
-    other = "issue7458" if own == "druid" else "druid"
-    if conf.get("compare_with_druid", True):
-        assert (published / "compared" / other / "report.html").is_file()
-        assert json.loads((published / "compared" / other / "validation.json").read_text())["success"] is True
-        plans_compared = json.loads((published / "comparison.json").read_text())["plans"]
-        assert [p["coordinator"] for p in plans_compared][1] == other
-    else:
-        assert not (published / "compared").exists() and not (published / "comparison.json").exists()
-    summary = json.loads((published / "summary.json").read_text())
-    assert extra["cluster"] == summary["cluster"]
-    assert (extra["operations"], extra["loads"], extra["unreplicated_after"]) == (
-        summary["operations"],
-        summary["loads"],
-        summary["status_after"]["unreplicated"],
-    )
-    return published
+    return check_run(run.run_id, run.state, states, conf)
 
 
 @pytest.mark.spark_submit
@@ -95,11 +43,13 @@ def test_segment_balancing_dag_publishes_the_plan_of_the_cli(airflow_home, compa
     segments are served (1-24 wait for 25, which stage 1 only now loads), and the plan is the CLI's.
 
     With ``simulate_runs`` 2 the ``simulate`` task applies that plan as a cluster would and plans
-    once more: 25 is then served, so run 2 drops the 24 replicas that waited for it."""
+    once more: 25 is then served, so run 2 drops the 24 replicas that waited for it. With
+    ``compare_with_druid`` (on by default) Druid's Coordinator plans the snapshot beside it."""
     monkeypatch.setenv("AIRFLOW__SEGMENT_BALANCER__SPARK_MODE", "spark-submit")
     base, cli_summary, cli_ops = compaction_planned
-    # compare_with_druid off: the druid38 test runs both coordinators in this mode
-    published = run_dag(base / "snapshot", simulate_runs=2, compare_with_druid=False)
+    # compare_with_druid on (the default): compare_coordinators runs the druid coordinator's
+    # applications in this mode too (check_run checks its validated plan)
+    published = run_dag(base / "snapshot", simulate_runs=2)
     summary = json.loads((published / "summary.json").read_text())
     # The stages with nothing to schedule are the CLI's, and the DAG did not submit them.
     skipped = {n for n, t in summary["timings_seconds"].items() if t.get("skipped")}
@@ -129,25 +79,3 @@ def test_segment_balancing_dag_publishes_the_plan_of_the_cli(airflow_home, compa
     run2 = pd.read_parquet(simulation / "run-002" / "plan" / "operations.parquet")
     waited = run2[(run2.action == "DROP") & run2.depends_on.isna() & run2.reason.eq("overshadowed")]
     assert {line_of(s) for s in waited.segment_id} == WAITING
-
-
-@pytest.mark.spark_submit
-def test_segment_balancing_dag_plans_the_druid_38_snapshot(airflow_home, monkeypatch):
-    """The bundled ``druid38`` snapshot (a tier alias, partial-load rules, a rule naming a tier
-    without historicals) through the DAG, both coordinators (``compare_with_druid`` on; the
-    simulation task is the other test's): every task succeeds and both plans pass the gate (``run_dag``); the plan
-    loads the ``clicks`` part by_country with Druid's fingerprint on both tiers of the alias ``hot``
-    (worked by hand in ``tests/test_druid38_plan.py``), says the tier ``archive`` has no historical,
-    and the druid plan is Druid 38.0.0's, from the snapshot's servers."""
-    from test_druid38_plan import ID, SNAPSHOT, projection_fingerprint
-
-    monkeypatch.setenv("AIRFLOW__SEGMENT_BALANCER__SPARK_MODE", "spark-submit")
-    published = run_dag(SNAPSHOT)
-    ops = pd.read_parquet(published / "operations.parquet")
-    day0 = ops[ops["segment_id"].isin([ID[("clicks", "2026-09-30", p)] for p in (0, 1)]) & ops["action"].eq("LOAD")]
-    assert set(day0["tier"]) == {"hot_blue", "hot_green"}
-    assert set(day0["partial_fingerprint"]) == {projection_fingerprint(["by_country"])}
-    summary = json.loads((published / "summary.json").read_text())
-    assert "archive" in summary["undone"]["tiers"]
-    druid = json.loads((published / "compared" / "druid" / "summary.json").read_text())["druid_run"]
-    assert (druid["release"], druid["release_from"]) == ("38.0.0", "snapshot")

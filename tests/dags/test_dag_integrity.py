@@ -328,3 +328,69 @@ def test_unpausing_segment_balancing_waits_for_the_next_midnight(dagbag, now, mo
         restriction=TimeRestriction(earliest=dag.start_date, latest=dag.end_date, catchup=dag.catchup),
     )
     assert info.run_after == pendulum.datetime(2026, 11, 28, tz="UTC")
+
+
+def _next_scheduled_run(dag, reference_run):
+    """The scheduler's next run of ``dag`` after ``reference_run``, as Airflow works it out: the DAG
+    serialized and read back (the timetable through the plugin registry), then
+    ``DagModel.calculate_dagrun_date_fields`` with the reference run the DAG processor picks (the
+    latest scheduled or backfill run)."""
+    from airflow.models.dag import DagModel
+    from airflow.serialization.serialized_objects import LazyDeserializedDAG
+
+    dag_model = DagModel(dag_id=dag.dag_id)
+    dag_model.calculate_dagrun_date_fields(LazyDeserializedDAG.from_dag(dag), reference_run=reference_run)
+    return dag_model.next_dagrun_create_after
+
+
+def _daily_run(dag_id, run_type, day, created_at):
+    """A run of the daily schedule at midnight UTC of ``day`` (``CronTriggerTimetable``: a zero-length
+    data interval at the run's time), created at ``created_at``."""
+    import pendulum
+    from airflow.models.dagrun import DagRun
+
+    at = pendulum.parse(day)
+    run = DagRun(
+        dag_id=dag_id,
+        run_id=f"{run_type}__{day}",
+        run_type=run_type,
+        logical_date=at,
+        run_after=at,
+        data_interval=(at, at),
+    )
+    run.created_at = pendulum.parse(created_at)
+    return run
+
+
+@pytest.mark.parametrize(
+    ("run_type", "day", "created_at", "now", "next_run"),
+    [
+        # A backfill of last week created at 10:05: the next scheduled run is the next midnight,
+        # not today's at once (Airflow picks max(today's midnight, the day after the backfill's last)).
+        ("backfill", "2026-11-20T00:00:00Z", "2026-11-27T10:05:00Z", "2026-11-27T10:05:03Z", "2026-11-28"),
+        # ... and still when the DAG processor looks again later that day.
+        ("backfill", "2026-11-20T00:00:00Z", "2026-11-27T10:05:00Z", "2026-11-27T23:59:59Z", "2026-11-28"),
+        # A backfill created yesterday: today's midnight run is the daily run after it, due now.
+        ("backfill", "2026-11-20T00:00:00Z", "2026-11-26T10:05:00Z", "2026-11-27T00:00:30Z", "2026-11-27"),
+        # A backfill that reran yesterday's scheduled run (its run, created at yesterday's midnight):
+        # today's midnight run, as after the scheduled run itself.
+        ("backfill", "2026-11-26T00:00:00Z", "2026-11-26T00:00:02Z", "2026-11-27T10:05:00Z", "2026-11-27"),
+        # A scheduled run keeps Airflow's catchup=False rule: the latest midnight, here today's, at once.
+        ("scheduled", "2026-11-25T00:00:00Z", "2026-11-25T00:00:01Z", "2026-11-27T10:05:00Z", "2026-11-27"),
+        ("scheduled", "2026-11-27T00:00:00Z", "2026-11-27T00:00:01Z", "2026-11-27T10:05:00Z", "2026-11-28"),
+    ],
+)
+def test_a_backfill_starts_no_scheduled_run(dagbag, run_type, day, created_at, now, next_run, monkeypatch):
+    """A backfill of old days (its runs the latest automated runs of the DAG, which Airflow's DAG
+    processor and scheduler take as the reference run) leaves the daily schedule where it was: the
+    next scheduled run is the first midnight UTC after the backfill was created, so creating one
+    starts exactly the backfill's runs. A scheduled run as the reference is Airflow's own rule."""
+    import pendulum
+    from airflow.timetables import trigger
+    from airflow.utils.types import DagRunType
+
+    monkeypatch.setattr(trigger, "utcnow", lambda: pendulum.parse(now))
+    dag = dagbag.dags["segment_balancing"]
+    kind = {"backfill": DagRunType.BACKFILL_JOB, "scheduled": DagRunType.SCHEDULED}[run_type]
+    reference = _daily_run(dag.dag_id, kind, day, created_at)
+    assert _next_scheduled_run(dag, reference) == pendulum.parse(next_run, tz="UTC")

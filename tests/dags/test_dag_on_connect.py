@@ -3,7 +3,8 @@ server whose master is a Spark standalone cluster (a master and two workers on 1
 the installed PySpark by ``segment_balancer.spark.standalone``), on the hand-worked snapshot of
 compaction_snapshot.py. There the executors are JVMs and Python workers of their own that share
 nothing with the driver but the work directory, so the plan being the CLI's (computed on
-``local[*]``) shows the applications run unchanged on a real cluster. The spark-submit mode is
+``local[*]``) shows the applications run unchanged on a real cluster. Then the bundled ``druid38``
+snapshot, both coordinators compared, on the same server. The spark-submit mode is
 ``test_dag_end_to_end.py``'s; a module of its own, so that pytest-xdist (``--dist loadfile``) runs
 the two beside each other."""
 
@@ -11,12 +12,13 @@ from __future__ import annotations
 
 import json
 import os
+import subprocess
 import sys
 from pathlib import Path
 
 import pandas as pd
 import pytest
-from dag_runs import published_by
+from dag_runs import check_run, published_by
 
 from segment_balancer.planner.stages import APP_NAMES
 from segment_balancer.spark.session import DRIVER_TASKS_ENV
@@ -57,6 +59,43 @@ def standalone_connect(tmp_path_factory):
         cluster.stop()
 
 
+def connect_env(connect_server, extra: dict | None = None) -> dict:
+    """This process's environment for a child that runs the DAG in connect mode on ``connect_server``
+    (its ``spark_connect_default``), ``extra`` added."""
+    env = {
+        **os.environ,
+        "AIRFLOW__SEGMENT_BALANCER__SPARK_MODE": "connect",
+        "AIRFLOW_CONN_SPARK_CONNECT_DEFAULT": json.dumps(
+            {"conn_type": "spark_connect", "host": "sc://127.0.0.1", "port": connect_server.port}
+        ),
+        **(extra or {}),
+    }
+    env.pop("SPARK_CONNECT_MODE_ENABLED", None)
+    return env
+
+
+def dags_test(connect_server, conf: dict, extra_env: dict | None = None) -> tuple[str, str, dict[str, str]]:
+    """``airflow dags test segment_balancing --conf CONF`` in connect mode on ``connect_server``, in a
+    child process (a Connect client cannot share its process with this worker's classic session);
+    returns the run's id, state and task states (task id -> state)."""
+    from airflow.models.dagrun import DagRun
+    from airflow.utils.session import create_session
+
+    airflow = str(Path(sys.executable).parent / "airflow")
+    done = subprocess.run(
+        [airflow, "dags", "test", "segment_balancing", "--conf", json.dumps(conf)],
+        env=connect_env(connect_server, extra_env),
+        capture_output=True,
+        text=True,
+        timeout=1200,
+    )
+    assert done.returncode == 0, done.stdout[-4000:] + done.stderr[-4000:]
+    with create_session() as session:
+        run = session.query(DagRun).filter(DagRun.dag_id == "segment_balancing").order_by(DagRun.id.desc()).first()
+        states = {ti.task_id: ti.state for ti in run.get_task_instances(session=session)}
+        return run.run_id, run.state, states
+
+
 @pytest.mark.spark_submit
 def test_segment_balancing_dag_on_spark_connect_publishes_the_same_plan(
     airflow_home, compaction_planned, standalone_connect
@@ -66,44 +105,20 @@ def test_segment_balancing_dag_on_spark_connect_publishes_the_same_plan(
     is the two-worker standalone cluster, and every application's tasks ran in its executors, both of
     them busy over the run. The plan and the two-run simulation are the CLI's, as in spark-submit
     mode; no comparison (``compare_with_druid`` off: nothing here is about it, and the druid38
-    test compares). ``airflow dags test`` runs in a child process: a Connect client cannot share its process
-    with this worker's classic session."""
+    test compares)."""
     import re
-    import subprocess
-
-    from airflow.models.dagrun import DagRun
-    from airflow.utils.session import create_session
 
     from segment_balancer_airflow.connect import run_session_id
 
     cluster, connect_server = standalone_connect
     base, cli_summary, cli_ops = compaction_planned
-    env = {
-        **os.environ,
-        "AIRFLOW__SEGMENT_BALANCER__SPARK_MODE": "connect",
-        # every application's tasks in the cluster's executors, small as this snapshot is
-        DRIVER_TASKS_ENV: "-1",
-        "AIRFLOW_CONN_SPARK_CONNECT_DEFAULT": json.dumps(
-            {"conn_type": "spark_connect", "host": "sc://127.0.0.1", "port": connect_server.port}
-        ),
-    }
-    env.pop("SPARK_CONNECT_MODE_ENABLED", None)
-    # compare_with_druid off: the druid38 test compares the coordinators through the DAG (and
-    # make e2e on a Connect server); this one is about where the run's applications run
-    conf = json.dumps({"snapshot": str(base / "snapshot"), "simulate_runs": 2, "compare_with_druid": False})
-    airflow = str(Path(sys.executable).parent / "airflow")
-    done = subprocess.run(
-        [airflow, "dags", "test", "segment_balancing", "--conf", conf],
-        env=env,
-        capture_output=True,
-        text=True,
-        timeout=1200,
+    # every application's tasks in the cluster's executors, small as this snapshot is
+    env = {DRIVER_TASKS_ENV: "-1"}
+    # compare_with_druid off: the druid38 test below and the spark-submit one compare the
+    # coordinators through the DAG; this one is about where the run's applications run
+    run_id, run_state, states = dags_test(
+        connect_server, {"snapshot": str(base / "snapshot"), "simulate_runs": 2, "compare_with_druid": False}, env
     )
-    assert done.returncode == 0, done.stdout[-4000:] + done.stderr[-4000:]
-    with create_session() as session:
-        run = session.query(DagRun).filter(DagRun.dag_id == "segment_balancing").order_by(DagRun.id.desc()).first()
-        states = {ti.task_id: ti.state for ti in run.get_task_instances(session=session)}
-        run_id, run_state = run.run_id, run.state
     assert run_state == "success" and set(states.values()) <= {"success"}, states
     published, _ = published_by(run_id)
     pd.testing.assert_frame_equal(pd.read_parquet(published / "operations.parquet"), cli_ops)
@@ -146,5 +161,32 @@ def test_segment_balancing_dag_on_spark_connect_publishes_the_same_plan(
         "s = S.builder.remote(sys.argv[1]).getOrCreate(); s.range(1).count()"
     )
     url = f"{connect_server.url}/;session_id={session_id}"
-    again = subprocess.run([sys.executable, "-c", probe, url], capture_output=True, text=True, timeout=120, env=env)
+    again = subprocess.run(
+        [sys.executable, "-c", probe, url], capture_output=True, text=True, timeout=120, env=connect_env(connect_server)
+    )
     assert again.returncode != 0 and "SESSION_CLOSED" in again.stderr, again.stderr[-2000:]
+
+
+@pytest.mark.spark_submit
+def test_segment_balancing_dag_plans_the_druid_38_snapshot(airflow_home, standalone_connect):
+    """The bundled ``druid38`` snapshot (a tier alias, partial-load rules, a rule naming a tier
+    without historicals) through the DAG on the Connect server, both coordinators
+    (``compare_with_druid`` on; the simulation task is the compaction tests'): every task succeeds
+    and both plans pass the gate (``check_run``); the plan loads the ``clicks`` part by_country with
+    Druid's fingerprint on both tiers of the alias ``hot`` (worked by hand in
+    ``tests/test_druid38_plan.py``), says the tier ``archive`` has no historical, and the druid plan
+    is Druid 38.0.0's, from the snapshot's servers. Its tasks run as a small run's do (on the
+    driver); after the compaction test, whose check of the executors reads the server's event log."""
+    from test_druid38_plan import ID, SNAPSHOT, projection_fingerprint
+
+    _, connect_server = standalone_connect
+    conf = {"snapshot": str(SNAPSHOT)}
+    published = check_run(*dags_test(connect_server, conf), conf)
+    ops = pd.read_parquet(published / "operations.parquet")
+    day0 = ops[ops["segment_id"].isin([ID[("clicks", "2026-09-30", p)] for p in (0, 1)]) & ops["action"].eq("LOAD")]
+    assert set(day0["tier"]) == {"hot_blue", "hot_green"}
+    assert set(day0["partial_fingerprint"]) == {projection_fingerprint(["by_country"])}
+    summary = json.loads((published / "summary.json").read_text())
+    assert "archive" in summary["undone"]["tiers"]
+    druid = json.loads((published / "compared" / "druid" / "summary.json").read_text())["druid_run"]
+    assert (druid["release"], druid["release_from"]) == ("38.0.0", "snapshot")

@@ -22,6 +22,8 @@ from pathlib import Path
 REPO = Path(__file__).resolve().parents[2]
 DAG_ID = "segment_balancing"
 START_TIMEOUT = 240  # seconds: db migrate + the components' start + first parse
+#: seconds between two polls of the deployment for what a test waits for (a REST call of a few ms)
+POLL_S = 1
 
 
 def free_port() -> int:
@@ -93,7 +95,7 @@ class Deployment:
             if all(s == "success" for s in states.values()):
                 return [runs[rid] for rid in run_ids]
             assert time.monotonic() < deadline, f"runs not finished after {timeout:.0f} s: {states}"
-            time.sleep(5)
+            time.sleep(POLL_S)
 
 
 def _wait_ready(dep: Deployment, proc: subprocess.Popen) -> None:
@@ -117,7 +119,7 @@ def _wait_ready(dep: Deployment, proc: subprocess.Popen) -> None:
                     return
         except (OSError, ValueError, AssertionError, KeyError) as exc:
             last = exc
-        time.sleep(2)
+        time.sleep(POLL_S)
     raise AssertionError(f"deployment not ready after {START_TIMEOUT} s (last: {last!r}); see {dep.log}")
 
 

@@ -13,7 +13,7 @@ import signal
 import time
 
 import psutil
-from deployment import DAG_ID, running_deployment
+from deployment import DAG_ID, POLL_S, running_deployment
 from e2e_snapshots import write_snapshots
 
 from segment_balancer.common.ports import taken
@@ -77,7 +77,7 @@ def stop_while_a_stage_runs(dep, sig: signal.Signals, since: float) -> None:
     deadline = time.monotonic() + RUN_TIMEOUT
     while not any(ti["state"] == "running" and ti["task_id"] in ALL_APP_NAMES for ti in dep.task_instances(run_id)):
         assert time.monotonic() < deadline, f"no stage of {run_id} ran; see {dep.log}"
-        time.sleep(1)
+        time.sleep(POLL_S)
     before = deployment_processes(dep.var, dep.pid, since)
     names = {p.pid: " ".join(p.cmdline()[:4]) for p in before}
     # the components, a task process of the running stage and the Connect server among them

@@ -7,7 +7,8 @@ The tests run in this order and share the logged-in page (``conftest.py``):
    defaults; a run triggered from it (unpausing the DAG) succeeds and publishes a plan of the newest
    snapshot (``late``);
 3. "Run Backfill" over 2024-01-02 .. 2024-01-03 from the same dialog: two runs, which plan on
-   ``early`` and ``late`` (each on the newest snapshot at or before its logical date);
+   ``early`` and ``late`` (each on the newest snapshot at or before its logical date), and no
+   scheduled run beside them;
 4. the triggered run's "Plan report" tab shows its report, and explains a segment it moved;
 5. the capture DAG, unpaused, captures the (fake, loopback) Druid cluster into the snapshots root
    and emits its Asset; ``segment_balancing`` then runs by itself on that capture;
@@ -28,6 +29,7 @@ from pathlib import Path
 from urllib.parse import unquote
 
 import pytest
+from deployment import POLL_S
 
 DAG_ID = "segment_balancing"
 
@@ -331,6 +333,8 @@ def test_backfill(page, deployment, artifacts):
     planned = {when: planned_on(summary_of(deployment, run_id)) for when, run_id in dates.items()}
     assert planned == EXPECTED_BACKFILL, planned
     assert len(set(planned.values())) == 2
+    # the backfill started no scheduled run beside its own (the next daily run is the next midnight)
+    assert not [r for r in deployment.runs() if r["run_type"] == "scheduled"], deployment.runs()
     STATE["backfill_runs"] = dates
 
 
@@ -343,7 +347,7 @@ def test_a_capture_lands_and_is_planned_on_by_itself(page, deployment, artifacts
     deadline = datetime.now(UTC).timestamp() + RUN_TIMEOUT
     while not deployment.runs(capture_dag):
         assert datetime.now(UTC).timestamp() < deadline, "no capture run"
-        page.wait_for_timeout(3000)
+        page.wait_for_timeout(POLL_S * 1000)
     [capture_run] = deployment.runs(capture_dag)[:1]
     deployment.wait_for_runs([capture_run["dag_run_id"]], RUN_TIMEOUT, dag_id=capture_dag)
     captures = sorted((deployment.var / "snapshots" / "druid").iterdir())
@@ -352,7 +356,7 @@ def test_a_capture_lands_and_is_planned_on_by_itself(page, deployment, artifacts
 
     while not [r for r in deployment.runs() if r["run_type"] == "asset_triggered"]:
         assert datetime.now(UTC).timestamp() < deadline, "segment_balancing did not run on the capture"
-        page.wait_for_timeout(3000)
+        page.wait_for_timeout(POLL_S * 1000)
     [asset_run] = [r for r in deployment.runs() if r["run_type"] == "asset_triggered"]
     deployment.wait_for_runs([asset_run["dag_run_id"]], RUN_TIMEOUT)
     summary = summary_of(deployment, asset_run["dag_run_id"])
@@ -454,7 +458,7 @@ def test_a_refused_input_fails_the_first_task_in_one_log_line(page, deployment, 
     deadline = time.monotonic() + RUN_TIMEOUT
     while {r["dag_run_id"]: r["state"] for r in deployment.runs()}.get(run_id) != "failed":
         assert time.monotonic() < deadline, f"{run_id} did not fail"
-        time.sleep(3)
+        time.sleep(POLL_S)
     tis = {ti["task_id"]: ti for ti in deployment.task_instances(run_id)}
     assert tis["resolve_snapshot"]["state"] == "failed" and tis["resolve_snapshot"]["try_number"] == 1
     assert {ti["state"] for name, ti in tis.items() if name not in ("resolve_snapshot", "release_spark_session")} == {
