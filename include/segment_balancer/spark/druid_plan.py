@@ -181,12 +181,14 @@ def cluster_state(
     replica_servers = replica_table["server"].to_pylist()
     replica_tiers = replica_table["tier"].to_pylist()
     served_flags = replica_table["served"].to_pylist()
-    served_in_tier: dict[tuple[str, str], int] = {}
+    loading = set(replica_table.filter(pc.fill_null(replica_table["queued_load"], False))["segment_id"].to_pylist())
+    served_in_tier: dict[tuple[str, str], int] = {}  # of the segments with a load queued: is it a replica?
     for segment_id, server, tier, served in zip(replica_ids, replica_servers, replica_tiers, served_flags):
         if served and server in servers:
             servers[server].segments[segment_id] = by_id[segment_id]
-            key = (segment_id, tier)
-            served_in_tier[key] = served_in_tier.get(key, 0) + 1
+            if segment_id in loading:
+                key = (segment_id, tier)
+                served_in_tier[key] = served_in_tier.get(key, 0) + 1
     queues = {name: LoadQueue(name) for name in servers}
     queued = pc.or_(
         pc.fill_null(replica_table["queued_load"], False), pc.fill_null(replica_table["queued_drop"], False)

@@ -111,7 +111,13 @@ class ReplicaCounts:
 
     def setdefault(self, segment: DataSegment, tier: str) -> ReplicaCount:
         """The segment's count in ``tier``, created empty when absent."""
-        return self.counts.setdefault(segment, {}).setdefault(tier, ReplicaCount())
+        tiers = self.counts.get(segment)
+        if tiers is None:
+            tiers = self.counts[segment] = {}
+        count = tiers.get(tier)
+        if count is None:
+            count = tiers[tier] = ReplicaCount()
+        return count
 
     def get(self, segment: DataSegment, tier: str) -> ReplicaCount:
         """The segment's count in ``tier`` (an empty one when absent, not stored)."""

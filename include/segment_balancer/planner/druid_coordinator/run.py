@@ -40,6 +40,7 @@ from segment_balancer.planner.druid_coordinator.model import (
     QueueEvent,
     SegmentAction,
     ServerHolder,
+    newest_first,
 )
 from segment_balancer.planner.druid_coordinator.run_stats import RunStats
 from segment_balancer.planner.druid_coordinator.strategies import THRESHOLD_KEY, make_strategy
@@ -140,16 +141,24 @@ def segment_stats(
     deep_only: dict[str, int] = {}
     for segment in used:
         tiers = counts.counts.get(segment)
-        total = counts.total(segment)
         ds = segment.datasource
-        missing_everywhere = tiers is None or (total.total_loaded <= 0 and total.required != 0)
-        unavailable[ds] = unavailable.get(ds, 0) + missing_everywhere
-        if tiers is not None and total.total_loaded == 0 and total.required == 0:
+        if tiers is None:
+            unavailable[ds] = unavailable.get(ds, 0) + 1
+            continue
+        loaded = required = 0
+        for count in tiers.values():
+            loaded += count.loaded + count.loaded_elsewhere
+            required += count.required
+        unavailable[ds] = unavailable.get(ds, 0) + (loaded <= 0 and required != 0)
+        if loaded == 0 and required == 0:
             deep_only[ds] = deep_only.get(ds, 0) + 1
-        for tier, count in (tiers or {}).items():
-            required = count.required if ignore_missing_servers else count.required_and_loadable
-            row = under.setdefault(tier, {})
-            row[ds] = row.get(ds, 0) + max(required - count.total_loaded, 0)
+        for tier, count in tiers.items():
+            wanted = count.required if ignore_missing_servers else count.required_and_loadable
+            row = under.get(tier)
+            if row is None:
+                row = under[tier] = {}
+            missing = wanted - count.loaded - count.loaded_elsewhere
+            row[ds] = row.get(ds, 0) + (missing if missing > 0 else 0)
     return unavailable, under, deep_only
 
 
@@ -165,7 +174,7 @@ def run_rules(state: ClusterState, assigner: StrategicSegmentAssigner, now_ms: i
     group (datasource, interval, version) ends, and dispatched only if a sibling matched something
     (``RunRules.EmptyDeferringHandler``)."""
     rules = dict(state.rules)
-    order = [s for s in sorted(state.used.values(), key=DataSegment.newest_first) if s.id not in state.overshadowed]
+    order = newest_first(s for s in state.used.values() if s.id not in state.overshadowed)
     applying = _applying_rules(order, rules, now_ms)
     partial = any(not rule.is_interval_based for rule_list in rules.values() for rule in rule_list)
     empties = EmptyDeferring(assigner)
