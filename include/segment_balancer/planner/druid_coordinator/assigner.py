@@ -99,10 +99,17 @@ class ReplicaCounts:
 
     def __init__(self, cluster: DruidCluster):
         self.counts: dict[DataSegment, dict[str, ReplicaCount]] = {}
+        counts = self.counts
         for tier, holders in cluster.managed.items():
             for holder in holders:
-                for segment in holder.served_segments():
-                    self.setdefault(segment, tier).loaded += 1
+                for segment in holder.served_segments():  # self.setdefault(segment, tier), inlined
+                    tiers = counts.get(segment)
+                    if tiers is None:
+                        tiers = counts[segment] = {}
+                    count = tiers.get(tier)
+                    if count is None:
+                        count = tiers[tier] = ReplicaCount()
+                    count.loaded += 1
                 for segment, action in holder.actions.items():
                     self.setdefault(segment, tier).queued(action)
         for holder in cluster.brokers + cluster.realtimes:

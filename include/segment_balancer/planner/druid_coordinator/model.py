@@ -448,8 +448,9 @@ class ServerHolder:
         self._interval_ids: IntervalIds | None = None
         self._interval_arrays: dict | None = None
         self._pending_projections: list[tuple[str, int, int, int]] = []
-        for segment in server.segments.values():
-            self._project(segment, +1)
+        served = server.segments.values()  # each projected once (``_project``, counted in bulk)
+        self.projected_per_interval.update((s.start_ms, s.end_ms) for s in served)
+        self.projected.update((s.datasource, s.start_ms, s.end_ms) for s in served)
         self.moving_segments = 0
         self.loading_replicas = 0
         for request in queue.requests():
