@@ -103,21 +103,32 @@ def _overshadowed_now(
 ) -> set[str]:
     """Which ``candidates`` the segments served by managed historicals and brokers, with the segments
     no rule wants replicas of, overshadow (``SegmentTimeline.isOvershadowed``)."""
+    candidates = list(candidates)
+    wanted = {c.datasource for c in candidates}
     timelines: dict[str, dict[str, DataSegment]] = {}
     for holder in [h for hs in cluster.managed.values() for h in hs] + cluster.brokers:
         for segment in holder.served_segments():
-            timelines.setdefault(segment.datasource, {})[segment.id] = segment
+            if segment.datasource in wanted:
+                timelines.setdefault(segment.datasource, {})[segment.id] = segment
     for datasource, segments in zero_replica.items():
-        for segment in segments:
-            timelines.setdefault(datasource, {})[segment.id] = segment
+        if datasource in wanted:
+            for segment in segments:
+                timelines.setdefault(datasource, {})[segment.id] = segment
+    bounds: dict[str, tuple[list[DataSegment], np.ndarray, np.ndarray]] = {}
     marked: set[str] = set()
     for candidate in candidates:
         timeline = timelines.get(candidate.datasource)
         if not timeline:
             continue
+        if candidate.datasource not in bounds:
+            segments = list(timeline.values())
+            starts = np.fromiter((s.start_ms for s in segments), np.int64, len(segments))
+            ends = np.fromiter((s.end_ms for s in segments), np.int64, len(segments))
+            bounds[candidate.datasource] = (segments, starts, ends)
+        segments, starts, ends = bounds[candidate.datasource]
         # only segments overlapping its interval decide whether it is covered
-        start, end = candidate.start_ms, candidate.end_ms
-        near = [s for s in timeline.values() if s.id != candidate.id and s.start_ms < end and s.end_ms > start]
+        overlapping = np.flatnonzero((starts < candidate.end_ms) & (ends > candidate.start_ms)).tolist()
+        near = [segments[i] for i in overlapping if segments[i].id != candidate.id]
         rows = [s.timeline_row() for s in near] + [candidate.timeline_row()]
         status = classify_datasource(pd.DataFrame(rows)).set_index("segment_id")["status"]
         if status[candidate.id] == STATUS_OVERSHADOWED:
@@ -464,12 +475,12 @@ class CoordinatorRun:
         managed = self.cluster.all_managed_servers()
         for holder in managed:
             for segment, action in list(holder.actions.items()):
-                if not skip_unload(holder, segment.datasource) and segment.id not in state.used and action.is_load:
+                if segment.id not in state.used and action.is_load and not skip_unload(holder, segment.datasource):
                     holder.cancel(action, segment)
         for holder in managed:
             unneeded: dict[str, int] = {}
             for segment in list(holder.served_segments()):
-                if skip_unload(holder, segment.datasource) or segment.id in state.used:
+                if segment.id in state.used or skip_unload(holder, segment.datasource):
                     continue
                 if self.assigner.queues.drop(segment, holder):
                     unneeded[segment.datasource] = unneeded.get(segment.datasource, 0) + 1
