@@ -552,19 +552,23 @@ def _codes(work: Path, ids: set[str]) -> dict[str, tuple[int, int]]:
 
 
 def _write_assignment(run: CoordinatorRun, work: Path) -> None:
-    """``WORK/druid/assignment.parquet``: every (segment, historical, tier) the run projects."""
+    """``WORK/druid/assignment.parquet``: every (segment, historical, tier) the run projects, sorted
+    (by Arrow: UTF-8 bytes order as Python's code point order)."""
     import pyarrow as pa
 
-    assignment = sorted(
-        (s.id, h.name, h.tier) for h in run.holders for s in h.projected_segments() if h.server.type.is_historical
-    )
-    write_parquet_atomic(
-        pa.table(
-            {k: [a[i] for a in assignment] for i, k in enumerate(("segment_id", "server", "tier"))},
-            schema=pa.schema([("segment_id", pa.string()), ("server", pa.string()), ("tier", pa.string())]),
-        ),
-        work / DRUID_DIR / "assignment.parquet",
-    )
+    ids: list[str] = []
+    names: list[str] = []
+    tiers: list[str] = []
+    for holder in run.holders:
+        if holder.server.type.is_historical:
+            projected = [s.id for s in holder.projected_segments()]
+            ids += projected
+            names += [holder.name] * len(projected)
+            tiers += [holder.tier] * len(projected)
+    schema = pa.schema([("segment_id", pa.string()), ("server", pa.string()), ("tier", pa.string())])
+    table = pa.table({"segment_id": ids, "server": names, "tier": tiers}, schema=schema)
+    keys = [("segment_id", "ascending"), ("server", "ascending"), ("tier", "ascending")]
+    write_parquet_atomic(table.sort_by(keys), work / DRUID_DIR / "assignment.parquet")
 
 
 def _merged_stats(parts: list[dict]) -> RunStats:
