@@ -82,6 +82,13 @@ class ReplicaCount:
     def total_loaded(self) -> int:
         return self.loaded + self.loaded_elsewhere
 
+    @property
+    def projected(self) -> int:
+        """Replicas once the queue is done: loaded and not dropping, plus loading, less moves done
+        but not yet dropped at their source (``SegmentReplicaCount`` as ``updateReplicasInTier``
+        reads it)."""
+        return self.loaded_not_dropping + self.loading - max(0, self.move_completed_pending_drop)
+
     def accumulate(self, other: ReplicaCount) -> None:
         """Add ``other``'s counts (a segment's tiers summed)."""
         self.required += other.required
@@ -99,17 +106,10 @@ class ReplicaCounts:
 
     def __init__(self, cluster: DruidCluster):
         self.counts: dict[DataSegment, dict[str, ReplicaCount]] = {}
-        counts = self.counts
         for tier, holders in cluster.managed.items():
             for holder in holders:
-                for segment in holder.served_segments():  # self.setdefault(segment, tier), inlined
-                    tiers = counts.get(segment)
-                    if tiers is None:
-                        tiers = counts[segment] = {}
-                    count = tiers.get(tier)
-                    if count is None:
-                        count = tiers[tier] = ReplicaCount()
-                    count.loaded += 1
+                for segment in holder.served_segments():
+                    self.setdefault(segment, tier).loaded += 1
                 for segment, action in holder.actions.items():
                     self.setdefault(segment, tier).queued(action)
         for holder in cluster.brokers + cluster.realtimes:
@@ -414,17 +414,13 @@ class StrategicSegmentAssigner:
                 if required:
                     return False
                 continue
-            pending_drop = count.moving_from - count.moving_to
-            projected = count.loaded - count.dropping + count.loading - (pending_drop if pending_drop > 0 else 0)
-            if projected != required or (required == 0 and count.moving_to > 0):
+            if count.projected != required or (required == 0 and count.moving_to > 0):
                 return False
         values, size = self.stats.values, segment.size
         for tier, n, loadable, factor_key, capacity_key in entries:
             values[factor_key] = max(values.get(factor_key, n), n)
             values[capacity_key] = values.get(capacity_key, 0) + size * n
-            count = tiers.get(tier)
-            if count is None:
-                count = tiers[tier] = ReplicaCount()
+            count = self.replica_counts.setdefault(segment, tier)
             count.required, count.required_and_loadable = n, loadable
         return True
 
@@ -598,7 +594,7 @@ class StrategicSegmentAssigner:
 
     def _update_replicas_in_tier(self, segment: DataSegment, tier: str, required: int, max_drops: int) -> int:
         count = self.replica_counts.get(segment, tier)
-        projected = count.loaded_not_dropping + count.loading - max(0, count.move_completed_pending_drop)
+        projected = count.projected
         moving = count.moving_to
         cancel_moves = required == 0 and moving > 0
         if projected == required and not cancel_moves:

@@ -158,7 +158,7 @@ def segment_stats(
             continue
         loaded = required = 0
         for count in tiers.values():
-            loaded += count.loaded + count.loaded_elsewhere
+            loaded += count.total_loaded
             required += count.required
         unavailable[ds] = unavailable.get(ds, 0) + (loaded <= 0 and required != 0)
         if loaded == 0 and required == 0:
@@ -168,7 +168,7 @@ def segment_stats(
             row = under.get(tier)
             if row is None:
                 row = under[tier] = {}
-            missing = wanted - count.loaded - count.loaded_elsewhere
+            missing = wanted - count.total_loaded
             row[ds] = row.get(ds, 0) + (missing if missing > 0 else 0)
     return unavailable, under, deep_only
 
@@ -213,7 +213,7 @@ def run_rules(state: ClusterState, assigner: StrategicSegmentAssigner, now_ms: i
     return deleted
 
 
-def _applying_rules(segments: list[DataSegment], rules: Mapping[str, list[Rule]], now_ms: int) -> list[Rule | None]:
+def _applying_rules(segments: list[DataSegment], rules: dict[str, list[Rule]], now_ms: int) -> list[Rule | None]:
     """Each of ``segments``' first applying rule (its datasource's rules, then ``_default``'s), None
     where none applies: :func:`~segment_balancer.druid.rules.rule_index_for` over each datasource's
     intervals at once, a segment's shape asked only where a ``fallThrough`` partial-load rule's
@@ -223,7 +223,7 @@ def _applying_rules(segments: list[DataSegment], rules: Mapping[str, list[Rule]]
         positions.setdefault(segment.datasource, []).append(i)
     applying: list[Rule | None] = [None] * len(segments)
     for datasource, rows in positions.items():
-        rule_list = rules_for(dict(rules), datasource)
+        rule_list = rules_for(rules, datasource)
         if not rule_list:
             continue
         starts = np.fromiter((segments[i].start_ms for i in rows), np.int64, len(rows))
