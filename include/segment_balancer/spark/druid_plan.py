@@ -33,6 +33,7 @@ import json
 from dataclasses import dataclass
 from pathlib import Path
 
+from segment_balancer.common.bulk import cycle_collection_paused
 from segment_balancer.common.errors import InputError
 from segment_balancer.common.files import write_json_atomic, write_parquet_atomic
 from segment_balancer.druid import metrics as m
@@ -75,34 +76,31 @@ def _segments(table) -> list[DataSegment]:
     def column(name: str) -> list:
         return table[name].to_pylist() if name in table.column_names else [None] * n
 
-    ids, datasources, versions = column("segment_id"), column("datasource"), column("version")
-    starts, ends, partitions, sizes = (
-        column("start_ms"),
-        column("end_ms"),
-        column("partition_num"),
-        column("size_bytes"),
-    )
-    shard_types, cores, projections = column("shard_type"), column("num_core_partitions"), column("projections")
-    groups, minors = column("cluster_groups"), column("minor_version")
     roots = zip(
-        column("start_root_partition_id"), column("end_root_partition_id"), minors, column("atomic_update_group_size")
+        column("start_root_partition_id"),
+        column("end_root_partition_id"),
+        column("minor_version"),
+        column("atomic_update_group_size"),
     )
+    overwrites = [None if minor is None else (start, end, minor, group) for start, end, minor, group in roots]
+    projections = [None if p is None else tuple(p) for p in column("projections")]
+    # positional, in DataSegment's field order: a million segments are made here
     return [
-        DataSegment(
-            id=ids[i],
-            datasource=datasources[i],
-            start_ms=int(starts[i]),
-            end_ms=int(ends[i]),
-            version=versions[i],
-            partition=int(partitions[i] or 0),
-            size=int(sizes[i] or 0),
-            shard_type=shard_types[i] or "numbered",
-            num_core_partitions=cores[i],
-            overwrite=None if minors[i] is None else root,
-            projections=None if projections[i] is None else tuple(projections[i]),
-            cluster_groups=groups[i],
+        DataSegment(sid, ds, start, end, version, part or 0, size or 0, shard or "numbered", cores, over, proj, groups)
+        for sid, ds, start, end, version, part, size, shard, cores, over, proj, groups in zip(
+            column("segment_id"),
+            column("datasource"),
+            column("start_ms"),
+            column("end_ms"),
+            column("version"),
+            column("partition_num"),
+            column("size_bytes"),
+            column("shard_type"),
+            column("num_core_partitions"),
+            overwrites,
+            projections,
+            column("cluster_groups"),
         )
-        for i, root in zip(range(n), roots)
     ]
 
 
@@ -463,7 +461,15 @@ def _duty_task(spec: dict) -> dict:
     on with the run the application before left, :class:`_Held`), run the application's duties
     (``druid_balance``: of ``spec["tier"]`` only), write its operations to
     ``WORK/druid/<application>[/<tier>].parquet`` and return its record (stats rows, the moves
-    called off on their source per op log step, what later duties need)."""
+    called off on their source per op log step, what later duties need). The cyclic garbage
+    collector is paused meanwhile (:func:`segment_balancer.common.bulk.cycle_collection_paused`: the
+    run is millions of objects)."""
+    with cycle_collection_paused():
+        return _duty(spec)
+
+
+def _duty(spec: dict) -> dict:
+    """:func:`_duty_task`'s work."""
     import pyarrow as pa
 
     from segment_balancer.spark.session import on_driver

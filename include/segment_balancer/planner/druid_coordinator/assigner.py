@@ -38,7 +38,7 @@ DEFAULT_TIER = "_default_tier"
 """Druid's ``DruidServer.DEFAULT_TIER``: where a segment with no required replicas is counted."""
 
 
-@dataclass
+@dataclass(slots=True)
 class ReplicaCount:
     """One segment's replicas in one tier (Druid ``SegmentReplicaCount``): ``required`` by its rule
     (``required_and_loadable``: no more than the tier's managed historicals), ``loaded`` on managed
