@@ -70,19 +70,15 @@ def placement_costs(segment: DataSegment, holders: Sequence[ServerHolder]) -> li
         window = np.flatnonzero(in_window)
         local = np.full(len(numbering), -1, dtype=np.int64)
         local[window] = np.arange(len(window), dtype=np.int64)
-        index, counts, sizes = [], [], []
-        for pair in arrays:
-            size = 0
-            for _, _, c, ids in pair:
-                keep = in_window[ids]
-                index.append(local[ids[keep]])
-                counts.append(c[keep])
-                size += len(index[-1])
-            sizes.append(size)
+        parts = [part for pair in arrays for part in pair]  # per holder: every interval, then its datasource's
+        ids = np.concatenate([part[3] for part in parts])
+        keep = in_window[ids]
+        index = local[ids[keep]]
+        counts = np.concatenate([part[2] for part in parts])[keep]
+        group = np.repeat(np.arange(len(parts), dtype=np.int64) // 2, [len(part[3]) for part in parts])[keep]
         starts, ends = numbering.starts[window], numbering.ends[window]
         each = joint_cost_same(segment.start_ms, segment.end_ms, starts, ends, False)
-        group = np.repeat(np.arange(len(holders), dtype=np.int64), sizes)
-        return exact_gathered_sums(each, np.concatenate(index), np.concatenate(counts), group, len(holders), minus)
+        return exact_gathered_sums(each, index, counts, group, len(holders), minus)
     parts = []
     for pair in arrays:
         for starts, ends, counts, _ in pair:
