@@ -28,7 +28,8 @@ def deployment_processes(var, root: int, since: float) -> list[psutil.Process]:
     components, executor workers and task processes, which it keeps as their subreaper), those
     whose command line or environment names its ``var`` directory (the Connect server, started
     apart), and any Airflow process started since ``since`` (epoch s; its environment may be hidden
-    by ``setproctitle``)."""
+    by ``setproctitle``) whose parents, up to one of this test process's own ancestors, are all the
+    deployment's: not a process of another tree, such as a test suite running beside this one."""
     found = {}
     try:
         for proc in [psutil.Process(root), *psutil.Process(root).children(recursive=True)]:
@@ -42,9 +43,25 @@ def deployment_processes(var, root: int, since: float) -> list[psutil.Process]:
             airflow = "airflow" in cmdline and proc.create_time() >= since
         except psutil.Error:
             continue
-        if (named or airflow) and proc.pid != os.getpid():
+        if (named or (airflow and _escaped_from(proc, found))) and proc.pid != os.getpid():
             found[proc.pid] = proc
     return [p for p in found.values() if _alive(p)]
+
+
+def _escaped_from(proc: psutil.Process, deployment: dict[int, psutil.Process]) -> bool:
+    """Whether every parent of ``proc``, nearest first, up to the first that is this process or one
+    of its ancestors (init, a subreaper above this test), is one of ``deployment``'s processes."""
+    own = {os.getpid(), *(p.pid for p in psutil.Process().parents())}
+    try:
+        parents = proc.parents()
+    except psutil.Error:
+        return False
+    for parent in parents:
+        if parent.pid in own:
+            return True
+        if parent.pid not in deployment:
+            return False
+    return True
 
 
 def retried(call, tries: int = 5):
