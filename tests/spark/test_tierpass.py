@@ -173,3 +173,31 @@ def test_a_pass_counts_its_extra_rows_and_its_callbacks_join_the_steps_ops(spark
         [1, "DROP", "c2", "seg0", "callback", 0],
     ]
     assert _replicas(run, "cold") == [("seg0", "c1", True, None, False, False), ("seg0", "c2", True, None, True, True)]
+
+
+def test_a_file_being_written_in_a_pass_directory_is_never_read(tmp_path, monkeypatch):
+    """Stage 3's callbacks tasks read the pass directory while a sibling task writes its file into
+    it: ``write_out`` writes under a hidden name first (which a dataset read skips), then moves it
+    into place, so a reader sees the file whole or not at all."""
+    import pyarrow.parquet as pq
+
+    from segment_balancer.spark.workdir import read_output
+
+    fs, base = filesystem(str(tmp_path))
+    sink = OpSink()
+    sink.ops.append(Op("LOAD", 0, "s0", "ds", "hot", "h1", 10, "underreplicated", (0, "", 0.0), queue_type="loading"))
+    written_at = []
+    real_write = pq.write_table
+
+    def record(table, where, **kwargs):
+        written_at.append(where)
+        # while this file is being written, a reader of the directory sees only the whole ones
+        assert read_output(str(tmp_path), "pass", ["segment_id"], "op").num_rows == 1
+        real_write(table, where, **kwargs)
+
+    write_out(fs, f"{base}/pass/task-0.parquet", out_frame(sink))
+    monkeypatch.setattr(pq, "write_table", record)
+    write_out(fs, f"{base}/pass/callbacks-00000.parquet", out_frame(sink))
+    assert written_at[0].rsplit("/", 1)[1].startswith(".callbacks-00000.parquet.tmp-")
+    assert sorted(p.name for p in (tmp_path / "pass").iterdir()) == ["callbacks-00000.parquet", "task-0.parquet"]
+    assert read_output(str(tmp_path), "pass", ["segment_id"], "op").num_rows == 2

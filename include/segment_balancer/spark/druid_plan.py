@@ -177,8 +177,12 @@ def cluster_state(
         )
         for r in server_table.to_pylist()
     }
+    names_served = pa_array(list(servers))
     served = replica_table.filter(
-        pc.and_(pc.fill_null(replica_table["served"], False), pc.is_in(replica_table["server"], server_table["server"]))
+        pc.and_(
+            pc.fill_null(replica_table["served"], False),
+            pc.is_in(replica_table["server"].cast(pa.string()), names_served),
+        )
     )
     # each server's served segments in the replicas' order: grouped by a stable sort on the server
     codes = pc.dictionary_encode(served["server"].combine_chunks())

@@ -76,14 +76,22 @@ def _clear(run: Run, *rels: str) -> None:
 
 def write_out(fs, path: str, frame: pd.DataFrame) -> None:
     """Write ``frame`` (pandas, :data:`OUT_FIELDS`) to the parquet file ``path`` of filesystem ``fs``
-    (its directory made first)."""
+    (its directory made first): written aside under a hidden name (``common.files.sibling_tmp``,
+    which a dataset read of the directory skips), then moved into place, so a task reading the
+    directory while another writes into it (stage 3's callbacks) never sees a file half written."""
+    from pathlib import PurePosixPath
+
     import pyarrow as pa
     import pyarrow.parquet as pq
 
+    from segment_balancer.common.files import sibling_tmp
+
     fs.create_dir(path.rsplit("/", 1)[0], recursive=True)
+    tmp = str(sibling_tmp(PurePosixPath(path)))
     pq.write_table(
-        pa.Table.from_pandas(frame, schema=arrow_schema(OUT_FIELDS), preserve_index=False), path, filesystem=fs
+        pa.Table.from_pandas(frame, schema=arrow_schema(OUT_FIELDS), preserve_index=False), tmp, filesystem=fs
     )
+    fs.move(tmp, path)
 
 
 def kernel_pass(
