@@ -186,8 +186,9 @@ def cluster_state(
     )
     # each server's served segments in the replicas' order: grouped by a stable sort on the server
     codes = pc.dictionary_encode(served["server"].combine_chunks())
-    order = np.argsort(codes.indices.to_numpy(zero_copy_only=False), kind="stable")
-    grouped_codes = codes.indices.to_numpy(zero_copy_only=False)[order]
+    server_codes = codes.indices.to_numpy(zero_copy_only=False)
+    order = np.argsort(server_codes, kind="stable")
+    grouped_codes = server_codes[order]
     grouped_ids = served["segment_id"].combine_chunks().take(pa.array(order)).to_pylist()
     starts = np.flatnonzero(np.diff(grouped_codes, prepend=-1)).tolist()
     names = codes.dictionary.to_pylist()

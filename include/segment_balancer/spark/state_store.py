@@ -25,7 +25,6 @@ from __future__ import annotations
 
 import json
 import os
-import uuid
 
 import numpy as np
 
@@ -109,12 +108,16 @@ def initial_state_dirs(work) -> dict[str, str]:
 # ---- files -------------------------------------------------------------------------------------
 def write_ipc(fs, path: str, table) -> None:
     """Write the pyarrow Table ``table`` as an uncompressed Arrow IPC file at ``path`` of
-    filesystem ``fs``: written aside, then moved into place."""
+    filesystem ``fs``: written aside (``common.files.sibling_tmp``), then moved into place."""
+    from pathlib import PurePosixPath
+
     import pyarrow as pa
+
+    from segment_balancer.common.files import sibling_tmp
 
     parent = path.rsplit("/", 1)[0]
     fs.create_dir(parent, recursive=True)
-    tmp = f"{path}.tmp-{uuid.uuid4().hex[:8]}"
+    tmp = str(sibling_tmp(PurePosixPath(path)))
     with fs.open_output_stream(tmp) as sink, pa.ipc.new_file(sink, table.schema) as writer:
         writer.write_table(table)
     fs.move(tmp, path)
