@@ -270,15 +270,19 @@ def test_explain_counts_a_cancelled_load_as_held_before(tmp_path, spark):
     assert report["stages"][-1]["app"] == "PrepareBalancerAndLoadQueues"
 
 
-def _counting_builds(monkeypatch) -> list[tuple[str, frozenset | None]]:
-    """Each ``build_run`` of the ``druid`` applications from here on: (application, tiers)."""
+def _counting_builds(monkeypatch, partial: list | None = None) -> list[tuple[str, frozenset | None]]:
+    """Each ``build_run`` of the ``druid`` applications from here on: (application, tiers); the
+    applications whose run holds some segments only (``state.only``) appended to ``partial``."""
     from segment_balancer.spark import druid_plan
 
     builds, build = [], druid_plan.build_run
 
     def counting(spec, tiers=None):
         builds.append((spec["app"], None if tiers is None else frozenset(tiers)))
-        return build(spec, tiers)
+        run = build(spec, tiers)
+        if partial is not None and run.state.only is not None:
+            partial.append(spec["app"])
+        return run
 
     monkeypatch.setattr(druid_plan, "build_run", counting)
     return builds
@@ -293,7 +297,8 @@ def test_the_duty_by_duty_applications_queue_what_one_run_queues(spark, tmp_path
     starts: going on with the run the one before left on the driver (built once, by
     ``druid_rules``), or building the run anew from the prepared tables and replaying what the
     duties before it queued (``druid_balance`` a tier per task, each holding its tier only), as
-    a Spark task does."""
+    a Spark task does; ``druid_clone``, with no clone targets, holding only the segments queued
+    before the run or by it."""
     from pathlib import Path
 
     from segment_balancer.planner.druid_coordinator.dynamic_config import druid_config
@@ -303,7 +308,8 @@ def test_the_duty_by_duty_applications_queue_what_one_run_queues(spark, tmp_path
     from segment_balancer.spark.apps import run_app
     from segment_balancer.spark.druid_plan import DRUID_DIR, RUN_FILE, _config, cluster_state, operation_rows
 
-    builds = _counting_builds(monkeypatch)
+    partial: list[str] = []
+    builds = _counting_builds(monkeypatch, partial)
     if not held:
         monkeypatch.setattr(druid_plan, "_take_held", lambda spec: None)
     snapshot = Path(SNAPSHOT).parent / "generated"
@@ -316,6 +322,7 @@ def test_the_duty_by_duty_applications_queue_what_one_run_queues(spark, tmp_path
     else:
         assert [a for a, _ in builds] == ["druid_rules", "druid_unload", *["druid_balance"] * 3, "druid_clone"]
         assert sorted(t for a, t in builds if a == "druid_balance") == [frozenset({t}) for t in tiers]
+        assert partial == ["druid_clone"]
     assert druid_plan._HELD is None  # the last application lets the run go
     manifest = json.loads((work / "ops" / "manifest.json").read_text())
     logged = pd.concat([pd.read_parquet(work / "ops" / f) for f in manifest["files"]], ignore_index=True)
@@ -426,3 +433,24 @@ def test_a_druid_plan_is_the_same_under_any_string_hashing(tmp_path):
         assert done.returncode == 0, done.stderr[-2000:]
         plans.append(pd.read_parquet(out / "operations.parquet"))
     pd.testing.assert_frame_equal(plans[0], plans[1])
+
+
+def test_a_state_of_some_segments_only_refuses_to_clone():
+    """``CloneHistoricals`` copies a whole server: a run holding some segments only (the state's
+    ``only``, how ``druid_clone`` builds when no clone target is configured) cannot clone."""
+    from segment_balancer.druid.rules import Rule
+    from segment_balancer.planner.druid_coordinator.dynamic_config import druid_config
+    from segment_balancer.planner.druid_coordinator.model import DruidServer
+    from segment_balancer.planner.druid_coordinator.run import ClusterState, CoordinatorRun
+
+    servers = [DruidServer(name=f"h{i}:8083", tier="t", max_size=10_000) for i in (1, 2)]
+    rules = {"_default": [Rule("loadForever", "load", {"t": 1})]}
+    for only, clones in ((None, {"h2:8083": "h1:8083"}), (frozenset(), {}), (frozenset(), {"h2:8083": "h1:8083"})):
+        state = ClusterState(servers=servers, used={}, rules=rules, only=only)
+        run = CoordinatorRun(state, druid_config({"cloneServers": clones}), now_ms=0)
+        run.prepare()
+        if only is not None and clones:
+            with pytest.raises(RuntimeError, match="cannot clone"):
+                run.clone()
+        else:
+            run.clone()

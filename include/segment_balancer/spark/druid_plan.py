@@ -105,30 +105,40 @@ def _segments(table) -> list[DataSegment]:
     ]
 
 
+REPLICA_COLUMNS = ["segment_id", "server", "tier", "served", "queued_load", "queue_type", "queued_drop"]
+"""The columns of ``prepared/replicas.parquet`` a run reads."""
+
+
 def cluster_state(
-    work: Path, snapshot: Path, tiers: set[str] | None = None, also: set[str] | None = None
+    work: Path,
+    snapshot: Path,
+    tiers: set[str] | None = None,
+    also: set[str] | None = None,
+    only: set[str] | None = None,
 ) -> ClusterState:
     """The cluster as Druid's Coordinator would see it, from ``WORK/timeline`` and ``WORK/prepared``
     and the snapshot's rules. Segments marked used (overshadowed ones and tombstones included) are
     the used set; served segments of no used set keep their prepared row (size 0 when unlisted).
     ``tiers``: only the servers of these tiers, and only the segments they serve or queue, and those
-    of ``also`` (the segments the run's earlier duties queued)."""
+    of ``also`` (the segments the run's earlier duties queued). ``only``: every server, but only
+    these segments (the state's ``only``): what a duty that decides nothing of the others needs."""
     import numpy as np
     import pyarrow as pa
     import pyarrow.compute as pc
     import pyarrow.parquet as pq
 
     server_table = pq.read_table(work / "prepared" / "servers.parquet")
-    replica_table = pq.read_table(
-        work / "prepared" / "replicas.parquet",
-        columns=["segment_id", "server", "tier", "served", "queued_load", "queue_type", "queued_drop"],
-    )
+    replica_table = pq.read_table(work / "prepared" / "replicas.parquet", columns=REPLICA_COLUMNS)
     wanted_ids = None
     if tiers is not None:
         server_table = server_table.filter(pc.is_in(server_table["tier"], pa_array(sorted(tiers))))
         replica_table = replica_table.filter(pc.is_in(replica_table["server"], server_table["server"]))
         ids = [replica_table["segment_id"].combine_chunks(), pa_array(sorted(also or ()))]
         wanted_ids = pc.unique(pa.concat_arrays(ids))
+    if only is not None:
+        only_ids = pa_array(sorted(only))
+        replica_table = replica_table.filter(pc.is_in(replica_table["segment_id"], only_ids))
+        wanted_ids = only_ids if wanted_ids is None else wanted_ids.filter(pc.is_in(wanted_ids, only_ids))
 
     timeline_columns = [
         "segment_id",
@@ -226,6 +236,7 @@ def cluster_state(
         rules=load_rules(snapshot),
         overshadowed=overshadowed,
         queues=queues,
+        only=None if only is None else frozenset(only),
     )
 
 
@@ -382,7 +393,13 @@ def build_run(spec: dict, tiers: set[str] | None = None) -> CoordinatorRun:
     config = run_config(snapshot, spec.get("overrides"))
     first = spec["app"] == list(DUTY_APPS)[0]
     operations, unmarked = ([], []) if first else queued_operations(work)
-    state = cluster_state(work, snapshot, tiers, {op.segment_id for op in operations})
+    only = None
+    if spec["app"] == LAST_APP and tiers is None and not config["cloneServers"]:
+        # with no clone target, CloneHistoricals queues nothing: what is left to do is counting the
+        # load queues (CollectLoadQueueStats) and the projection, which only the segments queued
+        # before the run or by it change (replay decides nothing: it queues what the op log says)
+        only = _queued_ids(work) | {op.segment_id for op in operations} | {sid for _, _, sid in unmarked}
+    state = cluster_state(work, snapshot, tiers, {op.segment_id for op in operations}, only)
     used_count = None if first else _read_part(work, list(DUTY_APPS)[0])["used_count"]
     run = CoordinatorRun(state, config, now_ms=int(meta["now_ms"]), used_count=used_count)
     run.prepare(emit=first and tiers is None)
@@ -392,6 +409,17 @@ def build_run(spec: dict, tiers: set[str] | None = None) -> CoordinatorRun:
         run.assigner.throttler.assigned = dict(_read_part(work, list(DUTY_APPS)[0])["replicas_started"])
         run.replay(operations, unmarked)
     return run
+
+
+def _queued_ids(work: Path) -> set[str]:
+    """The ids of the segments with a load or a drop queued on some server in
+    ``prepared/replicas.parquet``."""
+    import pyarrow.compute as pc
+    import pyarrow.parquet as pq
+
+    table = pq.read_table(work / "prepared" / "replicas.parquet", columns=["segment_id", "queued_load", "queued_drop"])
+    queued = pc.or_(pc.fill_null(table["queued_load"], False), pc.fill_null(table["queued_drop"], False))
+    return set(pc.unique(table["segment_id"].filter(queued)).to_pylist())
 
 
 @dataclass
@@ -571,8 +599,11 @@ def _codes(work: Path, ids: set[str]) -> dict[str, tuple[int, int]]:
 
 def _write_assignment(run: CoordinatorRun, work: Path) -> None:
     """``WORK/druid/assignment.parquet``: every (segment, historical, tier) the run projects, sorted
-    (by Arrow: UTF-8 bytes order as Python's code point order)."""
+    (by Arrow: UTF-8 bytes order as Python's code point order). A run of some segments only
+    (``state.only``) projects the others where ``prepared/replicas.parquet`` serves them."""
     import pyarrow as pa
+    import pyarrow.compute as pc
+    import pyarrow.parquet as pq
 
     ids: list[str] = []
     names: list[str] = []
@@ -585,6 +616,20 @@ def _write_assignment(run: CoordinatorRun, work: Path) -> None:
             tiers += [holder.tier] * len(projected)
     schema = pa.schema([("segment_id", pa.string()), ("server", pa.string()), ("tier", pa.string())])
     table = pa.table({"segment_id": ids, "server": names, "tier": tiers}, schema=schema)
+    if run.state.only is not None:
+        historicals = [h for h in run.holders if h.server.type.is_historical]
+        historical_names = pa_array([h.name for h in historicals])
+        replicas = pq.read_table(work / "prepared" / "replicas.parquet", columns=["segment_id", "server", "served"])
+        on_historicals = pc.is_in(replicas["server"].cast(pa.string()), historical_names)
+        keep = pc.and_(
+            pc.and_(pc.fill_null(replicas["served"], False), on_historicals),
+            pc.invert(pc.is_in(replicas["segment_id"], pa_array(sorted(run.state.only)))),
+        )
+        rest = replicas.filter(keep)
+        server = rest["server"].cast(pa.string()).combine_chunks()
+        tier = pa_array([h.tier for h in historicals]).take(pc.index_in(server, historical_names))
+        columns = {"segment_id": rest["segment_id"].cast(pa.string()), "server": server, "tier": tier}
+        table = pa.concat_tables([table, pa.table(columns, schema=schema)])
     keys = [("segment_id", "ascending"), ("server", "ascending"), ("tier", "ascending")]
     write_parquet_atomic(table.sort_by(keys), work / DRUID_DIR / "assignment.parquet")
 

@@ -50,13 +50,17 @@ from segment_balancer.planner.druid_coordinator.strategies import THRESHOLD_KEY,
 class ClusterState:
     """What a run starts from: the ``servers`` of the inventory, their load ``queues`` (by server
     name; kept across runs), the ``used`` segments (by id, overshadowed ones included), the ids of
-    the ``overshadowed`` ones, the retention ``rules`` (datasource -> rules, ``_default`` included)."""
+    the ``overshadowed`` ones, the retention ``rules`` (datasource -> rules, ``_default`` included).
+    ``only``: None when the state holds every segment; else the ids of the only segments it holds
+    (served, queued and used), every other one served as the inventory says with nothing queued: a
+    state for a duty that decides nothing about the others."""
 
     servers: list[DruidServer]
     used: dict[str, DataSegment]
     rules: Mapping[str, list[Rule]]
     overshadowed: set[str] = field(default_factory=set)
     queues: dict[str, LoadQueue] = field(default_factory=dict)
+    only: frozenset[str] | None = None
 
 
 @dataclass(frozen=True)
@@ -537,6 +541,8 @@ class CoordinatorRun:
         and it lacks, and drops (or cancels) what its source lacks."""
         self._begin("clone")
         stats, state = self.stats, self.state
+        if state.only is not None and self.config["cloneServers"]:
+            raise RuntimeError("CloneHistoricals copies whole servers: a state of some segments only cannot clone")
         by_host = {h.server.host: h for h in self.cluster.all_historicals()}
         for target_host, source_host in self.config["cloneServers"].items():
             target, source = by_host.get(target_host), by_host.get(source_host)
