@@ -297,8 +297,8 @@ def test_the_duty_by_duty_applications_queue_what_one_run_queues(spark, tmp_path
     starts: going on with the run the one before left on the driver (built once, by
     ``druid_rules``), or building the run anew from the prepared tables and replaying what the
     duties before it queued (``druid_balance`` a tier per task, each holding its tier only), as
-    a Spark task does; ``druid_clone``, with no clone targets, holding only the segments queued
-    before the run or by it."""
+    a Spark task does; ``druid_unload`` and ``druid_clone`` (no clone targets) holding only the
+    segments they can act on or read."""
     from pathlib import Path
 
     from segment_balancer.planner.druid_coordinator.dynamic_config import druid_config
@@ -322,7 +322,7 @@ def test_the_duty_by_duty_applications_queue_what_one_run_queues(spark, tmp_path
     else:
         assert [a for a, _ in builds] == ["druid_rules", "druid_unload", *["druid_balance"] * 3, "druid_clone"]
         assert sorted(t for a, t in builds if a == "druid_balance") == [frozenset({t}) for t in tiers]
-        assert partial == ["druid_clone"]
+        assert partial == ["druid_unload", "druid_clone"]
     assert druid_plan._HELD is None  # the last application lets the run go
     manifest = json.loads((work / "ops" / "manifest.json").read_text())
     logged = pd.concat([pd.read_parquet(work / "ops" / f) for f in manifest["files"]], ignore_index=True)
@@ -349,8 +349,9 @@ def test_the_duty_by_duty_applications_queue_what_one_run_queues(spark, tmp_path
 
 def test_a_held_run_goes_on_only_from_the_op_log_it_left(spark, tmp_path, monkeypatch):
     """On the driver an application goes on with the run the application before it left only
-    when the op log is the one that application committed: a retried application, or one after
-    the op log changed, builds the run again."""
+    when the op log is the one that application committed: one after the op log changed, or a
+    retried application, builds the run again (a retried ``druid_unload`` of the segments it acts
+    on only, which it then does not hold)."""
     from segment_balancer.planner.druid_coordinator.duties import DUTY_STAGES
     from segment_balancer.spark import druid_plan
     from segment_balancer.spark.apps import run_app
@@ -361,15 +362,16 @@ def test_a_held_run_goes_on_only_from_the_op_log_it_left(spark, tmp_path, monkey
     for name in ("used_segments", "prepare", "druid_rules", "druid_unload"):
         xcom = run_app(spark, name, SNAPSHOT, work, xcom, {"coordinator": "druid"})
     assert builds == [("druid_rules", None)]
+    assert druid_plan._HELD is not None and druid_plan._HELD.done == "druid_unload"
     first = pd.read_parquet(work / "druid" / "druid_unload" / "druid_unload.parquet")
+    Run(spark, work).reset_from(DUTY_STAGES["unload"])  # the op log the held run left is gone
+    run_app(spark, "druid_balance", SNAPSHOT, work, xcom, {"coordinator": "druid"})
+    assert [a for a, _ in builds[1:]] == ["druid_balance", "druid_balance"]  # a tier each: built anew
+    assert all(t is not None for _, t in builds[1:])
     run_app(spark, "druid_unload", SNAPSHOT, work, xcom, {"coordinator": "druid"})  # retried
     assert builds[-1] == ("druid_unload", None)
     pd.testing.assert_frame_equal(pd.read_parquet(work / "druid" / "druid_unload" / "druid_unload.parquet"), first)
-    assert druid_plan._HELD is not None and druid_plan._HELD.done == "druid_unload"
-    Run(spark, work).reset_from(DUTY_STAGES["unload"])  # the op log the held run left is gone
-    run_app(spark, "druid_balance", SNAPSHOT, work, xcom, {"coordinator": "druid"})
-    assert [a for a, _ in builds[2:]] == ["druid_balance", "druid_balance"]  # a tier each: built anew
-    assert all(t is not None for _, t in builds[2:])
+    assert druid_plan._HELD is None
 
 
 @pytest.mark.parametrize(

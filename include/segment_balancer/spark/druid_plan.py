@@ -394,11 +394,8 @@ def build_run(spec: dict, tiers: set[str] | None = None) -> CoordinatorRun:
     first = spec["app"] == list(DUTY_APPS)[0]
     operations, unmarked = ([], []) if first else queued_operations(work)
     only = None
-    if spec["app"] == LAST_APP and tiers is None and not config["cloneServers"]:
-        # with no clone target, CloneHistoricals queues nothing: what is left to do is counting the
-        # load queues (CollectLoadQueueStats) and the projection, which only the segments queued
-        # before the run or by it change (replay decides nothing: it queues what the op log says)
-        only = _queued_ids(work) | {op.segment_id for op in operations} | {sid for _, _, sid in unmarked}
+    if tiers is None and spec["app"] in ("druid_unload", LAST_APP):
+        only = _acting_ids(work, spec["app"], config, operations, unmarked)
     state = cluster_state(work, snapshot, tiers, {op.segment_id for op in operations}, only)
     used_count = None if first else _read_part(work, list(DUTY_APPS)[0])["used_count"]
     run = CoordinatorRun(state, config, now_ms=int(meta["now_ms"]), used_count=used_count)
@@ -411,15 +408,62 @@ def build_run(spec: dict, tiers: set[str] | None = None) -> CoordinatorRun:
     return run
 
 
-def _queued_ids(work: Path) -> set[str]:
-    """The ids of the segments with a load or a drop queued on some server in
-    ``prepared/replicas.parquet``."""
+def _acting_ids(work: Path, app: str, config, operations: list[QueuedOperation], unmarked: list) -> set[str] | None:
+    """The segments ``app``'s duties can act on or read, when they are few enough to hold only them
+    (a run's ``only``: :func:`cluster_state`), else None. In every case the segments queued before
+    the run (``prepared/replicas.parquet``) or by it (``operations``, ``unmarked``): replaying them
+    decides nothing, and they are all the load queues hold. ``druid_clone`` with no clone target
+    (``CloneHistoricals`` queues nothing then) needs no more: it counts the load queues and writes
+    the projection. ``druid_unload`` also reads the served segments that are not used (it drops
+    them), the overshadowed used ones and those no rule wants replicas of, and every segment of the
+    same datasource overlapping one of these (the timeline ``MarkOvershadowedSegmentsAsUnused``
+    checks them against)."""
+    import numpy as np
+    import pyarrow as pa
     import pyarrow.compute as pc
     import pyarrow.parquet as pq
 
-    table = pq.read_table(work / "prepared" / "replicas.parquet", columns=["segment_id", "queued_load", "queued_drop"])
-    queued = pc.or_(pc.fill_null(table["queued_load"], False), pc.fill_null(table["queued_drop"], False))
-    return set(pc.unique(table["segment_id"].filter(queued)).to_pylist())
+    if app == LAST_APP and config["cloneServers"]:
+        return None
+    replicas = pq.read_table(
+        work / "prepared" / "replicas.parquet", columns=["segment_id", "served", "queued_load", "queued_drop"]
+    )
+    queued = pc.or_(pc.fill_null(replicas["queued_load"], False), pc.fill_null(replicas["queued_drop"], False))
+    ids = set(pc.unique(replicas["segment_id"].filter(queued)).to_pylist())
+    ids |= {op.segment_id for op in operations} | {sid for _, _, sid in unmarked}
+    if app == LAST_APP:
+        return ids
+    columns = ["segment_id", "datasource", "start_ms", "end_ms"]
+    timeline = pq.read_table(work / "timeline" / "segments.parquet", columns=[*columns, "used", "overshadowed"])
+    used = timeline.filter(timeline["used"])
+    served = replicas.filter(pc.fill_null(replicas["served"], False))["segment_id"]
+    ids |= set(pc.unique(served.filter(pc.invert(pc.is_in(served, used["segment_id"])))).to_pylist())
+    zero_replica = _read_part(work, list(DUTY_APPS)[0])["zero_replica"]
+    flagged = pc.or_(pc.fill_null(used["overshadowed"], False), pc.is_in(used["segment_id"], pa_array(zero_replica)))
+    timeline_ids = set(used["segment_id"].filter(flagged).to_pylist())
+    ids |= timeline_ids
+    # every segment overlapping a flagged one of its datasource (the union of the flagged intervals
+    # of each datasource, merged, then each segment looked up in it)
+    prepared = pq.read_table(work / "prepared" / "segments.parquet", columns=columns)
+    rows = pa.concat_tables([timeline.select(columns), prepared.cast(timeline.select(columns).schema)])
+    flagged_rows = used.filter(flagged)
+    for datasource in pc.unique(flagged_rows["datasource"]).to_pylist():
+        mine = flagged_rows.filter(pc.equal(flagged_rows["datasource"], datasource))
+        order = np.lexsort((mine["end_ms"].to_numpy(), mine["start_ms"].to_numpy()))
+        starts, ends = mine["start_ms"].to_numpy()[order], mine["end_ms"].to_numpy()[order]
+        merged_starts, merged_ends = [], []
+        for start, end in zip(starts.tolist(), ends.tolist()):
+            if merged_ends and start < merged_ends[-1]:
+                merged_ends[-1] = max(merged_ends[-1], end)
+            else:
+                merged_starts.append(start)
+                merged_ends.append(end)
+        of_datasource = rows.filter(pc.equal(rows["datasource"], datasource))
+        s, e = of_datasource["start_ms"].to_numpy(), of_datasource["end_ms"].to_numpy()
+        at = np.searchsorted(np.array(merged_starts), e, side="left") - 1
+        overlaps = (at >= 0) & (np.array(merged_ends)[np.maximum(at, 0)] > s)
+        ids |= set(of_datasource["segment_id"].filter(pa.array(overlaps)).to_pylist())
+    return ids
 
 
 @dataclass
@@ -538,7 +582,7 @@ def _duty(spec: dict) -> dict:
         }
     elif app == "druid_unload":
         run.unload(_read_part(work, "druid_rules")["zero_replica"])
-        record = {"overshadowed": sorted(run.result.overshadowed), "served_and_queued": served_and_queued(run.cluster)}
+        record = {"overshadowed": sorted(run.result.overshadowed), "served_and_queued": _served_and_queued(run, work)}
     elif app == "druid_balance":
         most = run.balance([tier], _read_part(work, "druid_unload")["served_and_queued"])
         record = {"max_segments_to_move": most}
@@ -570,12 +614,32 @@ def _duty(spec: dict) -> dict:
     if app == LAST_APP:
         _write_assignment(run, work)
     stats = [{"metric": r.metric, "dims": r.dims, "value": r.value} for r in run.stats.rows()]
-    if driver and whole and app != LAST_APP:
+    if driver and whole and run.state.only is None and app != LAST_APP:
         tiers = frozenset() if tier is None else frozenset({tier})
         if held is not None and held.done == app:
             tiers |= held.tiers
         _HELD = _Held(run, _run_key(spec), app, tiers, started)
     return {**record, "stats": stats, "unmarked": unmarked, "files": files}
+
+
+def _served_and_queued(run: CoordinatorRun, work: Path) -> int:
+    """:func:`served_and_queued` of the whole cluster, for a run of some segments only
+    (``state.only``) the other segments' served replicas on managed historicals counted from
+    ``prepared/replicas.parquet`` (nothing is queued of them)."""
+    import pyarrow as pa
+    import pyarrow.compute as pc
+    import pyarrow.parquet as pq
+
+    held = served_and_queued(run.cluster)
+    if run.state.only is None:
+        return held
+    managed = pa_array([h.name for hs in run.cluster.managed.values() for h in hs])
+    replicas = pq.read_table(work / "prepared" / "replicas.parquet", columns=["segment_id", "server", "served"])
+    others = pc.and_(
+        pc.and_(pc.fill_null(replicas["served"], False), pc.is_in(replicas["server"].cast(pa.string()), managed)),
+        pc.invert(pc.is_in(replicas["segment_id"], pa_array(sorted(run.state.only)))),
+    )
+    return held + (pc.sum(others).as_py() or 0)
 
 
 def _safe(tier: str) -> str:
