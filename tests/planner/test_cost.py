@@ -284,6 +284,43 @@ def test_exact_gathered_sums_are_each_group_exactly_rounded():
     assert exact_gathered_sums(values, np.arange(many) % 2, counts, np.zeros(many, int), 2) == [expected, 0.0]
 
 
+def test_exact_dense_sums_are_each_row_exactly_rounded():
+    """Row by row, the float nearest the rational sum (``Fraction``) of the values times a dense
+    matrix of counts, less ``minus``: values from 1e-40 to 1e15, negative ones and zeros, counts
+    from 0 to 5,000 with zero rows; None (the caller sums another way) past 16 slices, with no
+    non-zero value or no row, and where a row's counts reach 2**27."""
+    from segment_balancer.planner.cost import exact_dense_sums
+
+    rng = np.random.default_rng(12)
+    for trial in range(300):
+        n, v = int(rng.integers(1, 12)), int(rng.integers(1, 40))
+        values = rng.random(v) * 10.0 ** rng.integers(-40, 15, v)
+        if trial % 3 == 0:
+            values[rng.integers(0, v, 2)] = 0.0
+        if trial % 4 == 0:
+            values = values * np.where(rng.random(v) < 0.5, -1.0, 1.0)
+        counts = rng.integers(0, 5000, (n, v)) * (rng.random((n, v)) < 0.7)
+        if trial % 5 == 0:
+            counts[rng.integers(0, n)] = 0
+        minus = rng.random(n) * 10.0 ** rng.integers(-3, 12, n) * (rng.random(n) < 0.5)
+        got = exact_dense_sums(values, counts.astype(np.float64), minus)
+        if not values.any():
+            assert got is None
+            continue
+        for g in range(n):
+            exact = sum((Fraction(float(values[i])) * int(counts[g, i]) for i in range(v)), Fraction(0))
+            assert got[g] == float(exact - Fraction(float(minus[g]))), (trial, g)
+            assert math.copysign(1.0, got[g]) == 1.0 or got[g] < 0
+    assert exact_dense_sums(np.array([1e-300, 1e10]), np.ones((2, 2))) is None  # past 16 slices
+    assert exact_dense_sums(np.array([]), np.ones((2, 0))) is None
+    assert exact_dense_sums(np.array([0.1]), np.ones((0, 1))) is None
+    assert exact_dense_sums(np.array([0.1, 0.2]), np.array([[2.0**26, 2.0**26], [1.0, 1.0]])) is None
+    assert exact_dense_sums(np.array([0.1, 0.2]), np.array([[2.0**26, 2.0**26 - 1], [1.0, 1.0]])) == [
+        float(Fraction(0.1) * 2**26 + Fraction(0.2) * (2**26 - 1)),
+        float(Fraction(0.1) + Fraction(0.2)),
+    ]
+
+
 def test_java_random_port():
     # First values of `new java.util.Random(100).nextInt(3)` printed by OpenJDK 17.
     r = JavaRandom(100)

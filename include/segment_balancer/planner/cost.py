@@ -233,12 +233,12 @@ def exact_gathered_sums(values, index, counts, group, n: int, minus=None) -> lis
     is ``g``, less ``minus[g]``; the same floats, computed on integer slices.
 
     Each distinct value is written exactly as an integer times a power of two common to all of them,
-    cut into 26-bit slices; the rows make a sparse matrix (group x value, their counts), which times
-    the slices (value x slice) gives every group's slice sums at once (``scipy.sparse``; exact: every
-    product and every sum is an integer below 2**53); each group's slice sums, scaled by their
-    powers of two, and ``-minus[g]`` are added by ``math.fsum``. Falls back to :func:`exact_sums`
-    when the values span more than 16 slices, lie where the powers of two would not stay exact, or
-    a group's rows times the largest count reach 2**27.
+    cut into 26-bit slices (:func:`_slice_table`); the rows make a sparse matrix (group x value,
+    their counts), which times the slices (value x slice) gives every group's slice sums at once
+    (``scipy.sparse``; exact: every product and every sum is an integer below 2**53); each group's
+    slice sums, scaled by their powers of two, and ``-minus[g]`` are added by ``math.fsum``. Falls
+    back to :func:`exact_sums` when the values span more than 16 slices, lie where the powers of
+    two would not stay exact, or a group's rows times the largest count reach 2**27.
 
     Args:
         values: float64 array (length v). index: int array (length m), each in ``[0, v)``.
@@ -260,23 +260,59 @@ def exact_gathered_sums(values, index, counts, group, n: int, minus=None) -> lis
 
     if not len(index):
         return fallback()
+    rows_per_group = np.bincount(group, minlength=n)
+    sliced = _slice_table(values)
+    if sliced is None or int(rows_per_group.max()) * max(int(counts.max()), 1) >= _MAX_GROUP_WEIGHT:
+        return fallback()
+    table, base = sliced
+    indptr = np.concatenate([[0], np.cumsum(rows_per_group)])
+    rows = scipy.sparse.csr_matrix((counts.astype(np.float64), index, indptr), shape=(n, len(values)))
+    return _slice_sums(np.asarray(rows @ table.T), base, minus)
+
+
+def exact_dense_sums(values, counts, minus=None) -> list[float] | None:
+    """For each row ``g`` of ``counts`` the exactly rounded ``sum(values * counts[g])``, less
+    ``minus[g]``: :func:`exact_gathered_sums` with the counts as a dense matrix, whose product with
+    the slices is one dense (BLAS) matrix product, exact because every partial sum is an integer
+    below 2**53 (each row's counts sum below 2**27). None where that bound or the slices'
+    (:func:`_slice_table`) does not hold, or there is no row or no non-zero value: the caller sums
+    another way.
+
+    Args:
+        values: float64 array (length v). counts: float64 array (n, v) of non-negative integers.
+        minus: float64 array (length n) or None.
+
+    Returns:
+        list of n floats, ``+0.0`` for an exact zero; or None.
+    """
+    values = np.asarray(values, dtype=np.float64)
+    if not len(values) or not len(counts):
+        return None
+    if float(counts.sum(axis=1).max()) >= _MAX_GROUP_WEIGHT:
+        return None
+    sliced = _slice_table(values)
+    if sliced is None:
+        return None
+    table, base = sliced
+    return _slice_sums(counts @ table.T, base, minus)
+
+
+def _slice_table(values: np.ndarray) -> tuple[np.ndarray, int] | None:
+    """``values`` (float64 (v,)) written exactly as integers times ``2**base``, cut into 26-bit
+    slices: ``(table, base)``, ``table`` float64 (slices, v), slice ``k`` worth ``2**(base + 26 k)``;
+    None when no value is non-zero, they span more than 16 slices, or the powers of two would not
+    stay exact."""
     mantissas, exponents = np.frexp(values)
     whole = (mantissas * float(1 << _MANTISSA_BITS)).astype(np.int64)
     nonzero = whole != 0
     if not nonzero.any():
-        return fallback()
+        return None
     low = int(exponents[nonzero].min())
     high = int(exponents[nonzero].max())
-    rows_per_group = np.bincount(group, minlength=n)
     slices = -(-(high - low + _MANTISSA_BITS) // _SLICE_BITS)
     base = low - _MANTISSA_BITS  # the power of two of the integers' unit
-    if (
-        slices > _MAX_SLICES
-        or base < -1021 + _MANTISSA_BITS
-        or base + slices * _SLICE_BITS > 1023 - _MANTISSA_BITS
-        or int(rows_per_group.max()) * max(int(counts.max()), 1) >= _MAX_GROUP_WEIGHT
-    ):
-        return fallback()
+    if slices > _MAX_SLICES or base < -1021 + _MANTISSA_BITS or base + slices * _SLICE_BITS > 1023 - _MANTISSA_BITS:
+        return None
     magnitude = np.abs(whole)
     sign = np.where(whole < 0, -1.0, 1.0)
     shift = np.where(nonzero, exponents - low, 0).astype(np.int64)
@@ -288,12 +324,15 @@ def exact_gathered_sums(values, index, counts, group, n: int, minus=None) -> lis
         up = np.clip(-down, 0, _SLICE_BITS)
         left = (magnitude & ((1 << (_SLICE_BITS - up)) - 1)) << up
         table[k] = sign * np.where(down >= 0, np.where(down < _MANTISSA_BITS, right, 0), left)
-    indptr = np.concatenate([[0], np.cumsum(rows_per_group)])
-    rows = scipy.sparse.csr_matrix((counts.astype(np.float64), index, indptr), shape=(n, len(values)))
-    sums = np.asarray(rows @ table.T)
-    powers = base + _SLICE_BITS * np.arange(slices, dtype=np.int64)
+    return table, base
+
+
+def _slice_sums(sums: np.ndarray, base: int, minus) -> list[float]:
+    """Each row of ``sums`` (float64 (n, slices): exact integer slice sums of :func:`_slice_table`'s
+    ``base``) scaled by its slices' powers of two, less ``minus[g]``, added by ``math.fsum``."""
+    powers = base + _SLICE_BITS * np.arange(sums.shape[1], dtype=np.int64)
     parts = np.ldexp(sums, powers).tolist()
-    minus_list = [0.0] * n if minus is None else [-float(x) for x in np.asarray(minus, dtype=np.float64)]
+    minus_list = [0.0] * len(parts) if minus is None else [-float(x) for x in np.asarray(minus, dtype=np.float64)]
     return [math.fsum([*row, m]) + 0.0 for row, m in zip(parts, minus_list)]
 
 

@@ -176,11 +176,13 @@ def test_interval_arrays_follow_loads_and_drops_as_a_rebuild_would():
     assert (ms("2022-01-01"), ms("2022-01-02")) not in counts_of(h.interval_arrays("koala"))
 
 
-def test_placement_costs_of_a_cluster_are_those_of_its_servers_one_by_one():
+def test_placement_costs_of_a_cluster_are_those_of_its_servers_one_by_one(monkeypatch):
     """Servers of one ``DruidCluster`` share one numbering of intervals, and the cost strategy
     computes each interval's joint cost once for all of them: every server's cost is, to the bit,
     the one computed per server and interval (servers numbered apart), before and after loads and
-    drops."""
+    drops; summed over the servers' dense counts by interval or over their gathered rows (past
+    ``DENSE_CELLS_AT_MOST``) alike."""
+    from segment_balancer.planner.druid_coordinator import strategies
     from segment_balancer.planner.druid_coordinator.model import DruidCluster, IntervalIds
     from segment_balancer.planner.druid_coordinator.strategies import placement_costs
 
@@ -211,6 +213,9 @@ def test_placement_costs_of_a_cluster_are_those_of_its_servers_one_by_one():
             shared = placement_costs(probe, holders)
             assert len(set(shared)) > 1  # the servers' costs differ: a mix-up would show
             assert shared == apart(probe)
+            with monkeypatch.context() as m:
+                m.setattr(strategies, "DENSE_CELLS_AT_MOST", 0)
+                assert placement_costs(probe, holders) == shared
         holders[0].start(SegmentAction.LOAD, probes[1])
         holders[2].start(SegmentAction.DROP, next(iter(holders[2].server.segments.values())))
 

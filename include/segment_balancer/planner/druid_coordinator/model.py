@@ -449,6 +449,8 @@ class ServerHolder:
         self._interval_ids: IntervalIds | None = None
         self._interval_arrays: dict | None = None
         self._pending_projections: list[tuple[str, int, int, int]] = []
+        self._arrays_version = 0
+        self._dense: dict[str | None, tuple[int, np.ndarray]] = {}
         served = server.segments.values()  # each projected once (``_project``, counted in bulk)
         self.projected_per_interval.update((s.start_ms, s.end_ms) for s in served)
         self.projected.update((s.datasource, s.start_ms, s.end_ms) for s in served)
@@ -539,14 +541,37 @@ class ServerHolder:
                 key: tuple(np.array(c, dtype=np.int64) for c in zip(*r)) for key, r in rows.items() if r
             }
             self._pending_projections.clear()
+            self._arrays_version += 1
         elif self._pending_projections:
             for ds, start, end, delta in self._pending_projections:
                 number = self.interval_ids.of(start, end)
                 for key in (None, ds):
                     cache[key] = _add_interval(cache.get(key), start, end, delta, number)
             self._pending_projections.clear()
+            self._arrays_version += 1
         found = cache.get(datasource)
         return found if found is not None else (_EMPTY, _EMPTY, _EMPTY, _EMPTY)
+
+    def dense_interval_counts(self, datasource: str | None = None) -> np.ndarray:
+        """The segments the server projects per interval of :attr:`interval_ids`, by number: int64
+        ``(len(interval_ids),)``, every segment's or ``datasource``'s only (what
+        :meth:`interval_arrays` holds, scattered). Made again only after a projection changed; a
+        numbering grown since is padded with zeros."""
+        _, _, counts, ids = self.interval_arrays(datasource)
+        n = len(self.interval_ids)
+        made = self._dense.get(datasource)
+        if made is None or made[0] != self._arrays_version:
+            dense = np.zeros(n, dtype=np.int64)
+            dense[ids] = counts
+            made = self._dense[datasource] = (self._arrays_version, dense)
+        elif len(made[1]) < n:
+            made = self._dense[datasource] = (made[0], np.concatenate([made[1], np.zeros(n - len(made[1]), np.int64)]))
+        return made[1]
+
+    @property
+    def datasources_projected(self) -> int:
+        """How many datasources :meth:`interval_arrays` holds intervals of (0 before it is built)."""
+        return 0 if self._interval_arrays is None else len(self._interval_arrays) - (None in self._interval_arrays)
 
     @property
     def projected_segment_count(self) -> int:

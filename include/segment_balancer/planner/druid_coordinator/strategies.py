@@ -24,6 +24,7 @@ from segment_balancer.planner.cost import (
     COST_WINDOW_MS,
     ETERNITY_END_MS,
     ETERNITY_START_MS,
+    exact_dense_sums,
     exact_gathered_sums,
     exact_sums,
     joint_cost_same,
@@ -49,6 +50,12 @@ def placement_cost(segment: DataSegment, holder: ServerHolder) -> float:
     return placement_costs(segment, [holder])[0]
 
 
+DENSE_CELLS_AT_MOST = 1 << 24
+"""The holders' dense interval counts (:meth:`ServerHolder.dense_interval_counts`, int64: 128 MiB)
+:func:`placement_costs` keeps at most, counted as holders x numbered intervals x (datasources + 1);
+past it, each decision gathers the holders' interval rows instead."""
+
+
 def placement_costs(segment: DataSegment, holders: Sequence[ServerHolder]) -> list[float]:
     """:func:`placement_cost` of ``segment`` on each of ``holders`` in one vectorised pass, each
     server's sum still exact and its own. When the holders share one numbering of intervals (those
@@ -70,14 +77,24 @@ def placement_costs(segment: DataSegment, holders: Sequence[ServerHolder]) -> li
         window = np.flatnonzero(in_window)
         local = np.full(len(numbering), -1, dtype=np.int64)
         local[window] = np.arange(len(window), dtype=np.int64)
+        starts, ends = numbering.starts[window], numbering.ends[window]
+        each = joint_cost_same(segment.start_ms, segment.end_ms, starts, ends, False)
+        kinds = 1 + max(holder.datasources_projected for holder in holders)
+        if len(window) and len(numbering) * len(holders) * kinds <= DENSE_CELLS_AT_MOST:
+            # each holder's counts by interval as a dense row, its datasource's counted again
+            ds = segment.datasource
+            rows = [
+                holder.dense_interval_counts()[window] + holder.dense_interval_counts(ds)[window] for holder in holders
+            ]
+            dense = exact_dense_sums(each, np.stack(rows).astype(np.float64), minus)
+            if dense is not None:
+                return dense
         parts = [part for pair in arrays for part in pair]  # per holder: every interval, then its datasource's
         ids = np.concatenate([part[3] for part in parts])
         keep = in_window[ids]
         index = local[ids[keep]]
         counts = np.concatenate([part[2] for part in parts])[keep]
         group = np.repeat(np.arange(len(parts), dtype=np.int64) // 2, [len(part[3]) for part in parts])[keep]
-        starts, ends = numbering.starts[window], numbering.ends[window]
-        each = joint_cost_same(segment.start_ms, segment.end_ms, starts, ends, False)
         return exact_gathered_sums(each, index, counts, group, len(holders), minus)
     parts = []
     for pair in arrays:
