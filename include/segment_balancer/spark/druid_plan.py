@@ -626,20 +626,28 @@ def _served_and_queued(run: CoordinatorRun, work: Path) -> int:
     """:func:`served_and_queued` of the whole cluster, for a run of some segments only
     (``state.only``) the other segments' served replicas on managed historicals counted from
     ``prepared/replicas.parquet`` (nothing is queued of them)."""
-    import pyarrow as pa
-    import pyarrow.compute as pc
-    import pyarrow.parquet as pq
 
     held = served_and_queued(run.cluster)
     if run.state.only is None:
         return held
-    managed = pa_array([h.name for hs in run.cluster.managed.values() for h in hs])
+    return held + _served_beyond(run, work, [h.name for hs in run.cluster.managed.values() for h in hs]).num_rows
+
+
+def _served_beyond(run: CoordinatorRun, work: Path, servers: list[str]):
+    """The replicas ``prepared/replicas.parquet`` serves on ``servers`` of the segments a run of
+    some segments only (``state.only``) does not hold: a table (``segment_id``, ``server``)."""
+    import pyarrow as pa
+    import pyarrow.compute as pc
+    import pyarrow.parquet as pq
+
     replicas = pq.read_table(work / "prepared" / "replicas.parquet", columns=["segment_id", "server", "served"])
-    others = pc.and_(
-        pc.and_(pc.fill_null(replicas["served"], False), pc.is_in(replicas["server"].cast(pa.string()), managed)),
+    keep = pc.and_(
+        pc.and_(
+            pc.fill_null(replicas["served"], False), pc.is_in(replicas["server"].cast(pa.string()), pa_array(servers))
+        ),
         pc.invert(pc.is_in(replicas["segment_id"], pa_array(sorted(run.state.only)))),
     )
-    return held + (pc.sum(others).as_py() or 0)
+    return replicas.filter(keep).select(["segment_id", "server"])
 
 
 def _safe(tier: str) -> str:
@@ -667,7 +675,6 @@ def _write_assignment(run: CoordinatorRun, work: Path) -> None:
     (``state.only``) projects the others where ``prepared/replicas.parquet`` serves them."""
     import pyarrow as pa
     import pyarrow.compute as pc
-    import pyarrow.parquet as pq
 
     ids: list[str] = []
     names: list[str] = []
@@ -682,16 +689,11 @@ def _write_assignment(run: CoordinatorRun, work: Path) -> None:
     table = pa.table({"segment_id": ids, "server": names, "tier": tiers}, schema=schema)
     if run.state.only is not None:
         historicals = [h for h in run.holders if h.server.type.is_historical]
-        historical_names = pa_array([h.name for h in historicals])
-        replicas = pq.read_table(work / "prepared" / "replicas.parquet", columns=["segment_id", "server", "served"])
-        on_historicals = pc.is_in(replicas["server"].cast(pa.string()), historical_names)
-        keep = pc.and_(
-            pc.and_(pc.fill_null(replicas["served"], False), on_historicals),
-            pc.invert(pc.is_in(replicas["segment_id"], pa_array(sorted(run.state.only)))),
-        )
-        rest = replicas.filter(keep)
+        rest = _served_beyond(run, work, [h.name for h in historicals])
         server = rest["server"].cast(pa.string()).combine_chunks()
-        tier = pa_array([h.tier for h in historicals]).take(pc.index_in(server, historical_names))
+        tier = pa_array([h.tier for h in historicals]).take(
+            pc.index_in(server, pa_array([h.name for h in historicals]))
+        )
         columns = {"segment_id": rest["segment_id"].cast(pa.string()), "server": server, "tier": tier}
         table = pa.concat_tables([table, pa.table(columns, schema=schema)])
     keys = [("segment_id", "ascending"), ("server", "ascending"), ("tier", "ascending")]
