@@ -217,6 +217,26 @@ def test_compare_plans_the_other_coordinator_beside_the_plan(spark, tmp_path, dr
         446_027_801,
     )
     assert default["issue7458"]["left_on_decommissioning"] == 0
+    # each tier's total cost and Elasticsearch balance as their definitions give them, from the
+    # assignment joined with the segments by name (the measures read both as codes)
+    from segment_balancer.plan.compare import es_weighted_balance
+    from segment_balancer.planner.livecost import total_cost
+
+    columns = ["segment_id", "datasource", "start_ms", "end_ms"]
+    segments = pd.read_parquet(tmp_path / "work" / "prepared" / "segments.parquet", columns=columns)
+    held = pd.read_parquet(plan / "assignment.parquet").merge(segments.drop_duplicates("segment_id"), on="segment_id")
+    summary = json.loads((plan / "summary.json").read_text())
+    live = {s["server"] for s in summary["servers"] if not s["decommissioning"]}
+    assert len(set(held["tier"])) == 2
+    for tier, t in held.groupby("tier"):
+        cost = total_cost(t["datasource"].to_numpy(object), t["start_ms"], t["end_ms"], t["server"].to_numpy(object))
+        assert mine["tiers"][tier]["total_cost"] == cost > 0
+        on_live = t[t["server"].isin(live)]
+        counts = on_live.groupby(["server", "datasource"]).size().unstack(fill_value=0)
+        tier_live = sorted(s["server"] for s in summary["servers"] if s["tier"] == tier and s["server"] in live)
+        assert mine["tiers"][tier]["es_weighted_balance"] == es_weighted_balance(
+            counts.reindex(tier_live, fill_value=0)
+        )
     html = (plan / "report.html").read_text()
     assert 'id="compare"' in html and 'href="compared/druid/report.html"' in html
 

@@ -55,17 +55,13 @@ def plan_measures(plan: Path, work: Path) -> dict:
     """The measures of one plan (module docstring): ``{"coordinator", "unavailable", "tiers":
     {tier: {...}}}``. ``plan``: a plan directory (``summary.json``, ``operations.parquet``,
     ``assignment.parquet``); ``work``: the work directory it was made in (``prepared/``)."""
-    from segment_balancer.planner.livecost import total_cost
+
+    from segment_balancer.planner.livecost import total_cost_coded
     from segment_balancer.planner.summary import ServerHoldings
 
     summary = json.loads((Path(plan) / "summary.json").read_text())
     ops = pd.read_parquet(Path(plan) / "operations.parquet")
-    assignment = pd.read_parquet(Path(plan) / "assignment.parquet")
-    segments = pd.read_parquet(
-        Path(work) / "prepared" / "segments.parquet",
-        columns=["segment_id", "datasource", "start_ms", "end_ms", "size_bytes"],
-    ).drop_duplicates("segment_id")
-    held = assignment.merge(segments, on="segment_id", how="left")
+    held = _Held(Path(plan) / "assignment.parquet", Path(work) / "prepared" / "segments.parquet")
     servers = pd.DataFrame(summary["servers"], columns=list(ServerHoldings.model_fields))
     live = servers[~servers["decommissioning"]]
     dying = servers[servers["decommissioning"]]
@@ -78,11 +74,17 @@ def plan_measures(plan: Path, work: Path) -> dict:
         t_live = live[live["tier"] == tier]
         usage = 100.0 * t_live["bytes_after"] / t_live["max_size"].where(t_live["max_size"] > 0)
         fullest = usage.idxmax() if usage.notna().any() else None
-        t_held = held[held["tier"] == tier]
-        on_live = t_held[t_held["server"].isin(set(t_live["server"]))]
-        counts = (
-            on_live.groupby(["server", "datasource"]).size().unstack(fill_value=0) if len(on_live) else pd.DataFrame()
-        )
+        mine = held.tier == held.tier_names.index(tier) if tier in held.tier_names else np.zeros(len(held.tier), bool)
+        ds, start, end, srv = held.datasource[mine], held.start_ms[mine], held.end_ms[mine], held.server[mine]
+        # the servers of the tier's replicas numbered in name order, as total_cost numbers them
+        present, local = np.unique(srv, return_inverse=True)
+        live_codes = [held.server_names.index(name) for name in t_live["server"] if name in held.server_names]
+        on_live = np.isin(srv, live_codes)
+        pairs = pd.Series(1, index=pd.MultiIndex.from_arrays([srv[on_live], ds[on_live]])).groupby(level=[0, 1]).size()
+        counts = pairs.unstack(fill_value=0) if len(pairs) else pd.DataFrame()
+        if len(counts):
+            counts.index = [held.server_names[c] for c in counts.index]
+            counts.columns = [held.datasource_names[c] for c in counts.columns]
         counts = counts.reindex(sorted(t_live["server"]), fill_value=0)
         status = summary["status_after"]["tiers"].get(tier, {})
         out[tier] = {
@@ -103,12 +105,7 @@ def plan_measures(plan: Path, work: Path) -> dict:
             "disk_pct_max_minus_min": round(float(usage.max() - usage.min()), 4) if usage.notna().any() else 0.0,
             "fullest_disk_pct": round(float(usage.max()), 4) if usage.notna().any() else 0.0,
             "fullest": None if fullest is None else str(t_live.loc[fullest, "server"]),
-            "total_cost": total_cost(
-                t_held["datasource"].to_numpy(object),
-                t_held["start_ms"].to_numpy("int64"),
-                t_held["end_ms"].to_numpy("int64"),
-                t_held["server"].to_numpy(object),
-            ),
+            "total_cost": total_cost_coded(ds, held.datasource_names, start, end, local.reshape(-1), len(present)),
             "es_weighted_balance": es_weighted_balance(counts),
         }
     return {
@@ -116,6 +113,40 @@ def plan_measures(plan: Path, work: Path) -> dict:
         "unavailable": int(summary["undone"]["unavailable"]),
         "tiers": out,
     }
+
+
+class _Held:
+    """A plan's ``assignment.parquet`` joined with its prepared segments, as codes: per replica its
+    ``server``, ``tier`` and ``datasource`` (int64 codes into the sorted ``*_names``, so that codes
+    order as names do) and its segment's ``start_ms``, ``end_ms`` (int64 epoch ms)."""
+
+    def __init__(self, assignment: Path, segments: Path):
+        import pyarrow.compute as pc
+        import pyarrow.parquet as pq
+
+        table = pq.read_table(assignment, columns=["segment_id", "server", "tier"])
+        prepared = pq.read_table(segments, columns=["segment_id", "datasource", "start_ms", "end_ms"])
+        # a segment's first prepared row, as a left join keeping the first duplicate would
+        at = pc.index_in(table["segment_id"], prepared["segment_id"])
+        found = pc.is_valid(at)
+        table, at = table.filter(found), at.filter(found)
+        self.server, self.server_names = _sorted_codes(table["server"])
+        self.tier, self.tier_names = _sorted_codes(table["tier"])
+        self.datasource, self.datasource_names = _sorted_codes(prepared["datasource"].take(at))
+        self.start_ms = prepared["start_ms"].take(at).to_numpy().astype(np.int64)
+        self.end_ms = prepared["end_ms"].take(at).to_numpy().astype(np.int64)
+
+
+def _sorted_codes(column) -> tuple[np.ndarray, tuple[str, ...]]:
+    """A string column as int64 codes into its distinct values sorted (code order = name order)."""
+    import pyarrow.compute as pc
+
+    encoded = pc.dictionary_encode(column.combine_chunks())
+    names = encoded.dictionary.to_pylist()
+    rank = np.empty(len(names), dtype=np.int64)
+    rank[np.argsort(np.array(names, dtype=object), kind="stable")] = np.arange(len(names))
+    codes = rank[encoded.indices.to_numpy(zero_copy_only=False)] if len(names) else np.zeros(0, np.int64)
+    return codes, tuple(sorted(names))
 
 
 def write_comparison(plan: Path, work: Path, other_plan: Path, other_work: Path) -> dict:

@@ -290,11 +290,30 @@ def total_cost(datasource: np.ndarray, start_ms: np.ndarray, end_ms: np.ndarray,
     """
     if len(server) == 0:
         return 0.0
-    keys, key_of = IntervalKeys.build(datasource, start_ms, end_ms)
+    ds_names, ds_code = np.unique(np.asarray(datasource, dtype=object).astype(str), return_inverse=True)
     names, srv = np.unique(np.asarray(server, dtype=object).astype(str), return_inverse=True)
-    costs = TierCosts(keys, len(names))
-    costs.add_many(srv.reshape(-1), key_of)
-    everywhere = np.ones(len(names), dtype=bool)
+    return total_cost_coded(
+        ds_code.reshape(-1), tuple(ds_names.tolist()), start_ms, end_ms, srv.reshape(-1), len(names)
+    )
+
+
+def total_cost_coded(
+    datasource: np.ndarray,
+    datasource_names: tuple[str, ...],
+    start_ms: np.ndarray,
+    end_ms: np.ndarray,
+    server: np.ndarray,
+    n_servers: int,
+) -> float:
+    """:func:`total_cost` from codes: ``datasource`` (int, length N) into ``datasource_names``
+    (sorted), ``server`` (int, length N) in ``range(n_servers)``, the servers numbered in the order
+    of their names (the order :func:`total_cost` sums them in: the same float)."""
+    if len(server) == 0:
+        return 0.0
+    keys, key_of = IntervalKeys.build_coded(datasource, start_ms, end_ms, datasource_names)
+    costs = TierCosts(keys, n_servers)
+    costs.add_many(np.asarray(server, np.int64), key_of)
+    everywhere = np.ones(n_servers, dtype=bool)
     total = 0.0
     for key in np.unique(key_of):
         # each replica of the key on v pays the others on v: its cost with itself left out
