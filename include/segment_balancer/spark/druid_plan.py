@@ -132,7 +132,9 @@ def cluster_state(
     wanted_ids = None
     if tiers is not None:
         server_table = server_table.filter(pc.is_in(server_table["tier"], pa_array(sorted(tiers))))
-        replica_table = replica_table.filter(pc.is_in(replica_table["server"], server_table["server"]))
+        # the names as strings: an empty servers table's column is typed null
+        names = pa_array(server_table["server"].to_pylist())
+        replica_table = replica_table.filter(pc.is_in(replica_table["server"].cast(pa.string()), names))
         ids = [replica_table["segment_id"].combine_chunks(), pa_array(sorted(also or ()))]
         wanted_ids = pc.unique(pa.concat_arrays(ids))
     if only is not None:
