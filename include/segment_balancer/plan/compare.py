@@ -55,7 +55,6 @@ def plan_measures(plan: Path, work: Path) -> dict:
     """The measures of one plan (module docstring): ``{"coordinator", "unavailable", "tiers":
     {tier: {...}}}``. ``plan``: a plan directory (``summary.json``, ``operations.parquet``,
     ``assignment.parquet``); ``work``: the work directory it was made in (``prepared/``)."""
-
     from segment_balancer.planner.livecost import total_cost_coded
     from segment_balancer.planner.summary import ServerHoldings
 
