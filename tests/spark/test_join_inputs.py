@@ -15,11 +15,14 @@ from pathlib import Path
 import pandas as pd
 import pytest
 
+from segment_balancer.druid.snapshot import lines
 from segment_balancer.druid.snapshot.errors import SnapshotError
 from segment_balancer.spark import session as S
 
+SPLIT_BYTES = lines.GZIP_SPLIT_BYTES
 SAMPLE = Path(__file__).resolve().parents[2] / "include" / "segment_balancer" / "snapshots" / "druid_sample"
-LAYOUTS = ["compact", "per_line", "pretty", "jsonl", "jsonl.gz"]
+LAYOUTS = ["compact", "per_line", "pretty", "jsonl", "jsonl.gz", "jsonl.gz-copy"]
+"""``jsonl.gz-copy``: gzip JSON lines read through the plain copy (``GZIP_SPLIT_BYTES`` 0)."""
 
 
 def _snapshot(tmp_path: Path, layout: str, rows: list[dict]) -> Path:
@@ -80,6 +83,7 @@ def test_every_replica_layout_prepares_the_same_tables(spark, tmp_path, small_ra
     rows = json.loads((SAMPLE / "server_segments.json").read_text())
     want = None
     for layout in LAYOUTS:
+        monkeypatch.setattr(lines, "GZIP_SPLIT_BYTES", 0 if layout.endswith("-copy") else SPLIT_BYTES)
         for on_driver in (True, False):
             with S.driver_tasks(on_driver):
                 got = _prepared(
@@ -100,18 +104,21 @@ def test_every_replica_layout_prepares_the_same_tables(spark, tmp_path, small_ra
     [
         # the unlisted check names the replica file so in every layout, a line of JSON lines as its row
         ("jsonl", "server_segments.json row 8"),
+        ("jsonl.gz-copy", "server_segments.json row 8"),
         ("per_line", "server_segments.json row 5"),
         ("pretty", "server_segments.json row 5"),
         ("compact", "server_segments.json row 5"),
     ],
 )
-def test_a_bad_id_is_named_by_its_place_in_the_whole_file(spark, tmp_path, small_ranges, layout, where):
+def test_a_bad_id_is_named_by_its_place_in_the_whole_file(spark, tmp_path, small_ranges, monkeypatch, layout, where):
     """An unlisted id that is no Druid segment id, the file's object 5 of 8 (0-based; an array names
     it row 5). In the JSON lines file (``_snapshot``) objects 0 and 3 are each followed by a blank
     line, so the object is on line 5 + 1 + 2 = 8; with ranges of 300 bytes it is not in the
     first."""
     rows = json.loads((SAMPLE / "server_segments.json").read_text())
     rows.insert(5, {"server": rows[0]["server"], "segment_id": "garbage-id"})
+    if layout.endswith("-copy"):
+        monkeypatch.setattr(lines, "GZIP_SPLIT_BYTES", 0)
     for on_driver in (True, False):
         with S.driver_tasks(on_driver), pytest.raises(SnapshotError) as info:
             _prepared(spark, _snapshot(tmp_path / str(on_driver), layout, rows), tmp_path / f"w-{on_driver}")

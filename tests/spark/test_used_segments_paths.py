@@ -115,6 +115,34 @@ def test_awkward_line_ends_in_many_ranges_read_as_spark_reads_them(spark, tmp_pa
     assert [r["size_bytes"] for r in spark_tasks[1]] == [json.loads(x)["size"] for x in given]
 
 
+def test_a_large_gzip_file_is_read_in_ranges_of_its_plain_copy(spark, tmp_path, monkeypatch):
+    """The awkward 20k cluster gzipped: read whole by one task, and (``GZIP_SPLIT_BYTES`` 0) through
+    its plain copy in ranges of 256 KiB, the same table, summary and groups; the copy is gone after."""
+    from segment_balancer.druid.snapshot import lines
+
+    snap = awkward_copy(SNAPSHOTS / "generated", tmp_path)
+    plain = snap / "segments.jsonl"
+    (snap / "segments.jsonl.gz").write_bytes(gzip.compress(plain.read_bytes()))
+    plain.unlink()
+    whole = stage0(spark, snap, tmp_path / "whole", "spark", monkeypatch)
+    monkeypatch.setattr(lines, "GZIP_SPLIT_BYTES", 0)
+    monkeypatch.setattr(U, "RANGE_BYTES", 1 << 18)
+    monkeypatch.setattr(U, "MIN_RANGE_BYTES", 1 << 18)
+    ranges = []
+    cut = lines.line_ranges
+    monkeypatch.setattr(
+        lines, "line_ranges", lambda path, target: ranges.append((path, cut(path, target))) or ranges[-1][1]
+    )
+    assert stage0(spark, snap, tmp_path / "driver", "driver", monkeypatch) == whole
+    [(path, cuts)] = ranges  # the plain copy, in ranges
+    assert Path(path).name == "segments.jsonl" and len(cuts) > 10
+    assert stage0(spark, snap, tmp_path / "spark-copy", "spark", monkeypatch) == whole
+    assert sorted(p.name for p in (tmp_path / "spark-copy" / "timeline").iterdir()) == [
+        "segments.parquet",
+        "summary.json",
+    ]
+
+
 def test_a_line_that_is_not_utf8_goes_to_the_reference_reader(spark, tmp_path, monkeypatch):
     """A version with bytes that are not UTF-8: the fast path hands over to the reference reader,
     which reads them as U+FFFD (as Spark decodes text), and the timeline is built from its rows."""

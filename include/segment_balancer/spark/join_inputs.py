@@ -7,10 +7,12 @@ driver for a small run) put the rows of one segment in one place without a Spark
    are in one part, ``spark.used_segments``) writes its segments' join rows per join task, with the
    partial-load outcomes of their shard groups (:func:`partial_frame`), and the used, visible
    segments' sort keys; one task per byte range of the replica file (JSON lines, or a JSON array
-   of one object per line) parses its lines (:func:`~segment_balancer.druid.snapshot.segment_lines.parse_replica_lines`)
-   and writes the rows of historicals per join task, numbered within the range; a JSON array of any
-   other layout (one line, pretty-printed) of at most :data:`DOCUMENT_BYTES_AT_MOST` is one task's
-   whole, its objects parsed the same way;
+   of one object per line; a small gzip file whole, a larger one's plain copy, decompressed first
+   by one task: :func:`~segment_balancer.druid.snapshot.lines.decompress_task`) parses its lines
+   (:func:`~segment_balancer.druid.snapshot.segment_lines.parse_replica_lines`) and writes the
+   rows of historicals per join task, numbered within the range; a JSON array of any other layout
+   (one line, pretty-printed) of at most :data:`DOCUMENT_BYTES_AT_MOST` is one task's whole, its
+   objects parsed the same way;
 2. **index** (:func:`index_task`): one task sorts the sort keys newest first (end, start, id, all
    descending) and writes each segment's index per join task;
 3. the join (``spark.prepare``): one task per group of buckets (bucket modulo the tasks) reads

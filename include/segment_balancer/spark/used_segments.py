@@ -1,12 +1,15 @@
 """Stage 0 ``used_segments``: which used segments are visible, standby or overshadowed.
 
 Two passes of :func:`segment_balancer.spark.session.run_tasks` (each one Spark job, or calls on
-the driver for a small run, ``driver_tasks``), no DataFrame job:
+the driver for a small run, ``driver_tasks``; a third before them for a large gzip file), no
+DataFrame job:
 
 1. **parse** (:func:`_parse_range`): one task per byte range of ``segments.jsonl`` (about
    :data:`RANGE_BYTES`, one per core for a file of a few MiB and more, cut at line ends;
-   a gzip file is one range, decompressed whole) reads its range through pyarrow's filesystem,
-   splits it into lines as Spark's text reader does
+   a small gzip file is one range, decompressed whole; a larger one is first decompressed to a
+   plain copy in the scratch directory by one task,
+   :func:`~segment_balancer.druid.snapshot.lines.decompress_task`, and read in ranges) reads its
+   range through pyarrow's filesystem, splits it into lines as Spark's text reader does
    (:func:`segment_balancer.druid.snapshot.lines.split_lines`), numbers them within the range,
    drops blank ones, parses the others with pyarrow
    (:func:`segment_balancer.druid.snapshot.segment_lines.parse_lines`) and writes one Parquet file
@@ -302,13 +305,14 @@ def _classify_bucket(item: dict) -> dict:
 
 def _fast_summaries(spark, path: Path, work: Path, aside: str) -> list[dict] | None:
     """The fast path: :func:`_parse_range` over the byte ranges of ``path`` (one per
-    :func:`range_bytes`, cut at line ends; a gzip file whole), then :func:`_classify_bucket` over
+    :func:`range_bytes`, cut at line ends; a gzip file whole, or of its plain copy when it is of
+    at least ``GZIP_SPLIT_BYTES``), then :func:`_classify_bucket` over
     the datasource buckets (one per core): two passes of
     :func:`~segment_balancer.spark.session.run_tasks`, Spark jobs or calls on the driver. Returns
     the buckets' summaries, or None when a range is bad (the reference reader's turn). The parsed
     rows live in a scratch directory of ``work``, removed on return."""
     from segment_balancer.common.spark_columns import parallelism
-    from segment_balancer.druid.snapshot.lines import line_ranges
+    from segment_balancer.druid.snapshot.lines import GZIP_SPLIT_BYTES, decompress_task, line_ranges
     from segment_balancer.spark.session import run_tasks
 
     work, path = Path(work).absolute(), Path(path).absolute()
@@ -316,10 +320,15 @@ def _fast_summaries(spark, path: Path, work: Path, aside: str) -> list[dict] | N
     cores = parallelism(spark)
     gz = path.name.endswith(".gz")
     size = path.stat().st_size
-    ranges = [(0, size)] if gz else line_ranges(path, range_bytes(size, cores))
-    common = {"path": str(path), "gzip": gz, "buckets": cores, "scratch": str(scratch)}
-    items = [{"index": i, "start": a, "end": b, **common} for i, (a, b) in enumerate(ranges)]
     try:
+        if gz and size >= GZIP_SPLIT_BYTES:
+            plain = scratch / "segments.jsonl"
+            if not run_tasks(spark, [{"path": str(path), "dest": str(plain)}], decompress_task)[0]:
+                return None
+            path, gz, size = plain, False, plain.stat().st_size
+        ranges = [(0, size)] if gz else line_ranges(path, range_bytes(size, cores))
+        common = {"path": str(path), "gzip": gz, "buckets": cores, "scratch": str(scratch)}
+        items = [{"index": i, "start": a, "end": b, **common} for i, (a, b) in enumerate(ranges)]
         parsed = run_tasks(spark, items, _parse_range)
         if any(bad for _, _, bad, _ in parsed):
             return None
@@ -388,7 +397,8 @@ def used_segments(spark, snapshot: Path, work: Path) -> dict:
     ``Visible``, ``Standby``, ``Overshadowed`` as bitmaps over the segment's row in
     ``segments.jsonl`` (line − 1).
 
-    Two passes of task functions (module docstring): two Spark jobs, none for a small run; a
+    Two passes of task functions (module docstring): two Spark jobs (three for a large gzip
+    file), none for a small run; a
     bad file costs the reference reader's Spark jobs more. Raises
     :class:`SnapshotError` naming the file and line of the first bad rows (or the datasource whose
     timeline cannot be built), and then no table is left behind.

@@ -103,3 +103,24 @@ def test_count_rows_counts_what_stage_0_parses(tmp_path, monkeypatch, block):
     assert count_rows(path, 5) == 5
     assert count_rows(path, 4) == 5  # past the limit: at_most + 1
     assert count_rows(path, 0) == 1
+
+
+def test_decompress_task_writes_the_plain_copy_or_nothing(tmp_path):
+    """A whole gzip file is decompressed to ``dest`` in blocks (here of 7 bytes: a block boundary
+    inside a line and a CRLF); a truncated one gives False and leaves no ``dest``."""
+    import gzip
+
+    from segment_balancer.druid.snapshot import lines
+
+    body = b"\xef\xbb\xbf" + b"".join(b'{"n": %d}\r\n' % i for i in range(1000))
+    (tmp_path / "whole.gz").write_bytes(gzip.compress(body))
+    half = gzip.compress(body)
+    (tmp_path / "half.gz").write_bytes(half[: len(half) // 2])
+    lines.COPY_BLOCK_BYTES, saved = 7, lines.COPY_BLOCK_BYTES
+    try:
+        assert lines.decompress_task({"path": str(tmp_path / "whole.gz"), "dest": str(tmp_path / "out" / "plain")})
+        assert not lines.decompress_task({"path": str(tmp_path / "half.gz"), "dest": str(tmp_path / "out" / "bad")})
+    finally:
+        lines.COPY_BLOCK_BYTES = saved
+    assert (tmp_path / "out" / "plain").read_bytes() == body
+    assert not (tmp_path / "out" / "bad").exists()

@@ -7,6 +7,7 @@ from pathlib import Path
 
 import pytest
 
+from segment_balancer.druid.snapshot import lines
 from segment_balancer.druid.snapshot.errors import SnapshotError
 from segment_balancer.spark.prepare import prepare
 from segment_balancer.spark.used_segments import used_segments
@@ -73,8 +74,12 @@ def test_a_size_that_is_no_whole_number_names_its_value(spark, tmp_path, raw, pr
     assert (err.file, err.row, err.problem) == ("segments.jsonl", 2, problem)
 
 
-def test_a_truncated_gzip_is_refused_naming_the_file(spark, tmp_path):
-    """Half of segments.jsonl.gz: one error names the file (no Java stack trace)."""
+@pytest.mark.parametrize("split_bytes", [None, 0], ids=["read_whole", "plain_copy"])
+def test_a_truncated_gzip_is_refused_naming_the_file(spark, tmp_path, monkeypatch, split_bytes):
+    """Half of segments.jsonl.gz: one error names the file (no Java stack trace), whether it is read
+    whole or first decompressed to a plain copy (``GZIP_SPLIT_BYTES`` 0)."""
+    if split_bytes is not None:
+        monkeypatch.setattr(lines, "GZIP_SPLIT_BYTES", split_bytes)
     snap = tmp_path / "snap"
     shutil.copytree(SAMPLE, snap)
     whole = (snap / "segments.jsonl.gz").read_bytes()
@@ -84,8 +89,11 @@ def test_a_truncated_gzip_is_refused_naming_the_file(spark, tmp_path):
     assert err.problem.startswith("is not a whole gzip file (truncated or corrupt: Unexpected end of input stream)")
 
 
-def test_a_truncated_replica_file_is_refused_naming_the_file(spark, tmp_path):
+@pytest.mark.parametrize("split_bytes", [None, 0], ids=["read_whole", "plain_copy"])
+def test_a_truncated_replica_file_is_refused_naming_the_file(spark, tmp_path, monkeypatch, split_bytes):
     """The same for ``server_segments.jsonl.gz``, read in prepare."""
+    if split_bytes is not None:
+        monkeypatch.setattr(lines, "GZIP_SPLIT_BYTES", split_bytes)
     snap = tmp_path / "snap"
     shutil.copytree(SAMPLE, snap)
     rows = json.loads((snap / "server_segments.json").read_text())

@@ -10,7 +10,10 @@ numbers are the file's line numbers.
 Without Spark, :func:`line_ranges` cuts a plain file into byte ranges at line ends and
 :func:`split_lines` splits a range into the lines Spark's text reader gives (Hadoop's
 ``LineRecordReader``), so tasks that read ranges apart number the file's lines alike; stage 0's
-fast path (``spark.used_segments``) reads ``segments.jsonl`` so.
+fast path (``spark.used_segments``, ``spark.join_inputs``) reads ``segments.jsonl`` and the replica
+file so. A gzip file of at least :data:`GZIP_SPLIT_BYTES` is first decompressed whole to a plain
+copy (:func:`decompress_task`, one task streaming it), whose ranges are then read like a plain
+file's: its lines are parsed in parallel, and no task holds the whole file.
 """
 
 from __future__ import annotations
@@ -132,6 +135,33 @@ def count_rows(path, at_most: int) -> int:
             rows += sum(not is_blank(line) for line in split_lines(whole, first))
             first = first and not whole
     return at_most + 1
+
+
+GZIP_SPLIT_BYTES = 1 << 20
+"""A gzip file of at least this many bytes (compressed; some 70,000 segment lines) is decompressed to
+a plain copy and read in ranges (:func:`decompress_task`); a smaller one is read whole by one task,
+which costs less than the copy."""
+COPY_BLOCK_BYTES = 16 << 20
+
+
+def decompress_task(item: dict) -> bool:
+    """Decompress the gzip file ``item["path"]`` to the plain file ``item["dest"]`` (absolute paths or
+    URIs pyarrow's filesystems read and write), streaming :data:`COPY_BLOCK_BYTES` at a time. Returns
+    False, leaving no ``dest``, when the file does not decompress whole (truncated or corrupt: the
+    reference reader's Spark job names it)."""
+    from segment_balancer.common.files import filesystem
+
+    fs, source = filesystem(str(item["path"]))
+    out_fs, dest = filesystem(str(item["dest"]))
+    out_fs.create_dir(dest.rsplit("/", 1)[0], recursive=True)
+    try:
+        with fs.open_input_stream(source, compression="gzip") as f, out_fs.open_output_stream(dest) as out:
+            while block := f.read(COPY_BLOCK_BYTES):
+                out.write(block)
+    except OSError:
+        out_fs.delete_file(dest)
+        return False
+    return True
 
 
 def read_range(path, start: int, end: int, gzip: bool) -> bytes:
