@@ -13,6 +13,7 @@ import sys
 from pathlib import Path
 
 import pandas as pd
+import pyarrow as pa
 import pytest
 
 from segment_balancer.druid.snapshot import lines
@@ -134,3 +135,111 @@ def test_buckets_are_the_same_in_every_process():
     other = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout.strip()
     assert other == str(list(buckets_of(ids, 64)))
     assert all(0 <= b < 64 for b in buckets_of(ids, 64))
+
+
+def test_buckets_are_pandas_hashes_of_the_ids():
+    """The bucket is ``pandas.util.hash_array`` (its default, which factorizes first) modulo the
+    buckets, for repeated and missing ids too."""
+    import numpy as np
+
+    from segment_balancer.spark.join_inputs import buckets_of
+
+    ids = np.array([f"ds_{i % 97}_v{i % 5}" for i in range(2000)] + [None, "ü_2020", None], dtype=object)
+    want = (pd.util.hash_array(ids) % np.uint64(64)).astype(np.int32)
+    assert buckets_of(ids, 64).tolist() == want.tolist()
+    assert buckets_of(pa.array(ids, pa.string()), 64).tolist() == want.tolist()
+
+
+A = '{"server": "h1:8083", "segment_id": "ds_2020-01-01T00:00:00.000Z_2020-01-02T00:00:00.000Z_v1"}'
+B = '{"server": "b1:8082", "segment_id": "ds_2020-01-02T00:00:00.000Z_2020-01-03T00:00:00.000Z_v1"}'
+C = '{"server": "h2:8083", "segment_id": "ds_2020-01-03T00:00:00.000Z_2020-01-04T00:00:00.000Z_v\u00e9"}'
+SIMPLE = {
+    "array": [
+        f"[\n{A},\n{B},\n{C}\n]\n",
+        f"\ufeff[\n{A},\n\n{B},\n{C},\n]",  # a byte order mark, a blank line, a last comma, no last end
+        f"{A},\n{B},\n",  # a range in the middle of the array
+        f"{B}\n]\n",
+        "",
+        "[\n]\n",
+        f"[\n{A} {B},\n]\n",  # two objects on a line: bad (pyarrow reads one row too many)
+    ],
+    "line": [
+        f"{A}\n{B}\n\n\n{C}\n",
+        f"\ufeff{A}\n{B}",
+        f"\n\n{A}\n",
+        "\n",
+        f"{A}\n{{}}\n",  # an object without the fields: bad
+        f'{A}\n{{"server": "x:1", "segment_id": "y"}}\n',  # a server servers.json lacks: bad
+    ],
+}
+OTHER = {
+    "array": [
+        f"[\r\n{A},\r\n{B}\r\n]\r\n",  # CRLF
+        f"[\n  {A},\n  {B}\n]\n",  # indented
+        f"[{A},\n{B}]\n",  # a bracket on an object's line: bad
+        f"[\n{A},,\n{B}\n]\n",  # two commas: bad
+        f"[\n{A}, \n{B}\n]\n",  # a space after the comma
+        "[\n" + A.replace("h1", "h\udcff1") + "\n]\n",  # not UTF-8
+        f"[\n   \n{A}\n]\n",  # a line of spaces
+    ],
+    "line": [
+        f"{A}\r{B}\n",
+        f"{A},\n{B}\n",  # a comma in JSON lines: bad
+        f"  {A}\n{B}\n",
+        f"{A}\n  \n{B}\n",
+        f"[{A}]\n",
+        A.replace("h1", "h\udcff1") + "\n",
+    ],
+}
+
+
+def _split(tmp_path: Path, data: bytes, layout: str, start: int = 0) -> tuple[dict, list[dict]]:
+    """``_split_replicas`` of ``data`` (the range from ``start`` of a file of it): its summary and
+    the rows it wrote."""
+    import pyarrow.parquet as pq
+
+    from segment_balancer.spark import join_inputs
+
+    path = tmp_path / "replicas"
+    path.write_bytes(b"x" * start + data)
+    scratch = tmp_path / "scratch"
+    shutil.rmtree(scratch, ignore_errors=True)
+    item = {
+        "index": 0,
+        "path": str(path),
+        "start": start,
+        "end": start + len(data),
+        "gzip": False,
+        "layout": layout,
+        "historicals": ["h1:8083", "h2:8083"],
+        "known": ["h1:8083", "h2:8083", "b1:8082"],
+        "scratch": str(scratch),
+        "buckets": 4,
+        "parts": 2,
+    }
+    out = join_inputs._split_replicas(item)
+    written = [r for f in sorted(scratch.rglob("*.parquet")) for r in pq.read_table(f).to_pylist()]
+    return out, sorted(written, key=lambda r: r["row"])
+
+
+@pytest.mark.parametrize("layout", ["array", "line"])
+def test_simple_lines_are_read_as_line_by_line(tmp_path, monkeypatch, layout):
+    """A range whose lines all have the simple shape is read without a step per line
+    (``_simple_lines``), anything else line by line: each gives what the line-by-line reading
+    gives (rows and their numbers, lines, which rows are bad), at the file's start (a byte order
+    mark dropped) and inside it."""
+    from segment_balancer.spark import join_inputs
+
+    cases = [(t, True) for t in SIMPLE[layout]] + [(t, False) for t in OTHER[layout]]
+    for text, simple in cases:
+        data = text.encode("utf-8", errors="surrogateescape")
+        for start in (0, 5):
+            if start and data.startswith(b"\xef\xbb\xbf"):
+                continue
+            assert (join_inputs._simple_lines(data, layout, start == 0) is not None) == simple, text
+            fast = _split(tmp_path, data, layout, start)
+            with monkeypatch.context() as m:
+                m.setattr(join_inputs, "_simple_lines", lambda *args: None)
+                slow = _split(tmp_path, data, layout, start)
+            assert fast == slow, text
+    assert _split(tmp_path, SIMPLE[layout][0].encode(), layout)[0]["rows"] == 3

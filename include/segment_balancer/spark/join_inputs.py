@@ -104,7 +104,13 @@ def buckets_of(segment_ids, buckets: int) -> np.ndarray:
     ids = np.asarray(ids, dtype=object)
     if len(ids) == 0:
         return np.zeros(0, np.int32)
-    return (pd.util.hash_array(ids) % np.uint64(buckets)).astype(np.int32)
+    # hash_array's own hashes without the factorizing that only pays off for repeated values; a
+    # missing id hashes as its categories give it
+    hashes = pd.util.hash_array(ids, categorize=False)
+    missing = pd.isna(ids)
+    if missing.any():
+        hashes[missing] = np.iinfo(np.uint64).max
+    return (hashes % np.uint64(buckets)).astype(np.int32)
 
 
 def part_dir(scratch: str, side: str, part: int) -> str:
@@ -280,6 +286,51 @@ def _strip_array_line(line: bytes) -> bytes | None:
     return text[:-1] if text.endswith(b",") else text
 
 
+def _simple_lines(data: bytes, layout: str, file_start: bool) -> tuple[np.ndarray, bytes, int] | None:
+    """The rows of a range of the replica file (``layout`` ``line`` or ``array``) without a Python
+    step per line, when every line has the simple shape Druid's exports and ``capture`` write: LF
+    ends only, valid UTF-8, and each line empty, an object (``{`` … ``}``; in an array, with one
+    trailing comma or none) or, in an array, a lone bracket. Returns ``(row numbers as
+    :func:`_split_replicas` numbers them, the objects as JSON text one per line (the commas and
+    brackets blanked), lines of the range)``, or None for any other range (the line-by-line reading
+    judges it)."""
+    from segment_balancer.druid.snapshot.lines import UTF8_BOM
+
+    if file_start and data.startswith(UTF8_BOM):
+        data = data[len(UTF8_BOM) :]
+    if b"\r" in data:
+        return None
+    try:
+        data.decode("utf-8")
+    except UnicodeDecodeError:
+        return None
+    buf = np.frombuffer(data, np.uint8)
+    ends = np.flatnonzero(buf == ord("\n"))
+    if len(buf) and buf[-1] != ord("\n"):
+        ends = np.append(ends, len(buf))
+    starts = np.concatenate(([0], ends[:-1] + 1)).astype(np.int64) if len(ends) else ends
+    filled = ends > starts
+    first = np.where(filled, buf[np.minimum(starts, max(len(buf) - 1, 0))] if len(buf) else 0, 0)
+    last = np.where(filled, buf[np.maximum(ends - 1, 0)] if len(buf) else 0, 0)
+    brace = last == ord("}")
+    if layout == "array":
+        lone = filled & (ends - starts == 1) & ((first == ord("[")) | (first == ord("]")))
+        objects = filled & ~lone
+        comma = objects & (last == ord(","))
+        before = buf[np.maximum(ends - 2, 0)] if len(buf) else np.zeros(0, np.uint8)
+        if not np.all(first[objects] == ord("{")) or not np.all(
+            brace[objects] | (before[objects] == ord("}")) & comma[objects]
+        ):
+            return None
+        out = buf.copy()
+        out[starts[lone]] = ord(" ")
+        out[ends[comma] - 1] = ord(" ")
+        return np.arange(int(objects.sum()), dtype=np.int64), out.tobytes(), len(ends)
+    if not np.all(first[filled] == ord("{")) or not np.all(brace[filled]):
+        return None
+    return np.flatnonzero(filled).astype(np.int64) + 1, data, len(ends)
+
+
 def _document_rows(data: bytes) -> list[tuple[int, bytes]] | None:
     """The objects of the JSON array ``data`` (the layout ``document``), numbered from 0, each as
     one line of JSON text; None when ``data`` is not UTF-8 JSON text whose value is an array of
@@ -306,34 +357,39 @@ def _split_replicas(item: dict) -> dict:
 
     from segment_balancer.common.files import filesystem
     from segment_balancer.druid.snapshot.lines import is_blank, read_range, split_lines
-    from segment_balancer.druid.snapshot.segment_lines import parse_replica_lines
+    from segment_balancer.druid.snapshot.segment_lines import parse_replica_json, parse_replica_lines
 
     out = {"kind": "replicas", "index": item["index"], "lines": 0, "rows": 0, "bad": False, "parts": []}
     try:
         data = read_range(item["path"], item["start"], item["end"], item["gzip"])
     except OSError:  # truncated or corrupt gzip: the reference reader's Spark job names the file
         return {**out, "bad": True}
-    if item["layout"] == "document":
-        lines, kept = [], _document_rows(data)
-        if kept is None:
-            return {**out, "bad": True}
-    elif item["layout"] == "line":
-        lines = split_lines(data, item["start"] == 0)
-        kept = [(i + 1, line) for i, line in enumerate(lines) if not is_blank(line)]
+    historicals, known = frozenset(item["historicals"]), frozenset(item["known"])
+    simple = None if item["layout"] == "document" else _simple_lines(data, item["layout"], item["start"] == 0)
+    if simple is not None:
+        rows, text, lines = simple
+        del data
+        out.update(lines=lines, rows=len(rows))
+        if not len(rows):
+            return out
+        table = parse_replica_json(rows, text, historicals, known)
     else:
-        lines = split_lines(data, item["start"] == 0)
-        texts = (_strip_array_line(line) for line in lines)
-        kept = [(i, t) for i, t in enumerate(t for t in texts if t is not None)]
-    out.update(lines=len(lines), rows=len(kept))
-    if not kept:
-        return out
-    rows = np.array([r for r, _ in kept], np.int64)
-    table = parse_replica_lines(
-        rows,
-        [t.decode("utf-8", errors="replace") for _, t in kept],
-        frozenset(item["historicals"]),
-        frozenset(item["known"]),
-    )
+        if item["layout"] == "document":
+            lines, kept = [], _document_rows(data)
+            if kept is None:
+                return {**out, "bad": True}
+        elif item["layout"] == "line":
+            lines = split_lines(data, item["start"] == 0)
+            kept = [(i + 1, line) for i, line in enumerate(lines) if not is_blank(line)]
+        else:
+            lines = split_lines(data, item["start"] == 0)
+            texts = (_strip_array_line(line) for line in lines)
+            kept = [(i, t) for i, t in enumerate(t for t in texts if t is not None)]
+        out.update(lines=len(lines), rows=len(kept))
+        if not kept:
+            return out
+        rows = np.array([r for r, _ in kept], np.int64)
+        table = parse_replica_lines(rows, [t.decode("utf-8", errors="replace") for _, t in kept], historicals, known)
     if pc.any(table.column("bad")).as_py():
         return {**out, "bad": True}
     table = table.filter(pc.fill_null(table.column("historical"), False)).select(["row", "server", "segment_id"])

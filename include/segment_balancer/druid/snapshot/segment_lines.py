@@ -288,7 +288,16 @@ REPLICA_SCHEMA = ", ".join(f"{n} {t}" for n, t in REPLICA_FIELDS)
 def parse_replica_lines(row: np.ndarray, text: list[str], historicals: frozenset, known: frozenset):
     """The parsed rows (pyarrow Table of :data:`REPLICA_FIELDS`) of replica-file lines (``row``
     int64, ``text``: one JSON object each, as ``sys.server_segments`` rows are). A batch pyarrow
-    cannot read comes back as one ``bad`` row per line."""
+    cannot read, or a line that is no object, comes back as one ``bad`` row per line."""
+    objects = all(t.lstrip().startswith("{") for t in text)
+    return parse_replica_json(row, "\n".join(text).encode() if objects else None, historicals, known)
+
+
+def parse_replica_json(row: np.ndarray, data: bytes | None, historicals: frozenset, known: frozenset):
+    """:func:`parse_replica_lines` of UTF-8 JSON text ``data`` holding one object per row of ``row``
+    (int64), each on a line of its own between lines that are blank or only spaces; ``data`` None
+    (a row that is no object) or text pyarrow cannot read as ``len(row)`` objects: one ``bad`` row
+    per row."""
     import pyarrow as pa
     import pyarrow.compute as pc
     import pyarrow.json as pj
@@ -298,15 +307,17 @@ def parse_replica_lines(row: np.ndarray, text: list[str], historicals: frozenset
     if n == 0:
         return schema.empty_table()
     try:
+        if data is None:
+            raise pa.ArrowInvalid("not one object per line")
         table = pj.read_json(
-            io.BytesIO("\n".join(text).encode()),
+            io.BytesIO(data),
             parse_options=pj.ParseOptions(
                 explicit_schema=pa.schema([("server", pa.string()), ("segment_id", pa.string())]),
                 unexpected_field_behavior="ignore",
                 newlines_in_values=False,
             ),
         )
-        if table.num_rows != n or not all(t.lstrip().startswith("{") for t in text):
+        if table.num_rows != n:
             raise pa.ArrowInvalid("not one object per line")
     except (pa.ArrowInvalid, pa.ArrowTypeError, pa.ArrowNotImplementedError):
         return pa.table(
