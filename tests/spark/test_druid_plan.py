@@ -297,9 +297,9 @@ def _counting_builds(monkeypatch, partial: list | None = None) -> list[tuple[str
 
     builds, build = [], druid_plan.build_run
 
-    def counting(spec, tiers=None):
+    def counting(spec, tiers=None, replicas=None):
         builds.append((spec["app"], None if tiers is None else frozenset(tiers)))
-        run = build(spec, tiers)
+        run = build(spec, tiers, replicas)
         if partial is not None and run.state.only is not None:
             partial.append(spec["app"])
         return run

@@ -109,26 +109,37 @@ REPLICA_COLUMNS = ["segment_id", "server", "tier", "served", "queued_load", "que
 """The columns of ``prepared/replicas.parquet`` a run reads."""
 
 
+def read_replicas(work: Path):
+    """``prepared/replicas.parquet``'s :data:`REPLICA_COLUMNS` (pyarrow Table): read once by a duty's
+    task and handed to what needs it (:func:`cluster_state`, :func:`_acting_ids`,
+    :func:`_served_beyond`)."""
+    import pyarrow.parquet as pq
+
+    return pq.read_table(Path(work) / "prepared" / "replicas.parquet", columns=REPLICA_COLUMNS)
+
+
 def cluster_state(
     work: Path,
     snapshot: Path,
     tiers: set[str] | None = None,
     also: set[str] | None = None,
     only: set[str] | None = None,
+    replicas=None,
 ) -> ClusterState:
     """The cluster as Druid's Coordinator would see it, from ``WORK/timeline`` and ``WORK/prepared``
     and the snapshot's rules. Segments marked used (overshadowed ones and tombstones included) are
     the used set; served segments of no used set keep their prepared row (size 0 when unlisted).
     ``tiers``: only the servers of these tiers, and only the segments they serve or queue, and those
     of ``also`` (the segments the run's earlier duties queued). ``only``: every server, but only
-    these segments (the state's ``only``): what a duty that decides nothing of the others needs."""
+    these segments (the state's ``only``): what a duty that decides nothing of the others needs.
+    ``replicas``: :func:`read_replicas` of ``work``, when the caller has read it already."""
     import numpy as np
     import pyarrow as pa
     import pyarrow.compute as pc
     import pyarrow.parquet as pq
 
     server_table = pq.read_table(work / "prepared" / "servers.parquet")
-    replica_table = pq.read_table(work / "prepared" / "replicas.parquet", columns=REPLICA_COLUMNS)
+    replica_table = read_replicas(work) if replicas is None else replicas
     wanted_ids = None
     if tiers is not None:
         server_table = server_table.filter(pc.is_in(server_table["tier"], pa_array(sorted(tiers))))
@@ -384,9 +395,10 @@ def _read_part(work: Path, app: str) -> dict:
     return json.loads((work / DRUID_DIR / f"{app}.json").read_text())
 
 
-def build_run(spec: dict, tiers: set[str] | None = None) -> CoordinatorRun:
+def build_run(spec: dict, tiers: set[str] | None = None, replicas=None) -> CoordinatorRun:
     """The run of ``spec`` (``work``, ``snapshot`` paths, ``overrides``) as a duty's application
-    starts it: built from the prepared tables (of ``tiers`` only, when given),
+    starts it: built from the prepared tables (``replicas``: :func:`read_replicas`; of ``tiers``
+    only, when given),
     ``PrepareBalancerAndLoadQueues`` run again, then, after the first application, the replicas the
     rules started counted against the replication throttle and what the earlier duties queued
     replayed."""
@@ -397,8 +409,8 @@ def build_run(spec: dict, tiers: set[str] | None = None) -> CoordinatorRun:
     operations, unmarked = ([], []) if first else queued_operations(work)
     only = None
     if tiers is None and spec["app"] in ("druid_unload", LAST_APP):
-        only = _acting_ids(work, spec["app"], config, operations, unmarked)
-    state = cluster_state(work, snapshot, tiers, {op.segment_id for op in operations}, only)
+        only = _acting_ids(work, spec["app"], config, operations, unmarked, replicas)
+    state = cluster_state(work, snapshot, tiers, {op.segment_id for op in operations}, only, replicas)
     used_count = None if first else _read_part(work, list(DUTY_APPS)[0])["used_count"]
     run = CoordinatorRun(state, config, now_ms=int(meta["now_ms"]), used_count=used_count)
     run.prepare(emit=first and tiers is None)
@@ -410,7 +422,9 @@ def build_run(spec: dict, tiers: set[str] | None = None) -> CoordinatorRun:
     return run
 
 
-def _acting_ids(work: Path, app: str, config, operations: list[QueuedOperation], unmarked: list) -> set[str] | None:
+def _acting_ids(
+    work: Path, app: str, config, operations: list[QueuedOperation], unmarked: list, replicas
+) -> set[str] | None:
     """The segments ``app``'s duties can act on or read, when they are few enough to hold only them
     (a run's ``only``: :func:`cluster_state`), else None. In every case the segments queued before
     the run (``prepared/replicas.parquet``) or by it (``operations``, ``unmarked``): replaying them
@@ -419,7 +433,7 @@ def _acting_ids(work: Path, app: str, config, operations: list[QueuedOperation],
     the projection. ``druid_unload`` also reads the served segments that are not used (it drops
     them), the overshadowed used ones and those no rule wants replicas of, and every segment of the
     same datasource overlapping one of these (the timeline ``MarkOvershadowedSegmentsAsUnused``
-    checks them against)."""
+    checks them against). ``replicas``: :func:`read_replicas`."""
     import numpy as np
     import pyarrow as pa
     import pyarrow.compute as pc
@@ -427,9 +441,6 @@ def _acting_ids(work: Path, app: str, config, operations: list[QueuedOperation],
 
     if app == LAST_APP and config["cloneServers"]:
         return None
-    replicas = pq.read_table(
-        work / "prepared" / "replicas.parquet", columns=["segment_id", "served", "queued_load", "queued_drop"]
-    )
     queued = pc.or_(pc.fill_null(replicas["queued_load"], False), pc.fill_null(replicas["queued_drop"], False))
     ids = set(pc.unique(replicas["segment_id"].filter(queued)).to_pylist())
     ids |= {op.segment_id for op in operations} | {sid for _, _, sid in unmarked}
@@ -442,8 +453,7 @@ def _acting_ids(work: Path, app: str, config, operations: list[QueuedOperation],
     ids |= set(pc.unique(served.filter(pc.invert(pc.is_in(served, used["segment_id"])))).to_pylist())
     zero_replica = _read_part(work, list(DUTY_APPS)[0])["zero_replica"]
     flagged = pc.or_(pc.fill_null(used["overshadowed"], False), pc.is_in(used["segment_id"], pa_array(zero_replica)))
-    timeline_ids = set(used["segment_id"].filter(flagged).to_pylist())
-    ids |= timeline_ids
+    ids |= set(used["segment_id"].filter(flagged).to_pylist())
     # every segment overlapping a flagged one of its datasource (the union of the flagged intervals
     # of each datasource, merged, then each segment looked up in it)
     prepared = pq.read_table(work / "prepared" / "segments.parquet", columns=columns)
@@ -568,11 +578,13 @@ def _duty(spec: dict) -> dict:
     started = _manifest_mark(work) if driver else None
     held = _take_held(spec) if driver else None
     whole = held is not None or tier is None
+    replicas = None
     if held is not None:
         run = held.run
         run.resume()
     else:
-        run = build_run(spec, None if tier is None else {tier})
+        replicas = read_replicas(work)
+        run = build_run(spec, None if tier is None else {tier}, replicas)
     record: dict = {}
     if app == "druid_rules":
         run.rules()
@@ -584,7 +596,10 @@ def _duty(spec: dict) -> dict:
         }
     elif app == "druid_unload":
         run.unload(_read_part(work, "druid_rules")["zero_replica"])
-        record = {"overshadowed": sorted(run.result.overshadowed), "served_and_queued": _served_and_queued(run, work)}
+        record = {
+            "overshadowed": sorted(run.result.overshadowed),
+            "served_and_queued": _served_and_queued(run, replicas),
+        }
     elif app == "druid_balance":
         most = run.balance([tier], _read_part(work, "druid_unload")["served_and_queued"])
         record = {"max_segments_to_move": most}
@@ -614,7 +629,7 @@ def _duty(spec: dict) -> dict:
         write_parquet_atomic(pa.Table.from_pylist(rows, schema=OPS_ARROW_SCHEMA), out / name)
         files[_step(duty)] = str(out / name)
     if app == LAST_APP:
-        _write_assignment(run, work)
+        _write_assignment(run, work, replicas)
     stats = [{"metric": r.metric, "dims": r.dims, "value": r.value} for r in run.stats.rows()]
     if driver and whole and run.state.only is None and app != LAST_APP:
         tiers = frozenset() if tier is None else frozenset({tier})
@@ -624,25 +639,23 @@ def _duty(spec: dict) -> dict:
     return {**record, "stats": stats, "unmarked": unmarked, "files": files}
 
 
-def _served_and_queued(run: CoordinatorRun, work: Path) -> int:
+def _served_and_queued(run: CoordinatorRun, replicas) -> int:
     """:func:`served_and_queued` of the whole cluster, for a run of some segments only
     (``state.only``) the other segments' served replicas on managed historicals counted from
-    ``prepared/replicas.parquet`` (nothing is queued of them)."""
+    ``replicas`` (:func:`read_replicas`; nothing is queued of them)."""
 
     held = served_and_queued(run.cluster)
     if run.state.only is None:
         return held
-    return held + _served_beyond(run, work, [h.name for hs in run.cluster.managed.values() for h in hs]).num_rows
+    return held + _served_beyond(run, replicas, [h.name for hs in run.cluster.managed.values() for h in hs]).num_rows
 
 
-def _served_beyond(run: CoordinatorRun, work: Path, servers: list[str]):
-    """The replicas ``prepared/replicas.parquet`` serves on ``servers`` of the segments a run of
-    some segments only (``state.only``) does not hold: a table (``segment_id``, ``server``)."""
+def _served_beyond(run: CoordinatorRun, replicas, servers: list[str]):
+    """The replicas ``replicas`` (:func:`read_replicas`) serves on ``servers`` of the segments a run
+    of some segments only (``state.only``) does not hold: a table (``segment_id``, ``server``)."""
     import pyarrow as pa
     import pyarrow.compute as pc
-    import pyarrow.parquet as pq
 
-    replicas = pq.read_table(work / "prepared" / "replicas.parquet", columns=["segment_id", "server", "served"])
     keep = pc.and_(
         pc.and_(
             pc.fill_null(replicas["served"], False), pc.is_in(replicas["server"].cast(pa.string()), pa_array(servers))
@@ -671,10 +684,10 @@ def _codes(work: Path, ids: set[str]) -> dict[str, tuple[int, int]]:
     return {r["segment_id"]: (r["idx"], r["code"]) for r in table.to_pylist()}
 
 
-def _write_assignment(run: CoordinatorRun, work: Path) -> None:
+def _write_assignment(run: CoordinatorRun, work: Path, replicas) -> None:
     """``WORK/druid/assignment.parquet``: every (segment, historical, tier) the run projects, sorted
     (by Arrow: UTF-8 bytes order as Python's code point order). A run of some segments only
-    (``state.only``) projects the others where ``prepared/replicas.parquet`` serves them."""
+    (``state.only``) projects the others where ``replicas`` (:func:`read_replicas`) serves them."""
     import pyarrow as pa
     import pyarrow.compute as pc
 
@@ -691,7 +704,7 @@ def _write_assignment(run: CoordinatorRun, work: Path) -> None:
     table = pa.table({"segment_id": ids, "server": names, "tier": tiers}, schema=schema)
     if run.state.only is not None:
         historicals = [h for h in run.holders if h.server.type.is_historical]
-        rest = _served_beyond(run, work, [h.name for h in historicals])
+        rest = _served_beyond(run, replicas, [h.name for h in historicals])
         server = rest["server"].cast(pa.string()).combine_chunks()
         tier = pa_array([h.tier for h in historicals]).take(
             pc.index_in(server, pa_array([h.name for h in historicals]))

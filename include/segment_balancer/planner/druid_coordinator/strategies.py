@@ -75,8 +75,6 @@ def placement_costs(segment: DataSegment, holders: Sequence[ServerHolder]) -> li
     if all(holder.interval_ids is numbering for holder in holders):
         in_window = (numbering.starts < hi) & (numbering.ends > lo)
         window = np.flatnonzero(in_window)
-        local = np.full(len(numbering), -1, dtype=np.int64)
-        local[window] = np.arange(len(window), dtype=np.int64)
         starts, ends = numbering.starts[window], numbering.ends[window]
         each = joint_cost_same(segment.start_ms, segment.end_ms, starts, ends, False)
         kinds = 1 + max(holder.datasources_projected for holder in holders)
@@ -89,6 +87,8 @@ def placement_costs(segment: DataSegment, holders: Sequence[ServerHolder]) -> li
             dense = exact_dense_sums(each, np.stack(rows).astype(np.float64), minus)
             if dense is not None:
                 return dense
+        local = np.full(len(numbering), -1, dtype=np.int64)
+        local[window] = np.arange(len(window), dtype=np.int64)
         parts = [part for pair in arrays for part in pair]  # per holder: every interval, then its datasource's
         ids = np.concatenate([part[3] for part in parts])
         keep = in_window[ids]
