@@ -111,7 +111,7 @@ def _classify_partition(table) -> tuple[dict, object]:
     n = len(pdf)
     status = np.full(n, "unused", dtype=object)
     overshadowed_by = np.empty(n, dtype=object)
-    overshadowed_by[:] = [[] for _ in range(n)]
+    overshadowed_by.fill(())  # one empty tuple for every row no datasource's timeline overshadows
     reason = np.full(n, None, dtype=object)
     used = pdf["used"].to_numpy(bool)
     for ds, rows in pdf[used].groupby("datasource", sort=True).indices.items():
@@ -129,7 +129,7 @@ def _classify_partition(table) -> tuple[dict, object]:
                 summary["error"] = (line, f"datasource {ds}: {exc}")
             continue
         status[index] = out["status"].to_numpy(object)
-        overshadowed_by[index] = [sorted(set(x)) for x in out["overshadowed_by"]]
+        overshadowed_by[index] = _sorted_once(out["overshadowed_by"])
         reason[index] = out["reason"].to_numpy(object)
     if summary["error"] is not None:
         return summary, None
@@ -166,6 +166,20 @@ def _classify_partition(table) -> tuple[dict, object]:
     out = out.append_column("timeline_error", pa.nulls(n, pa.string()))
     out = out.append_column("overshadowed", pa.array(computed))
     return summary, out
+
+
+def _sorted_once(lists) -> list[list[str]]:
+    """Each row's ``overshadowed_by`` ids, unique and sorted. A time chunk's rows share one list
+    object (:mod:`segment_balancer.druid.timeline`), sorted once for all of them."""
+    done: dict[int, list[str]] = {}
+    out = []
+    for ids in lists:
+        key = id(ids)
+        found = done.get(key)
+        if found is None:
+            found = done[key] = sorted(set(ids))
+        out.append(found)
+    return out
 
 
 def _no_rows() -> dict:
