@@ -129,10 +129,20 @@ def console(artifacts):
     )
 
 
+WAIT_MS = 30_000
+"""How long an action on the UI or an assertion about it waits (ms), unless it says otherwise."""
+
+
 @pytest.fixture(scope="session")
 def page(browser, deployment, console):
+    """One page for the session. Its actions and the assertions on it wait up to
+    :data:`WAIT_MS` (playwright's own assertions would give up after 5 s: a page of the UI loading
+    beside a DAG run and the suite has taken longer)."""
+    from playwright.sync_api import expect
+
     context = browser.new_context(viewport={"width": 1400, "height": 1000}, base_url=deployment.base)
-    context.set_default_timeout(30_000)
+    context.set_default_timeout(WAIT_MS)
+    expect.set_options(timeout=WAIT_MS)
     pg = context.new_page()
     pg.on("console", console.record)
     pg.on("pageerror", lambda exc: console.messages.append(f"page error: {exc}"))
