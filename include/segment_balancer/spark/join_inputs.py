@@ -304,20 +304,23 @@ def _simple_lines(data: bytes, layout: str, file_start: bool) -> tuple[np.ndarra
         data.decode("utf-8")
     except UnicodeDecodeError:
         return None
+    if not data:
+        return np.zeros(0, np.int64), data, 0
     buf = np.frombuffer(data, np.uint8)
     ends = np.flatnonzero(buf == ord("\n"))
-    if len(buf) and buf[-1] != ord("\n"):
+    if buf[-1] != ord("\n"):
         ends = np.append(ends, len(buf))
-    starts = np.concatenate(([0], ends[:-1] + 1)).astype(np.int64) if len(ends) else ends
+    starts = np.concatenate(([0], ends[:-1] + 1)).astype(np.int64)
     filled = ends > starts
-    first = np.where(filled, buf[np.minimum(starts, max(len(buf) - 1, 0))] if len(buf) else 0, 0)
-    last = np.where(filled, buf[np.maximum(ends - 1, 0)] if len(buf) else 0, 0)
+    # each line's first, last and last but one byte (a byte of a neighbour for an empty line: unused)
+    first = buf[np.minimum(starts, len(buf) - 1)]
+    last = buf[np.maximum(ends - 1, 0)]
     brace = last == ord("}")
     if layout == "array":
         lone = filled & (ends - starts == 1) & ((first == ord("[")) | (first == ord("]")))
         objects = filled & ~lone
         comma = objects & (last == ord(","))
-        before = buf[np.maximum(ends - 2, 0)] if len(buf) else np.zeros(0, np.uint8)
+        before = buf[np.maximum(ends - 2, 0)]
         if not np.all(first[objects] == ord("{")) or not np.all(
             brace[objects] | (before[objects] == ord("}")) & comma[objects]
         ):

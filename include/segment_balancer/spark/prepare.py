@@ -738,10 +738,9 @@ def _join_job(
     :func:`~segment_balancer.spark.session.run_tasks`. Returns the join tasks' summaries (one
     summary with ``bad_replicas`` when a replica row needs the reference reader)."""
     from segment_balancer.common.spark_columns import parallelism
-    from segment_balancer.druid.snapshot.lines import GZIP_SPLIT_BYTES, decompress_task, line_ranges
     from segment_balancer.druid.snapshot.segments import _array_one_object_per_line
     from segment_balancer.spark.session import run_tasks
-    from segment_balancer.spark.used_segments import range_bytes
+    from segment_balancer.spark.used_segments import byte_ranges
 
     work = Path(work).absolute()
     work_uri = str(work)
@@ -772,13 +771,10 @@ def _join_job(
     else:
         layout = "document" if join_inputs.document_layout(path, gz) else None
     if layout is not None:
-        size = path.stat().st_size
-        if gz and layout != "document" and size >= GZIP_SPLIT_BYTES:
-            plain = work / scratch / "server_segments.plain"
-            if not run_tasks(spark, [{"path": str(path), "dest": str(plain)}], decompress_task)[0]:
-                return [{**_summary(), "bad_replicas": True}]
-            path, gz, size = plain, False, plain.stat().st_size
-        ranges = [(0, size)] if gz or layout == "document" else line_ranges(path, range_bytes(size, cores))
+        found = byte_ranges(spark, path, work / scratch / "server_segments.plain", whole=layout == "document")
+        if found is None:
+            return [{**_summary(), "bad_replicas": True}]
+        path, gz, ranges = found
         known, hist = sorted(all_names), sorted(historicals)
         items += [
             {

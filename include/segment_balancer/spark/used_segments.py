@@ -238,6 +238,28 @@ def range_bytes(size: int, cores: int) -> int:
     return min(RANGE_BYTES, max(MIN_RANGE_BYTES, -(-size // cores)))
 
 
+def byte_ranges(spark, path: Path, plain: Path, whole: bool = False) -> tuple[Path, bool, list[tuple[int, int]]] | None:
+    """How tasks read the text file ``path``: ``(the file they read, whether it is gzip read whole,
+    its (start, end) byte ranges)``. A plain file in ranges of :func:`range_bytes`, cut at line
+    ends; a gzip file of at least ``GZIP_SPLIT_BYTES`` decompressed first to ``plain`` by one task
+    (:func:`~segment_balancer.druid.snapshot.lines.decompress_task`) and read so; a smaller gzip
+    file, or any file when ``whole``, as one range. None when the gzip file does not decompress
+    whole (the reference reader names it)."""
+    from segment_balancer.common.spark_columns import parallelism
+    from segment_balancer.druid.snapshot.lines import GZIP_SPLIT_BYTES, decompress_task, line_ranges
+    from segment_balancer.spark.session import run_tasks
+
+    gz = path.name.endswith(".gz")
+    size = path.stat().st_size
+    if gz and not whole and size >= GZIP_SPLIT_BYTES:
+        if not run_tasks(spark, [{"path": str(path), "dest": str(plain)}], decompress_task)[0]:
+            return None
+        path, gz, size = plain, False, plain.stat().st_size
+    if gz or whole:
+        return path, gz, [(0, size)]
+    return path, gz, line_ranges(path, range_bytes(size, parallelism(spark)))
+
+
 def _parse_range(item: dict) -> tuple[int, int, bool, list[int]]:
     """Parse task: read the byte range ``item`` of ``segments.jsonl[.gz]`` (the whole file for
     gzip), split its lines as Spark's text reader does, number them from 1 within the range,
@@ -326,21 +348,16 @@ def _fast_summaries(spark, path: Path, work: Path, aside: str) -> list[dict] | N
     the buckets' summaries, or None when a range is bad (the reference reader's turn). The parsed
     rows live in a scratch directory of ``work``, removed on return."""
     from segment_balancer.common.spark_columns import parallelism
-    from segment_balancer.druid.snapshot.lines import GZIP_SPLIT_BYTES, decompress_task, line_ranges
     from segment_balancer.spark.session import run_tasks
 
     work, path = Path(work).absolute(), Path(path).absolute()
     scratch = work / f"{TABLE_FILE}.parsed-{uuid.uuid4().hex[:8]}"
     cores = parallelism(spark)
-    gz = path.name.endswith(".gz")
-    size = path.stat().st_size
     try:
-        if gz and size >= GZIP_SPLIT_BYTES:
-            plain = scratch / "segments.jsonl"
-            if not run_tasks(spark, [{"path": str(path), "dest": str(plain)}], decompress_task)[0]:
-                return None
-            path, gz, size = plain, False, plain.stat().st_size
-        ranges = [(0, size)] if gz else line_ranges(path, range_bytes(size, cores))
+        found = byte_ranges(spark, path, scratch / "segments.jsonl")
+        if found is None:
+            return None
+        path, gz, ranges = found
         common = {"path": str(path), "gzip": gz, "buckets": cores, "scratch": str(scratch)}
         items = [{"index": i, "start": a, "end": b, **common} for i, (a, b) in enumerate(ranges)]
         parsed = run_tasks(spark, items, _parse_range)

@@ -306,9 +306,19 @@ def parse_replica_json(row: np.ndarray, data: bytes | None, historicals: frozens
     n = len(row)
     if n == 0:
         return schema.empty_table()
+    every_row_bad = pa.table(
+        {
+            "row": pa.array(row, pa.int64()),
+            "server": pa.nulls(n, pa.string()),
+            "segment_id": pa.nulls(n, pa.string()),
+            "historical": pa.nulls(n, pa.bool_()),
+            "bad": pa.array(np.ones(n, bool)),
+        },
+        schema=schema,
+    )
+    if data is None:
+        return every_row_bad
     try:
-        if data is None:
-            raise pa.ArrowInvalid("not one object per line")
         table = pj.read_json(
             io.BytesIO(data),
             parse_options=pj.ParseOptions(
@@ -317,19 +327,10 @@ def parse_replica_json(row: np.ndarray, data: bytes | None, historicals: frozens
                 newlines_in_values=False,
             ),
         )
-        if table.num_rows != n:
-            raise pa.ArrowInvalid("not one object per line")
     except (pa.ArrowInvalid, pa.ArrowTypeError, pa.ArrowNotImplementedError):
-        return pa.table(
-            {
-                "row": pa.array(row, pa.int64()),
-                "server": pa.nulls(n, pa.string()),
-                "segment_id": pa.nulls(n, pa.string()),
-                "historical": pa.nulls(n, pa.bool_()),
-                "bad": pa.array(np.ones(n, bool)),
-            },
-            schema=schema,
-        )
+        return every_row_bad
+    if table.num_rows != n:
+        return every_row_bad
     server, segment_id = table.column("server").combine_chunks(), table.column("segment_id").combine_chunks()
     historical = pc.is_in(server, value_set=pa.array(sorted(historicals), pa.string()))
     bad = pc.or_(
