@@ -18,6 +18,10 @@ under ``--cache``. ``--plans`` says which plans, each a CLI run of its own: ``is
 ``COORDINATOR_APP_NAMES``) and ``compare`` (``plan --compare``, what a DAG run does: the #7458 plan,
 then ``compare_coordinators``, which plans with ``druid`` too and compares); all three by default.
 
+``--machine-cache`` says what the machine's cache holds when a plan starts (stage 0's entries by
+the snapshot's content, ``segment_balancer.common.cache``): ``new`` (default: empty, a first run
+on the snapshot), ``kept`` (filled by the same plan run once before, unmeasured) or ``off``.
+
 ``--simulate SIZE …`` adds ``simulate --runs R`` (``--simulate-runs``, 10) with each coordinator on
 those inputs (``8200``: the 8k simulation), in process: its wall, JVMs and peak memory. Usage::
 
@@ -192,6 +196,29 @@ def written_per_app(work: Path, apps: list[str]) -> dict[str, int]:
     return dict(out)
 
 
+MACHINE_CACHE = {
+    "new": "an empty one, so stage 0 reads the snapshot and keeps what it found (a first run; the default)",
+    "kept": "what the same plan, run once unmeasured before, kept (a later run on the same snapshot)",
+    "off": "none: nothing is kept or taken",
+}
+
+
+def machine_cache(how: str, directory: Path) -> None:
+    """Point the CLI's machine cache (``SEGMENT_BALANCER_CACHE``, inherited by the child process)
+    at ``directory`` emptied (``new``), as it is (``kept``), or turn it off (``off``)."""
+    import shutil
+
+    from segment_balancer.common.cache import CACHE_ENV, CACHE_OFF
+
+    if how == "off":
+        os.environ[CACHE_ENV] = CACHE_OFF
+        return
+    if how == "new":
+        shutil.rmtree(directory, ignore_errors=True)
+    directory.mkdir(parents=True, exist_ok=True)
+    os.environ[CACHE_ENV] = str(directory)
+
+
 def run_cli(snapshot: Path, mode: str, tmp: Path, server, timeout: float, plan: str = DEFAULT_COORDINATOR) -> dict:
     """:func:`bench_overhead.run_cli` with this script's :class:`Watch` (the CLI making the plan
     ``plan``, :func:`plan_args`), and per application the bytes left in the work directory and
@@ -363,6 +390,13 @@ def main() -> None:
     parser.add_argument("--simulate-runs", type=int, default=10, help="runs of each simulation (default 10)")
     parser.add_argument("--timeout", type=float, default=3600.0)
     parser.add_argument("--cache", type=Path, default=Path(tempfile.gettempdir()) / "segment_balancer-bench")
+    parser.add_argument(
+        "--machine-cache",
+        choices=MACHINE_CACHE,
+        default="new",
+        help="the machine cache each plan finds (segment_balancer.common.cache): "
+        + "; ".join(f"{k}: {v}" for k, v in MACHINE_CACHE.items()),
+    )
     args = parser.parse_args()
     args.cache.mkdir(parents=True, exist_ok=True)
     results, simulations = [], []
@@ -381,7 +415,12 @@ def main() -> None:
                 for name in args.sizes:
                     snap = snapshot_for(name, args.cache)
                     for plan in args.plans:
-                        r = run_cli(snap, mode, tmp / f"{mode}-{name}-{plan}", server, args.timeout, plan)
+                        where = tmp / f"{mode}-{name}-{plan}"
+                        machine_cache(args.machine_cache, tmp / "machine-cache")
+                        if args.machine_cache == "kept":
+                            print(f"filling the machine cache: {name} {mode} {plan}", file=sys.stderr, flush=True)
+                            run_cli(snap, mode, where, server, args.timeout, plan)
+                        r = run_cli(snap, mode, where, server, args.timeout, plan)
                         results.append((name, mode, r))
                         print(f"done: {name} {mode} {plan}: {r['wall']:.1f} s", file=sys.stderr, flush=True)
                 if mode == "cluster":

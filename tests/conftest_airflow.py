@@ -7,6 +7,9 @@ Imported by ``tests/conftest.py`` (so at collection start). Sets, for this pytes
   (``dags/``) and ``test-dags`` (``tests/dags/bundle/``);
 - the object-storage XCom backend as in ``airflow.cfg.template`` (files under ``$AIRFLOW_HOME/xcom``);
 - ``SEGMENT_BALANCER_HOME`` = ``$AIRFLOW_HOME/segment_balancer`` (runs, plans);
+- ``SEGMENT_BALANCER_CACHE`` = ``off``: no run takes what another kept, so a test that compares two
+  ways of computing a stage computes both (the tests of the cache turn it on in a directory of
+  their own);
 - ``AIRFLOW_CONN_SPARK_DEFAULT`` = local Spark (kept if already set, e.g. by the Makefile);
 - ``PYSPARK_PYTHON`` = this interpreter.
 
@@ -55,6 +58,7 @@ os.environ.update(
             ]
         ),
         "SEGMENT_BALANCER_HOME": str(AIRFLOW_HOME / "segment_balancer"),
+        "SEGMENT_BALANCER_CACHE": "off",
         "PYSPARK_PYTHON": sys.executable,
     }
 )

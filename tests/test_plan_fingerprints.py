@@ -8,6 +8,7 @@ decision or one summary number changes a fingerprint."""
 from __future__ import annotations
 
 import json
+import os
 from pathlib import Path
 
 import pytest
@@ -34,3 +35,19 @@ def test_bundled(spark, tmp_path, name, strategy):
 
     run_plan(spark, BUNDLED / name, tmp_path / "plan", overrides={"balancerStrategy": strategy} if strategy else None)
     assert fingerprint(tmp_path / "plan") == EXPECTED[f"{name}@{strategy}" if strategy else name]
+
+
+def test_a_plan_from_the_machine_cache_is_the_plan(spark, tmp_path, monkeypatch):
+    """With the machine cache on, the first plan keeps stage 0's table and the second takes it: both
+    are the plan of ``druid_sample``."""
+    from segment_balancer.common.cache import CACHE_ENV
+    from segment_balancer.spark import used_segments as U
+    from segment_balancer.tools.pipeline import run_plan
+
+    monkeypatch.setenv(CACHE_ENV, str(tmp_path / "cache"))
+    run_plan(spark, BUNDLED / "druid_sample", tmp_path / "first")
+    assert fingerprint(tmp_path / "first") == EXPECTED["druid_sample"]
+    assert len(os.listdir(tmp_path / "cache" / U.CACHE_KIND)) == 1
+    monkeypatch.setattr(U, "_fast_summaries", None)  # the second plan reads no segments.jsonl
+    run_plan(spark, BUNDLED / "druid_sample", tmp_path / "second")
+    assert fingerprint(tmp_path / "second") == EXPECTED["druid_sample"]

@@ -4,8 +4,10 @@ timeline rules (one segment straddles a ``BUCKET_MS`` boundary); a line only the
 can type."""
 
 import json
+import os
 
 import pandas as pd
+import pytest
 from compaction_snapshot import OVERSHADOWED, ROWS, SEGMENT_IDS, STANDBY, TOMBSTONES, UNUSED, VISIBLE, WAITING, line_of
 from pyroaring import BitMap
 
@@ -161,3 +163,67 @@ def test_the_timeline_table_carries_the_partial_load_fields(spark, tmp_path):
     )
     matcher = matcher_from_json({"type": "globClusterGroup", "patterns": [{"tenant": "g*"}]})
     assert matcher.match(shape).parts == (1,)
+
+
+def test_a_file_read_before_comes_from_the_cache_and_a_changed_one_is_read_again(spark, tmp_path, monkeypatch):
+    """With the cache on, the second run on the same bytes (another directory, another work
+    directory) reads nothing and writes the same table, summary and groups; one byte changed and the
+    file is read again; a refused file is refused again, never kept."""
+    import shutil
+
+    import pyarrow.parquet as pq
+
+    from segment_balancer.common.cache import CACHE_ENV
+    from segment_balancer.druid.snapshot.errors import SnapshotError
+    from segment_balancer.spark import used_segments as U
+
+    monkeypatch.setenv(CACHE_ENV, str(tmp_path / "cache"))
+    reads = []
+    fast = U._fast_summaries
+    monkeypatch.setattr(U, "_fast_summaries", lambda *a: reads.append(a[1]) or fast(*a))
+
+    def run(snap, work):
+        xcom = used_segments(spark, snap, work)
+        table = pq.read_table(work / U.TABLE_FILE).sort_by("line").to_pylist()
+        return xcom, table, json.loads((work / "timeline" / "summary.json").read_text())
+
+    first = tmp_path / "first"
+    first.mkdir()
+    (first / "segments.jsonl").write_text("".join(json.dumps(r) + "\n" for r in ROWS))
+    computed = run(first, tmp_path / "w1")
+    assert len(reads) == 1 and computed[1] and G.decode_all(computed[0]["groups"])["Visible"]
+    second = tmp_path / "second"
+    shutil.copytree(first, second)
+    assert run(second, tmp_path / "w2") == computed and len(reads) == 1  # the cache's, not read
+    assert not list((tmp_path / "w2" / "timeline").glob("*.tmp-*"))
+
+    (second / "segments.jsonl").write_text("".join(json.dumps(r) + "\n" for r in ROWS[:-1]))
+    changed = run(second, tmp_path / "w3")
+    assert len(reads) == 2 and len(changed[1]) == len(ROWS) - 1
+
+    entries = sorted(os.listdir(tmp_path / "cache" / U.CACHE_KIND))
+    (second / "segments.jsonl").write_text('{"dataSource": "x", "interval": "not an interval", "size": 1}\n')
+    for work in ("w4", "w5"):
+        with pytest.raises(SnapshotError, match="line 1"):
+            used_segments(spark, second, tmp_path / work)
+    assert sorted(os.listdir(tmp_path / "cache" / U.CACHE_KIND)) == entries and len(entries) == 2
+
+
+def test_an_entry_gone_half_way_is_computed_again(spark, tmp_path, monkeypatch):
+    """An entry another process is removing (its files gone): the run reads the file itself."""
+    import pyarrow.parquet as pq
+
+    from segment_balancer.common.cache import CACHE_ENV
+    from segment_balancer.spark import used_segments as U
+
+    monkeypatch.setenv(CACHE_ENV, str(tmp_path / "cache"))
+    snap = tmp_path / "snap"
+    snap.mkdir()
+    (snap / "segments.jsonl").write_text("".join(json.dumps(r) + "\n" for r in ROWS))
+    computed = used_segments(spark, snap, tmp_path / "w1")
+    (entry,) = (tmp_path / "cache" / U.CACHE_KIND).iterdir()
+    (entry / "summary.json").unlink()
+    assert used_segments(spark, snap, tmp_path / "w2") == computed
+    assert pq.read_table(tmp_path / "w2" / U.TABLE_FILE).num_rows == len(ROWS)
+    assert json.loads((tmp_path / "w2" / "timeline" / "summary.json").read_text())["flag_disagreements"] == 1
+    assert not list((tmp_path / "w2" / "timeline").glob("*.tmp-*"))

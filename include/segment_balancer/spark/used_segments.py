@@ -30,6 +30,11 @@ the file, the line, the value and what was expected (a corrupt gzip file: Spark'
 :func:`~segment_balancer.druid.snapshot.segments.gzip_refusal`); were that reader to accept the
 file, its rows are classified instead, in Spark jobs.
 
+What an accepted file gave is kept in the machine's cache by the SHA-256 of its bytes and the
+code (:data:`CACHE_KIND`, :mod:`segment_balancer.common.cache`): a later run on the same file (a
+what-if, a simulated run, a DAG run triggered again, ``--compare``'s snapshot in a later plan)
+hashes it and takes the table as it was written, with no Spark job.
+
 The timeline of a datasource is computed over each segment's interval clipped to 1900-2200 in
 ``BUCKET_MS`` steps (the union of the pieces of that range the segment overlaps; instants outside
 stay in their own step), so eternity segments and far instants stay in range.
@@ -47,6 +52,7 @@ from pathlib import Path
 
 import numpy as np
 
+from segment_balancer.common import cache
 from segment_balancer.common.files import remove_path, replace_path, write_json_atomic
 from segment_balancer.druid.snapshot.errors import SnapshotError
 
@@ -430,7 +436,9 @@ def used_segments(spark, snapshot: Path, work: Path) -> dict:
 
     Two passes of task functions (module docstring): two Spark jobs (three for a large gzip
     file), none for a small run; a
-    bad file costs the reference reader's Spark jobs more. Raises
+    bad file costs the reference reader's Spark jobs more. A file this code accepted before on
+    this machine (the same bytes: their SHA-256) is not read again: its table, summary and groups
+    come from the cache (:data:`CACHE_KIND`), and no Spark job runs. Raises
     :class:`SnapshotError` naming the file and line of the first bad rows (or the datasource whose
     timeline cannot be built), and then no table is left behind.
     """
@@ -443,6 +451,12 @@ def used_segments(spark, snapshot: Path, work: Path) -> dict:
     path = segments_path(snapshot)
     file = path.name
     aside = f"{TABLE_FILE}.tmp-{uuid.uuid4().hex[:8]}"
+    key = _cache_key(path)
+    found = None if key is None else cache.entry(CACHE_KIND, key)
+    if found is not None:
+        result = _from_cache(found, work, aside)
+        if result is not None:
+            return result
     try:
         summaries = _fast_summaries(spark, path, work, aside)
         if summaries is None or any(s["bad"] for s in summaries):
@@ -478,7 +492,56 @@ def used_segments(spark, snapshot: Path, work: Path) -> dict:
     for s in summaries:
         for name, data in s["groups"].items():
             groups[name] = groups.get(name, BitMap()) | BitMap.deserialize(data)
-    return {"stage": 0, "index": "segments.jsonl row (line - 1)", "groups": G.encode_all(groups)}
+    result = {"stage": 0, "index": "segments.jsonl row (line - 1)", "groups": G.encode_all(groups)}
+    if key is not None:
+        cache.store(CACHE_KIND, key, lambda tmp: _fill_cache(tmp, work, result))
+    return result
+
+
+CACHE_KIND = "used_segments"
+"""The cache's entries of this stage (:mod:`segment_balancer.common.cache`): per content of
+``segments.jsonl[.gz]`` and code, the table's parts (``table/``), ``summary.json`` and the XCom
+dict (``result.json``) of a file that was accepted. A refused file is read again by every run."""
+
+
+def _cache_key(path: Path) -> str | None:
+    """The cache key of the segments file ``path`` (:func:`~segment_balancer.common.cache.content_key`),
+    None when it cannot be read (the readers refuse it)."""
+    try:
+        return cache.content_key(path)
+    except OSError:
+        return None
+
+
+def _fill_cache(tmp: Path, work: Path, result: dict) -> None:
+    """Write the cache entry of a run whose table and summary are in ``work`` (hard links where the
+    file system allows)."""
+    from segment_balancer.common.files import link_or_copy
+
+    (tmp / "table").mkdir()
+    for part in sorted((work / TABLE_FILE).iterdir()):
+        link_or_copy(part, tmp / "table" / part.name)
+    link_or_copy(work / "timeline" / "summary.json", tmp / "summary.json")
+    (tmp / "result.json").write_text(json.dumps(result))
+
+
+def _from_cache(found: Path, work: Path, aside: str) -> dict | None:
+    """Put the cache entry ``found`` in place in ``work`` (the table and ``summary.json``) and
+    return its XCom dict; None when the entry went away meanwhile (the stage computes it)."""
+    from segment_balancer.common.files import link_or_copy
+
+    try:
+        result = json.loads((found / "result.json").read_text())
+        (work / aside).mkdir(parents=True)
+        for part in sorted((found / "table").iterdir()):
+            link_or_copy(part, work / aside / part.name)
+        summary = json.loads((found / "summary.json").read_text())
+    except (OSError, ValueError):
+        remove_path(work / aside)
+        return None
+    replace_path(work / aside, work / TABLE_FILE)
+    write_json_atomic(summary, work / "timeline" / "summary.json")
+    return result
 
 
 def read_summary(work: Path) -> dict:

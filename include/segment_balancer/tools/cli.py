@@ -26,7 +26,6 @@ import json
 import logging
 import os
 import re
-import shutil
 import sys
 import traceback
 from contextlib import ExitStack
@@ -48,10 +47,11 @@ about another segment of the same snapshot needs no Spark."""
 
 
 def explain_cache_root() -> Path:
-    """Where ``explain --snapshot`` keeps prepared tables: ``$XDG_CACHE_HOME/segment_balancer/explain``
-    (``~/.cache/…`` without it)."""
-    base = os.environ.get("XDG_CACHE_HOME") or str(Path.home() / ".cache")
-    return Path(base) / "segment_balancer" / "explain"
+    """Where ``explain --snapshot`` keeps prepared tables: ``explain/`` of the machine's cache
+    (:func:`segment_balancer.common.cache.cache_root`)."""
+    from segment_balancer.common.cache import cache_root
+
+    return cache_root() / "explain"
 
 
 def _explain_key(snapshot: Path, overrides: dict | None) -> str:
@@ -76,6 +76,7 @@ def explain(
     The snapshot's ``used_segments`` and ``prepare`` run in Spark once and their tables are kept
     (:func:`explain_cache_root`, the :data:`EXPLAIN_CACHE_KEPT` newest snapshots); the answer is
     read from them with pyarrow, so a second question about the same snapshot starts no Spark."""
+    from segment_balancer.common.cache import keep_newest
     from segment_balancer.common.files import replace_dir
     from segment_balancer.plan.explain import explain_segment
 
@@ -101,10 +102,7 @@ def explain(
         finally:
             release(spark)
     os.utime(work)
-    for old in sorted(
-        (p for p in root.iterdir() if p.is_dir() and not p.name.startswith(".")), key=lambda p: -p.stat().st_mtime
-    )[EXPLAIN_CACHE_KEPT:]:
-        shutil.rmtree(old, ignore_errors=True)
+    keep_newest(root, EXPLAIN_CACHE_KEPT)
     try:
         return explain_segment(work, segment_id, tier)
     except KeyError as exc:
