@@ -22,7 +22,7 @@ def count_of(required: int, loadable: int, loaded: int) -> ReplicaCount:
 
 def replica_counts(per_segment: dict[int, dict[str, ReplicaCount]]) -> ReplicaCounts:
     counts = ReplicaCounts(DruidCluster([]))
-    counts.counts = {SEGMENTS[i]: tiers for i, tiers in per_segment.items()}
+    counts.counts = {SEGMENTS[i].id: tiers for i, tiers in per_segment.items()}
     return counts
 
 

@@ -102,38 +102,43 @@ class ReplicaCount:
 
 
 class ReplicaCounts:
-    """Every segment's :class:`ReplicaCount` per tier, counted when the run begins."""
+    """Every segment's :class:`ReplicaCount` per tier, counted when the run begins. ``counts`` is
+    keyed by segment id: a str hashes once and compares in C, where a ``DataSegment`` key calls
+    its Python ``__hash__`` at every lookup (some ten million of them in a 1M run's rules)."""
 
     def __init__(self, cluster: DruidCluster):
-        self.counts: dict[DataSegment, dict[str, ReplicaCount]] = {}
+        self.counts: dict[str, dict[str, ReplicaCount]] = {}
         for tier, holders in cluster.managed.items():
             for holder in holders:
-                for segment in holder.served_segments():
-                    self.setdefault(segment, tier).loaded += 1
+                for segment_id in holder.server.segments:
+                    self._setdefault(segment_id, tier).loaded += 1
                 for segment, action in holder.actions.items():
-                    self.setdefault(segment, tier).queued(action)
+                    self._setdefault(segment.id, tier).queued(action)
         for holder in cluster.brokers + cluster.realtimes:
-            for segment in holder.served_segments():
-                self.setdefault(segment, holder.tier).loaded_elsewhere += 1
+            for segment_id in holder.server.segments:
+                self._setdefault(segment_id, holder.tier).loaded_elsewhere += 1
 
-    def setdefault(self, segment: DataSegment, tier: str) -> ReplicaCount:
-        """The segment's count in ``tier``, created empty when absent."""
-        tiers = self.counts.get(segment)
+    def _setdefault(self, segment_id: str, tier: str) -> ReplicaCount:
+        tiers = self.counts.get(segment_id)
         if tiers is None:
-            tiers = self.counts[segment] = {}
+            tiers = self.counts[segment_id] = {}
         count = tiers.get(tier)
         if count is None:
             count = tiers[tier] = ReplicaCount()
         return count
 
+    def setdefault(self, segment: DataSegment, tier: str) -> ReplicaCount:
+        """The segment's count in ``tier``, created empty when absent."""
+        return self._setdefault(segment.id, tier)
+
     def get(self, segment: DataSegment, tier: str) -> ReplicaCount:
         """The segment's count in ``tier`` (an empty one when absent, not stored)."""
-        return self.counts.get(segment, {}).get(tier) or ReplicaCount()
+        return self.counts.get(segment.id, {}).get(tier) or ReplicaCount()
 
     def total(self, segment: DataSegment) -> ReplicaCount:
         """The segment's counts summed over its tiers."""
         total = ReplicaCount()
-        for count in self.counts.get(segment, {}).values():
+        for count in self.counts.get(segment.id, {}).values():
             total.accumulate(count)
         return total
 
@@ -405,7 +410,7 @@ class StrategicSegmentAssigner:
         if plan is None:
             return False
         checks, entries = plan
-        tiers = self.replica_counts.counts.get(segment)
+        tiers = self.replica_counts.counts.get(segment.id)
         if tiers is None:
             return False
         for tier, required in checks:

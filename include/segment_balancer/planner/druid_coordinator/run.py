@@ -154,8 +154,9 @@ def segment_stats(
     unavailable: dict[str, int] = {}
     under: dict[str, dict[str, int]] = {}
     deep_only: dict[str, int] = {}
+    by_id = counts.counts
     for segment in used:
-        tiers = counts.counts.get(segment)
+        tiers = by_id.get(segment.id)
         ds = segment.datasource
         if tiers is None:
             unavailable[ds] = unavailable.get(ds, 0) + 1
