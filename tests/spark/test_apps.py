@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import json
 import shutil
+from pathlib import Path
 
 import pandas as pd
 import pytest
@@ -15,6 +16,8 @@ from segment_balancer.planner.groups import group_name
 from segment_balancer.planner.stages import APP_NAMES, stage_module, stage_number
 from segment_balancer.spark.apps import run_app, skip_if_idle
 from segment_balancer.spark.stage_run import SparkStageRun as Run
+
+SAMPLE = Path(__file__).resolve().parents[2] / "include" / "segment_balancer" / "snapshots" / "druid_sample"
 
 
 @pytest.fixture(scope="module")
@@ -110,3 +113,74 @@ def test_run_app_and_the_skip_agree(spark, planned, tmp_path):
     shutil.copytree(base / "work", work, ignore=shutil.ignore_patterns("plan"))
     xcom = {"stage": 1, "groups": G.encode_all({"StillUnreplicated": BitMap()})}
     assert run_app(spark, "stage02_underbroadcast", base, work, xcom) == {"stage": 2, "groups": xcom["groups"]}
+
+
+def test_compare_beside_the_run_gives_the_plans_compare_after_it_gives(spark, tmp_path, monkeypatch):
+    """A run in Spark (no task on the driver) plans the other coordinator in a thread beside its
+    own applications, right after ``prepare``: the published plan, the compared plan and
+    ``comparison.json`` are those of the same run compared after it (``compare_alongside`` off)."""
+    import threading
+
+    from segment_balancer.plan.fingerprint import fingerprint
+    from segment_balancer.spark import apps
+    from segment_balancer.spark import session as S
+    from segment_balancer.tools.pipeline import run_plan
+
+    monkeypatch.setenv(S.DRIVER_TASKS_ENV, "-1")
+    started = []
+    real = apps.compare_alongside
+    monkeypatch.setattr(apps, "compare_alongside", lambda *a: started.append(a[2]) or real(*a))
+    run_plan(spark, SAMPLE, tmp_path / "beside", work=tmp_path / "w1", compare=True)
+    assert started == [tmp_path / "w1"] and not apps._ALONGSIDE
+    assert not [t for t in threading.enumerate() if t.name == "compare_coordinators"]
+    monkeypatch.setattr(apps, "compare_alongside", lambda *a: None)
+    run_plan(spark, SAMPLE, tmp_path / "after", work=tmp_path / "w2", compare=True)
+    for plan in ("", "compared/druid"):
+        assert fingerprint(tmp_path / "beside" / plan) == fingerprint(tmp_path / "after" / plan)
+    assert json.loads((tmp_path / "beside" / "comparison.json").read_text()) == json.loads(
+        (tmp_path / "after" / "comparison.json").read_text()
+    )
+
+
+def test_a_run_that_fails_beside_the_compared_one_stops_it_and_waits(spark, tmp_path, monkeypatch):
+    """The run's own stage 1 fails while the other coordinator plans beside it: the error is the
+    run's, the other coordinator starts no application after the one running (no plan in its fork)
+    and its thread has ended."""
+    import threading
+
+    from segment_balancer.spark import apps
+    from segment_balancer.spark import session as S
+    from segment_balancer.tools.pipeline import make_plan
+
+    monkeypatch.setenv(S.DRIVER_TASKS_ENV, "-1")
+    real = apps.run_app
+
+    def failing(spark, name, *args):
+        if name == "stage01_unreplicated":
+            raise OSError("disk full")
+        return real(spark, name, *args)
+
+    monkeypatch.setattr(apps, "run_app", failing)
+    with pytest.raises(OSError, match="disk full"):
+        make_plan(spark, SAMPLE, tmp_path / "work", compare=True)
+    assert not apps._ALONGSIDE
+    assert not [t for t in threading.enumerate() if t.name == "compare_coordinators"]
+    assert (tmp_path / "work" / "compared_work" / "druid" / "prepared").is_dir()  # forked after prepare
+    assert not (tmp_path / "work" / "compared_work" / "druid" / "plan").exists()
+
+
+def test_the_compared_plan_runs_beside_a_run_in_spark_up_to_a_size(tmp_path, monkeypatch):
+    from segment_balancer.common.files import write_json_atomic
+    from segment_balancer.spark import apps
+    from segment_balancer.spark import session as S
+
+    write_json_atomic(
+        {"per_datasource": {"a": {"visible": 60, "unused": 1}, "b": {"standby": 39}}},
+        tmp_path / "timeline" / "summary.json",
+    )
+    assert not apps.alongside_fits(SAMPLE, tmp_path)  # 100 segments: a small run, on the driver
+    monkeypatch.setenv(S.DRIVER_TASKS_ENV, "-1")
+    monkeypatch.setattr(apps, "ALONGSIDE_AT_MOST_SEGMENTS", 100)
+    assert apps.alongside_fits(SAMPLE, tmp_path)
+    monkeypatch.setattr(apps, "ALONGSIDE_AT_MOST_SEGMENTS", 99)
+    assert not apps.alongside_fits(SAMPLE, tmp_path)

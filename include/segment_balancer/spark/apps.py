@@ -239,17 +239,107 @@ def plan_other_coordinator(spark, snapshot: Path, work: Path, overrides: dict | 
     (:func:`segment_balancer.spark.workdir.fork_work`: ``WORK/compared_work/<coordinator>/``), each
     of its applications after ``prepare`` in order (``assemble`` last: its plan is
     ``WORK/compared_work/<coordinator>/plan``; validated and set beside the run's plan by
-    ``segment_balancer.plan.validation.attach_compared``). Returns the fork."""
+    ``segment_balancer.plan.validation.attach_compared``). Returns the fork. When
+    :func:`compare_alongside` started them beside the run's own applications, this waits for them
+    (and raises what they raised)."""
+    alongside = _ALONGSIDE.pop(str(Path(work).absolute()), None)
+    if alongside is not None:
+        return alongside.result()
+    fork = _fork_other(work)
+    _plan_fork(spark, snapshot, work, fork, overrides)
+    return fork
+
+
+def _fork_other(work: Path) -> Path:
     from segment_balancer.spark.workdir import fork_work
 
-    other = other_coordinator(run_coordinator(work))
-    fork = fork_work(work, other)
-    xcom = {"stage": 0, "groups": json.loads((work / "groups" / "prepare.json").read_text())}
+    return fork_work(work, other_coordinator(run_coordinator(work)))
+
+
+def _plan_fork(spark, snapshot: Path, work: Path, fork: Path, overrides: dict | None, stop=None) -> None:
+    """The other coordinator's applications after ``prepare`` in ``fork``, in order; before each,
+    none when ``stop`` (a ``threading.Event``) is set."""
+    other = run_coordinator(fork)
+    xcom = {"stage": 0, "groups": json.loads((Path(work) / "groups" / "prepare.json").read_text())}
     log = logging.getLogger("segment_balancer.compare")
     for name in COORDINATOR_APP_NAMES[other][2:]:
+        if stop is not None and stop.is_set():
+            raise RuntimeError(f"compared plan abandoned before {name}: the run's own plan failed")
         log.info("running %s (compared)", name)
         xcom = run_app(spark, name, snapshot, fork, xcom, {**(overrides or {}), "coordinator": other})
-    return fork
+
+
+class _Alongside:
+    """The other coordinator's applications in a thread of their own (:func:`compare_alongside`)."""
+
+    def __init__(self, spark, snapshot: Path, work: Path, overrides: dict | None):
+        import threading
+
+        self.fork = _fork_other(work)
+        self.stop = threading.Event()
+        self.error: BaseException | None = None
+        self.thread = threading.Thread(
+            target=self._run, args=(spark, snapshot, work, overrides), name="compare_coordinators", daemon=True
+        )
+        self.thread.start()
+
+    def _run(self, spark, snapshot, work, overrides) -> None:
+        try:
+            _plan_fork(spark, snapshot, work, self.fork, overrides, self.stop)
+        except BaseException as exc:  # handed to the thread that waits for the result
+            self.error = exc
+
+    def result(self) -> Path:
+        self.thread.join()
+        if self.error is not None:
+            raise self.error
+        return self.fork
+
+    def abandon(self) -> None:
+        """Let the application running finish, start no other, and wait."""
+        self.stop.set()
+        self.thread.join()
+
+
+_ALONGSIDE: dict[str, _Alongside] = {}
+
+ALONGSIDE_AT_MOST_SEGMENTS = 2_000_000
+"""The largest run (segments of its timeline) whose compared plan runs beside its own
+(:func:`alongside_fits`): the two coordinators' Python workers then hold their runs at once (at 1M
+the ``druid_rules`` worker peaks at 4.4 GiB, #7458's stage workers at 2.6 GiB), which a larger
+run would not fit in this 24 GiB machine beside the driver; a larger one compares after."""
+
+
+def alongside_fits(snapshot: Path, work: Path) -> bool:
+    """Whether the run in ``work`` (after ``prepare``) plans the other coordinator beside its own
+    (:func:`compare_alongside`): its task functions run in Spark (not :func:`small_run`) and its
+    timeline has at most :data:`ALONGSIDE_AT_MOST_SEGMENTS` segments."""
+    from segment_balancer.spark.used_segments import read_summary
+
+    if small_run(snapshot):
+        return False
+    per_datasource = read_summary(work)["per_datasource"]
+    return sum(n for counts in per_datasource.values() for n in counts.values()) <= ALONGSIDE_AT_MOST_SEGMENTS
+
+
+def compare_alongside(spark, snapshot: Path, work: Path, overrides: dict | None) -> None:
+    """Start ``compare_coordinators``' work now, right after ``prepare``, beside the run's own
+    applications: the fork of ``work`` made at once, then the other coordinator's applications in
+    a thread of their own, their Spark jobs in the same session as the run's (the CLI's ``plan
+    --compare``; each application still one :func:`run_app`, with its own job tag and timing in the
+    fork). The other coordinator's plan reads only what ``prepare`` left, so it is the plan it would
+    be after the run's. ``compare_coordinators`` (:func:`plan_other_coordinator`) then waits for
+    it. For a run of :func:`alongside_fits` only (on the driver the two would take turns on one
+    Python interpreter). :func:`abandon_alongside` when the run fails."""
+    _ALONGSIDE[str(Path(work).absolute())] = _Alongside(spark, snapshot, Path(work), overrides)
+
+
+def abandon_alongside(work: Path) -> None:
+    """After the run's own applications failed: the other coordinator's started by
+    :func:`compare_alongside`, if any, stop at their next application and are waited for."""
+    alongside = _ALONGSIDE.pop(str(Path(work).absolute()), None)
+    if alongside is not None:
+        alongside.abandon()
 
 
 def run_coordinator(work: Path) -> str:

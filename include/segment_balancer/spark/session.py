@@ -94,9 +94,12 @@ class LazySession:
     unstarted one alone."""
 
     def __init__(self, factory: Callable[[], Any]):
+        import threading
+
         self._factory = factory
         self._session = None
         self._tags: list[str] = []
+        self._starting = threading.Lock()  # two threads of one run (``apps.compare_alongside``) start one session
 
     @property
     def started(self) -> bool:
@@ -112,11 +115,13 @@ class LazySession:
     def session(self):
         """The session, started now if it was not."""
         if self._session is None:
-            logging.getLogger(__name__).debug("starting the Spark session on first use")
-            session = self._factory()
-            for tag in self._tags:
-                session.addTag(tag)
-            self._session = session
+            with self._starting:
+                if self._session is None:
+                    logging.getLogger(__name__).debug("starting the Spark session on first use")
+                    session = self._factory()
+                    for tag in self._tags:
+                        session.addTag(tag)
+                    self._session = session
         return self._session
 
     def addTag(self, tag: str) -> None:  # noqa: N802 - SparkSession's name

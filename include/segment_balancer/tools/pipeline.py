@@ -75,11 +75,15 @@ def make_plan(
 ) -> Path:
     """:func:`run_plan` up to the gate: every application of the run in ``work`` (absolute), the
     plan left unvalidated in ``WORK/plan``, which it returns. The arguments and errors are
-    :func:`run_plan`'s (``PlanValidationError`` aside)."""
+    :func:`run_plan`'s (``PlanValidationError`` aside). With ``compare``, a run whose task
+    functions run in Spark and that is not too large (``alongside_fits``) starts the other
+    coordinator's applications right after ``prepare``, beside its own
+    (:func:`segment_balancer.spark.apps.compare_alongside`); should the run's own fail, those stop
+    at their next application and are waited for."""
     from segment_balancer.planner.balancer_state import give_previous
     from segment_balancer.planner.config import load_config
     from segment_balancer.planner.stages import COMPARE_APP, COORDINATOR_APP_NAMES
-    from segment_balancer.spark.apps import run_app
+    from segment_balancer.spark.apps import abandon_alongside, alongside_fits, compare_alongside, run_app
     from segment_balancer.spark.workdir import request_compare
     from segment_balancer.tools.whatif import apply_to_run
 
@@ -94,7 +98,14 @@ def make_plan(
     if compare:
         request_compare(work)
     xcom = None
-    for name in [*COORDINATOR_APP_NAMES[coordinator], COMPARE_APP]:
-        log.info("running %s", name)
-        xcom = run_app(spark, name, snapshot, work, xcom, overrides)
+    try:
+        for name in [*COORDINATOR_APP_NAMES[coordinator], COMPARE_APP]:
+            log.info("running %s", name)
+            xcom = run_app(spark, name, snapshot, work, xcom, overrides)
+            if name == "prepare" and compare and alongside_fits(snapshot, work):
+                log.info("running the other coordinator's applications (compared) beside the run's own")
+                compare_alongside(spark, snapshot, work, overrides)
+    except BaseException:
+        abandon_alongside(work)
+        raise
     return work / "plan"
