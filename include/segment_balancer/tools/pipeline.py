@@ -105,7 +105,6 @@ def make_plan(
             if name == "prepare" and compare and alongside_fits(snapshot, work):
                 log.info("running the other coordinator's applications (compared) beside the run's own")
                 compare_alongside(spark, snapshot, work, overrides)
-    except BaseException:
-        abandon_alongside(work)
-        raise
+    finally:
+        abandon_alongside(work)  # after a failure; or a compared plan no application waited for
     return work / "plan"
