@@ -428,6 +428,7 @@ def main() -> None:
                 for name in args.simulate:
                     snap = snapshot_for(name, args.cache)
                     for coordinator in COORDINATOR_APP_NAMES:
+                        machine_cache(args.machine_cache, tmp / "machine-cache")
                         r = run_simulate(
                             snap,
                             mode,
