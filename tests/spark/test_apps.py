@@ -144,8 +144,8 @@ def test_compare_beside_the_run_gives_the_plans_compare_after_it_gives(spark, tm
 
 def test_a_run_that_fails_beside_the_compared_one_stops_it_and_waits(spark, tmp_path, monkeypatch):
     """The run's own stage 1 fails while the other coordinator plans beside it: the error is the
-    run's, the other coordinator starts no application after the one running (no plan in its fork)
-    and its thread has ended."""
+    run's, the other coordinator's running application is interrupted and no other starts (no plan
+    in its fork), and its thread has ended."""
     import threading
 
     from segment_balancer.spark import apps

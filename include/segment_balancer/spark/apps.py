@@ -275,7 +275,7 @@ class _Alongside:
     def __init__(self, spark, snapshot: Path, work: Path, overrides: dict | None):
         import threading
 
-        self.fork = _fork_other(work)
+        self.spark, self.fork = spark, _fork_other(work)
         self.stop = threading.Event()
         self.error: BaseException | None = None
         self.thread = threading.Thread(
@@ -295,10 +295,18 @@ class _Alongside:
             raise self.error
         return self.fork
 
-    def abandon(self) -> None:
-        """Let the application running finish, start no other, and wait."""
+    def abandon(self, wait: bool = True) -> None:
+        """Start no other application, interrupt the Spark jobs of the one running (their job tags:
+        the run failed, none of its own is running), and wait for the thread (``wait``)."""
         self.stop.set()
-        self.thread.join()
+        if self.thread.is_alive():
+            for name in COORDINATOR_APP_NAMES[run_coordinator(self.fork)][2:]:
+                try:
+                    self.spark.interruptTag(job_tag(name))
+                except Exception:  # noqa: BLE001 - a session already stopping: its jobs end with it
+                    logging.getLogger("segment_balancer.compare").debug("could not interrupt %s", name)
+        if wait:
+            self.thread.join()
 
 
 _ALONGSIDE: dict[str, _Alongside] = {}
@@ -334,12 +342,14 @@ def compare_alongside(spark, snapshot: Path, work: Path, overrides: dict | None)
     _ALONGSIDE[str(Path(work).absolute())] = _Alongside(spark, snapshot, Path(work), overrides)
 
 
-def abandon_alongside(work: Path) -> None:
+def abandon_alongside(work: Path, wait: bool = True) -> None:
     """After the run's own applications failed: the other coordinator's started by
-    :func:`compare_alongside`, if any, stop at their next application and are waited for."""
+    :func:`compare_alongside`, if any, are stopped (the running one's Spark jobs interrupted, no
+    other started) and waited for; not waited for when the process is being interrupted (``wait``
+    False: Ctrl+C), whose session's end ends them (their thread is a daemon)."""
     alongside = _ALONGSIDE.pop(str(Path(work).absolute()), None)
     if alongside is not None:
-        alongside.abandon()
+        alongside.abandon(wait)
 
 
 def run_coordinator(work: Path) -> str:

@@ -78,8 +78,9 @@ def make_plan(
     :func:`run_plan`'s (``PlanValidationError`` aside). With ``compare``, a run whose task
     functions run in Spark and that is not too large (``alongside_fits``) starts the other
     coordinator's applications right after ``prepare``, beside its own
-    (:func:`segment_balancer.spark.apps.compare_alongside`); should the run's own fail, those stop
-    at their next application and are waited for."""
+    (:func:`segment_balancer.spark.apps.compare_alongside`); should the run's own fail, those are
+    stopped (their running Spark jobs interrupted, no other started) and waited for (on Ctrl+C,
+    not waited for: the session's end ends them)."""
     from segment_balancer.planner.balancer_state import give_previous
     from segment_balancer.planner.config import load_config
     from segment_balancer.planner.stages import COMPARE_APP, COORDINATOR_APP_NAMES
@@ -105,6 +106,11 @@ def make_plan(
             if name == "prepare" and compare and alongside_fits(snapshot, work):
                 log.info("running the other coordinator's applications (compared) beside the run's own")
                 compare_alongside(spark, snapshot, work, overrides)
-    finally:
-        abandon_alongside(work)  # after a failure; or a compared plan no application waited for
+    except Exception:
+        abandon_alongside(work)
+        raise
+    except BaseException:  # Ctrl+C: the session's end (the CLI's) ends the compared plan's jobs
+        abandon_alongside(work, wait=False)
+        raise
+    abandon_alongside(work)  # a compared plan no application waited for
     return work / "plan"
