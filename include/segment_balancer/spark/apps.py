@@ -279,13 +279,13 @@ class _Alongside:
         self.stop = threading.Event()
         self.error: BaseException | None = None
         self.thread = threading.Thread(
-            target=self._run, args=(spark, snapshot, work, overrides), name="compare_coordinators", daemon=True
+            target=self._run, args=(snapshot, work, overrides), name="compare_coordinators", daemon=True
         )
         self.thread.start()
 
-    def _run(self, spark, snapshot, work, overrides) -> None:
+    def _run(self, snapshot, work, overrides) -> None:
         try:
-            _plan_fork(spark, snapshot, work, self.fork, overrides, self.stop)
+            _plan_fork(self.spark, snapshot, work, self.fork, overrides, self.stop)
         except BaseException as exc:  # handed to the thread that waits for the result
             self.error = exc
 
@@ -322,12 +322,9 @@ def alongside_fits(snapshot: Path, work: Path) -> bool:
     """Whether the run in ``work`` (after ``prepare``) plans the other coordinator beside its own
     (:func:`compare_alongside`): its task functions run in Spark (not :func:`small_run`) and its
     timeline has at most :data:`ALONGSIDE_AT_MOST_SEGMENTS` segments."""
-    from segment_balancer.spark.used_segments import read_summary
+    from segment_balancer.spark.used_segments import read_summary, segment_count
 
-    if small_run(snapshot):
-        return False
-    per_datasource = read_summary(work)["per_datasource"]
-    return sum(n for counts in per_datasource.values() for n in counts.values()) <= ALONGSIDE_AT_MOST_SEGMENTS
+    return not small_run(snapshot) and segment_count(read_summary(work)) <= ALONGSIDE_AT_MOST_SEGMENTS
 
 
 def compare_alongside(spark, snapshot: Path, work: Path, overrides: dict | None) -> None:

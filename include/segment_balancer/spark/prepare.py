@@ -51,7 +51,7 @@ from segment_balancer.planner.config import CONFIG_FILE, OVERRIDES, load_config,
 from segment_balancer.planner.runstate import FATES, NO_LOAD, NO_RULE, QUEUE_CODES, RULE_CODES
 from segment_balancer.spark import join_inputs
 from segment_balancer.spark.join_inputs import PARTIAL_COLUMNS, rules_of
-from segment_balancer.spark.used_segments import TABLE_FILE, read_summary
+from segment_balancer.spark.used_segments import TABLE_FILE, read_summary, segment_count
 
 log = logging.getLogger(__name__)
 STAGE_NUMBERS = range(1, 14)
@@ -1259,7 +1259,7 @@ def prepare(spark, snapshot: Path, work: Path, overrides: dict | None = None) ->
         "datasources": datasources,
         "stale_before_ms": now_ms - limit_ms,
         "tier_of": dict(zip(servers_pdf["server"], servers_pdf["tier"])),
-        "segments": sum(n for per in timeline_summary["per_datasource"].values() for n in per.values()),
+        "segments": segment_count(timeline_summary),
     }
     replica_file = server_segments_path(snapshot).name
     scratch = f"prepared.scratch-{uuid.uuid4().hex[:8]}"

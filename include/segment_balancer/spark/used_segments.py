@@ -547,3 +547,9 @@ def _from_cache(found: Path, work: Path, aside: str) -> dict | None:
 def read_summary(work: Path) -> dict:
     """``WORK/timeline/summary.json`` written by :func:`used_segments`."""
     return json.loads((Path(work) / "timeline" / "summary.json").read_text())
+
+
+def segment_count(summary: dict) -> int:
+    """The segments of the snapshot (every status, unused ones too) by :func:`read_summary`'s
+    ``summary``."""
+    return sum(n for counts in summary["per_datasource"].values() for n in counts.values())
