@@ -290,16 +290,19 @@ def test_explain_counts_a_cancelled_load_as_held_before(tmp_path, spark):
     assert report["stages"][-1]["app"] == "PrepareBalancerAndLoadQueues"
 
 
-def _counting_builds(monkeypatch, partial: list | None = None) -> list[tuple[str, frozenset | None]]:
+def _counting_builds(
+    monkeypatch, partial: list | None = None, told: bool | None = None
+) -> list[tuple[str, frozenset | None]]:
     """Each ``build_run`` of the ``druid`` applications from here on: (application, tiers); the
-    applications whose run holds some segments only (``state.only``) appended to ``partial``."""
+    applications whose run holds some segments only (``state.only``) appended to ``partial``.
+    ``told``: the ``whole`` each build is told instead of what its task says (False: as a Spark task)."""
     from segment_balancer.spark import druid_plan
 
     builds, build = [], druid_plan.build_run
 
-    def counting(spec, tiers=None, replicas=None):
+    def counting(spec, tiers=None, replicas=None, whole=True):
         builds.append((spec["app"], None if tiers is None else frozenset(tiers)))
-        run = build(spec, tiers, replicas)
+        run = build(spec, tiers, replicas, whole if told is None else told)
         if partial is not None and run.state.only is not None:
             partial.append(spec["app"])
         return run
@@ -317,8 +320,9 @@ def test_the_duty_by_duty_applications_queue_what_one_run_queues(spark, tmp_path
     starts: going on with the run the one before left on the driver (built once, by
     ``druid_rules``), or building the run anew from the prepared tables and replaying what the
     duties before it queued (``druid_balance`` a tier per task, each holding its tier only), as
-    a Spark task does; ``druid_unload`` and ``druid_clone`` (no clone targets) holding only the
-    segments they can act on or read."""
+    a Spark task does; ``druid_rules`` holding only the segments that act (the settled ones apart),
+    ``druid_unload`` and ``druid_clone`` (no clone targets) only the segments they can act on or
+    read."""
     from pathlib import Path
 
     from segment_balancer.planner.druid_coordinator.dynamic_config import druid_config
@@ -329,7 +333,7 @@ def test_the_duty_by_duty_applications_queue_what_one_run_queues(spark, tmp_path
     from segment_balancer.spark.druid_plan import DRUID_DIR, RUN_FILE, _config, cluster_state, operation_rows
 
     partial: list[str] = []
-    builds = _counting_builds(monkeypatch, partial)
+    builds = _counting_builds(monkeypatch, partial, told=None if held else False)
     if not held:
         monkeypatch.setattr(druid_plan, "_take_held", lambda spec: None)
     snapshot = Path(SNAPSHOT).parent / "generated"
@@ -342,7 +346,7 @@ def test_the_duty_by_duty_applications_queue_what_one_run_queues(spark, tmp_path
     else:
         assert [a for a, _ in builds] == ["druid_rules", "druid_unload", *["druid_balance"] * 3, "druid_clone"]
         assert sorted(t for a, t in builds if a == "druid_balance") == [frozenset({t}) for t in tiers]
-        assert partial == ["druid_unload", "druid_clone"]
+        assert partial == ["druid_rules", "druid_unload", "druid_clone"]
     assert druid_plan._HELD is None  # the last application lets the run go
     manifest = json.loads((work / "ops" / "manifest.json").read_text())
     logged = pd.concat([pd.read_parquet(work / "ops" / f) for f in manifest["files"]], ignore_index=True)

@@ -55,6 +55,7 @@ from segment_balancer.planner.druid_coordinator.model import (
 )
 from segment_balancer.planner.druid_coordinator.run import ClusterState, CoordinatorRun, Operation, QueuedOperation
 from segment_balancer.planner.druid_coordinator.run_stats import RunStats
+from segment_balancer.planner.druid_coordinator.settled import SettledApart, settled_rows
 from segment_balancer.spark.workdir import PARTIAL_OP_COLUMNS
 
 DRUID_DIR = "druid"
@@ -189,17 +190,7 @@ def cluster_state(
     prepared_table = prepared_table.filter(pc.invert(pc.is_in(prepared_table["segment_id"], timeline["segment_id"])))
     for segment in _segments(prepared_table):
         by_id.setdefault(segment.id, segment)
-    servers = {
-        r["server"]: DruidServer(
-            name=r["server"],
-            tier=r["tier"],
-            max_size=int(r["max_size"]),
-            curr_size=int(r["current_size"]),
-            storage_size=int(r.get("storage_size") or 0),
-            profiles_unknown=True,
-        )
-        for r in server_table.to_pylist()
-    }
+    servers = _servers(server_table)
     names_served = pa_array(list(servers))
     served = replica_table.filter(
         pc.and_(
@@ -251,6 +242,22 @@ def cluster_state(
         queues=queues,
         only=None if only is None else frozenset(only),
     )
+
+
+def _servers(server_table) -> dict[str, DruidServer]:
+    """A ``DruidServer`` per row of ``prepared/servers.parquet`` (``server_table``), serving nothing
+    yet, by name."""
+    return {
+        r["server"]: DruidServer(
+            name=r["server"],
+            tier=r["tier"],
+            max_size=int(r["max_size"]),
+            curr_size=int(r["current_size"]),
+            storage_size=int(r.get("storage_size") or 0),
+            profiles_unknown=True,
+        )
+        for r in server_table.to_pylist()
+    }
 
 
 def pa_array(values: list[str]):
@@ -395,24 +402,33 @@ def _read_part(work: Path, app: str) -> dict:
     return json.loads((work / DRUID_DIR / f"{app}.json").read_text())
 
 
-def build_run(spec: dict, tiers: set[str] | None = None, replicas=None) -> CoordinatorRun:
+def build_run(spec: dict, tiers: set[str] | None = None, replicas=None, whole: bool = True) -> CoordinatorRun:
     """The run of ``spec`` (``work``, ``snapshot`` paths, ``overrides``) as a duty's application
     starts it: built from the prepared tables (``replicas``: :func:`read_replicas`; of ``tiers``
     only, when given),
     ``PrepareBalancerAndLoadQueues`` run again, then, after the first application, the replicas the
     rules started counted against the replication throttle and what the earlier duties queued
-    replayed."""
+    replayed. ``whole``: False when the run need not be held for later applications, so that
+    ``druid_rules`` may hold only the segments that act (:func:`_rules_apart`)."""
     work, snapshot = Path(spec["work"]), Path(spec["snapshot"])
     meta = json.loads((work / "prepared" / "meta.json").read_text())
     config = run_config(snapshot, spec.get("overrides"))
+    now_ms = int(meta["now_ms"])
     first = spec["app"] == list(DUTY_APPS)[0]
     operations, unmarked = ([], []) if first else queued_operations(work)
-    only = None
+    only = apart = None
     if tiers is None and spec["app"] in ("druid_unload", LAST_APP):
         only = _acting_ids(work, spec["app"], config, operations, unmarked, replicas)
+    elif tiers is None and first and not whole:
+        found = _rules_apart(work, snapshot, config, replicas, now_ms)
+        if found is not None:
+            only, apart = found
     state = cluster_state(work, snapshot, tiers, {op.segment_id for op in operations}, only, replicas)
-    used_count = None if first else _read_part(work, list(DUTY_APPS)[0])["used_count"]
-    run = CoordinatorRun(state, config, now_ms=int(meta["now_ms"]), used_count=used_count)
+    used_count = apart.used_count if apart is not None else None
+    if not first:
+        used_count = _read_part(work, list(DUTY_APPS)[0])["used_count"]
+    run = CoordinatorRun(state, config, now_ms=now_ms, used_count=used_count)
+    run.apart = apart
     run.prepare(emit=first and tiers is None)
     if not first:
         # the replicas the rules started count against the tiers' replication throttle (a move of
@@ -476,6 +492,90 @@ def _acting_ids(
         overlaps = (at >= 0) & (np.array(merged_ends)[np.maximum(at, 0)] > s)
         ids |= set(of_datasource["segment_id"].filter(pa.array(overlaps)).to_pylist())
     return ids
+
+
+def _rules_apart(work: Path, snapshot: Path, config, replicas, now_ms: int) -> tuple[set[str], SettledApart] | None:
+    """For ``druid_rules``: the segments a run must hold (every used segment that is not settled,
+    every segment queued anywhere) and what it needs of the settled ones
+    (:mod:`~segment_balancer.planner.druid_coordinator.settled`), from ``WORK/timeline`` and
+    ``replicas`` (:func:`read_replicas`); None when the whole run is needed: a partial-load rule
+    (its match asks for each segment's shape) or round-robin assignment off (the cost strategy
+    reads every projected segment of a server)."""
+    import numpy as np
+    import pyarrow as pa
+    import pyarrow.compute as pc
+    import pyarrow.parquet as pq
+
+    rules = load_rules(snapshot)
+    if any(not rule.is_interval_based for rule_list in rules.values() for rule in rule_list):
+        return None
+    columns = ["segment_id", "datasource", "version", "start_ms", "end_ms", "partition_num", "size_bytes"]
+    timeline = pq.read_table(work / "timeline" / "segments.parquet", columns=[*columns, "used", "overshadowed"])
+    used = timeline.filter(timeline["used"])
+    if not config.loading(used.num_rows).use_round_robin_assignment:
+        return None
+    # the cluster's tiers and managed historicals as the run orders them (its servers, no segment)
+    servers = list(_servers(pq.read_table(work / "prepared" / "servers.parquet")).values())
+    skeleton = CoordinatorRun(
+        ClusterState(servers=servers, used={}, rules=rules), config, now_ms=now_ms, used_count=used.num_rows
+    )
+    skeleton.prepare(emit=False)
+    managed = skeleton.cluster.managed
+    tiers = list(managed)
+    names = [h.name for hs in managed.values() for h in hs]
+    tier_of = np.array([j for j, hs in enumerate(managed.values()) for _ in hs], dtype=np.int64)
+
+    ids = used["segment_id"].combine_chunks().cast(pa.string())
+    queued = pc.or_(pc.fill_null(replicas["queued_load"], False), pc.fill_null(replicas["queued_drop"], False))
+    queued_ids = pc.unique(replicas["segment_id"].filter(queued).combine_chunks().cast(pa.string()))
+    served = replicas.filter(pc.fill_null(replicas["served"], False))
+    row = pc.fill_null(pc.index_in(served["segment_id"].cast(pa.string()), ids), -1).to_numpy().astype(np.int64)
+    server = pc.fill_null(pc.index_in(served["server"].cast(pa.string()), pa_array(names)), -1).to_numpy()
+    keep = (row >= 0) & (server >= 0)
+    # a replica once per (segment, historical), as a server's served segments are a map
+    pairs = np.unique(row[keep] * max(1, len(names)) + server[keep].astype(np.int64))
+    row, server = pairs // max(1, len(names)), pairs % max(1, len(names))
+    loaded = np.bincount(row * len(tiers) + tier_of[server], minlength=used.num_rows * len(tiers))
+    loaded = loaded.reshape(used.num_rows, len(tiers)).astype(np.int32)
+
+    def codes_and_ranks(column):
+        encoded = pc.dictionary_encode(column.combine_chunks())
+        rank = np.empty(len(encoded.dictionary), dtype=np.int64)
+        rank[pc.array_sort_indices(encoded.dictionary).to_numpy()] = np.arange(len(encoded.dictionary))
+        codes = encoded.indices.to_numpy(zero_copy_only=False).astype(np.int64)
+        return codes, rank[codes], encoded.dictionary.to_pylist()
+
+    datasource_codes, datasource_rank, datasources = codes_and_ranks(used["datasource"])
+    _, version_rank, _ = codes_and_ranks(used["version"])
+    rows = settled_rows(
+        datasource_codes=datasource_codes,
+        datasources=datasources,
+        start_ms=used["start_ms"].to_numpy().astype(np.int64),
+        end_ms=used["end_ms"].to_numpy().astype(np.int64),
+        datasource_rank=datasource_rank,
+        version_rank=version_rank,
+        partition=pc.fill_null(used["partition_num"], 0).to_numpy().astype(np.int64),
+        size_bytes=pc.fill_null(used["size_bytes"], 0).to_numpy().astype(np.int64),
+        overshadowed=pc.fill_null(used["overshadowed"], False).to_numpy(zero_copy_only=False),
+        queued=pc.is_in(ids, queued_ids).to_numpy(zero_copy_only=False),
+        loaded=loaded,
+        managed_tiers=tiers,
+        rules=rules,
+        now_ms=now_ms,
+        plan_of=skeleton.assigner.settled_plan,
+    )
+    held = np.flatnonzero(~rows.settled)
+    held_ids = ids.take(pa.array(held)).to_pylist()
+    visit = rows.visit_position[held].tolist()
+    apart = SettledApart(
+        used_count=used.num_rows,
+        visit_positions={sid: p for sid, p in zip(held_ids, visit) if p >= 0},
+        used_positions=dict(zip(held_ids, held.tolist())),
+        touches=rows.touches,
+        datasources=rows.datasources,
+        under_first=rows.under_first,
+    )
+    return set(held_ids) | set(queued_ids.to_pylist()), apart
 
 
 @dataclass
@@ -584,12 +684,12 @@ def _duty(spec: dict) -> dict:
         run.resume()
     else:
         replicas = read_replicas(work)
-        run = build_run(spec, None if tier is None else {tier}, replicas)
+        run = build_run(spec, None if tier is None else {tier}, replicas, whole=driver)
     record: dict = {}
     if app == "druid_rules":
         run.rules()
         record = {
-            "used_count": len(run.state.used),
+            "used_count": run.used_count,
             "deleted": sorted(run.result.deleted),
             "zero_replica": sorted(run.zero_replica_ids()),
             "replicas_started": run.assigner.throttler.assigned,

@@ -305,14 +305,15 @@ class SegmentStatusInTier:
         self.eligible_drop: list[ServerHolder] = []
         self.eligible_load: list[ServerHolder] = []
         self.performing: dict[SegmentAction, list[ServerHolder]] = {}
+        segment_id = segment.id
         for holder in holders:
-            action = holder.action_on(segment)
-            if holder.is_serving(segment):
+            action = holder.actions.get(segment)
+            if action is not None:  # neither serving (nothing queued) nor able to load
+                self.performing.setdefault(action, []).append(holder)
+            elif segment_id in holder.server.segments:
                 self.eligible_drop.append(holder)
             elif holder.can_load(segment):
                 self.eligible_load.append(holder)
-            elif action is not None:
-                self.performing.setdefault(action, []).append(holder)
 
 
 @dataclass
@@ -403,10 +404,7 @@ class StrategicSegmentAssigner:
         would do for it is done here, in its order: the rule's metrics and the required counts taken,
         nothing queued, cancelled or dropped (``_update_replicas_in_tier`` returns at once in every
         tier, and ``_surplus`` notes no zero-replica segment)."""
-        key = tuple(tier_replicants.items())
-        plan = self._settled_plans.get(key, _UNPLANNED)
-        if plan is _UNPLANNED:
-            plan = self._settled_plans[key] = self._settled_plan(tier_replicants)
+        plan = self.settled_plan(tier_replicants)
         if plan is None:
             return False
         checks, entries = plan
@@ -421,19 +419,41 @@ class StrategicSegmentAssigner:
                 continue
             if count.projected != required or (required == 0 and count.moving_to > 0):
                 return False
-        values, size = self.stats.values, segment.size
-        for tier, n, loadable, factor_key, capacity_key in entries:
-            values[factor_key] = max(values.get(factor_key, n), n)
-            values[capacity_key] = values.get(capacity_key, 0) + size * n
+        self._take_metrics(entries, segment.size)
+        for tier, n, loadable, _, _ in entries:
             count = self.replica_counts.setdefault(segment, tier)
             count.required, count.required_and_loadable = n, loadable
         return True
 
+    def take_settled(self, tier_replicants: Mapping[str, int], size: int) -> None:
+        """The metrics :meth:`_settled` takes for settled segments of a rule's ``tier_replicants``
+        whose bytes sum to ``size``, taken at once (a run that does not hold them:
+        :mod:`~segment_balancer.planner.druid_coordinator.settled`). Their replica counts are not
+        kept. Raises ``ValueError`` for ``tier_replicants`` that cannot be settled."""
+        plan = self.settled_plan(tier_replicants)
+        if plan is None:
+            raise ValueError(f"no segment of a rule of {dict(tier_replicants)} is settled")
+        self._take_metrics(plan[1], size)
+
+    def _take_metrics(self, entries: list, size: int) -> None:
+        values = self.stats.values
+        for _, n, _, factor_key, capacity_key in entries:
+            values[factor_key] = max(values.get(factor_key, n), n)
+            values[capacity_key] = values.get(capacity_key, 0) + size * n
+
+    def settled_plan(self, tier_replicants: Mapping[str, int]) -> tuple | None:
+        """What :meth:`_settled` checks and takes for a rule's ``tier_replicants`` (made once per
+        distinct one): per tier of the cluster the replicas required; per tier required (aliases
+        expanded) its count, the count loadable, and the keys of its two metrics. None when the rule
+        requires no replica, or names a tier without historicals (those go through
+        :meth:`replicate`'s steps)."""
+        key = tuple(tier_replicants.items())
+        plan = self._settled_plans.get(key, _UNPLANNED)
+        if plan is _UNPLANNED:
+            plan = self._settled_plans[key] = self._settled_plan(tier_replicants)
+        return plan
+
     def _settled_plan(self, tier_replicants: Mapping[str, int]) -> tuple | None:
-        """What :meth:`_settled` checks and takes for a rule's ``tier_replicants``: per tier of the
-        cluster the replicas required; per tier required (aliases expanded) its count, the count
-        loadable, and the keys of its two metrics. None when the rule requires no replica, or names
-        a tier without historicals (those go through :meth:`replicate`'s steps)."""
         required = tier_aliases.expand(tier_replicants, self.aliases)
         if sum(required.values()) <= 0 or any(tier not in self.cluster.historicals for tier in required):
             return None

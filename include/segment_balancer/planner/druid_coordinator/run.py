@@ -43,6 +43,7 @@ from segment_balancer.planner.druid_coordinator.model import (
     newest_first,
 )
 from segment_balancer.planner.druid_coordinator.run_stats import RunStats
+from segment_balancer.planner.druid_coordinator.settled import SettledApart
 from segment_balancer.planner.druid_coordinator.strategies import THRESHOLD_KEY, make_strategy
 
 
@@ -141,7 +142,11 @@ def _overshadowed_now(
 
 
 def segment_stats(
-    used: Iterable[DataSegment], counts: ReplicaCounts, *, ignore_missing_servers: bool
+    used: Iterable[DataSegment],
+    counts: ReplicaCounts,
+    *,
+    ignore_missing_servers: bool,
+    apart: SettledApart | None = None,
 ) -> tuple[dict[str, int], dict[str, dict[str, int]], dict[str, int]]:
     """What ``CollectSegmentStats`` counts of the ``used`` segments from the run's replica ``counts``
     (Druid 38.0.0 ``SegmentReplicationStatus.computeSegmentStats``, 35.0.0 its three passes): per
@@ -150,10 +155,14 @@ def segment_stats(
     missing, of those required when ``ignore_missing_servers`` (what the Coordinator's own count asks,
     in 35.0.0 and 38.0.0), else of those required and loadable (no more than the tier's
     historicals: the cluster view of the web console's API); per datasource the segments required
-    nowhere and loaded nowhere (served from deep storage only)."""
-    unavailable: dict[str, int] = {}
+    nowhere and loaded nowhere (served from deep storage only).
+
+    ``apart``: the settled segments ``used`` leaves out (:class:`SettledApart`: nothing unavailable
+    or missing of them, but their rows, 0, made where the whole run would first make them)."""
+    unavailable: dict[str, int] = {} if apart is None else dict.fromkeys(apart.datasources, 0)
     under: dict[str, dict[str, int]] = {}
     deep_only: dict[str, int] = {}
+    firsts: list[tuple[int, int, str, str]] = []
     by_id = counts.counts
     for segment in used:
         tiers = by_id.get(segment.id)
@@ -168,17 +177,27 @@ def segment_stats(
         unavailable[ds] = unavailable.get(ds, 0) + (loaded <= 0 and required != 0)
         if loaded == 0 and required == 0:
             deep_only[ds] = deep_only.get(ds, 0) + 1
-        for tier, count in tiers.items():
+        for place, (tier, count) in enumerate(tiers.items()):
             wanted = count.required if ignore_missing_servers else count.required_and_loadable
             row = under.get(tier)
             if row is None:
                 row = under[tier] = {}
+            if apart is not None and ds not in row:
+                firsts.append((apart.used_positions[segment.id], place, tier, ds))
             missing = wanted - count.total_loaded
             row[ds] = row.get(ds, 0) + (missing if missing > 0 else 0)
+    if apart is not None:
+        # the rows in the order the whole run makes them: first by the used segment, then by its tiers
+        ordered: dict[str, dict[str, int]] = {}
+        for _, _, tier, ds in sorted([*firsts, *apart.under_first], key=lambda e: (e[0], e[1])):
+            ordered.setdefault(tier, {}).setdefault(ds, under.get(tier, {}).get(ds, 0))
+        under = ordered
     return unavailable, under, deep_only
 
 
-def run_rules(state: ClusterState, assigner: StrategicSegmentAssigner, now_ms: int) -> set[str]:
+def run_rules(
+    state: ClusterState, assigner: StrategicSegmentAssigner, now_ms: int, apart: SettledApart | None = None
+) -> set[str]:
     """Druid ``RunRules``: every used segment that is not overshadowed, newest first, by the first of
     its datasource's rules (then ``_default``'s) that applies at ``now_ms``; then the segments of
     drop rules counted as ``segment/deleted/count``. Returns their ids (marked unused).
@@ -188,14 +207,26 @@ def run_rules(state: ClusterState, assigner: StrategicSegmentAssigner, now_ms: i
     ``onCannotMatch`` ``fullLoad`` and loads the whole segment; an empty part (a cluster-group
     matcher that matched none of a core partition's groups) is held back until the segment's shard
     group (datasource, interval, version) ends, and dispatched only if a sibling matched something
-    (``RunRules.EmptyDeferringHandler``)."""
+    (``RunRules.EmptyDeferringHandler``).
+
+    ``apart``: the settled segments the state does not hold (:class:`SettledApart`), their metrics
+    taken where the first of each rule's would be visited."""
     rules = dict(state.rules)
     order = newest_first(s for s in state.used.values() if s.id not in state.overshadowed)
     applying = _applying_rules(order, rules, now_ms)
     partial = any(not rule.is_interval_based for rule_list in rules.values() for rule in rule_list)
     empties = EmptyDeferring(assigner)
     group = None
+    touches = [] if apart is None else list(reversed(apart.touches))
+
+    def touch_before(position: int | None) -> None:
+        while touches and (position is None or touches[-1][0] < position):
+            _, tier_replicants, size = touches.pop()
+            assigner.take_settled(tier_replicants, size)
+
     for segment, rule in zip(order, applying):
+        if apart is not None:
+            touch_before(apart.visit_positions[segment.id])
         if partial and (segment.datasource, segment.interval, segment.version) != group:
             empties.flush()
             group = (segment.datasource, segment.interval, segment.version)
@@ -210,6 +241,7 @@ def run_rules(state: ClusterState, assigner: StrategicSegmentAssigner, now_ms: i
             empties.replicate_partially(segment, profile, rule.tiered_replicants)
         else:
             assigner.replicate(segment, rule.tiered_replicants)
+    touch_before(None)
     empties.flush()
     deleted: set[str] = set()
     for datasource, segments in assigner.segments_to_delete.items():
@@ -309,7 +341,12 @@ class CoordinatorRun:
         names = {s.name for s in state.servers}
         for name in [n for n in state.queues if n not in names]:
             del state.queues[name]
-        self.loading = config.loading(len(state.used) if used_count is None else used_count)
+        self.used_count = len(state.used) if used_count is None else used_count
+        """The used segments of the cluster (overshadowed ones included), held or not."""
+        self.loading = config.loading(self.used_count)
+        self.apart: SettledApart | None = None
+        """The settled used segments ``state`` does not hold (its ``only`` leaves them out), which
+        :meth:`rules` counts from here: :mod:`~segment_balancer.planner.druid_coordinator.settled`."""
         decommissioning = set(config["decommissioningNodes"])
         clones = config["cloneServers"]
         self.holders = [
@@ -444,11 +481,11 @@ class CoordinatorRun:
         only per datasource."""
         self._begin("rules")
         if self.holders:
-            self.result.deleted = run_rules(self.state, self.assigner, self.now_ms)
+            self.result.deleted = run_rules(self.state, self.assigner, self.now_ms, self.apart)
         # both releases ask for the replicas missing of those required (DruidCoordinator
         # .CollectSegmentStats: computeUnderReplicated(useClusterView=false) -> ignoreMissingServers)
         unavailable, under, deep_only = segment_stats(
-            self.state.used.values(), self.assigner.replica_counts, ignore_missing_servers=True
+            self.state.used.values(), self.assigner.replica_counts, ignore_missing_servers=True, apart=self.apart
         )
         for datasource, n in unavailable.items():
             self.stats.add(m.UNAVAILABLE, n, dataSource=datasource)
