@@ -284,12 +284,19 @@ def test_exact_gathered_sums_are_each_group_exactly_rounded():
     assert exact_gathered_sums(values, np.arange(many) % 2, counts, np.zeros(many, int), 2) == [expected, 0.0]
 
 
-def test_exact_dense_sums_are_each_row_exactly_rounded():
-    """Row by row, the float nearest the rational sum (``Fraction``) of the values times a dense
-    matrix of counts, less ``minus``: values from 1e-40 to 1e15, negative ones and zeros, counts
-    from 0 to 5,000 with zero rows; None (the caller sums another way) past 16 slices, with no
-    non-zero value or no row, and where a row's counts reach 2**27."""
-    from segment_balancer.planner.cost import exact_dense_sums
+def test_exact_wide_sums_are_each_row_exactly_rounded():
+    """Row by row, the float nearest the rational sum (``Fraction``) of the values times the counts
+    at some columns of a wider matrix (counts elsewhere left out), its rows picked in any order,
+    less ``minus``: values from 1e-40 to 1e15, negative ones and zeros, counts from 0 to 5,000 with
+    zero rows; None (the caller sums another way) past 16 slices, with no non-zero value or no row,
+    and where a picked row's weight reaches 2**27."""
+    from segment_balancer.planner.cost import exact_wide_sums
+
+    def wide(values, counts, minus=None):
+        counts = np.asarray(counts, dtype=np.float64)
+        return exact_wide_sums(
+            values, np.arange(len(values)), counts, list(range(len(counts))), counts.sum(axis=1), minus
+        )
 
     rng = np.random.default_rng(12)
     for trial in range(300):
@@ -303,7 +310,13 @@ def test_exact_dense_sums_are_each_row_exactly_rounded():
         if trial % 5 == 0:
             counts[rng.integers(0, n)] = 0
         minus = rng.random(n) * 10.0 ** rng.integers(-3, 12, n) * (rng.random(n) < 0.5)
-        got = exact_dense_sums(values, counts.astype(np.float64), minus)
+        # the counts at shuffled columns of a wider matrix whose other columns hold counts too
+        width, height = v + int(rng.integers(0, 30)), n + int(rng.integers(0, 4))
+        columns = rng.permutation(width)[:v]
+        rows = rng.permutation(height)[:n].tolist()
+        matrix = rng.integers(0, 5000, (height, width)).astype(np.float64)
+        matrix[np.ix_(rows, columns)] = counts
+        got = exact_wide_sums(values, columns, matrix, rows, matrix.sum(axis=1), minus)
         if not values.any():
             assert got is None
             continue
@@ -311,11 +324,11 @@ def test_exact_dense_sums_are_each_row_exactly_rounded():
             exact = sum((Fraction(float(values[i])) * int(counts[g, i]) for i in range(v)), Fraction(0))
             assert got[g] == float(exact - Fraction(float(minus[g]))), (trial, g)
             assert math.copysign(1.0, got[g]) == 1.0 or got[g] < 0
-    assert exact_dense_sums(np.array([1e-300, 1e10]), np.ones((2, 2))) is None  # past 16 slices
-    assert exact_dense_sums(np.array([]), np.ones((2, 0))) is None
-    assert exact_dense_sums(np.array([0.1]), np.ones((0, 1))) is None
-    assert exact_dense_sums(np.array([0.1, 0.2]), np.array([[2.0**26, 2.0**26], [1.0, 1.0]])) is None
-    assert exact_dense_sums(np.array([0.1, 0.2]), np.array([[2.0**26, 2.0**26 - 1], [1.0, 1.0]])) == [
+    assert wide(np.array([1e-300, 1e10]), np.ones((2, 2))) is None  # past 16 slices
+    assert wide(np.array([]), np.ones((2, 0))) is None
+    assert wide(np.array([0.1]), np.ones((0, 1))) is None
+    assert wide(np.array([0.1, 0.2]), np.array([[2.0**26, 2.0**26], [1.0, 1.0]])) is None
+    assert wide(np.array([0.1, 0.2]), np.array([[2.0**26, 2.0**26 - 1], [1.0, 1.0]])) == [
         float(Fraction(0.1) * 2**26 + Fraction(0.2) * (2**26 - 1)),
         float(Fraction(0.1) + Fraction(0.2)),
     ]

@@ -270,31 +270,35 @@ def exact_gathered_sums(values, index, counts, group, n: int, minus=None) -> lis
     return _slice_sums(np.asarray(rows @ table.T), base, minus)
 
 
-def exact_dense_sums(values, counts, minus=None) -> list[float] | None:
-    """For each row ``g`` of ``counts`` the exactly rounded ``sum(values * counts[g])``, less
-    ``minus[g]``: :func:`exact_gathered_sums` with the counts as a dense matrix, whose product with
-    the slices is one dense (BLAS) matrix product, exact because every partial sum is an integer
-    below 2**53 (each row's counts sum below 2**27). None where that bound or the slices'
-    (:func:`_slice_table`) does not hold, or there is no row or no non-zero value: the caller sums
-    another way.
+def exact_wide_sums(values, columns, matrix, rows, weights, minus=None) -> list[float] | None:
+    """For each ``rows[g]`` the exactly rounded ``sum(values * matrix[rows[g], columns])``, less
+    ``minus[g]``: :func:`exact_gathered_sums` with the counts as the rows of a dense matrix, as one
+    dense (BLAS) product of the whole matrix with the slices (:func:`_slice_table`) scattered at
+    their columns (zeros elsewhere: no copy of the rows), exact because every partial sum is an
+    integer below 2**53. None where a picked row's weight (``weights``: its sum over every column,
+    a bound of its sum over ``columns``) reaches 2**27, or the slices do not hold, or there is no
+    row or no non-zero value: the caller sums another way.
 
     Args:
-        values: float64 array (length v). counts: float64 array (n, v) of non-negative integers.
-        minus: float64 array (length n) or None.
+        values: float64 (v,). columns: int64 (v,) indices into ``matrix``'s columns.
+        matrix: float64 (r, c) of non-negative integers. rows: n indices into its rows.
+        weights: float64 (r,). minus: float64 (n,) or None.
 
     Returns:
         list of n floats, ``+0.0`` for an exact zero; or None.
     """
     values = np.asarray(values, dtype=np.float64)
-    if not len(values) or not len(counts):
+    if not len(values) or not len(rows):
         return None
-    if float(counts.sum(axis=1).max()) >= _MAX_GROUP_WEIGHT:
+    if float(weights[rows].max()) >= _MAX_GROUP_WEIGHT:
         return None
     sliced = _slice_table(values)
     if sliced is None:
         return None
     table, base = sliced
-    return _slice_sums(counts @ table.T, base, minus)
+    wide = np.zeros((table.shape[0], matrix.shape[1]))
+    wide[:, columns] = table
+    return _slice_sums((matrix @ wide.T)[rows], base, minus)
 
 
 def _slice_table(values: np.ndarray) -> tuple[np.ndarray, int] | None:

@@ -510,3 +510,54 @@ def test_cancel_load_and_drop_and_not_twice_nor_once_sent():
     queue.load(seg, SegmentAction.REPLICATE)
     queue.in_flight.add(seg.id)  # sent to the server
     assert not queue.cancel(seg) and seg.id in queue.to_load
+
+
+def test_stacked_dense_counts_follow_every_projection():
+    """The cluster's matrix of dense interval counts (each holder's, plus one datasource's): a row
+    per holder asked, in the order asked, equal to the holder's own counts after loads, drops and
+    drops on some holders, after intervals numbered since, and for another datasource."""
+    import numpy as np
+
+    from segment_balancer.planner.druid_coordinator.model import stacked_dense_counts
+
+    a = [segment(i, start=f"2022-01-0{1 + i % 3}") for i in range(6)]
+    b = [segment(i, start=f"2022-01-0{1 + i % 2}", ds="koala") for i in range(4)]
+    h1, h2, h3 = holder("h1", 10_000, a[:3] + b[:2]), holder("h2", 10_000, a[3:]), holder("h3", 10_000, b[2:])
+    DruidCluster([h1, h2, h3])
+
+    def expected(holders, datasource):
+        n = len(h1.interval_ids)
+        rows = [
+            np.zeros(n),
+            *[h.dense_interval_counts() for h in holders],
+            *[h.dense_interval_counts(datasource) for h in holders],
+        ]
+        return [
+            np.pad(rows[1 + k], (0, n - len(rows[1 + k])))
+            + np.pad(rows[1 + len(holders) + k], (0, n - len(rows[1 + len(holders) + k])))
+            for k in range(len(holders))
+        ]
+
+    def check(holders, datasource):
+        matrix, rows, weights = stacked_dense_counts(holders, datasource)
+        want = expected(holders, datasource)
+        n = len(h1.interval_ids)
+        for k, row in enumerate(rows):
+            assert matrix[row, :n].tolist() == want[k].tolist()
+            assert not matrix[row, n:].any()
+            assert weights[row] == want[k].sum()
+
+    check([h2, h1], "wiki")
+    check([h3, h1, h2], "koala")
+    h2.start(SegmentAction.LOAD, b[0])  # koala's interval on h2
+    h1.start(SegmentAction.DROP, a[0])
+    check([h1, h2, h3], "wiki")
+    check([h1, h2, h3], "koala")
+    later = segment(9, start="2022-03-01", days=3)  # an interval numbered only now
+    h3.start(SegmentAction.LOAD, later)
+    check([h3, h2], "wiki")
+    h2.start(SegmentAction.DROP, a[3])
+    check([h2, h1, h3], "wiki")
+    # by hand: every segment h1, h2, h3 project (4, 3, 3), plus their wiki ones again (2, 2, 1)
+    matrix, rows, _ = stacked_dense_counts([h1, h2, h3], "wiki")
+    assert matrix[rows].sum() == 4 + 3 + 3 + 2 + 2 + 1

@@ -47,6 +47,10 @@ class IntervalIds:
     def __init__(self):
         self._ids: dict[tuple[int, int], int] = {}
         self._bounds = np.zeros((64, 2), dtype=np.int64)
+        self.stacks: dict[str, tuple[np.ndarray, list[int], np.ndarray]] = {}
+        """:func:`stacked_dense_counts`' matrices by datasource, and each row's holder version."""
+        self.rows: dict[int, int] = {}
+        """:func:`stacked_dense_counts`' row of each holder (by ``id``)."""
 
     def __len__(self) -> int:
         return len(self._ids)
@@ -131,7 +135,7 @@ class ServerType(enum.Enum):
 
     @property
     def ordinal(self) -> int:
-        return list(ServerType).index(self)
+        return _ORDINALS[self]
 
     @property
     def is_historical(self) -> bool:
@@ -140,6 +144,9 @@ class ServerType(enum.Enum):
     @property
     def is_realtime(self) -> bool:
         return self in (ServerType.REALTIME, ServerType.INDEXER_EXECUTOR)
+
+
+_ORDINALS = {kind: i for i, kind in enumerate(ServerType)}
 
 
 @dataclass(eq=False, slots=True)
@@ -569,9 +576,19 @@ class ServerHolder:
         return made[1]
 
     @property
+    def arrays_version(self) -> int:
+        """The version of :meth:`interval_arrays` once every projection so far is applied to them
+        (built when not yet): a number that changes whenever what they hold changes."""
+        if self._interval_arrays is None or self._pending_projections:
+            self.interval_arrays()
+        return self._arrays_version
+
+    @property
     def datasources_projected(self) -> int:
-        """How many datasources :meth:`interval_arrays` holds intervals of (0 before it is built)."""
-        return 0 if self._interval_arrays is None else len(self._interval_arrays) - (None in self._interval_arrays)
+        """How many datasources :meth:`interval_arrays` holds intervals of (built, every projection
+        applied, when not yet)."""
+        self.arrays_version  # noqa: B018 (builds the arrays)
+        return len(self._interval_arrays) - (None in self._interval_arrays)
 
     @property
     def projected_segment_count(self) -> int:
@@ -687,6 +704,48 @@ class ServerHolder:
 
     def __repr__(self) -> str:
         return f"ServerHolder({self.name!r}, tier={self.tier!r}, available={self.available_size})"
+
+
+def stacked_dense_counts(holders: list[ServerHolder], datasource: str) -> tuple[np.ndarray, list[int], np.ndarray]:
+    """Each of ``holders``' :meth:`~ServerHolder.dense_interval_counts` plus those of ``datasource``,
+    as rows of one float64 matrix (exact integers): ``(matrix, rows, weights)``, holder ``k``'s
+    counts being ``matrix[rows[k]]`` (at least as many columns as intervals numbered, zeros past
+    them) and ``weights`` each row's sum. The holders share one :class:`IntervalIds` (their
+    cluster's), which keeps the matrix per datasource with a row per holder ever asked: a row is
+    made again only when its holder's projections changed, so a decision after a move remakes two
+    rows, not one per holder."""
+    numbering = holders[0].interval_ids
+    n = len(numbering)
+    matrix, versions, weights = numbering.stacks.get(datasource, (None, [], None))
+    if matrix is None or matrix.shape[1] < n:
+        width = max(n, 64) if matrix is None else max(n, 2 * matrix.shape[1])
+        grown = np.zeros((0 if matrix is None else matrix.shape[0], width))
+        if matrix is not None:
+            grown[:, : matrix.shape[1]] = matrix
+        matrix = grown
+        weights = np.zeros(matrix.shape[0]) if weights is None else weights
+    picked = []
+    for holder in holders:
+        row = numbering.rows.get(id(holder))
+        if row is None:
+            row = numbering.rows[id(holder)] = len(numbering.rows)
+        if row >= matrix.shape[0]:
+            more = max(row + 1, 2 * matrix.shape[0]) - matrix.shape[0]
+            matrix = np.concatenate([matrix, np.zeros((more, matrix.shape[1]))])
+            weights = np.concatenate([weights, np.zeros(more)])
+        while len(versions) <= row:
+            versions.append(-1)
+        version = holder.arrays_version
+        if versions[row] != version:
+            every, own = holder.dense_interval_counts(), holder.dense_interval_counts(datasource)
+            matrix[row] = 0.0
+            matrix[row, : len(every)] = every
+            matrix[row, : len(own)] += own
+            weights[row] = matrix[row].sum()
+            versions[row] = version
+        picked.append(row)
+    numbering.stacks[datasource] = (matrix, versions, weights)
+    return matrix, picked, weights
 
 
 def java_string_hash(text: str) -> int:

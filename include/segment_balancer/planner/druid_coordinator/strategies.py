@@ -24,12 +24,17 @@ from segment_balancer.planner.cost import (
     COST_WINDOW_MS,
     ETERNITY_END_MS,
     ETERNITY_START_MS,
-    exact_dense_sums,
     exact_gathered_sums,
     exact_sums,
+    exact_wide_sums,
     joint_cost_same,
 )
-from segment_balancer.planner.druid_coordinator.model import DataSegment, SegmentAction, ServerHolder
+from segment_balancer.planner.druid_coordinator.model import (
+    DataSegment,
+    SegmentAction,
+    ServerHolder,
+    stacked_dense_counts,
+)
 
 STRATEGIES = ("cost", "cachingCost", "diskNormalized", "random")
 """The names ``druid.coordinator.balancer.strategy`` takes."""
@@ -70,23 +75,20 @@ def placement_costs(segment: DataSegment, holders: Sequence[ServerHolder]) -> li
     lo = segment.start_ms if eternity else segment.start_ms - COST_WINDOW_MS
     hi = segment.end_ms if eternity else segment.end_ms + COST_WINDOW_MS
     minus = np.array([2.0 * self_cost(segment) if holder.is_projected(segment) else 0.0 for holder in holders])
-    arrays = [(holder.interval_arrays(), holder.interval_arrays(segment.datasource)) for holder in holders]
     numbering = holders[0].interval_ids
     if all(holder.interval_ids is numbering for holder in holders):
+        kinds = 1 + max(holder.datasources_projected for holder in holders)
         in_window = (numbering.starts < hi) & (numbering.ends > lo)
         window = np.flatnonzero(in_window)
         starts, ends = numbering.starts[window], numbering.ends[window]
         each = joint_cost_same(segment.start_ms, segment.end_ms, starts, ends, False)
-        kinds = 1 + max(holder.datasources_projected for holder in holders)
         if len(window) and len(numbering) * len(holders) * kinds <= DENSE_CELLS_AT_MOST:
             # each holder's counts by interval as a dense row, its datasource's counted again
-            ds = segment.datasource
-            rows = [
-                holder.dense_interval_counts()[window] + holder.dense_interval_counts(ds)[window] for holder in holders
-            ]
-            dense = exact_dense_sums(each, np.stack(rows).astype(np.float64), minus)
+            matrix, rows, weights = stacked_dense_counts(list(holders), segment.datasource)
+            dense = exact_wide_sums(each, window, matrix, rows, weights, minus)
             if dense is not None:
                 return dense
+        arrays = [(holder.interval_arrays(), holder.interval_arrays(segment.datasource)) for holder in holders]
         local = np.full(len(numbering), -1, dtype=np.int64)
         local[window] = np.arange(len(window), dtype=np.int64)
         parts = [part for pair in arrays for part in pair]  # per holder: every interval, then its datasource's
@@ -96,6 +98,7 @@ def placement_costs(segment: DataSegment, holders: Sequence[ServerHolder]) -> li
         counts = np.concatenate([part[2] for part in parts])[keep]
         group = np.repeat(np.arange(len(parts), dtype=np.int64) // 2, [len(part[3]) for part in parts])[keep]
         return exact_gathered_sums(each, index, counts, group, len(holders), minus)
+    arrays = [(holder.interval_arrays(), holder.interval_arrays(segment.datasource)) for holder in holders]
     parts = []
     for pair in arrays:
         for starts, ends, counts, _ in pair:
