@@ -321,6 +321,7 @@ def test_the_duty_by_duty_applications_queue_what_one_run_queues(spark, tmp_path
     ``druid_rules``), or building the run anew from the prepared tables and replaying what the
     duties before it queued (``druid_balance`` a tier per task, each holding its tier only), as
     a Spark task does; ``druid_rules`` holding only the segments that act (the settled ones apart),
+    each tier's ``druid_balance`` only those queued or acted on (the rest as rows),
     ``druid_unload`` and ``druid_clone`` (no clone targets) only the segments they can act on or
     read."""
     from pathlib import Path
@@ -346,7 +347,7 @@ def test_the_duty_by_duty_applications_queue_what_one_run_queues(spark, tmp_path
     else:
         assert [a for a, _ in builds] == ["druid_rules", "druid_unload", *["druid_balance"] * 3, "druid_clone"]
         assert sorted(t for a, t in builds if a == "druid_balance") == [frozenset({t}) for t in tiers]
-        assert partial == ["druid_rules", "druid_unload", "druid_clone"]
+        assert partial == ["druid_rules", "druid_unload", *["druid_balance"] * 3, "druid_clone"]
     assert druid_plan._HELD is None  # the last application lets the run go
     manifest = json.loads((work / "ops" / "manifest.json").read_text())
     logged = pd.concat([pd.read_parquet(work / "ops" / f) for f in manifest["files"]], ignore_index=True)

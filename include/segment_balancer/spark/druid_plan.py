@@ -50,12 +50,14 @@ from segment_balancer.planner.druid_coordinator.model import (
     LoadQueue,
     QueueEvent,
     SegmentAction,
+    java_concurrent_map_capacity,
     java_hash_order,
     java_map_capacity,
 )
 from segment_balancer.planner.druid_coordinator.run import ClusterState, CoordinatorRun, Operation, QueuedOperation
 from segment_balancer.planner.druid_coordinator.run_stats import RunStats
 from segment_balancer.planner.druid_coordinator.settled import SettledApart, settled_rows
+from segment_balancer.planner.druid_coordinator.unheld import UnheldServed, UnheldShare
 from segment_balancer.spark.workdir import PARTIAL_OP_COLUMNS
 
 DRUID_DIR = "druid"
@@ -409,7 +411,8 @@ def build_run(spec: dict, tiers: set[str] | None = None, replicas=None, whole: b
     ``PrepareBalancerAndLoadQueues`` run again, then, after the first application, the replicas the
     rules started counted against the replication throttle and what the earlier duties queued
     replayed. ``whole``: False when the run need not be held for later applications, so that
-    ``druid_rules`` may hold only the segments that act (:func:`_rules_apart`)."""
+    ``druid_rules`` may hold only the segments that act (:func:`_rules_apart`) and a tier's
+    ``druid_balance`` only those queued or acted on, the rest as rows (:func:`_balance_state`)."""
     work, snapshot = Path(spec["work"]), Path(spec["snapshot"])
     meta = json.loads((work / "prepared" / "meta.json").read_text())
     config = run_config(snapshot, spec.get("overrides"))
@@ -423,7 +426,11 @@ def build_run(spec: dict, tiers: set[str] | None = None, replicas=None, whole: b
         found = _rules_apart(work, snapshot, config, replicas, now_ms)
         if found is not None:
             only, apart = found
-    state = cluster_state(work, snapshot, tiers, {op.segment_id for op in operations}, only, replicas)
+    also = {op.segment_id for op in operations}
+    if tiers is not None and not whole and spec["app"] == "druid_balance":
+        state = _balance_state(work, snapshot, tiers, also, replicas)
+    else:
+        state = cluster_state(work, snapshot, tiers, also, only, replicas)
     used_count = apart.used_count if apart is not None else None
     if not first:
         used_count = _read_part(work, list(DUTY_APPS)[0])["used_count"]
@@ -576,6 +583,153 @@ def _rules_apart(work: Path, snapshot: Path, config, replicas, now_ms: int) -> t
         under_first=rows.under_first,
     )
     return set(held_ids) | set(queued_ids.to_pylist()), apart
+
+
+def _balance_state(work: Path, snapshot: Path, tiers: set[str], also: set[str], replicas) -> ClusterState:
+    """:func:`cluster_state` of ``tiers`` for ``BalanceSegments``: the segments queued on their
+    historicals and ``also`` (what the earlier duties acted on) as objects, every other served
+    segment a row of the state's ``unheld`` (:mod:`~segment_balancer.planner.druid_coordinator.
+    unheld`), counted into each historical's share, in the order the balancer walks it."""
+    import numpy as np
+    import pyarrow as pa
+    import pyarrow.compute as pc
+    import pyarrow.parquet as pq
+
+    servers_table = pq.read_table(work / "prepared" / "servers.parquet")
+    names = servers_table.filter(pc.is_in(servers_table["tier"], pa_array(sorted(tiers))))["server"].to_pylist()
+    mine = replicas.filter(pc.is_in(replicas["server"].cast(pa.string()), pa_array(names)))
+    queued = pc.or_(pc.fill_null(mine["queued_load"], False), pc.fill_null(mine["queued_drop"], False))
+    held_ids = set(pc.unique(mine["segment_id"].filter(queued)).to_pylist()) | set(also)
+    state = cluster_state(work, snapshot, tiers, also, held_ids, replicas)
+
+    served = mine.filter(pc.fill_null(mine["served"], False))
+    served_ids = served["segment_id"].cast(pa.string()).combine_chunks()
+    ids = pc.unique(served_ids)  # the rows: each served segment once, in first-seen order
+    row_of_replica = pc.index_in(served_ids, ids).to_numpy().astype(np.int64)
+    server_names = pc.unique(served["server"].cast(pa.string()).combine_chunks())
+    server_of_replica = pc.index_in(served["server"].cast(pa.string()), server_names).to_numpy().astype(np.int64)
+
+    columns = [
+        "segment_id",
+        "datasource",
+        "version",
+        "start_ms",
+        "end_ms",
+        "partition_num",
+        "shard_type",
+        "num_core_partitions",
+        "start_root_partition_id",
+        "end_root_partition_id",
+        "minor_version",
+        "atomic_update_group_size",
+        "size_bytes",
+        "projections",
+        "cluster_groups",
+    ]
+    timeline = pq.read_table(work / "timeline" / "segments.parquet", columns=[*columns, "used"])
+    timeline = timeline.filter(pc.is_in(timeline["segment_id"], ids))
+    prepared = pq.read_table(
+        work / "prepared" / "segments.parquet",
+        columns=["segment_id", "datasource", "start_ms", "end_ms", "version", "partition_num", "size_bytes"],
+    )
+    prepared = prepared.filter(
+        pc.and_(
+            pc.is_in(prepared["segment_id"], ids), pc.invert(pc.is_in(prepared["segment_id"], timeline["segment_id"]))
+        )
+    )
+    # each row's place in the two tables: timeline rows first, then the prepared rows of no used set
+    in_timeline = pc.fill_null(pc.index_in(ids, timeline["segment_id"]), -1).to_numpy().astype(np.int64)
+    in_prepared = pc.fill_null(pc.index_in(ids, prepared["segment_id"]), -1).to_numpy().astype(np.int64)
+
+    def column(name: str) -> np.ndarray:
+        """int64 per row (nulls 0), from the row's table."""
+        both = pa.concat_arrays([t[name].cast(pa.int64()).combine_chunks() for t in (timeline, prepared)])
+        values = pc.fill_null(both, 0).to_numpy()
+        return values[np.where(in_timeline >= 0, in_timeline, len(timeline) + in_prepared)]
+
+    def ranked(name: str) -> tuple[np.ndarray, list[str]]:
+        values = pa.concat_arrays(
+            [timeline[name].cast(pa.string()).combine_chunks(), prepared[name].cast(pa.string()).combine_chunks()]
+        )
+        encoded = pc.dictionary_encode(values)
+        rank = np.empty(len(encoded.dictionary), dtype=np.int64)
+        rank[pc.array_sort_indices(encoded.dictionary).to_numpy()] = np.arange(len(encoded.dictionary))
+        codes = encoded.indices.to_numpy(zero_copy_only=False).astype(np.int64)
+        where = np.where(in_timeline >= 0, in_timeline, len(timeline) + in_prepared)
+        return codes[where], rank, encoded.dictionary.to_pylist()
+
+    datasource_codes, datasource_rank, datasource_names = ranked("datasource")
+    version_codes, version_rank, _ = ranked("version")
+    start, end, partition, size = (column(name) for name in ("start_ms", "end_ms", "partition_num", "size_bytes"))
+    used = np.zeros(len(ids), dtype=bool)
+    used[in_timeline >= 0] = pc.fill_null(timeline["used"], False).to_numpy(zero_copy_only=False)[
+        in_timeline[in_timeline >= 0]
+    ]
+
+    held_mask = pc.is_in(ids, pa_array(sorted(held_ids))).to_numpy(zero_copy_only=False)
+    objects = {sid: segment for server in state.servers for sid, segment in server.segments.items()}
+    held_rows = np.flatnonzero(held_mask)
+    held = dict(zip(held_rows.tolist(), map(objects.__getitem__, ids.take(pa.array(held_rows)).to_pylist())))
+
+    by_server = {server.name: server for server in state.servers}
+    order: dict[str, np.ndarray] = {}
+    servers_of: dict[int, list[str]] = {}
+    position = np.arange(len(row_of_replica), dtype=np.int64)
+    grouping = np.argsort(server_of_replica, kind="stable")
+    bounds = np.flatnonzero(np.diff(server_of_replica[grouping], prepend=-1, append=len(server_names) + 1))
+    for a, b in zip(bounds[:-1].tolist(), bounds[1:].tolist()):
+        replicas_here = grouping[a:b]
+        name = server_names[int(server_of_replica[replicas_here[0]])].as_py()
+        rows = row_of_replica[replicas_here]
+        # the server's datasources in the order first served, then Java's hash order of them
+        codes = datasource_codes[rows]
+        _, first = np.unique(codes, return_index=True)
+        seen = codes[np.sort(first)]
+        java = java_hash_order([datasource_names[c] for c in seen.tolist()], java_concurrent_map_capacity(len(seen)))
+        place = np.zeros(len(datasource_names), dtype=np.int64)
+        place[[datasource_names.index(n) for n in java]] = np.arange(len(java))
+        walk = np.lexsort(
+            (
+                position[replicas_here],
+                -partition[rows],
+                -version_rank[version_codes[rows]],
+                -start[rows],
+                -end[rows],
+                place[codes],
+            )
+        )
+        order[name] = rows[walk]
+        server = by_server[name]
+        loose = rows[~held_mask[rows]]
+        share = UnheldShare(count=len(loose), bytes=int(size[loose].sum()))
+        share.intervals.update(Counter(zip(start[loose].tolist(), end[loose].tolist())))
+        share.datasource_intervals.update(
+            Counter(
+                zip(
+                    [datasource_names[c] for c in datasource_codes[loose].tolist()],
+                    start[loose].tolist(),
+                    end[loose].tolist(),
+                )
+            )
+        )
+        server.unheld = share
+        for row in loose.tolist():
+            servers_of.setdefault(row, []).append(name)
+    for server in state.servers:
+        if server.unheld is None:
+            server.unheld = UnheldShare()
+
+    def make(rows: np.ndarray) -> list[DataSegment]:
+        parts = []
+        for row in rows.tolist():
+            if in_timeline[row] >= 0:
+                parts.append(_segments(timeline.slice(int(in_timeline[row]), 1))[0])
+            else:
+                parts.append(_segments(prepared.slice(int(in_prepared[row]), 1))[0])
+        return parts
+
+    state.unheld = UnheldServed(make, held, datasource_codes, datasource_names, used, order, servers_of)
+    return state
 
 
 @dataclass

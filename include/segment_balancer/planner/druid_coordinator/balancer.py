@@ -4,7 +4,8 @@
 The reservoir's draws come from the run's seeded generator where Druid's are unseeded. Candidates are
 visited server by server in the tier's order: first the segments a server is loading (in load-queue
 order, where Druid's is a hash order of segment ids), then, when the tier has no move in progress,
-those it serves (:func:`served_in_druid_order`).
+those it serves (:func:`served_in_druid_order`; on a run that does not hold them all, the same
+draws on their rows: :func:`pick_unheld_segments`).
 """
 
 from __future__ import annotations
@@ -29,6 +30,7 @@ from segment_balancer.planner.druid_coordinator.segments_to_move import (
     max_segments_to_move_per_tier,
     segments_to_move_in_tier,
 )
+from segment_balancer.planner.druid_coordinator.unheld import UnheldServed, candidate_rows, reservoir
 
 
 @dataclass(frozen=True)
@@ -67,6 +69,25 @@ def pick_movable_segments(
     return picked
 
 
+def pick_unheld_segments(
+    sources: list[ServerHolder],
+    most: int,
+    unheld: UnheldServed,
+    broadcast_datasources: set[str],
+    rng: random.Random,
+) -> list[Pick]:
+    """:func:`pick_movable_segments` over the served segments of ``sources`` in
+    :func:`served_in_druid_order`, on the rows of a run that does not hold them all (``unheld``):
+    the same candidates, draws and picks, each picked segment made an object then."""
+    if most == 0 or not sources:
+        return []
+    holders, rows = candidate_rows(
+        unheld, sources, broadcast_datasources, lambda h, s: h.action_on(s) is SegmentAction.MOVE_FROM
+    )
+    kept = reservoir(len(rows), most, rng)
+    return [Pick(sources[holders[k]], unheld.segment(int(rows[k]))) for k in kept.tolist()]
+
+
 def served_in_druid_order(holder: ServerHolder) -> list[DataSegment]:
     """A server's served segments in the order Druid's balancer walks them: datasource by
     datasource in the server's ``ConcurrentHashMap`` order of their names (Java's hash order; the
@@ -88,7 +109,7 @@ def projected_server(holder: ServerHolder) -> ProjectedServer:
     until the move is done."""
     return ProjectedServer(
         holder.projected_per_datasource(),
-        bytes=sum(segment.size for segment in holder.projected_segments()),
+        bytes=sum(segment.size for segment in holder.projected_segments()) + holder.unheld_bytes,
         max_size=holder.max_size,
     )
 
@@ -107,6 +128,7 @@ class TierBalancer:
     used: Callable[[DataSegment], DataSegment | None]
     broadcast_datasources: set[str]
     rng: random.Random
+    unheld: UnheldServed | None = None
 
     def __post_init__(self):
         self.decommissioning = [h for h in self.holders if h.decommissioning]
@@ -134,7 +156,12 @@ class TierBalancer:
         moved = self._move(picks, n)
         if self.moving <= 0:
             rest = n - moved
-            picks = pick_movable_segments(sources, rest, served_in_druid_order, self.broadcast_datasources, self.rng)
+            if self.unheld is not None:
+                picks = pick_unheld_segments(sources, rest, self.unheld, self.broadcast_datasources, self.rng)
+            else:
+                picks = pick_movable_segments(
+                    sources, rest, served_in_druid_order, self.broadcast_datasources, self.rng
+                )
             self._move(picks, rest)
 
     def _move(self, picks: list[Pick], most: int) -> int:
@@ -157,7 +184,7 @@ class TierBalancer:
 def served_and_queued(cluster: DruidCluster) -> int:
     """The segments served and queued on every managed historical of ``cluster``: what smart
     loading sizes the balancer's moves by (``BalanceSegments``)."""
-    return sum(len(h.server.segments) + len(h.actions) for hs in cluster.managed.values() for h in hs)
+    return sum(h.server.segment_count + len(h.actions) for hs in cluster.managed.values() for h in hs)
 
 
 def balance_segments(
@@ -176,13 +203,15 @@ def balance_segments(
     strategy: Callable[[random.Random], object] | None = None,
     segments_and_actions: int | None = None,
     tiers: Iterable[str] | None = None,
+    unheld: UnheldServed | None = None,
 ) -> int:
     """Druid ``BalanceSegments``: one maximum for every tier (with smart loading, from
     ``segments_and_actions``, :func:`served_and_queued` when None; else ``maxSegmentsToMove``),
     then each tier of ``tiers`` (None: every tier). The draws: ``rng`` for every tier; or, with
     ``seed``, each tier its own generator ``Random("<seed>/balance/<tier>")`` and its own strategy
     made from it by ``strategy`` (the run's :func:`~.strategies.make_strategy` of a generator; None:
-    ``cost``), so that a tier balanced alone draws what it draws among the others. Returns that
+    ``cost``), so that a tier balanced alone draws what it draws among the others. ``unheld``: the
+    served segments a run built for balancing does not hold (:mod:`.unheld`). Returns that
     maximum."""
     if smart:
         if segments_and_actions is None:
@@ -202,5 +231,5 @@ def balance_segments(
 
             tier_rng = random.Random(f"{seed}/balance/{tier}")
             assigner.strategy = (strategy or CostStrategy)(tier_rng)
-        TierBalancer(tier, holders, most, assigner, stats, smart, used, broadcast_datasources, tier_rng).run()
+        TierBalancer(tier, holders, most, assigner, stats, smart, used, broadcast_datasources, tier_rng, unheld).run()
     return most

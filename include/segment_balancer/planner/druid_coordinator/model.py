@@ -19,6 +19,7 @@ import numpy as np
 
 from segment_balancer.druid.partial_load import PartialLoadProfile, SegmentShape
 from segment_balancer.planner.cost import Descending
+from segment_balancer.planner.druid_coordinator.unheld import UnheldShare
 
 _EMPTY = np.zeros(0, dtype=np.int64)
 
@@ -260,6 +261,9 @@ class DruidServer:
     profiles: dict[str, PartialLoadProfile | _AssumedProfile | None] = field(default_factory=dict)
     storage_size: int = 0
     profiles_unknown: bool = False
+    unheld: UnheldShare | None = None
+    """What it serves beyond ``segments`` that its run does not hold (a run built for balancing:
+    :mod:`~segment_balancer.planner.druid_coordinator.unheld`), None when ``segments`` is all."""
 
     def __post_init__(self):
         if not self.host:
@@ -270,6 +274,11 @@ class DruidServer:
     @property
     def current_size(self) -> int:
         return self.curr_size
+
+    @property
+    def segment_count(self) -> int:
+        """The segments it serves, held or not."""
+        return len(self.segments) + (0 if self.unheld is None else self.unheld.count)
 
     def add(self, segment: DataSegment, profile: PartialLoadProfile | None = None) -> None:
         """Serve ``segment`` (a partial replica when ``profile`` is given: its ``loaded_bytes``
@@ -461,6 +470,9 @@ class ServerHolder:
         served = server.segments.values()  # each projected once (``_project``, counted in bulk)
         self.projected_per_interval.update((s.start_ms, s.end_ms) for s in served)
         self.projected.update((s.datasource, s.start_ms, s.end_ms) for s in served)
+        if server.unheld is not None:
+            self.projected_per_interval.update(server.unheld.intervals)
+            self.projected.update(server.unheld.datasource_intervals)
         self.moving_segments = 0
         self.loading_replicas = 0
         for request in queue.requests():
@@ -601,8 +613,14 @@ class ServerHolder:
             counts[datasource] += n
         return {ds: n for ds, n in counts.items() if n}
 
+    @property
+    def unheld_bytes(self) -> int:
+        """The bytes of the served segments its run does not hold (:attr:`DruidServer.unheld`)."""
+        return 0 if self.server.unheld is None else self.server.unheld.bytes
+
     def projected_segments(self) -> set[DataSegment]:
-        """Served segments plus queued loads, less queued drops and move sources."""
+        """Served segments plus queued loads, less queued drops and move sources (of those its run
+        holds: :attr:`DruidServer.unheld` are projected too)."""
         segments = set(self.server.segments.values())
         for segment, action in self.actions.items():
             if action.is_load:

@@ -45,6 +45,7 @@ from segment_balancer.planner.druid_coordinator.model import (
 from segment_balancer.planner.druid_coordinator.run_stats import RunStats
 from segment_balancer.planner.druid_coordinator.settled import SettledApart
 from segment_balancer.planner.druid_coordinator.strategies import THRESHOLD_KEY, make_strategy
+from segment_balancer.planner.druid_coordinator.unheld import UnheldServed
 
 
 @dataclass
@@ -62,6 +63,10 @@ class ClusterState:
     overshadowed: set[str] = field(default_factory=set)
     queues: dict[str, LoadQueue] = field(default_factory=dict)
     only: frozenset[str] | None = None
+    unheld: UnheldServed | None = None
+    """The served segments ``servers`` hold as rows, not objects (a state built for balancing:
+    :mod:`~segment_balancer.planner.druid_coordinator.unheld`); each server's share is its
+    :attr:`DruidServer.unheld`."""
 
 
 @dataclass(frozen=True)
@@ -378,9 +383,12 @@ class CoordinatorRun:
 
     @property
     def broadcast_datasources(self) -> set[str]:
-        """The used segments' datasources whose rules include a broadcast rule."""
+        """The used segments' datasources (of ``state.unheld`` too) whose rules include a broadcast rule."""
         if self._broadcast is None:
-            self._broadcast = _broadcast_datasources(self.state.rules, {s.datasource for s in self.state.used.values()})
+            datasources = {s.datasource for s in self.state.used.values()}
+            if self.state.unheld is not None:
+                datasources |= self.state.unheld.used_datasources
+            self._broadcast = _broadcast_datasources(self.state.rules, datasources)
         return self._broadcast
 
     def _begin(self, duty: str) -> None:
@@ -553,8 +561,11 @@ class CoordinatorRun:
         counted after :meth:`unload`), each tier drawing from ``seed/balance/<tier>``. Returns the
         maximum (also the result's ``max_segments_to_move``)."""
         self._begin("balance")
-        if not self.state.used:
+        unheld = self.state.unheld
+        if not self.state.used and (unheld is None or not unheld.used.any()):
             return 0
+        if unheld is not None:
+            unheld.on_segment = self._hold
         config = self.config
         most = balance_segments(
             self.cluster,
@@ -570,9 +581,28 @@ class CoordinatorRun:
             strategy=self.make_strategy,
             segments_and_actions=segments_and_actions,
             tiers=tiers,
+            unheld=unheld,
         )
         self.result.max_segments_to_move = most
         return most
+
+    def _hold(self, segment: DataSegment, row: int, servers: list[str]) -> None:
+        """A segment of ``state.unheld`` made an object (``row``): served by ``servers`` from now on
+        as the run's own (their shares less it, their replica counts more), used if its row is."""
+        by_name = {h.name: h for h in self.holders}
+        managed = {h.name for hs in self.cluster.managed.values() for h in hs}
+        for name in servers:
+            holder = by_name.get(name)
+            if holder is None:
+                continue
+            share = holder.server.unheld
+            holder.server.segments[segment.id] = segment
+            share.count -= 1
+            share.bytes -= segment.size
+            if name in managed and self.assigner is not None:
+                self.assigner.replica_counts.setdefault(segment, holder.tier).loaded += 1
+        if self.state.unheld.used[row]:
+            self.state.used[segment.id] = segment
 
     def clone(self) -> None:
         """7. ``CloneHistoricals``: each clone target (``cloneServers``) loads what its source has

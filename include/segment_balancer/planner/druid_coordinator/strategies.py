@@ -184,7 +184,7 @@ class DiskNormalizedStrategy(CostStrategy):
         out = []
         for cost, holder in zip(placement_costs(segment, holders), holders):
             if cost != float("inf"):
-                cost = (cost / max(1, len(holder.server.segments))) * (holder.size_used / holder.max_size)
+                cost = (cost / max(1, holder.server.segment_count)) * (holder.size_used / holder.max_size)
             out.append(cost)
         return out
 
