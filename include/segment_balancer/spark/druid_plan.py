@@ -149,12 +149,16 @@ def cluster_state(
         # the names as strings: an empty servers table's column is typed null
         names = pa_array(server_table["server"].to_pylist())
         replica_table = replica_table.filter(pc.is_in(replica_table["server"].cast(pa.string()), names))
-        ids = [replica_table["segment_id"].combine_chunks(), pa_array(sorted(also or ()))]
-        wanted_ids = pc.unique(pa.concat_arrays(ids))
     if only is not None:
         only_ids = pa_array(sorted(only))
         replica_table = replica_table.filter(pc.is_in(replica_table["segment_id"], only_ids))
-        wanted_ids = only_ids if wanted_ids is None else wanted_ids.filter(pc.is_in(wanted_ids, only_ids))
+    if tiers is not None:
+        also_ids = pa_array(sorted(also or ()))
+        if only is not None:
+            also_ids = also_ids.filter(pc.is_in(also_ids, only_ids))
+        wanted_ids = pc.unique(pa.concat_arrays([replica_table["segment_id"].combine_chunks(), also_ids]))
+    elif only is not None:
+        wanted_ids = only_ids
 
     timeline_columns = [
         "segment_id",
@@ -628,17 +632,13 @@ def _balance_state(work: Path, snapshot: Path, tiers: set[str], also: set[str], 
     ]
     timeline = pq.read_table(work / "timeline" / "segments.parquet", columns=[*columns, "used"])
     timeline = timeline.filter(pc.is_in(timeline["segment_id"], ids))
+    # each row's place in the two tables: timeline rows first, then the prepared rows of no used set
+    in_timeline = pc.fill_null(pc.index_in(ids, timeline["segment_id"]), -1).to_numpy().astype(np.int64)
     prepared = pq.read_table(
         work / "prepared" / "segments.parquet",
         columns=["segment_id", "datasource", "start_ms", "end_ms", "version", "partition_num", "size_bytes"],
     )
-    prepared = prepared.filter(
-        pc.and_(
-            pc.is_in(prepared["segment_id"], ids), pc.invert(pc.is_in(prepared["segment_id"], timeline["segment_id"]))
-        )
-    )
-    # each row's place in the two tables: timeline rows first, then the prepared rows of no used set
-    in_timeline = pc.fill_null(pc.index_in(ids, timeline["segment_id"]), -1).to_numpy().astype(np.int64)
+    prepared = prepared.filter(pc.is_in(prepared["segment_id"], ids.filter(pa.array(in_timeline < 0))))
     in_prepared = pc.fill_null(pc.index_in(ids, prepared["segment_id"]), -1).to_numpy().astype(np.int64)
 
     def column(name: str) -> np.ndarray:
