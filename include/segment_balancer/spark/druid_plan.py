@@ -160,39 +160,15 @@ def cluster_state(
     elif only is not None:
         wanted_ids = only_ids
 
-    timeline_columns = [
-        "segment_id",
-        "datasource",
-        "version",
-        "start_ms",
-        "end_ms",
-        "partition_num",
-        "shard_type",
-        "num_core_partitions",
-        "start_root_partition_id",
-        "end_root_partition_id",
-        "minor_version",
-        "atomic_update_group_size",
-        "size_bytes",
-        "used",
-        "overshadowed",
-        "projections",
-        "cluster_groups",
-    ]
-    timeline = pq.read_table(work / "timeline" / "segments.parquet", columns=timeline_columns)
-    if wanted_ids is not None:
-        timeline = timeline.filter(pc.is_in(timeline["segment_id"], wanted_ids))
+    timeline = read_where(
+        work / "timeline" / "segments.parquet", [*TIMELINE_SEGMENT_COLUMNS, "used", "overshadowed"], wanted_ids
+    )
     segments = _segments(timeline)
     by_id = {segment.id: segment for segment in segments}
     used_flags, overshadowed_flags = timeline["used"].to_pylist(), timeline["overshadowed"].to_pylist()
     used = {segment.id: segment for segment, flag in zip(segments, used_flags) if flag}
     overshadowed = {segment.id for segment, u, o in zip(segments, used_flags, overshadowed_flags) if u and o}
-    prepared_table = pq.read_table(
-        work / "prepared" / "segments.parquet",
-        columns=["segment_id", "datasource", "start_ms", "end_ms", "version", "partition_num", "size_bytes"],
-    )
-    if wanted_ids is not None:
-        prepared_table = prepared_table.filter(pc.is_in(prepared_table["segment_id"], wanted_ids))
+    prepared_table = read_where(work / "prepared" / "segments.parquet", PREPARED_SEGMENT_COLUMNS, wanted_ids)
     prepared_table = prepared_table.filter(pc.invert(pc.is_in(prepared_table["segment_id"], timeline["segment_id"])))
     for segment in _segments(prepared_table):
         by_id.setdefault(segment.id, segment)
@@ -264,6 +240,38 @@ def _servers(server_table) -> dict[str, DruidServer]:
         )
         for r in server_table.to_pylist()
     }
+
+
+TIMELINE_SEGMENT_COLUMNS = [
+    "segment_id",
+    "datasource",
+    "version",
+    "start_ms",
+    "end_ms",
+    "partition_num",
+    "shard_type",
+    "num_core_partitions",
+    "start_root_partition_id",
+    "end_root_partition_id",
+    "minor_version",
+    "atomic_update_group_size",
+    "size_bytes",
+    "projections",
+    "cluster_groups",
+]
+"""The columns of ``timeline/segments.parquet`` a run makes a ``DataSegment`` from (:func:`_segments`)."""
+PREPARED_SEGMENT_COLUMNS = ["segment_id", "datasource", "start_ms", "end_ms", "version", "partition_num", "size_bytes"]
+"""The columns of ``prepared/segments.parquet`` a run makes a segment of no used set from."""
+
+
+def read_where(path: Path, columns: list[str], ids=None):
+    """``columns`` of the Parquet table at ``path`` (pyarrow Table, in the file's order): the rows
+    whose ``segment_id`` is one of ``ids`` (a string array; None: every row), filtered batch by
+    batch as it is read, so that a large table is never held whole for a few of its rows."""
+    import pyarrow.compute as pc
+    import pyarrow.parquet as pq
+
+    return pq.read_table(path, columns=columns, filters=None if ids is None else pc.field("segment_id").isin(ids))
 
 
 def pa_array(values: list[str]):
@@ -613,32 +621,12 @@ def _balance_state(work: Path, snapshot: Path, tiers: set[str], also: set[str], 
     server_names = pc.unique(served["server"].cast(pa.string()).combine_chunks())
     server_of_replica = pc.index_in(served["server"].cast(pa.string()), server_names).to_numpy().astype(np.int64)
 
-    columns = [
-        "segment_id",
-        "datasource",
-        "version",
-        "start_ms",
-        "end_ms",
-        "partition_num",
-        "shard_type",
-        "num_core_partitions",
-        "start_root_partition_id",
-        "end_root_partition_id",
-        "minor_version",
-        "atomic_update_group_size",
-        "size_bytes",
-        "projections",
-        "cluster_groups",
-    ]
-    timeline = pq.read_table(work / "timeline" / "segments.parquet", columns=[*columns, "used"])
-    timeline = timeline.filter(pc.is_in(timeline["segment_id"], ids))
+    timeline = read_where(work / "timeline" / "segments.parquet", [*TIMELINE_SEGMENT_COLUMNS, "used"], ids)
     # each row's place in the two tables: timeline rows first, then the prepared rows of no used set
     in_timeline = pc.fill_null(pc.index_in(ids, timeline["segment_id"]), -1).to_numpy().astype(np.int64)
-    prepared = pq.read_table(
-        work / "prepared" / "segments.parquet",
-        columns=["segment_id", "datasource", "start_ms", "end_ms", "version", "partition_num", "size_bytes"],
+    prepared = read_where(
+        work / "prepared" / "segments.parquet", PREPARED_SEGMENT_COLUMNS, ids.filter(pa.array(in_timeline < 0))
     )
-    prepared = prepared.filter(pc.is_in(prepared["segment_id"], ids.filter(pa.array(in_timeline < 0))))
     in_prepared = pc.fill_null(pc.index_in(ids, prepared["segment_id"]), -1).to_numpy().astype(np.int64)
 
     def column(name: str) -> np.ndarray:
@@ -928,13 +916,10 @@ def _safe(tier: str) -> str:
 
 def _codes(work: Path, ids: set[str]) -> dict[str, tuple[int, int]]:
     """``segment_id`` -> (``idx``, ``code``) of the prepared segments among ``ids``."""
-    import pyarrow.compute as pc
-    import pyarrow.parquet as pq
 
     if not ids:
         return {}
-    table = pq.read_table(work / "prepared" / "segments.parquet", columns=["segment_id", "idx", "code"])
-    table = table.filter(pc.is_in(table["segment_id"], pa_array(sorted(ids))))
+    table = read_where(work / "prepared" / "segments.parquet", ["segment_id", "idx", "code"], pa_array(sorted(ids)))
     return {r["segment_id"]: (r["idx"], r["code"]) for r in table.to_pylist()}
 
 
