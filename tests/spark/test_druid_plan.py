@@ -372,6 +372,45 @@ def test_the_duty_by_duty_applications_queue_what_one_run_queues(spark, tmp_path
     assert list(held.itertuples(index=False, name=None)) == expected_held
 
 
+def test_a_large_runs_tiers_balance_one_job_after_another_as_in_one(spark, tmp_path, monkeypatch):
+    """Above ``BALANCE_TIERS_AT_ONCE_AT_MOST_SEGMENTS`` each tier of ``druid_balance`` is a Spark
+    job of its own (one tier's task holds memory at a time): the bundled generated cluster's three
+    tiers, so balanced, queue what one job of three tasks queues, with the same record."""
+    from pathlib import Path
+
+    from segment_balancer.planner.stages import COORDINATOR_APP_NAMES
+    from segment_balancer.spark import druid_plan, session
+    from segment_balancer.spark.apps import run_app
+    from segment_balancer.spark.druid_plan import DRUID_DIR
+
+    snapshot = Path(SNAPSHOT).parent / "generated"
+    monkeypatch.setattr(druid_plan, "_take_held", lambda spec: None)
+    jobs: list[list[str]] = []
+    run_tasks = session.run_tasks
+
+    def counting(spark, items, fn):
+        if items and isinstance(items[0], dict) and items[0].get("app") == "druid_balance":
+            jobs.append([item["tier"] for item in items])
+        return run_tasks(spark, items, fn)
+
+    monkeypatch.setattr(session, "run_tasks", counting)
+
+    def balanced(work: Path) -> tuple:
+        xcom = None
+        for name in COORDINATOR_APP_NAMES["druid"][:-1]:
+            xcom = run_app(spark, name, snapshot, work, xcom, {"coordinator": "druid"})
+        ops = pd.read_parquet(work / "ops" / "stage_06_druid_balance.parquet")
+        return ops, json.loads((work / DRUID_DIR / "druid_balance.json").read_text())
+
+    together = balanced(tmp_path / "together")
+    monkeypatch.setattr(druid_plan, "BALANCE_TIERS_AT_ONCE_AT_MOST_SEGMENTS", 0)
+    apart = balanced(tmp_path / "apart")
+    assert len(jobs) == 4 and len(jobs[0]) == 3 and [tiers for tiers in jobs[1:]] == [[t] for t in jobs[0]]
+    pd.testing.assert_frame_equal(apart[0], together[0])
+    assert apart[1] == together[1]
+    assert (apart[0]["reason"] == "MOVE_TO").sum() > 0
+
+
 def test_a_held_run_goes_on_only_from_the_op_log_it_left(spark, tmp_path, monkeypatch):
     """On the driver an application goes on with the run the application before it left only
     when the op log is the one that application committed: one after the op log changed, or a

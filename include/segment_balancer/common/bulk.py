@@ -25,3 +25,29 @@ def cycle_collection_paused() -> Iterator[None]:
     finally:
         if enabled:
             gc.enable()
+
+
+def give_back_memory() -> None:
+    """Return what a finished bulk task freed to the operating system: the objects it left in
+    reference cycles collected, then pyarrow's memory pool's unused memory and, with glibc, the C
+    heap's free pages (``malloc_trim``). A Spark Python worker
+    lives on after its task, idle: without this it keeps the task's peak resident (gigabytes after
+    a ``druid`` duty at 10M segments) beside the next task's and the driver's. Anything that cannot
+    be returned stays; nothing raises."""
+    import ctypes
+    import ctypes.util
+
+    gc.collect()
+    try:
+        import pyarrow as pa
+
+        pa.default_memory_pool().release_unused()
+    except Exception:  # noqa: BLE001 (best effort: a pool without it keeps its memory)
+        pass
+    name = ctypes.util.find_library("c")
+    try:
+        libc = ctypes.CDLL(name) if name else None
+        if libc is not None and hasattr(libc, "malloc_trim"):
+            libc.malloc_trim(0)
+    except OSError:
+        pass

@@ -6,7 +6,8 @@ one Spark application each (``planner.druid_coordinator.duties.DUTY_APPS``, one 
 ``druid_rules`` is one Spark task: Druid's rules duty visits every used segment in one sequence that
 shares the tiers' round-robin cursors, throttles and drop budgets, so it cannot be split; the task,
 not the driver, holds the cluster. ``druid_unload`` and ``druid_clone`` are one Spark task each (the
-whole cluster), ``druid_balance`` one per tier (each holds its tier only). Each application's task builds
+whole cluster), ``druid_balance`` one per tier (each holds its tier only; in one job, or above
+:data:`BALANCE_TIERS_AT_ONCE_AT_MOST_SEGMENTS` one job per tier). Each application's task builds
 the run from the prepared tables, replays what the earlier duties queued (the op log's
 ``druid_*`` steps and each one's ``WORK/druid/<application>.json``) and appends its own operations
 to the op log (the plan's operation schema with Druid's actions); when the tasks run on the driver
@@ -34,7 +35,7 @@ from collections import Counter
 from dataclasses import dataclass
 from pathlib import Path
 
-from segment_balancer.common.bulk import cycle_collection_paused
+from segment_balancer.common.bulk import cycle_collection_paused, give_back_memory
 from segment_balancer.common.errors import InputError
 from segment_balancer.common.files import write_json_atomic, write_parquet_atomic
 from segment_balancer.druid import metrics as m
@@ -63,6 +64,10 @@ from segment_balancer.spark.workdir import PARTIAL_OP_COLUMNS
 DRUID_DIR = "druid"
 """The druid coordinator's output in the work directory."""
 CONFIG_FILE = "coordinator_config.json"
+BALANCE_TIERS_AT_ONCE_AT_MOST_SEGMENTS = 2_000_000
+"""The most used segments of a run whose ``druid_balance`` tier tasks run in one Spark job, side by
+side; a larger run's run one job after another, so that one tier's task at a time holds its tier
+(a task of the largest tier peaks at about 1.5 GiB at 1M segments and 10 GiB at 10M)."""
 RUN_FILE = "run.json"
 """The run's record (``WORK/druid/run.json``, :func:`druid_record`), written by the last application."""
 LAST_APP = list(DUTY_APPS)[-1]
@@ -801,9 +806,17 @@ def _duty_task(spec: dict) -> dict:
     ``WORK/druid/<application>[/<tier>].parquet`` and return its record (stats rows, the moves
     called off on their source per op log step, what later duties need). The cyclic garbage
     collector is paused meanwhile (:func:`segment_balancer.common.bulk.cycle_collection_paused`: the
-    run is millions of objects at 1M segments, and a paused collector builds it twice as fast)."""
-    with cycle_collection_paused():
-        return _duty(spec)
+    run is millions of objects at 1M segments, and a paused collector builds it twice as fast); in
+    a Spark task, what the task freed is given back to the system when it ends
+    (:func:`~segment_balancer.common.bulk.give_back_memory`: the worker lives on, idle)."""
+    from segment_balancer.spark.session import on_driver
+
+    try:
+        with cycle_collection_paused():
+            return _duty(spec)
+    finally:
+        if not on_driver():
+            give_back_memory()
 
 
 def _duty(spec: dict) -> dict:
@@ -1034,7 +1047,11 @@ def run_druid_app(spark, app: str, snapshot: Path, work: Path, overrides: dict |
     spec = {"app": app, "work": str(work), "snapshot": str(Path(snapshot).absolute()), "overrides": overrides}
     if app == "druid_balance":
         tiers = balance_tier_order(run.servers_pdf["tier"])
-        parts = run_tasks(spark, [{**spec, "tier": t} for t in tiers], _duty_task)
+        specs = [{**spec, "tier": t} for t in tiers]
+        if _read_part(work, list(DUTY_APPS)[0])["used_count"] > BALANCE_TIERS_AT_ONCE_AT_MOST_SEGMENTS:
+            parts = [run_tasks(spark, [one], _duty_task)[0] for one in specs]
+        else:
+            parts = run_tasks(spark, specs, _duty_task)
         record = {
             "max_segments_to_move": max((p["max_segments_to_move"] for p in parts), default=0),
             "stats": [row for p in parts for row in p["stats"]],
