@@ -35,7 +35,7 @@ from collections import Counter
 from dataclasses import dataclass
 from pathlib import Path
 
-from segment_balancer.common.bulk import cycle_collection_paused, give_back_memory
+from segment_balancer.common.bulk import cycle_collection_paused
 from segment_balancer.common.errors import InputError
 from segment_balancer.common.files import write_json_atomic, write_parquet_atomic
 from segment_balancer.druid import metrics as m
@@ -806,17 +806,9 @@ def _duty_task(spec: dict) -> dict:
     ``WORK/druid/<application>[/<tier>].parquet`` and return its record (stats rows, the moves
     called off on their source per op log step, what later duties need). The cyclic garbage
     collector is paused meanwhile (:func:`segment_balancer.common.bulk.cycle_collection_paused`: the
-    run is millions of objects at 1M segments, and a paused collector builds it twice as fast); in
-    a Spark task, what the task freed is given back to the system when it ends
-    (:func:`~segment_balancer.common.bulk.give_back_memory`: the worker lives on, idle)."""
-    from segment_balancer.spark.session import on_driver
-
-    try:
-        with cycle_collection_paused():
-            return _duty(spec)
-    finally:
-        if not on_driver():
-            give_back_memory()
+    run is millions of objects at 1M segments, and a paused collector builds it twice as fast)."""
+    with cycle_collection_paused():
+        return _duty(spec)
 
 
 def _duty(spec: dict) -> dict:

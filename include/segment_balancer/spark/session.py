@@ -415,6 +415,9 @@ def run_tasks(spark, items: Sequence[Any], fn: Callable[[Any], Any]) -> list[Any
     and should be small (bitmaps, paths, counts): they are collected to the driver. On the driver
     ``fn``, the items and the results make the same pickle round trip, so a call sees copies, as a
     Spark task does.
+    A Spark task gives back what it freed when it ends
+    (:func:`~segment_balancer.common.bulk.give_back_memory`): its worker lives on, idle, beside the
+    next tasks and the driver.
     """
     items = list(items)
     if not items:
@@ -429,11 +432,14 @@ def run_tasks(spark, items: Sequence[Any], fn: Callable[[Any], Any]) -> list[Any
     def per_partition(batches):
         import pyarrow as pa
 
+        from segment_balancer.common.bulk import give_back_memory
+
         for batch in batches:
             ids = batch.column(0).to_pylist()
+            results = [pickle.dumps(fn(items[i])) for i in ids]
+            give_back_memory()  # the worker lives on, idle, beside the next task's
             yield pa.RecordBatch.from_pydict(
-                {"i": ids, "result": [pickle.dumps(fn(items[i])) for i in ids]},
-                schema=pa.schema([("i", pa.int64()), ("result", pa.binary())]),
+                {"i": ids, "result": results}, schema=pa.schema([("i", pa.int64()), ("result", pa.binary())])
             )
 
     rows = spark.range(0, len(items), 1, len(items)).mapInArrow(per_partition, "i long, result binary").collect()
