@@ -27,16 +27,36 @@ def cycle_collection_paused() -> Iterator[None]:
             gc.enable()
 
 
+GIVE_BACK_ABOVE_BYTES = 1 << 30
+"""The resident size above which :func:`give_back_memory` gives memory back: a process below it
+keeps its heap (giving back costs the next task its first touch of the pages again)."""
+
+
+def resident_bytes() -> int | None:
+    """This process's resident set size, bytes (Linux ``/proc/self/statm``); None where unknown."""
+    import os
+
+    try:
+        with open("/proc/self/statm") as f:
+            return int(f.read().split()[1]) * os.sysconf("SC_PAGE_SIZE")
+    except (OSError, ValueError, IndexError):
+        return None
+
+
 def give_back_memory() -> None:
     """Return what a finished bulk task freed to the operating system: the objects it left in
     reference cycles collected, then pyarrow's memory pool's unused memory and, with glibc, the C
     heap's free pages (``malloc_trim``). A Spark Python worker
     lives on after its task, idle: without this it keeps the task's peak resident (gigabytes after
-    a ``druid`` duty at 10M segments) beside the next task's and the driver's. Anything that cannot
-    be returned stays; nothing raises."""
+    a ``druid`` duty at 10M segments) beside the next task's and the driver's. Only above
+    :data:`GIVE_BACK_ABOVE_BYTES` resident (or where the size is unknown). Anything that cannot be
+    returned stays; nothing raises."""
     import ctypes
     import ctypes.util
 
+    resident = resident_bytes()
+    if resident is not None and resident <= GIVE_BACK_ABOVE_BYTES:
+        return
     gc.collect()
     try:
         import pyarrow as pa
