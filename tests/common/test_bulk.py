@@ -50,3 +50,22 @@ def test_cycles_left_by_the_block_are_collected_after(collector_enabled):
         assert ref() is not None  # a cycle: nothing collects it while paused
     gc.collect()
     assert ref() is None
+
+
+def test_memory_is_given_back_only_above_the_threshold(monkeypatch):
+    """A process below ``GIVE_BACK_ABOVE_BYTES`` resident keeps its heap; above it, the cycles it
+    left are collected and the heaps trimmed, and the resident size is this process's own."""
+    import gc
+
+    from segment_balancer.common import bulk
+
+    resident = bulk.resident_bytes()
+    assert resident is not None and 10 << 20 < resident < 64 << 30  # a Python process on Linux
+    collections = []
+    monkeypatch.setattr(gc, "collect", lambda *a: collections.append(a) or 0)
+    monkeypatch.setattr(bulk, "GIVE_BACK_ABOVE_BYTES", resident + (1 << 30))
+    bulk.give_back_memory()
+    assert collections == []
+    monkeypatch.setattr(bulk, "GIVE_BACK_ABOVE_BYTES", 0)
+    bulk.give_back_memory()
+    assert collections == [()]
