@@ -562,15 +562,10 @@ def _rules_apart(work: Path, snapshot: Path, config, replicas, now_ms: int) -> t
     loaded = np.bincount(row * len(tiers) + tier_of[server], minlength=used.num_rows * len(tiers))
     loaded = loaded.reshape(used.num_rows, len(tiers)).astype(np.int32)
 
-    def codes_and_ranks(column):
-        encoded = pc.dictionary_encode(column.combine_chunks())
-        rank = np.empty(len(encoded.dictionary), dtype=np.int64)
-        rank[pc.array_sort_indices(encoded.dictionary).to_numpy()] = np.arange(len(encoded.dictionary))
-        codes = encoded.indices.to_numpy(zero_copy_only=False).astype(np.int64)
-        return codes, rank[codes], encoded.dictionary.to_pylist()
-
-    datasource_codes, datasource_rank, datasources = codes_and_ranks(used["datasource"])
-    _, version_rank, _ = codes_and_ranks(used["version"])
+    datasource_codes, ranks, datasources = _codes_and_ranks(used["datasource"].combine_chunks())
+    datasource_rank = ranks[datasource_codes]
+    version_codes, ranks, _ = _codes_and_ranks(used["version"].combine_chunks())
+    version_rank = ranks[version_codes]
     rows = settled_rows(
         datasource_codes=datasource_codes,
         datasources=datasources,
@@ -600,6 +595,18 @@ def _rules_apart(work: Path, snapshot: Path, config, replicas, now_ms: int) -> t
         under_first=rows.under_first,
     )
     return set(held_ids) | set(queued_ids.to_pylist()), apart
+
+
+def _codes_and_ranks(values) -> tuple:
+    """A string array's dictionary codes (int64, one per value), each distinct value's rank in code
+    point order (int64, by code: what ``DataSegment.newest_first`` compares) and the values by code."""
+    import numpy as np
+    import pyarrow.compute as pc
+
+    encoded = pc.dictionary_encode(values)
+    rank = np.empty(len(encoded.dictionary), dtype=np.int64)
+    rank[pc.array_sort_indices(encoded.dictionary).to_numpy()] = np.arange(len(encoded.dictionary))
+    return encoded.indices.to_numpy(zero_copy_only=False).astype(np.int64), rank, encoded.dictionary.to_pylist()
 
 
 def _balance_state(work: Path, snapshot: Path, tiers: set[str], also: set[str], replicas) -> ClusterState:
@@ -634,22 +641,17 @@ def _balance_state(work: Path, snapshot: Path, tiers: set[str], also: set[str], 
     )
     in_prepared = pc.fill_null(pc.index_in(ids, prepared["segment_id"]), -1).to_numpy().astype(np.int64)
 
+    where = np.where(in_timeline >= 0, in_timeline, len(timeline) + in_prepared)  # each row in the two, stacked
+
     def column(name: str) -> np.ndarray:
         """int64 per row (nulls 0), from the row's table."""
         both = pa.concat_arrays([t[name].cast(pa.int64()).combine_chunks() for t in (timeline, prepared)])
-        values = pc.fill_null(both, 0).to_numpy()
-        return values[np.where(in_timeline >= 0, in_timeline, len(timeline) + in_prepared)]
+        return pc.fill_null(both, 0).to_numpy()[where]
 
-    def ranked(name: str) -> tuple[np.ndarray, list[str]]:
-        values = pa.concat_arrays(
-            [timeline[name].cast(pa.string()).combine_chunks(), prepared[name].cast(pa.string()).combine_chunks()]
-        )
-        encoded = pc.dictionary_encode(values)
-        rank = np.empty(len(encoded.dictionary), dtype=np.int64)
-        rank[pc.array_sort_indices(encoded.dictionary).to_numpy()] = np.arange(len(encoded.dictionary))
-        codes = encoded.indices.to_numpy(zero_copy_only=False).astype(np.int64)
-        where = np.where(in_timeline >= 0, in_timeline, len(timeline) + in_prepared)
-        return codes[where], rank, encoded.dictionary.to_pylist()
+    def ranked(name: str) -> tuple[np.ndarray, np.ndarray, list[str]]:
+        both = pa.concat_arrays([t[name].cast(pa.string()).combine_chunks() for t in (timeline, prepared)])
+        codes, rank, names = _codes_and_ranks(both)
+        return codes[where], rank, names
 
     datasource_codes, datasource_rank, datasource_names = ranked("datasource")
     version_codes, version_rank, _ = ranked("version")
