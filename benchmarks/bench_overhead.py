@@ -48,7 +48,9 @@ SNAPSHOTS = ROOT / "include" / "segment_balancer" / "snapshots"
 sys.path.insert(0, str(ROOT / "include"))
 
 from segment_balancer.common.files import replace_path, sibling_tmp  # noqa: E402
-from segment_balancer.planner.stages import APP_NAMES  # noqa: E402
+from segment_balancer.planner.coordinators import ASSEMBLE_APP, ISSUE7458, STAGE0_APPS  # noqa: E402
+
+APP_NAMES = list(ISSUE7458.run_apps)
 
 TAG = re.compile(r"segment_balancer_app_(\w+)")
 
@@ -357,7 +359,17 @@ def print_tables(kind: str, results: list[tuple[str, dict]]) -> None:
         )
     print()
     names = (
-        [*(["resolve_snapshot"]), *APP_NAMES, "validate_plan", "publish_plan", "simulate", "release_spark_session"]
+        [
+            "resolve_snapshot",
+            *STAGE0_APPS,
+            "choose_coordinators",
+            *(f"{ISSUE7458.name}.{app}" for app in (*ISSUE7458.applications, ASSEMBLE_APP)),
+            "compare",
+            "validate_plan",
+            "publish_plan",
+            "simulate",
+            "release_spark_session",
+        ]
         if kind == "dag"
         else APP_NAMES
     )

@@ -145,7 +145,7 @@ def main() -> None:
     parser.add_argument("--cache", type=Path, default=Path(tempfile.gettempdir()) / "segment_balancer-bench")
     args = parser.parse_args()
     sys.path.insert(0, str(ROOT / "include"))
-    from segment_balancer.planner.stages import APP_NAMES
+    from segment_balancer.planner.coordinators import ISSUE7458
 
     args.cache.mkdir(parents=True, exist_ok=True)
     results = []
@@ -162,7 +162,7 @@ def main() -> None:
         print(f"{seg:>10} {hist:>11} {wall:>8} {r['peak_rss'] / 2**30:>9.2f} {ops:>10} {r['jobs']:>10}")
     print()
     print(f"{'application':<28}" + "".join(f"{seg:>12}" for seg, _, _ in results))
-    for app in APP_NAMES:
+    for app in ISSUE7458.run_apps:
         cells = [r["apps"].get(app) for _, _, r in results]
         print(f"{app:<28}" + "".join(f"{'-' if c is None else f'{c:.1f}':>12}" for c in cells))
 

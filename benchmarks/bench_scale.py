@@ -15,7 +15,7 @@ historicals lost, one decommissioning, one added empty: a cluster shaped like pr
 under ``--cache``. ``--plans`` says which plans, each a CLI run of its own: ``issue7458`` (``plan
 --coordinator issue7458``: ``used_segments``, ``prepare``, the 13 stages, ``assemble``), ``druid``
 (Druid's own Coordinator: ``used_segments``, ``prepare``, its duties, ``assemble``;
-``COORDINATOR_APP_NAMES``) and ``compare`` (``plan --compare``, what a DAG run does: the #7458 plan,
+``Coordinator.run_apps``) and ``compare`` (``plan --compare``, what a DAG run does: the #7458 plan,
 then ``compare_coordinators``, which plans with ``druid`` too and compares); all three by default.
 
 ``--machine-cache`` says what the machine's cache holds when a plan starts (stage 0's entries by
@@ -58,14 +58,14 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 import bench_overhead  # noqa: E402
 from bench_overhead import SNAPSHOTS, TAG, snapshot_for, start_cluster, start_server  # noqa: E402
 
-from segment_balancer.planner.stages import (  # noqa: E402
+from segment_balancer.planner.coordinators import (  # noqa: E402
     COMPARE_APP,
-    COORDINATOR_APP_NAMES,
+    COORDINATORS,
     DEFAULT_COORDINATOR,
     stage_number,
 )
 
-PLANS = (*COORDINATOR_APP_NAMES, "compare")
+PLANS = (*COORDINATORS, "compare")
 """What ``--plans`` may name: a coordinator's plan, or ``compare`` (``plan --compare``)."""
 
 
@@ -73,10 +73,10 @@ def plan_args(plan: str) -> tuple[list[str], list[str]]:
     """``(CLI options, applications in run order)`` of the plan ``plan`` (one of :data:`PLANS`)."""
     if plan == "compare":
         return ["--coordinator", DEFAULT_COORDINATOR, "--compare"], [
-            *COORDINATOR_APP_NAMES[DEFAULT_COORDINATOR],
+            *COORDINATORS[DEFAULT_COORDINATOR].run_apps,
             COMPARE_APP,
         ]
-    return ["--coordinator", plan], COORDINATOR_APP_NAMES[plan]
+    return ["--coordinator", plan], list(COORDINATORS[plan].run_apps)
 
 
 KINDS = ("driver", "workers", "client")
@@ -168,7 +168,7 @@ def written_per_app(work: Path, apps: list[str]) -> dict[str, int]:
     """Bytes each of the run's applications ``apps`` left in the work directory: ``timeline/``
     (used_segments), ``prepared/`` and ``state/00_*`` (prepare), ``passes/NN_*``,
     ``ops/stage_NN_*``, ``state/NN_*`` (the application of stage NN: ``stageNN_*``, or the
-    ``druid`` coordinator's, ``planner.stages.stage_number``), ``druid/`` (the ``druid``
+    ``druid`` coordinator's, ``planner.coordinators.stage_number``), ``druid/`` (the ``druid``
     coordinator's: ``druid/<application>*`` that application's, the rest its last one's),
     ``plan/`` (assemble)."""
     by_stage = {stage_number(n): n for n in apps if 1 <= stage_number(n) <= 13}
@@ -427,7 +427,7 @@ def main() -> None:
                     continue
                 for name in args.simulate:
                     snap = snapshot_for(name, args.cache)
-                    for coordinator in COORDINATOR_APP_NAMES:
+                    for coordinator in COORDINATORS:
                         machine_cache(args.machine_cache, tmp / "machine-cache")
                         r = run_simulate(
                             snap,

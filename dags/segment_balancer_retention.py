@@ -41,14 +41,14 @@ def segment_balancer_retention():
     @task
     def remove_old_runs(ti=None) -> list[dict]:
         """Remove the work directories (and stage XComs) of runs that did not publish, once old enough."""
-        from segment_balancer.planner.stages import ALL_APP_NAMES
+        from segment_balancer_airflow.branches import STAGE_TASK_IDS
         from segment_balancer_airflow.resolve import runs_root, segment_balancer_home
         from segment_balancer_airflow.retention import Retention, remove_old_runs, run_state_of
 
         removed = remove_old_runs(
             runs_root(segment_balancer_home()),
             Retention.from_airflow_config().work_days_after_failure,
-            ALL_APP_NAMES,
+            STAGE_TASK_IDS,
             run_state_of(ti),
         )
         return [vars(r) for r in removed]

@@ -11,21 +11,23 @@ next midnight (a plan now is a trigger away, and a triggered run does not wait b
 and creating a backfill starts only the backfill's runs: the next daily run is the first midnight after it.
 
 ```
-resolve_snapshot ─▶ used_segments ─▶ prepare ─▶ druid_rules … druid_clone ─▶ stage01 … stage13 ─▶ assemble
-    ─▶ compare_coordinators ─▶ validate_plan ─▶ publish_plan ─▶ simulate ─▶ remove_work
-    ─▶ release_spark_session
+resolve_snapshot ─▶ used_segments ─▶ prepare ─▶ choose_coordinators
+    ├─▶ issue7458: stage01_unreplicated … stage13_broadcast_on_decomm ─▶ assemble ─┐
+    └─▶ druid: druid_rules ─▶ druid_unload ─▶ druid_balance ─▶ druid_clone ─▶ assemble ─┤
+    ─▶ compare ─▶ validate_plan ─▶ publish_plan ─▶ simulate ─▶ remove_work ─▶ release_spark_session
 ```
 
 Who plans is the Coordinator config field `coordinator`: `issue7458` (the default; the thirteen
 stages) or `druid` (`druid_rules`, `druid_unload`, `druid_balance`, `druid_clone`: what Druid's own
 Coordinator queues in one run, of the release the config key `druidVersion` or the snapshot names
-(38.0.0 unless they say), a task per duty, docs/DRUID_COORDINATOR.md); the other
-coordinator's tasks hand the groups on and run no Spark job.
-With the param `compare_with_druid` (on by default) `compare_coordinators` then plans the same
-snapshot with the other coordinator, from the same prepared tables, and its validated plan is
-published beside the run's (`compared/<coordinator>/`), the two compared per tier in the report
-(`comparison.json`): operations, bytes moved, what stays unavailable or under-replicated, spread,
-fullest disk, total cost, Elasticsearch's weighted balance.
+(38.0.0 unless they say), a task per duty, docs/DRUID_COORDINATOR.md). Each coordinator is a task
+group of its own; `choose_coordinators` follows the branch of the run's coordinator and skips the
+other, so the grid shows what ran and what was skipped. With the param `compare_with_druid` (on by
+default) it follows both: the other coordinator plans the same snapshot from the same prepared
+tables in its own branch (in a fork of the work directory), `compare` joins the two, and its
+validated plan is published beside the run's (`compared/<coordinator>/`), the two compared per
+tier in the report (`comparison.json`): operations, bytes moved, what stays unavailable or
+under-replicated, spread, fullest disk, total cost, Elasticsearch's weighted balance.
 
 A bad snapshot, override or what-if edit fails its task at once, without a retry, with one line
 naming the file, the row or key, the offending value and what was expected (`input refused: …`):
@@ -39,13 +41,14 @@ segment and replica files. Nothing is published.
   overrides (`config_overrides` with the typed Coordinator config fields over it), and hands the run
   the balancer state (`balancer_state.json`: the `avgShedder` hit counts) of the newest published
   plan of the same cluster of an older snapshot that is no what-if.
-- **used_segments**, **prepare**, **stage01…13**, **assemble** run the stage applications: on the
+- **used_segments**, **prepare**, and each branch's applications and **assemble** run the Spark applications: on the
   run's Spark Connect session (`StageConnectOperator`), or as `spark-submit` of
   `spark_apps/<name>.py` (`StageSubmitOperator`); each hands its segment groups (roaring bitsets)
   to the next one through XCom (large values go to the object-storage XCom backend). A stage with
   nothing to schedule runs no Spark job.
-- **compare_coordinators** (when `compare_with_druid` is on; otherwise it hands the groups on)
-  runs the other coordinator's applications in a fork of the work directory.
+- **choose_coordinators** (a branch task) picks the branches: the run's coordinator's, and the
+  other's when `compare_with_druid` is on (forking the work directory for it).
+- **compare** joins the branches that ran and names each one's plan.
 - **validate_plan** runs the Great Expectations checks (of the other coordinator's plan too,
   which it then sets beside the run's); **publish_plan** atomically publishes the
   plan with its `report.html` to `$SEGMENT_BALANCER_HOME/plans/<run dir>` and emits the Asset
@@ -72,11 +75,12 @@ from __future__ import annotations
 
 from datetime import timedelta
 
-from airflow.sdk import TriggerRule, chain, dag, task, teardown
+from airflow.sdk import TaskGroup, TriggerRule, chain, dag, task, teardown
 from airflow.timetables.trigger import CronTriggerTimetable
 
-from segment_balancer.planner.stages import ALL_APP_NAMES
+from segment_balancer.planner.coordinators import COORDINATORS, STAGE0_APPS
 from segment_balancer_airflow.assets import PLANS, SNAPSHOTS
+from segment_balancer_airflow.branches import STAGE_TASK_IDS, branch_apps
 from segment_balancer_airflow.connect import simulate_operator, stage_operator
 from segment_balancer_airflow.params import dag_params, default_snapshots_root
 from segment_balancer_airflow.refusal import RETRY_POLICY
@@ -117,6 +121,26 @@ def segment_balancing():
                 params, run_id, logical_date or dag_run.run_after, segment_balancer_home(), dag_run.dag_id
             )
 
+    @task.branch
+    def choose_coordinators(run: dict) -> list[str]:
+        """Follow the branch of the run's coordinator, and of the other when the run compares them
+        (its work directory forked now); the others are skipped."""
+        from pathlib import Path
+
+        from segment_balancer.spark.apps import start_branches
+        from segment_balancer_airflow.branches import first_task_ids
+
+        return first_task_ids(start_branches(Path(run["work"])))
+
+    @task(trigger_rule=TriggerRule.NONE_FAILED_MIN_ONE_SUCCESS)
+    def compare(run: dict) -> dict:
+        """Join the branches that ran: each planning coordinator and where its plan is."""
+        from pathlib import Path
+
+        from segment_balancer.spark.apps import planned_branches
+
+        return planned_branches(Path(run["work"]))
+
     @task
     def validate_plan(run: dict) -> dict:
         """Great Expectations checks of the assembled plan (and of the other coordinator's, set beside
@@ -150,7 +174,7 @@ def segment_balancing():
             runs_root(segment_balancer_home().resolve()),
             dag_run.dag_id,
             dag_run.run_id,
-            ALL_APP_NAMES,
+            STAGE_TASK_IDS,
         )
         return {"removed": removed.path, "bytes": removed.bytes}
 
@@ -162,9 +186,9 @@ def segment_balancing():
         return release_session(dag.dag_id, run_id)
 
     run = resolve_snapshot()
-    stages, previous = [], None
-    for app in ALL_APP_NAMES:
-        stages.append(
+    stage0, previous = [], None
+    for app in STAGE0_APPS:
+        stage0.append(
             stage_operator(
                 stage_app=app,
                 groups_from=previous,
@@ -174,6 +198,24 @@ def segment_balancing():
             )
         )
         previous = app
+    chosen, joined = choose_coordinators(run), compare(run)
+    chain(run, *stage0, chosen)
+    for coordinator in COORDINATORS.values():
+        with TaskGroup(group_id=coordinator.name, tooltip=coordinator.title):
+            tasks, previous = [], STAGE0_APPS[-1]
+            for app in branch_apps(coordinator):
+                tasks.append(
+                    stage_operator(
+                        stage_app=app,
+                        groups_from=previous,
+                        branch=coordinator.name,
+                        snapshot=run["snapshot"],
+                        work=run["work"],
+                        config_file=run["config_file"],
+                    )
+                )
+                previous = tasks[-1].task_id
+        chain(chosen, *tasks, joined)
     validated = validate_plan(run)
     simulate = simulate_operator(
         runs="{{ params.simulate_runs }}",
@@ -185,7 +227,7 @@ def segment_balancing():
         out=run["simulation_dir"],
         config_file=run["config_file"],
     )
-    chain(run, *stages, validated, publish_plan(run), simulate, remove_work(run), release_spark_session())
+    chain(joined, validated, publish_plan(run), simulate, remove_work(run), release_spark_session())
 
 
 segment_balancing()

@@ -62,7 +62,9 @@ def die_at(n: int, steps=STEPS) -> list[int]:
 
 
 def stage(snapshot: Path, work: Path, app: str, n: int) -> None:
-    from segment_balancer.planner.stages import APP_NAMES
+    from segment_balancer.planner.coordinators import ISSUE7458
+
+    APP_NAMES = list(ISSUE7458.run_apps)
     from segment_balancer.spark.apps import run_app
     from segment_balancer.spark.session import local_session
 

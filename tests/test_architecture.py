@@ -102,3 +102,26 @@ def test_every_package_has_its_paragraph_and_says_what_it_may_import():
 def test_every_module_opens_with_one_line_saying_what_it_is(path):
     doc = ast.get_docstring(ast.parse(path.read_text()))
     assert doc and doc.splitlines()[0].strip(), f"{path.relative_to(PACKAGE)} has no opening docstring"
+
+
+COORDINATOR_NAME_TEST = re.compile(r"""[!=]=\s*["'](issue7458|druid)["']|["'](issue7458|druid)["']\s*(if|[!=]=)\b""")
+"""A comparison with a coordinator's name (``== "druid"``, ``"issue7458" if``)."""
+
+
+def test_no_branch_on_a_coordinators_name_outside_the_registry():
+    """Which coordinators there are, and what each does differently, is ``planner.coordinators``'
+    alone: no module of the package, plugin or DAG compares a coordinator's name (Druid's own
+    coordinator, ``planner/druid_coordinator/``, is the ``druid`` one and never asks)."""
+    allowed = {PACKAGE / "planner" / "coordinators.py"}
+    files = [*PACKAGE.rglob("*.py"), *(REPO / "plugins").rglob("*.py"), *(REPO / "dags").glob("*.py")]
+    found = [
+        f"{path.relative_to(REPO)}:{n}: {line.strip()}"
+        for path in files
+        if path not in allowed and "druid_coordinator" not in path.parts
+        for n, line in enumerate(path.read_text().splitlines(), 1)
+        if COORDINATOR_NAME_TEST.search(line)
+    ]
+    assert not found, found
+    assert COORDINATOR_NAME_TEST.search('druid = summary.coordinator == "druid"')
+    assert COORDINATOR_NAME_TEST.search("x = 'druid' if d else 'issue7458'")
+    assert not COORDINATOR_NAME_TEST.search('tags=["druid", "segment-balancing"]')

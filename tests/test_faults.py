@@ -42,7 +42,9 @@ def test_a_stage_killed_mid_write_then_retried_gives_the_identical_plan(
     input XCom, as Airflow's retry of the task does, and the run goes on: the plan is the one of
     the uninterrupted CLI run (``druid_sample_planned``), operation for operation."""
     from segment_balancer.plan.validation import require_valid
-    from segment_balancer.planner.stages import APP_NAMES
+    from segment_balancer.planner.coordinators import ISSUE7458
+
+    APP_NAMES = list(ISSUE7458.run_apps)
     from segment_balancer.spark.apps import run_app
 
     work = tmp_path / "work"

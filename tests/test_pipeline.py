@@ -51,7 +51,7 @@ from druid_sample_plan import EXPECTED_STAGES_1_TO_5, SNAPSHOT, rows, server, sh
 
 from segment_balancer.plan.publish import PublishError, publish_plan
 from segment_balancer.plan.validation import PlanValidationError, require_valid
-from segment_balancer.planner.stages import APP_NAMES
+from segment_balancer.planner.coordinators import ISSUE7458
 from segment_balancer.tools.pipeline import run_plan
 
 
@@ -108,7 +108,7 @@ def test_summary_reports_groups_status_and_validation(planned):
     assert groups["ToBecomeNotLoadedOnDecommServers[_default_tier]"] == 2
     assert json.loads((base / "plan" / "validation.json").read_text())["success"] is True
     # assemble writes the summary, so the timings cover prepare and the thirteen stages.
-    assert list(summary["timings_seconds"]) == APP_NAMES[:-1]
+    assert list(summary["timings_seconds"]) == list(ISSUE7458.run_apps)[:-1]
 
 
 def test_tampered_plan_fails_validation_and_publishes_nothing(planned, tmp_path):

@@ -76,8 +76,11 @@ def _context_session_url(conn_id: str, context: Any) -> str:
 class StageConnectOperator(BaseOperator):
     """Run one stage application on the run's Spark Connect session; groups travel through XCom.
 
-    :param stage_app: application name of ``segment_balancer.planner.stages.APP_NAMES``; the default ``task_id``.
-    :param groups_from: task id whose XCom holds the input groups, or None (``used_segments``, ``prepare``).
+    :param stage_app: application name of ``segment_balancer.planner.coordinators.ALL_APP_NAMES``;
+        the default ``task_id``.
+    :param groups_from: task id whose XCom holds the input groups, or None (``used_segments``).
+    :param branch: the coordinator whose task group holds the task (``branches``), or None (stage 0):
+        the run's own plans in the run's work directory, the compared one in its fork.
     :param snapshot: snapshot directory; ``work``: the run's work directory; ``config_file``: JSON
         file of coordinator config overrides, or empty (all templated).
     :param conn_id: the ``spark_connect`` connection (default ``spark_connect_default``).
@@ -93,6 +96,7 @@ class StageConnectOperator(BaseOperator):
         *,
         stage_app: str,
         groups_from: str | None = None,
+        branch: str | None = None,
         snapshot: str,
         work: str,
         config_file: str | None = None,
@@ -101,7 +105,7 @@ class StageConnectOperator(BaseOperator):
     ) -> None:
         kwargs.setdefault("task_id", stage_app)
         super().__init__(**kwargs)
-        self.stage_app, self.groups_from = stage_app, groups_from
+        self.stage_app, self.groups_from, self.branch = stage_app, groups_from, branch
         self.snapshot, self.work, self.config_file = snapshot, work, config_file
         self.conn_id = conn_id
 
@@ -120,7 +124,7 @@ class StageConnectOperator(BaseOperator):
         spark = remote_session(url)
         try:
             with refusing_bad_input():
-                return run_app(spark, self.stage_app, self.snapshot, self.work, groups, overrides)
+                return run_app(spark, self.stage_app, self.snapshot, self.work, groups, overrides, self.branch)
         finally:
             detach(spark)
 

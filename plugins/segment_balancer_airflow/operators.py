@@ -9,7 +9,7 @@ docs/ARCHITECTURE.md, "Spark applications"). The operator:
    when the stage has nothing to schedule (``segment_balancer.spark.apps.skip_if_idle``: every group
    it reads is empty) it returns the groups the stage would hand on and submits nothing;
 2. runs ``spark-submit <apps_dir>/<stage_app>.py --snapshot S --work W [--groups-in IN]
-   --groups-out OUT [--config CFG]`` through the Spark provider (connection ``spark_default``),
+   --groups-out OUT [--config CFG] [--branch COORDINATOR]`` through the Spark provider (connection ``spark_default``),
    configured once when the operator is built (its ``conf`` and ``env_vars``), touching none of
    the provider's private state;
 3. reads ``WORK/xcom/<task_id>.out.json`` and returns it, so it becomes this task's XCom.
@@ -103,6 +103,7 @@ class StageSubmitOperator(_SubmitHere):
     :param stage_app: application name, e.g. ``stage03_underreplicated`` (file ``<apps_dir>/<name>.py``);
         also the default ``task_id``.
     :param groups_from: task id whose XCom holds the input groups, or None (no ``--groups-in``).
+    :param branch: the coordinator whose task group holds the task, or None (stage 0): ``--branch``.
     :param snapshot: snapshot directory (templated).
     :param work: work directory of the run (templated).
     :param config_file: JSON file of coordinator config overrides, or empty (templated).
@@ -121,6 +122,7 @@ class StageSubmitOperator(_SubmitHere):
         *,
         stage_app: str,
         groups_from: str | None = None,
+        branch: str | None = None,
         snapshot: str,
         work: str,
         config_file: str | None = None,
@@ -131,6 +133,7 @@ class StageSubmitOperator(_SubmitHere):
         super().__init__(app=stage_app, **kwargs)
         self.stage_app = stage_app
         self.groups_from = groups_from
+        self.branch = branch
         self.snapshot = snapshot
         self.work = work
         self.config_file = config_file
@@ -154,6 +157,8 @@ class StageSubmitOperator(_SubmitHere):
         args += ["--groups-out", str(groups_out), "--refusal-out", str(refusal)]
         if not unset(self.config_file):
             args += ["--config", str(self.config_file)]
+        if self.branch:
+            args += ["--branch", self.branch]
         self.application_args = args  # the provider's own field, read when it builds its hook
         try:
             super().execute(context)

@@ -30,6 +30,7 @@ from typing import Any
 from airflow.sdk import Param
 
 from segment_balancer.planner.config_keys import FORM_KEYS
+from segment_balancer.planner.coordinators import COORDINATORS, DEFAULT_COORDINATOR
 
 SNAPSHOT = "Snapshot"
 CONFIG = "Coordinator dynamic config"
@@ -43,10 +44,17 @@ _STRATEGY_DISPLAY = {
     "avgShedder": "avgShedder (usage pairs, shed after repeated gaps)",
 }
 
+#: How the form shows the choices of ``coordinator``: each one's title (``planner.coordinators``).
+_COORDINATOR_DISPLAY = {
+    "null": f"(the snapshot's; {DEFAULT_COORDINATOR} unless it says)",
+    **{c.name: f"{c.name} ({c.title})" for c in COORDINATORS.values()},
+}
+_DISPLAY = {"balancerStrategy": _STRATEGY_DISPLAY, "coordinator": _COORDINATOR_DISPLAY}
+
 #: Typed fields of the Coordinator dynamic config: Druid key -> JSON schema (null = the snapshot's
 #: value), from the keys' one declaration (``segment_balancer.planner.config_keys``).
 CONFIG_KEYS: dict[str, dict[str, Any]] = {
-    key.name: {**key.json_schema(), **({"values_display": _STRATEGY_DISPLAY} if key.name == "balancerStrategy" else {})}
+    key.name: {**key.json_schema(), **({"values_display": _DISPLAY[key.name]} if key.name in _DISPLAY else {})}
     for key in FORM_KEYS
 }
 
@@ -116,8 +124,9 @@ def dag_params(snapshots_root: str) -> dict[str, Param]:
         type="boolean",
         title="Compare with Druid's own Coordinator",
         section=CONFIG,
-        description="Plan with both coordinators (issue7458 and druid, Druid 35.0.0's own Coordinator) and "
-        "publish the other's plan beside this one, compared per tier in the report (compared/<coordinator>/).",
+        description="Plan with both coordinators (issue7458 and druid, the Coordinator of the cluster's Druid "
+        "release), each in its branch of the run, and publish the other's plan beside this one, compared per "
+        "tier in the report (compared/<coordinator>/).",
     )
     params["config_overrides"] = Param(
         {},

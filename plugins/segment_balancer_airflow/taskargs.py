@@ -20,7 +20,7 @@ def unset(value: Any) -> bool:
 
 
 def input_groups(op: Any, context: Any) -> tuple[dict | None, dict | None]:
-    """``(groups, idle)`` of stage task ``op`` (``stage_app``, ``groups_from``, ``work``): the XCom of
+    """``(groups, idle)`` of stage task ``op`` (``stage_app``, ``groups_from``, ``work``, ``branch``): the XCom of
     ``groups_from`` (None when it is None), and the XCom the stage hands on when it has nothing to
     schedule (``segment_balancer.spark.apps.skip_if_idle``; then it needs no Spark), else None.
     Raises ``RuntimeError`` when ``groups_from`` left no XCom."""
@@ -31,7 +31,7 @@ def input_groups(op: Any, context: Any) -> tuple[dict | None, dict | None]:
     groups = context["ti"].xcom_pull(task_ids=op.groups_from)
     if groups is None:
         raise RuntimeError(f"{op.task_id}: task {op.groups_from!r} left no groups in XCom")
-    idle = skip_if_idle(op.stage_app, Path(op.work), groups)
+    idle = skip_if_idle(op.stage_app, Path(op.work), groups, op.branch)
     if idle is not None:
         op.log.info("%s: nothing to schedule in this run; no Spark job", op.stage_app)
     return groups, idle

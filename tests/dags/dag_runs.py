@@ -7,7 +7,8 @@ import json
 import os
 from pathlib import Path
 
-from segment_balancer.planner.stages import ALL_APP_NAMES
+from segment_balancer.planner.coordinators import COORDINATORS
+from segment_balancer_airflow.branches import STAGE_TASK_IDS, branch_apps, branch_task_id
 
 
 def published_by(run_id: str) -> tuple[Path, dict]:
@@ -43,19 +44,28 @@ def check_run(run_id: str, run_state: str, states: dict[str, str], conf: dict) -
     ``simulate_runs``), ``remove_work`` removed the run's directory and stage XComs, the plan and
     its report are published, validated and announced by the plans Asset, and, with
     ``compare_with_druid`` (on by default), the other coordinator's validated plan beside it.
+    Without ``compare_with_druid`` the other coordinator's branch is skipped.
     Returns the published plan directory."""
     assert run_state == "success", states
     assert set(states) == {
         "resolve_snapshot",
-        *ALL_APP_NAMES,
+        *STAGE_TASK_IDS,
+        "choose_coordinators",
+        "compare",
         "validate_plan",
         "publish_plan",
         "simulate",
         "remove_work",
         "release_spark_session",
     }
-    # simulate runs only with simulate_runs; everything else succeeds
+    # simulate runs only with simulate_runs, the other coordinator's branch only with
+    # compare_with_druid; everything else succeeds
+    published, extra = published_by(run_id)
+    own = COORDINATORS[json.loads((published / "summary.json").read_text()).get("coordinator", "issue7458")]
     skipped = set() if conf.get("simulate_runs") else {"simulate"}
+    if not conf.get("compare_with_druid", True):
+        other = COORDINATORS[own.compared_with]
+        skipped |= {branch_task_id(other.name, app) for app in branch_apps(other)}
     assert {t for t, state in states.items() if state != "success"} == skipped, states
     assert {states[t] for t in skipped} <= {"skipped"}, states
     # published: remove_work removed the run's directory and its stage XComs, objects in storage too
@@ -68,16 +78,14 @@ def check_run(run_id: str, run_state: str, states: dict[str, str], conf: dict) -
     assert not (home / "runs" / run_dir_name(run_id)).exists() and (home / "runs").is_dir()
     with create_session() as session:
         left = {x.task_id for x in session.query(XComModel).filter(XComModel.run_id == run_id)}
-    assert left.isdisjoint(ALL_APP_NAMES) and "resolve_snapshot" in left
+    assert left.isdisjoint(STAGE_TASK_IDS) and "resolve_snapshot" in left
     stored = Path(os.environ["AIRFLOW_HOME"]) / "xcom" / "segment_balancing" / run_id
     assert not [p for p in stored.rglob("*") if p.is_file()]
-    published, extra = published_by(run_id)
     assert json.loads((published / "validation.json").read_text())["success"] is True
     assert (published / "report.html").is_file()
     # compare_with_druid (on by default): the other coordinator's validated plan of the same snapshot
     # beside the plan, with its report, and the two compared; off, none
-    own = json.loads((published / "summary.json").read_text()).get("coordinator", "issue7458")
-    other = "issue7458" if own == "druid" else "druid"
+    other = own.compared_with
     if conf.get("compare_with_druid", True):
         assert (published / "compared" / other / "report.html").is_file()
         assert json.loads((published / "compared" / other / "validation.json").read_text())["success"] is True

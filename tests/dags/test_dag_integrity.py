@@ -10,36 +10,29 @@ import pytest
 
 REPO = Path(__file__).resolve().parents[2]
 DAGS = REPO / "dags"
-EXPECTED = [
-    "resolve_snapshot",
-    "used_segments",
-    "prepare",
-    "druid_rules",
-    "druid_unload",
-    "druid_balance",
-    "druid_clone",
-    "stage01_unreplicated",
-    "stage02_underbroadcast",
-    "stage03_underreplicated",
-    "stage04_to_become_underreplicated",
-    "stage05_decommissioning",
-    "stage06_first_revisit",
-    "stage07_balancing",
-    "stage08_second_revisit",
-    "stage09_still_loaded_on_decomm",
-    "stage10_to_be_balanced",
-    "stage11_repeat_balancing",
-    "stage12_unload",
-    "stage13_broadcast_on_decomm",
-    "assemble",
-    "compare_coordinators",
-    "validate_plan",
-    "publish_plan",
-    "simulate",
-    "remove_work",
-    "release_spark_session",
-]
-APPS = EXPECTED[1:-5]  # used_segments … compare_coordinators
+HEAD = ["resolve_snapshot", "used_segments", "prepare", "choose_coordinators"]
+BRANCHES = {
+    "issue7458": [
+        "issue7458.stage01_unreplicated",
+        "issue7458.stage02_underbroadcast",
+        "issue7458.stage03_underreplicated",
+        "issue7458.stage04_to_become_underreplicated",
+        "issue7458.stage05_decommissioning",
+        "issue7458.stage06_first_revisit",
+        "issue7458.stage07_balancing",
+        "issue7458.stage08_second_revisit",
+        "issue7458.stage09_still_loaded_on_decomm",
+        "issue7458.stage10_to_be_balanced",
+        "issue7458.stage11_repeat_balancing",
+        "issue7458.stage12_unload",
+        "issue7458.stage13_broadcast_on_decomm",
+        "issue7458.assemble",
+    ],
+    "druid": ["druid.druid_rules", "druid.druid_unload", "druid.druid_balance", "druid.druid_clone", "druid.assemble"],
+}
+TAIL = ["compare", "validate_plan", "publish_plan", "simulate", "remove_work", "release_spark_session"]
+EXPECTED = [*HEAD, *BRANCHES["issue7458"], *BRANCHES["druid"], *TAIL]
+STAGE0 = HEAD[1:3]
 
 
 @pytest.fixture(scope="module")
@@ -69,14 +62,41 @@ def test_every_dag_has_tags_and_retries(dagbag):
 
 
 def test_tasks_are_wired_in_order(dag):
-    from segment_balancer.planner.stages import ALL_APP_NAMES
+    """Stage 0, then a branch per coordinator (a task group of its applications and its
+    ``assemble``) after the branch task, joined by ``compare``, then the gate and the rest."""
+    from segment_balancer_airflow.branches import STAGE_TASK_IDS
 
-    assert APPS == ALL_APP_NAMES
+    assert sorted(STAGE_TASK_IDS) == sorted([*STAGE0, *BRANCHES["issue7458"], *BRANCHES["druid"]])
     assert sorted(dag.task_ids) == sorted(EXPECTED)
-    for upstream, downstream in zip(EXPECTED, EXPECTED[1:]):
-        assert upstream in dag.get_task(downstream).upstream_task_ids, f"{upstream} -> {downstream}"
+    for chain in ([*HEAD, *branch, *TAIL] for branch in BRANCHES.values()):
+        for upstream, downstream in zip(chain, chain[1:]):
+            assert upstream in dag.get_task(downstream).upstream_task_ids, f"{upstream} -> {downstream}"
     assert dag.get_task("resolve_snapshot").upstream_task_ids == set()
     assert dag.get_task("release_spark_session").downstream_task_ids == set()
+    assert dag.get_task("choose_coordinators").downstream_task_ids == {b[0] for b in BRANCHES.values()}
+    assert dag.get_task("compare").upstream_task_ids == {"resolve_snapshot", *(b[-1] for b in BRANCHES.values())}
+
+
+def test_each_coordinator_is_a_branch_the_other_skipped(dag):
+    """The branch task picks the branches (a skipped one shows skipped in the grid); ``compare``
+    runs when at least one branch ran and none failed; each branch is the task group named after
+    its coordinator."""
+    assert dag.get_task("choose_coordinators").task_type in ("_BranchPythonDecoratedOperator", "BranchPythonOperator")
+    assert dag.get_task("compare").trigger_rule == "none_failed_min_one_success"
+    groups = dag.task_group.children
+    for name, tasks in BRANCHES.items():
+        assert sorted(groups[name].children) == sorted(tasks)
+
+
+def test_the_trigger_form_reads_the_coordinator_choices(dag):
+    """The ``coordinator`` field shows its choices like ``balancerStrategy``'s, not ``null``."""
+    schema = dag.params.get_param("coordinator").schema
+    assert schema["enum"] == [None, "issue7458", "druid"]
+    assert schema["values_display"] == {
+        "null": "(the snapshot's; issue7458 unless it says)",
+        "issue7458": "issue7458 (Druid issue #7458)",
+        "druid": "druid (Druid's Coordinator)",
+    }
 
 
 def test_the_session_is_released_by_a_teardown(dag):
@@ -115,7 +135,7 @@ def test_stage_operators_hand_groups_along(mode, monkeypatch):
     monkeypatch.setenv("AIRFLOW__SEGMENT_BALANCER__SPARK_MODE", mode)
     dag = DagBag(dag_folder=str(DAGS)).dags["segment_balancing"]
     assert sorted(dag.task_ids) == sorted(EXPECTED)
-    stages = [dag.get_task(t) for t in APPS]
+    stages = [dag.get_task(t) for t in [*STAGE0, *BRANCHES["issue7458"], *BRANCHES["druid"]]]
     kind, simulate_kind = (
         (StageConnectOperator, SimulateConnectOperator)
         if mode == "connect"
@@ -123,9 +143,12 @@ def test_stage_operators_hand_groups_along(mode, monkeypatch):
     )
     assert all(type(op) is kind for op in stages)
     assert type(dag.get_task("simulate")) is simulate_kind
-    assert stages[0].groups_from is None
-    for previous, op in zip(stages, stages[1:]):
-        assert op.groups_from == previous.task_id
+    assert [(op.groups_from, op.branch) for op in stages[:2]] == [(None, None), ("used_segments", None)]
+    for name, branch in BRANCHES.items():
+        ops = [dag.get_task(t) for t in branch]
+        assert ops[0].groups_from == "prepare" and {op.branch for op in ops} == {name}
+        for previous, op in zip(ops, ops[1:]):
+            assert op.groups_from == previous.task_id
     for op in [*stages, dag.get_task("simulate")]:  # the run's paths: resolve_snapshot's XComs, by key
         for field, key in (("snapshot", "snapshot"), ("work", "work"), ("config_file", "config_file")):
             arg = getattr(op, field)
@@ -137,7 +160,7 @@ def test_stage_operators_hand_groups_along(mode, monkeypatch):
         if mode == "connect":
             assert op.conn_id == "spark_connect_default"
         else:
-            assert Path(op.application) == REPO / "spark_apps" / f"{op.task_id}.py"
+            assert Path(op.application) == REPO / "spark_apps" / f"{op.task_id.split('.')[-1]}.py"
             assert Path(op.application).is_file()
 
 
@@ -273,7 +296,7 @@ def test_params_are_validated(dag):
 def test_parsing_imports_nothing_heavy():
     """The DAG file parses without Spark, pandas, GX or the planner's engine: of the package it
     imports only the stage registry (``planner.stages``: ``APP_NAMES``) with the ``druid`` coordinator's
-    duty registry (``planner.druid_coordinator.duties``: its applications), the config keys'
+    duty registry (``planner.coordinators``: its applications), the config keys'
     declarations (``planner.config_keys``, the trigger form's typed fields, with the Druid releases
     they name: ``druid.releases``, standard library only) and the bad-input type (``common.errors``,
     which the retry policy names)."""
@@ -282,7 +305,7 @@ def test_parsing_imports_nothing_heavy():
         "heavy = sorted(m for m in sys.modules if m.split('.')[0] in "
         "('pyspark', 'pandas', 'great_expectations', 'pyroaring') or (m.startswith('segment_balancer.') and m not in "
         "('segment_balancer.planner', 'segment_balancer.planner.stages', 'segment_balancer.planner.config_keys', "
-        "'segment_balancer.planner.druid_coordinator', 'segment_balancer.planner.druid_coordinator.duties', "
+        "'segment_balancer.planner.druid_coordinator', 'segment_balancer.planner.coordinators', "
         "'segment_balancer.common', 'segment_balancer.common.errors', "
         "'segment_balancer.druid', 'segment_balancer.druid.releases'))); "
         "print(heavy); sys.exit(1 if heavy else 0)"

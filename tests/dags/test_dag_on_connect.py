@@ -20,7 +20,7 @@ import pandas as pd
 import pytest
 from dag_runs import check_run, published_by
 
-from segment_balancer.planner.stages import APP_NAMES
+from segment_balancer.planner.coordinators import ISSUE7458
 from segment_balancer.spark.session import DRIVER_TASKS_ENV
 
 
@@ -119,7 +119,16 @@ def test_segment_balancing_dag_on_spark_connect_publishes_the_same_plan(
     run_id, run_state, states = dags_test(
         connect_server, {"snapshot": str(base / "snapshot"), "simulate_runs": 2, "compare_with_druid": False}, env
     )
-    assert run_state == "success" and set(states.values()) <= {"success"}, states
+    # without the comparison the druid branch shows skipped, everything else succeeded
+    assert run_state == "success", states
+    assert {t for t, state in states.items() if state != "success"} == {
+        "druid.druid_rules",
+        "druid.druid_unload",
+        "druid.druid_balance",
+        "druid.druid_clone",
+        "druid.assemble",
+    }, states
+    assert {states[t] for t in states if t.startswith("druid.")} == {"skipped"}, states
     published, _ = published_by(run_id)
     pd.testing.assert_frame_equal(pd.read_parquet(published / "operations.parquet"), cli_ops)
     assert not (published / "compared").exists() and not (published / "comparison.json").exists()
@@ -149,7 +158,7 @@ def test_segment_balancing_dag_on_spark_connect_publishes_the_same_plan(
     for event in events:
         if event["Event"] == "SparkListenerTaskEnd" and event["Stage ID"] in app_of_stage:
             executors.setdefault(app_of_stage[event["Stage ID"]], set()).add(event["Task Info"]["Executor ID"])
-    ran = {n for n in APP_NAMES if n not in skipped}
+    ran = {n for n in ISSUE7458.run_apps if n not in skipped}
     assert ran <= set(executors), executors
     assert all(ids <= {"0", "1"} for ids in executors.values()), executors
     assert set().union(*executors.values()) == {"0", "1"}, executors

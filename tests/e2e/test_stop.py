@@ -17,8 +17,8 @@ from deployment import DAG_ID, POLL_S, running_deployment
 from e2e_snapshots import write_snapshots
 
 from segment_balancer.common.ports import taken
-from segment_balancer.planner.stages import ALL_APP_NAMES
 from segment_balancer.tools.local_airflow import STOP_BUDGET_S
+from segment_balancer_airflow.branches import STAGE_TASK_IDS
 
 RUN_TIMEOUT = 300
 
@@ -92,7 +92,7 @@ def stop_while_a_stage_runs(dep, sig: signal.Signals, since: float) -> None:
     run = retried(lambda: dep.request("POST", f"/api/v2/dags/{DAG_ID}/dagRuns", {"logical_date": None, "conf": {}}))
     run_id = run["dag_run_id"]
     deadline = time.monotonic() + RUN_TIMEOUT
-    while not any(ti["state"] == "running" and ti["task_id"] in ALL_APP_NAMES for ti in dep.task_instances(run_id)):
+    while not any(ti["state"] == "running" and ti["task_id"] in STAGE_TASK_IDS for ti in dep.task_instances(run_id)):
         assert time.monotonic() < deadline, f"no stage of {run_id} ran; see {dep.log}"
         time.sleep(POLL_S)
     before = deployment_processes(dep.var, dep.pid, since)

@@ -12,10 +12,13 @@ import pytest
 from pyroaring import BitMap
 
 from segment_balancer.planner import groups as G
+from segment_balancer.planner.coordinators import ISSUE7458, stage_number
 from segment_balancer.planner.groups import group_name
-from segment_balancer.planner.stages import APP_NAMES, stage_module, stage_number
+from segment_balancer.planner.stages import stage_module
 from segment_balancer.spark.apps import run_app, skip_if_idle
 from segment_balancer.spark.stage_run import SparkStageRun as Run
+
+APP_NAMES = list(ISSUE7458.run_apps)
 
 SAMPLE = Path(__file__).resolve().parents[2] / "include" / "segment_balancer" / "snapshots" / "druid_sample"
 

@@ -163,7 +163,9 @@ def test_the_watchdog_stops_the_server_when_its_owner_ends(tmp_path):
 RESUMABLE = """
 import json, sys
 from pathlib import Path
-from segment_balancer.planner.stages import APP_NAMES
+from segment_balancer.planner.coordinators import ISSUE7458
+
+APP_NAMES = list(ISSUE7458.run_apps)
 from segment_balancer.spark.apps import run_app
 from segment_balancer.spark.session import remote_session
 url, snapshot, work, first = sys.argv[1:5]

@@ -153,16 +153,16 @@ def test_a_decommissioned_historical_has_its_queued_load_cancelled(spark, tmp_pa
     assert json.loads((tmp_path / "plan" / "validation.json").read_text())["success"]
 
 
-def test_the_dags_applications_plan_by_the_config_key(spark, tmp_path, druid_planned, druid_sample_planned):
-    """The DAG runs every application of both coordinators in order (``ALL_APP_NAMES``); with the
-    config key ``coordinator`` = ``druid`` the thirteen stages hand the groups on and run nothing,
-    and the plan is the one ``run_plan`` makes; with the default, the ``druid_*`` applications are the ones
-    that do nothing (no timing, no groups recorded). ``compare_coordinators`` hands the groups on
-    unless the run asks for a comparison (the DAG param ``compare_with_druid``): then the other
-    coordinator's plan, the one it makes alone, is what ``validate_plan`` sets beside the run's."""
+def test_the_dags_branches_plan_by_the_config_key(spark, tmp_path, druid_planned, druid_sample_planned):
+    """The DAG's branches: after stage 0, ``start_branches`` names the run's coordinator (the config
+    key ``coordinator``) and, when the run asks for a comparison (the DAG param
+    ``compare_with_druid``), the other one, whose work directory it forks; each branch's
+    applications and ``assemble`` (``run_app(..., branch=…)``) plan in their own work directory.
+    The run's plan is the one ``run_plan`` makes, the compared one the one it makes alone, and
+    that is what ``validate_plan`` sets beside the run's."""
     from segment_balancer.plan.validation import attach_compared
-    from segment_balancer.planner.stages import ALL_APP_NAMES, DRUID_APPS
-    from segment_balancer.spark.apps import run_app
+    from segment_balancer.planner.coordinators import ASSEMBLE_APP, COORDINATORS, DUTY_APPS, STAGE0_APPS
+    from segment_balancer.spark.apps import planned_branches, run_app, start_branches
     from segment_balancer.spark.workdir import request_compare
 
     _, _, expected = druid_planned
@@ -171,24 +171,37 @@ def test_the_dags_applications_plan_by_the_config_key(spark, tmp_path, druid_pla
         if coordinator == "druid":
             work.mkdir()
             request_compare(work)
-        for name in ALL_APP_NAMES:
+        for name in STAGE0_APPS:
             xcom = run_app(spark, name, SNAPSHOT, work, xcom, {"coordinator": coordinator})
+        branches = start_branches(work)
+        assert branches == (["druid", "issue7458"] if coordinator == "druid" else ["issue7458"])
+        for branch in branches:
+            groups = xcom
+            for name in (*COORDINATORS[branch].applications, ASSEMBLE_APP):
+                groups = run_app(spark, name, SNAPSHOT, work, groups, {"coordinator": coordinator}, branch)
+        plans = planned_branches(work)
         summary = json.loads((work / "plan" / "summary.json").read_text())
         ops = pd.read_parquet(work / "plan" / "operations.parquet")
         compared = attach_compared(work / "plan", work)
         if coordinator == "druid":
+            assert plans == {
+                "druid": str(work / "plan"),
+                "issue7458": str(work / "compared_work" / "issue7458" / "plan"),
+            }
             assert summary["coordinator"] == "druid"
-            assert set(summary["timings_seconds"]) == {"used_segments", "prepare", *DRUID_APPS}
+            assert set(summary["timings_seconds"]) == {"used_segments", "prepare", *DUTY_APPS}
             pd.testing.assert_frame_equal(ops, expected)
             assert compared == work / "plan" / "compared" / "issue7458"
             pd.testing.assert_frame_equal(pd.read_parquet(compared / "operations.parquet"), druid_sample_planned[2])
             plans = json.loads((work / "plan" / "comparison.json").read_text())["plans"]
             assert [p["coordinator"] for p in plans] == ["druid", "issue7458"]
         else:
+            assert plans == {"issue7458": str(work / "plan")}
             assert compared is None and not (work / "plan" / "comparison.json").exists()
-            assert "coordinator" not in summary and set(summary["timings_seconds"]).isdisjoint(DRUID_APPS)
-            assert not any((work / "groups" / f"{app}.json").exists() for app in DRUID_APPS)
+            assert "coordinator" not in summary and set(summary["timings_seconds"]).isdisjoint(DUTY_APPS)
+            assert not any((work / "groups" / f"{app}.json").exists() for app in DUTY_APPS)
             assert set(ops["reason"]).isdisjoint({"REPLICATE", "MOVE_TO", "MOVE_FROM"})
+            pd.testing.assert_frame_equal(ops, druid_sample_planned[2])
 
 
 def test_compare_plans_the_other_coordinator_beside_the_plan(spark, tmp_path, druid_planned, druid_sample_planned):
@@ -326,9 +339,9 @@ def test_the_duty_by_duty_applications_queue_what_one_run_queues(spark, tmp_path
     read."""
     from pathlib import Path
 
+    from segment_balancer.planner.coordinators import DRUID
     from segment_balancer.planner.druid_coordinator.dynamic_config import druid_config
     from segment_balancer.planner.druid_coordinator.run import run_coordinator
-    from segment_balancer.planner.stages import COORDINATOR_APP_NAMES
     from segment_balancer.spark import druid_plan
     from segment_balancer.spark.apps import run_app
     from segment_balancer.spark.druid_plan import DRUID_DIR, RUN_FILE, _config, cluster_state, operation_rows
@@ -339,7 +352,7 @@ def test_the_duty_by_duty_applications_queue_what_one_run_queues(spark, tmp_path
         monkeypatch.setattr(druid_plan, "_take_held", lambda spec: None)
     snapshot = Path(SNAPSHOT).parent / "generated"
     work, xcom = tmp_path / "work", None
-    for name in COORDINATOR_APP_NAMES["druid"][:-1]:
+    for name in DRUID.run_apps[:-1]:
         xcom = run_app(spark, name, snapshot, work, xcom, {"coordinator": "druid"})
     tiers = sorted(pd.read_parquet(work / "prepared" / "servers.parquet")["tier"].unique())
     if held:
@@ -378,7 +391,7 @@ def test_a_large_runs_tiers_balance_one_job_after_another_as_in_one(spark, tmp_p
     tiers, so balanced, queue what one job of three tasks queues, with the same record."""
     from pathlib import Path
 
-    from segment_balancer.planner.stages import COORDINATOR_APP_NAMES
+    from segment_balancer.planner.coordinators import DRUID
     from segment_balancer.spark import druid_plan, session
     from segment_balancer.spark.apps import run_app
     from segment_balancer.spark.druid_plan import DRUID_DIR
@@ -397,7 +410,7 @@ def test_a_large_runs_tiers_balance_one_job_after_another_as_in_one(spark, tmp_p
 
     def balanced(work: Path) -> tuple:
         xcom = None
-        for name in COORDINATOR_APP_NAMES["druid"][:-1]:
+        for name in DRUID.run_apps[:-1]:
             xcom = run_app(spark, name, snapshot, work, xcom, {"coordinator": "druid"})
         ops = pd.read_parquet(work / "ops" / "stage_06_druid_balance.parquet")
         return ops, json.loads((work / DRUID_DIR / "druid_balance.json").read_text())
@@ -416,7 +429,7 @@ def test_a_held_run_goes_on_only_from_the_op_log_it_left(spark, tmp_path, monkey
     when the op log is the one that application committed: one after the op log changed, or a
     retried application, builds the run again (a retried ``druid_unload`` of the segments it acts
     on only, which it then does not hold)."""
-    from segment_balancer.planner.druid_coordinator.duties import DUTY_STAGES
+    from segment_balancer.planner.coordinators import DUTY_STAGES
     from segment_balancer.spark import druid_plan
     from segment_balancer.spark.apps import run_app
     from segment_balancer.spark.workdir import Run

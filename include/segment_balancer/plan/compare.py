@@ -25,6 +25,7 @@ import numpy as np
 import pandas as pd
 
 from segment_balancer.common.files import write_json_atomic
+from segment_balancer.planner.coordinators import DEFAULT_COORDINATOR
 
 COMPARISON_FILE = "comparison.json"
 """The comparison, in the published plan directory."""
@@ -108,7 +109,7 @@ def plan_measures(plan: Path, work: Path) -> dict:
             "es_weighted_balance": es_weighted_balance(counts),
         }
     return {
-        "coordinator": summary.get("coordinator", "issue7458"),
+        "coordinator": summary.get("coordinator", DEFAULT_COORDINATOR),
         "unavailable": int(summary["undone"]["unavailable"]),
         "tiers": out,
     }

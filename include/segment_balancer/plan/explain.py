@@ -311,8 +311,7 @@ def explain_plan(plan_dir: str | Path, segment_id: str) -> dict:
     Source: :mod:`segment_balancer.planner.kernels.decisions`; ALGORITHM.md "Stages".
     """
     from segment_balancer.planner import groups as G
-    from segment_balancer.planner.druid_coordinator.duties import DUTY_NAMES
-    from segment_balancer.planner.stages import APP_NAMES, stage_number
+    from segment_balancer.planner.coordinators import coordinator, stage_number
 
     plan = Path(plan_dir)
     needed = ["segments.parquet", "decisions.parquet", "stage_groups.json", "operations.parquet", "assignment.parquet"]
@@ -332,7 +331,7 @@ def explain_plan(plan_dir: str | Path, segment_id: str) -> dict:
             "plan again to explain it"
         )
     summary = read_plan_summary(plan)
-    druid = summary.coordinator == "druid"
+    planner = coordinator(summary.coordinator)
     found = _rows(plan / "segments.parquet", segment_id)
     if not found:
         raise PlanExplainError(f"segment {segment_id} is not in the snapshot of the plan {plan}")
@@ -372,14 +371,14 @@ def explain_plan(plan_dir: str | Path, segment_id: str) -> dict:
     counts = {t: len(servers_before.get(t, ())) for t in tiers}
     idx = seg["idx"]
     member: dict[str, bool] = {}
-    for name in APP_NAMES:
+    for name in planner.run_apps:  # the applications that handed groups on, with their operations
         if name not in stage_groups:
             continue
         stage = stage_number(name)
         entry = stage_groups[name]
         member = {g: member.get(g, False) for g in entry["names"]}
         member.update({g: idx is not None and idx in G.decode(text) for g, text in entry["changed"].items()})
-        mine = [o for o in ops if o["stage"] == stage and not druid]
+        mine = [o for o in ops if o["stage"] == stage]
         for o in mine:
             counts[o["tier"]] = counts.get(o["tier"], 0) + (1 if _adds(o) else -1)
         groups = sorted(g for g, yes in member.items() if yes)
@@ -404,8 +403,8 @@ def explain_plan(plan_dir: str | Path, segment_id: str) -> dict:
                 "decisions": why,
             }
         )
-    if druid:  # the druid coordinator's operations, by the duty that queued them
-        for stage, duty in DUTY_NAMES.items():
+    if not planner.hands_groups:  # its operations by the step (Druid's duty) that queued them
+        for stage, duty in planner.stage_names.items():
             mine = [o for o in ops if o["stage"] == stage]
             if not mine:
                 continue

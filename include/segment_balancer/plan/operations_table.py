@@ -27,7 +27,7 @@ import numpy as np
 import pandas as pd
 
 from segment_balancer.common.files import replace_dir
-from segment_balancer.planner.stages import DEFAULT_COORDINATOR, stage_label
+from segment_balancer.planner.coordinators import DEFAULT_COORDINATOR, stage_label
 
 OPERATIONS_FILE = "operations.parquet"
 OPERATIONS_DIR = "operations"
@@ -55,7 +55,7 @@ def _code_type(distinct: int) -> type:
 
 def index_payload(ops: pd.DataFrame, coordinator: str = DEFAULT_COORDINATOR) -> dict:
     """The JSON of ``index.js`` (module docstring) for ``ops`` (:func:`read_operations`); stages read
-    as :func:`~segment_balancer.planner.stages.stage_label` of ``coordinator``."""
+    as :func:`~segment_balancer.planner.coordinators.stage_label` of ``coordinator``."""
     columns = {}
     for name in CODED:
         series = ops[name].map(lambda s: stage_label(s, coordinator)) if name == "stage" else ops[name].fillna("")

@@ -35,12 +35,10 @@ import pandas as pd
 from segment_balancer.common.files import write_json_atomic
 from segment_balancer.druid.snapshot.models import QUEUE_TYPES
 from segment_balancer.plan.publish import plan_fingerprint
+from segment_balancer.planner.coordinators import DEFAULT_COORDINATOR, GateCounting, coordinator
 
-ACTIONS = ("LOAD", "DROP")
-DRUID_ACTIONS = (*ACTIONS, "CANCEL")
-"""A plan of the ``druid`` coordinator also cancels queued requests."""
 CLONE_STAGE = 7
-"""The ``druid`` coordinator's duty whose loads (on clone targets) Druid queues past any limit."""
+"""The duty whose loads (on clone targets) Druid queues past any limit (``GateCounting.SERVER_HOLDER``)."""
 STAGES = range(1, 14)
 MAX_EXAMPLES = 10
 CHUNK_ROWS = 2_000_000
@@ -108,9 +106,10 @@ class PlanInputs:
     segments: pd.DataFrame
     replicas: pd.DataFrame
     stage_limits: dict[int, dict] = field(default_factory=dict)
-    coordinator: str = "issue7458"
+    coordinator: str = DEFAULT_COORDINATOR
     druid_queue_limit: int | None = None
-    """The ``druid`` coordinator's load-queue size (``maxSegmentsInNodeLoadingQueue`` with smart
+    """The load-queue size of a plan its coordinator's gate counts as Druid's ``ServerHolder``
+    does (``maxSegmentsInNodeLoadingQueue`` with smart
     loading off; None: unlimited)."""
 
 
@@ -170,13 +169,13 @@ def load_inputs(plan_dir: str | Path, work_dir: str | Path) -> PlanInputs:
     limits = {int(k): dict(v) for k, v in raw.items()}
     summary_path = plan_dir / "summary.json"
     summary = json.loads(summary_path.read_text()) if summary_path.exists() else {}
-    coordinator = summary.get("coordinator", "issue7458")
+    planner = coordinator(summary.get("coordinator"))
     druid_limit = None
-    if coordinator == "druid":
+    if planner.gate is GateCounting.SERVER_HOLDER:
         config = summary["druid_run"]["config"]
         if not config["smartSegmentLoading"] and config["maxSegmentsInNodeLoadingQueue"] > 0:
             druid_limit = int(config["maxSegmentsInNodeLoadingQueue"])
-    return PlanInputs(**frames, stage_limits=limits, coordinator=coordinator, druid_queue_limit=druid_limit)
+    return PlanInputs(**frames, stage_limits=limits, coordinator=planner.name, druid_queue_limit=druid_limit)
 
 
 def assignment_chunks(path: Path, rows: int | None = None):
@@ -395,6 +394,13 @@ def dependency_frame(inp: PlanInputs) -> pd.DataFrame:
     return out
 
 
+_COUNTED = {
+    GateCounting.PROJECTED: (capacity_frame, queue_frame),
+    GateCounting.SERVER_HOLDER: (druid_capacity_frame, druid_queue_frame),
+}
+"""The capacity and queue frames of each way a coordinator's gate counts (``Coordinator.gate``)."""
+
+
 def _checks(inp: PlanInputs) -> list[tuple[str, Any, list, list[str]]]:
     """(name, frame or iterator of frames, expectations, example columns) of every check, in
     report order."""
@@ -402,10 +408,11 @@ def _checks(inp: PlanInputs) -> list[tuple[str, Any, list, list[str]]]:
     key = ["op_id", "stage", "action", "segment_id", "server"]
     wf = ops.copy()
     wf["action_queue_type"] = wf["action"].astype(str) + ":" + wf["queue_type"].fillna("null")
-    druid = inp.coordinator == "druid"
+    planner = coordinator(inp.coordinator)
     pair_ok = [f"LOAD:{q}" for q in QUEUE_TYPES] + ["DROP:null"]
-    if druid:
+    if "CANCEL" in planner.actions:
         pair_ok += [f"CANCEL:{q}" for q in QUEUE_TYPES] + ["CANCEL:null"]
+    capacity, queues = _COUNTED[planner.gate]
     # Segment ids are checked through a flag: a value_set of a million ids makes GX take minutes.
     known = ops.assign(
         segment_known=ops["segment_id"]
@@ -435,7 +442,7 @@ def _checks(inp: PlanInputs) -> list[tuple[str, Any, list, list[str]]]:
         ),
         (
             "capacity",
-            druid_capacity_frame(inp) if druid else capacity_frame(inp),
+            capacity(inp),
             [
                 E.ExpectColumnPairValuesAToBeGreaterThanB(
                     column_A="max_size", column_B="projected_size", or_equal=True
@@ -453,7 +460,7 @@ def _checks(inp: PlanInputs) -> list[tuple[str, Any, list, list[str]]]:
         ),
         (
             "queue_limits",
-            druid_queue_frame(inp) if druid else queue_frame(inp),
+            queues(inp),
             [
                 E.ExpectColumnPairValuesAToBeGreaterThanB(
                     column_A="limit", column_B="count", or_equal=True, ignore_row_if="either_value_is_missing"
@@ -490,7 +497,7 @@ def _checks(inp: PlanInputs) -> list[tuple[str, Any, list, list[str]]]:
             [
                 E.ExpectColumnValuesToBeUnique(column="op_id"),
                 *[E.ExpectColumnValuesToNotBeNull(column=c) for c in not_null],
-                E.ExpectColumnValuesToBeInSet(column="action", value_set=list(DRUID_ACTIONS if druid else ACTIONS)),
+                E.ExpectColumnValuesToBeInSet(column="action", value_set=list(planner.actions)),
                 E.ExpectColumnValuesToBeInSet(column="action_queue_type", value_set=pair_ok),
                 E.ExpectColumnValuesToBeBetween(column="stage", min_value=1, max_value=13),
                 E.ExpectColumnValuesToBeBetween(column="size_bytes", min_value=0),
@@ -659,14 +666,13 @@ def attach_compared(plan_dir: str | Path, work_dir: str | Path) -> Path | None:
     import shutil
 
     from segment_balancer.plan.compare import COMPARED_DIR, write_comparison
-    from segment_balancer.planner.stages import other_coordinator
     from segment_balancer.spark.apps import run_coordinator
     from segment_balancer.spark.workdir import compare_requested, compared_work
 
     plan_dir, work_dir = Path(plan_dir), Path(work_dir)
     if not compare_requested(work_dir):
         return None
-    other = other_coordinator(run_coordinator(work_dir))
+    other = coordinator(run_coordinator(work_dir)).compared_with
     fork = compared_work(work_dir, other)
     require_valid(fork / "plan", fork)
     dest = plan_dir / COMPARED_DIR / other

@@ -48,13 +48,13 @@ from segment_balancer.druid.snapshot.models import QueueType
 from segment_balancer.planner.bestservers import BestServersError, BestServersFunction, compile_function
 from segment_balancer.planner.config_keys import (
     BALANCER_STRATEGIES,
-    COORDINATORS,
     DEFAULT_FUNCTION,
     DRUID_KEYS,
     KEYS,
     MOVE_TRIGGERS,
 )
 from segment_balancer.planner.config_keys import BY_NAME as KEYS_BY_NAME
+from segment_balancer.planner.coordinators import DEFAULT_COORDINATOR
 from segment_balancer.planner.runstate import StageLimit
 
 log = logging.getLogger(__name__)
@@ -160,7 +160,7 @@ class EffectiveConfig(BaseModel):
     """
 
     model_config = ConfigDict(frozen=True)
-    coordinator: str = COORDINATORS[0]
+    coordinator: str = DEFAULT_COORDINATOR
     max_segments_in_node_loading_queue: int = 500
     num_best_servers_choosing_function: str = DEFAULT_FUNCTION
     num_best_servers_choosing_function_default_log_base: float = 5.0

@@ -18,6 +18,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from segment_balancer.druid.releases import NEWEST_RELEASE
+from segment_balancer.planner.coordinators import COORDINATOR_NAMES, DEFAULT_COORDINATOR
 
 INT32 = 2**31 - 1
 """Java's ``int``, the type of Druid's integer config keys."""
@@ -29,9 +30,6 @@ DEFAULT_FUNCTION = (
 )
 MOVE_TRIGGERS = ("betterServerInTopB", "outsideTopB")
 """Values of ``balancingMoveTrigger``, the default first."""
-COORDINATORS = ("issue7458", "druid")
-"""Who plans (the key ``coordinator``), the default first: the algorithm of Druid issue #7458, or
-``druid``, the Coordinator of the Druid release ``druidVersion`` names (docs/DRUID_COORDINATOR.md)."""
 BALANCER_STRATEGIES = ("cost", "avgShedder")
 """Values of ``balancerStrategy`` (ALGORITHM.md "Balancing strategy ``avgShedder``"), the default first."""
 
@@ -132,11 +130,11 @@ KEYS: tuple[Key, ...] = (
     Key(
         "coordinator",
         "string",
-        COORDINATORS[0],
+        DEFAULT_COORDINATOR,
         "Who plans: issue7458, the algorithm of Druid issue #7458, or druid, what Druid's own Coordinator "
         "(of the release druidVersion names) queues in one run (docs/DRUID_COORDINATOR.md)",
         "this project",
-        choices=COORDINATORS,
+        choices=COORDINATOR_NAMES,
         form=True,
     ),
     Key(

@@ -21,6 +21,7 @@ from typing import Any, Literal
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
 from segment_balancer.common.errors import InputError
+from segment_balancer.planner.coordinators import COORDINATOR_NAMES, DEFAULT_COORDINATOR
 
 __all__ = [
     "SCHEMA_VERSION",
@@ -425,9 +426,11 @@ class PlanSummary(_Part):
     """Per application of the run, in run order, its time."""
     planned_at: str | None
     """When the run began (UTC, the first application's start); null without timings."""
-    coordinator: Literal["issue7458", "druid"] = Field(default="issue7458", exclude_if=lambda v: v == "issue7458")
-    """Which coordinator planned: the algorithm of Druid issue #7458 (absent) or ``druid``, the
-    Coordinator of the Druid release ``druid_run.release`` names."""
+    coordinator: Literal[COORDINATOR_NAMES] = Field(
+        default=DEFAULT_COORDINATOR, exclude_if=lambda v: v == DEFAULT_COORDINATOR
+    )
+    """Which coordinator planned (``planner.coordinators``; absent: the default, #7458's algorithm);
+    ``druid``'s release is ``druid_run.release``."""
     druid_run: DruidRun | None = Field(default=None, exclude_if=_absent)
     """The ``druid`` coordinator's run; absent otherwise."""
     undone: Undone | None = Field(default=None, exclude_if=_absent)

@@ -21,16 +21,18 @@ from pathlib import Path
 
 from segment_balancer.common.errors import InputError
 from segment_balancer.common.files import write_json_atomic, write_text_atomic
-from segment_balancer.planner.stages import (
+from segment_balancer.planner.coordinators import (
     ALL_APP_NAMES,
+    ASSEMBLE_APP,
     COMPARE_APP,
-    COORDINATOR_APP_NAMES,
+    COORDINATOR_NAMES,
     DEFAULT_COORDINATOR,
-    DRUID_APPS,
-    other_coordinator,
-    stage_module,
+    DUTY_APPS,
+    STAGE0_APPS,
+    coordinator,
     stage_number,
 )
+from segment_balancer.planner.stages import stage_module
 
 
 def parse_args(name: str, argv=None) -> argparse.Namespace:
@@ -41,6 +43,9 @@ def parse_args(name: str, argv=None) -> argparse.Namespace:
     parser.add_argument("--groups-out", required=True, type=Path, help="where to write this task's XCom")
     parser.add_argument("--config", type=Path, help="JSON object of coordinator dynamic config overrides")
     parser.add_argument("--refusal-out", type=Path, help="where to write the one-line refusal of a bad snapshot")
+    parser.add_argument(
+        "--branch", choices=COORDINATOR_NAMES, help="the coordinator whose branch of the run this application is in"
+    )
     return parser.parse_args(argv)
 
 
@@ -64,7 +69,7 @@ def main(name: str, argv=None) -> int:
     groups_in = json.loads(args.groups_in.read_text()) if args.groups_in and args.groups_in.exists() else None
     spark = get_session(f"segment_balancer.{name}")
     try:
-        result = run_app(spark, name, args.snapshot, args.work, groups_in, read_overrides(args.config))
+        result = run_app(spark, name, args.snapshot, args.work, groups_in, read_overrides(args.config), args.branch)
     except InputError as exc:
         logging.getLogger(name).error("input refused: %s", exc)
         print(f"input refused: {exc}", file=sys.stderr)
@@ -77,10 +82,21 @@ def main(name: str, argv=None) -> int:
     return 0
 
 
-def run_app(spark, name: str, snapshot, work, groups_in: dict | None, overrides: dict | None = None) -> dict:
-    """Run one application of ``APP_NAMES`` and return its XCom dict (``stage``, ``groups``).
+def run_app(
+    spark,
+    name: str,
+    snapshot,
+    work,
+    groups_in: dict | None,
+    overrides: dict | None = None,
+    branch: str | None = None,
+) -> dict:
+    """Run one application of ``ALL_APP_NAMES`` and return its XCom dict (``stage``, ``groups``).
 
-    ``groups_in``: the previous application's XCom (None for ``prepare``). Re-running an
+    ``groups_in``: the previous application's XCom (None for ``prepare``). ``branch``: the
+    coordinator whose applications this one is among (a task group of the DAG): the run's own plans
+    in ``work``, the compared one in its fork (:func:`branch_work`, made by
+    :func:`start_branches`); None: the run's own. Re-running an
     application first removes what it and later stages wrote, so retries are idempotent. A stage
     with nothing to schedule returns at once (:func:`skip_if_idle`). Its Spark jobs carry the tag
     :func:`job_tag` (``spark.job.tags``), on a classic session as on a Connect one.
@@ -95,7 +111,9 @@ def run_app(spark, name: str, snapshot, work, groups_in: dict | None, overrides:
         raise KeyError(f"unknown application {name!r}; one of {ALL_APP_NAMES}")
     stage = stage_number(name)
     # Spark resolves a relative path from its own working directory (a Connect server's is not ours).
-    snapshot, work = Path(snapshot).absolute(), Path(work).absolute()
+    snapshot, work = Path(snapshot).absolute(), branch_work(Path(work).absolute(), branch)
+    if branch is not None:
+        overrides = {**(overrides or {}), "coordinator": branch}
     started = time.monotonic()
     spark.addTag(job_tag(name))
     try:
@@ -162,7 +180,7 @@ def _run(spark, name: str, stage: int, snapshot, work, groups_in, overrides) -> 
         result = prepare(spark, Path(snapshot), Path(work), overrides)
     elif (idle := skip_if_idle(name, work, groups_in)) is not None:
         return {"skipped": True, "xcom": idle}
-    elif name in DRUID_APPS:
+    elif name in DUTY_APPS:
         from segment_balancer.spark.druid_plan import run_druid_app
 
         run_druid_app(spark, name, Path(snapshot), Path(work), overrides)
@@ -188,8 +206,9 @@ def _run(spark, name: str, stage: int, snapshot, work, groups_in, overrides) -> 
     return result
 
 
-def skip_if_idle(name: str, work, groups_in: dict | None) -> dict | None:
-    """The XCom of stage application ``name`` when it has nothing to schedule, else None.
+def skip_if_idle(name: str, work, groups_in: dict | None, branch: str | None = None) -> dict | None:
+    """The XCom of stage application ``name`` when it has nothing to schedule, else None
+    (``branch``: as :func:`run_app`'s).
 
     Decided without Spark from the input XCom ``groups_in`` (``{"groups": {name: base64 bitmap}}``):
     a stage is idle when every group it ``READS`` is absent or empty, or when its module's
@@ -208,13 +227,9 @@ def skip_if_idle(name: str, work, groups_in: dict | None) -> dict | None:
 
     if name == COMPARE_APP and not compare_requested(Path(work)):
         return {"stage": stage_number(name), "groups": (groups_in or {}).get("groups", {})}
-    if name in DRUID_APPS or name.startswith("stage"):
-        coordinator = run_coordinator(Path(work))
-        if name not in COORDINATOR_APP_NAMES[coordinator]:
-            # an application of the other coordinator's run: the groups pass through untouched
-            return {"stage": stage_number(name), "groups": (groups_in or {}).get("groups", {})}
     if not name.startswith("stage"):
         return None
+    work = branch_work(Path(work).absolute(), branch)
     stage = stage_number(name)
     module = stage_module(stage)
     groups = G.decode_all((groups_in or {}).get("groups", {}))
@@ -253,16 +268,16 @@ def plan_other_coordinator(spark, snapshot: Path, work: Path, overrides: dict | 
 def _fork_other(work: Path) -> Path:
     from segment_balancer.spark.workdir import fork_work
 
-    return fork_work(work, other_coordinator(run_coordinator(work)))
+    return fork_work(work, coordinator(run_coordinator(work)).compared_with)
 
 
 def _plan_fork(spark, snapshot: Path, work: Path, fork: Path, overrides: dict | None, stop=None) -> None:
     """The other coordinator's applications after ``prepare`` in ``fork``, in order; before each,
     none when ``stop`` (a ``threading.Event``) is set."""
     other = run_coordinator(fork)
-    xcom = {"stage": 0, "groups": json.loads((Path(work) / "groups" / "prepare.json").read_text())}
+    xcom = {"stage": 0, "groups": json.loads((Path(work) / "groups" / f"{STAGE0_APPS[-1]}.json").read_text())}
     log = logging.getLogger("segment_balancer.compare")
-    for name in COORDINATOR_APP_NAMES[other][2:]:
+    for name in (*coordinator(other).applications, ASSEMBLE_APP):
         if stop is not None and stop.is_set():
             raise RuntimeError(f"compared plan abandoned before {name}: the run's own plan failed")
         log.info("running %s (compared)", name)
@@ -300,7 +315,7 @@ class _Alongside:
         the run failed, none of its own is running), and wait for the thread (``wait``)."""
         self.stop.set()
         if self.thread.is_alive():
-            for name in COORDINATOR_APP_NAMES[run_coordinator(self.fork)][2:]:
+            for name in (*coordinator(run_coordinator(self.fork)).applications, ASSEMBLE_APP):
                 try:
                     self.spark.interruptTag(job_tag(name))
                 except Exception:  # noqa: BLE001 - a session already stopping: its jobs end with it
@@ -356,6 +371,55 @@ def run_coordinator(work: Path) -> str:
     if not path.exists():
         return DEFAULT_COORDINATOR
     return json.loads(path.read_text())["config"].get("coordinator", DEFAULT_COORDINATOR)
+
+
+def branches(work: Path) -> list[str]:
+    """The coordinators that plan the run in ``work`` (after ``prepare``): the run's own, then the
+    one it is compared with when the run compares (``spark.workdir.compare_requested``)."""
+    from segment_balancer.spark.workdir import compare_requested
+
+    own = coordinator(run_coordinator(Path(work)))
+    return [own.name, own.compared_with] if compare_requested(Path(work)) else [own.name]
+
+
+def start_branches(work: Path) -> list[str]:
+    """:func:`branches`, each compared one's work directory forked now
+    (``spark.workdir.fork_work``, replacing an earlier fork). The DAG's branch task
+    ``choose_coordinators`` follows the branch of each; :func:`run_app` of a branch's application
+    then works in :func:`branch_work`."""
+    from segment_balancer.spark.workdir import fork_work
+
+    names = branches(work)
+    for name in names[1:]:
+        fork_work(Path(work), name)
+    return names
+
+
+def planned_branches(work: Path) -> dict[str, str]:
+    """``{coordinator: its plan directory}`` of each of :func:`branches`, once they have run (what
+    the DAG's ``compare`` hands on). Raises ``FileNotFoundError`` naming a branch that left no
+    plan."""
+    plans = {name: branch_work(Path(work), name) / "plan" for name in branches(work)}
+    for name, plan in plans.items():
+        if not (plan / "summary.json").is_file():
+            raise FileNotFoundError(f"{plan}: the {name} branch left no plan")
+    return {name: str(plan) for name, plan in plans.items()}
+
+
+def branch_work(work: Path, branch: str | None) -> Path:
+    """The work directory of the coordinator ``branch``'s applications of the run in ``work``:
+    ``work`` itself for the run's own coordinator (or None), its fork
+    (``spark.workdir.compared_work``) for the compared one. Raises ``RuntimeError`` when that fork
+    was never made (:func:`start_branches`)."""
+    from segment_balancer.spark.workdir import compared_work
+
+    if branch is None or branch == run_coordinator(work):
+        return work
+    coordinator(branch)  # a KeyError naming the choices for an unknown one
+    fork = compared_work(work, branch)
+    if not (fork / "prepared" / "meta.json").is_file():
+        raise RuntimeError(f"{fork}: no fork of the run for {branch}'s applications; the branch task makes it")
+    return fork
 
 
 def _no_start(groups) -> None:

@@ -22,8 +22,8 @@ from segment_balancer.common.files import remove_path, replace_path, sibling_tmp
 from segment_balancer.druid.instants import format_instant_ms
 from segment_balancer.druid.metrics import druid_metrics
 from segment_balancer.planner import groups as G
+from segment_balancer.planner.coordinators import STAGE0_APPS, coordinator
 from segment_balancer.planner.groups import split_group_name
-from segment_balancer.planner.stages import APP_NAMES
 from segment_balancer.planner.status import balance, replication_counts
 from segment_balancer.planner.summary import SCHEMA_FILE, SCHEMA_VERSION, SUMMARY_FILE, PlanSummary, summary_schema
 from segment_balancer.planner.undone import NOTHING_UNDONE, left_undone
@@ -139,8 +139,8 @@ def assemble(run: Run, groups, snapshot: Path) -> Path:
         timings_seconds=timings,
         # when the run began (UTC, the first application's start): LATEST names the plan of the newest
         # snapshot, and of two plans of one snapshot the later run's (plan.publish)
-        planned_at=timings.get(APP_NAMES[0], {}).get("started_at"),
-        coordinator="druid" if druid else "issue7458",
+        planned_at=timings.get(STAGE0_APPS[0], {}).get("started_at"),
+        coordinator=coordinator(run.meta["config"].get("coordinator")).name,
         druid_run=summary_part(druid) if druid else None,
     )
     summary.undone = left_undone(
@@ -244,11 +244,11 @@ def _stage_groups(run: Run, plan: Path) -> None:
     """Write ``stage_groups.json`` into ``plan`` (what ``explain --plan`` reads besides the tables
     of :func:`_sorted_tables`): ``{application: {"names": [group, ...], "changed": {group: base64
     bitmap}}}``, in run order: the groups each application handed on, with only the bitmaps that
-    differ from the previous application's."""
-    from segment_balancer.planner.stages import APP_NAMES
-
+    differ from the previous application's (stage 0's only, for a coordinator whose applications hand
+    no groups on)."""
+    planner = coordinator(run.meta["config"].get("coordinator"))
     stage_groups, previous = {}, {}
-    for name in APP_NAMES:
+    for name in planner.run_apps if planner.hands_groups else STAGE0_APPS:
         path = run.work / "groups" / f"{name}.json"
         if path.exists():
             groups = json.loads(path.read_text())

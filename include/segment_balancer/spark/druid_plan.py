@@ -1,7 +1,7 @@
 """The ``druid`` coordinator on a run's work directory: Druid's Coordinator (of the release the run's
 config names, ``DruidConfig.release``), one run, on the
 tables ``used_segments`` and ``prepare`` wrote (docs/ARCHITECTURE.md "Work directory"), duty by duty:
-one Spark application each (``planner.druid_coordinator.duties.DUTY_APPS``, one Airflow task each).
+one Spark application each (``planner.coordinators.DUTY_APPS``, one Airflow task each).
 
 ``druid_rules`` is one Spark task: Druid's rules duty visits every used segment in one sequence that
 shares the tiers' round-robin cursors, throttles and drop budgets, so it cannot be split; the task,
@@ -41,8 +41,8 @@ from segment_balancer.common.files import write_json_atomic, write_parquet_atomi
 from segment_balancer.druid import metrics as m
 from segment_balancer.druid.rules import PARTIAL_RULE_TYPES
 from segment_balancer.druid.snapshot.loader import load_cluster_version, load_rules, read_json
+from segment_balancer.planner.coordinators import DRUID, DUTY_APPS, DUTY_STAGES
 from segment_balancer.planner.druid_coordinator.balancer import served_and_queued
-from segment_balancer.planner.druid_coordinator.duties import DUTY_APPS, DUTY_STAGES
 from segment_balancer.planner.druid_coordinator.dynamic_config import druid_config
 from segment_balancer.planner.druid_coordinator.model import (
     ASSUMED_PROFILE,
@@ -1105,7 +1105,7 @@ def _write_record(work: Path, config) -> None:
     parts = [_read_part(work, app) for app in DUTY_APPS]
     rules, unload, balance = (_read_part(work, app) for app in ("druid_rules", "druid_unload", "druid_balance"))
     record = {
-        "coordinator": "druid",
+        "coordinator": DRUID.name,
         "druid_release": config.release,
         "druid_release_from": config.release_from,
         "druid_release_note": config.release_note,

@@ -35,7 +35,7 @@ from segment_balancer.common.errors import InputError
 from segment_balancer.druid.releases import NEWEST_RELEASE
 from segment_balancer.planner import config_keys
 from segment_balancer.planner.config import check_override_keys
-from segment_balancer.planner.stages import COORDINATORS, DEFAULT_COORDINATOR, stage_label
+from segment_balancer.planner.coordinators import COORDINATOR_NAMES, DEFAULT_COORDINATOR, coordinator
 from segment_balancer.spark.apps import read_overrides
 from segment_balancer.tools.pipeline import run_plan
 from segment_balancer.tools.simulate import add_simulate_arguments
@@ -127,11 +127,10 @@ def print_summary(plan: Path) -> None:
             f"add {', '.join(edits.added)}" if edits.added else "",
         ]
         console.print(f"[bold]what-if[/bold] {'; '.join(p for p in parts if p)} (on a copy of {edits.snapshot})")
-    druid = summary.coordinator == "druid"
-    if druid:
-        console.print(
-            f"[bold]coordinator[/bold] druid: what Druid {summary.druid_run.release}'s Coordinator queues in one run"
-        )
+    planner = coordinator(summary.coordinator)
+    if planner.headline:
+        release = summary.druid_run.release if summary.druid_run else None
+        console.print(f"[bold]coordinator[/bold] {planner.name}: {planner.headline.format(release=release)}")
     cancels = summary.operations - summary.loads - summary.drops
     console.print(
         f"{summary.operations} operations: {summary.loads} loads, {summary.drops} drops, "
@@ -139,10 +138,10 @@ def print_summary(plan: Path) -> None:
         + (f", {cancels} queued requests cancelled" if cancels else "")
     )
     rows = [
-        [stage_label(row.stage, summary.coordinator), str(row.tier), row.action, f"{row.count:,}"]
+        [planner.stage_label(row.stage), str(row.tier), row.action, f"{row.count:,}"]
         for row in summary.by_stage_tier_action
     ]
-    print_table(console, ["duty" if druid else "stage", "tier", "action", "count"], rows, numeric_from=3)
+    print_table(console, [planner.step_word, "tier", "action", "count"], rows, numeric_from=3)
     before, after = summary.status_before, summary.status_after
     console.print(f"unreplicated segments: {before.unreplicated} before, {after.unreplicated} once the plan succeeds")
     if summary.undone is not None:
@@ -415,7 +414,9 @@ def _run_spark_command(spark, args, overrides: dict | None, gate) -> None:
             "validator": gate,
         }
         if args.compare_margins and args.coordinator not in (None, DEFAULT_COORDINATOR):
-            raise InputError(f"--compare-margins compares margins of {DEFAULT_COORDINATOR}'s balancing, not druid's")
+            raise InputError(
+                f"--compare-margins compares margins of {DEFAULT_COORDINATOR}'s balancing, not {args.coordinator}'s"
+            )
         if args.compare_margins:
             table = simulate_margins(
                 spark, args.snapshot, args.out, args.runs, args.compare_margins, overrides, **options
@@ -524,7 +525,7 @@ def _parser() -> argparse.ArgumentParser:
     plan.add_argument("--remote", metavar="URL", help=REMOTE_HELP)
     plan.add_argument(
         "--coordinator",
-        choices=COORDINATORS,
+        choices=COORDINATOR_NAMES,
         help="issue7458: the algorithm of Druid issue #7458; druid: what Druid's own Coordinator (the release "
         "of the config key druidVersion, else the snapshot's cluster's, else 38.0.0) queues in one run "
         "(docs/DRUID_COORDINATOR.md); default: the config key coordinator, else issue7458",
@@ -583,7 +584,7 @@ def _parser() -> argparse.ArgumentParser:
     add_simulate_arguments(sim)
     sim.add_argument(
         "--coordinator",
-        choices=COORDINATORS,
+        choices=COORDINATOR_NAMES,
         help="who plans each run: issue7458 or druid, Druid's own Coordinator (of the release druidVersion "
         "names); default: the config key coordinator, else issue7458",
     )

@@ -1,5 +1,5 @@
 """One plan in one Spark session, as the DAG makes it: every application of the run's coordinator
-in order (:data:`segment_balancer.planner.stages.COORDINATOR_APP_NAMES`), ``compare_coordinators``,
+in order (``Coordinator.run_apps`` of :mod:`segment_balancer.planner.coordinators`), ``compare_coordinators``,
 the Great Expectations gate, publish. The
 CLI's ``plan`` and every run of a simulation use it."""
 
@@ -24,7 +24,7 @@ def run_plan(
     compare: bool = False,
     validator=None,
 ) -> dict:
-    """Run every application of the coordinator's run in order (``COORDINATOR_APP_NAMES``: the
+    """Run every application of the coordinator's run in order (``Coordinator.run_apps``: the
     algorithm of #7458, or ``druid``, Druid's own Coordinator), validate, and publish to ``out``.
     ``coordinator``: who plans, over the config key ``coordinator`` of ``overrides`` and the
     snapshot's config (None: theirs, default ``issue7458``). ``compare``: the other coordinator
@@ -83,7 +83,8 @@ def make_plan(
     not waited for: the session's end ends them)."""
     from segment_balancer.planner.balancer_state import give_previous
     from segment_balancer.planner.config import load_config
-    from segment_balancer.planner.stages import COMPARE_APP, COORDINATOR_APP_NAMES
+    from segment_balancer.planner.coordinators import COMPARE_APP, STAGE0_APPS
+    from segment_balancer.planner.coordinators import coordinator as named
     from segment_balancer.spark.apps import abandon_alongside, alongside_fits, compare_alongside, run_app
     from segment_balancer.spark.workdir import request_compare
     from segment_balancer.tools.whatif import apply_to_run
@@ -100,10 +101,10 @@ def make_plan(
         request_compare(work)
     xcom = None
     try:
-        for name in [*COORDINATOR_APP_NAMES[coordinator], COMPARE_APP]:
+        for name in [*named(coordinator).run_apps, COMPARE_APP]:
             log.info("running %s", name)
             xcom = run_app(spark, name, snapshot, work, xcom, overrides)
-            if name == "prepare" and compare and alongside_fits(snapshot, work):
+            if name == STAGE0_APPS[-1] and compare and alongside_fits(snapshot, work):
                 log.info("running the other coordinator's applications (compared) beside the run's own")
                 compare_alongside(spark, snapshot, work, overrides)
     except Exception:

@@ -53,6 +53,7 @@ from segment_balancer.plan.report import (
     margin_name,
     write_simulation_report,
 )
+from segment_balancer.planner import coordinators
 from segment_balancer.planner.balancer_state import NEXT_STATE_FILE, STATE_FILE
 from segment_balancer.planner.summary import PlanSummary, read_plan_summary
 
@@ -97,9 +98,6 @@ after applying, the cluster's total placement cost
 nothing to load and no balancing move."""
 MARGIN_KEY = "balancingMinCostReductionPercent"
 
-BALANCING_STAGES = (7, 10, 11)
-DRUID_BALANCING_STAGES = (6,)
-"""The ``druid`` coordinator's balancing duty (``BalanceSegments``)."""
 PENDING_FILE = "pending_drops.json"
 """Simulator-only file of a snapshot: ``[{"server", "segment_id", "after"}]``, the queued drops that
 wait for the load of the same segment on server ``after`` (the planner does not read it)."""
@@ -343,7 +341,7 @@ def run_row(
 
     before = summary.status_before
     tiers = before.tiers.values()
-    stages = DRUID_BALANCING_STAGES if summary.coordinator == "druid" else BALANCING_STAGES
+    stages = coordinators.coordinator(summary.coordinator).balancing_stages
     balancing = ops[ops["stage"].isin(stages) & (ops["action"] == "LOAD")]
     moved = ops[(ops["action"] == "LOAD") & ops["op_id"].isin(set(ops["depends_on"].dropna().astype("int64")))]
     decommissioning = set(summary.config.get("decommissioningNodes") or [])
@@ -624,11 +622,10 @@ def simulate_coordinators(
     :func:`simulate`'s keywords. Returns the ``coordinators.csv`` frame. Raises what
     :func:`simulate` raises (a bad override before any run)."""
     from segment_balancer.planner.config import load_config
-    from segment_balancer.planner.stages import other_coordinator
 
     overrides = dict(overrides or {})
     own = coordinator or load_config(snapshot, overrides).coordinator
-    other = other_coordinator(own)
+    other = coordinators.coordinator(own).compared_with
     frames = {own: simulate(spark, snapshot, out, runs, overrides, coordinator=own, **options)}
     log.info("%s: simulating the same %d runs", other, runs)
     frames[other] = simulate(

@@ -74,7 +74,7 @@ class Operation:
     """A change the run made to a load queue: ``event`` ``ASSIGNED`` (a new request) or ``CANCELLED``
     (a queued one, of this run or earlier), on ``server``, of ``segment`` with ``action``
     (``LOAD``, ``REPLICATE``, ``MOVE_TO`` with its ``move_source``, ``DROP``), by ``duty`` (one of
-    :data:`~segment_balancer.planner.druid_coordinator.duties.DUTIES`); a load of a part (Druid 38)
+    :data:`~segment_balancer.planner.coordinators.DUTIES`); a load of a part (Druid 38)
     carries its ``profile``."""
 
     server: str
