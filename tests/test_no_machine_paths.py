@@ -1,12 +1,12 @@
 """No file of the repository names a path that exists only on one development machine.
 
 Every file ``git ls-files`` lists is read as text (binary files, Parquet, gzip and images are
-skipped) and searched for the roots of such paths: a workspace (``/work/...``), home directories
-(``/home/...``, ``/root/...``, ``/Users/...``), a mirrored source (``.mirror/``), a shell's job
-directories (``bash_jobs``) and ``/tmp/...``. A root counts only where a path starts: ``<run
-dir>/work/``, a run's work directory under a configured home, is not one. ``/tmp/`` is allowed on
-the lines of a documented ``segment_balancer`` command, whose example output directories are
-scratch directories made when the command runs. A failure names each ``file:line``.
+skipped) and searched for the roots of such paths (:data:`PATTERNS`: a workspace, home directories,
+a mirrored source, a shell's job directories, the system's temporary directory). A root counts only
+where a path starts: a run's work directory under a configured home (``<run dir>/work``) is not
+one. The temporary directory is allowed on the lines of a documented ``segment_balancer`` command,
+whose example output directories are scratch directories made when the command runs. A failure
+names each ``file:line``.
 
 Outside a git checkout (an sdist, an unpacked wheel) there is no list of files: the test is skipped.
 """
