@@ -1,8 +1,9 @@
 """End-to-end scenarios with hand-worked expected plans (independent check of the engine).
 
-Every expectation below is derived by hand from ``/work/shared/ALGORITHM.md`` and the seed
-(Druid issue #7458), not from the implementation. Each scenario's snapshot lives in
-``tests/scenarios/<name>/`` and runs through ``run_plan`` once (module-scoped fixture).
+Every expectation below is derived by hand from ``../shared/ALGORITHM.md`` (the shared folder
+next to the repository) and the seed (Druid issue #7458), not from the implementation. Each
+scenario's snapshot lives in ``tests/scenarios/<name>/`` and runs through ``run_plan`` once
+(module-scoped fixture).
 
 Cost facts used (ALGORITHM.md "Best servers"): a server whose projected segments all lie outside
 ``[s.start - 45 d, s.end + 45 d)`` costs 0 for ``s``; the segment itself is left out on a server

@@ -12,7 +12,13 @@ import pytest
 from segment_balancer.druid.importer import SqlImportError, import_druid_segments_sql, iso_to_ms, ms_to_iso, segment_id
 from segment_balancer.tools.sample import SAMPLE_SQL
 
-SHARED_SQL = "/work/shared/data/druid_segments-sample.sql"
+SHARED_SQL = os.path.join(
+    os.path.dirname(os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))),
+    "shared",
+    "data",
+    "druid_segments-sample.sql",
+)
+"""Druid's sample dump in the shared folder next to the repository (``../shared/data/``), when present."""
 
 
 def _sample_sql() -> str:
