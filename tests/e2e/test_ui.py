@@ -197,6 +197,19 @@ def test_trigger_form_and_run(page, deployment, artifacts):
             expect(options).to_have_count(0)
             expect(dialog).to_be_visible()
             expect(dialog.locator("input[name=element_balancerStrategy]")).to_have_value("__null__")
+            # who plans is a choice too, each coordinator by its title, the snapshot's by default
+            dialog.get_by_role("combobox", name="coordinator").click()
+            expect(options).to_have_text(
+                [
+                    "(the snapshot's; issue7458 unless it says)",
+                    "issue7458 (Druid issue #7458)",
+                    "druid (Druid's Coordinator)",
+                ]
+            )
+            shot(page, artifacts, "03d-trigger-form-coordinator")
+            options.first.click()
+            expect(options).to_have_count(0)
+            expect(dialog.locator("input[name=element_coordinator]")).to_have_value("__null__")
         if section == "What-if: cluster edits":
             expect(dialog.locator("textarea#element_whatif_decommission")).to_have_value("")
         if section == "What-if simulation":
@@ -300,6 +313,38 @@ def test_the_runs_plan_in_the_ui(page, deployment, artifacts):
     )
     settle(page)
     shot(page, artifacts, "11-plan-of-druid")
+
+
+def test_each_coordinator_is_a_branch_of_the_run(page, deployment, artifacts):
+    """The run's grid shows each coordinator as a branch of its own: with ``compare_with_druid``
+    (the triggered run) both branches ran; a ``druid`` run without it ran the ``druid`` branch and
+    skipped every task of the ``issue7458`` one, and published no compared plan."""
+    from playwright.sync_api import expect
+
+    both = STATE["manual_run"]
+    run = deployment.request(
+        "POST",
+        f"/api/v2/dags/{DAG_ID}/dagRuns",
+        {"logical_date": None, "conf": {"coordinator": "druid", "compare_with_druid": False}},
+    )
+    druid_only = run["dag_run_id"]
+    deployment.wait_for_runs([druid_only], RUN_TIMEOUT)
+    for run_id, skipped in ((both, set()), (druid_only, {"issue7458"})):
+        states = {ti["task_id"]: ti["state"] for ti in deployment.task_instances(run_id)}
+        for group in ("issue7458", "druid"):
+            mine = {state for task, state in states.items() if task.startswith(f"{group}.")}
+            assert mine == ({"skipped"} if group in skipped else {"success"}), (run_id, states)
+        assert states["compare"] == "success", states
+    assert summary_of(deployment, druid_only)["coordinator"] == "druid"
+    from segment_balancer_airflow.resolve import run_paths
+
+    assert not (run_paths(deployment.var, druid_only)["publish_dir"] / "compared").exists()
+    for run_id, name in ((both, "15-grid-both-coordinators"), (druid_only, "16-grid-druid-only")):
+        page.goto(f"/dags/{DAG_ID}/runs/{run_id}")
+        for group in ("issue7458", "druid"):
+            expect(page.get_by_text(group, exact=True).first).to_be_visible(timeout=UI_TIMEOUT)
+        settle(page)
+        shot(page, artifacts, name, tall=True)
 
 
 def pick_datetime(page, field_index: int, when: datetime) -> None:
