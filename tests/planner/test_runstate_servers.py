@@ -1,10 +1,10 @@
-"""ServerHolder limits: ALGORITHM.md "Load-queue limits" and "Capacity", worked by hand."""
+"""ServerState limits: ALGORITHM.md "Load-queue limits" and "Capacity", worked by hand."""
 
-from segment_balancer.planner.runstate import ServerHolder, StageLimit
+from segment_balancer.planner.runstate import ServerState, StageLimit
 
 
 def holder(projected=0, max_size=100, **loads):
-    h = ServerHolder("s1", "t", max_size=max_size, projected_size=projected)
+    h = ServerState("s1", "t", max_size=max_size, projected_size=projected)
     h.loads.update(loads)
     return h
 

@@ -666,13 +666,13 @@ def attach_compared(plan_dir: str | Path, work_dir: str | Path) -> Path | None:
     import shutil
 
     from segment_balancer.plan.compare import COMPARED_DIR, write_comparison
-    from segment_balancer.spark.apps import run_coordinator
+    from segment_balancer.spark.apps import coordinator_of
     from segment_balancer.spark.workdir import compare_requested, compared_work
 
     plan_dir, work_dir = Path(plan_dir), Path(work_dir)
     if not compare_requested(work_dir):
         return None
-    other = coordinator(run_coordinator(work_dir)).compared_with
+    other = coordinator(coordinator_of(work_dir)).compared_with
     fork = compared_work(work_dir, other)
     require_valid(fork / "plan", fork)
     dest = plan_dir / COMPARED_DIR / other

@@ -13,7 +13,7 @@ module:
   scheduled load, ``dropping``, ``dependent``) and the top ``B`` cached so far. ``apply`` replays
   operations onto it with vectorised array operations.
 - :class:`TierRun`: one tier live inside a Spark task: servers with their projected size and load
-  queue per type (:class:`ServerHolder`), the replicas as growable arrays, the live placement
+  queue per type (:class:`ServerState`), the replicas as growable arrays, the live placement
   costs (:mod:`.livecost`). :meth:`TierRun.load` and :meth:`TierRun.drop` (and :meth:`TierRun.move`,
   a load plus a dependent drop) are the only mutators: they change the replica, the server's queue
   and projected size, the bytes it will free and the costs at once, and record the operation. A
@@ -109,7 +109,7 @@ class StageLimit:
         """Whether a server whose queue holds ``queued`` loads by type (``{"loading": n, …}``) may
         take one more load of this stage: after it, all loads ≤ ``total_cap`` and the counted
         loads ≤ ``cap``. Never for a stage without a load type (12, 13: they only drop).
-        Capacity is :meth:`ServerHolder.can_load`'s."""
+        Capacity is :meth:`ServerState.can_load`'s."""
         return self.refusal(queued) is None
 
     def refusal(self, queued: Mapping[str, int]) -> str | None:
@@ -153,8 +153,9 @@ class StageLimit:
 
 
 @dataclass
-class ServerHolder:
-    """A historical server plus its load queue, as the run sees it.
+class ServerState:
+    """A historical server plus its load queue, as the run sees it (what Druid's ``ServerHolder`` is
+    to Druid's Coordinator).
 
     Sizes in bytes. ``projected_size`` = ``current_size`` + sizes of all queued and scheduled loads,
     never minus drops (ALGORITHM.md "Capacity"). ``loads`` counts queued plus scheduled loads per
@@ -883,7 +884,7 @@ class TierRun:
         return cls(state, table, servers, num_best, ranked, sink, reuse_top_b)
 
     # ---- construction -------------------------------------------------------------------------
-    def _holders(self, servers: pd.DataFrame) -> dict[str, ServerHolder]:
+    def _holders(self, servers: pd.DataFrame) -> dict[str, ServerState]:
         r = self._r
         loading = r.load != NO_LOAD
         n = len(self.names)
@@ -892,7 +893,7 @@ class TierRun:
         out = {}
         for i, rec in enumerate(servers.to_dict("records")):
             name = rec["server"]
-            out[name] = ServerHolder(
+            out[name] = ServerState(
                 server=name,
                 tier=self.tier,
                 max_size=int(rec["max_size"]),

@@ -268,13 +268,13 @@ def plan_other_coordinator(spark, snapshot: Path, work: Path, overrides: dict | 
 def _fork_other(work: Path) -> Path:
     from segment_balancer.spark.workdir import fork_work
 
-    return fork_work(work, coordinator(run_coordinator(work)).compared_with)
+    return fork_work(work, coordinator(coordinator_of(work)).compared_with)
 
 
 def _plan_fork(spark, snapshot: Path, work: Path, fork: Path, overrides: dict | None, stop=None) -> None:
     """The other coordinator's applications after ``prepare`` in ``fork``, in order; before each,
     none when ``stop`` (a ``threading.Event``) is set."""
-    other = run_coordinator(fork)
+    other = coordinator_of(fork)
     xcom = {"stage": 0, "groups": json.loads((Path(work) / "groups" / f"{STAGE0_APPS[-1]}.json").read_text())}
     log = logging.getLogger("segment_balancer.compare")
     for name in (*coordinator(other).applications, ASSEMBLE_APP):
@@ -315,7 +315,7 @@ class _Alongside:
         the run failed, none of its own is running), and wait for the thread (``wait``)."""
         self.stop.set()
         if self.thread.is_alive():
-            for name in (*coordinator(run_coordinator(self.fork)).applications, ASSEMBLE_APP):
+            for name in (*coordinator(coordinator_of(self.fork)).applications, ASSEMBLE_APP):
                 try:
                     self.spark.interruptTag(job_tag(name))
                 except Exception:  # noqa: BLE001 - a session already stopping: its jobs end with it
@@ -364,7 +364,7 @@ def abandon_alongside(work: Path, wait: bool = True) -> None:
         alongside.abandon(wait)
 
 
-def run_coordinator(work: Path) -> str:
+def coordinator_of(work: Path) -> str:
     """Who plans the run in ``work``: the config key ``coordinator`` ``prepare`` kept in
     ``prepared/meta.json`` (the default before ``prepare`` has run)."""
     path = Path(work) / "prepared" / "meta.json"
@@ -378,7 +378,7 @@ def branches(work: Path) -> list[str]:
     one it is compared with when the run compares (``spark.workdir.compare_requested``)."""
     from segment_balancer.spark.workdir import compare_requested
 
-    own = coordinator(run_coordinator(Path(work)))
+    own = coordinator(coordinator_of(Path(work)))
     return [own.name, own.compared_with] if compare_requested(Path(work)) else [own.name]
 
 
@@ -413,7 +413,7 @@ def branch_work(work: Path, branch: str | None) -> Path:
     was never made (:func:`start_branches`)."""
     from segment_balancer.spark.workdir import compared_work
 
-    if branch is None or branch == run_coordinator(work):
+    if branch is None or branch == coordinator_of(work):
         return work
     coordinator(branch)  # a KeyError naming the choices for an unknown one
     fork = compared_work(work, branch)

@@ -702,9 +702,7 @@ class StrategicSegmentAssigner:
             self._skip_tier(m.DROP_SKIPPED, "No eligible server", segment, tier)
             return 0
 
-        def fullest_first(h: ServerHolder) -> tuple:
-            return tuple(_Reversed(k) for k in h.natural_key())
-
+        fullest_first = ServerHolder.natural_key_reversed
         dying = sorted((h for h in status.eligible_drop if h.decommissioning), key=fullest_first)
         live = sorted((h for h in status.eligible_drop if not h.decommissioning), key=fullest_first)
         dropped = self._drop_from(to_drop, segment, iter(dying))
@@ -782,18 +780,3 @@ class StrategicSegmentAssigner:
 
     def _skip_tier(self, metric: str, reason: str, segment: DataSegment, tier: str) -> None:
         self.stats.add(metric, 1, tier=tier, dataSource=segment.datasource, description=reason)
-
-
-class _Reversed:
-    """Wraps a sort key component so that it sorts the other way."""
-
-    __slots__ = ("value",)
-
-    def __init__(self, value):
-        self.value = value
-
-    def __lt__(self, other: _Reversed) -> bool:
-        return other.value < self.value
-
-    def __eq__(self, other: object) -> bool:
-        return isinstance(other, _Reversed) and other.value == self.value

@@ -519,6 +519,12 @@ class ServerHolder:
             -self.server.type.ordinal,
         )
 
+    def natural_key_reversed(self) -> tuple:
+        """:meth:`natural_key` with every part reversed, so it sorts in Druid's reverse
+        ``ServerHolder`` order (fewer available bytes first, then the smaller host, tier and server
+        type: ``Comparator.reverseOrder()``). Reads the current sizes."""
+        return (self.available_size, self.server.host, self.tier, self.server.type.ordinal)
+
     # ------------------------------------------------------------------------------ projections
     def _project(self, segment: DataSegment, delta: int) -> None:
         self.projected_per_interval[segment.interval] += delta

@@ -17,7 +17,7 @@ import numpy as np
 
 from segment_balancer.planner.groups import group_name
 from segment_balancer.planner.kernels.decisions import refusals
-from segment_balancer.planner.runstate import OpSink, SegmentInTier, ServerHolder, StageLimit, TierRun
+from segment_balancer.planner.runstate import OpSink, SegmentInTier, ServerState, StageLimit, TierRun
 
 
 def _holders(run: TierRun, seg: SegmentInTier) -> set[str]:
@@ -69,7 +69,7 @@ def destination(
     source: str,
     limit: StageLimit,
     margin: float = 0.0,
-) -> ServerHolder | None:
+) -> ServerState | None:
     """The best-ranked non-holding server of top ``B`` that is :func:`better` than ``source`` and
     passes ``limit`` (queue and capacity), or None."""
     for name in _better_open(run, seg, ranking, costs, b, source, margin):

@@ -41,7 +41,7 @@ def refusals(
     run: TierRun, seg: SegmentInTier, names: Iterable[str], limit: StageLimit, present: set[str] | None = None
 ) -> list[list[str]]:
     """``[[server, why], ...]`` for each of ``names`` in order: why a load of ``seg`` on it is
-    refused now (:data:`HOLDS`, capacity, the load queue: :meth:`ServerHolder.refusal`), or
+    refused now (:data:`HOLDS`, capacity, the load queue: :meth:`ServerState.refusal`), or
     ``"could load"`` when nothing stops it. ``present``: servers counted as holding the segment
     (default: the segment's present replicas)."""
     present = seg.present() if present is None else present

@@ -15,7 +15,7 @@ from collections.abc import Iterable, Iterator, Mapping
 
 from segment_balancer.planner.groups import group_name
 from segment_balancer.planner.kernels.decisions import refusals, top_b_detail
-from segment_balancer.planner.runstate import OpSink, SegmentInTier, ServerHolder, StageLimit, TierRun
+from segment_balancer.planner.runstate import OpSink, SegmentInTier, ServerState, StageLimit, TierRun
 
 
 def top_b_attempts(run: TierRun, seg: SegmentInTier) -> Iterator[list[str]]:
@@ -27,7 +27,7 @@ def top_b_attempts(run: TierRun, seg: SegmentInTier) -> Iterator[list[str]]:
         yield run.top_b(seg)
 
 
-def best_loadable(run: TierRun, seg: SegmentInTier, limit: StageLimit) -> ServerHolder | None:
+def best_loadable(run: TierRun, seg: SegmentInTier, limit: StageLimit) -> ServerState | None:
     """The best server of the segment's top ``B`` in ``run`` that does not hold it (serve or load
     it) and passes ``limit`` and capacity, trying a stale top ``B`` ranked again once
     (:func:`top_b_attempts`)."""
