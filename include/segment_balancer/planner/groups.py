@@ -8,7 +8,7 @@ Source: seed 000 "Implementation notes" (bitsets over ``usedSegments``).
 from __future__ import annotations
 
 import base64
-from collections.abc import Iterable, Mapping
+from collections.abc import Mapping
 
 from pyroaring import BitMap
 
@@ -36,78 +36,6 @@ def encode_all(groups: Mapping[str, BitMap]) -> dict[str, str]:
 def decode_all(encoded: Mapping[str, str]) -> dict[str, BitMap]:
     """Inverse of :func:`encode_all`."""
     return {name: decode(text) for name, text in encoded.items()}
-
-
-def bitmaps_frame(members_df):
-    """The bitmaps of a Spark DataFrame (``group`` str, ``idx`` long) as a lazy DataFrame
-    (``group`` str, ``data`` binary: a serialised bitmap), one row per group and partition: each
-    partition builds its own bitmaps (``mapInArrow``), so only they travel, never the member rows.
-    :func:`bitmaps_from_rows` OR-s them together."""
-
-    def per_partition(batches):
-        import pyarrow as pa
-
-        built: dict[str, BitMap] = {}
-        for batch in batches:
-            for name, idx in zip(batch.column("group").to_pylist(), batch.column("idx").to_pylist()):
-                built.setdefault(name, BitMap()).add(int(idx))
-        if built:
-            names = sorted(built)
-            yield pa.RecordBatch.from_pydict(
-                {"group": names, "data": [built[n].serialize() for n in names]},
-                schema=pa.schema([("group", pa.string()), ("data", pa.binary())]),
-            )
-
-    return members_df.select("group", "idx").mapInArrow(per_partition, "group string, data binary")
-
-
-def bitmaps_from_rows(rows) -> dict[str, BitMap]:
-    """One bitmap per group from the rows of :func:`bitmaps_frame` (Rows, or dicts whose ``data``
-    is base64 text, as :func:`segment_balancer.spark.session.collect_small` returns them)."""
-    import base64
-
-    out: dict[str, BitMap] = {}
-    for row in rows:
-        data = row["data"]
-        bm = BitMap.deserialize(base64.b64decode(data) if isinstance(data, str) else bytes(data))
-        out[row["group"]] = out.get(row["group"], BitMap()) | bm
-    return out
-
-
-def bitmaps_from_members(members_df) -> dict[str, BitMap]:
-    """Collect a Spark DataFrame (``group`` str, ``idx`` long) into one bitmap per group, in one
-    Spark job (:func:`bitmaps_frame`, :func:`bitmaps_from_rows`)."""
-    return bitmaps_from_rows(bitmaps_frame(members_df).collect())
-
-
-def members_frame(spark, groups: Mapping[str, BitMap], names: Iterable[str], chunk: int = 1 << 20):
-    """The members of the named groups as a Spark DataFrame (``group`` str, ``idx`` long).
-
-    Bitmaps are cut into index ranges of ``chunk`` so that executors expand them in parallel.
-    """
-    rows = []
-    for name in names:
-        bm = groups.get(name)
-        if bm is None or not len(bm):
-            continue
-        lo, hi = bm.min(), bm.max()
-        for start in range(lo - lo % chunk, hi + 1, chunk):
-            part = bm & BitMap(range(start, start + chunk))
-            if len(part):
-                rows.append((name, part.serialize()))
-    df = spark.createDataFrame(rows, "group string, data binary")
-
-    def expand(batches):
-        import pandas as pd
-
-        for pdf in batches:
-            for name, data in zip(pdf["group"], pdf["data"]):
-                idx = list(BitMap.deserialize(bytes(data)))
-                yield pd.DataFrame({"group": [name] * len(idx), "idx": idx}, columns=["group", "idx"]).astype(
-                    {"idx": "int64"}
-                )
-
-    return df.mapInPandas(expand, "group string, idx long")
 
 
 def group_name(kind: str, tier: str | None = None) -> str:
