@@ -48,7 +48,8 @@ segment and replica files. Nothing is published.
   nothing to schedule runs no Spark job.
 - **choose_coordinators** (a branch task) picks the branches: the run's coordinator's, and the
   other's when `compare_with_druid` is on (forking the work directory for it).
-- **compare** joins the branches that ran and names each one's plan.
+- **compare** joins the branches that ran: the other coordinator's plan set beside the run's,
+  the two measured side by side (`comparison.json`).
 - **validate_plan** runs the Great Expectations checks (of the other coordinator's plan too,
   which it then sets beside the run's); **publish_plan** atomically publishes the
   plan with its `report.html` to `$SEGMENT_BALANCER_HOME/plans/<run dir>` and emits the Asset
@@ -134,17 +135,21 @@ def segment_balancing():
 
     @task(trigger_rule=TriggerRule.NONE_FAILED_MIN_ONE_SUCCESS)
     def compare(run: dict) -> dict:
-        """Join the branches that ran: each planning coordinator and where its plan is."""
+        """Join the branches that ran: the compared coordinator's plan set beside the run's, the
+        two measured side by side; returns each planning coordinator and where its plan is."""
         from pathlib import Path
 
+        from segment_balancer.plan.compare import place_compared
         from segment_balancer.spark.apps import planned_branches
 
-        return planned_branches(Path(run["work"]))
+        plans = planned_branches(Path(run["work"]))
+        place_compared(run["plan_dir"], run["work"])
+        return plans
 
     @task
     def validate_plan(run: dict) -> dict:
         """Great Expectations checks of the assembled plan (and of the other coordinator's, set beside
-        it when the run compares them); fails the run when a check fails."""
+        it by ``compare``); fails the run when a check fails."""
         from segment_balancer.plan.validation import validate_run
 
         validate_run(run["plan_dir"], run["work"])

@@ -160,7 +160,8 @@ def test_the_dags_branches_plan_by_the_config_key(spark, tmp_path, druid_planned
     applications and ``assemble`` (``run_app(..., branch=…)``) plan in their own work directory.
     The run's plan is the one ``run_plan`` makes, the compared one the one it makes alone, and
     that is what ``validate_plan`` sets beside the run's."""
-    from segment_balancer.plan.validation import attach_compared
+    from segment_balancer.plan.compare import place_compared
+    from segment_balancer.plan.validation import validate_run
     from segment_balancer.planner.coordinators import ASSEMBLE_APP, COORDINATORS, DUTY_APPS, STAGE0_APPS
     from segment_balancer.spark.apps import planned_branches, run_app, start_branches
     from segment_balancer.spark.workdir import request_compare
@@ -182,7 +183,8 @@ def test_the_dags_branches_plan_by_the_config_key(spark, tmp_path, druid_planned
         plans = planned_branches(work)
         summary = json.loads((work / "plan" / "summary.json").read_text())
         ops = pd.read_parquet(work / "plan" / "operations.parquet")
-        compared = attach_compared(work / "plan", work)
+        compared = place_compared(work / "plan", work)
+        assert validate_run(work / "plan", work)["success"]
         if coordinator == "druid":
             assert plans == {
                 "druid": str(work / "plan"),

@@ -155,3 +155,30 @@ def write_comparison(plan: Path, work: Path, other_plan: Path, other_work: Path)
     comparison = {"plans": [plan_measures(plan, work), plan_measures(other_plan, other_work)]}
     write_json_atomic(comparison, Path(plan) / COMPARISON_FILE)
     return comparison
+
+
+def place_compared(plan_dir: str | Path, work_dir: str | Path) -> Path | None:
+    """When the run in ``work_dir`` was planned by the coordinator it is compared with too (its
+    branch left ``WORK/compared_work/<coordinator>/plan``): set a copy of that plan beside the run's
+    plan ``plan_dir`` as ``plan_dir/compared/<coordinator>/`` (replaced) and write
+    ``plan_dir/comparison.json`` (:func:`write_comparison`). Returns the copy's path, or None when
+    the run compared nothing. Raises ``FileNotFoundError`` when the compared plan is missing.
+    ``plan.validation.validate_run`` then checks both."""
+    import shutil
+
+    from segment_balancer.planner.coordinators import coordinator
+    from segment_balancer.spark.apps import coordinator_of
+    from segment_balancer.spark.workdir import compare_requested, compared_work
+
+    plan_dir, work_dir = Path(plan_dir), Path(work_dir)
+    if not compare_requested(work_dir):
+        return None
+    other = coordinator(coordinator_of(work_dir)).compared_with
+    fork = compared_work(work_dir, other)
+    if not (fork / "plan" / "summary.json").is_file():
+        raise FileNotFoundError(f"{fork / 'plan'}: no plan of {other} to compare with")
+    dest = plan_dir / COMPARED_DIR / other
+    shutil.rmtree(dest, ignore_errors=True)
+    shutil.copytree(fork / "plan", dest, ignore=shutil.ignore_patterns(".*"))
+    write_comparison(plan_dir, work_dir, fork / "plan", fork)
+    return dest

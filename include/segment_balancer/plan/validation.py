@@ -647,36 +647,16 @@ def require_valid(plan_dir: str | Path, work_dir: str | Path) -> dict:
 
 
 def validate_run(plan_dir: str | Path, work_dir: str | Path) -> dict:
-    """The gate of a run whose plan is ``plan_dir`` (work directory ``work_dir``): the other
-    coordinator's plan first when the run compared them (:func:`attach_compared`), then the run's
-    own (:func:`require_valid`). Returns the run's report; raises ``PlanValidationError``."""
-    attach_compared(plan_dir, work_dir)
-    return require_valid(plan_dir, work_dir)
-
-
-def attach_compared(plan_dir: str | Path, work_dir: str | Path) -> Path | None:
-    """When the run in ``work_dir`` was planned by the other coordinator too (its
-    ``compare_coordinators`` application left ``WORK/compared_work/<coordinator>/plan``): validate
-    that plan (:func:`require_valid` in its own work directory), set a copy of it beside the run's
-    plan as ``plan_dir/compared/<coordinator>/`` (replaced) and write ``plan_dir/comparison.json``
-    (:func:`segment_balancer.plan.compare.write_comparison`). Call it before validating the run's
-    own plan. Returns the copy's path, or None when nothing was compared. Raises
-    ``PlanValidationError`` when the other plan fails validation (nothing attached).
-    """
-    import shutil
-
-    from segment_balancer.plan.compare import COMPARED_DIR, write_comparison
-    from segment_balancer.spark.apps import coordinator_of
-    from segment_balancer.spark.workdir import compare_requested, compared_work
+    """The gate of a run whose plan is ``plan_dir`` (work directory ``work_dir``): each compared
+    plan set beside it (``plan_dir/compared/<coordinator>/``, :func:`segment_balancer.plan.compare.place_compared`)
+    first, against its own work directory, then the run's own (:func:`require_valid`). Returns the
+    run's report; raises ``PlanValidationError`` (nothing is changed but the ``validation.json``
+    files)."""
+    from segment_balancer.plan.compare import COMPARED_DIR
+    from segment_balancer.spark.workdir import compared_work
 
     plan_dir, work_dir = Path(plan_dir), Path(work_dir)
-    if not compare_requested(work_dir):
-        return None
-    other = coordinator(coordinator_of(work_dir)).compared_with
-    fork = compared_work(work_dir, other)
-    require_valid(fork / "plan", fork)
-    dest = plan_dir / COMPARED_DIR / other
-    shutil.rmtree(dest, ignore_errors=True)
-    shutil.copytree(fork / "plan", dest, ignore=shutil.ignore_patterns(".*"))
-    write_comparison(plan_dir, work_dir, fork / "plan", fork)
-    return dest
+    compared = plan_dir / COMPARED_DIR
+    for other in sorted(p.name for p in compared.iterdir() if p.is_dir()) if compared.is_dir() else []:
+        require_valid(compared / other, compared_work(work_dir, other))
+    return require_valid(plan_dir, work_dir)

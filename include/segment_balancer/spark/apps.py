@@ -254,7 +254,7 @@ def plan_other_coordinator(spark, snapshot: Path, work: Path, overrides: dict | 
     (:func:`segment_balancer.spark.workdir.fork_work`: ``WORK/compared_work/<coordinator>/``), each
     of its applications after ``prepare`` in order (``assemble`` last: its plan is
     ``WORK/compared_work/<coordinator>/plan``; validated and set beside the run's plan by
-    ``segment_balancer.plan.validation.attach_compared``). Returns the fork. When
+    ``segment_balancer.plan.compare.place_compared``). Returns the fork. When
     :func:`compare_alongside` started them beside the run's own applications, this waits for them
     (and raises what they raised)."""
     alongside = _ALONGSIDE.pop(str(Path(work).absolute()), None)

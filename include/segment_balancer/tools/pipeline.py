@@ -29,8 +29,9 @@ def run_plan(
     ``coordinator``: who plans, over the config key ``coordinator`` of ``overrides`` and the
     snapshot's config (None: theirs, default ``issue7458``). ``compare``: the other coordinator
     plans the same snapshot too, from the same timeline and prepared tables (the application
-    ``compare_coordinators``, in a fork of the work directory); its plan, validated, goes into the
-    published plan as ``compared/<coordinator>/``, with ``comparison.json``
+    ``compare_coordinators``, in a fork of the work directory); its plan goes into the plan as
+    ``compared/<coordinator>/``, with ``comparison.json``
+    (:func:`segment_balancer.plan.compare.place_compared`), validated with it
     (:func:`segment_balancer.plan.validation.validate_run`).
 
     ``validator``: the :class:`~segment_balancer.plan.validation_process.ValidationProcess` that
@@ -81,6 +82,7 @@ def make_plan(
     (:func:`segment_balancer.spark.apps.compare_alongside`); should the run's own fail, those are
     stopped (their running Spark jobs interrupted, no other started) and waited for (on Ctrl+C,
     not waited for: the session's end ends them)."""
+    from segment_balancer.plan.compare import place_compared
     from segment_balancer.planner.balancer_state import give_previous
     from segment_balancer.planner.config import load_config
     from segment_balancer.planner.coordinators import COMPARE_APP, STAGE0_APPS
@@ -114,4 +116,5 @@ def make_plan(
         abandon_alongside(work, wait=False)
         raise
     abandon_alongside(work)  # a compared plan no application waited for
+    place_compared(work / "plan", work)
     return work / "plan"
