@@ -36,6 +36,7 @@ from segment_balancer.common.files import write_json_atomic
 from segment_balancer.druid.snapshot.models import QUEUE_TYPES
 from segment_balancer.plan.publish import plan_fingerprint
 from segment_balancer.planner.coordinators import DEFAULT_COORDINATOR, GateCounting, coordinator
+from segment_balancer.planner.operations import GATE_OPS_COLUMNS, Action
 
 CLONE_STAGE = 7
 """The duty whose loads (on clone targets) Druid queues past any limit (``GateCounting.SERVER_HOLDER``)."""
@@ -46,19 +47,7 @@ CHUNK_ROWS = 2_000_000
 replicas is checked chunk by chunk, each chunk ending where a segment's rows end."""
 
 _REQUIRED = {
-    "operations": [
-        "op_id",
-        "stage",
-        "action",
-        "queue_type",
-        "segment_id",
-        "datasource",
-        "tier",
-        "server",
-        "size_bytes",
-        "depends_on",
-        "reason",
-    ],
+    "operations": GATE_OPS_COLUMNS,
     "assignment": ["segment_id", "server", "tier"],
     "servers": ["server", "tier", "max_size", "current_size", "decommissioning"],
     "segments": ["segment_id", "size_bytes", "rule_kind"],
@@ -228,7 +217,7 @@ def capacity_frame(inp: PlanInputs) -> pd.DataFrame:
     sizes = inp.segments.drop_duplicates("segment_id").set_index("segment_id")["size_bytes"]
     queued = inp.replicas[inp.replicas["queued_load"].fillna(False).astype(bool)]
     queued_bytes = queued["segment_id"].map(sizes).fillna(0).groupby(queued["server"]).sum()
-    loads = inp.operations[inp.operations["action"] == "LOAD"]
+    loads = inp.operations[inp.operations["action"] == Action.LOAD]
     load_bytes = loads.groupby("server")["size_bytes"].sum()
     out = inp.servers.loc[
         inp.servers["server"].isin(load_bytes.index), ["server", "tier", "max_size", "current_size"]
@@ -252,15 +241,15 @@ def druid_capacity_frame(inp: PlanInputs) -> pd.DataFrame:
     )
     queued_bytes = signed.groupby(rep["server"]).sum()
     ops = inp.operations
-    cancelled_load = (ops["action"] == "CANCEL") & ops["queue_type"].notna()
+    cancelled_load = (ops["action"] == Action.CANCEL) & ops["queue_type"].notna()
     sign = (
-        (ops["action"] == "LOAD").astype(int)
-        - ((ops["action"] == "DROP") & (ops["reason"] == "DROP")).astype(int)
+        (ops["action"] == Action.LOAD).astype(int)
+        - ((ops["action"] == Action.DROP) & (ops["reason"] == "DROP")).astype(int)
         - cancelled_load.astype(int)
-        + ((ops["action"] == "CANCEL") & ops["queue_type"].isna()).astype(int)
+        + ((ops["action"] == Action.CANCEL) & ops["queue_type"].isna()).astype(int)
     )
     plan_bytes = (ops["size_bytes"] * sign).groupby(ops["server"]).sum()
-    loading = ops.loc[(ops["action"] == "LOAD") & (ops["stage"] != CLONE_STAGE), "server"].unique()
+    loading = ops.loc[(ops["action"] == Action.LOAD) & (ops["stage"] != CLONE_STAGE), "server"].unique()
     out = inp.servers.loc[inp.servers["server"].isin(loading), ["server", "tier", "max_size", "current_size"]]
     out = out.reset_index(drop=True)
     out["queued_bytes"] = out["server"].map(queued_bytes).fillna(0).astype("int64")
@@ -275,7 +264,7 @@ def decommissioning_load_frame(inp: PlanInputs) -> pd.DataFrame:
     Columns: ``op_id`` (int64), ``stage``, ``segment_id``, ``server`` (str), ``decommissioning``
     (bool; null for an unknown server, which check 1 reports).
     """
-    loads = inp.operations[inp.operations["action"] == "LOAD"]
+    loads = inp.operations[inp.operations["action"] == Action.LOAD]
     kinds = inp.segments.drop_duplicates("segment_id").set_index("segment_id")["rule_kind"]
     loads = loads[loads["segment_id"].map(kinds) == "load"]
     decomm = inp.servers.drop_duplicates("server").set_index("server")["decommissioning"]
@@ -296,7 +285,7 @@ def queue_frame(inp: PlanInputs) -> pd.DataFrame:
     rep = inp.replicas[inp.replicas["queued_load"].fillna(False).astype(bool)]
     start = pd.DataFrame({"server": rep["server"], "qt": rep["queue_type"].fillna("loading"), "stage": 0})
     ops = inp.operations
-    ops = ops[(ops["action"] == "LOAD") & ops["stage"].notna() & ops["server"].notna()]
+    ops = ops[(ops["action"] == Action.LOAD) & ops["stage"].notna() & ops["server"].notna()]
     loads = pd.DataFrame(
         {"server": ops["server"], "qt": ops["queue_type"].fillna("loading"), "stage": ops["stage"].astype("int64")}
     )
@@ -335,7 +324,7 @@ def druid_queue_frame(inp: PlanInputs) -> pd.DataFrame:
     ``stage`` 0 and ``counted_type`` ``all``."""
     rep = inp.replicas[inp.replicas["queued_load"].fillna(False).astype(bool)]
     ops = inp.operations
-    ops = ops[(ops["action"] == "LOAD") & (ops["stage"] != CLONE_STAGE)]
+    ops = ops[(ops["action"] == Action.LOAD) & (ops["stage"] != CLONE_STAGE)]
     new = ops.groupby("server").size()
     start = rep.groupby("server").size()
     rows = [
@@ -409,9 +398,9 @@ def _checks(inp: PlanInputs) -> list[tuple[str, Any, list, list[str]]]:
     wf = ops.copy()
     wf["action_queue_type"] = wf["action"].astype(str) + ":" + wf["queue_type"].fillna("null")
     planner = coordinator(inp.coordinator)
-    pair_ok = [f"LOAD:{q}" for q in QUEUE_TYPES] + ["DROP:null"]
-    if "CANCEL" in planner.actions:
-        pair_ok += [f"CANCEL:{q}" for q in QUEUE_TYPES] + ["CANCEL:null"]
+    pair_ok = [f"{Action.LOAD.value}:{q}" for q in QUEUE_TYPES] + [f"{Action.DROP.value}:null"]
+    if Action.CANCEL in planner.actions:
+        pair_ok += [f"{Action.CANCEL.value}:{q}" for q in QUEUE_TYPES] + [f"{Action.CANCEL.value}:null"]
     capacity, queues = _COUNTED[planner.gate]
     # Segment ids are checked through a flag: a value_set of a million ids makes GX take minutes.
     known = ops.assign(
@@ -476,9 +465,9 @@ def _checks(inp: PlanInputs) -> list[tuple[str, Any, list, list[str]]]:
             dependency_frame(inp),
             [
                 E.ExpectColumnPairValuesAToBeGreaterThanB(column_A="op_id", column_B="depends_on"),
-                E.ExpectColumnValuesToBeInSet(column="target_action", value_set=["LOAD"]),
+                E.ExpectColumnValuesToBeInSet(column="target_action", value_set=[Action.LOAD.value]),
                 E.ExpectColumnPairValuesToBeEqual(column_A="segment_id", column_B="target_segment_id"),
-                E.ExpectColumnValuesToBeInSet(column="action", value_set=["DROP"]),
+                E.ExpectColumnValuesToBeInSet(column="action", value_set=[Action.DROP.value]),
             ],
             ["op_id", "action", "segment_id", "depends_on", "target_action", "target_segment_id"],
         ),
@@ -486,7 +475,7 @@ def _checks(inp: PlanInputs) -> list[tuple[str, Any, list, list[str]]]:
             "partial_loads",
             partial_frame(inp),
             [
-                E.ExpectColumnValuesToBeInSet(column="action", value_set=["LOAD"]),
+                E.ExpectColumnValuesToBeInSet(column="action", value_set=[Action.LOAD.value]),
                 E.ExpectColumnValuesToMatchRegex(column="partial_fingerprint", regex=PARTIAL_FINGERPRINT),
             ],
             ["op_id", "action", "segment_id", "partial_fingerprint"],
@@ -497,7 +486,7 @@ def _checks(inp: PlanInputs) -> list[tuple[str, Any, list, list[str]]]:
             [
                 E.ExpectColumnValuesToBeUnique(column="op_id"),
                 *[E.ExpectColumnValuesToNotBeNull(column=c) for c in not_null],
-                E.ExpectColumnValuesToBeInSet(column="action", value_set=list(planner.actions)),
+                E.ExpectColumnValuesToBeInSet(column="action", value_set=[a.value for a in planner.actions]),
                 E.ExpectColumnValuesToBeInSet(column="action_queue_type", value_set=pair_ok),
                 E.ExpectColumnValuesToBeBetween(column="stage", min_value=1, max_value=13),
                 E.ExpectColumnValuesToBeBetween(column="size_bytes", min_value=0),

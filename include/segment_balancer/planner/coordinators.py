@@ -14,8 +14,8 @@ name.
 - ``druid``: Druid's own Coordinator of the release ``druidVersion`` names, one run, duty by duty
   (:data:`DUTY_APPS`, run by ``planner.druid_coordinator``, docs/DRUID_COORDINATOR.md).
 
-Imports nothing of the planner (every part of it may ask this module) and nothing heavy (the DAG
-reads it at parse time).
+Imports nothing of the planner but the operation's declaration (``planner.operations``; every part
+of the planner may ask this module) and nothing heavy (the DAG reads it at parse time).
 """
 
 from __future__ import annotations
@@ -24,6 +24,8 @@ import enum
 from collections.abc import Mapping
 from dataclasses import dataclass
 from types import MappingProxyType
+
+from segment_balancer.planner.operations import Action
 
 STAGES = {
     1: "unreplicated",
@@ -114,7 +116,7 @@ class Coordinator:
     stage_names: Mapping[int, str]
     step_word: str
     hands_groups: bool
-    actions: tuple[str, ...]
+    actions: tuple[Action, ...]
     gate: GateCounting
     balancing_stages: tuple[int, ...]
     compared_with: str
@@ -144,7 +146,7 @@ ISSUE7458 = Coordinator(
     stage_names=MappingProxyType({n: name.replace("_", " ") for n, name in STAGES.items()}),
     step_word="stage",
     hands_groups=True,
-    actions=("LOAD", "DROP"),
+    actions=(Action.LOAD, Action.DROP),
     gate=GateCounting.PROJECTED,
     balancing_stages=(7, 10, 11),
     compared_with="druid",
@@ -156,7 +158,7 @@ DRUID = Coordinator(
     stage_names=MappingProxyType(dict(DUTY_NAMES)),
     step_word="duty",
     hands_groups=False,
-    actions=("LOAD", "DROP", "CANCEL"),
+    actions=(Action.LOAD, Action.DROP, Action.CANCEL),
     gate=GateCounting.SERVER_HOLDER,
     balancing_stages=(DUTY_STAGES["balance"],),
     compared_with="issue7458",

@@ -24,15 +24,14 @@ from segment_balancer.druid.metrics import druid_metrics
 from segment_balancer.planner import groups as G
 from segment_balancer.planner.coordinators import STAGE0_APPS, coordinator
 from segment_balancer.planner.groups import split_group_name
+from segment_balancer.planner.operations import PLAN_OPS_COLUMNS
 from segment_balancer.planner.status import balance, replication_counts
 from segment_balancer.planner.summary import SCHEMA_FILE, SCHEMA_VERSION, SUMMARY_FILE, PlanSummary, summary_schema
 from segment_balancer.planner.undone import NOTHING_UNDONE, left_undone
 from segment_balancer.spark.druid_plan import decision_events, druid_record, summary_part
 from segment_balancer.spark.session import run_tasks
 from segment_balancer.spark.status import status_pass
-from segment_balancer.spark.workdir import OPS_ARROW_SCHEMA, OPS_COLUMNS, Run, load_record
-
-PLAN_OPS_COLUMNS = [c for c in OPS_COLUMNS if c not in ("idx", "code")]
+from segment_balancer.spark.workdir import OPS_ARROW_SCHEMA, Run, load_record
 
 
 def end_assignment(run: Run, out_rel: str) -> None:

@@ -59,7 +59,7 @@ from segment_balancer.planner.druid_coordinator.run import ClusterState, Coordin
 from segment_balancer.planner.druid_coordinator.run_stats import RunStats
 from segment_balancer.planner.druid_coordinator.settled import SettledApart, settled_rows
 from segment_balancer.planner.druid_coordinator.unheld import UnheldServed, UnheldShare
-from segment_balancer.spark.workdir import PARTIAL_OP_COLUMNS
+from segment_balancer.planner.operations import PARTIAL_OP_COLUMNS
 
 DRUID_DIR = "druid"
 """The druid coordinator's output in the work directory."""

@@ -16,6 +16,7 @@ import pandas as pd
 
 from segment_balancer.common.files import write_json_atomic, write_parquet_atomic
 from segment_balancer.planner.config import EffectiveConfig, config_from_dict
+from segment_balancer.planner.operations import OP_FIELDS, OPS_COLUMNS, PARTIAL_OP_COLUMNS
 from segment_balancer.planner.runstate import STATE_FIELDS, StageLimit
 from segment_balancer.spark.session import read_parquet
 from segment_balancer.spark.state_store import initial_state_dirs, server_names
@@ -47,48 +48,17 @@ callback and stage-12 inputs, as JSON in ``detail``: no array columns, which Spa
 row by row)."""
 OUT_COLUMNS = [n for n, _ in OUT_FIELDS]
 OUT_SCHEMA = ", ".join(f"`{n}` {t}" for n, t in OUT_FIELDS)
-OPS_COLUMNS = [
-    "op_id",
-    "stage",
-    "action",
-    "queue_type",
-    "idx",
-    "code",
-    "segment_id",
-    "datasource",
-    "tier",
-    "server",
-    "size_bytes",
-    "depends_on",
-    "reason",
-    "partial_matcher",
-    "partial_type",
-    "partial_parts",
-    "partial_fingerprint",
-]
-"""The op log's columns: ``partial_*`` say what part a LOAD of a partial-load rule's segment asks
-(``spark.join_inputs.PARTIAL_COLUMNS``; null for every other operation)."""
-PARTIAL_OP_COLUMNS = [c for c in OPS_COLUMNS if c.startswith("partial_")]
 
 
 def _ops_arrow_schema():
     import pyarrow as pa
 
-    types = {
-        "op_id": pa.int64(),
-        "stage": pa.int32(),
-        "idx": pa.int64(),
-        "code": pa.int64(),
-        "size_bytes": pa.int64(),
-        "depends_on": pa.int64(),
-    }
-    return pa.schema([(c, types.get(c, pa.string())) for c in OPS_COLUMNS])
+    return pa.schema([(name, getattr(pa, kind)()) for name, kind in OP_FIELDS])
 
 
 OPS_ARROW_SCHEMA = _ops_arrow_schema()
-"""The op log's parquet schema (``WORK/ops/stage_NN_step.parquet``): ``op_id``, ``idx``, ``code``
-(the segment's row of the run's segment table), ``size_bytes``, ``depends_on`` int64 (``depends_on``
-null for an independent op), ``stage`` int32, the rest strings."""
+"""The op log's parquet schema (``WORK/ops/stage_NN_step.parquet``), of
+``planner.operations.OP_FIELDS``."""
 
 
 DECISION_COLUMNS = ["stage", "step", "idx", "segment_id", "tier", "outcome", "detail"]

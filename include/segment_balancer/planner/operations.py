@@ -1,0 +1,73 @@
+"""An operation of a plan, declared once: its actions, its queue types and its columns in the run's
+op log and in the published plan.
+
+Every coordinator's applications append operations to the run's op log
+(``WORK/ops/stage_NN_step.parquet``, in ``spark.workdir.OPS_ARROW_SCHEMA`` of :data:`OP_FIELDS`);
+``assemble`` publishes them as ``operations.parquet`` with :data:`PLAN_OPS_COLUMNS`; the gate
+(``plan.validation``) requires :data:`GATE_OPS_COLUMNS`; a LOAD's queue types are
+``druid.snapshot.models.QUEUE_TYPES``. Imports nothing (the DAG reads it at parse time, through
+``planner.coordinators``).
+"""
+
+from __future__ import annotations
+
+import enum
+
+__all__ = [
+    "Action",
+    "OP_FIELDS",
+    "OPS_COLUMNS",
+    "PARTIAL_OP_COLUMNS",
+    "RUN_ONLY_OP_COLUMNS",
+    "PLAN_OPS_COLUMNS",
+    "GATE_OPS_COLUMNS",
+]
+
+
+class Action(enum.StrEnum):
+    """What an operation asks of a historical (the plan's ``action``)."""
+
+    LOAD = "LOAD"
+    """Load a replica (``queue_type``: the load queue it goes in)."""
+    DROP = "DROP"
+    """Drop a replica; with ``depends_on``, once that LOAD succeeded (a move or a callback)."""
+    CANCEL = "CANCEL"
+    """Cancel a queued request (the ``druid`` coordinator's): a queued load (``queue_type`` its
+    queue) or a queued drop (``queue_type`` null)."""
+
+
+OP_FIELDS: tuple[tuple[str, str], ...] = (
+    ("op_id", "int64"),
+    ("stage", "int32"),
+    ("action", "string"),
+    ("queue_type", "string"),
+    ("idx", "int64"),
+    ("code", "int64"),
+    ("segment_id", "string"),
+    ("datasource", "string"),
+    ("tier", "string"),
+    ("server", "string"),
+    ("size_bytes", "int64"),
+    ("depends_on", "int64"),
+    ("reason", "string"),
+    ("partial_matcher", "string"),
+    ("partial_type", "string"),
+    ("partial_parts", "string"),
+    ("partial_fingerprint", "string"),
+)
+"""The op log's columns in order, with their Arrow types: ``op_id`` (the run's order of the
+operation), ``stage`` (the #7458 stage or Druid duty that scheduled it, ``planner.coordinators``),
+``action`` (:class:`Action`), ``queue_type`` (null for a DROP), ``idx`` (the segment's index in the
+run's groups), ``code`` (its row of the run's segment table), ``size_bytes`` (bytes),
+``depends_on`` (the ``op_id`` of the LOAD a DROP waits for, null for none), ``reason`` (why, a code
+of the stage), ``partial_*`` (what part a LOAD of a partial-load rule's segment asks, Druid 38;
+null for every other operation)."""
+OPS_COLUMNS = [name for name, _ in OP_FIELDS]
+PARTIAL_OP_COLUMNS = [c for c in OPS_COLUMNS if c.startswith("partial_")]
+RUN_ONLY_OP_COLUMNS = ("idx", "code")
+"""The op log's columns a published plan leaves out (the run's own numbering of segments)."""
+PLAN_OPS_COLUMNS = [c for c in OPS_COLUMNS if c not in RUN_ONLY_OP_COLUMNS]
+"""The columns of a published plan's ``operations.parquet``, in order."""
+GATE_OPS_COLUMNS = [c for c in PLAN_OPS_COLUMNS if c not in PARTIAL_OP_COLUMNS]
+"""The columns of ``operations.parquet`` every plan has (a plan of a release without partial-load
+rules may lack the ``partial_*`` ones)."""
