@@ -103,7 +103,6 @@ def run_app(
     Raises ``KeyError`` for an unknown name, ``SnapshotError`` for bad input (``prepare``).
     """
     import time
-    from pathlib import Path
 
     from segment_balancer.spark.session import driver_tasks
 
@@ -166,8 +165,6 @@ def job_tag(name: str) -> str:
 def _run(spark, name: str, stage: int, snapshot, work, groups_in, overrides) -> dict:
     """The body of :func:`run_app`: the application's XCom, or ``{"skipped": True, "xcom": …}``
     for a stage that has nothing to schedule."""
-    from pathlib import Path
-
     from segment_balancer.planner import groups as G
 
     if name == "used_segments":
@@ -219,8 +216,6 @@ def skip_if_idle(name: str, work, groups_in: dict | None, branch: str | None = N
     ``skipped``. The DAG's operator calls this before ``spark-submit`` (a JVM and a Spark session
     cost seconds per application) and :func:`run_app` calls it too, so the CLI and the DAG agree.
     """
-    from pathlib import Path
-
     from segment_balancer.planner import groups as G
     from segment_balancer.planner.groups import split_group_name
     from segment_balancer.spark.workdir import compare_requested, reset_manifest
@@ -431,17 +426,11 @@ def record_groups(work, name: str, xcom: dict) -> None:
     roaring bitmap}``) as ``WORK/groups/<name>.json``, so ``explain`` can say which groups a
     segment was in after every stage (``assemble`` gathers them into the plan's
     ``stage_groups.json``). Applications without groups (``used_segments``) write nothing."""
-    from segment_balancer.common.files import write_json_atomic
-
     if "groups" in xcom and name != "assemble":
         write_json_atomic(xcom["groups"], work / "groups" / f"{name}.json")
 
 
 def _record_timing(work, stage: int, name: str, seconds: float, skipped: bool = False) -> None:
-    import json
-
-    from segment_balancer.common.files import write_json_atomic
-
     path = work / "timings.json"
     timings = json.loads(path.read_text()) if path.exists() else {}
     position = ALL_APP_NAMES.index(name)

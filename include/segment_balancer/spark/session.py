@@ -276,8 +276,6 @@ def release(spark) -> None:
         spark = spark.if_started
     if spark is None or not is_connect(spark):
         return
-    import logging
-
     log = logging.getLogger(__name__)
     try:
         workers = python_workers_id(spark)

@@ -128,8 +128,6 @@ def num_best_function(values: dict):
     """``B(numServersInTier, targetReplicants)`` from the effective config's ``meta.json`` form:
     clamp(floor(f(n, t)), t, n) (ALGORITHM.md "Best servers"). Picklable inputs, so a Spark task
     rebuilds it from the dict (:func:`~segment_balancer.planner.config.config_from_dict`)."""
-    from segment_balancer.planner.config import config_from_dict
-
     return config_from_dict(values).num_best_servers
 
 

@@ -681,7 +681,7 @@ def simulate_published(
     DAG's Spark Connect task. Every run is planned by the coordinator that made ``plan``. Raises
     :class:`SimulationRefused` on bad input, leaving an earlier ``out`` as it was.
     """
-    from segment_balancer.common.files import WriteError, replace_dir
+    from segment_balancer.common.files import WriteError
     from segment_balancer.druid.snapshot.errors import SnapshotError
 
     snapshot, plan, work, out = (Path(p).absolute() for p in (snapshot, plan, work, out))
