@@ -344,7 +344,7 @@ def test_each_coordinator_is_a_branch_of_the_run(page, deployment, artifacts):
         for group in ("issue7458", "druid"):
             expect(page.get_by_text(group, exact=True).first).to_be_visible(timeout=UI_TIMEOUT)
         settle(page)
-        shot(page, artifacts, name, tall=True)
+        shot(page, artifacts, name)
 
 
 def pick_datetime(page, field_index: int, when: datetime) -> None:
