@@ -343,6 +343,14 @@ def test_each_coordinator_is_a_branch_of_the_run(page, deployment, artifacts):
         page.goto(f"/dags/{DAG_ID}/runs/{run_id}")
         for group in ("issue7458", "druid"):
             expect(page.get_by_text(group, exact=True).first).to_be_visible(timeout=UI_TIMEOUT)
+        # every task group open, so each branch's tasks and their states show
+        expand_all = page.get_by_role("button", name="Expand all task groups")
+        if expand_all.count():
+            expand_all.first.click()
+        else:  # the grid's own shortcut: toggle every group
+            page.keyboard.press("e")
+        for task in ("stage01_unreplicated", "druid_rules"):
+            expect(page.get_by_text(task, exact=True).first).to_be_visible(timeout=UI_TIMEOUT)
         settle(page)
         shot(page, artifacts, name)
 
