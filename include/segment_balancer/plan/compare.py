@@ -26,6 +26,7 @@ import pandas as pd
 
 from segment_balancer.common.files import write_json_atomic
 from segment_balancer.planner.coordinators import DEFAULT_COORDINATOR
+from segment_balancer.planner.operations import Action
 
 COMPARISON_FILE = "comparison.json"
 """The comparison, in the published plan directory."""
@@ -70,7 +71,7 @@ def plan_measures(plan: Path, work: Path) -> dict:
     out: dict[str, dict] = {}
     for tier in tiers:
         t_ops = ops[ops["tier"] == tier]
-        loads = t_ops[t_ops["action"] == "LOAD"]
+        loads = t_ops[t_ops["action"] == Action.LOAD]
         t_live = live[live["tier"] == tier]
         usage = 100.0 * t_live["bytes_after"] / t_live["max_size"].where(t_live["max_size"] > 0)
         fullest = usage.idxmax() if usage.notna().any() else None
@@ -89,9 +90,9 @@ def plan_measures(plan: Path, work: Path) -> dict:
         status = summary["status_after"]["tiers"].get(tier, {})
         out[tier] = {
             "loads": len(loads),
-            "drops": int((t_ops["action"] == "DROP").sum()),
+            "drops": int((t_ops["action"] == Action.DROP).sum()),
             "moves": int(t_ops["depends_on"].notna().sum()),
-            "cancels": int((t_ops["action"] == "CANCEL").sum()),
+            "cancels": int((t_ops["action"] == Action.CANCEL).sum()),
             "bytes_loaded": int(loads["size_bytes"].sum()),
             "bytes_moved": int(loads.loc[loads["op_id"].isin(move_loads), "size_bytes"].sum()),
             "underreplicated": int(status.get("underreplicated", 0)),

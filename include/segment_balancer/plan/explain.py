@@ -12,6 +12,7 @@ import pandas as pd
 
 from segment_balancer.common.errors import InputError
 from segment_balancer.planner.cost import COST_WINDOW_MS
+from segment_balancer.planner.operations import Action
 from segment_balancer.planner.ranking import rank_one
 from segment_balancer.planner.summary import read_plan_summary
 from segment_balancer.planner.undone import NOTHING_UNDONE
@@ -423,7 +424,7 @@ def explain_plan(plan_dir: str | Path, segment_id: str) -> dict:
     balancer = summary.balancer
     out["strategy"] = {"name": balancer.strategy}
     if balancer.strategy == "avgShedder":
-        moved = {o["server"] for o in ops if o["stage"] == 7 and o["action"] == "DROP"}
+        moved = {o["server"] for o in ops if o["stage"] == 7 and o["action"] == Action.DROP}
         pairs = [p.model_dump() for p in balancer.pairs]
         out["strategy"]["holders"] = avg_shedder_notes(pairs, servers_before, moved)
     return out
@@ -432,7 +433,7 @@ def explain_plan(plan_dir: str | Path, segment_id: str) -> dict:
 def _adds(op: dict) -> bool:
     """Whether an operation adds a replica to its server's projection: a LOAD, or the cancel of a
     queued drop (a ``druid`` plan's); a DROP and the cancel of a queued load take one away."""
-    return op["action"] == "LOAD" or (op["action"] == "CANCEL" and not op.get("queue_type"))
+    return op["action"] == Action.LOAD or (op["action"] == Action.CANCEL and not op.get("queue_type"))
 
 
 def avg_shedder_notes(pairs: list[dict], servers_before: dict[str, set[str]], moved_from: set[str]) -> list[dict]:

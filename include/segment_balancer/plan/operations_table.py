@@ -28,6 +28,7 @@ import pandas as pd
 
 from segment_balancer.common.files import replace_dir
 from segment_balancer.planner.coordinators import DEFAULT_COORDINATOR, stage_label
+from segment_balancer.planner.operations import Action
 
 OPERATIONS_FILE = "operations.parquet"
 OPERATIONS_DIR = "operations"
@@ -110,7 +111,7 @@ def server_summary(ops: pd.DataFrame) -> pd.DataFrame:
     columns = ["tier", "server", "loads", "drops", "cancels", "moves_in", "moves_out", "bytes_in", "bytes_out"]
     if ops.empty:
         return pd.DataFrame({c: pd.Series(dtype=object if c in ("tier", "server") else np.int64) for c in columns})
-    loads, drops = ops["action"] == "LOAD", ops["action"] == "DROP"
+    loads, drops = ops["action"] == Action.LOAD, ops["action"] == Action.DROP
     waiting = drops & ops["depends_on"].notna()
     waited_for = ops["op_id"].isin(ops.loc[waiting, "depends_on"].astype(np.int64))
     frame = pd.DataFrame(
@@ -119,7 +120,7 @@ def server_summary(ops: pd.DataFrame) -> pd.DataFrame:
             "server": ops["server"],
             "loads": loads,
             "drops": drops,
-            "cancels": ops["action"] == "CANCEL",
+            "cancels": ops["action"] == Action.CANCEL,
             "moves_in": loads & waited_for,
             "moves_out": waiting,
             "bytes_in": ops["size_bytes"].where(loads, 0),

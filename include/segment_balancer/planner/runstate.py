@@ -41,6 +41,7 @@ import pandas as pd
 from segment_balancer.druid.snapshot.models import QUEUE_TYPES, QueueType
 from segment_balancer.planner.cost import drop_key
 from segment_balancer.planner.livecost import IntervalKeys, TierCosts
+from segment_balancer.planner.operations import Action
 
 STATE_FIELDS = [
     ("tier", "string"),
@@ -219,7 +220,7 @@ class Op:
     for; ``code``: the segment's row of the run's :class:`SegmentTable` (None: ``idx``).
     """
 
-    action: str
+    action: Action
     idx: int
     segment_id: str
     datasource: str
@@ -256,7 +257,7 @@ class OpSink:
         """Record a DROP of ``seg`` from ``server`` of ``tier`` (dependent on the LOAD on
         ``dep_server`` of the same step, if given)."""
         op = Op(
-            "DROP",
+            Action.DROP,
             seg.idx,
             seg.segment_id,
             seg.datasource,
@@ -1078,7 +1079,7 @@ class TierRun:
         if self.costs is not None:
             self.costs.add(p, seg.key, +1)
         op = Op(
-            "LOAD",
+            Action.LOAD,
             seg.idx,
             seg.segment_id,
             seg.datasource,
@@ -1100,7 +1101,7 @@ class TierRun:
         self._r.dependent[seg._row(self.pos[server])] = dep_server is not None
         self._dirty = True
         op = Op(
-            "DROP",
+            Action.DROP,
             seg.idx,
             seg.segment_id,
             seg.datasource,

@@ -24,7 +24,7 @@ from segment_balancer.druid.metrics import druid_metrics
 from segment_balancer.planner import groups as G
 from segment_balancer.planner.coordinators import STAGE0_APPS, coordinator
 from segment_balancer.planner.groups import split_group_name
-from segment_balancer.planner.operations import PLAN_OPS_COLUMNS
+from segment_balancer.planner.operations import PLAN_OPS_COLUMNS, Action
 from segment_balancer.planner.status import balance, replication_counts
 from segment_balancer.planner.summary import SCHEMA_FILE, SCHEMA_VERSION, SUMMARY_FILE, PlanSummary, summary_schema
 from segment_balancer.planner.undone import NOTHING_UNDONE, left_undone
@@ -69,8 +69,8 @@ def assemble(run: Run, groups, snapshot: Path) -> Path:
     by_reason = {_value(k): int(n) for k, n in ops.groupby("reason", dropna=False).size().items()}
     totals = {
         "operations": len(ops),
-        "loads": int((ops["action"] == "LOAD").sum()),
-        "drops": int((ops["action"] == "DROP").sum()),
+        "loads": int((ops["action"] == Action.LOAD).sum()),
+        "drops": int((ops["action"] == Action.DROP).sum()),
         "moves": int(ops["depends_on"].notna().sum()),
     }
     metrics = (

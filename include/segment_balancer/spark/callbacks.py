@@ -17,6 +17,7 @@ import json
 from segment_balancer.common.files import filesystem
 from segment_balancer.common.spark_columns import parallelism
 from segment_balancer.planner.kernels import callbacks
+from segment_balancer.planner.operations import Action
 from segment_balancer.planner.runstate import OpSink, SegmentRef
 from segment_balancer.spark.session import run_tasks
 from segment_balancer.spark.tierpass import PassResult, write_out
@@ -45,7 +46,7 @@ def _bucket_drops(item: tuple[str, str, int, int]) -> int:
     """One bucket of :func:`callback_drops`: ``(work_uri, out_dir, bucket, buckets)``; segments in
     ``idx`` order, each segment's loads in their scheduling order (``o1, o2, o3``)."""
     work_uri, rel, bucket, buckets = item
-    loads = read_output(work_uri, rel, _LOAD_COLUMNS, "op", action="LOAD").to_pandas()
+    loads = read_output(work_uri, rel, _LOAD_COLUMNS, "op", action=Action.LOAD).to_pandas()
     over = read_output(work_uri, rel, _OVER_COLUMNS, "over").to_pandas()
     loads = loads[loads["idx"] % buckets == bucket]
     over = over[over["idx"] % buckets == bucket]

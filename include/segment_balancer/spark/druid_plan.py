@@ -59,7 +59,7 @@ from segment_balancer.planner.druid_coordinator.run import ClusterState, Coordin
 from segment_balancer.planner.druid_coordinator.run_stats import RunStats
 from segment_balancer.planner.druid_coordinator.settled import SettledApart, settled_rows
 from segment_balancer.planner.druid_coordinator.unheld import UnheldServed, UnheldShare
-from segment_balancer.planner.operations import PARTIAL_OP_COLUMNS
+from segment_balancer.planner.operations import PARTIAL_OP_COLUMNS, Action
 
 DRUID_DIR = "druid"
 """The druid coordinator's output in the work directory."""
@@ -325,9 +325,9 @@ def operation_rows(operations: list[Operation], decommissioning: set[str]) -> li
     for op in operations:
         action = op.action.value
         if op.event is QueueEvent.CANCELLED:
-            kind = "CANCEL"
+            kind = Action.CANCEL
         else:
-            kind = "DROP" if op.action is SegmentAction.DROP else "LOAD"
+            kind = Action.DROP if op.action is SegmentAction.DROP else Action.LOAD
         if op.action is SegmentAction.MOVE_TO:
             queue_type = "decommissioning" if op.move_source in decommissioning else "balancing"
         else:
@@ -344,16 +344,16 @@ def operation_rows(operations: list[Operation], decommissioning: set[str]) -> li
             "size_bytes": op.segment.size,
             "depends_on": None,
             "reason": action,
-            **_partial_columns(op.profile if kind == "LOAD" else None),
+            **_partial_columns(op.profile if kind == Action.LOAD else None),
         }
         rows.append(row)
-        if op.action is SegmentAction.MOVE_TO and kind == "LOAD" and op.move_source:
+        if op.action is SegmentAction.MOVE_TO and kind == Action.LOAD and op.move_source:
             source_tier = op.tier
             rows.append(
                 {
                     **row,
                     "op_id": len(rows),
-                    "action": "DROP",
+                    "action": Action.DROP,
                     "queue_type": None,
                     "tier": source_tier,
                     "server": op.move_source,
@@ -397,7 +397,7 @@ def queued_operations(work: Path) -> tuple[list[QueuedOperation], list[tuple[int
         for r in rows:
             if r["reason"] == SegmentAction.MOVE_FROM.value:
                 continue
-            event = QueueEvent.CANCELLED if r["action"] == "CANCEL" else QueueEvent.ASSIGNED
+            event = QueueEvent.CANCELLED if r["action"] == Action.CANCEL else QueueEvent.ASSIGNED
             action = SegmentAction(r["reason"])
             source = sources.get(r["op_id"]) if action is SegmentAction.MOVE_TO else None
             operations.append(QueuedOperation(event, action, r["server"], r["segment_id"], source))

@@ -28,6 +28,7 @@ import os
 
 import numpy as np
 
+from segment_balancer.planner.operations import Action
 from segment_balancer.planner.runstate import NO_LOAD, QUEUE_CODES, STATE_FIELDS, SegmentTable, TierState
 
 INITIAL_STATE_DIR = "state/00_prepare"
@@ -292,10 +293,10 @@ def read_tier(work_uri: str, spec: dict, tier: str, servers: tuple[str, ...]) ->
             state = state.apply(
                 _numpy(ops.column("code"), np.int64),
                 server,
-                actions == "LOAD",
+                actions == Action.LOAD,
                 queue,
                 ops.column("depends_on").is_valid().to_numpy(),
-                actions == "CANCEL",
+                actions == Action.CANCEL,
             )
     for rel in spec["topb"].get(tier, []):
         state = state.with_topb(read_topb(fs, f"{base}/{rel}"))

@@ -16,7 +16,7 @@ import pandas as pd
 
 from segment_balancer.common.files import write_json_atomic, write_parquet_atomic
 from segment_balancer.planner.config import EffectiveConfig, config_from_dict
-from segment_balancer.planner.operations import OP_FIELDS, OPS_COLUMNS, PARTIAL_OP_COLUMNS
+from segment_balancer.planner.operations import OP_FIELDS, OPS_COLUMNS, PARTIAL_OP_COLUMNS, Action
 from segment_balancer.planner.runstate import STATE_FIELDS, StageLimit
 from segment_balancer.spark.session import read_parquet
 from segment_balancer.spark.state_store import initial_state_dirs, server_names
@@ -412,7 +412,7 @@ class Run:
         ops = ops.sort_values(["o1", "o2", "o3", "action", "server"], kind="stable", na_position="first")
         ops = ops.reset_index(drop=True)
         ops["op_id"] = range(offset, offset + len(ops))
-        loads = ops.loc[ops["action"] == "LOAD", ["idx", "server", "op_id"]].rename(
+        loads = ops.loc[ops["action"] == Action.LOAD, ["idx", "server", "op_id"]].rename(
             columns={"server": "dep_server", "op_id": "depends_on"}
         )
         final = ops.merge(loads, on=["idx", "dep_server"], how="left")
@@ -463,7 +463,7 @@ class Run:
             if column not in ops.columns:
                 ops[column] = pd.Series([None] * len(ops), index=ops.index, dtype=object)
         if len(partial):
-            loads = ops["action"].eq("LOAD") & ops["idx"].isin(partial.index)
+            loads = ops["action"].eq(Action.LOAD) & ops["idx"].isin(partial.index)
             if loads.any():
                 filled = partial.loc[ops.loc[loads, "idx"].to_numpy(), PARTIAL_OP_COLUMNS].to_numpy()
                 ops.loc[loads, PARTIAL_OP_COLUMNS] = filled

@@ -55,6 +55,7 @@ from segment_balancer.plan.report import (
 )
 from segment_balancer.planner import coordinators
 from segment_balancer.planner.balancer_state import NEXT_STATE_FILE, STATE_FILE
+from segment_balancer.planner.operations import Action
 from segment_balancer.planner.summary import PlanSummary, read_plan_summary
 
 log = logging.getLogger(__name__)
@@ -206,7 +207,7 @@ def apply_plan(
     requested = format_instant_ms(now_ms)
     load_server = dict(zip(ops["op_id"], ops["server"]))
     for op in ops.itertuples():
-        if op.action == "CANCEL":
+        if op.action == Action.CANCEL:
             if isinstance(op.queue_type, str):
                 queue = loads[op.server]
                 at = max(i for i, item in enumerate(queue) if item["segment_id"] == op.segment_id)
@@ -214,7 +215,7 @@ def apply_plan(
             else:
                 at = max(i for i, d in enumerate(drops) if (d["server"], d["segment_id"]) == (op.server, op.segment_id))
                 del drops[at]
-        elif op.action == "LOAD":
+        elif op.action == Action.LOAD:
             loads[op.server].append(
                 {
                     "segment_id": op.segment_id,
@@ -342,8 +343,8 @@ def run_row(
     before = summary.status_before
     tiers = before.tiers.values()
     stages = coordinators.coordinator(summary.coordinator).balancing_stages
-    balancing = ops[ops["stage"].isin(stages) & (ops["action"] == "LOAD")]
-    moved = ops[(ops["action"] == "LOAD") & ops["op_id"].isin(set(ops["depends_on"].dropna().astype("int64")))]
+    balancing = ops[ops["stage"].isin(stages) & (ops["action"] == Action.LOAD)]
+    moved = ops[(ops["action"] == Action.LOAD) & ops["op_id"].isin(set(ops["depends_on"].dropna().astype("int64")))]
     decommissioning = set(summary.config.get("decommissioningNodes") or [])
     live = applied.historicals[~applied.historicals["server"].isin(decommissioning)]
     live = live.assign(usage=100.0 * live["bytes"] / live["max_size"].where(live["max_size"] > 0))
