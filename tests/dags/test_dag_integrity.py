@@ -295,17 +295,17 @@ def test_params_are_validated(dag):
 
 def test_parsing_imports_nothing_heavy():
     """The DAG file parses without Spark, pandas, GX or the planner's engine: of the package it
-    imports only the stage registry (``planner.stages``: ``APP_NAMES``) with the ``druid`` coordinator's
-    duty registry (``planner.coordinators``: its applications), the config keys'
-    declarations (``planner.config_keys``, the trigger form's typed fields, with the Druid releases
-    they name: ``druid.releases``, standard library only) and the bad-input type (``common.errors``,
-    which the retry policy names)."""
+    imports only the coordinator registry (``planner.coordinators``: each coordinator's
+    applications, its branch of the DAG) with the operation's declaration it names
+    (``planner.operations``), the config keys' declarations (``planner.config_keys``, the trigger
+    form's typed fields, with the Druid releases they name: ``druid.releases``, standard library
+    only) and the bad-input type (``common.errors``, which the retry policy names)."""
     code = (
         "import sys, runpy; runpy.run_path(sys.argv[1]); "
         "heavy = sorted(m for m in sys.modules if m.split('.')[0] in "
         "('pyspark', 'pandas', 'great_expectations', 'pyroaring') or (m.startswith('segment_balancer.') and m not in "
-        "('segment_balancer.planner', 'segment_balancer.planner.stages', 'segment_balancer.planner.config_keys', "
-        "'segment_balancer.planner.druid_coordinator', 'segment_balancer.planner.coordinators', "
+        "('segment_balancer.planner', 'segment_balancer.planner.config_keys', "
+        "'segment_balancer.planner.coordinators', 'segment_balancer.planner.operations', "
         "'segment_balancer.common', 'segment_balancer.common.errors', "
         "'segment_balancer.druid', 'segment_balancer.druid.releases'))); "
         "print(heavy); sys.exit(1 if heavy else 0)"
