@@ -74,7 +74,7 @@ def pair_tier(
     hit_count_high: int = 2,
 ) -> list[Pair]:
     """The pairs of ``tier`` this run, widest difference first (ties: the outer pair first, the
-    order they were paired in; ALGORITHM.md leaves the tie open).
+    order they were paired in; ALGORITHM.md "Balancing strategy ``avgShedder``").
 
     ``servers``: the tier's candidate historicals (``max_size`` > 0); ``previous``: hit counts of
     the previous run's state for this tier, by :func:`pair_key` (absent = 0). Sorted by score (ties:

@@ -136,7 +136,7 @@ def load_small_inputs(snapshot: Path, overrides: dict | None, overrides_source: 
 
 
 def stage_limits(config) -> dict[str, dict]:
-    """``{"1": {"queue_type", "limit", "total"}, …}`` for stages 1–13 (ALGORITHM.md table)."""
+    """``{"1": {"queue_type", "limit", "total"}, …}`` for stages 1–13 (ALGORITHM.md "Load-queue limits")."""
     return {str(stage): config.limit(stage).to_meta() for stage in STAGE_NUMBERS}
 
 
