@@ -1,7 +1,8 @@
 """End-to-end scenarios with hand-worked expected plans (independent check of the engine).
 
-Every expectation below is derived by hand from ``../shared/ALGORITHM.md`` (the shared folder
-next to the repository) and the seed (Druid issue #7458), not from the implementation. Each
+Every expectation below is derived by hand from the decisions ``docs/ALGORITHM.md`` states (their
+source: ``../shared/ALGORITHM.md``, the shared folder next to the repository) and the seed (Druid
+issue #7458), not from the implementation. Each
 scenario's snapshot lives in ``tests/scenarios/<name>/`` and runs through ``run_plan`` once
 (module-scoped fixture).
 
