@@ -25,7 +25,7 @@ import numpy as np
 import pandas as pd
 
 from segment_balancer.common.files import write_json_atomic
-from segment_balancer.planner.coordinators import DEFAULT_COORDINATOR
+from segment_balancer.planner.coordinators import DEFAULT_COORDINATOR, coordinator
 from segment_balancer.planner.operations import Action
 
 COMPARISON_FILE = "comparison.json"
@@ -167,7 +167,6 @@ def place_compared(plan_dir: str | Path, work_dir: str | Path) -> Path | None:
     ``plan.validation.validate_run`` then checks both."""
     import shutil
 
-    from segment_balancer.planner.coordinators import coordinator
     from segment_balancer.spark.apps import coordinator_of
     from segment_balancer.spark.workdir import compare_requested, compared_work
 
