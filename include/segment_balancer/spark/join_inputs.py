@@ -15,14 +15,14 @@ driver for a small run) put the rows of one segment in one place without a Spark
    objects parsed the same way;
 2. **index** (:func:`index_task`): one task sorts the sort keys newest first (end, start, id, all
    descending) and writes each segment's index per join task;
-3. the join (``spark.prepare``): one task per group of buckets (bucket modulo the tasks) reads
+3. the join (``spark.join``): one task per group of buckets (bucket modulo the tasks) reads
    its files (:func:`part_dir`, each row with its bucket), makes the replica rows' numbers the
    file's (each range's offset added), orders the rows by bucket as if read bucket by bucket, and
    joins.
 
 A bucket is :func:`buckets_of` (a hash of the segment id that every process computes alike).
 A larger replica file of another layout is read by Spark's multi-line JSON reader, whose rows a
-Spark job writes per join task (``spark.prepare``).
+Spark job writes per join task (``spark.join``).
 
 Source: ALGORITHM.md "Inputs"; Druid ``sys.server_segments``.
 """
