@@ -22,24 +22,51 @@ Exit codes: 0 success; 2 bad input (``common.errors.InputError``: ``input refuse
 from __future__ import annotations
 
 import argparse
+import dataclasses
+import difflib
+import hashlib
 import json
 import logging
 import os
 import re
 import sys
 import traceback
+from collections.abc import Callable
 from contextlib import ExitStack
+from dataclasses import dataclass
 from pathlib import Path
 
-from segment_balancer.common.errors import InputError
+from rich.console import Console
+
+from segment_balancer.common.cache import cache_root, keep_newest
+from segment_balancer.common.errors import INPUT_REFUSED, InputError
+from segment_balancer.common.files import WriteError, replace_dir
+from segment_balancer.druid.importer import import_druid_segments_sql
 from segment_balancer.druid.releases import NEWEST_RELEASE
+from segment_balancer.plan import validation_process
+from segment_balancer.plan.compare import COMPARISON_FILE
+from segment_balancer.plan.explain import explain_plan, explain_segment, render_explain, render_snapshot_explain
+from segment_balancer.plan.history import headline, plan_history, signed_change
+from segment_balancer.plan.report import coordinator_summary, margin_summary, rebuild
+from segment_balancer.plan.validation import PlanValidationError
 from segment_balancer.planner import config_keys
 from segment_balancer.planner.config import check_override_keys
 from segment_balancer.planner.coordinators import COORDINATOR_NAMES, DEFAULT_COORDINATOR, coordinator
+from segment_balancer.planner.summary import read_plan_summary
+from segment_balancer.spark import session as spark_session
 from segment_balancer.spark.apps import read_overrides
+from segment_balancer.tools.capture import CaptureError, DruidEndpoint, capture_to
 from segment_balancer.tools.pipeline import run_plan
-from segment_balancer.tools.simulate import add_simulate_arguments
+from segment_balancer.tools.sample import generate_snapshot
+from segment_balancer.tools.simulate import add_simulate_arguments, simulate, simulate_coordinators, simulate_margins
 from segment_balancer.tools.terminal import print_table
+from segment_balancer.tools.whatif import WhatIf, parse_add
+
+# The Spark applications' modules (``spark.prepare``, ``spark.used_segments``: pyroaring, the snapshot
+# readers) are imported in the functions that use them, so that ``--help`` and the commands without a
+# snapshot load none of them. ``spark_session`` and ``validation_process`` are used through their
+# modules: ``local_session`` and ``ValidationProcess`` are looked up when a command runs, so that a
+# caller (a test session sharing one validation process) may replace them after this import.
 
 EXPLAIN_CACHE_KEPT = 4
 """Snapshots whose prepared tables ``explain --snapshot`` keeps (the newest used), so that asking
@@ -49,15 +76,11 @@ about another segment of the same snapshot needs no Spark."""
 def explain_cache_root() -> Path:
     """Where ``explain --snapshot`` keeps prepared tables: ``explain/`` of the machine's cache
     (:func:`segment_balancer.common.cache.cache_root`)."""
-    from segment_balancer.common.cache import cache_root
-
     return cache_root() / "explain"
 
 
 def _explain_key(snapshot: Path, overrides: dict | None) -> str:
     """The cache entry of a snapshot as it is now (its files' names, sizes and times) and overrides."""
-    import hashlib
-
     files = sorted(
         (str(f.relative_to(snapshot)), f.stat().st_size, f.stat().st_mtime_ns)
         for f in snapshot.rglob("*")
@@ -76,21 +99,16 @@ def explain(
     The snapshot's ``used_segments`` and ``prepare`` run in Spark once and their tables are kept
     (:func:`explain_cache_root`, the :data:`EXPLAIN_CACHE_KEPT` newest snapshots); the answer is
     read from them with pyarrow, so a second question about the same snapshot starts no Spark."""
-    from segment_balancer.common.cache import keep_newest
-    from segment_balancer.common.files import replace_dir
-    from segment_balancer.plan.explain import explain_segment
-
     root = explain_cache_root()
     work = root / _explain_key(snapshot, overrides)
     if not (work / "prepared" / "meta.json").is_file():
         from segment_balancer.spark.prepare import prepare
-        from segment_balancer.spark.session import local_session, release
         from segment_balancer.spark.used_segments import used_segments
 
         logging.getLogger(__name__).info(
             "preparing %s once (kept in %s: later questions about it need no Spark)", snapshot, root
         )
-        spark = local_session("segment_balancer.explain", remote=remote)
+        spark = spark_session.local_session("segment_balancer.explain", remote=remote)
         try:
 
             def fill(tmp: Path) -> None:
@@ -100,7 +118,7 @@ def explain(
             root.mkdir(parents=True, exist_ok=True)
             replace_dir(work, fill, durable=False)
         finally:
-            release(spark)
+            spark_session.release(spark)
     os.utime(work)
     keep_newest(root, EXPLAIN_CACHE_KEPT)
     try:
@@ -112,10 +130,6 @@ def explain(
 def print_summary(plan: Path) -> None:
     """A short human summary of a published plan (rich table). Raises ``InputError`` when its
     ``summary.json`` is missing or not a plan summary."""
-    from rich.console import Console
-
-    from segment_balancer.planner.summary import read_plan_summary
-
     summary = read_plan_summary(plan)
     console = Console()
     console.print(f"[bold]Plan[/bold] {plan}  snapshot {summary.snapshot_id}")
@@ -202,9 +216,6 @@ def print_comparison(console, plan: Path) -> None:
     """The plan's ``comparison.json`` (when it has one) as a rich table: per tier, each coordinator's
     loads, moves, bytes moved, under-replicated after, max − min segments and disk %, the fullest
     disk and the total cost."""
-
-    from segment_balancer.plan.compare import COMPARISON_FILE
-
     path = Path(plan) / COMPARISON_FILE
     if not path.exists():
         return
@@ -252,10 +263,6 @@ def print_plans(entries, root: Path) -> None:
     """The plan history (:func:`segment_balancer.plan.history.plan_history`) as a rich table: per plan its
     snapshot time, cluster, name, operations, unreplicated and underreplicated segments once it
     succeeded, max − min segments per tier, each with the change from the previous plan."""
-    from rich.console import Console
-
-    from segment_balancer.plan.history import signed_change
-
     console = Console()
     if not entries:
         console.print(f"no plans published yet under {root}")
@@ -310,10 +317,6 @@ def _margin_list(text: str) -> list[float]:
 def print_margins(table) -> None:
     """Per margin of a ``margins.csv`` frame: its churn and spread (rich table,
     :func:`segment_balancer.plan.report.margin_summary`)."""
-    from rich.console import Console
-
-    from segment_balancer.plan.report import margin_summary
-
     rows = [
         [
             f"{m['margin']:g}",
@@ -332,10 +335,6 @@ def print_margins(table) -> None:
 def print_coordinators(table) -> None:
     """Per coordinator of a ``coordinators.csv`` frame: when it was fully loaded, what it moved and
     where it left the disks (rich table, :func:`segment_balancer.plan.report.coordinator_summary`)."""
-    from rich.console import Console
-
-    from segment_balancer.plan.report import coordinator_summary
-
     rows = [
         [
             c["coordinator"],
@@ -354,8 +353,6 @@ def print_coordinators(table) -> None:
 def print_runs(table) -> None:
     """The ``runs.csv`` table of a simulation (:func:`~segment_balancer.tools.terminal.print_table`;
     ``unrepl.``/``underrepl.``: unreplicated/underreplicated segments at the run's start)."""
-    from rich.console import Console
-
     columns = {
         "run": "run",
         "loads": "loads",
@@ -382,51 +379,358 @@ REMOTE_HELP = (
 )
 
 
-def _run_spark_command(spark, args, overrides: dict | None, gate) -> None:
-    """``plan`` or ``simulate`` on session ``spark`` with the ``--config`` ``overrides`` (checked),
-    their plans validated by ``gate`` (a ``ValidationProcess``)."""
-    if args.command == "plan":
-        from segment_balancer.tools.whatif import WhatIf, parse_add
+def _absolute(path: Path | None) -> Path | None:
+    """``path`` made absolute (None stays None)."""
+    return None if path is None else path.absolute()
 
-        edits = WhatIf.parse(args.decommission, args.remove, [parse_add(a) for a in args.add])
+
+def _checked_overrides(config: Path | None, snapshot: Path) -> dict | None:
+    """The ``--config`` overrides, read and checked, with the snapshot's small files (servers, queues,
+    rules, config, meta) loaded: all refused before any JVM. Raises ``InputError`` naming the file
+    (an unknown key, a bad snapshot file)."""
+    from segment_balancer.spark.prepare import load_small_inputs
+
+    overrides = read_overrides(config)
+    check_override_keys(overrides, f"--config {config}")
+    load_small_inputs(snapshot, overrides, f"--config {config}")
+    return overrides
+
+
+@dataclass(frozen=True)
+class PlanRequest:
+    """The arguments of ``plan``; the what-if edits as given (``--add``: ``TIER:COUNT:MAX_SIZE_BYTES``)."""
+
+    snapshot: Path
+    out: Path
+    config: Path | None
+    work: Path | None
+    remote: str | None
+    coordinator: str | None
+    compare: bool
+    balancer_state: Path | None
+    decommission: tuple[str, ...]
+    remove: tuple[str, ...]
+    add: tuple[str, ...]
+
+    @classmethod
+    def from_args(cls, args: argparse.Namespace) -> PlanRequest:
+        return cls(
+            snapshot=args.snapshot,
+            out=args.out,
+            config=args.config,
+            work=args.work,
+            remote=args.remote,
+            coordinator=args.coordinator,
+            compare=args.compare,
+            balancer_state=args.balancer_state,
+            decommission=tuple(args.decommission),
+            remove=tuple(args.remove),
+            add=tuple(args.add),
+        )
+
+
+def plan_command(request: PlanRequest, gate) -> None:
+    """``plan``: compute, validate (``gate``, a ``ValidationProcess``) and publish a plan, then print
+    its summary. Raises ``InputError`` for bad overrides, snapshot files or what-if edits;
+    ``SparkUnreachable``, ``PlanValidationError``, ``WriteError`` for what the pipeline refuses."""
+    overrides = _checked_overrides(request.config, request.snapshot)
+    # Spark (a Connect server above all) resolves paths from its own working directory.
+    request = dataclasses.replace(
+        request,
+        snapshot=request.snapshot.absolute(),
+        out=request.out.absolute(),
+        work=_absolute(request.work),
+        balancer_state=_absolute(request.balancer_state),
+    )
+    # started on first use: a run whose applications all run on the driver starts no JVM
+    spark = spark_session.lazy_local_session("segment_balancer.plan", remote=request.remote)
+    try:
+        edits = WhatIf.parse(request.decommission, request.remove, [parse_add(a) for a in request.add])
         run_plan(
             spark,
-            args.snapshot,
-            args.out,
+            request.snapshot,
+            request.out,
             overrides,
-            args.work,
+            request.work,
             edits,
-            args.balancer_state,
-            args.coordinator,
-            args.compare,
+            request.balancer_state,
+            request.coordinator,
+            request.compare,
             validator=gate,
         )
-        print_summary(args.out)
-        print_written("plan", args.out)
-    elif args.command == "simulate":
-        from segment_balancer.tools.simulate import simulate, simulate_coordinators, simulate_margins
+        print_summary(request.out)
+        print_written("plan", request.out)
+    finally:
+        spark_session.release(spark)  # a Connect session: released, its Python daemon ended
 
+
+@dataclass(frozen=True)
+class SimulateRequest:
+    """The arguments of ``simulate``."""
+
+    snapshot: Path
+    runs: int
+    out: Path
+    config: Path | None
+    loads_per_run: int | None
+    load_failure_rate: float
+    seed: int
+    coordinator: str | None
+    compare_coordinators: bool
+    compare_margins: tuple[float, ...] | None
+    remote: str | None
+
+    @classmethod
+    def from_args(cls, args: argparse.Namespace) -> SimulateRequest:
+        return cls(
+            snapshot=args.snapshot,
+            runs=args.runs,
+            out=args.out,
+            config=args.config,
+            loads_per_run=args.loads_per_run,
+            load_failure_rate=args.load_failure_rate,
+            seed=args.seed,
+            coordinator=args.coordinator,
+            compare_coordinators=args.compare_coordinators,
+            compare_margins=None if args.compare_margins is None else tuple(args.compare_margins),
+            remote=args.remote,
+        )
+
+
+def simulate_command(request: SimulateRequest, gate) -> None:
+    """``simulate``: plan and apply run after run (each plan validated by ``gate``, a
+    ``ValidationProcess``), with the other coordinator or each margin too when asked, then print the
+    table of the runs, coordinators or margins. Raises ``InputError`` for bad overrides, snapshot
+    files or ``--compare-margins`` with a coordinator other than the default; ``SparkUnreachable``,
+    ``PlanValidationError``, ``WriteError`` for what the simulation refuses."""
+    overrides = _checked_overrides(request.config, request.snapshot)
+    # Spark (a Connect server above all) resolves paths from its own working directory.
+    request = dataclasses.replace(request, snapshot=request.snapshot.absolute(), out=request.out.absolute())
+    # started on first use: a run whose applications all run on the driver starts no JVM
+    spark = spark_session.lazy_local_session("segment_balancer.simulate", remote=request.remote)
+    try:
         options = {
-            "loads_per_run": args.loads_per_run,
-            "load_failure_rate": args.load_failure_rate,
-            "seed": args.seed,
-            "coordinator": args.coordinator,
+            "loads_per_run": request.loads_per_run,
+            "load_failure_rate": request.load_failure_rate,
+            "seed": request.seed,
+            "coordinator": request.coordinator,
             "validator": gate,
         }
-        if args.compare_margins and args.coordinator not in (None, DEFAULT_COORDINATOR):
+        if request.compare_margins and request.coordinator not in (None, DEFAULT_COORDINATOR):
             raise InputError(
-                f"--compare-margins compares margins of {DEFAULT_COORDINATOR}'s balancing, not {args.coordinator}'s"
+                f"--compare-margins compares margins of {DEFAULT_COORDINATOR}'s balancing, not {request.coordinator}'s"
             )
-        if args.compare_margins:
-            table = simulate_margins(
-                spark, args.snapshot, args.out, args.runs, args.compare_margins, overrides, **options
-            )
+        snapshot, out, runs = request.snapshot, request.out, request.runs
+        if request.compare_margins:
+            table = simulate_margins(spark, snapshot, out, runs, list(request.compare_margins), overrides, **options)
             print_margins(table)
-        elif args.compare_coordinators:
-            print_coordinators(simulate_coordinators(spark, args.snapshot, args.out, args.runs, overrides, **options))
+        elif request.compare_coordinators:
+            print_coordinators(simulate_coordinators(spark, snapshot, out, runs, overrides, **options))
         else:
-            print_runs(simulate(spark, args.snapshot, args.out, args.runs, overrides, **options))
-        print_written("simulation", args.out)
+            print_runs(simulate(spark, snapshot, out, runs, overrides, **options))
+        print_written("simulation", out)
+    finally:
+        spark_session.release(spark)  # a Connect session: released, its Python daemon ended
+
+
+@dataclass(frozen=True)
+class ExplainRequest:
+    """The arguments of ``explain``: ``plan`` or ``snapshot`` (exactly one)."""
+
+    segment: str
+    plan: Path | None
+    snapshot: Path | None
+    tier: str | None
+    config: Path | None
+    as_json: bool
+    remote: str | None
+
+    @classmethod
+    def from_args(cls, args: argparse.Namespace) -> ExplainRequest:
+        return cls(
+            segment=args.segment,
+            plan=args.plan,
+            snapshot=args.snapshot,
+            tier=args.tier,
+            config=args.config,
+            as_json=args.json,
+            remote=args.remote,
+        )
+
+
+def explain_command(request: ExplainRequest) -> None:
+    """``explain``: print what a plan did with the segment (``--plan``) or how every server ranks for
+    it at the start of a run (``--snapshot``, :func:`explain`), as text or JSON. Raises
+    ``InputError`` for a segment not in the plan or snapshot, bad overrides or snapshot files."""
+    if request.plan is not None:
+        answer = explain_plan(request.plan, request.segment)
+        print(json.dumps(answer, indent=2) if request.as_json else render_explain(answer))
+        return
+    overrides = _checked_overrides(request.config, request.snapshot)
+    answer = explain(request.snapshot.absolute(), request.segment, request.tier, overrides, request.remote)
+    print(json.dumps(answer, indent=2) if request.as_json else render_snapshot_explain(answer))
+
+
+@dataclass(frozen=True)
+class CaptureRequest:
+    """The arguments of ``capture`` (the password is read from ``$DRUID_PASSWORD`` when it runs)."""
+
+    coordinator: str
+    broker: str
+    out: Path
+    cluster: str
+    user: str | None
+    timeout: float
+
+    @classmethod
+    def from_args(cls, args: argparse.Namespace) -> CaptureRequest:
+        return cls(
+            coordinator=args.coordinator,
+            broker=args.broker,
+            out=args.out,
+            cluster=args.cluster,
+            user=args.user,
+            timeout=args.timeout,
+        )
+
+
+def capture_command(request: CaptureRequest) -> None:
+    """``capture``: write a snapshot of a live Druid cluster into ``out`` (whole or not at all),
+    with basic auth when ``user`` is given. Raises ``CaptureError`` for a cluster that does not answer
+    or answers nonsense, an ``out`` that exists, a bad cluster name or timeout."""
+    auth = (request.user, os.environ.get("DRUID_PASSWORD", "")) if request.user else None
+    out = capture_to(
+        DruidEndpoint(request.coordinator, auth),
+        DruidEndpoint(request.broker, auth),
+        request.out,
+        request.cluster,
+        timeout_s=request.timeout,
+    )
+    print(f"snapshot captured into {out}")
+
+
+@dataclass(frozen=True)
+class SummaryRequest:
+    """The arguments of ``summary``."""
+
+    plans: tuple[Path, ...]
+    brief: bool
+
+    @classmethod
+    def from_args(cls, args: argparse.Namespace) -> SummaryRequest:
+        return cls(plans=tuple(args.plan), brief=args.brief)
+
+
+def summary_command(request: SummaryRequest) -> None:
+    """``summary``: a few lines per plan (``--brief``, :func:`print_brief`) or the full summary of one
+    (:func:`print_summary`). Raises ``InputError`` for several plans without ``--brief`` or a
+    missing or bad ``summary.json``."""
+    if request.brief:
+        for plan in request.plans:
+            print_brief(plan)
+        return
+    if len(request.plans) > 1:
+        raise InputError("summary takes one plan directory (several with --brief)")
+    print_summary(request.plans[0])
+
+
+@dataclass(frozen=True)
+class ReportRequest:
+    """The arguments of ``report``."""
+
+    directory: Path
+
+    @classmethod
+    def from_args(cls, args: argparse.Namespace) -> ReportRequest:
+        return cls(directory=args.dir)
+
+
+def report_command(request: ReportRequest) -> None:
+    """``report``: rebuild ``report.html`` of a plan or of a simulation and its runs
+    (:func:`segment_balancer.plan.report.rebuild`), printing each one written. Raises ``ReportError``
+    (an ``InputError``) for a directory that is neither."""
+    for path in rebuild(request.directory):
+        print(f"report written to {path}")
+
+
+@dataclass(frozen=True)
+class PlansRequest:
+    """The arguments of ``plans``."""
+
+    root: Path
+    cluster: str | None
+    as_json: bool
+
+    @classmethod
+    def from_args(cls, args: argparse.Namespace) -> PlansRequest:
+        return cls(root=args.root, cluster=args.cluster, as_json=args.json)
+
+
+def plans_command(request: PlansRequest) -> None:
+    """``plans``: print the plan history under ``root`` (:func:`segment_balancer.plan.history.plan_history`),
+    as a table (:func:`print_plans`) or JSON."""
+    entries = plan_history(request.root, request.cluster)
+    if request.as_json:
+        print(json.dumps([e.as_dict() for e in entries], indent=2))
+    else:
+        print_plans(entries, request.root)
+
+
+@dataclass(frozen=True)
+class GenerateRequest:
+    """The arguments of ``generate``."""
+
+    out: Path
+    seed: int
+    segments: int
+    servers: int | None
+    druid_version: str | None
+
+    @classmethod
+    def from_args(cls, args: argparse.Namespace) -> GenerateRequest:
+        return cls(
+            out=args.out,
+            seed=args.seed,
+            segments=args.segments,
+            servers=args.servers,
+            druid_version=args.druid_version,
+        )
+
+
+def generate_command(request: GenerateRequest) -> None:
+    """``generate``: write the seeded sample snapshot (:func:`segment_balancer.tools.sample.generate_snapshot`)
+    and print what it holds as JSON. Raises ``InputError`` for counts or a Druid version it refuses."""
+    print(
+        json.dumps(
+            generate_snapshot(
+                request.out,
+                seed=request.seed,
+                n_segments=request.segments,
+                n_servers=request.servers,
+                druid_version=request.druid_version,
+            ),
+            indent=2,
+        )
+    )
+
+
+@dataclass(frozen=True)
+class ImportSqlRequest:
+    """The arguments of ``import-sql``."""
+
+    sql: Path
+    out: Path
+
+    @classmethod
+    def from_args(cls, args: argparse.Namespace) -> ImportSqlRequest:
+        return cls(sql=args.sql, out=args.out)
+
+
+def import_sql_command(request: ImportSqlRequest) -> None:
+    """``import-sql``: ``druid_segments`` SQL rows into ``segments.jsonl.gz`` of ``out``
+    (:func:`segment_balancer.druid.importer.import_druid_segments_sql`), printing the count written.
+    Raises ``SqlImportError`` (an ``InputError``) naming the file and line of a row it cannot read."""
+    print(f"{import_druid_segments_sql(request.sql, request.out)} segments written to {request.out}")
 
 
 EXISTING_DIRECTORIES = {
@@ -454,9 +758,6 @@ def print_brief(plan: Path) -> None:
     segments left unavailable: ``undone.unavailable``, tiers without historicals included, else the
     unreplicated ones) and the runs each tier needs to finish (``make demo``'s recap). Raises
     ``InputError`` when its ``summary.json`` is missing or not a plan summary."""
-    from segment_balancer.plan.history import headline
-    from segment_balancer.planner.summary import read_plan_summary
-
     summary = read_plan_summary(plan)
     n = headline(summary)
     unavailable = n["unreplicated_after"] if summary.undone is None else summary.undone.unavailable
@@ -488,8 +789,6 @@ class _Parser(argparse.ArgumentParser):
     given, with that command's usage (not the top-level usage)."""
 
     def error(self, message: str):
-        import difflib
-
         unknown = re.match(r"unrecognized arguments: (\S+)", message)
         sub = self._command_parser()
         if unknown and sub is not None:
@@ -650,118 +949,51 @@ def _parser() -> argparse.ArgumentParser:
     return p
 
 
-def main(argv=None, gate=None) -> int:
-    """Entry point of ``python -m segment_balancer``. ``gate``: the ``ValidationProcess`` a plan or
-    simulation validates with, started by the caller (None: one started for the command and ended
-    with it)."""
-    from segment_balancer.common.errors import INPUT_REFUSED, InputError
-    from segment_balancer.common.files import WriteError
-    from segment_balancer.plan.validation import PlanValidationError
-    from segment_balancer.plan.validation_process import VALIDATING_COMMANDS, ValidationProcessError
-    from segment_balancer.spark.session import SparkUnreachable
-    from segment_balancer.tools.capture import CaptureError
+COMMANDS: dict[str, tuple[type, Callable[..., None]]] = {
+    "plan": (PlanRequest, plan_command),
+    "simulate": (SimulateRequest, simulate_command),
+    "explain": (ExplainRequest, explain_command),
+    "capture": (CaptureRequest, capture_command),
+    "summary": (SummaryRequest, summary_command),
+    "report": (ReportRequest, report_command),
+    "plans": (PlansRequest, plans_command),
+    "generate": (GenerateRequest, generate_command),
+    "import-sql": (ImportSqlRequest, import_sql_command),
+}
+"""Per subcommand, its request type (``from_args``) and the function that runs it; those of
+:data:`~segment_balancer.plan.validation_process.VALIDATING_COMMANDS` take the validation process too."""
 
+
+def main(argv=None, gate=None) -> int:
+    """Entry point of ``python -m segment_balancer``: parse ``argv``, run the subcommand
+    (:data:`COMMANDS`), return the exit code (see the module). ``gate``: the ``ValidationProcess`` a
+    plan or simulation validates with, started by the caller (None: one started for the command and
+    ended with it). Raises ``SystemExit`` for arguments ``argparse`` refuses (and for ``--help``)."""
     logging.basicConfig(level=logging.INFO, format="%(asctime)s %(levelname)s %(name)s: %(message)s")
     parser = _parser()
     parser.given = argv
     args = parser.parse_args(argv)
+    request_type, command = COMMANDS[args.command]
     stack = ExitStack()  # what a command started (the validation process), ended however it ends
     try:
         _check_directories(args)
-        if args.command == "summary" and args.brief:
-            for plan in args.plan:
-                print_brief(plan)
-        elif args.command == "summary":
-            if len(args.plan) > 1:
-                raise InputError("summary takes one plan directory (several with --brief)")
-            print_summary(args.plan[0])
-        elif args.command == "report":
-            from segment_balancer.plan.report import rebuild
-
-            for path in rebuild(args.dir):
-                print(f"report written to {path}")
-        elif args.command == "plans":
-            from segment_balancer.plan.history import plan_history
-
-            entries = plan_history(args.root, args.cluster)
-            if args.json:
-                print(json.dumps([e.as_dict() for e in entries], indent=2))
-            else:
-                print_plans(entries, args.root)
-        elif args.command == "generate":
-            from segment_balancer.tools.sample import generate_snapshot
-
-            print(
-                json.dumps(
-                    generate_snapshot(
-                        args.out,
-                        seed=args.seed,
-                        n_segments=args.segments,
-                        n_servers=args.servers,
-                        druid_version=args.druid_version,
-                    ),
-                    indent=2,
-                )
-            )
-        elif args.command == "capture":
-            import os
-
-            from segment_balancer.tools.capture import DruidEndpoint, capture_to
-
-            auth = (args.user, os.environ.get("DRUID_PASSWORD", "")) if args.user else None
-            out = capture_to(
-                DruidEndpoint(args.coordinator, auth),
-                DruidEndpoint(args.broker, auth),
-                args.out,
-                args.cluster,
-                timeout_s=args.timeout,
-            )
-            print(f"snapshot captured into {out}")
-        elif args.command == "explain" and args.plan is not None:
-            from segment_balancer.plan.explain import explain_plan, render_explain
-
-            answer = explain_plan(args.plan, args.segment)
-            print(json.dumps(answer, indent=2) if args.json else render_explain(answer))
-        elif args.command == "explain":
-            from segment_balancer.plan.explain import render_snapshot_explain
-            from segment_balancer.spark.prepare import load_small_inputs
-
-            overrides = read_overrides(args.config)
-            check_override_keys(overrides, f"--config {args.config}")
-            load_small_inputs(args.snapshot, overrides, f"--config {args.config}")
-            answer = explain(args.snapshot.absolute(), args.segment, args.tier, overrides, args.remote)
-            print(json.dumps(answer, indent=2) if args.json else render_snapshot_explain(answer))
-        elif args.command == "import-sql":
-            from segment_balancer.druid.importer import import_druid_segments_sql
-
-            print(f"{import_druid_segments_sql(args.sql, args.out)} segments written to {args.out}")
-        elif args.command in VALIDATING_COMMANDS:
-            from segment_balancer.plan.validation_process import ValidationProcess
-            from segment_balancer.spark.session import lazy_local_session, release
-
+        request = request_type.from_args(args)
+        if args.command in validation_process.VALIDATING_COMMANDS:
             # Great Expectations imported by a process of its own, while the plans are made
-            gate = gate or stack.enter_context(ValidationProcess())
-            # the user's own overrides: an unknown key is refused here, naming the file, before any JVM
-            overrides = read_overrides(args.config)
-            check_override_keys(overrides, f"--config {args.config}")
-            # the snapshot's small files (servers, queues, rules, config, meta) too: refused before any JVM
-            from segment_balancer.spark.prepare import load_small_inputs
-
-            load_small_inputs(args.snapshot, overrides, f"--config {args.config}")
-            # Spark (a Connect server above all) resolves paths from its own working directory.
-            for key in ("snapshot", "out", "work", "balancer_state"):
-                if getattr(args, key, None) is not None:
-                    setattr(args, key, getattr(args, key).absolute())
-            # started on first use: a run whose applications all run on the driver starts no JVM
-            spark = lazy_local_session(f"segment_balancer.{args.command}", remote=args.remote)
-            try:
-                _run_spark_command(spark, args, overrides, gate)
-            finally:
-                release(spark)  # a Connect session: released, its Python daemon ended
+            command(request, gate or stack.enter_context(validation_process.ValidationProcess()))
+        else:
+            command(request)
     except InputError as exc:
         print(f"{INPUT_REFUSED}{exc}", file=sys.stderr)
         return 2
-    except (OSError, WriteError, SparkUnreachable, CaptureError, PlanValidationError, ValidationProcessError) as exc:
+    except (
+        OSError,
+        WriteError,
+        spark_session.SparkUnreachable,
+        CaptureError,
+        PlanValidationError,
+        validation_process.ValidationProcessError,
+    ) as exc:
         # the machine's or a service's (a full disk, a Spark server or a Druid cluster not answering),
         # or a plan the validation gate kept from publishing: its own message, nothing published
         print(f"error: {exc}", file=sys.stderr)
