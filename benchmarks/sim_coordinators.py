@@ -220,7 +220,7 @@ def bytes_loaded(sim: Path, snapshot: Path, runs: int) -> int:
     import gzip
 
     from segment_balancer.druid.importer import segment_id
-    from segment_balancer.druid.snapshot.segments import segments_path
+    from segment_balancer.druid.snapshot.files import segments_path
     from segment_balancer.tools.simulate import _read_replicas
 
     path = segments_path(snapshot)

@@ -100,10 +100,10 @@ def moves(ops: pd.DataFrame) -> list[tuple]:
 def test_every_shape_is_a_snapshot_druid_accepts(tmp_path):
     """The loaders of the small files take every shape (nothing is refused as bad input, as the
     CLI and the DAG's ``resolve_snapshot`` check before any Spark job)."""
-    from segment_balancer.spark.prepare import load_small_inputs
+    from segment_balancer.planner.small_inputs import read_small_inputs
 
     for name, shape in SHAPES.items():
-        load_small_inputs(write_snapshot(tmp_path / name, shape), None)
+        read_small_inputs(write_snapshot(tmp_path / name, shape), None)
     assert set(SHAPES) == {
         "empty",
         "new",

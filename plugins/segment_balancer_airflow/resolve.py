@@ -96,7 +96,7 @@ def resolve_run(params: dict, run_id: str, when: datetime, home: Path, dag_id: s
     ``config_file``, ``plan_dir``, ``publish_dir``, ``simulation_dir``, ``balancer_state`` (the
     state handed on, "" for none) (str paths).
     Raises ``NoSnapshotError`` (no snapshot there, none old enough), ``SnapshotError`` (a small
-    file of the snapshot or an override refused: ``spark.prepare.load_small_inputs``), ``WhatIfError``
+    file of the snapshot or an override refused: ``planner.small_inputs.read_small_inputs``), ``WhatIfError``
     (edits naming no historical of the snapshot, malformed), ``ValueError`` (config_overrides no
     object), ``disk.NotEnoughRoom`` (the run's estimated bytes, with its simulated runs, are more than
     ``home``'s file system has free), all before any work directory is made and any stage runs. The
@@ -114,9 +114,9 @@ def resolve_run(params: dict, run_id: str, when: datetime, home: Path, dag_id: s
     overrides, edits = config_overrides(params), what_if(params)
     # A bad snapshot or override is refused here, before any work directory or Spark job: the small
     # files whole; the segment and replica files are found here and checked by used_segments (Spark).
-    from segment_balancer.spark.prepare import load_small_inputs
+    from segment_balancer.planner.small_inputs import read_small_inputs
 
-    meta = load_small_inputs(snapshot, overrides, "param config_overrides")[-1]
+    meta = read_small_inputs(snapshot, overrides, "param config_overrides")[-1]
 
     compare = bool(params.get("compare_with_druid"))
     check_room(home, snapshot, int(params.get("simulate_runs") or 0), compare)

@@ -22,6 +22,7 @@ import pandas as pd
 from segment_balancer.druid import tier_aliases
 from segment_balancer.druid.rules import Rule
 from segment_balancer.druid.snapshot import loader
+from segment_balancer.druid.snapshot.files import segments_path, server_segments_path
 from segment_balancer.druid.snapshot.models import QueueEntry, Server, SnapshotMeta
 from segment_balancer.planner.config import OVERRIDES, EffectiveConfig, load_config
 
@@ -48,11 +49,17 @@ class SmallInputs(NamedTuple):
 
 
 def read_small_inputs(snapshot: Path, overrides: dict | None, overrides_source: str = OVERRIDES) -> SmallInputs:
-    """Servers, queue entries, rules, effective config and snapshot meta, read and checked whole.
+    """Servers, queue entries, rules, effective config and snapshot meta (the small files), read and
+    checked whole without Spark; the segment and replica files are only found, first (Spark reads
+    and checks them: ``used_segments``, ``prepare``). The CLI and the DAG's ``resolve_snapshot`` call
+    it to refuse a bad snapshot before any Spark job.
 
-    ``overrides_source`` names where ``overrides`` came from in errors (``--config FILE``). Raises
-    ``SnapshotError`` naming the file, the row or key, the offending value and what was expected.
+    ``overrides_source`` names where ``overrides`` came from in errors (``--config FILE``). Returns
+    :class:`SmallInputs` (a tuple: ``(servers, all server names, queue entries, rules,
+    EffectiveConfig, SnapshotMeta)``). Raises ``SnapshotError`` naming the file, the row or key, the
+    offending value and what was expected.
     """
+    segments_path(snapshot), server_segments_path(snapshot)  # both present (SnapshotError if not)
     servers, all_names = loader.load_all_servers(snapshot)
     queues = loader.load_load_queues(snapshot, {s.server for s in servers})
     config = load_config(snapshot, overrides, overrides_source)

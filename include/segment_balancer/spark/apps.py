@@ -133,7 +133,7 @@ def small_run(snapshot) -> bool:
     (:func:`~segment_balancer.druid.snapshot.lines.count_rows`, reading no further than that).
     False when the file is missing or unreadable (``used_segments`` refuses it, in Spark)."""
     from segment_balancer.druid.snapshot.errors import SnapshotError
-    from segment_balancer.druid.snapshot.segments import segments_path
+    from segment_balancer.druid.snapshot.files import segments_path
     from segment_balancer.spark.session import driver_tasks_at_most_segments
 
     limit = driver_tasks_at_most_segments()

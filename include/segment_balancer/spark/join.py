@@ -33,7 +33,8 @@ import pandas as pd
 
 from segment_balancer.druid.partial_load import EMPTY_LOAD_FINGERPRINT
 from segment_balancer.druid.rules import Rule, rule_index_for
-from segment_balancer.druid.snapshot.segments import gzip_refusal, server_segments_path
+from segment_balancer.druid.snapshot.files import server_segments_path
+from segment_balancer.druid.snapshot.segments import gzip_refusal
 from segment_balancer.druid.snapshot.unlisted import (
     QUEUES_NAME,
     SERVER_SEGMENTS_NAME,

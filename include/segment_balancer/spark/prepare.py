@@ -19,7 +19,7 @@ JSON array, or a row is bad:
 5. one task per tier writes the tier's start state and measures its groups
    (:func:`segment_balancer.spark.status.write_start_state`).
 
-The small files are read and checked whole first, without Spark (:func:`load_small_inputs`;
+The small files are read and checked whole first, without Spark (``planner.small_inputs.read_small_inputs``;
 :mod:`segment_balancer.planner.small_inputs`); ``meta.json``'s alerts and counts are
 :mod:`segment_balancer.planner.snapshot_alerts`'.
 
@@ -44,13 +44,13 @@ import numpy as np
 import pandas as pd
 
 from segment_balancer.common.files import remove_path, replace_path, write_json_atomic, write_parquet_atomic
-from segment_balancer.druid.snapshot.segments import gzip_refusal, segments_path, server_segments_path
+from segment_balancer.druid.snapshot.files import server_segments_path
+from segment_balancer.druid.snapshot.segments import gzip_refusal
 from segment_balancer.druid.snapshot.unlisted import problem_key
 from segment_balancer.planner import groups as G
-from segment_balancer.planner.config import CONFIG_FILE, OVERRIDES, unknown_keys
+from segment_balancer.planner.config import CONFIG_FILE, unknown_keys
 from segment_balancer.planner.runstate import FATES, NO_LOAD, NO_RULE, QUEUE_CODES, RULE_CODES
 from segment_balancer.planner.small_inputs import (
-    SmallInputs,
     mark_broadcast_only,
     previous_balancer_state,
     queue_rows,
@@ -107,22 +107,6 @@ REPLICA_COLUMNS = [
     "queued_drop",
 ]
 """``prepared/replicas.parquet`` (docs/ARCHITECTURE.md)."""
-
-
-def load_small_inputs(snapshot: Path, overrides: dict | None, overrides_source: str = OVERRIDES) -> SmallInputs:
-    """Servers, queue entries, rules, effective config and snapshot meta (the small files), read and
-    checked whole without Spark (:func:`~segment_balancer.planner.small_inputs.read_small_inputs`);
-    the segment and replica files are only found here, first (Spark reads and checks them:
-    ``used_segments``, :func:`prepare`; their names are the Spark readers' module's).
-
-    The CLI and the DAG's ``resolve_snapshot`` call it to refuse a bad snapshot before any Spark
-    job; ``overrides_source`` names where ``overrides`` came from in errors (``--config FILE``).
-    Returns :class:`~segment_balancer.planner.small_inputs.SmallInputs` (a tuple: ``(servers, all
-    server names, queue entries, rules, EffectiveConfig, SnapshotMeta)``).
-    Raises ``SnapshotError`` naming the file, the row or key, the offending value and what was expected.
-    """
-    segments_path(snapshot), server_segments_path(snapshot)  # both present (SnapshotError if not)
-    return read_small_inputs(snapshot, overrides, overrides_source)
 
 
 @dataclass(frozen=True)
@@ -503,7 +487,7 @@ def prepare(spark, snapshot: Path, work: Path, overrides: dict | None = None) ->
     from segment_balancer.spark.status import write_start_state
 
     snapshot, work = Path(snapshot), Path(work)
-    servers, all_names, queues, rules, config, smeta = load_small_inputs(snapshot, overrides)
+    servers, all_names, queues, rules, config, smeta = read_small_inputs(snapshot, overrides)
     now_ms = smeta.snapshot_time_ms
     decommissioning = set(config.decommissioning_nodes)
     historicals = {s.server for s in servers}

@@ -444,7 +444,8 @@ def used_segments(spark, snapshot: Path, work: Path) -> dict:
     """
     from pyroaring import BitMap
 
-    from segment_balancer.druid.snapshot.segments import gzip_refusal, segments_path
+    from segment_balancer.druid.snapshot.files import segments_path
+    from segment_balancer.druid.snapshot.segments import gzip_refusal
     from segment_balancer.planner import groups as G
 
     snapshot, work = Path(snapshot), Path(work)

@@ -388,11 +388,11 @@ def _checked_overrides(config: Path | None, snapshot: Path) -> dict | None:
     """The ``--config`` overrides, read and checked, with the snapshot's small files (servers, queues,
     rules, config, meta) loaded: all refused before any JVM. Raises ``InputError`` naming the file
     (an unknown key, a bad snapshot file)."""
-    from segment_balancer.spark.prepare import load_small_inputs
+    from segment_balancer.planner.small_inputs import read_small_inputs
 
     overrides = read_overrides(config)
     check_override_keys(overrides, f"--config {config}")
-    load_small_inputs(snapshot, overrides, f"--config {config}")
+    read_small_inputs(snapshot, overrides, f"--config {config}")
     return overrides
 
 

@@ -124,7 +124,7 @@ class Applied:
 
 def _read_replicas(snapshot: Path) -> pd.DataFrame:
     """``server``, ``segment_id`` of the snapshot's replica file (any of its accepted forms)."""
-    from segment_balancer.druid.snapshot.segments import server_segments_path
+    from segment_balancer.druid.snapshot.files import server_segments_path
 
     path = server_segments_path(snapshot)
     lines = path.name.endswith((".jsonl", ".jsonl.gz"))

@@ -14,6 +14,7 @@ import pandas as pd  # module level: the pandas UDF's type hints name it
 from segment_balancer.common.spark_columns import parallelism
 from segment_balancer.druid.instants import format_instant_ms, parse_instant_ms
 from segment_balancer.druid.snapshot.errors import SnapshotError
+from segment_balancer.druid.snapshot.files import segments_path, server_segments_path
 from segment_balancer.druid.snapshot.lines import numbered_lines, with_row_numbers
 
 SEGMENT_JSON_SCHEMA = (
@@ -22,18 +23,6 @@ SEGMENT_JSON_SCHEMA = (
     "startRootPartitionId: int, endRootPartitionId: int, minorVersion: int, atomicUpdateGroupSize: int>, "
     "used boolean, overshadowed boolean"
 )
-
-
-def segments_path(snapshot: Path) -> Path:
-    """``segments.jsonl`` or ``segments.jsonl.gz`` in ``snapshot``; raises SnapshotError if neither."""
-    for name in ("segments.jsonl", "segments.jsonl.gz"):
-        if (snapshot / name).exists():
-            return snapshot / name
-    raise SnapshotError(
-        "segments.jsonl",
-        None,
-        f"file is missing from the snapshot directory {str(snapshot)!r} (expected segments.jsonl or segments.jsonl.gz)",
-    )
 
 
 def _shown(column: str, limit: int = 60):
@@ -242,23 +231,6 @@ def refuse(file: str, rows: list[dict], word: str = "line", key: str = "line") -
     rows = sorted(rows, key=lambda r: r[key])
     if rows:
         raise SnapshotError(file, rows[0][key], rows[0]["problem"] + _more(word, rows[1:], key=key), _KIND[word])
-
-
-SERVER_SEGMENTS_FILES = ("server_segments.jsonl.gz", "server_segments.jsonl", "server_segments.json")
-
-
-def server_segments_path(snapshot: Path) -> Path:
-    """The snapshot's replica file, the first of :data:`SERVER_SEGMENTS_FILES` present; raises
-    :class:`SnapshotError` if none is."""
-    for name in SERVER_SEGMENTS_FILES:
-        if (snapshot / name).exists():
-            return snapshot / name
-    raise SnapshotError(
-        "server_segments.json",
-        None,
-        f"file is missing from the snapshot directory {str(snapshot)!r} "
-        "(expected server_segments.json, or .jsonl[.gz])",
-    )
 
 
 def _array_one_object_per_line(path: Path) -> bool:
