@@ -9,7 +9,7 @@ import numpy as np
 import pyarrow as pa
 
 from segment_balancer.planner.kernels.unload import Excess
-from segment_balancer.planner.runstate import NO_LOAD, RULE_CODES, OpSink, SegmentTable, TierState
+from segment_balancer.planner.runstate import NO_LOAD, RULE_CODES, SegmentTable, TierState
 from segment_balancer.planner.stages import s12_unload as s12
 
 LOAD, DROP, NONE = RULE_CODES["load"], RULE_CODES["drop"], -1
@@ -97,23 +97,23 @@ def test_tally_of_keeps_the_asked_segments_and_adds_required():
     }
 
 
-def test_drop_everywhere_drops_served_replicas_of_drop_rule_unused_and_overshadowed_segments():
+def test_everywhere_drops_are_the_served_replicas_of_drop_rule_unused_and_overshadowed_segments():
     """Drop rule: segment 2 on h1 (h2 already drops it). Unused: segment 4 on h3. Overshadowed
     (no longer waiting): segment 5 on h1. Segment 6 waits: no drop. The used segment's drop sorts
     by its idx (2); the others after every used one (1 << 62), then by id and server."""
-    sink = OpSink()
-    s12.drop_everywhere(tier_state(), TABLE, sink)
-    got = [
-        (str(o.action), o.idx, o.code, o.segment_id, o.datasource, o.tier, o.server, o.size_bytes, o.reason, o.order)
-        for o in sink.ops
-    ]
-    assert got == [
-        ("DROP", 2, 2, "s2", "other", "hot", "h1", 102, "drop_rule", (2, "s2|h1", 0.0)),
-        ("DROP", -1, 4, "s4", "other", "hot", "h3", 0, "unused", (1 << 62, "s4|h3", 0.0)),
-        ("DROP", -1, 5, "s5", "ds", "hot", "h1", 105, "overshadowed", (1 << 62, "s5|h1", 0.0)),
-    ]
-    assert all(o.dep_server is None and o.queue_type is None for o in sink.ops)
-    assert not sink.decisions and not sink.deferred
+    drops = s12.everywhere_drops(tier_state(), TABLE)
+    assert {k: v.tolist() for k, v in drops.items()} == {
+        "idx": [2, -1, -1],
+        "code": [2, 4, 5],
+        "segment_id": ["s2", "s4", "s5"],
+        "datasource": ["other", "other", "ds"],
+        "server": ["h1", "h3", "h1"],
+        "size_bytes": [102, 0, 105],
+        "reason": ["drop_rule", "unused", "overshadowed"],
+        "o1": [2, 1 << 62, 1 << 62],
+        "o2": ["s2|h1", "s4|h3", "s5|h1"],
+    }
+    assert all(drops[c].dtype == np.int64 for c in ("idx", "code", "size_bytes", "o1"))
 
 
 def test_waiting_replicas_are_the_served_ones_with_no_drop():

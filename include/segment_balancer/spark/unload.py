@@ -7,7 +7,7 @@ or none on the driver of a small run), reading and writing with pyarrow; the dri
 gets bitmaps and tier names back, never rows:
 
 1. one task per tier (``first``) reads the tier's state, writes the tier's everywhere-drops
-   (``s12.drop_everywhere``) and the served replicas of the overshadowed segments that still
+   (``s12.everywhere_drops``) and the served replicas of the overshadowed segments that still
    wait (``s12.waiting_replicas``), and returns the segments over their target in the tier
    (``s12.tally``, ``s12.over_in_tier``: a bitmap);
 2. when some segment is, one task per tier writes the replica tally of those segments only
@@ -91,9 +91,12 @@ def unload_pass(run: Run) -> None:
         fs, base = filesystem(work)
         table, state = read_segment_table(work), read_tier(work, spec, tier, names)
         over = BitMap(s12.over_in_tier(s12.tally(state, table)).astype(np.uint32))
-        sink = OpSink()
-        s12.drop_everywhere(state, table, sink)
-        write_out(fs, f"{base}/{pdir}/everywhere/{_name(tier)}.parquet", out_frame(sink))
+        drops = {name: values.tolist() for name, values in s12.everywhere_drops(state, table).items()}
+        rows = [
+            {"kind": "op", "action": "DROP", "tier": tier, "o3": 0.0, **dict(zip(drops, values))}
+            for values in zip(*drops.values())
+        ]
+        write_out(fs, f"{base}/{pdir}/everywhere/{_name(tier)}.parquet", out_frame(OpSink(), rows))
         wait_codes, wait_servers = s12.waiting_replicas(state, table)
         pa_rows = pa.table(
             {

@@ -13,7 +13,7 @@ them where the data is (in Spark: :mod:`segment_balancer.spark.unload`, which re
 and writes their outputs):
 
 1. per tier, :func:`tally` (the replica counts), :func:`over_in_tier` (the segments with more
-   replicas than their target there), :func:`drop_everywhere` (the drops of drop-rule, unused and
+   replicas than their target there), :func:`everywhere_drops` (the drops of drop-rule, unused and
    overshadowed segments) and :func:`waiting_replicas` (the served replicas of the overshadowed
    segments that wait);
 2. per tier, :func:`tally_of` (the tally of the segments over in some tier), then over every
@@ -42,8 +42,6 @@ from segment_balancer.planner.runstate import (
     FATES,
     NO_LOAD,
     RULE_CODES,
-    OpSink,
-    SegmentRef,
     SegmentTable,
     TierState,
 )
@@ -118,23 +116,34 @@ def tally_of(state: TierState, table: SegmentTable, codes: np.ndarray) -> dict[s
     return out
 
 
-def drop_everywhere(state: TierState, table: SegmentTable, sink: OpSink) -> None:
-    """Record in ``sink`` one DROP per replica of one tier that serves, with no drop, a segment
-    whose fate is one of :data:`EVERYWHERE` (ALGORITHM.md stage 12: every replica of a drop-rule
-    or unused segment, and of an overshadowed segment that no longer waits), in the replica order
-    of ``state``. Reason: the fate's name. Order key: (``idx``, or :data:`UNUSED_LAST` outside the
-    used set; ``"<segment_id>|<server>"``; 0.0)."""
+def everywhere_drops(state: TierState, table: SegmentTable) -> dict[str, np.ndarray]:
+    """The DROPs of one tier whatever else holds the segment (ALGORITHM.md stage 12): one per
+    replica that serves, with no drop, a segment whose fate is one of :data:`EVERYWHERE` (every
+    replica of a drop-rule or unused segment, and of an overshadowed segment that no longer waits),
+    in the replica order of ``state``.
+
+    Returns arrays of one length k: ``idx``, ``code``, ``size_bytes`` (bytes) and ``o1`` (the
+    first sort key: ``idx``, or :data:`UNUSED_LAST` outside the used set) int64; ``segment_id``,
+    ``datasource``, ``server`` (name), ``reason`` (the fate's name) and ``o2`` (the second sort key,
+    ``"<segment_id>|<server>"``) object arrays of str."""
     serving = state.served & ~state.dropping
     fate = table.fate[state.rep_code]
     drop = serving & np.isin(fate, [FATES.index(r) for r in EVERYWHERE])
     codes, servers = state.rep_code[drop], state.rep_server[drop]
-    ids = table.segment_ids(codes)
+    ids = np.array(table.segment_ids(codes), dtype=object)
+    names = np.array([state.servers[s] for s in servers], dtype=object)
     idx = table.idx_of(codes)
-    names = [state.servers[s] for s in servers]
-    for i, c, sid, srv in zip(idx, codes, ids, names):
-        seg = SegmentRef(int(i), sid, table.datasource_of(c), int(table.size_bytes[c]), int(c))
-        order = (int(i) if i >= 0 else UNUSED_LAST, f"{sid}|{srv}", 0.0)
-        sink.drop(seg, srv, state.tier, FATES[int(table.fate[c])], order)
+    return {
+        "idx": idx,
+        "code": codes,
+        "segment_id": ids,
+        "datasource": np.array([table.datasource_of(c) for c in codes], dtype=object),
+        "server": names,
+        "size_bytes": table.size_bytes[codes].astype(np.int64),
+        "reason": np.array([FATES[int(f)] for f in table.fate[codes]], dtype=object),
+        "o1": np.where(idx >= 0, idx, UNUSED_LAST).astype(np.int64),
+        "o2": np.array([f"{sid}|{srv}" for sid, srv in zip(ids, names)], dtype=object),
+    }
 
 
 def waiting_replicas(state: TierState, table: SegmentTable) -> tuple[np.ndarray, np.ndarray]:
