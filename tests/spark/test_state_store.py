@@ -1,4 +1,4 @@
-"""The replica tally stage 12 reads (``segment_balancer.spark.unload.tally``), worked by hand from
+"""The replica tally stage 12 reads (``segment_balancer.planner.stages.s12_unload.tally``), worked by hand from
 ALGORITHM.md "Terms" (``count(s, T)``, ``loaded(s)``)."""
 
 from __future__ import annotations
@@ -6,7 +6,7 @@ from __future__ import annotations
 import pandas as pd
 
 from segment_balancer.planner.runstate import state_frame, tables_from_rows
-from segment_balancer.spark.unload import tally
+from segment_balancer.planner.stages.s12_unload import tally
 
 
 def test_a_replica_whose_drop_waits_for_a_load_is_still_loaded():

@@ -1,6 +1,6 @@
 """``segment_balancer.spark.unload``'s task functions without Spark: the overreplicated pairs and
 the coupled tiers from hand-made tallies (values worked out by hand from ALGORITHM.md stage 12 and
-``couples_tiers``), the task groups, and the ``waiting`` decisions."""
+``couples_tiers``) and the ``waiting`` decisions, written and read as the stage's files."""
 
 from __future__ import annotations
 
@@ -16,7 +16,6 @@ from segment_balancer.spark.unload import (
     OVER_FIELDS,
     _name,
     _over,
-    _task_groups,
     _waiting,
     _write_table,
 )
@@ -76,12 +75,6 @@ def test_over_keeps_the_segments_whose_total_exceeds_their_target_and_finds_the_
     assert counts[2] == {"A": [2, 2], "B": [0, 1]}
     assert list(counts[3]) == ["A", "B"]  # by tier
     assert [f.name for f in rows.schema] == [n for n, _ in OVER_FIELDS]
-
-
-def test_task_groups_join_coupled_tiers_over_chains():
-    assert _task_groups(["A", "B", "C"], []) == [["A"], ["B"], ["C"]]
-    assert _task_groups(["A", "B", "C"], [["A", "B"]]) == [["A", "B"], ["C"]]
-    assert _task_groups(["A", "B", "C", "D"], [["A", "B"], ["B", "C"]]) == [["A", "B", "C"], ["D"]]
 
 
 def test_waiting_is_one_decision_per_segment_with_its_servers_sorted():
