@@ -35,6 +35,7 @@ import numpy as np
 
 from segment_balancer.common.files import filesystem, replace_path, sibling_tmp
 from segment_balancer.planner.kernels import unload
+from segment_balancer.planner.operations import Action
 from segment_balancer.planner.runstate import OpSink
 from segment_balancer.planner.stages import s12_unload as s12
 from segment_balancer.spark.tierpass import _clear, kernel_pass, pass_dir, write_out
@@ -93,7 +94,7 @@ def unload_pass(run: Run) -> None:
         over = BitMap(s12.over_in_tier(s12.tally(state, table)).astype(np.uint32))
         drops = {name: values.tolist() for name, values in s12.everywhere_drops(state, table).items()}
         rows = [
-            {"kind": "op", "action": "DROP", "tier": tier, "o3": 0.0, **dict(zip(drops, values))}
+            {"kind": "op", "action": Action.DROP, "tier": tier, "o3": 0.0, **dict(zip(drops, values))}
             for values in zip(*drops.values())
         ]
         write_out(fs, f"{base}/{pdir}/everywhere/{_name(tier)}.parquet", out_frame(OpSink(), rows))

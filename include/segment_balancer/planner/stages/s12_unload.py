@@ -173,7 +173,7 @@ def waiting_decisions(
 
 
 def overreplicated(tallies) -> tuple[dict[str, list], list[list[str]]]:
-    """Stage 12's overreplicated (segment, tier) pairs (ALGORITHM.md stage 12, "Excess replicas")
+    """Stage 12's overreplicated (segment, tier) pairs (ALGORITHM.md stage 12: its excess replicas)
     from every tier's :func:`tally_of` rows at once.
 
     ``tallies``: a pyarrow Table with columns ``idx`` (int64, the code), ``tier`` (string),
