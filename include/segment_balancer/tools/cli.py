@@ -33,7 +33,7 @@ import sys
 import traceback
 from collections.abc import Callable
 from contextlib import ExitStack
-from dataclasses import dataclass
+from dataclasses import dataclass, fields
 from pathlib import Path
 
 from rich.console import Console
@@ -396,6 +396,12 @@ def _checked_overrides(config: Path | None, snapshot: Path) -> dict | None:
     return overrides
 
 
+def request_from(cls, args: argparse.Namespace, **given):
+    """The request dataclass ``cls`` from the parsed ``args``: each field the option of its name,
+    unless ``given`` names it (an option stored under another name, or converted)."""
+    return cls(**{f.name: given[f.name] if f.name in given else getattr(args, f.name) for f in fields(cls)})
+
+
 @dataclass(frozen=True)
 class PlanRequest:
     """The arguments of ``plan``; the what-if edits as given (``--add``: ``TIER:COUNT:MAX_SIZE_BYTES``)."""
@@ -414,18 +420,8 @@ class PlanRequest:
 
     @classmethod
     def from_args(cls, args: argparse.Namespace) -> PlanRequest:
-        return cls(
-            snapshot=args.snapshot,
-            out=args.out,
-            config=args.config,
-            work=args.work,
-            remote=args.remote,
-            coordinator=args.coordinator,
-            compare=args.compare,
-            balancer_state=args.balancer_state,
-            decommission=tuple(args.decommission),
-            remove=tuple(args.remove),
-            add=tuple(args.add),
+        return request_from(
+            cls, args, decommission=tuple(args.decommission), remove=tuple(args.remove), add=tuple(args.add)
         )
 
 
@@ -482,18 +478,8 @@ class SimulateRequest:
 
     @classmethod
     def from_args(cls, args: argparse.Namespace) -> SimulateRequest:
-        return cls(
-            snapshot=args.snapshot,
-            runs=args.runs,
-            out=args.out,
-            config=args.config,
-            loads_per_run=args.loads_per_run,
-            load_failure_rate=args.load_failure_rate,
-            seed=args.seed,
-            coordinator=args.coordinator,
-            compare_coordinators=args.compare_coordinators,
-            compare_margins=None if args.compare_margins is None else tuple(args.compare_margins),
-            remote=args.remote,
+        return request_from(
+            cls, args, compare_margins=None if args.compare_margins is None else tuple(args.compare_margins)
         )
 
 
@@ -547,15 +533,7 @@ class ExplainRequest:
 
     @classmethod
     def from_args(cls, args: argparse.Namespace) -> ExplainRequest:
-        return cls(
-            segment=args.segment,
-            plan=args.plan,
-            snapshot=args.snapshot,
-            tier=args.tier,
-            config=args.config,
-            as_json=args.json,
-            remote=args.remote,
-        )
+        return request_from(cls, args, as_json=args.json)
 
 
 def explain_command(request: ExplainRequest) -> None:
@@ -584,14 +562,7 @@ class CaptureRequest:
 
     @classmethod
     def from_args(cls, args: argparse.Namespace) -> CaptureRequest:
-        return cls(
-            coordinator=args.coordinator,
-            broker=args.broker,
-            out=args.out,
-            cluster=args.cluster,
-            user=args.user,
-            timeout=args.timeout,
-        )
+        return request_from(cls, args)
 
 
 def capture_command(request: CaptureRequest) -> None:
@@ -618,7 +589,7 @@ class SummaryRequest:
 
     @classmethod
     def from_args(cls, args: argparse.Namespace) -> SummaryRequest:
-        return cls(plans=tuple(args.plan), brief=args.brief)
+        return request_from(cls, args, plans=tuple(args.plan))
 
 
 def summary_command(request: SummaryRequest) -> None:
@@ -642,7 +613,7 @@ class ReportRequest:
 
     @classmethod
     def from_args(cls, args: argparse.Namespace) -> ReportRequest:
-        return cls(directory=args.dir)
+        return request_from(cls, args, directory=args.dir)
 
 
 def report_command(request: ReportRequest) -> None:
@@ -663,7 +634,7 @@ class PlansRequest:
 
     @classmethod
     def from_args(cls, args: argparse.Namespace) -> PlansRequest:
-        return cls(root=args.root, cluster=args.cluster, as_json=args.json)
+        return request_from(cls, args, as_json=args.json)
 
 
 def plans_command(request: PlansRequest) -> None:
@@ -688,13 +659,7 @@ class GenerateRequest:
 
     @classmethod
     def from_args(cls, args: argparse.Namespace) -> GenerateRequest:
-        return cls(
-            out=args.out,
-            seed=args.seed,
-            segments=args.segments,
-            servers=args.servers,
-            druid_version=args.druid_version,
-        )
+        return request_from(cls, args)
 
 
 def generate_command(request: GenerateRequest) -> None:
@@ -723,7 +688,7 @@ class ImportSqlRequest:
 
     @classmethod
     def from_args(cls, args: argparse.Namespace) -> ImportSqlRequest:
-        return cls(sql=args.sql, out=args.out)
+        return request_from(cls, args)
 
 
 def import_sql_command(request: ImportSqlRequest) -> None:
