@@ -140,6 +140,22 @@ def expand(dialog, section: str) -> None:
     assert button.get_attribute("aria-expanded") == "true", section
 
 
+def check_choices(page, dialog, artifacts: Path, key: str, labels: list[str], name: str) -> None:
+    """The trigger form's choice field ``key`` lists ``labels`` (screenshot ``name``); choosing the
+    first, the snapshot's, again closes the list (Escape would close the whole dialog) and leaves the
+    param unset."""
+    from playwright.sync_api import expect
+
+    dialog.get_by_role("combobox", name=key).click()
+    options = page.get_by_role("option")
+    expect(options).to_have_text(labels)
+    shot(page, artifacts, name)
+    options.first.click()
+    expect(options).to_have_count(0)
+    expect(dialog).to_be_visible()
+    expect(dialog.locator(f"input[name=element_{key}]")).to_have_value("__null__")
+
+
 def test_login(page, deployment, artifacts, console):
     page.goto("/")
     page.wait_for_url(re.compile(r"/auth/login"))
@@ -181,35 +197,32 @@ def test_trigger_form_and_run(page, deployment, artifacts):
         if section == "Coordinator dynamic config":  # numbers are spin buttons, lists one-per-line text areas
             expect(dialog.get_by_role("spinbutton", name="maxSegmentsInNodeLoadingQueue")).to_have_value("")
             expect(dialog.locator("textarea#element_decommissioningNodes")).to_be_visible()
-            # the strategy is a choice: its list offers both strategies; choosing the default again
-            # closes it (Escape would close the whole dialog) and leaves the param unset
-            dialog.get_by_role("combobox", name="balancerStrategy").click()
-            options = page.get_by_role("option")
-            expect(options).to_have_text(
+            # the strategy is a choice: its list offers both strategies
+            check_choices(
+                page,
+                dialog,
+                artifacts,
+                "balancerStrategy",
                 [
                     "(the snapshot's; cost unless it says)",
                     "cost (Druid's placement cost)",
                     "avgShedder (usage pairs, shed after repeated gaps)",
-                ]
+                ],
+                "03c-trigger-form-strategy",
             )
-            shot(page, artifacts, "03c-trigger-form-strategy")
-            options.first.click()
-            expect(options).to_have_count(0)
-            expect(dialog).to_be_visible()
-            expect(dialog.locator("input[name=element_balancerStrategy]")).to_have_value("__null__")
             # who plans is a choice too, each coordinator by its title, the snapshot's by default
-            dialog.get_by_role("combobox", name="coordinator").click()
-            expect(options).to_have_text(
+            check_choices(
+                page,
+                dialog,
+                artifacts,
+                "coordinator",
                 [
                     "(the snapshot's; issue7458 unless it says)",
                     "issue7458 (Druid issue #7458)",
                     "druid (Druid's Coordinator)",
-                ]
+                ],
+                "03d-trigger-form-coordinator",
             )
-            shot(page, artifacts, "03d-trigger-form-coordinator")
-            options.first.click()
-            expect(options).to_have_count(0)
-            expect(dialog.locator("input[name=element_coordinator]")).to_have_value("__null__")
         if section == "What-if: cluster edits":
             expect(dialog.locator("textarea#element_whatif_decommission")).to_have_value("")
         if section == "What-if simulation":

@@ -25,7 +25,7 @@ import numpy as np
 import pandas as pd
 
 from segment_balancer.common.files import write_json_atomic
-from segment_balancer.planner.coordinators import DEFAULT_COORDINATOR, coordinator
+from segment_balancer.planner.coordinators import DEFAULT_COORDINATOR
 from segment_balancer.planner.operations import Action
 
 COMPARISON_FILE = "comparison.json"
@@ -167,13 +167,14 @@ def place_compared(plan_dir: str | Path, work_dir: str | Path) -> Path | None:
     ``plan.validation.validate_run`` then checks both."""
     import shutil
 
-    from segment_balancer.spark.apps import coordinator_of
-    from segment_balancer.spark.workdir import compare_requested, compared_work
+    from segment_balancer.spark.apps import branches
+    from segment_balancer.spark.workdir import compared_work
 
     plan_dir, work_dir = Path(plan_dir), Path(work_dir)
-    if not compare_requested(work_dir):
+    compared = branches(work_dir)[1:]
+    if not compared:
         return None
-    other = coordinator(coordinator_of(work_dir)).compared_with
+    other = compared[0]
     fork = compared_work(work_dir, other)
     if not (fork / "plan" / "summary.json").is_file():
         raise FileNotFoundError(f"{fork / 'plan'}: no plan of {other} to compare with")

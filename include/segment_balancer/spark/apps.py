@@ -261,9 +261,14 @@ def plan_other_coordinator(spark, snapshot: Path, work: Path, overrides: dict | 
 
 
 def _fork_other(work: Path) -> Path:
-    from segment_balancer.spark.workdir import fork_work
+    """The compared coordinator's work directory, forked now (:func:`start_branches`). Raises
+    ``RuntimeError`` when the run compares nothing."""
+    from segment_balancer.spark.workdir import compared_work
 
-    return fork_work(work, coordinator(coordinator_of(work)).compared_with)
+    compared = start_branches(work)[1:]
+    if not compared:
+        raise RuntimeError(f"{work}: the run asks for no comparison")
+    return compared_work(work, compared[0])
 
 
 def _plan_fork(spark, snapshot: Path, work: Path, fork: Path, overrides: dict | None, stop=None) -> None:

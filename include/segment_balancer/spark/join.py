@@ -66,7 +66,7 @@ JOIN_SCHEMA = (
 """The rows the join meets per bucket, by ``side``: 0 a segment of the timeline table (with its
 partial-load outcome, :func:`~segment_balancer.spark.join_inputs.partial_frame`, when a rule is a
 partial-load rule), 1 its used-segment index, 2 a replica row, 3 a load-queue entry."""
-SEGMENT_SIDE_COLUMNS = [
+SEGMENT_FIELDS = [
     "segment_id",
     "bucket",
     "datasource",
@@ -77,12 +77,9 @@ SEGMENT_SIDE_COLUMNS = [
     "size_bytes",
     "used",
     "overshadowed",
-    "overshadowed_by",
-    "line",
-    "shard_type",
-    "p_rule_idx",
-    *PARTIAL_COLUMNS,
 ]
+"""A segment's own columns, first on the segment side and in the joined segments alike."""
+SEGMENT_SIDE_COLUMNS = [*SEGMENT_FIELDS, "overshadowed_by", "line", "shard_type", "p_rule_idx", *PARTIAL_COLUMNS]
 """The columns of the segment side (0) the join reads."""
 QUEUE_SIDE_COLUMNS = [
     "segment_id",
@@ -97,16 +94,7 @@ QUEUE_SIDE_COLUMNS = [
 """The columns of the queue side (3) the join reads; the row of
 :func:`~segment_balancer.planner.small_inputs.queue_rows` plus its bucket."""
 JOINED_SEGMENT_COLUMNS = [
-    "segment_id",
-    "bucket",
-    "datasource",
-    "start_ms",
-    "end_ms",
-    "version",
-    "partition_num",
-    "size_bytes",
-    "used",
-    "overshadowed",
+    *SEGMENT_FIELDS,
     "line",
     "shard_type",
     "idx",
