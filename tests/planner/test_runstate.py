@@ -16,6 +16,7 @@ from test_ranking import C_SAME_DAY, EXPECTED, PROJECTED, SEGMENTS, SERVERS, pla
 
 from segment_balancer.planner.config import build_config
 from segment_balancer.planner.kernels.loading import load_unreplicated
+from segment_balancer.planner.operations import OpOrder
 from segment_balancer.planner.runstate import (
     NO_LOAD,
     QUEUE_CODES,
@@ -89,32 +90,37 @@ def test_mutators_change_replicas_queues_sizes_and_costs_at_once():
     # Load X on s5 (empty): a loading replica counts, s5's queue and size grow, and for Y (same
     # chunk, same datasource) s5 now costs C_SAME_DAY where it cost 0.
     assert run.placement_costs(run.segment(2))[run.pos["s5"]] == 0.0
-    run.load(x, "s5", "loading", "test", (1, "", 1))
+    run.load(x, "s5", "loading", "test", OpOrder(1, "", 1))
     assert x.count() == 3 and x.present() == {"s1", "s5", "s6"} and x.serving() == ["s1", "s6"]
     assert run.servers["s5"].loads["loading"] == 1 and run.servers["s5"].projected_size == 0  # size 0 bytes
     assert run.placement_costs(run.segment(2))[run.pos["s5"]] == pytest.approx(C_SAME_DAY, rel=1e-9)
     # Drop X from s1: it leaves s1's projection at once (Y on s1 no longer pays for X).
-    run.drop(x, "s1", "test", (1, "", 2))
+    run.drop(x, "s1", "test", OpOrder(1, "", 2))
     assert x.count() == 2 and x.serving() == ["s6"]
     assert run.placement_costs(run.segment(2))[run.pos["s1"]] == pytest.approx(0.0, abs=1e-9)
     with pytest.raises(ValueError):
-        run.load(x, "s5", "loading", "again", (1, "", 3))
+        run.load(x, "s5", "loading", "again", OpOrder(1, "", 3))
     with pytest.raises(ValueError):
-        run.drop(x, "s1", "again", (1, "", 4))
+        run.drop(x, "s1", "again", OpOrder(1, "", 4))
     assert [(o.action, o.server) for o in run.sink.ops] == [("LOAD", "s5"), ("DROP", "s1")]
 
 
 def test_a_move_is_a_load_and_a_drop_that_waits_for_it():
     run = tier_from(SEGMENTS, PROJECTED, SERVERS, "hot")
     x = run.segment(1)  # served by s1 and s6
-    load, drop = run.move(x, "s1", "s5", "balancing", "balancing", (0, "hot", 7.0))
-    assert (load.action, load.server, load.queue_type, load.order) == ("LOAD", "s5", "balancing", (0, "hot", 7.0))
-    assert (drop.action, drop.server, drop.dep_server, drop.order) == ("DROP", "s1", "s5", (0, "hot", 7.5))
+    load, drop = run.move(x, "s1", "s5", "balancing", "balancing", OpOrder(0, "hot", 7))
+    assert (load.action, load.server, load.queue_type, load.order) == ("LOAD", "s5", "balancing", OpOrder(0, "hot", 7))
+    assert (drop.action, drop.server, drop.dep_server, drop.order) == (
+        "DROP",
+        "s1",
+        "s5",
+        OpOrder(0, "hot", 7, after=1),
+    )
     # the projection has X on s5 (loading) and not on s1; the count is unchanged, s5's balancing queue grew
     assert x.count() == 2 and x.present() == {"s1", "s5", "s6"} and x.serving() == ["s6"]
     assert run.servers["s5"].loads == {"loading": 0, "decommissioning": 0, "balancing": 1}
     with pytest.raises(ValueError):  # s6 already holds it
-        run.move(x, "s5", "s6", "balancing", "balancing", (0, "hot", 8.0))
+        run.move(x, "s5", "s6", "balancing", "balancing", OpOrder(0, "hot", 8))
 
 
 def test_the_state_after_a_step_is_the_start_state_with_its_ops_and_top_b():
@@ -122,8 +128,8 @@ def test_the_state_after_a_step_is_the_start_state_with_its_ops_and_top_b():
     start = run.state()
     x = run.segment(1)
     run.top_b(x)
-    run.load(x, "s5", "loading", "test", (1, "", 1))
-    run.drop(x, "s1", "test", (1, "", 2))
+    run.load(x, "s5", "loading", "test", OpOrder(1, "", 1))
+    run.drop(x, "s1", "test", OpOrder(1, "", 2))
     live = run.state()
     after = live.rows(run.table)
     assert list(after.columns) == STATE_COLUMNS and len(after) == len(start.rows(run.table)) + 1
@@ -252,7 +258,7 @@ def test_reading_segments_changes_nothing_a_cached_top_b_or_an_op_does():
     run.top_b(x)
     assert run.changed  # the cached top B is state
     other = tier_from(SEGMENTS, PROJECTED, SERVERS, "hot")
-    other.drop(other.segment(1), "s1", "test", (1, "", 1))
+    other.drop(other.segment(1), "s1", "test", OpOrder(1, "", 1))
     assert other.changed
 
 

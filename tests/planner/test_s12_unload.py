@@ -110,10 +110,10 @@ def test_everywhere_drops_are_the_served_replicas_of_drop_rule_unused_and_oversh
         "server": ["h1", "h3", "h1"],
         "size_bytes": [102, 0, 105],
         "reason": ["drop_rule", "unused", "overshadowed"],
-        "o1": [2, 1 << 62, 1 << 62],
-        "o2": ["s2|h1", "s4|h3", "s5|h1"],
+        "order_idx": [2, 1 << 62, 1 << 62],
+        "order_key": ["s2|h1", "s4|h3", "s5|h1"],
     }
-    assert all(drops[c].dtype == np.int64 for c in ("idx", "code", "size_bytes", "o1"))
+    assert all(drops[c].dtype == np.int64 for c in ("idx", "code", "size_bytes", "order_idx"))
 
 
 def test_waiting_replicas_are_the_served_ones_with_no_drop():

@@ -10,6 +10,7 @@ import pandas as pd
 from workdirs import write_workdir
 
 from segment_balancer.common.files import filesystem
+from segment_balancer.planner.operations import OpOrder
 from segment_balancer.planner.runstate import Op, OpSink, SegmentRef
 from segment_balancer.spark.stage_run import SparkStageRun as Run
 from segment_balancer.spark.state_store import read_tier
@@ -55,7 +56,7 @@ def test_a_step_writes_its_ops_and_top_b_and_the_next_step_sees_them(spark, tmp_
             hot = runs["hot"]
             seg = hot.segment(0)
             assert hot.top_b(seg) == ["h1", "h2"]  # target 2 of 2 servers: both, equal costs, by name
-            hot.load(seg, "h2", "loading", "underreplicated", (0, "", 0.0))
+            hot.load(seg, "h2", "loading", "underreplicated", OpOrder(0, "", 0))
             sink.member(0, "Loaded[hot]")
 
     result = kernel_pass(run, 3, "test", ["cold", "hot"], body)
@@ -101,7 +102,7 @@ def test_a_step_writes_its_ops_and_top_b_and_the_next_step_sees_them(spark, tmp_
 def test_drops_decided_outside_a_pass_count_from_the_next_step_on(spark, tmp_path):
     run = Run(spark, write_workdir(tmp_path / "work", TIERS))
     sink = OpSink()
-    sink.drop(SegmentRef(1, "seg1", "ds", 10), "c1", "cold", "unused", (1, "", 0.0))
+    sink.drop(SegmentRef(1, "seg1", "ds", 10), "c1", "cold", "unused", OpOrder(1, "", 0))
     _commit(run, 12, "test", sink)
 
     assert _replicas(run, "cold") == [("seg1", "c1", True, None, True, False)]
@@ -123,10 +124,10 @@ def test_a_callbacks_drop_is_marked_dependent_an_unload_drop_is_not(spark, tmp_p
     sink = OpSink()
     seg0 = SegmentRef(0, "seg0", "ds", 10)
     sink.ops.append(
-        Op("LOAD", 0, "seg0", "ds", "cold", "c1", 10, "underreplicated", (0, "", 0.0), queue_type="loading")
+        Op("LOAD", 0, "seg0", "ds", "cold", "c1", 10, "underreplicated", OpOrder(0, "", 0), queue_type="loading")
     )
-    sink.drop(seg0, "h1", "hot", "callback", (0, "", 0.5), dep_server="c1")
-    sink.drop(SegmentRef(2, "seg2", "ds", 10), "h2", "hot", "overreplicated", (2, "", 0.0))
+    sink.drop(seg0, "h1", "hot", "callback", OpOrder(0, "", 0, after=1), dep_server="c1")
+    sink.drop(SegmentRef(2, "seg2", "ds", 10), "h2", "hot", "overreplicated", OpOrder(2, "", 0))
     _commit(run, 3, "test", sink)
     assert _replicas(run, "hot") == [
         ("seg0", "h1", True, None, True, True),
@@ -150,7 +151,7 @@ def test_a_pass_counts_its_extra_rows_and_its_callbacks_join_the_steps_ops(spark
 
     def load(runs, sink):
         if "hot" in runs:
-            runs["hot"].load(runs["hot"].segment(0), "h2", "loading", "underreplicated", (0, "", 0.0))
+            runs["hot"].load(runs["hot"].segment(0), "h2", "loading", "underreplicated", OpOrder(0, "", 0))
 
     result = kernel_pass(run, 3, "quiet", ["cold", "hot"], load)
     assert result.extra == {}
@@ -185,7 +186,9 @@ def test_a_file_being_written_in_a_pass_directory_is_never_read(tmp_path, monkey
 
     fs, base = filesystem(str(tmp_path))
     sink = OpSink()
-    sink.ops.append(Op("LOAD", 0, "s0", "ds", "hot", "h1", 10, "underreplicated", (0, "", 0.0), queue_type="loading"))
+    sink.ops.append(
+        Op("LOAD", 0, "s0", "ds", "hot", "h1", 10, "underreplicated", OpOrder(0, "", 0), queue_type="loading")
+    )
     written_at = []
     real_write = pq.write_table
 

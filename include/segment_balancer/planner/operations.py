@@ -12,9 +12,13 @@ Every coordinator's applications append operations to the run's op log
 from __future__ import annotations
 
 import enum
+from typing import NamedTuple
 
 __all__ = [
     "Action",
+    "OpOrder",
+    "ORDER_FIELDS",
+    "ORDER_COLUMNS",
     "OP_FIELDS",
     "OPS_COLUMNS",
     "PARTIAL_OP_COLUMNS",
@@ -34,6 +38,38 @@ class Action(enum.StrEnum):
     CANCEL = "CANCEL"
     """Cancel a queued request (the ``druid`` coordinator's): a queued load (``queue_type`` its
     queue) or a queued drop (``queue_type`` null)."""
+
+
+class OpOrder(NamedTuple):
+    """Where an operation sorts among the operations of one step, whichever task scheduled it
+    (a step's tasks run in parallel; ``op_id`` follows this order). Sorts as a tuple.
+
+    ``idx``: the segment's index for a step that works segment by segment (stages 1–4, 6–10, 12:
+    ``idx``, or ``s12_unload.UNUSED_LAST`` outside the used set), 0 for a step that works move by
+    move (balancing); ``key``: the tier, or stage 12's ``"<segment_id>|<server>"``; ``seq``: the
+    task's own count of what it scheduled (0 where ``idx`` and ``key`` decide alone); ``after``:
+    0, or 1 for a DROP that waits for the LOAD at the same place (a move's source, a callback), so
+    it sorts right after that LOAD."""
+
+    idx: int
+    key: str
+    seq: int
+    after: int = 0
+
+    def then(self) -> OpOrder:
+        """The place right after this one: a dependent DROP's, after its LOAD."""
+        return self._replace(after=1)
+
+
+ORDER_FIELDS: tuple[tuple[str, str], ...] = (
+    ("order_idx", "int64"),
+    ("order_key", "string"),
+    ("order_seq", "int64"),
+    ("order_after", "int32"),
+)
+""":class:`OpOrder`'s fields as the columns of a step's output rows (``spark.workdir.OUT_FIELDS``),
+with their Arrow types, in sort order."""
+ORDER_COLUMNS = [name for name, _ in ORDER_FIELDS]
 
 
 OP_FIELDS: tuple[tuple[str, str], ...] = (

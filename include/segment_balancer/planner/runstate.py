@@ -41,7 +41,7 @@ import pandas as pd
 from segment_balancer.druid.snapshot.models import QUEUE_TYPES, QueueType
 from segment_balancer.planner.cost import drop_key
 from segment_balancer.planner.livecost import IntervalKeys, TierCosts
-from segment_balancer.planner.operations import Action
+from segment_balancer.planner.operations import Action, OpOrder
 
 STATE_FIELDS = [
     ("tier", "string"),
@@ -215,7 +215,7 @@ class SegmentRef:
 class Op:
     """One scheduled operation, before it gets its global ``op_id``.
 
-    ``order``: a key that sorts the ops of one step into scheduling order across parallel tasks;
+    ``order``: where it sorts among the ops of one step, across parallel tasks;
     ``dep_server``: for a dependent DROP, the server of the LOAD (same segment, same step) it waits
     for; ``code``: the segment's row of the run's :class:`SegmentTable` (None: ``idx``).
     """
@@ -228,7 +228,7 @@ class Op:
     server: str
     size_bytes: int
     reason: str
-    order: tuple
+    order: OpOrder
     queue_type: str | None = None
     dep_server: str | None = None
     code: int | None = None
@@ -252,7 +252,7 @@ class OpSink:
         return self._seq
 
     def drop(
-        self, seg: SegmentRef, server: str, tier: str, reason: str, order: tuple, dep_server: str | None = None
+        self, seg: SegmentRef, server: str, tier: str, reason: str, order: OpOrder, dep_server: str | None = None
     ) -> Op:
         """Record a DROP of ``seg`` from ``server`` of ``tier`` (dependent on the LOAD on
         ``dep_server`` of the same step, if given)."""
@@ -1061,7 +1061,7 @@ class TierRun:
         return [c.server for c in sorted(cands, key=lambda c: drop_key(c.cost, c.available_bytes, c.server))]
 
     # ---- the mutators -------------------------------------------------------------------------
-    def load(self, seg: SegmentInTier, server: str, queue_type: str, reason: str, order: tuple) -> Op:
+    def load(self, seg: SegmentInTier, server: str, queue_type: str, reason: str, order: OpOrder) -> Op:
         """Schedule a LOAD of ``seg`` on ``server``: the replica, the server's queue and size and
         the costs change at once. Raises ``ValueError`` if the server already serves or loads it."""
         p, r = self.pos[server], self._r
@@ -1094,7 +1094,7 @@ class TierRun:
         self.sink.ops.append(op)
         return op
 
-    def drop(self, seg: SegmentInTier, server: str, reason: str, order: tuple, dep_server: str | None = None) -> Op:
+    def drop(self, seg: SegmentInTier, server: str, reason: str, order: OpOrder, dep_server: str | None = None) -> Op:
         """Schedule a DROP of ``seg`` from ``server`` (dependent on the LOAD on ``dep_server`` of
         the same step, if given). Raises ``ValueError`` if the server does not serve it."""
         self.count_drop(seg, server)
@@ -1132,15 +1132,15 @@ class TierRun:
             self.costs.add(p, seg.key, -1)
 
     def move(
-        self, seg: SegmentInTier, source: str, dest: str, queue_type: str, reason: str, order: tuple
+        self, seg: SegmentInTier, source: str, dest: str, queue_type: str, reason: str, order: OpOrder
     ) -> tuple[Op, Op]:
         """Schedule a move of ``seg`` from ``source`` to ``dest`` (ALGORITHM.md "Moves and
         callbacks"): a LOAD on ``dest`` of ``queue_type`` (``decommissioning`` or ``balancing``)
-        at ``order``, then a DROP from ``source`` that depends on it, ordered just after it (the
-        last element of ``order`` plus 0.5). Raises ``ValueError`` as :meth:`load` and
+        at ``order``, then a DROP from ``source`` that depends on it, ordered right after it
+        (:meth:`OpOrder.then`). Raises ``ValueError`` as :meth:`load` and
         :meth:`drop` do."""
         load = self.load(seg, dest, queue_type, reason, order)
-        drop = self.drop(seg, source, reason, order[:-1] + (order[-1] + 0.5,), dep_server=dest)
+        drop = self.drop(seg, source, reason, order.then(), dep_server=dest)
         return load, drop
 
 

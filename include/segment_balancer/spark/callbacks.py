@@ -17,13 +17,13 @@ import json
 from segment_balancer.common.files import filesystem
 from segment_balancer.common.spark_columns import parallelism
 from segment_balancer.planner.kernels import callbacks
-from segment_balancer.planner.operations import Action
+from segment_balancer.planner.operations import ORDER_COLUMNS, Action, OpOrder
 from segment_balancer.planner.runstate import OpSink, SegmentRef
 from segment_balancer.spark.session import run_tasks
 from segment_balancer.spark.tierpass import PassResult, write_out
 from segment_balancer.spark.workdir import out_frame, read_output
 
-_LOAD_COLUMNS = ["idx", "o1", "o2", "o3", "tier", "server", "segment_id", "datasource", "size_bytes"]
+_LOAD_COLUMNS = ["idx", *ORDER_COLUMNS, "tier", "server", "segment_id", "datasource", "size_bytes"]
 _OVER_COLUMNS = ["idx", "tier", "target", "detail"]
 
 
@@ -42,9 +42,15 @@ def callback_drops(spark, work_uri: str, result: PassResult) -> int:
     return sum(run_tasks(spark, items, _bucket_drops))
 
 
+def _order_of(row: dict) -> OpOrder:
+    """The :class:`OpOrder` of an ``op`` row of a step's output."""
+    idx, key, seq, after = (row[c] for c in ORDER_COLUMNS)
+    return OpOrder(int(idx), key, int(seq), int(after))
+
+
 def _bucket_drops(item: tuple[str, str, int, int]) -> int:
     """One bucket of :func:`callback_drops`: ``(work_uri, out_dir, bucket, buckets)``; segments in
-    ``idx`` order, each segment's loads in their scheduling order (``o1, o2, o3``)."""
+    ``idx`` order, each segment's loads in their scheduling order (their ``OpOrder``)."""
     work_uri, rel, bucket, buckets = item
     loads = read_output(work_uri, rel, _LOAD_COLUMNS, "op", action=Action.LOAD).to_pandas()
     over = read_output(work_uri, rel, _OVER_COLUMNS, "over").to_pandas()
@@ -55,7 +61,7 @@ def _bucket_drops(item: tuple[str, str, int, int]) -> int:
     for idx, overs in sorted(over.groupby("idx"), key=lambda kv: kv[0]):
         if int(idx) not in loads_of:
             continue
-        lds = sorted(loads_of[int(idx)].to_dict("records"), key=lambda x: (int(x["o1"]), x["o2"], float(x["o3"])))
+        lds = sorted(loads_of[int(idx)].to_dict("records"), key=_order_of)
         first = lds[0]
         seg = SegmentRef(int(idx), first["segment_id"], first["datasource"], int(first["size_bytes"]))
         tiers = {}
@@ -64,9 +70,7 @@ def _bucket_drops(item: tuple[str, str, int, int]) -> int:
             tiers[o["tier"]] = callbacks.OverreplicatedTier(
                 int(o["target"]), int(detail["count"]), list(detail["drop_order"])
             )
-        scheduled = [
-            callbacks.ScheduledLoad(x["tier"], x["server"], (int(x["o1"]), x["o2"], float(x["o3"]))) for x in lds
-        ]
+        scheduled = [callbacks.ScheduledLoad(x["tier"], x["server"], _order_of(x)) for x in lds]
         callbacks.add_callbacks(seg, scheduled, tiers, sink)
     if sink.ops:
         fs, base = filesystem(work_uri)

@@ -46,6 +46,12 @@ _ARROW_TYPES = {
 }
 
 
+def spark_fields(arrow_fields) -> list[tuple[str, str]]:
+    """``arrow_fields`` ((name, pyarrow type name) pairs) as (name, Spark type) pairs."""
+    spark_type = {arrow: spark for spark, arrow in _ARROW_TYPES.items()}
+    return [(n, spark_type[t]) for n, t in arrow_fields]
+
+
 def arrow_schema(fields):
     """The pyarrow schema of ``fields`` ((name, Spark type) pairs)."""
     import pyarrow as pa

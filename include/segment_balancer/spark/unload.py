@@ -94,7 +94,7 @@ def unload_pass(run: Run) -> None:
         over = BitMap(s12.over_in_tier(s12.tally(state, table)).astype(np.uint32))
         drops = {name: values.tolist() for name, values in s12.everywhere_drops(state, table).items()}
         rows = [
-            {"kind": "op", "action": Action.DROP, "tier": tier, "o3": 0.0, **dict(zip(drops, values))}
+            {"kind": "op", "action": Action.DROP, "tier": tier, "order_seq": 0, **dict(zip(drops, values))}
             for values in zip(*drops.values())
         ]
         write_out(fs, f"{base}/{pdir}/everywhere/{_name(tier)}.parquet", out_frame(OpSink(), rows))
@@ -174,9 +174,9 @@ def _write_table(fs, path: str, table, schema) -> None:
 def _deferred_facts(run: Run, output: str) -> dict:
     """:func:`~segment_balancer.planner.stages.s12_unload.deferred_facts` of the ``deferred`` rows
     of the stage's output (one per segment whose excess drops the availability rule held back;
-    ``o1``: how many), read with pyarrow."""
-    rows = read_output(run.work_uri, output, ["segment_id", "o1"], "deferred")
-    return s12.deferred_facts(rows.column("segment_id").to_pylist(), rows.column("o1").to_pylist())
+    ``deferred_drops``: how many), read with pyarrow."""
+    rows = read_output(run.work_uri, output, ["segment_id", "deferred_drops"], "deferred")
+    return s12.deferred_facts(rows.column("segment_id").to_pylist(), rows.column("deferred_drops").to_pylist())
 
 
 def _over(work: str, pdir: str, out_rel: str) -> tuple[list[str], list[list[str]]]:

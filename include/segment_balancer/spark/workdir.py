@@ -16,10 +16,17 @@ import pandas as pd
 
 from segment_balancer.common.files import write_json_atomic, write_parquet_atomic
 from segment_balancer.planner.config import EffectiveConfig, config_from_dict
-from segment_balancer.planner.operations import OP_FIELDS, OPS_COLUMNS, PARTIAL_OP_COLUMNS, Action
+from segment_balancer.planner.operations import (
+    OP_FIELDS,
+    OPS_COLUMNS,
+    ORDER_COLUMNS,
+    ORDER_FIELDS,
+    PARTIAL_OP_COLUMNS,
+    Action,
+)
 from segment_balancer.planner.runstate import STATE_FIELDS, StageLimit
 from segment_balancer.spark.session import read_parquet
-from segment_balancer.spark.state_store import initial_state_dirs, server_names
+from segment_balancer.spark.state_store import initial_state_dirs, server_names, spark_fields
 
 log = logging.getLogger(__name__)
 
@@ -32,16 +39,15 @@ OUT_FIELDS = STATE_FIELDS + [
     ("queue_type", "string"),
     ("reason", "string"),
     ("dep_server", "string"),
-    ("o1", "long"),
-    ("o2", "string"),
-    ("o3", "double"),
+    *spark_fields(ORDER_FIELDS),
+    ("deferred_drops", "long"),
     ("group", "string"),
     ("detail", "string"),
 ]
 """What a stage kernel's task writes (``WORK/passes/NN_step/``), one ``kind`` per row: ``op`` (an
-operation: ``action``, ``queue_type``, ``reason``, ``dep_server``, and ``o1, o2, o3`` that sort the
-ops of one step into scheduling order across tasks), ``member`` (``idx`` joins ``group``),
-``deferred`` (``o1`` drops of ``idx`` deferred by the availability rule), ``decision`` (why the step
+operation: ``action``, ``queue_type``, ``reason``, ``dep_server``, and the ``order_*`` columns of its
+:class:`~segment_balancer.planner.operations.OpOrder`), ``member`` (``idx`` joins ``group``),
+``deferred`` (``deferred_drops`` drops of ``idx`` held back by the availability rule), ``decision`` (why the step
 left segment ``idx`` undone in ``tier``: outcome code in ``reason``, JSON in ``detail``;
 :meth:`~segment_balancer.planner.runstate.OpSink.decide`) and ``over``/``candidates`` (stage-3
 callback and stage-12 inputs, as JSON in ``detail``: no array columns, which Spark hands to Python
@@ -148,14 +154,12 @@ def out_frame(sink, extra: list[dict] | None = None) -> pd.DataFrame:
             "size_bytes": o.size_bytes,
             "reason": o.reason,
             "dep_server": o.dep_server,
-            "o1": int(o.order[0]),
-            "o2": str(o.order[1]),
-            "o3": float(o.order[2]),
+            **dict(zip(ORDER_COLUMNS, o.order)),
         }
         for o in sink.ops
     ]
     rows += [{"kind": "member", "idx": idx, "group": g} for idx, g in sink.members]
-    rows += [{"kind": "deferred", "idx": idx, "segment_id": sid, "o1": n} for idx, sid, n in sink.deferred]
+    rows += [{"kind": "deferred", "idx": idx, "segment_id": sid, "deferred_drops": n} for idx, sid, n in sink.deferred]
     rows += [
         {
             "kind": "decision",
@@ -169,10 +173,10 @@ def out_frame(sink, extra: list[dict] | None = None) -> pd.DataFrame:
     ]
     rows += extra or []
     frame = pd.DataFrame(rows, columns=OUT_COLUMNS)
-    for col in ("idx", "start_ms", "end_ms", "size_bytes", "o1"):
+    for col in ("idx", "start_ms", "end_ms", "size_bytes", "order_idx", "order_seq", "deferred_drops"):
         frame[col] = frame[col].astype("Int64").fillna(0).astype("int64")
     frame["code"] = frame["code"].astype("Int64")
-    frame["o3"] = frame["o3"].astype("float64")
+    frame["order_after"] = frame["order_after"].astype("Int32").fillna(0).astype("int32")
     for col in ("target", "tier_pos", "required"):
         frame[col] = frame[col].astype("Int32")
     for col in ("served", "dropping", "drop_dependent"):
@@ -190,7 +194,7 @@ def out_frame(sink, extra: list[dict] | None = None) -> pd.DataFrame:
         "queue_type",
         "reason",
         "dep_server",
-        "o2",
+        "order_key",
         "group",
         "detail",
     ]
@@ -375,9 +379,10 @@ class Run:
     def write_ops(
         self, stage: int, step: str, kernel_out: str, facts: dict | None = None, topb: dict[str, str] | None = None
     ) -> int:
-        """Give the ops of one step their global ``op_id`` (in ``o1, o2, o3, action, server``
-        order), resolve ``depends_on`` and append them to the op log; keep the step's decisions
-        where they are. ``kernel_out``: the file or directory of the step's output rows
+        """Give the ops of one step their global ``op_id`` (in the order of their
+        :class:`~segment_balancer.planner.operations.OpOrder`, then ``action``, ``server``),
+        resolve ``depends_on`` and append them to the op log; keep the step's decisions where
+        they are. ``kernel_out``: the file or directory of the step's output rows
         (:data:`OUT_COLUMNS`, relative to the work directory: the files its tasks wrote). ``facts``: counts the
         step reports (e.g. deferred drops), kept with the step in the manifest for the summary.
         ``topb``: ``{tier: file}`` of the top ``B`` the step cached (:mod:`.tierpass` wrote them);
@@ -393,9 +398,7 @@ class Run:
         manifest = self.manifest()
         offset = manifest["count"]
         cols = [
-            "o1",
-            "o2",
-            "o3",
+            *ORDER_COLUMNS,
             "action",
             "queue_type",
             "idx",
@@ -409,7 +412,7 @@ class Run:
             "dep_server",
         ]
         ops = read_output(self.work_uri, kernel_out, cols, "op").to_pandas()
-        ops = ops.sort_values(["o1", "o2", "o3", "action", "server"], kind="stable", na_position="first")
+        ops = ops.sort_values([*ORDER_COLUMNS, "action", "server"], kind="stable", na_position="first")
         ops = ops.reset_index(drop=True)
         ops["op_id"] = range(offset, offset + len(ops))
         loads = ops.loc[ops["action"] == Action.LOAD, ["idx", "server", "op_id"]].rename(

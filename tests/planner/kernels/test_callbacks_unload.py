@@ -6,6 +6,7 @@ from segment_balancer.planner.config import build_config
 from segment_balancer.planner.cost import drop_key
 from segment_balancer.planner.kernels.callbacks import OverreplicatedTier, ScheduledLoad, add_callbacks
 from segment_balancer.planner.kernels.unload import Excess, TierReplicas, couples_tiers, unload_excess, unload_tiers
+from segment_balancer.planner.operations import OpOrder
 from segment_balancer.planner.runstate import DropCandidate, OpSink, SegmentRef, TierRun, state_frame
 
 NUM_BEST = build_config({}).num_best_servers
@@ -29,7 +30,7 @@ def test_callback_drops_in_first_overreplicated_tier_by_name():
         "a": OverreplicatedTier(target=2, count=2, drop_order=["a1", "a2"]),
     }
     sink = OpSink()
-    loads = [ScheduledLoad("t", f"t{i}", (3, "t", float(i))) for i in (1, 2, 3)]
+    loads = [ScheduledLoad("t", f"t{i}", OpOrder(3, "t", i)) for i in (1, 2, 3)]
     add_callbacks(SEG, loads, tiers, sink)
     # Tier a is fully replicated; m is over by one -> first drop m1; then z twice: z2, z1.
     assert [(o.server, o.dep_server) for o in sink.ops] == [("m1", "t1"), ("z2", "t2"), ("z1", "t3")]
@@ -39,7 +40,7 @@ def test_callback_drops_in_first_overreplicated_tier_by_name():
 def test_callback_never_drops_in_the_loaded_tier():
     tiers = {"t": OverreplicatedTier(target=1, count=2, drop_order=["x"])}
     sink = OpSink()
-    add_callbacks(SEG, [ScheduledLoad("t", "y", (3, "t", 1.0))], tiers, sink)
+    add_callbacks(SEG, [ScheduledLoad("t", "y", OpOrder(3, "t", 1))], tiers, sink)
     assert sink.ops == []
 
 

@@ -10,6 +10,7 @@ from segment_balancer.planner.kernels.loading import (
     load_unreplicated,
     move_from_decommissioning,
 )
+from segment_balancer.planner.operations import OpOrder
 from segment_balancer.planner.runstate import OpSink, StageLimit
 
 from .tiers import ops, tier_run
@@ -185,7 +186,7 @@ def test_top_b_is_reused_unless_the_experiment_switch_is_off():
     for reuse, expected in ((True, ["a"]), (False, ["b"])):
         run = tier_run("t", [("a", 1000), ("b", 1000)], [{"idx": 0, "day": 0}, {"idx": 1, "day": 1}], reuse_top_b=reuse)
         assert run.top_b(run.segment(0)) == ["a"]
-        run.load(run.segment(1), "a", "loading", "underreplicated", (0, "t", 0.0))
+        run.load(run.segment(1), "a", "loading", "underreplicated", OpOrder(0, "t", 0))
         assert run.top_b(run.segment(0)) == expected, reuse
 
 

@@ -20,6 +20,7 @@ import numpy as np
 
 from segment_balancer.planner.avg_shedder import pair_key
 from segment_balancer.planner.kernels.shedding import REASON, shed_tier, tier_usages
+from segment_balancer.planner.operations import OpOrder
 from segment_balancer.planner.runstate import StageLimit
 
 from .tiers import ops, tier_run
@@ -138,7 +139,7 @@ def test_used_bytes_follow_queued_loads_and_drops():
         [{"idx": 0, "size": 30, "served": ["a"]}, {"idx": 1, "size": 7, "loading": ["b"]}],
     )
     assert run.used_bytes() == {"a": 30, "b": 7}
-    run.move(run.segment(0), "a", "b", "balancing", "x", (0, "t", 1.0))
+    run.move(run.segment(0), "a", "b", "balancing", "x", OpOrder(0, "t", 1))
     assert run.used_bytes() == {"a": 0, "b": 37}
     assert list(run.served_by("a")) == [] and list(run.served_by("b")) == []  # a drops it, b only loads it
 

@@ -9,6 +9,7 @@ from __future__ import annotations
 from collections.abc import Mapping
 from dataclasses import dataclass
 
+from segment_balancer.planner.operations import OpOrder
 from segment_balancer.planner.runstate import OpSink, SegmentRef
 
 
@@ -18,7 +19,7 @@ class ScheduledLoad:
 
     tier: str
     server: str
-    order: tuple
+    order: OpOrder
 
 
 @dataclass
@@ -50,5 +51,5 @@ def add_callbacks(
                 continue
             source = state.drop_order.pop(0)
             state.count -= 1
-            sink.drop(seg, source, tier, "callback", load.order[:-1] + (load.order[-1] + 0.5,), dep_server=load.server)
+            sink.drop(seg, source, tier, "callback", load.order.then(), dep_server=load.server)
             break

@@ -15,6 +15,7 @@ from collections.abc import Iterable, Iterator, Mapping
 
 from segment_balancer.planner.groups import group_name
 from segment_balancer.planner.kernels.decisions import refusals, top_b_detail
+from segment_balancer.planner.operations import OpOrder
 from segment_balancer.planner.runstate import OpSink, SegmentInTier, ServerState, StageLimit, TierRun
 
 
@@ -78,7 +79,7 @@ def load_unreplicated(
         for run, seg in ordered:
             server = best_loadable(run, seg, limit)
             if server is not None:
-                run.load(seg, server.server, "loading", "unreplicated", (idx, "", sink.next_seq()))
+                run.load(seg, server.server, "loading", "unreplicated", OpOrder(idx, "", sink.next_seq()))
                 loaded_tier = run.tier
                 break
         if loaded_tier is None:
@@ -118,7 +119,7 @@ def load_underreplicated(
                     break
                 if name in present or not run.servers[name].can_load(seg.size_bytes, limit):
                     continue
-                order = (idx, run.tier, float(sink.next_seq()))
+                order = OpOrder(idx, run.tier, sink.next_seq())
                 run.load(seg, name, "loading", reason, order)
                 loads.append((idx, name, order))
                 present.add(name)
@@ -149,7 +150,7 @@ def load_underbroadcast(
             if name in present:
                 continue
             if run.servers[name].can_load(seg.size_bytes, limit):
-                run.load(seg, name, "loading", "underbroadcast", (idx, run.tier, float(sink.next_seq())))
+                run.load(seg, name, "loading", "underbroadcast", OpOrder(idx, run.tier, sink.next_seq()))
             else:
                 missing.append(name)
         sink.member(idx, group_name("StillUnderbroadcast" if missing else "ToBecomeFullyBroadcast", run.tier))
@@ -190,8 +191,8 @@ def move_from_decommissioning(run: TierRun, indexes: Iterable[int], limit: Stage
             if dest is None:
                 left += 1
                 continue
-            seq = float(sink.next_seq())
-            run.move(seg, source, dest.server, "decommissioning", "decommissioning", (idx, run.tier, seq))
+            seq = sink.next_seq()
+            run.move(seg, source, dest.server, "decommissioning", "decommissioning", OpOrder(idx, run.tier, seq))
             on_decommissioning -= 1
         kind = "StillLoadedOnDecommServers" if left else "ToBecomeNotLoadedOnDecommServers"
         sink.member(idx, group_name(kind, run.tier))

@@ -21,6 +21,7 @@ from collections.abc import Mapping
 import numpy as np
 
 from segment_balancer.planner.avg_shedder import Pair, Usage, pair_tier
+from segment_balancer.planner.operations import OpOrder
 from segment_balancer.planner.runstate import OpSink, StageLimit, TierRun
 
 REASON = "avg_shedder"
@@ -106,7 +107,7 @@ def _shed(run: TierRun, pair: Pair, candidates: np.ndarray, limit: StageLimit, s
         if why is not None:
             sink.decide(idx, seg.segment_id, run.tier, "not_shed", reason=why, cost_reduction=-minus_gain, **about)
             continue
-        run.move(seg, h, low, "balancing", REASON, (0, run.tier, float(sink.next_seq())))
+        run.move(seg, h, low, "balancing", REASON, OpOrder(0, run.tier, sink.next_seq()))
         moves += 1
         moved += size
         sink.decide(

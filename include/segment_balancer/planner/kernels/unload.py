@@ -12,6 +12,7 @@ from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass
 
 from segment_balancer.planner.cost import drop_key
+from segment_balancer.planner.operations import OpOrder
 from segment_balancer.planner.runstate import DropCandidate, OpSink, SegmentRef, TierRun
 
 Schedule = Callable[[str, str, tuple], None]
@@ -94,7 +95,7 @@ def unload_excess(
         if loaded - counted < required:
             refused.append([tier, name])
             continue
-        schedule(tier, name, (seg.idx, tier, float(sink.next_seq())))
+        schedule(tier, name, OpOrder(seg.idx, tier, sink.next_seq()))
         loaded -= counted
         dropped += 1
     deferred = min(excess, len(candidates)) - dropped

@@ -122,10 +122,11 @@ def everywhere_drops(state: TierState, table: SegmentTable) -> dict[str, np.ndar
     replica of a drop-rule or unused segment, and of an overshadowed segment that no longer waits),
     in the replica order of ``state``.
 
-    Returns arrays of one length k: ``idx``, ``code``, ``size_bytes`` (bytes) and ``o1`` (the
-    first sort key: ``idx``, or :data:`UNUSED_LAST` outside the used set) int64; ``segment_id``,
-    ``datasource``, ``server`` (name), ``reason`` (the fate's name) and ``o2`` (the second sort key,
-    ``"<segment_id>|<server>"``) object arrays of str."""
+    Returns arrays of one length k: ``idx``, ``code``, ``size_bytes`` (bytes) and ``order_idx``
+    (:class:`~segment_balancer.planner.operations.OpOrder`'s ``idx``: ``idx``, or
+    :data:`UNUSED_LAST` outside the used set) int64; ``segment_id``, ``datasource``, ``server``
+    (name), ``reason`` (the fate's name) and ``order_key`` (``"<segment_id>|<server>"``) object
+    arrays of str."""
     serving = state.served & ~state.dropping
     fate = table.fate[state.rep_code]
     drop = serving & np.isin(fate, [FATES.index(r) for r in EVERYWHERE])
@@ -141,8 +142,8 @@ def everywhere_drops(state: TierState, table: SegmentTable) -> dict[str, np.ndar
         "server": names,
         "size_bytes": table.size_bytes[codes].astype(np.int64),
         "reason": np.array([FATES[int(f)] for f in table.fate[codes]], dtype=object),
-        "o1": np.where(idx >= 0, idx, UNUSED_LAST).astype(np.int64),
-        "o2": np.array([f"{sid}|{srv}" for sid, srv in zip(ids, names)], dtype=object),
+        "order_idx": np.where(idx >= 0, idx, UNUSED_LAST).astype(np.int64),
+        "order_key": np.array([f"{sid}|{srv}" for sid, srv in zip(ids, names)], dtype=object),
     }
 
 
