@@ -16,6 +16,9 @@ from typing import NamedTuple
 
 __all__ = [
     "Action",
+    "Reason",
+    "MOVE_REASONS",
+    "UNNEEDED_REASONS",
     "OpOrder",
     "ORDER_FIELDS",
     "ORDER_COLUMNS",
@@ -40,13 +43,42 @@ class Action(enum.StrEnum):
     queue) or a queued drop (``queue_type`` null)."""
 
 
+class Reason(enum.StrEnum):
+    """Why a #7458 operation was scheduled (the plan's ``reason``): the step of the stage that
+    scheduled it (``planner.coordinators.STAGES``), or for stage 12's drops the segment's fate
+    (``planner.runstate.FATES``). A ``druid`` plan's ``reason`` is Druid's ``SegmentAction`` name
+    (``LOAD``, ``REPLICATE``, ``MOVE_TO``, ``MOVE_FROM``, ``DROP``) instead."""
+
+    UNREPLICATED = "unreplicated"
+    UNDERBROADCAST = "underbroadcast"
+    UNDERREPLICATED = "underreplicated"
+    TO_BECOME_UNDERREPLICATED = "to_become_underreplicated"
+    CALLBACK = "callback"
+    """A stage-3 callback: a DROP in an overreplicated tier once a LOAD in another succeeded."""
+    DECOMMISSIONING = "decommissioning"
+    BALANCING = "balancing"
+    AVG_SHEDDER = "avg_shedder"
+    TO_BE_BALANCED = "to_be_balanced"
+    OVERREPLICATED = "overreplicated"
+    DROP_RULE = "drop_rule"
+    UNUSED = "unused"
+    OVERSHADOWED = "overshadowed"
+    BROADCAST_ON_DECOMMISSIONING = "broadcast_on_decommissioning"
+
+
+MOVE_REASONS = frozenset({Reason.DECOMMISSIONING, Reason.BALANCING, Reason.AVG_SHEDDER, Reason.TO_BE_BALANCED})
+"""The reasons of a move: a LOAD and the DROP at its source that waits for it."""
+UNNEEDED_REASONS = frozenset({Reason.UNUSED, Reason.OVERSHADOWED})
+"""The reasons of a DROP of a segment no rule wants any more (Druid's ``segment/unneeded/count``)."""
+
+
 class OpOrder(NamedTuple):
     """Where an operation sorts among the operations of one step, whichever task scheduled it
     (a step's tasks run in parallel; ``op_id`` follows this order). Sorts as a tuple.
 
     ``idx``: the segment's index for a step that works segment by segment (stages 1–4, 6–10, 12:
     ``idx``, or ``s12_unload.UNUSED_LAST`` outside the used set), 0 for a step that works move by
-    move (balancing); ``key``: the tier, or stage 12's ``"<segment_id>|<server>"``; ``seq``: the
+    move (balancing); ``key``: the tier, the server (stage 13), or stage 12's ``"<segment_id>|<server>"``; ``seq``: the
     task's own count of what it scheduled (0 where ``idx`` and ``key`` decide alone); ``after``:
     0, or 1 for a DROP that waits for the LOAD at the same place (a move's source, a callback), so
     it sorts right after that LOAD."""

@@ -41,7 +41,7 @@ import pandas as pd
 from segment_balancer.druid.snapshot.models import QUEUE_TYPES, QueueType
 from segment_balancer.planner.cost import drop_key
 from segment_balancer.planner.livecost import IntervalKeys, TierCosts
-from segment_balancer.planner.operations import Action, OpOrder
+from segment_balancer.planner.operations import Action, OpOrder, Reason
 
 STATE_FIELDS = [
     ("tier", "string"),
@@ -75,7 +75,7 @@ RULE_KINDS = ("load", "drop", "broadcast")
 RULE_CODES: dict[str, int] = {k: i for i, k in enumerate(RULE_KINDS)}
 """Rule kind → its int8 code in :attr:`SegmentTable.rule` (:data:`NO_RULE`: no rule applies)."""
 NO_RULE = -1
-FATES = (None, "drop_rule", "unused", "overshadowed", "waiting")
+FATES = (None, Reason.DROP_RULE, Reason.UNUSED, Reason.OVERSHADOWED, "waiting")
 """What stage 12 does with every served replica of a segment, by :attr:`SegmentTable.fate` (int8):
 0 nothing of its own (a used segment of a load or broadcast rule, or none), 1 drop (a used
 segment of a drop rule), 2 drop (unused: not marked used, a tombstone, or unlisted), 3 drop

@@ -20,10 +20,10 @@ import pyarrow.parquet as pq
 
 from segment_balancer.common.files import remove_path, replace_path, sibling_tmp, write_json_atomic
 from segment_balancer.druid.instants import format_instant_ms
-from segment_balancer.druid.metrics import druid_metrics
 from segment_balancer.planner import groups as G
 from segment_balancer.planner.coordinators import STAGE0_APPS, coordinator
 from segment_balancer.planner.groups import split_group_name
+from segment_balancer.planner.metrics import druid_metrics
 from segment_balancer.planner.operations import PLAN_OPS_COLUMNS, Action
 from segment_balancer.planner.status import balance, replication_counts
 from segment_balancer.planner.summary import SCHEMA_FILE, SCHEMA_VERSION, SUMMARY_FILE, PlanSummary, summary_schema

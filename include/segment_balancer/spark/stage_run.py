@@ -10,6 +10,7 @@ from __future__ import annotations
 
 from pyroaring import BitMap
 
+from segment_balancer.planner.operations import OpOrder
 from segment_balancer.planner.stages.run import Body
 from segment_balancer.spark import callbacks, tierpass, unload
 from segment_balancer.spark.workdir import Run, read_output
@@ -70,6 +71,6 @@ class SparkStageRun(Run):
             for tier_run in runs.values():
                 for server in (s for s in servers if s in tier_run.pos):
                     for idx in tier_run.served_by(server):
-                        tier_run.drop(tier_run.segment(int(idx)), server, reason, (0, server, float(idx)))
+                        tier_run.drop(tier_run.segment(int(idx)), server, reason, OpOrder(0, server, int(idx)))
 
         self.finish(stage, step, self.kernel_pass(stage, step, tiers, body, ranked=False))

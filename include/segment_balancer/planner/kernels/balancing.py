@@ -17,7 +17,7 @@ import numpy as np
 
 from segment_balancer.planner.groups import group_name
 from segment_balancer.planner.kernels.decisions import refusals
-from segment_balancer.planner.operations import OpOrder
+from segment_balancer.planner.operations import OpOrder, Reason
 from segment_balancer.planner.runstate import OpSink, SegmentInTier, ServerState, StageLimit, TierRun
 
 
@@ -199,7 +199,7 @@ def balance_tier(
             _no_move(run, seg, ranking, costs, b, source, limit, sink, trigger, margin)
             last.append(1)
             continue
-        run.move(seg, source, dest.server, "balancing", "balancing", OpOrder(0, run.tier, sink.next_seq()))
+        run.move(seg, source, dest.server, "balancing", Reason.BALANCING, OpOrder(0, run.tier, sink.next_seq()))
         moves += 1
         last.append(0)
     for idx, times in sorted(redrawn.items()):
@@ -224,6 +224,8 @@ def balance_listed(
                 sink.member(idx, group_name("ToBeBalanced", run.tier))
                 _no_move(run, seg, ranking, costs, b, source, limit, sink, trigger, margin)
                 break
-            run.move(seg, source, dest.server, "balancing", "to_be_balanced", OpOrder(0, run.tier, sink.next_seq()))
+            run.move(
+                seg, source, dest.server, "balancing", Reason.TO_BE_BALANCED, OpOrder(0, run.tier, sink.next_seq())
+            )
             moves += 1
     return moves

@@ -9,7 +9,7 @@ from __future__ import annotations
 from collections.abc import Mapping
 from dataclasses import dataclass
 
-from segment_balancer.planner.operations import OpOrder
+from segment_balancer.planner.operations import OpOrder, Reason
 from segment_balancer.planner.runstate import OpSink, SegmentRef
 
 
@@ -51,5 +51,5 @@ def add_callbacks(
                 continue
             source = state.drop_order.pop(0)
             state.count -= 1
-            sink.drop(seg, source, tier, "callback", load.order.then(), dep_server=load.server)
+            sink.drop(seg, source, tier, Reason.CALLBACK, load.order.then(), dep_server=load.server)
             break

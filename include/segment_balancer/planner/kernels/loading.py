@@ -15,7 +15,7 @@ from collections.abc import Iterable, Iterator, Mapping
 
 from segment_balancer.planner.groups import group_name
 from segment_balancer.planner.kernels.decisions import refusals, top_b_detail
-from segment_balancer.planner.operations import OpOrder
+from segment_balancer.planner.operations import OpOrder, Reason
 from segment_balancer.planner.runstate import OpSink, SegmentInTier, ServerState, StageLimit, TierRun
 
 
@@ -79,7 +79,7 @@ def load_unreplicated(
         for run, seg in ordered:
             server = best_loadable(run, seg, limit)
             if server is not None:
-                run.load(seg, server.server, "loading", "unreplicated", OpOrder(idx, "", sink.next_seq()))
+                run.load(seg, server.server, "loading", Reason.UNREPLICATED, OpOrder(idx, "", sink.next_seq()))
                 loaded_tier = run.tier
                 break
         if loaded_tier is None:
@@ -150,7 +150,7 @@ def load_underbroadcast(
             if name in present:
                 continue
             if run.servers[name].can_load(seg.size_bytes, limit):
-                run.load(seg, name, "loading", "underbroadcast", OpOrder(idx, run.tier, sink.next_seq()))
+                run.load(seg, name, "loading", Reason.UNDERBROADCAST, OpOrder(idx, run.tier, sink.next_seq()))
             else:
                 missing.append(name)
         sink.member(idx, group_name("StillUnderbroadcast" if missing else "ToBecomeFullyBroadcast", run.tier))
@@ -192,7 +192,7 @@ def move_from_decommissioning(run: TierRun, indexes: Iterable[int], limit: Stage
                 left += 1
                 continue
             seq = sink.next_seq()
-            run.move(seg, source, dest.server, "decommissioning", "decommissioning", OpOrder(idx, run.tier, seq))
+            run.move(seg, source, dest.server, "decommissioning", Reason.DECOMMISSIONING, OpOrder(idx, run.tier, seq))
             on_decommissioning -= 1
         kind = "StillLoadedOnDecommServers" if left else "ToBecomeNotLoadedOnDecommServers"
         sink.member(idx, group_name(kind, run.tier))

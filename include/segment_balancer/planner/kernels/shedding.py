@@ -21,10 +21,10 @@ from collections.abc import Mapping
 import numpy as np
 
 from segment_balancer.planner.avg_shedder import Pair, Usage, pair_tier
-from segment_balancer.planner.operations import OpOrder
+from segment_balancer.planner.operations import OpOrder, Reason
 from segment_balancer.planner.runstate import OpSink, StageLimit, TierRun
 
-REASON = "avg_shedder"
+REASON = Reason.AVG_SHEDDER
 """The ``reason`` of the moves this strategy schedules (both the LOAD and its dependent DROP)."""
 
 

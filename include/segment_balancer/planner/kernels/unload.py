@@ -12,7 +12,7 @@ from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass
 
 from segment_balancer.planner.cost import drop_key
-from segment_balancer.planner.operations import OpOrder
+from segment_balancer.planner.operations import OpOrder, Reason
 from segment_balancer.planner.runstate import DropCandidate, OpSink, SegmentRef, TierRun
 
 Schedule = Callable[[str, str, tuple], None]
@@ -75,7 +75,7 @@ def unload_excess(
     if schedule is None:
 
         def schedule(tier, name, order):
-            sink.drop(seg, name, tier, "overreplicated", order)
+            sink.drop(seg, name, tier, Reason.OVERREPLICATED, order)
 
     candidates = []
     for tier, state in tiers.items():
@@ -157,7 +157,7 @@ def unload_tiers(runs: Mapping[str, TierRun], excess: Iterable[Excess], sink: Op
             continue
 
         def schedule(tier, name, order, segs=segs):
-            runs[tier].drop(segs[tier], name, "overreplicated", order)
+            runs[tier].drop(segs[tier], name, Reason.OVERREPLICATED, order)
 
         sink.defer(
             ref, unload_excess(ref, item.loaded, item.required, tiers, sink, excess=item.excess, schedule=schedule)

@@ -20,6 +20,7 @@ from pyroaring import BitMap
 
 from segment_balancer.planner.groups import copy_groups, group_name, merge, packed, tier_groups, unpacked
 from segment_balancer.planner.kernels import loading
+from segment_balancer.planner.operations import Reason
 from segment_balancer.planner.runstate import StageLimit
 from segment_balancer.planner.stages.run import StageRun
 
@@ -45,7 +46,7 @@ def step(run: StageRun, groups, stage: int, limit: StageLimit, kind: str = "Stil
     members = tier_groups(groups, kind)
     if not members:
         return
-    reason = "underreplicated" if kind == "StillUnderreplicated" else "to_become_underreplicated"
+    reason = Reason.UNDERREPLICATED if kind == "StillUnderreplicated" else Reason.TO_BECOME_UNDERREPLICATED
     with_callbacks = kind == "StillUnderreplicated"
     data = packed(members)
     tiers = sorted(run.meta["tiers"]) if with_callbacks else list(members)

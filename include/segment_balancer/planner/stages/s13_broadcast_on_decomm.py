@@ -8,6 +8,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
+from segment_balancer.planner.operations import Reason
 from segment_balancer.planner.stages.run import StageRun
 
 STAGE = 13
@@ -28,4 +29,4 @@ def stage(run: StageRun, groups) -> None:
     only broadcast segments serves is dropped from it."""
     only = run.servers_pdf[run.servers_pdf["broadcast_only"]]["server"].tolist()
     if only:
-        run.drop_served(STAGE, "broadcast_on_decommissioning", only, "broadcast_on_decommissioning")
+        run.drop_served(STAGE, "broadcast_on_decommissioning", only, Reason.BROADCAST_ON_DECOMMISSIONING)
