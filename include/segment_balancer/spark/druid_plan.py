@@ -285,7 +285,8 @@ def pa_array(values: list[str]):
     return pa.array(values, pa.string())
 
 
-def _config(snapshot: Path, overrides: dict | None) -> dict:
+def given_config(snapshot: Path, overrides: dict | None) -> dict:
+    """The snapshot's ``coordinator_config.json`` object with ``overrides`` over it (Druid's key names)."""
     given = read_json(snapshot, CONFIG_FILE, required=False) or {}
     return {**given, **(overrides or {})}
 
@@ -312,7 +313,7 @@ def run_config(snapshot: Path, overrides: dict | None = None):
     Raises:
         ValueError: as ``druid_config``.
     """
-    return druid_config(_config(snapshot, overrides), load_cluster_version(snapshot))
+    return druid_config(given_config(snapshot, overrides), load_cluster_version(snapshot))
 
 
 def operation_rows(operations: list[Operation], decommissioning: set[str]) -> list[dict]:
@@ -1030,7 +1031,7 @@ def run_druid_app(spark, app: str, snapshot: Path, work: Path, overrides: dict |
     from segment_balancer.spark.workdir import OPS_ARROW_SCHEMA, Run
 
     work = Path(work).absolute()
-    for where, values in (("config overrides", overrides or {}), (CONFIG_FILE, _config(snapshot, overrides))):
+    for where, values in (("config overrides", overrides or {}), (CONFIG_FILE, given_config(snapshot, overrides))):
         try:
             druid_config(values)
         except ValueError as exc:

@@ -348,7 +348,8 @@ class LoadQueue:
     (at most one of each per segment), the segments marked to drop once a move away from the server
     completes, the requests already sent (``in_flight``: these cannot be cancelled), and the request
     counts per (event, datasource, action) since they were last taken. ``journal`` lists every
-    event with the server's name (a run shares one list among its queues, to keep their order)."""
+    event with the server's name (a run shares one list among its queues, to keep their order);
+    ``added`` counts the requests ever queued (one that gains a callback only is not new)."""
 
     def __init__(self, server_name: str):
         self.server_name = server_name
@@ -358,6 +359,7 @@ class LoadQueue:
         self.in_flight: set[str] = set()
         self.stats: Counter[tuple[QueueEvent, str, str]] = Counter()
         self.journal: list[tuple[QueueEvent, QueuedRequest, str]] = []
+        self.added = 0
 
     def requests(self) -> list[QueuedRequest]:
         """Every queued request in the order they are sent: drops, loads, replicas, moves; newest
@@ -389,6 +391,7 @@ class LoadQueue:
         if request is None:
             request = QueuedRequest(segment, action, move_source, profile=profile)
             self.to_load[segment.id] = request
+            self.added += 1
             self._count(QueueEvent.ASSIGNED, request)
         if callback is not None:
             request.callbacks.append(callback)
@@ -399,6 +402,7 @@ class LoadQueue:
         if request is None:
             request = QueuedRequest(segment, SegmentAction.DROP)
             self.to_drop[segment.id] = request
+            self.added += 1
             self._count(QueueEvent.ASSIGNED, request)
         if callback is not None:
             request.callbacks.append(callback)

@@ -44,7 +44,7 @@ from segment_balancer.planner.druid_coordinator.model import (
 )
 from segment_balancer.planner.druid_coordinator.run_stats import RunStats
 from segment_balancer.planner.druid_coordinator.settled import SettledApart
-from segment_balancer.planner.druid_coordinator.strategies import THRESHOLD_KEY, make_strategy
+from segment_balancer.planner.druid_coordinator.strategies import STRATEGY_KEY, THRESHOLD_KEY, make_strategy
 from segment_balancer.planner.druid_coordinator.unheld import UnheldServed
 
 
@@ -371,7 +371,7 @@ class CoordinatorRun:
         self.cluster = DruidCluster(self.holders)
         self.make_strategy = functools.partial(
             make_strategy,
-            config["druid.coordinator.balancer.strategy"],
+            config[STRATEGY_KEY],
             release=config.release,
             threshold=config[THRESHOLD_KEY],
         )

@@ -15,8 +15,9 @@ keeps of a part is known only once it loaded it.
 
 from __future__ import annotations
 
+import heapq
 import random
-from collections.abc import Iterable, Mapping
+from collections.abc import Callable, Iterable, Mapping
 from typing import Any
 
 import pandas as pd
@@ -29,6 +30,7 @@ from segment_balancer.planner.druid_coordinator.model import (
     DataSegment,
     DruidServer,
     LoadQueue,
+    QueuedRequest,
     QueueEvent,
     SegmentAction,
 )
@@ -46,6 +48,32 @@ def overshadowed_ids(segments: Iterable[DataSegment]) -> set[str]:
         classified = classify_datasource(pd.DataFrame([s.timeline_row() for s in group]))
         out |= set(classified.loc[classified["status"] == STATUS_OVERSHADOWED, "segment_id"])
     return out
+
+
+class _Waiting:
+    """One load queue's requests not yet sent, in the order it sends them (drops, loads, replicas,
+    moves; newest segment first: ``QueuedRequest.queue_order``), as a heap: a request queued since
+    (a move's drop, queued by its load's callback) joins it, one no longer queued is passed over."""
+
+    def __init__(self) -> None:
+        self.heap: list[tuple[tuple, int, QueuedRequest]] = []
+        self.known: dict[int, QueuedRequest] = {}
+        self.seen = -1
+
+    def next(self, queue: LoadQueue) -> QueuedRequest | None:
+        """The request ``queue`` sends next (still in the queue), taken off the heap; None: none."""
+        if queue.added != self.seen:
+            self.seen = queue.added
+            for request in (*queue.to_drop.values(), *queue.to_load.values()):
+                if id(request) not in self.known:
+                    self.known[id(request)] = request
+                    heapq.heappush(self.heap, (request.queue_order(), len(self.known), request))
+        while self.heap:
+            _, _, request = heapq.heappop(self.heap)
+            live = queue.to_drop if request.action is SegmentAction.DROP else queue.to_load
+            if live.get(request.segment.id) is request:
+                return request
+        return None
 
 
 class CoordinatorSimulation:
@@ -127,22 +155,20 @@ class CoordinatorSimulation:
         self.last = result
         return result.stats
 
-    def load_queued_segments(self, run_callbacks: bool = True) -> None:
-        """Complete every queued request, round after round, as historicals answer them."""
+    def load_queued_segments(self, run_callbacks: bool = True, after_round: Callable[[], None] | None = None) -> None:
+        """Complete every queued request, round after round, as historicals answer them.
+        ``after_round``: called once each round's requests are answered, before their callbacks."""
         turbo = set(self.config.get("turboLoadingNodes") or [])
-        pending: dict[str, list] = {}
+        pending = {name: _Waiting() for name in self.queues}
         while True:
             answered = []
             for name, queue in self.queues.items():
                 server = self.servers.get(name)
                 if server is None:
                     continue
-                waiting = pending.get(name)
-                if waiting is None or len(waiting) != len(queue.to_load) + len(queue.to_drop):
-                    waiting = pending[name] = queue.requests()[::-1]
-                if not waiting:
+                request = pending.setdefault(name, _Waiting()).next(queue)
+                if request is None:
                     continue
-                request = waiting.pop()
                 (queue.to_drop if request.action is SegmentAction.DROP else queue.to_load).pop(request.segment.id)
                 mode = "TURBO" if name in turbo else "NORMAL"
                 if request.action.is_load:
@@ -155,6 +181,8 @@ class CoordinatorSimulation:
                 else:
                     server.remove(request.segment)
                 answered.append((queue, request, QueueEvent.SUCCESS, mode))
+            if answered and after_round is not None:
+                after_round()
             if not answered:
                 return
             for queue, request, event, mode in answered:

@@ -39,6 +39,8 @@ from segment_balancer.planner.druid_coordinator.model import (
 STRATEGIES = ("cost", "cachingCost", "diskNormalized", "random")
 """The names ``druid.coordinator.balancer.strategy`` takes."""
 DEFAULT_STRATEGY = "cost"
+STRATEGY_KEY = "druid.coordinator.balancer.strategy"
+"""The runtime property that names the balancer strategy (read at the Coordinator's start)."""
 THRESHOLD_KEY = "druid.coordinator.balancer.diskNormalized.utilizationThreshold"
 DEFAULT_THRESHOLD = DRUID_BY_NAME[THRESHOLD_KEY].default
 

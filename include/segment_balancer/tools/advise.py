@@ -1,0 +1,216 @@
+"""``advise``: which Coordinator config to set (``docs/ADVISOR.md``).
+
+From a snapshot (what-if edits applied to a copy first), stage 0 once (``used_segments``,
+``prepare``), then every candidate config's runs of Druid's own Coordinator as one Spark task each
+(``spark.advise``), measured and ranked (``planner.advisor``); beside them, the same runs planned
+by #7458 (``tools.simulate``, each run a plan of its own). Writes ``OUT/advice.json``
+(:data:`ADVICE_FILE`) and ``OUT/report.html``; the work directory and #7458's runs stay in
+``OUT/work/`` and ``OUT/issue7458/``.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import shutil
+from collections.abc import Callable, Mapping
+from pathlib import Path
+from typing import Any
+
+import pandas as pd
+
+from segment_balancer.common.files import write_json_atomic
+from segment_balancer.planner import advisor
+from segment_balancer.planner.coordinators import DEFAULT_COORDINATOR, STAGE0_APPS
+from segment_balancer.planner.summary import read_plan_summary
+from segment_balancer.spark.advise import simulate_candidates
+from segment_balancer.spark.apps import run_app, small_run
+from segment_balancer.spark.druid_plan import given_config, run_config
+from segment_balancer.spark.session import driver_tasks
+from segment_balancer.tools.simulate import simulate
+from segment_balancer.tools.whatif import WhatIf, apply_to_run
+
+log = logging.getLogger(__name__)
+
+ADVICE_FILE = "advice.json"
+ADVICE_VERSION = 1
+DEFAULT_RUNS = 10
+"""Runs simulated per candidate unless ``--runs`` says."""
+
+
+def advise(
+    spark,
+    snapshot: Path,
+    out: Path,
+    *,
+    runs: int = DEFAULT_RUNS,
+    overrides: dict | None = None,
+    candidates_file: Path | None = None,
+    edits: WhatIf | None = None,
+    weights: Mapping[str, float] | None = None,
+    seed: int = 0,
+    with_issue7458: bool = True,
+    progress: Callable[[str, int, int], None] | None = None,
+    validator=None,
+) -> dict[str, Any]:
+    """Advise on ``snapshot``: returns the ``advice.json`` object written to ``out`` (module
+    docstring). ``runs``: runs per candidate (at least 1); ``overrides``: config overrides of the
+    snapshot's (Druid's key names), the base every candidate changes; ``candidates_file``: the
+    candidates (``planner.advisor.candidates_from_file``; default: the grid of
+    ``planner.advisor.default_candidates``); ``weights``: of the recommendation
+    (``planner.advisor.DEFAULT_WEIGHTS``); ``with_issue7458``: also the #7458 runs;
+    ``progress(what, done, total)``: ``what`` ``candidates`` (runs done of every candidate's) or
+    ``issue7458`` (runs planned); ``validator``: the ``ValidationProcess`` #7458's plans are checked
+    by.
+
+    Raises:
+        InputError: bad candidates, weights, snapshot files or edits.
+        ValueError: ``runs`` below 1.
+    """
+    if runs < 1:
+        raise ValueError(f"runs: {runs}: expected at least 1")
+    snapshot, out = Path(snapshot).absolute(), Path(out).absolute()
+    work = out / "work"
+    if work.exists():
+        shutil.rmtree(work)
+    work.mkdir(parents=True)
+    if edits is not None:
+        snapshot, overrides = apply_to_run(snapshot, work, edits, overrides)
+    druid_overrides = {**(overrides or {}), "coordinator": "druid"}
+    xcom = None
+    for name in STAGE0_APPS:
+        log.info("running %s", name)
+        xcom = run_app(spark, name, snapshot, work, xcom, druid_overrides)
+    config = run_config(snapshot, druid_overrides)
+    current = {k: config[k] for k in advisor.TUNED_KEYS}
+    base = {**given_config(snapshot, overrides), "druidVersion": config.release}
+    candidates = (
+        advisor.default_candidates(current, config.is_38)
+        if candidates_file is None
+        else advisor.candidates_from_file(candidates_file, current)
+    )
+    now_ms = int(json.loads((work / "prepared" / "meta.json").read_text())["now_ms"])
+    total = runs * len(candidates)
+    log.info("simulating %d candidates x %d runs of Druid %s's Coordinator", len(candidates), runs, config.release)
+    with driver_tasks(small_run(snapshot)):
+        rows = simulate_candidates(
+            spark,
+            work,
+            snapshot,
+            base,
+            candidates,
+            runs=runs,
+            now_ms=now_ms,
+            seed=seed,
+            progress=None if progress is None else (lambda done: progress("candidates", done, total)),
+        )
+    front = advisor.pareto_front(rows, runs)
+    for row, on in zip(rows, front):
+        row["pareto"] = on
+    chosen = advisor.recommend(rows, front, runs, weights)
+    body, restart = advisor.config_diff(current, rows[chosen]["config"])
+    advice = {
+        "version": ADVICE_VERSION,
+        "snapshot": str(snapshot),
+        "druid_release": config.release,
+        "runs": runs,
+        "seed": seed,
+        "weights": dict(advisor.DEFAULT_WEIGHTS if weights is None else weights),
+        "objectives": list(advisor.OBJECTIVES),
+        "candidates": rows,
+        "recommended": rows[chosen],
+        "config_diff": body,
+        "restart_keys": restart,
+        "issue7458": None,
+    }
+    if with_issue7458:
+        advice["issue7458"] = issue7458_measures(
+            spark, snapshot, out / "issue7458", runs, overrides, seed, validator, progress
+        )
+    write_json_atomic(advice, out / ADVICE_FILE)
+    return advice
+
+
+def issue7458_measures(
+    spark,
+    snapshot: Path,
+    out: Path,
+    runs: int,
+    overrides: dict | None,
+    seed: int,
+    validator,
+    progress: Callable[[str, int, int], None] | None = None,
+) -> dict[str, Any]:
+    """The advisor's measures of ``runs`` runs planned by #7458 on ``snapshot``
+    (``tools.simulate.simulate``: every plan applied as a cluster would, every load completed):
+    ``runs_to_loaded`` from each run's status once its operations succeeded (run 0: the snapshot's),
+    the spreads and fullest disk from ``runs.csv`` after each run (decommissioning historicals out
+    of both); its peaks are after each run, not while its requests complete. Also ``runs``, one
+    row per run as the candidates have them."""
+    if out.exists():
+        shutil.rmtree(out)
+    if progress is not None:
+        progress("issue7458", 0, runs)
+    frame = simulate(
+        spark,
+        snapshot,
+        out,
+        runs,
+        {**(overrides or {}), "coordinator": DEFAULT_COORDINATOR},
+        seed=seed,
+        validator=validator,
+    )
+    if progress is not None:
+        progress("issue7458", runs, runs)
+    return measures_of_runs(frame, [read_plan_summary(out / f"run-{r:03d}" / "plan") for r in frame["run"]])
+
+
+def measures_of_runs(frame: pd.DataFrame, summaries: list) -> dict[str, Any]:
+    """The advisor's measures of a simulation's ``runs.csv`` ``frame`` and its runs' plan
+    ``summaries`` (``PlanSummary``, in run order)."""
+
+    def not_loaded(status) -> tuple[int, int]:
+        return status.unreplicated, sum(t.get("underreplicated", 0) for t in status.tiers.values())
+
+    start = not_loaded(summaries[0].status_before)
+    rows = [
+        {
+            "run": 0,
+            "unavailable": start[0],
+            "under_replicated": start[1],
+            "moves": 0,
+            "moved_bytes": 0,
+        }
+    ]
+    for r, summary in zip(frame.to_dict("records"), summaries):
+        after = not_loaded(summary.status_after)
+        rows.append(
+            {
+                "run": int(r["run"]),
+                "unavailable": after[0],
+                "under_replicated": after[1],
+                "moves": int(r["moves"]),
+                "moved_bytes": int(r["moved_bytes"]),
+                "max_minus_min_disk_pct": float(r["usage_max_minus_min"]),
+                "max_minus_min_segments": int(r["segments_max_minus_min"]),
+                "fullest_disk_pct": float(r["fullest_usage"]),
+                "peak_fullest_disk_pct": float(r["fullest_usage"]),
+            }
+        )
+    loaded = [x["run"] for x in rows if x["unavailable"] == 0 and x["under_replicated"] == 0]
+    quiet = [x["run"] for x in rows[1:] if x["moves"] == 0]
+    last, after = rows[-1], rows[1:]
+    return {
+        "name": "issue7458",
+        "runs_to_loaded": loaded[0] if loaded else None,
+        "runs_to_quiet": quiet[0] if quiet else None,
+        "segments_moved": sum(x["moves"] for x in after),
+        "bytes_moved": sum(x["moved_bytes"] for x in after),
+        "max_minus_min_disk_pct": round(last["max_minus_min_disk_pct"], 3),
+        "max_minus_min_segments": last["max_minus_min_segments"],
+        "fullest_disk_pct": round(last["fullest_disk_pct"], 3),
+        "peak_max_minus_min_disk_pct": round(max(x["max_minus_min_disk_pct"] for x in after), 3),
+        "peak_max_minus_min_segments": max(x["max_minus_min_segments"] for x in after),
+        "peak_fullest_disk_pct": round(max(x["peak_fullest_disk_pct"] for x in after), 3),
+        "runs": rows,
+    }
