@@ -78,7 +78,9 @@ class ReportError(InputError):
     its files cannot be read."""
 
 
-def _environment():
+def template_environment():
+    """The Jinja environment of the reports' templates (``plan/templates/``), with the ``num`` and
+    ``value`` filters."""
     from jinja2 import Environment, PackageLoader, select_autoescape
 
     env = Environment(
@@ -92,7 +94,8 @@ def _environment():
     return env
 
 
-def _plotlyjs() -> str:
+def plotly_js() -> str:
+    """``plotly.js``, to inline once per page (a report opens offline)."""
     from plotly.offline import get_plotlyjs
 
     return get_plotlyjs()
@@ -106,7 +109,7 @@ def _template() -> dict:
     return pio.templates["plotly_white"].to_plotly_json()
 
 
-def _html(fig, div_id: str) -> str:
+def figure_html(fig, div_id: str) -> str:
     """The figure as a ``<div>`` and its script (no ``plotly.js``), with a fixed id, in the
     ``plotly_white`` template with 12-point type. The template goes into the figure's data as it
     is (``validate=False``): set through ``update_layout`` it is validated and copied anew for each
@@ -339,15 +342,17 @@ def _plan_report(plan: Path, summary: PlanSummary, validation: dict | None, ops:
     numbers = headline(summary)
     tiers = sorted({r.tier for r in summary.servers})
     charts = {
-        "status": _html(status_figure(summary.status_before, summary.status_after), "chart-status"),
-        "balance": _html(balance_figure(summary.balance_before, summary.balance_after), "chart-balance"),
-        "operations": _html(operations_figure(summary.by_stage_tier_action), "chart-operations"),
-        "timings": _html(timings_figure(summary.timings_seconds), "chart-timings"),
+        "status": figure_html(status_figure(summary.status_before, summary.status_after), "chart-status"),
+        "balance": figure_html(balance_figure(summary.balance_before, summary.balance_after), "chart-balance"),
+        "operations": figure_html(operations_figure(summary.by_stage_tier_action), "chart-operations"),
+        "timings": figure_html(timings_figure(summary.timings_seconds), "chart-timings"),
     }
     per_ds = summary.timeline.per_datasource
     if per_ds:
-        charts["timeline"] = _html(timeline_figure(per_ds), "chart-timeline")
-    holdings = [(t, _html(holdings_figure(summary.servers, t), f"chart-holdings-{i}")) for i, t in enumerate(tiers)]
+        charts["timeline"] = figure_html(timeline_figure(per_ds), "chart-timeline")
+    holdings = [
+        (t, figure_html(holdings_figure(summary.servers, t), f"chart-holdings-{i}")) for i, t in enumerate(tiers)
+    ]
     metrics: dict[tuple, dict] = {}
     for e in summary.druid_metrics:
         metrics.setdefault((e.metric, e.tier or ""), {})[e.at] = e.value
@@ -364,7 +369,7 @@ def _plan_report(plan: Path, summary: PlanSummary, validation: dict | None, ops:
     operations = _operations_context(plan, ops)
     # the template reads the summary as its JSON (a key the file leaves out is undefined there)
     return (
-        _environment()
+        template_environment()
         .get_template("plan_report.html.j2")
         .render(
             title=f"Plan {plan.name}",
@@ -380,7 +385,7 @@ def _plan_report(plan: Path, summary: PlanSummary, validation: dict | None, ops:
             compared_dir=COMPARED_DIR,
             druid_rows=druid_rows,
             operations=operations,
-            plotlyjs=_plotlyjs(),
+            plotlyjs=plotly_js(),
         )
     )
 
@@ -524,16 +529,16 @@ def simulation_report(sim_dir: str | Path) -> str:
         title="operations planned per run", barmode="group", xaxis={"title": "run", "dtick": 1}, height=340
     )
     charts = {
-        "status": _html(status, "chart-sim-status"),
-        "balance": _html(balance, "chart-sim-balance"),
-        "moves": _html(moves, "chart-sim-moves"),
+        "status": figure_html(status, "chart-sim-status"),
+        "balance": figure_html(balance, "chart-sim-balance"),
+        "moves": figure_html(moves, "chart-sim-moves"),
     }
     margins = _per_run_table(sim, MARGINS_FILE)
     if margins is not None:
-        charts["margins"] = _html(
+        charts["margins"] = figure_html(
             _margin_figure(margins, "balancing_moves", "balancing moves per run by margin"), "chart-sim-margins"
         )
-        charts["margin_bytes"] = _html(
+        charts["margin_bytes"] = figure_html(
             _margin_figure(
                 margins.assign(balancing_bytes=margins["balancing_bytes"] / 2**30),
                 "balancing_bytes",
@@ -544,7 +549,7 @@ def simulation_report(sim_dir: str | Path) -> str:
     coordinators = _per_run_table(sim, COORDINATORS_FILE)
     if coordinators is not None:
         for column, title, divisor in COORDINATOR_CHARTS:
-            charts[f"coordinators_{column}"] = _html(
+            charts[f"coordinators_{column}"] = figure_html(
                 _runs_by_figure(
                     coordinators.assign(**{column: coordinators[column] / divisor}),
                     "coordinator",
@@ -561,7 +566,7 @@ def simulation_report(sim_dir: str | Path) -> str:
         if (sim / f"run-{int(r):03d}" / "plan" / REPORT_FILE).is_file()
     }
     return (
-        _environment()
+        template_environment()
         .get_template("simulation_report.html.j2")
         .render(
             title=f"Simulation {sim.parent.name}/{sim.name}",
@@ -569,7 +574,7 @@ def simulation_report(sim_dir: str | Path) -> str:
             columns=list(runs.columns),
             charts=charts,
             reports=reports,
-            plotlyjs=_plotlyjs(),
+            plotlyjs=plotly_js(),
             margins=None if margins is None else margin_summary(margins, sim),
             coordinators=None if coordinators is None else coordinator_summary(coordinators, sim),
             coordinator_charts=[f"coordinators_{c}" for c, _, _ in COORDINATOR_CHARTS],

@@ -100,7 +100,7 @@ def _portable(exc: BaseException) -> BaseException:
         return portable
 
 
-VALIDATING_COMMANDS = ("plan", "simulate")
+VALIDATING_COMMANDS = ("plan", "simulate", "advise")
 """The CLI's commands whose plans a validation process checks (``python -m segment_balancer``
 starts it before anything else)."""
 

@@ -260,12 +260,13 @@ def candidate_name(base: Mapping[str, Any], values: Mapping[str, Any]) -> str:
     """A name of ``values`` by what differs from ``base``, in Druid's terms (``current`` for
     nothing): ``diskNormalized, smartSegmentLoading=false, maxSegmentsToMove=50`` and the like."""
     parts = []
-    for key in TUNED_KEYS:
+    named_order = (STRATEGY_KEY, "smartSegmentLoading", "useRoundRobinSegmentAssignment", THRESHOLD_KEY)
+    for key in (*named_order, *(k for k in TUNED_KEYS if k not in named_order)):
         if values.get(key) == base.get(key):
             continue
         value = values[key]
         if key == STRATEGY_KEY:
-            parts.insert(0, str(value))
+            parts.append(str(value))
         else:
             shown = json.dumps(value) if isinstance(value, bool) else value
             parts.append(f"{key.rsplit('.', 1)[-1]}={shown}")

@@ -20,6 +20,7 @@ from typing import Any
 import pandas as pd
 
 from segment_balancer.common.files import write_json_atomic
+from segment_balancer.plan.advice_report import ADVICE_FILE, write_advice_report
 from segment_balancer.planner import advisor
 from segment_balancer.planner.coordinators import DEFAULT_COORDINATOR, STAGE0_APPS
 from segment_balancer.planner.summary import read_plan_summary
@@ -32,7 +33,6 @@ from segment_balancer.tools.whatif import WhatIf, apply_to_run
 
 log = logging.getLogger(__name__)
 
-ADVICE_FILE = "advice.json"
 ADVICE_VERSION = 1
 DEFAULT_RUNS = 10
 """Runs simulated per candidate unless ``--runs`` says."""
@@ -77,10 +77,6 @@ def advise(
     if edits is not None:
         snapshot, overrides = apply_to_run(snapshot, work, edits, overrides)
     druid_overrides = {**(overrides or {}), "coordinator": "druid"}
-    xcom = None
-    for name in STAGE0_APPS:
-        log.info("running %s", name)
-        xcom = run_app(spark, name, snapshot, work, xcom, druid_overrides)
     config = run_config(snapshot, druid_overrides)
     current = {k: config[k] for k in advisor.TUNED_KEYS}
     base = {**given_config(snapshot, overrides), "druidVersion": config.release}
@@ -89,6 +85,10 @@ def advise(
         if candidates_file is None
         else advisor.candidates_from_file(candidates_file, current)
     )
+    xcom = None
+    for name in STAGE0_APPS:
+        log.info("running %s", name)
+        xcom = run_app(spark, name, snapshot, work, xcom, druid_overrides)
     now_ms = int(json.loads((work / "prepared" / "meta.json").read_text())["now_ms"])
     total = runs * len(candidates)
     log.info("simulating %d candidates x %d runs of Druid %s's Coordinator", len(candidates), runs, config.release)
@@ -128,6 +128,7 @@ def advise(
             spark, snapshot, out / "issue7458", runs, overrides, seed, validator, progress
         )
     write_json_atomic(advice, out / ADVICE_FILE)
+    write_advice_report(out)
     return advice
 
 

@@ -5,11 +5,14 @@
 [--add TIER:COUNT:MAX_SIZE_BYTES]``
 ``python -m segment_balancer explain --plan PLAN_DIR --segment ID [--json]``
 ``python -m segment_balancer explain --snapshot DIR --segment ID [--tier T] [--config FILE.json]``
-``python -m segment_balancer summary PLAN_DIR``
-``python -m segment_balancer report DIR`` (a plan directory, or a simulation directory)
+``python -m segment_balancer summary PLAN_DIR`` (or an advice directory)
+``python -m segment_balancer report DIR`` (a plan directory, a simulation directory or an advice directory)
 ``python -m segment_balancer plans PLANS_ROOT [--cluster NAME] [--json]``
 ``python -m segment_balancer simulate --snapshot DIR --runs N --out DIR [--config FILE.json] [--loads-per-run N]
 [--load-failure-rate P] [--seed N] [--coordinator issue7458|druid] [--compare-margins P,P,… | --compare-coordinators]``
+``python -m segment_balancer advise --snapshot DIR --out DIR [--runs N] [--candidates FILE.json] [--config FILE.json]
+[--weights NAME=W,…] [--seed N] [--no-issue7458] [--decommission SERVER] [--remove SERVER]
+[--add TIER:COUNT:MAX_SIZE_BYTES]``
 ``python -m segment_balancer capture --coordinator URL --broker URL --out DIR [--cluster NAME] [--user USER]``
 ``python -m segment_balancer generate OUT_DIR [--seed N] [--segments N] [--servers N] [--druid-version [V]]``
 ``python -m segment_balancer import-sql SQL_FILE OUT_DIR``
@@ -44,17 +47,19 @@ from segment_balancer.common.files import WriteError, replace_dir
 from segment_balancer.druid.importer import import_druid_segments_sql
 from segment_balancer.druid.releases import NEWEST_RELEASE
 from segment_balancer.plan import validation_process
+from segment_balancer.plan.advice_report import ADVICE_FILE, read_advice, write_advice_report
 from segment_balancer.plan.compare import COMPARISON_FILE
 from segment_balancer.plan.explain import explain_plan, explain_segment, render_explain, render_snapshot_explain
 from segment_balancer.plan.history import headline, plan_history, signed_change
 from segment_balancer.plan.report import coordinator_summary, margin_summary, rebuild
 from segment_balancer.plan.validation import PlanValidationError
-from segment_balancer.planner import config_keys
+from segment_balancer.planner import advisor, config_keys
 from segment_balancer.planner.config import check_override_keys
 from segment_balancer.planner.coordinators import COORDINATOR_NAMES, DEFAULT_COORDINATOR, coordinator
 from segment_balancer.planner.summary import read_plan_summary
 from segment_balancer.spark import session as spark_session
 from segment_balancer.spark.apps import read_overrides
+from segment_balancer.tools.advise import DEFAULT_RUNS, advise
 from segment_balancer.tools.capture import CaptureError, DruidEndpoint, capture_to
 from segment_balancer.tools.pipeline import run_plan
 from segment_balancer.tools.sample import generate_snapshot
@@ -373,6 +378,49 @@ def print_runs(table) -> None:
     print_table(Console(), list(columns.values()), rows)
 
 
+def print_advice(advice: dict) -> None:
+    """The candidates of an ``advice.json`` (the recommended one first, ``●`` on the Pareto front,
+    #7458 last), then the recommendation and its config to POST."""
+    console = Console()
+    columns = {
+        "runs_to_loaded": "loaded from run",
+        "runs_to_quiet": "quiet from run",
+        "segments_moved": "moved",
+        "bytes_moved": "bytes moved",
+        "max_minus_min_disk_pct": "max − min disk %",
+        "fullest_disk_pct": "fullest disk %",
+        "peak_fullest_disk_pct": "peak disk %",
+    }
+    recommended = advice["recommended"]["name"]
+    rows = sorted(advice["candidates"], key=lambda r: (r["name"] != recommended, not r["pareto"]))
+    if advice.get("issue7458"):
+        rows = [*rows, {**advice["issue7458"], "name": "#7458", "pareto": False}]
+
+    def cell(v) -> str:
+        return "—" if v is None else f"{v:,}" if isinstance(v, int) and not isinstance(v, bool) else f"{v:g}"
+
+    table = [
+        [
+            ("● " if r["pareto"] else "") + r["name"] + (" (now)" if r.get("current") else ""),
+            *map(cell, map(r.get, columns)),
+        ]
+        for r in rows
+    ]
+    console.print(
+        f"[bold]Advice[/bold] {advice['snapshot']}: {len(advice['candidates'])} configs of Druid "
+        f"{advice['druid_release']}'s Coordinator, {advice['runs']} runs each (● the Pareto front)"
+    )
+    print_table(console, ["candidate", *columns.values()], table)
+    if advice["recommended"].get("current"):
+        console.print(f"[bold]recommended[/bold]: the snapshot's own config ({recommended}); nothing to change")
+        return
+    console.print(f"[bold]recommended[/bold]: {recommended}")
+    if advice["config_diff"]:
+        console.print("POST /druid/coordinator/v1/config " + json.dumps(advice["config_diff"]), soft_wrap=True)
+    for key, value in advice["restart_keys"].items():
+        console.print(f"runtime.properties (restart the Coordinator): {key}={value}", soft_wrap=True)
+
+
 REMOTE_HELP = (
     "the Spark Connect server to run on (sc://host:port); default $SPARK_REMOTE, else an in-process "
     "Spark on $SPARK_MASTER or local[*]"
@@ -520,6 +568,86 @@ def simulate_command(request: SimulateRequest, gate) -> None:
 
 
 @dataclass(frozen=True)
+class AdviseRequest:
+    """The arguments of ``advise``; the what-if edits as given, ``weights`` parsed."""
+
+    snapshot: Path
+    out: Path
+    runs: int
+    candidates: Path | None
+    config: Path | None
+    weights: dict | None
+    seed: int
+    no_issue7458: bool
+    remote: str | None
+    decommission: tuple[str, ...]
+    remove: tuple[str, ...]
+    add: tuple[str, ...]
+
+    @classmethod
+    def from_args(cls, args: argparse.Namespace) -> AdviseRequest:
+        return request_from(
+            cls, args, decommission=tuple(args.decommission), remove=tuple(args.remove), add=tuple(args.add)
+        )
+
+
+def advise_command(request: AdviseRequest, gate) -> None:
+    """``advise``: simulate Druid's Coordinator under candidate configs (a progress bar while the
+    candidates and #7458's runs go), write ``advice.json`` and its report, print the candidates and
+    the recommendation. Raises ``InputError`` for bad overrides, candidates, weights, snapshot files or
+    what-if edits; ``SparkUnreachable``, ``PlanValidationError``, ``WriteError`` as ``simulate``."""
+    from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
+
+    overrides = _checked_overrides(request.config, request.snapshot)
+    request = dataclasses.replace(request, snapshot=request.snapshot.absolute(), out=request.out.absolute())
+    spark = spark_session.lazy_local_session("segment_balancer.advise", remote=request.remote)
+    bar = Progress(
+        TextColumn("{task.description}"), BarColumn(), MofNCompleteColumn(), TimeElapsedColumn(), transient=True
+    )
+    tasks: dict[str, int] = {}
+
+    def progress(what: str, done: int, total: int) -> None:
+        if what not in tasks:
+            label = "candidate runs (Druid)" if what == "candidates" else "#7458 runs"
+            tasks[what] = bar.add_task(label, total=total)
+        bar.update(tasks[what], completed=done, total=total)
+
+    try:
+        edits = WhatIf.parse(request.decommission, request.remove, [parse_add(a) for a in request.add])
+        with bar:
+            result = advise(
+                spark,
+                request.snapshot,
+                request.out,
+                runs=request.runs,
+                overrides=overrides,
+                candidates_file=request.candidates,
+                edits=edits,
+                weights=request.weights,
+                seed=request.seed,
+                with_issue7458=not request.no_issue7458,
+                progress=progress,
+                validator=gate,
+            )
+        print_advice(result)
+        print_written("advice", request.out)
+    finally:
+        spark_session.release(spark)
+
+
+def _weights(text: str) -> dict[str, float]:
+    """``--weights NAME=W,…`` as a dict (argparse type). Raises ``ArgumentTypeError``."""
+    out = {}
+    for part in filter(None, text.split(",")):
+        name, _, value = part.partition("=")
+        try:
+            out[name.strip()] = float(value)
+        except ValueError:
+            raise argparse.ArgumentTypeError(f"{part!r}: expected NAME=WEIGHT, a number") from None
+    return out
+
+
+@dataclass(frozen=True)
 class ExplainRequest:
     """The arguments of ``explain``: ``plan`` or ``snapshot`` (exactly one)."""
 
@@ -602,6 +730,9 @@ def summary_command(request: SummaryRequest) -> None:
         return
     if len(request.plans) > 1:
         raise InputError("summary takes one plan directory (several with --brief)")
+    if (request.plans[0] / ADVICE_FILE).is_file():
+        print_advice(read_advice(request.plans[0]))
+        return
     print_summary(request.plans[0])
 
 
@@ -620,6 +751,9 @@ def report_command(request: ReportRequest) -> None:
     """``report``: rebuild ``report.html`` of a plan or of a simulation and its runs
     (:func:`segment_balancer.plan.report.rebuild`), printing each one written. Raises ``ReportError``
     (an ``InputError``) for a directory that is neither."""
+    if (request.directory / ADVICE_FILE).is_file():
+        print(f"report written to {write_advice_report(request.directory)}")
+        return
     for path in rebuild(request.directory):
         print(f"report written to {path}")
 
@@ -701,6 +835,7 @@ def import_sql_command(request: ImportSqlRequest) -> None:
 EXISTING_DIRECTORIES = {
     "plan": (("snapshot", "the snapshot to plan"),),
     "simulate": (("snapshot", "the snapshot to simulate"),),
+    "advise": (("snapshot", "the snapshot to advise on"),),
     "explain": (("plan", "the plan to explain"), ("snapshot", "the snapshot to explain")),
     "summary": (("plan", "the plan to summarise"),),
     "report": (("dir", "the plan or simulation to report"),),
@@ -867,6 +1002,41 @@ def _parser() -> argparse.ArgumentParser:
         "chart the balancing moves per run by margin in out/report.html",
     )
     sim.add_argument("--remote", metavar="URL", help=REMOTE_HELP)
+    adv = sub.add_parser(
+        "advise",
+        help="which Coordinator config to set: Druid's own Coordinator simulated under candidate configs, "
+        "ranked, with the config to POST and #7458 beside it (docs/ADVISOR.md)",
+    )
+    adv.add_argument("--snapshot", required=True, type=Path)
+    adv.add_argument("--out", required=True, type=Path, help="advice.json, report.html, work/ and issue7458/ go here")
+    adv.add_argument("--runs", type=int, default=DEFAULT_RUNS, help=f"runs per candidate (default {DEFAULT_RUNS})")
+    adv.add_argument(
+        "--candidates",
+        type=Path,
+        metavar="FILE.json",
+        help="a JSON list of candidates, each an object of some of " + ", ".join(advisor.TUNED_KEYS) + " (and a "
+        "name); default: the grid around the snapshot's own config (docs/ADVISOR.md)",
+    )
+    adv.add_argument(
+        "--config", type=Path, help="JSON object of config overrides of the snapshot's, every candidate's base"
+    )
+    adv.add_argument(
+        "--weights",
+        type=_weights,
+        metavar="NAME=W,…",
+        help="the recommendation's weights of "
+        + ", ".join(advisor.OBJECTIVES)
+        + " (default "
+        + ",".join(f"{k}={v:g}" for k, v in advisor.DEFAULT_WEIGHTS.items())
+        + ")",
+    )
+    adv.add_argument("--seed", type=int, default=0, help="seeds every run's draws, the same for every candidate")
+    adv.add_argument("--no-issue7458", action="store_true", help="leave out #7458's runs beside the candidates")
+    adv.add_argument("--remote", metavar="URL", help=REMOTE_HELP)
+    adv_what = adv.add_argument_group("what-if edits of the cluster (applied to a copy of the snapshot)")
+    adv_what.add_argument("--decommission", action="append", default=[], metavar="SERVER")
+    adv_what.add_argument("--remove", action="append", default=[], metavar="SERVER")
+    adv_what.add_argument("--add", action="append", default=[], metavar="TIER:COUNT:MAX_SIZE_BYTES")
     cap = sub.add_parser("capture", help="capture a snapshot from a live Druid cluster (whole or not at all)")
     cap.add_argument("--coordinator", required=True, help="Coordinator URL, e.g. http://coordinator:8081")
     cap.add_argument("--broker", required=True, help="Broker (or Router) URL, e.g. http://broker:8082")
@@ -917,6 +1087,7 @@ def _parser() -> argparse.ArgumentParser:
 COMMANDS: dict[str, tuple[type, Callable[..., None]]] = {
     "plan": (PlanRequest, plan_command),
     "simulate": (SimulateRequest, simulate_command),
+    "advise": (AdviseRequest, advise_command),
     "explain": (ExplainRequest, explain_command),
     "capture": (CaptureRequest, capture_command),
     "summary": (SummaryRequest, summary_command),
