@@ -14,7 +14,7 @@ and creating a backfill starts only the backfill's runs: the next daily run is t
 resolve_snapshot ─▶ used_segments ─▶ prepare ─▶ choose_coordinators
     ├─▶ issue7458: stage01_unreplicated … stage13_broadcast_on_decomm ─▶ assemble ─┐
     └─▶ druid: druid_rules ─▶ druid_unload ─▶ druid_balance ─▶ druid_clone ─▶ assemble ─┤
-    ─▶ compare ─▶ validate_plan ─▶ publish_plan ─▶ simulate ─▶ remove_work ─▶ release_spark_session
+    ─▶ compare ─▶ validate_plan ─▶ publish_plan ─▶ simulate, advise ─▶ remove_work ─▶ release_spark_session
 ```
 
 Who plans is the Coordinator config field `coordinator`: `issue7458` (the default; the thirteen
@@ -61,6 +61,11 @@ segment and replica files. Nothing is published.
   Coordinator runs in all (the first is this plan), and publishes `plans/<run dir>/simulation/`
   (`runs.csv`, one row per run, `report.html` charting the runs, and every run's plan and snapshot;
   see docs/SIMULATION.md).
+- **advise** (skipped unless the `advise_runs` param is above 0) asks "which Coordinator config
+  should I set?": Druid's own Coordinator simulated for `advise_runs` runs under each candidate
+  dynamic config, one Spark task each, ranked, with #7458 on the same runs; publishes
+  `plans/<run dir>/advice/` (`advice.json`: the candidates, the Pareto front, the recommendation and
+  its config to POST; `report.html`; see docs/ADVISOR.md).
 - **remove_work** (once the plan is published and simulated; not after a failure, which keeps them
   for diagnosis) removes the run's directory `runs/<run dir>/` and the XComs of its stage tasks
   (their objects in object storage with them). The `segment_balancer_retention` DAG removes what
@@ -82,7 +87,7 @@ from airflow.timetables.trigger import CronTriggerTimetable
 from segment_balancer.planner.coordinators import COORDINATORS, STAGE0_APPS
 from segment_balancer_airflow.assets import PLANS, SNAPSHOTS
 from segment_balancer_airflow.branches import STAGE_TASK_IDS, branch_apps
-from segment_balancer_airflow.connect import simulate_operator, stage_operator
+from segment_balancer_airflow.connect import advise_operator, simulate_operator, stage_operator
 from segment_balancer_airflow.params import dag_params, default_snapshots_root
 from segment_balancer_airflow.refusal import RETRY_POLICY
 from segment_balancer_airflow.schedule import SnapshotOrDailySchedule
@@ -166,7 +171,7 @@ def segment_balancing():
         outlet_events[PLANS].extra = plan_event_extra(run["publish_dir"])
         return run["publish_dir"]
 
-    @task(trigger_rule=TriggerRule.NONE_FAILED)  # simulate is skipped unless simulate_runs > 0
+    @task(trigger_rule=TriggerRule.NONE_FAILED)  # simulate and advise are skipped unless asked for
     def remove_work(run: dict, dag_run=None) -> dict:
         """Remove the run's work directory and its stage XComs once its plan is published."""
         from pathlib import Path
@@ -232,7 +237,15 @@ def segment_balancing():
         out=run["simulation_dir"],
         config_file=run["config_file"],
     )
-    chain(joined, validated, publish_plan(run), simulate, remove_work(run), release_spark_session())
+    advise = advise_operator(
+        runs="{{ params.advise_runs }}",
+        snapshot=run["snapshot"],
+        work=run["advice_work"],
+        out=run["advice_dir"],
+        config_file=run["config_file"],
+    )
+    published = publish_plan(run)
+    chain(joined, validated, published, [simulate, advise], remove_work(run), release_spark_session())
 
 
 segment_balancing()

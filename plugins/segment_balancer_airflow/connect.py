@@ -34,7 +34,7 @@ from typing import Any
 
 from airflow.sdk import BaseOperator
 
-from segment_balancer_airflow.taskargs import SimulateFields, input_groups, unset
+from segment_balancer_airflow.taskargs import AdviseFields, SimulateFields, input_groups, unset
 
 #: The Spark provider's Connect connection the tasks use by default.
 DEFAULT_CONNECT_CONN_ID = "spark_connect_default"
@@ -194,6 +194,46 @@ def release_session(dag_id: str, run_id: str, conn_id: str = DEFAULT_CONNECT_CON
     return f"released Spark Connect session {run_session_id(dag_id, run_id)}"
 
 
+class AdviseConnectOperator(AdviseFields, BaseOperator):
+    """The advice of a DAG run on its Spark Connect session
+    (``segment_balancer.tools.advise.advise_published``): Druid's Coordinator simulated for ``runs``
+    runs under each candidate config, ranked, with #7458 beside it; the output goes to ``out`` whole
+    or not at all. Skipped when ``runs`` renders to 0 or empty. Fields:
+    :class:`~.taskargs.AdviseFields` (all templated), and ``conn_id`` as
+    :class:`StageConnectOperator`'s. Returns ``out``. Raises ``refusal.InputRefused`` when the
+    advice refuses its input."""
+
+    template_fields: Sequence[str] = AdviseFields.ADVISE_FIELDS
+    ui_color = "#e0e8f5"
+
+    def __init__(self, *, conn_id: str = DEFAULT_CONNECT_CONN_ID, **kwargs: Any) -> None:
+        super().__init__(**kwargs)
+        self.conn_id = conn_id
+
+    def execute(self, context: Any) -> str:
+        from segment_balancer.spark.apps import read_overrides
+        from segment_balancer.spark.session import detach, remote_session
+        from segment_balancer.tools.advise import advise_published
+
+        from .refusal import refusing_bad_input
+
+        args = self.advise_args()
+        spark = remote_session(_context_session_url(self.conn_id, context))
+        try:
+            with refusing_bad_input():
+                advise_published(
+                    spark,
+                    args.snapshot,
+                    args.work,
+                    args.runs,
+                    args.out,
+                    None if args.config_file is None else read_overrides(args.config_file),
+                )
+        finally:
+            detach(spark)
+        return str(args.out)
+
+
 def stage_operator(**kwargs: Any) -> BaseOperator:
     """A stage task of the configured :func:`spark_mode`: :class:`StageConnectOperator` or
     ``StageSubmitOperator`` (keyword arguments as theirs; ``conn_id`` left to each one's default)."""
@@ -212,3 +252,13 @@ def simulate_operator(**kwargs: Any) -> BaseOperator:
     from .operators import SimulateSubmitOperator
 
     return SimulateSubmitOperator(**kwargs)
+
+
+def advise_operator(**kwargs: Any) -> BaseOperator:
+    """The advise task of the configured :func:`spark_mode`: :class:`AdviseConnectOperator` or
+    ``AdviseSubmitOperator``."""
+    if spark_mode() == "connect":
+        return AdviseConnectOperator(**kwargs)
+    from .operators import AdviseSubmitOperator
+
+    return AdviseSubmitOperator(**kwargs)

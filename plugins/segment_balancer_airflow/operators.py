@@ -36,7 +36,7 @@ from segment_balancer.common.files import write_json_atomic
 from segment_balancer.spark.jvm_archive import local_driver_java_options
 from segment_balancer.spark.session import LEAN_CONF  # the one place for lean Spark settings
 from segment_balancer_airflow.refusal import InputRefused
-from segment_balancer_airflow.taskargs import SimulateFields, input_groups, unset
+from segment_balancer_airflow.taskargs import AdviseFields, SimulateFields, input_groups, unset
 
 #: ``spark_apps/`` of this checkout; ``SEGMENT_BALANCER_APPS`` or ``apps_dir=`` override it.
 DEFAULT_APPS_DIR = Path(__file__).resolve().parents[2] / "spark_apps"
@@ -189,6 +189,29 @@ class SimulateSubmitOperator(SimulateFields, _SubmitHere):
 
     def execute(self, context: Any) -> str:
         args = self.simulate_args()
+        self.application_args = args.argv()
+        super().execute(context)
+        return str(args.out)
+
+
+class AdviseSubmitOperator(AdviseFields, _SubmitHere):
+    """The advice of a DAG run: submit ``spark_apps/advise.py`` (``segment_balancer.tools.advise.main``),
+    Druid's Coordinator simulated for ``runs`` runs under each candidate config of the snapshot,
+    ranked, with #7458 beside it; the output goes to ``out`` whole or not at all. Skipped
+    (``AirflowSkipException``) when ``runs`` renders to 0 or empty. Fields:
+    :class:`~.taskargs.AdviseFields` (all templated); other keyword arguments as for
+    :class:`StageSubmitOperator`. Returns ``out`` (the XCom).
+    """
+
+    template_fields: Sequence[str] = (*SparkSubmitOperator.template_fields, *AdviseFields.ADVISE_FIELDS)
+    ui_color = "#e0e8f5"
+
+    def __init__(self, **kwargs: Any) -> None:
+        kwargs.setdefault("name", "segment_balancer.tools.advise")
+        super().__init__(app="advise", **kwargs)
+
+    def execute(self, context: Any) -> str:
+        args = self.advise_args()
         self.application_args = args.argv()
         super().execute(context)
         return str(args.out)

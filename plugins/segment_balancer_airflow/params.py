@@ -17,6 +17,7 @@ defaults: the form turns an emptied field into null, and refuses null for a type
   and ``whatif_add`` (``[{"tier", "count", "max_size"}]``, bytes), applied to a copy of the
   snapshot (``segment_balancer.tools.whatif``).
 - *What-if simulation*: ``simulate_runs``, ``simulate_loads_per_run``, ``simulate_load_failure_rate``.
+- *Which config to set*: ``advise_runs`` (``segment_balancer.tools.advise``).
 
 Parsing the DAG file must stay cheap: :func:`snapshot_examples` lists one directory and reads no file.
 """
@@ -36,6 +37,7 @@ SNAPSHOT = "Snapshot"
 CONFIG = "Coordinator dynamic config"
 EDITS = "What-if: cluster edits"
 SIMULATION = "What-if simulation"
+ADVICE = "Which config to set"
 
 #: How the form shows the choices of ``balancerStrategy``.
 _STRATEGY_DISPLAY = {
@@ -197,6 +199,17 @@ def dag_params(snapshots_root: str) -> dict[str, Param]:
                 title="Load failure rate",
                 section=SIMULATION,
                 description="Probability that a simulated load fails (seeded: the same every time); empty = 0.",
+            ),
+            "advise_runs": Param(
+                0,
+                type="integer",
+                minimum=0,
+                maximum=50,
+                title="Advice: runs per candidate config",
+                section=ADVICE,
+                description="0 = no advice. N = after publishing, simulate the cluster's own Coordinator for N runs "
+                "under each candidate dynamic config (docs/ADVISOR.md), rank them and publish the config to POST, "
+                "with #7458 on the same runs, under plans/<run dir>/advice.",
             ),
         }
     )

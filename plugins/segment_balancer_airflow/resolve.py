@@ -15,6 +15,7 @@ from datetime import datetime
 from pathlib import Path
 
 from segment_balancer.common.files import write_json_atomic
+from segment_balancer.plan.layout import ADVICE_DIR
 from segment_balancer_airflow.disk import check_room
 from segment_balancer_airflow.params import config_overrides, what_if
 from segment_balancer_airflow.retention import write_run_marker
@@ -67,13 +68,16 @@ def runs_root(home: Path) -> Path:
 
 def run_paths(home: Path, run_id: str) -> dict[str, Path]:
     """Where a run keeps its work and publishes, all under directories named :func:`run_dir_name`:
-    ``work`` (``home/runs/<name>/work``), ``publish_dir`` (``home/plans/<name>``) and
-    ``simulation_dir`` (its ``simulation``)."""
+    ``work`` (``home/runs/<name>/work``), ``publish_dir`` (``home/plans/<name>``),
+    ``simulation_dir`` (its ``simulation``), ``advice_dir`` (its ``advice``) and ``advice_work``
+    (``home/runs/<name>/advice``: the advice's work directory, removed with the run's)."""
     name = run_dir_name(run_id)
     return {
         "work": runs_root(home) / name / "work",
         "publish_dir": plans_root(home) / name,
         "simulation_dir": plans_root(home) / name / "simulation",
+        "advice_dir": plans_root(home) / name / ADVICE_DIR,
+        "advice_work": runs_root(home) / name / "advice",
     }
 
 
@@ -93,7 +97,8 @@ def resolve_run(params: dict, run_id: str, when: datetime, home: Path, dag_id: s
     The run directory (``work``'s parent) records ``dag_id`` and ``run_id`` (``retention.RUN_MARKER``).
 
     Returns the XCom the stage operators read: ``snapshot`` (what the run plans on), ``work``,
-    ``config_file``, ``plan_dir``, ``publish_dir``, ``simulation_dir``, ``balancer_state`` (the
+    ``config_file``, ``plan_dir``, ``publish_dir``, ``simulation_dir``, ``advice_dir``, ``advice_work``,
+    ``balancer_state`` (the
     state handed on, "" for none) (str paths).
     Raises ``NoSnapshotError`` (no snapshot there, none old enough), ``SnapshotError`` (a small
     file of the snapshot or an override refused: ``planner.small_inputs.read_small_inputs``), ``WhatIfError``

@@ -1,9 +1,9 @@
-"""What a stage or simulate task reads from its rendered fields, the same in both Spark modes.
+"""What a stage, simulate or advise task reads from its rendered fields, the same in both Spark modes.
 
 Light at DAG-parse time: no Spark, no provider. The stage tasks (``connect.StageConnectOperator``,
 ``operators.StageSubmitOperator``) share :func:`input_groups`; the simulate tasks share
 :class:`SimulateFields` (their templated fields, and :meth:`SimulateFields.simulate_args`, which
-parses them into :class:`SimulateArgs`).
+parses them into :class:`SimulateArgs`); the advise tasks :class:`AdviseFields` likewise.
 """
 
 from __future__ import annotations
@@ -136,4 +136,55 @@ class SimulateFields:
             loads_per_run=None if unset(self.loads_per_run) else int(self.loads_per_run),
             load_failure_rate=0.0 if unset(self.load_failure_rate) else float(self.load_failure_rate),
             seed=0 if unset(self.seed) else int(self.seed),
+        )
+
+
+@dataclass(frozen=True)
+class AdviseArgs:
+    """An advice asked for by a run's params: ``runs`` Coordinator runs (>= 1) per candidate config
+    from ``snapshot``, stage 0 and the candidates in ``work``, into ``out``; ``config_file`` (the
+    run's overrides, or None)."""
+
+    runs: int
+    snapshot: Path
+    work: Path
+    out: Path
+    config_file: Path | None
+
+    def argv(self) -> list[str]:
+        """The arguments of ``spark_apps/advise.py`` (``segment_balancer.tools.advise.main``)."""
+        args = ["--snapshot", str(self.snapshot), "--work", str(self.work), "--runs", str(self.runs)]
+        args += ["--out", str(self.out)]
+        return args + ([] if self.config_file is None else ["--config", str(self.config_file)])
+
+
+class AdviseFields:
+    """The templated fields of an advise task, mixed in before the operator class of both advise
+    operators (``task_id`` defaults to ``advise``):
+
+    :param runs: runs per candidate (an int or its string; 0 or empty: the task is skipped).
+    :param snapshot: the run's snapshot; ``work``: the advice's work directory; ``out``: where the
+        advice goes; ``config_file``: overrides JSON.
+    """
+
+    ADVISE_FIELDS: Sequence[str] = ("runs", "snapshot", "work", "out", "config_file")
+
+    def __init__(self, *, runs: Any, snapshot: Any, work: Any, out: Any, config_file: Any = None, **kwargs: Any):
+        kwargs.setdefault("task_id", "advise")
+        super().__init__(**kwargs)
+        self.runs, self.snapshot, self.work, self.out, self.config_file = runs, snapshot, work, out, config_file
+
+    def advise_args(self) -> AdviseArgs:
+        """The rendered fields, parsed. Raises ``AirflowSkipException`` when no run is asked for."""
+        from airflow.sdk.exceptions import AirflowSkipException
+
+        runs = 0 if unset(self.runs) else int(self.runs)
+        if runs <= 0:
+            raise AirflowSkipException("advise_runs is 0: no advice asked for")
+        return AdviseArgs(
+            runs=runs,
+            snapshot=Path(self.snapshot),
+            work=Path(self.work),
+            out=Path(self.out),
+            config_file=None if unset(self.config_file) else Path(self.config_file),
         )

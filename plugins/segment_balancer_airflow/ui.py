@@ -16,7 +16,8 @@ Routes, under the prefix:
   ``find=PREFIX`` and/or ``datasource=DS`` instead: the plan's segments whose id starts so, each
   linking to its explanation (``explain.find_segments``).
 - ``GET /plans/{name}/{path}``: the files named ``report.html`` of a plan (``report.html``,
-  ``simulation/report.html``, ``simulation/run-NNN/plan/report.html``, the other coordinator's
+  ``simulation/report.html``, ``simulation/run-NNN/plan/report.html``, ``advice/report.html``,
+  ``advice/issue7458/report.html``, the other coordinator's
   ``compared/<coordinator>/report.html``), and the scripts of their tables of operations
   (``operations/index.js``, ``operations/rows-NNNNN.js`` beside each).
 
@@ -48,6 +49,7 @@ from jinja2 import Environment, FileSystemLoader, StrictUndefined
 
 from segment_balancer.common.files import is_plain_child
 from segment_balancer.plan.history import plan_history, signed_change
+from segment_balancer.plan.layout import ADVICE_DIR
 from segment_balancer_airflow.resolve import DAG_ID, plans_root, run_paths, segment_balancer_home
 
 URL_PREFIX = "/segment-balancer"
@@ -158,7 +160,10 @@ def run_view(run_id: str, dag_id: str = DAG_ID) -> HTMLResponse:
     report = _RELATIVE_HREF.sub(f'href="{href("plans", plan.name)}/', (plan / REPORT).read_text(encoding="utf-8"))
     compared = sorted(p.parent.name for p in (plan / COMPARED_DIR).glob(f"*/{REPORT}"))
     nav = _templates.get_template("nav.html").render(
-        name=plan.name, simulation=(plan / "simulation" / REPORT).is_file(), compared=compared
+        name=plan.name,
+        simulation=(plan / "simulation" / REPORT).is_file(),
+        advice=(plan / ADVICE_DIR / REPORT).is_file(),
+        compared=compared,
     ) + _report_links(plan.name)
     head_end = report.lower().find("</head>")
     body = _BODY.search(report, max(head_end, 0))

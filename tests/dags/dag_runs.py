@@ -41,7 +41,8 @@ def published_by(run_id: str) -> tuple[Path, dict]:
 def check_run(run_id: str, run_state: str, states: dict[str, str], conf: dict) -> Path:
     """Check the finished run ``run_id`` of ``segment_balancing`` (its state, ``states`` task id ->
     state, started with params ``conf``): every task succeeded (``simulate`` skipped unless
-    ``simulate_runs``), ``remove_work`` removed the run's directory and stage XComs, the plan and
+    ``simulate_runs``, ``advise`` unless ``advise_runs``), ``remove_work`` removed the run's
+    directory and stage XComs, the plan and
     its report are published, validated and announced by the plans Asset, and, with
     ``compare_with_druid`` (on by default), the other coordinator's validated plan beside it.
     Without ``compare_with_druid`` the other coordinator's branch is skipped.
@@ -55,14 +56,15 @@ def check_run(run_id: str, run_state: str, states: dict[str, str], conf: dict) -
         "validate_plan",
         "publish_plan",
         "simulate",
+        "advise",
         "remove_work",
         "release_spark_session",
     }
-    # simulate runs only with simulate_runs, the other coordinator's branch only with
+    # simulate and advise run only with their runs params, the other coordinator's branch only with
     # compare_with_druid; everything else succeeds
     published, extra = published_by(run_id)
     own = COORDINATORS[json.loads((published / "summary.json").read_text()).get("coordinator", "issue7458")]
-    skipped = set() if conf.get("simulate_runs") else {"simulate"}
+    skipped = {t for t, param in (("simulate", "simulate_runs"), ("advise", "advise_runs")) if not conf.get(param)}
     if not conf.get("compare_with_druid", True):
         other = COORDINATORS[own.compared_with]
         skipped |= {branch_task_id(other.name, app) for app in branch_apps(other)}

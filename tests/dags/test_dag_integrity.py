@@ -31,7 +31,9 @@ BRANCHES = {
     "druid": ["druid.druid_rules", "druid.druid_unload", "druid.druid_balance", "druid.druid_clone", "druid.assemble"],
 }
 TAIL = ["compare", "validate_plan", "publish_plan", "simulate", "remove_work", "release_spark_session"]
-EXPECTED = [*HEAD, *BRANCHES["issue7458"], *BRANCHES["druid"], *TAIL]
+BESIDE_SIMULATE = "advise"
+"""The task between ``publish_plan`` and ``remove_work`` beside ``simulate``."""
+EXPECTED = [*HEAD, *BRANCHES["issue7458"], *BRANCHES["druid"], *TAIL, BESIDE_SIMULATE]
 STAGE0 = HEAD[1:3]
 
 
@@ -71,6 +73,8 @@ def test_tasks_are_wired_in_order(dag):
     for chain in ([*HEAD, *branch, *TAIL] for branch in BRANCHES.values()):
         for upstream, downstream in zip(chain, chain[1:]):
             assert upstream in dag.get_task(downstream).upstream_task_ids, f"{upstream} -> {downstream}"
+    beside = dag.get_task(BESIDE_SIMULATE)
+    assert "publish_plan" in beside.upstream_task_ids and beside.downstream_task_ids == {"remove_work"}
     assert dag.get_task("resolve_snapshot").upstream_task_ids == set()
     assert dag.get_task("release_spark_session").downstream_task_ids == set()
     assert dag.get_task("choose_coordinators").downstream_task_ids == {b[0] for b in BRANCHES.values()}
@@ -109,11 +113,13 @@ def test_the_session_is_released_by_a_teardown(dag):
 
 
 def test_work_is_removed_only_once_published(dag):
-    """remove_work runs after publish and simulate (skipped unless simulate_runs > 0), and not
-    after a failure upstream, which keeps the work directory for diagnosis."""
+    """remove_work runs after publish, simulate and advise (each skipped unless its runs param is
+    above 0), and not after a failure upstream, which keeps the work directory for diagnosis."""
     remove = dag.get_task("remove_work")
-    assert remove.upstream_task_ids == {"resolve_snapshot", "simulate"} and remove.trigger_rule == "none_failed"
+    assert remove.upstream_task_ids == {"resolve_snapshot", "simulate", "advise"}
+    assert remove.trigger_rule == "none_failed"
     assert "publish_plan" in dag.get_task("simulate").upstream_task_ids
+    assert "publish_plan" in dag.get_task("advise").upstream_task_ids
 
 
 def test_the_retention_dag_runs_hourly_from_the_start(dagbag):
@@ -129,8 +135,8 @@ def test_stage_operators_hand_groups_along(mode, monkeypatch):
     (``spark_connect_default``), spark-submit submits ``spark_apps/<name>.py``."""
     from airflow.dag_processing.dagbag import DagBag
 
-    from segment_balancer_airflow.connect import SimulateConnectOperator, StageConnectOperator
-    from segment_balancer_airflow.operators import SimulateSubmitOperator, StageSubmitOperator
+    from segment_balancer_airflow.connect import AdviseConnectOperator, SimulateConnectOperator, StageConnectOperator
+    from segment_balancer_airflow.operators import AdviseSubmitOperator, SimulateSubmitOperator, StageSubmitOperator
 
     monkeypatch.setenv("AIRFLOW__SEGMENT_BALANCER__SPARK_MODE", mode)
     dag = DagBag(dag_folder=str(DAGS)).dags["segment_balancing"]
@@ -143,6 +149,7 @@ def test_stage_operators_hand_groups_along(mode, monkeypatch):
     )
     assert all(type(op) is kind for op in stages)
     assert type(dag.get_task("simulate")) is simulate_kind
+    assert type(dag.get_task("advise")) is (AdviseConnectOperator if mode == "connect" else AdviseSubmitOperator)
     assert [(op.groups_from, op.branch) for op in stages[:2]] == [(None, None), ("used_segments", None)]
     for name, branch in BRANCHES.items():
         ops = [dag.get_task(t) for t in branch]
@@ -156,6 +163,10 @@ def test_stage_operators_hand_groups_along(mode, monkeypatch):
             assert "resolve_snapshot" in op.upstream_task_ids
     simulate = dag.get_task("simulate")
     assert (simulate.plan.key, simulate.out.key) == ("publish_dir", "simulation_dir")
+    advise = dag.get_task("advise")
+    assert (advise.snapshot.key, advise.work.key, advise.out.key) == ("snapshot", "advice_work", "advice_dir")
+    if mode == "spark-submit":
+        assert Path(advise.application) == REPO / "spark_apps" / "advise.py" and Path(advise.application).is_file()
     for op in stages:
         if mode == "connect":
             assert op.conn_id == "spark_connect_default"
@@ -239,14 +250,20 @@ def test_the_defaults_are_valid_and_every_empty_field_is_allowed(dag):
     params = copy.deepcopy(dag.params)
     params.validate()
     for key in params:
-        if key in ("snapshots_root", "simulate_runs", "compare_with_druid"):
+        if key in ("snapshots_root", "simulate_runs", "advise_runs", "compare_with_druid"):
             continue
         schema = params.get_param(key).schema
         assert "null" in schema["type"], key
         params[key] = None
     params.validate()
     sections = {params.get_param(k).schema.get("section") for k in params}
-    assert sections == {"Snapshot", "Coordinator dynamic config", "What-if: cluster edits", "What-if simulation"}
+    assert sections == {
+        "Snapshot",
+        "Coordinator dynamic config",
+        "What-if: cluster edits",
+        "What-if simulation",
+        "Which config to set",
+    }
     assert params.get_param("maxSegmentsInNodeLoadingQueue").schema["minimum"] == 0
 
 

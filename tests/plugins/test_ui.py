@@ -302,6 +302,8 @@ def home(tmp_path, monkeypatch):
     (p3 / "simulation" / "run-002" / "plan").mkdir(parents=True)
     (p3 / "simulation" / "report.html").write_text("<html><body>simulation of P3</body></html>")
     (p3 / "simulation" / "run-002" / "plan" / "report.html").write_text("<html><body>run 2 of P3</body></html>")
+    (p3 / "advice").mkdir()
+    (p3 / "advice" / "report.html").write_text("<html><body>advice of P3</body></html>")
     write_explain_tables(p3)
     return tmp_path
 
@@ -373,7 +375,7 @@ def test_the_plans_page_lists_every_plan_newest_first_with_its_numbers_and_chang
         "max_minus_min_after": "_default_tier: 1 ±0 hot: 3 −3",
         "deferred_drops": "1",
         "valid": "valid",
-        "simulation": "simulation",
+        "simulation": "simulation advice",
         "explain": "explain",
         "previous": P2,
     }
@@ -408,6 +410,7 @@ def test_the_plans_page_lists_every_plan_newest_first_with_its_numbers_and_chang
 
     assert f"{PREFIX}/plans/{P3}/report.html" in links(page.text)
     assert f"{PREFIX}/plans/{P3}/simulation/report.html" in links(page.text)
+    assert f"{PREFIX}/plans/{P3}/advice/report.html" in links(page.text)
     assert f"{PREFIX}/plans/{WHATIF}/explain" in links(page.text)
     assert f"{PREFIX}/plans/{S1}/report.html" not in links(page.text)
     assert all(link.startswith(f"{PREFIX}/") for link in links(page.text))
@@ -475,9 +478,10 @@ def test_the_run_view_is_the_report_with_the_navigation_bar_after_body(home, cli
         f"{PREFIX}/plans",
         f"{PREFIX}/plans/{P3}/explain",
         f"{PREFIX}/plans/{P3}/simulation/report.html",
+        f"{PREFIX}/plans/{P3}/advice/report.html",
         f"{PREFIX}/plans/{P3}/report.html",
     ]
-    assert text(nav) == "All plans Explain a segment Simulation report Report alone"
+    assert text(nav) == "All plans Explain a segment Simulation report Advice: which config to set Report alone"
     # the same with the DAG id the UI adds to the tab's URL
     assert client.get(f"/runs/{quote(P3_RUN, safe='')}", params={"dag_id": "segment_balancing"}).text == page.text
 
@@ -573,6 +577,7 @@ def test_report_files_are_served(home, client):
         (f"{P3}/report.html", f"<h1>Plan {P3}</h1>"),
         (f"{P3}/simulation/report.html", "simulation of P3"),
         (f"{P3}/simulation/run-002/plan/report.html", "run 2 of P3"),
+        (f"{P3}/advice/report.html", "advice of P3"),
     ):
         response = client.get(f"/plans/{path}")
         assert response.status_code == 200 and body in response.text, path

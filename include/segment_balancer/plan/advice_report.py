@@ -9,14 +9,10 @@ import json
 from pathlib import Path
 from typing import Any
 
-import plotly.graph_objects as go
-
 from segment_balancer.common.errors import InputError
 from segment_balancer.common.files import write_text_atomic
+from segment_balancer.plan.layout import ADVICE_FILE
 from segment_balancer.plan.report import REPORT_FILE, figure_html, plotly_js, template_environment
-
-ADVICE_FILE = "advice.json"
-"""The advice of a directory (``tools.advise``)."""
 
 RUN_CHARTS = (
     ("not_loaded", "not loaded after each run (Druid: unavailable + replicas missing; #7458: segments)", 1),
@@ -62,6 +58,8 @@ def _value(run: dict, column: str) -> float | None:
 def run_figure(advice: dict, column: str, title: str, divisor: float):
     """One line per candidate of ``column`` over its runs (plotly figure): the front's in colour,
     the recommended one thickest, the others faint grey; #7458's dashed."""
+    import plotly.graph_objects as go  # plotly loads in some 0.3 s: only once a report is drawn
+
     fig = go.Figure()
     recommended = advice["recommended"]["name"]
     colors = iter(FRONT_COLORS * 4)

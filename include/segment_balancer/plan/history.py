@@ -21,6 +21,7 @@ from datetime import UTC, datetime
 from pathlib import Path
 
 from segment_balancer.common.errors import InputError
+from segment_balancer.plan.layout import ADVICE_DIR
 from segment_balancer.planner.summary import SUMMARY_FILE, PlanSummary, read_plan_summary
 
 log = logging.getLogger(__name__)
@@ -80,7 +81,8 @@ class PlanEntry:
     ``name``: its directory name (the DAG's ``resolve.run_dir_name``); ``path``: the directory;
     ``cluster``, ``snapshot_id``; ``snapshot_time`` and ``published_at``: ISO-8601 UTC strings;
     ``whatif``: the plan has what-if edits; ``valid``: ``validation.json`` says success;
-    ``has_report`` / ``has_simulation``: ``report.html`` / ``simulation/report.html`` are there;
+    ``has_report`` / ``has_simulation`` / ``has_advice``: ``report.html`` /
+    ``simulation/report.html`` / ``advice/report.html`` are there;
     ``numbers``: :func:`headline`; ``previous``: the name of the plan it is compared with, or
     None; ``diff``: this plan's :data:`DIFF_KEYS` minus the previous plan's, and ``max_minus_min_after``
     per tier present in both (empty without a previous plan).
@@ -98,6 +100,7 @@ class PlanEntry:
     has_simulation: bool
     numbers: dict
     previous: str | None = None
+    has_advice: bool = False
     diff: dict = field(default_factory=dict)
 
     def as_dict(self) -> dict:
@@ -141,6 +144,7 @@ def read_plan(plan_dir: Path) -> PlanEntry:
         has_report=(plan_dir / "report.html").is_file(),
         has_simulation=(plan_dir / "simulation" / "report.html").is_file(),
         numbers=numbers,
+        has_advice=(plan_dir / ADVICE_DIR / "report.html").is_file(),
     )
 
 

@@ -10,24 +10,29 @@ by #7458 (``tools.simulate``, each run a plan of its own). Writes ``OUT/advice.j
 
 from __future__ import annotations
 
+import argparse
 import json
 import logging
 import shutil
+import sys
 from collections.abc import Callable, Mapping
 from pathlib import Path
 from typing import Any
 
 import pandas as pd
 
-from segment_balancer.common.files import write_json_atomic
-from segment_balancer.plan.advice_report import ADVICE_FILE, write_advice_report
+from segment_balancer.common.errors import InputError
+from segment_balancer.common.files import WriteError, replace_dir, write_json_atomic
+from segment_balancer.druid.snapshot.errors import SnapshotError
+from segment_balancer.plan.advice_report import write_advice_report
+from segment_balancer.plan.layout import ADVICE_FILE
 from segment_balancer.planner import advisor
 from segment_balancer.planner.coordinators import DEFAULT_COORDINATOR, STAGE0_APPS
 from segment_balancer.planner.summary import read_plan_summary
 from segment_balancer.spark.advise import simulate_candidates
-from segment_balancer.spark.apps import run_app, small_run
+from segment_balancer.spark.apps import read_overrides, run_app, small_run
 from segment_balancer.spark.druid_plan import given_config, run_config
-from segment_balancer.spark.session import driver_tasks
+from segment_balancer.spark.session import driver_tasks, get_session
 from segment_balancer.tools.simulate import simulate
 from segment_balancer.tools.whatif import WhatIf, apply_to_run
 
@@ -52,6 +57,7 @@ def advise(
     with_issue7458: bool = True,
     progress: Callable[[str, int, int], None] | None = None,
     validator=None,
+    work: Path | None = None,
 ) -> dict[str, Any]:
     """Advise on ``snapshot``: returns the ``advice.json`` object written to ``out`` (module
     docstring). ``runs``: runs per candidate (at least 1); ``overrides``: config overrides of the
@@ -61,7 +67,7 @@ def advise(
     (``planner.advisor.DEFAULT_WEIGHTS``); ``with_issue7458``: also the #7458 runs;
     ``progress(what, done, total)``: ``what`` ``candidates`` (runs done of every candidate's) or
     ``issue7458`` (runs planned); ``validator``: the ``ValidationProcess`` #7458's plans are checked
-    by.
+    by; ``work``: the work directory of stage 0 and the candidates (default ``out/work``; replaced).
 
     Raises:
         InputError: bad candidates, weights, snapshot files or edits.
@@ -70,7 +76,7 @@ def advise(
     if runs < 1:
         raise ValueError(f"runs: {runs}: expected at least 1")
     snapshot, out = Path(snapshot).absolute(), Path(out).absolute()
-    work = out / "work"
+    work = out / "work" if work is None else Path(work).absolute()
     if work.exists():
         shutil.rmtree(work)
     work.mkdir(parents=True)
@@ -215,3 +221,51 @@ def measures_of_runs(frame: pd.DataFrame, summaries: list) -> dict[str, Any]:
         "peak_fullest_disk_pct": round(max(x["peak_fullest_disk_pct"] for x in after), 3),
         "runs": rows,
     }
+
+
+class AdviceRefused(InputError):
+    """The advice of a DAG run refused its input (a snapshot, config or candidate it cannot take)."""
+
+
+def advise_published(
+    spark, snapshot: Path, work: Path, runs: int, out: Path, overrides: dict | None = None, seed: int = 0
+) -> None:
+    """The advice of a DAG run (the ``advise_runs`` param) on its ``snapshot`` into ``out`` (beside
+    its published plan), written whole or not at all (``common.files.replace_dir``), with its work
+    directory ``work`` (the run's, removed with it). Shared by ``spark_apps/advise.py`` and the
+    DAG's Spark Connect task. Raises :class:`AdviceRefused` on bad input, leaving an earlier ``out``
+    as it was."""
+    snapshot, work, out = (Path(p).absolute() for p in (snapshot, work, out))
+    try:
+        replace_dir(out, lambda tmp: advise(spark, snapshot, tmp, runs=runs, overrides=overrides, seed=seed, work=work))
+    except WriteError as exc:
+        cause = exc.__cause__
+        if isinstance(cause, (SnapshotError, InputError, ValueError)):
+            raise AdviceRefused(f"advice refused: {cause}") from exc
+        raise
+
+
+def main(argv=None) -> int:
+    """``spark-submit spark_apps/advise.py --snapshot S --work W --runs N --out O [--config C]
+    [--seed N]``: :func:`advise_published`. Returns 0; exits with code 2 on bad input, leaving an
+    earlier ``O`` as it was."""
+    logging.basicConfig(level=logging.INFO, format="%(asctime)s %(levelname)s %(name)s: %(message)s")
+    parser = argparse.ArgumentParser(prog="advise", description="segment_balancer advice of a DAG run")
+    parser.add_argument("--snapshot", required=True, type=Path)
+    parser.add_argument("--work", required=True, type=Path, help="the advice's work directory")
+    parser.add_argument("--runs", required=True, type=int)
+    parser.add_argument("--out", required=True, type=Path)
+    parser.add_argument("--config", type=Path, help="config overrides JSON")
+    parser.add_argument("--seed", type=int, default=0)
+    args = parser.parse_args(argv)
+    spark = get_session("segment_balancer.tools.advise")
+    try:
+        advise_published(spark, args.snapshot, args.work, args.runs, args.out, read_overrides(args.config), args.seed)
+    except AdviceRefused as exc:
+        log.error("%s", exc)
+        print(str(exc), file=sys.stderr)
+        spark.stop()
+        raise SystemExit(2) from exc
+    log.info("advice of %d runs written to %s", args.runs, args.out)
+    spark.stop()
+    return 0

@@ -47,10 +47,11 @@ from segment_balancer.common.files import WriteError, replace_dir
 from segment_balancer.druid.importer import import_druid_segments_sql
 from segment_balancer.druid.releases import NEWEST_RELEASE
 from segment_balancer.plan import validation_process
-from segment_balancer.plan.advice_report import ADVICE_FILE, read_advice, write_advice_report
+from segment_balancer.plan.advice_report import read_advice, write_advice_report
 from segment_balancer.plan.compare import COMPARISON_FILE
 from segment_balancer.plan.explain import explain_plan, explain_segment, render_explain, render_snapshot_explain
 from segment_balancer.plan.history import headline, plan_history, signed_change
+from segment_balancer.plan.layout import ADVICE_FILE
 from segment_balancer.plan.report import coordinator_summary, margin_summary, rebuild
 from segment_balancer.plan.validation import PlanValidationError
 from segment_balancer.planner import advisor, config_keys
