@@ -146,12 +146,15 @@ def simulate_candidate(
     runs: int,
     now_ms: int,
     seed: int = 0,
+    restart: Sequence[str] = (),
     progress: Callable[[int], None] | None = None,
 ) -> CandidateResult:
     """``runs`` runs of Druid's Coordinator from ``state`` (consumed) under ``base`` (the snapshot's
     config, Druid's key names, ``druidVersion`` set) with ``candidate``'s values; the first run at
     ``now_ms``, each later one a Coordinator period on. ``seed`` seeds every run's draws, the same
-    for every candidate. ``progress(run)`` after each run.
+    for every candidate. ``restart``: historicals (names) restarted in a rolling restart: away from
+    the inventory for run 1 (its requests to them unanswered), back with what they served once run
+    1's requests completed. ``progress(run)`` after each run.
 
     Raises:
         ValueError: a candidate value Druid's config refuses (the key, the value, what is expected).
@@ -167,7 +170,10 @@ def simulate_candidate(
         disk, segments, fullest = measure_cluster(sim.servers.values(), decommissioning)
         return RunMeasure(run, *not_loaded, moves, moved, disk, segments, fullest, max(peak, fullest))
 
-    stats = sim.run_cycle()
+    away = [sim.servers[name] for name in restart]
+    for server in away:
+        sim.remove_server(server.name)
+    stats = sim.run_cycle()  # its counts are the cluster's as run 1 begins (restarted historicals away)
     result = CandidateResult(candidate, measured(0, _not_loaded(stats), 0, 0, 0.0))
     for run in range(1, runs + 1):
         moves = [
@@ -181,6 +187,9 @@ def simulate_candidate(
             peak[0] = max(peak[0], measure_cluster(sim.servers.values(), decommissioning)[2])
 
         sim.load_queued_segments(after_round=after_round)
+        if run == 1:
+            for server in away:
+                sim.add_server(server)
         sim.now_ms += period_ms
         if run < runs:
             stats = sim.run_cycle()
@@ -194,7 +203,8 @@ def simulate_candidate(
 
 
 def _rules_count(sim: CoordinatorSimulation) -> tuple[int, int]:
-    """What the next run's ``CollectSegmentStats`` would count, without running its other duties."""
+    """What the next run's ``CollectSegmentStats`` would count, without running its other duties
+    (its rules queue loads in ``sim``'s queues: only after the last run)."""
     state = ClusterState(
         servers=list(sim.servers.values()),
         used=sim.used,

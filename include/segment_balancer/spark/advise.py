@@ -45,13 +45,15 @@ def simulate_candidates(
     runs: int,
     now_ms: int,
     seed: int = 0,
+    restart: Sequence[str] = (),
     progress: Callable[[int], None] | None = None,
 ) -> list[dict[str, Any]]:
     """Every candidate's row of ``advice.json`` (``planner.advisor.result_row``), in the order of
     ``candidates``: one Spark task each, in one Spark job. ``work``: the run's work directory after
     ``prepare`` (absolute, read by every task); ``base``: the snapshot's config (Druid's key names,
-    ``druidVersion`` set); ``progress(runs_done)``: the runs done over every candidate, called from a
-    thread of the driver while the job runs and once at its end.
+    ``druidVersion`` set); ``restart``: as ``simulate_candidate``'s; ``progress(runs_done)``: the
+    runs done over every candidate, called from a thread of the driver while the job runs and once
+    at its end.
 
     Raises:
         ValueError: a candidate value Druid's config refuses (from the task that met it).
@@ -60,7 +62,10 @@ def simulate_candidates(
     (work / ADVISE_DIR).mkdir(parents=True, exist_ok=True)
     for old in (work / ADVISE_DIR).glob("*.json"):
         old.unlink()
-    items = [(str(work), str(snapshot), dict(base), c, runs, now_ms, seed, i) for i, c in enumerate(candidates)]
+    items = [
+        (str(work), str(snapshot), dict(base), c, runs, now_ms, seed, tuple(restart), i)
+        for i, c in enumerate(candidates)
+    ]
     stop = threading.Event()
     watcher = None
     if progress is not None:
@@ -92,15 +97,17 @@ def _watch(work: Path, count: int, progress: Callable[[int], None], stop: thread
 
 
 def _candidate_task(item) -> dict[str, Any]:
-    """One candidate's runs: ``(work, snapshot, base, candidate, runs, now_ms, seed, position)``."""
-    work, snapshot, base, candidate, runs, now_ms, seed, position = item
+    """One candidate's runs: ``(work, snapshot, base, candidate, runs, now_ms, seed, restart, position)``."""
+    work, snapshot, base, candidate, runs, now_ms, seed, restart, position = item
     work = Path(work)
     state = cluster_state(work, Path(snapshot))
 
     def ran(run: int) -> None:
         write_json_atomic({"runs": run}, _progress_file(work, position))
 
-    result = simulate_candidate(state, base, candidate, runs=runs, now_ms=now_ms, seed=seed, progress=ran)
+    result = simulate_candidate(
+        state, base, candidate, runs=runs, now_ms=now_ms, seed=seed, restart=restart, progress=ran
+    )
     row = result_row(result)
     write_json_atomic(row, candidate_file(work, position))
     return row

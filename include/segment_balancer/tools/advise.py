@@ -15,7 +15,7 @@ import json
 import logging
 import shutil
 import sys
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -34,7 +34,7 @@ from segment_balancer.spark.apps import read_overrides, run_app, small_run
 from segment_balancer.spark.druid_plan import given_config, run_config
 from segment_balancer.spark.session import driver_tasks, get_session
 from segment_balancer.tools.simulate import simulate
-from segment_balancer.tools.whatif import WhatIf, apply_to_run
+from segment_balancer.tools.whatif import WhatIf, apply_to_run, apply_what_if
 
 log = logging.getLogger(__name__)
 
@@ -58,6 +58,7 @@ def advise(
     progress: Callable[[str, int, int], None] | None = None,
     validator=None,
     work: Path | None = None,
+    restart: Sequence[str] = (),
 ) -> dict[str, Any]:
     """Advise on ``snapshot``: returns the ``advice.json`` object written to ``out`` (module
     docstring). ``runs``: runs per candidate (at least 1); ``overrides``: config overrides of the
@@ -67,7 +68,9 @@ def advise(
     (``planner.advisor.DEFAULT_WEIGHTS``); ``with_issue7458``: also the #7458 runs;
     ``progress(what, done, total)``: ``what`` ``candidates`` (runs done of every candidate's) or
     ``issue7458`` (runs planned); ``validator``: the ``ValidationProcess`` #7458's plans are checked
-    by; ``work``: the work directory of stage 0 and the candidates (default ``out/work``; replaced).
+    by; ``work``: the work directory of stage 0 and the candidates (default ``out/work``; replaced);
+    ``restart``: historicals restarted in a rolling restart, away for run 1 and back after it (for
+    #7458: run 1 plans on a copy of the snapshot without them, applied to the cluster with them).
 
     Raises:
         InputError: bad candidates, weights, snapshot files or edits.
@@ -83,6 +86,9 @@ def advise(
     if edits is not None:
         snapshot, overrides = apply_to_run(snapshot, work, edits, overrides)
     druid_overrides = {**(overrides or {}), "coordinator": "druid"}
+    if restart:
+        apply_what_if(snapshot, WhatIf.parse((), tuple(restart), []), work / "snapshot-restart-check")
+        shutil.rmtree(work / "snapshot-restart-check")
     config = run_config(snapshot, druid_overrides)
     current = {k: config[k] for k in advisor.TUNED_KEYS}
     base = {**given_config(snapshot, overrides), "druidVersion": config.release}
@@ -108,13 +114,14 @@ def advise(
             runs=runs,
             now_ms=now_ms,
             seed=seed,
+            restart=restart,
             progress=None if progress is None else (lambda done: progress("candidates", done, total)),
         )
     front = advisor.pareto_front(rows, runs)
     for row, on in zip(rows, front):
         row["pareto"] = on
     chosen = advisor.recommend(rows, front, runs, weights)
-    body, restart = advisor.config_diff(current, rows[chosen]["config"])
+    body, restart_keys = advisor.config_diff(current, rows[chosen]["config"])
     advice = {
         "version": ADVICE_VERSION,
         "snapshot": str(snapshot),
@@ -126,12 +133,13 @@ def advise(
         "candidates": rows,
         "recommended": rows[chosen],
         "config_diff": body,
-        "restart_keys": restart,
+        "restart_keys": restart_keys,
+        "restarted": list(restart),
         "issue7458": None,
     }
     if with_issue7458:
         advice["issue7458"] = issue7458_measures(
-            spark, snapshot, out / "issue7458", runs, overrides, seed, validator, progress
+            spark, snapshot, out / "issue7458", runs, overrides, seed, validator, progress, restart
         )
     write_json_atomic(advice, out / ADVICE_FILE)
     write_advice_report(out)
@@ -147,13 +155,15 @@ def issue7458_measures(
     seed: int,
     validator,
     progress: Callable[[str, int, int], None] | None = None,
+    restart: Sequence[str] = (),
 ) -> dict[str, Any]:
     """The advisor's measures of ``runs`` runs planned by #7458 on ``snapshot``
     (``tools.simulate.simulate``: every plan applied as a cluster would, every load completed):
     ``runs_to_loaded`` from each run's status once its operations succeeded (run 0: the snapshot's),
     the spreads and fullest disk from ``runs.csv`` after each run (decommissioning historicals out
     of both); its peaks are after each run, not while its requests complete. Also ``runs``, one
-    row per run as the candidates have them."""
+    row per run as the candidates have them. ``restart``: run 1 plans on a copy of the snapshot
+    without these historicals (away), applied to the cluster with them (back)."""
     if out.exists():
         shutil.rmtree(out)
     if progress is not None:

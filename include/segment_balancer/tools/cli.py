@@ -11,7 +11,7 @@
 ``python -m segment_balancer simulate --snapshot DIR --runs N --out DIR [--config FILE.json] [--loads-per-run N]
 [--load-failure-rate P] [--seed N] [--coordinator issue7458|druid] [--compare-margins P,P,… | --compare-coordinators]``
 ``python -m segment_balancer advise --snapshot DIR --out DIR [--runs N] [--candidates FILE.json] [--config FILE.json]
-[--weights NAME=W,…] [--seed N] [--no-issue7458] [--decommission SERVER] [--remove SERVER]
+[--weights NAME=W,…] [--seed N] [--no-issue7458] [--restart SERVER] [--decommission SERVER] [--remove SERVER]
 [--add TIER:COUNT:MAX_SIZE_BYTES]``
 ``python -m segment_balancer capture --coordinator URL --broker URL --out DIR [--cluster NAME] [--user USER]``
 ``python -m segment_balancer generate OUT_DIR [--seed N] [--segments N] [--servers N] [--druid-version [V]]``
@@ -581,6 +581,7 @@ class AdviseRequest:
     seed: int
     no_issue7458: bool
     remote: str | None
+    restart: tuple[str, ...]
     decommission: tuple[str, ...]
     remove: tuple[str, ...]
     add: tuple[str, ...]
@@ -588,7 +589,12 @@ class AdviseRequest:
     @classmethod
     def from_args(cls, args: argparse.Namespace) -> AdviseRequest:
         return request_from(
-            cls, args, decommission=tuple(args.decommission), remove=tuple(args.remove), add=tuple(args.add)
+            cls,
+            args,
+            restart=tuple(args.restart),
+            decommission=tuple(args.decommission),
+            remove=tuple(args.remove),
+            add=tuple(args.add),
         )
 
 
@@ -629,6 +635,7 @@ def advise_command(request: AdviseRequest, gate) -> None:
                 with_issue7458=not request.no_issue7458,
                 progress=progress,
                 validator=gate,
+                restart=request.restart,
             )
         print_advice(result)
         print_written("advice", request.out)
@@ -1034,6 +1041,13 @@ def _parser() -> argparse.ArgumentParser:
     adv.add_argument("--seed", type=int, default=0, help="seeds every run's draws, the same for every candidate")
     adv.add_argument("--no-issue7458", action="store_true", help="leave out #7458's runs beside the candidates")
     adv.add_argument("--remote", metavar="URL", help=REMOTE_HELP)
+    adv.add_argument(
+        "--restart",
+        action="append",
+        default=[],
+        metavar="SERVER",
+        help="a rolling restart: this historical is away for run 1 and back after it, with what it served (repeatable)",
+    )
     adv_what = adv.add_argument_group("what-if edits of the cluster (applied to a copy of the snapshot)")
     adv_what.add_argument("--decommission", action="append", default=[], metavar="SERVER")
     adv_what.add_argument("--remove", action="append", default=[], metavar="SERVER")
