@@ -349,7 +349,8 @@ class LoadQueue:
     completes, the requests already sent (``in_flight``: these cannot be cancelled), and the request
     counts per (event, datasource, action) since they were last taken. ``journal`` lists every
     event with the server's name (a run shares one list among its queues, to keep their order);
-    ``added`` counts the requests ever queued (one that gains a callback only is not new)."""
+    ``created`` lists the requests queued since its reader last emptied it, in the order queued (one
+    that gains a callback only is not new; a simulation's load completion reads it)."""
 
     def __init__(self, server_name: str):
         self.server_name = server_name
@@ -359,7 +360,7 @@ class LoadQueue:
         self.in_flight: set[str] = set()
         self.stats: Counter[tuple[QueueEvent, str, str]] = Counter()
         self.journal: list[tuple[QueueEvent, QueuedRequest, str]] = []
-        self.added = 0
+        self.created: list[QueuedRequest] = []
 
     def requests(self) -> list[QueuedRequest]:
         """Every queued request in the order they are sent: drops, loads, replicas, moves; newest
@@ -391,7 +392,7 @@ class LoadQueue:
         if request is None:
             request = QueuedRequest(segment, action, move_source, profile=profile)
             self.to_load[segment.id] = request
-            self.added += 1
+            self.created.append(request)
             self._count(QueueEvent.ASSIGNED, request)
         if callback is not None:
             request.callbacks.append(callback)
@@ -402,7 +403,7 @@ class LoadQueue:
         if request is None:
             request = QueuedRequest(segment, SegmentAction.DROP)
             self.to_drop[segment.id] = request
-            self.added += 1
+            self.created.append(request)
             self._count(QueueEvent.ASSIGNED, request)
         if callback is not None:
             request.callbacks.append(callback)

@@ -55,19 +55,19 @@ class _Waiting:
     moves; newest segment first: ``QueuedRequest.queue_order``), as a heap: a request queued since
     (a move's drop, queued by its load's callback) joins it, one no longer queued is passed over."""
 
-    def __init__(self) -> None:
-        self.heap: list[tuple[tuple, int, QueuedRequest]] = []
-        self.known: dict[int, QueuedRequest] = {}
-        self.seen = -1
+    def __init__(self, queue: LoadQueue) -> None:
+        """Every request ``queue`` holds now; ``queue.created`` emptied, to list those queued since."""
+        self.heap = [(r.queue_order(), i, r) for i, r in enumerate((*queue.to_drop.values(), *queue.to_load.values()))]
+        heapq.heapify(self.heap)
+        self.count = len(self.heap)
+        queue.created.clear()
 
     def next(self, queue: LoadQueue) -> QueuedRequest | None:
         """The request ``queue`` sends next (still in the queue), taken off the heap; None: none."""
-        if queue.added != self.seen:
-            self.seen = queue.added
-            for request in (*queue.to_drop.values(), *queue.to_load.values()):
-                if id(request) not in self.known:
-                    self.known[id(request)] = request
-                    heapq.heappush(self.heap, (request.queue_order(), len(self.known), request))
+        for request in queue.created:
+            heapq.heappush(self.heap, (request.queue_order(), self.count, request))
+            self.count += 1
+        queue.created.clear()
         while self.heap:
             _, _, request = heapq.heappop(self.heap)
             live = queue.to_drop if request.action is SegmentAction.DROP else queue.to_load
@@ -159,14 +159,14 @@ class CoordinatorSimulation:
         """Complete every queued request, round after round, as historicals answer them.
         ``after_round``: called once each round's requests are answered, before their callbacks."""
         turbo = set(self.config.get("turboLoadingNodes") or [])
-        pending = {name: _Waiting() for name in self.queues}
+        pending = {name: _Waiting(queue) for name, queue in self.queues.items()}
         while True:
             answered = []
             for name, queue in self.queues.items():
                 server = self.servers.get(name)
                 if server is None:
                     continue
-                request = pending.setdefault(name, _Waiting()).next(queue)
+                request = pending[name].next(queue)
                 if request is None:
                     continue
                 (queue.to_drop if request.action is SegmentAction.DROP else queue.to_load).pop(request.segment.id)
