@@ -62,7 +62,7 @@ def row(name: str, advice: dict, seconds: float | None) -> dict:
     return {
         "cluster": name,
         "recommended": "the snapshot's own" if chosen["current"] else chosen["name"],
-        "changes": ", ".join(f"{k.rsplit('.', 1)[-1]}={v}" for k, v in change.items()) or "—",
+        "changes": ", ".join(f"{k.rsplit('.', 1)[-1]}={json.dumps(v)}" for k, v in change.items()) or "—",
         "own config": of(current),
         "recommended ": of(chosen),
         "#7458": of(other) if other else "—",

@@ -159,7 +159,8 @@ def issue7458_measures(
 ) -> dict[str, Any]:
     """The advisor's measures of ``runs`` runs planned by #7458 on ``snapshot``
     (``tools.simulate.simulate``: every plan applied as a cluster would, every load completed):
-    ``runs_to_loaded`` from each run's status once its operations succeeded (run 0: the snapshot's),
+    ``runs_to_loaded`` from the status each run left (what the next run started from; the last run's
+    once its operations succeeded; run 0: what run 1 started from),
     the spreads and fullest disk from ``runs.csv`` after each run (decommissioning historicals out
     of both); its peaks are after each run, not while its requests complete. Also ``runs``, one
     row per run as the candidates have them. ``restart``: run 1 plans on a copy of the snapshot
@@ -168,6 +169,13 @@ def issue7458_measures(
         shutil.rmtree(out)
     if progress is not None:
         progress("issue7458", 0, runs)
+
+    def plan_on(run: int, current: Path, run_dir: Path) -> Path:
+        if run != 1 or not restart:
+            return current
+        apply_what_if(current, WhatIf.parse((), tuple(restart), []), run_dir / "snapshot-restart")
+        return run_dir / "snapshot-restart"
+
     frame = simulate(
         spark,
         snapshot,
@@ -176,6 +184,7 @@ def issue7458_measures(
         {**(overrides or {}), "coordinator": DEFAULT_COORDINATOR},
         seed=seed,
         validator=validator,
+        plan_on=plan_on,
     )
     if progress is not None:
         progress("issue7458", runs, runs)
@@ -199,8 +208,10 @@ def measures_of_runs(frame: pd.DataFrame, summaries: list) -> dict[str, Any]:
             "moved_bytes": 0,
         }
     ]
-    for r, summary in zip(frame.to_dict("records"), summaries):
-        after = not_loaded(summary.status_after)
+    # after run r: what run r + 1 started from; after the last, its plan's status once it succeeded
+    afters = [s.status_before for s in summaries[1:]] + [summaries[-1].status_after]
+    for r, status in zip(frame.to_dict("records"), afters):
+        after = not_loaded(status)
         rows.append(
             {
                 "run": int(r["run"]),
