@@ -138,6 +138,7 @@ def advise(
         "issue7458": None,
     }
     if with_issue7458:
+        log.info("planning the same %d runs with #7458", runs)
         advice["issue7458"] = issue7458_measures(
             spark, snapshot, out / "issue7458", runs, overrides, seed, validator, progress, restart
         )
