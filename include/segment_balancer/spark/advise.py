@@ -3,7 +3,7 @@ Coordinator for its runs from the run's prepared tables (``planner.advisor.simul
 the same on ``local[*]``, a standalone cluster and a Connect server (``session.run_tasks``).
 
 A task writes what it has done to ``WORK/advise/`` as it goes: ``progress-NN.json`` (``{"runs":
-k}``, after each run) and ``candidate-NN.json`` (its row of ``advice.json``, once done), so the
+k}``, after each run) and ``candidate-NN.json`` (its row of ``advice.json``, with ``seconds``, the task's time, once done), so the
 driver shows progress by reading the directory, whatever runs the tasks.
 """
 
@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import json
 import threading
+import time
 from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
 from typing import Any
@@ -99,6 +100,7 @@ def _watch(work: Path, count: int, progress: Callable[[int], None], stop: thread
 def _candidate_task(item) -> dict[str, Any]:
     """One candidate's runs: ``(work, snapshot, base, candidate, runs, now_ms, seed, restart, position)``."""
     work, snapshot, base, candidate, runs, now_ms, seed, restart, position = item
+    started = time.monotonic()
     work = Path(work)
     state = cluster_state(work, Path(snapshot))
 
@@ -108,6 +110,6 @@ def _candidate_task(item) -> dict[str, Any]:
     result = simulate_candidate(
         state, base, candidate, runs=runs, now_ms=now_ms, seed=seed, restart=restart, progress=ran
     )
-    row = result_row(result)
+    row = {**result_row(result), "seconds": round(time.monotonic() - started, 1)}
     write_json_atomic(row, candidate_file(work, position))
     return row
