@@ -3,8 +3,9 @@ Coordinator for its runs from the run's prepared tables (``planner.advisor.simul
 the same on ``local[*]``, a standalone cluster and a Connect server (``session.run_tasks``).
 
 A task writes what it has done to ``WORK/advise/`` as it goes: ``progress-NN.json`` (``{"runs":
-k}``, after each run) and ``candidate-NN.json`` (its row of ``advice.json``, with ``seconds``, the task's time, once done), so the
-driver shows progress by reading the directory, whatever runs the tasks.
+k}``, after each run) and ``candidate-NN.json`` (its row of ``advice.json``, with ``seconds``, the
+task's time, once done), so the driver shows progress by reading the directory, whatever runs the
+tasks.
 """
 
 from __future__ import annotations
