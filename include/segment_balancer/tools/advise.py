@@ -27,7 +27,7 @@ from segment_balancer.druid.snapshot.errors import SnapshotError
 from segment_balancer.plan.advice_report import write_advice_report
 from segment_balancer.plan.layout import ADVICE_FILE
 from segment_balancer.planner import advisor
-from segment_balancer.planner.coordinators import DEFAULT_COORDINATOR, STAGE0_APPS
+from segment_balancer.planner.coordinators import DRUID, ISSUE7458, STAGE0_APPS
 from segment_balancer.planner.summary import read_plan_summary
 from segment_balancer.spark.advise import simulate_candidates
 from segment_balancer.spark.apps import read_overrides, run_app, small_run
@@ -85,7 +85,7 @@ def advise(
     work.mkdir(parents=True)
     if edits is not None:
         snapshot, overrides = apply_to_run(snapshot, work, edits, overrides)
-    druid_overrides = {**(overrides or {}), "coordinator": "druid"}
+    druid_overrides = {**(overrides or {}), "coordinator": DRUID.name}
     if restart:
         apply_what_if(snapshot, WhatIf.parse((), tuple(restart), []), work / "snapshot-restart-check")
         shutil.rmtree(work / "snapshot-restart-check")
@@ -182,7 +182,7 @@ def issue7458_measures(
         snapshot,
         out,
         runs,
-        {**(overrides or {}), "coordinator": DEFAULT_COORDINATOR},
+        {**(overrides or {}), "coordinator": ISSUE7458.name},
         seed=seed,
         validator=validator,
         plan_on=plan_on,
