@@ -52,6 +52,7 @@ from segment_balancer.plan.validation import PlanValidationError
 from segment_balancer.planner import config_keys
 from segment_balancer.planner.config import check_override_keys
 from segment_balancer.planner.coordinators import COORDINATOR_NAMES, DEFAULT_COORDINATOR, coordinator
+from segment_balancer.planner.small_inputs import read_small_inputs
 from segment_balancer.planner.summary import read_plan_summary
 from segment_balancer.spark import session as spark_session
 from segment_balancer.spark.apps import read_overrides
@@ -62,7 +63,7 @@ from segment_balancer.tools.simulate import add_simulate_arguments, simulate, si
 from segment_balancer.tools.terminal import print_table
 from segment_balancer.tools.whatif import WhatIf, parse_add
 
-# The Spark applications' modules (``spark.prepare``, ``spark.used_segments``: pyroaring, the snapshot
+# The Spark applications' modules (``spark.prepare``, ``spark.used_segments``: pyspark, the snapshot
 # readers) are imported in the functions that use them, so that ``--help`` and the commands without a
 # snapshot load none of them. ``spark_session`` and ``validation_process`` are used through their
 # modules: ``local_session`` and ``ValidationProcess`` are looked up when a command runs, so that a
@@ -388,8 +389,6 @@ def _checked_overrides(config: Path | None, snapshot: Path) -> dict | None:
     """The ``--config`` overrides, read and checked, with the snapshot's small files (servers, queues,
     rules, config, meta) loaded: all refused before any JVM. Raises ``InputError`` naming the file
     (an unknown key, a bad snapshot file)."""
-    from segment_balancer.planner.small_inputs import read_small_inputs
-
     overrides = read_overrides(config)
     check_override_keys(overrides, f"--config {config}")
     read_small_inputs(snapshot, overrides, f"--config {config}")
