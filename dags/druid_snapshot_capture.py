@@ -26,7 +26,7 @@ from pathlib import Path
 from airflow.sdk import Param, chain, dag, task
 
 from segment_balancer_airflow.assets import SNAPSHOTS
-from segment_balancer_airflow.druid import BROKER_CONN_ID, COORDINATOR_CONN_ID
+from segment_balancer_airflow.druid import BROKER_CONN_ID, COORDINATOR_CONN_ID, broker_endpoint, coordinator_endpoint
 from segment_balancer_airflow.params import default_snapshots_root
 
 
@@ -72,7 +72,6 @@ def druid_snapshot_capture():
     def capture(params=None) -> str:
         """Capture the cluster into the snapshots root; returns the new snapshot directory."""
         from segment_balancer.tools.capture import capture as capture_snapshot
-        from segment_balancer_airflow.druid import broker_endpoint, coordinator_endpoint
 
         out = capture_snapshot(
             coordinator_endpoint(params["coordinator_conn_id"]),

@@ -22,7 +22,9 @@ remove_old_runs    remove_old_plans    remove_old_logs
 from __future__ import annotations
 
 from datetime import UTC, datetime, timedelta
+from pathlib import Path
 
+from airflow.configuration import conf
 from airflow.sdk import dag, task
 
 
@@ -69,10 +71,6 @@ def segment_balancer_retention():
     @task
     def remove_old_logs() -> list[dict]:
         """Remove the task logs of DAG runs older than the setting."""
-        from pathlib import Path
-
-        from airflow.configuration import conf
-
         from segment_balancer_airflow.retention import Retention, remove_old_logs
 
         return [

@@ -80,16 +80,17 @@ one, the Coordinator config fields or the what-if edits to ask "what if".
 from __future__ import annotations
 
 from datetime import timedelta
+from pathlib import Path
 
 from airflow.sdk import TaskGroup, TriggerRule, chain, dag, task, teardown
 from airflow.timetables.trigger import CronTriggerTimetable
 
 from segment_balancer.planner.coordinators import COORDINATORS, STAGE0_APPS
-from segment_balancer_airflow.assets import PLANS, SNAPSHOTS
-from segment_balancer_airflow.branches import STAGE_TASK_IDS, branch_apps
-from segment_balancer_airflow.connect import advise_operator, simulate_operator, stage_operator
+from segment_balancer_airflow.assets import PLANS, SNAPSHOTS, plan_event_extra
+from segment_balancer_airflow.branches import STAGE_TASK_IDS, branch_apps, first_task_ids
+from segment_balancer_airflow.connect import advise_operator, release_session, simulate_operator, stage_operator
 from segment_balancer_airflow.params import dag_params, default_snapshots_root
-from segment_balancer_airflow.refusal import RETRY_POLICY
+from segment_balancer_airflow.refusal import RETRY_POLICY, refusing_bad_input
 from segment_balancer_airflow.schedule import SnapshotOrDailySchedule
 
 
@@ -119,7 +120,6 @@ def segment_balancing():
     @task(multiple_outputs=True)  # each path its own XCom, which the stage tasks take as XComArgs
     def resolve_snapshot(params=None, run_id=None, logical_date=None, dag_run=None) -> dict:
         """Pick the snapshot, apply the what-if edits, create a fresh work directory, write the config."""
-        from segment_balancer_airflow.refusal import refusing_bad_input
         from segment_balancer_airflow.resolve import resolve_run, segment_balancer_home
 
         with refusing_bad_input():  # bad input: one line in the log, no retry
@@ -131,10 +131,7 @@ def segment_balancing():
     def choose_coordinators(run: dict) -> list[str]:
         """Follow the branch of the run's coordinator, and of the other when the run compares them
         (its work directory forked now); the others are skipped."""
-        from pathlib import Path
-
         from segment_balancer.spark.apps import start_branches
-        from segment_balancer_airflow.branches import first_task_ids
 
         return first_task_ids(start_branches(Path(run["work"])))
 
@@ -142,8 +139,6 @@ def segment_balancing():
     def compare(run: dict) -> dict:
         """Join the branches that ran: the compared coordinator's plan set beside the run's, the
         two measured side by side; returns each planning coordinator and where its plan is."""
-        from pathlib import Path
-
         from segment_balancer.plan.compare import place_compared
         from segment_balancer.spark.apps import planned_branches
 
@@ -164,7 +159,6 @@ def segment_balancing():
     def publish_plan(run: dict, outlet_events=None) -> str:
         """Atomically publish the validated plan with its report; emit the plans Asset; returns where it went."""
         from segment_balancer.plan.publish import publish_plan as publish
-        from segment_balancer_airflow.assets import plan_event_extra
         from segment_balancer_airflow.resolve import plans_root, segment_balancer_home
 
         publish(run["plan_dir"], run["publish_dir"], plans_root(segment_balancer_home().resolve()))
@@ -174,8 +168,6 @@ def segment_balancing():
     @task(trigger_rule=TriggerRule.NONE_FAILED)  # simulate and advise are skipped unless asked for
     def remove_work(run: dict, dag_run=None) -> dict:
         """Remove the run's work directory and its stage XComs once its plan is published."""
-        from pathlib import Path
-
         from segment_balancer_airflow.resolve import runs_root, segment_balancer_home
         from segment_balancer_airflow.retention import remove_run
 
@@ -191,8 +183,6 @@ def segment_balancing():
     @teardown
     def release_spark_session(dag=None, run_id=None) -> str:
         """Release the run's Spark Connect session, whatever became of the run (spark-submit mode: nothing)."""
-        from segment_balancer_airflow.connect import release_session
-
         return release_session(dag.dag_id, run_id)
 
     run = resolve_snapshot()

@@ -27,14 +27,19 @@ before; :func:`stage_operator` and :func:`simulate_operator` pick the class.
 
 from __future__ import annotations
 
+import logging
 import uuid
 from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
+from airflow.configuration import conf
+from airflow.providers.apache.spark.hooks.spark_connect import SparkConnectHook
 from airflow.sdk import BaseOperator
 
 from segment_balancer_airflow.taskargs import AdviseFields, SimulateFields, input_groups, unset
+
+from .refusal import refusing_bad_input
 
 #: The Spark provider's Connect connection the tasks use by default.
 DEFAULT_CONNECT_CONN_ID = "spark_connect_default"
@@ -46,8 +51,6 @@ _SESSION_NAMESPACE = uuid.UUID("5b0c6f1e-3d3a-4c1e-9a57-0d7a1f6a2b24")
 def spark_mode() -> str:
     """``[segment_balancer] spark_mode`` of the Airflow config (``connect`` when unset; env
     ``AIRFLOW__SEGMENT_BALANCER__SPARK_MODE``). Raises ``ValueError`` for another value."""
-    from airflow.configuration import conf
-
     mode = (conf.get("segment_balancer", "spark_mode", fallback="connect") or "connect").strip().lower()
     if mode not in SPARK_MODES:
         raise ValueError(f"[segment_balancer] spark_mode = {mode!r}: expected one of {', '.join(SPARK_MODES)}")
@@ -63,8 +66,6 @@ def run_session_id(dag_id: str, run_id: str) -> str:
 def session_url(conn_id: str, dag_id: str, run_id: str) -> str:
     """``sc://host:port/;…;session_id=<run_session_id>``: the connection's URL (``SparkConnectHook``:
     user id, token, SSL from the connection) with the run's session id."""
-    from airflow.providers.apache.spark.hooks.spark_connect import SparkConnectHook
-
     url = SparkConnectHook(conn_id).get_connection_url()  # sc://host:port/ or sc://host:port/;k=v;…
     return f"{url};session_id={run_session_id(dag_id, run_id)}"
 
@@ -113,8 +114,6 @@ class StageConnectOperator(BaseOperator):
         from segment_balancer.spark.apps import read_overrides, run_app
         from segment_balancer.spark.session import detach, remote_session
 
-        from .refusal import refusing_bad_input
-
         groups, idle = input_groups(self, context)
         if idle is not None:
             return idle
@@ -149,8 +148,6 @@ class SimulateConnectOperator(SimulateFields, BaseOperator):
         from segment_balancer.spark.session import detach, remote_session
         from segment_balancer.tools.simulate import simulate_published
 
-        from .refusal import refusing_bad_input
-
         args = self.simulate_args()
         spark = remote_session(_context_session_url(self.conn_id, context))
         try:
@@ -177,8 +174,6 @@ def release_session(dag_id: str, run_id: str, conn_id: str = DEFAULT_CONNECT_CON
     workers: ``segment_balancer.spark.session.release``). Nothing to do in ``spark-submit`` mode. A
     server that does not answer is not an error here (the session, if any, expires there). Returns
     what was done, for the task log."""
-    import logging
-
     log = logging.getLogger(__name__)
     if spark_mode() != "connect":
         return "spark-submit mode: no Spark Connect session to release"
@@ -214,8 +209,6 @@ class AdviseConnectOperator(AdviseFields, BaseOperator):
         from segment_balancer.spark.apps import read_overrides
         from segment_balancer.spark.session import detach, remote_session
         from segment_balancer.tools.advise import advise_published
-
-        from .refusal import refusing_bad_input
 
         args = self.advise_args()
         spark = remote_session(_context_session_url(self.conn_id, context))

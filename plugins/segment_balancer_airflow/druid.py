@@ -13,7 +13,10 @@ A host given with its scheme (``https://coordinator``) keeps it.
 
 from __future__ import annotations
 
-from segment_balancer.tools.capture import DruidEndpoint
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    from segment_balancer.tools.capture import DruidEndpoint
 
 BROKER_CONN_ID = "druid_broker_default"
 COORDINATOR_CONN_ID = "druid_coordinator_default"
@@ -34,6 +37,8 @@ def broker_endpoint(conn_id: str = BROKER_CONN_ID) -> DruidEndpoint:
     when the connection does not exist, ``ValueError`` when it has no host."""
     from airflow.providers.apache.druid.hooks.druid import DruidDbApiHook
 
+    from segment_balancer.tools.capture import DruidEndpoint
+
     conn = DruidDbApiHook(druid_broker_conn_id=conn_id).get_connection(conn_id)
     extra = conn.extra_dejson
     auth = (conn.login, conn.password) if conn.login is not None and conn.password is not None else None
@@ -47,6 +52,8 @@ def broker_endpoint(conn_id: str = BROKER_CONN_ID) -> DruidEndpoint:
 def coordinator_endpoint(conn_id: str = COORDINATOR_CONN_ID) -> DruidEndpoint:
     """The Coordinator of connection ``conn_id`` (``DruidHook``); raises as :func:`broker_endpoint`."""
     from airflow.providers.apache.druid.hooks.druid import DruidHook
+
+    from segment_balancer.tools.capture import DruidEndpoint
 
     hook = DruidHook(druid_ingest_conn_id=conn_id)
     conn = hook.conn

@@ -30,6 +30,7 @@ from typing import Any
 
 from airflow.sdk import Param
 
+import segment_balancer
 from segment_balancer.planner.config_keys import FORM_KEYS
 from segment_balancer.planner.coordinators import COORDINATORS, DEFAULT_COORDINATOR
 
@@ -64,8 +65,6 @@ CONFIG_KEYS: dict[str, dict[str, Any]] = {
 def default_snapshots_root() -> str:
     """The snapshots root both DAGs default to: ``$SEGMENT_BALANCER_SNAPSHOTS``, else the package's
     bundled snapshots (``make airflow`` sets it to ``var/snapshots``, seeded with the bundled ones)."""
-    import segment_balancer
-
     bundled = Path(segment_balancer.__file__).resolve().parent / "snapshots"
     return os.environ.get("SEGMENT_BALANCER_SNAPSHOTS") or str(bundled)
 

@@ -26,6 +26,7 @@ from contextlib import contextmanager
 from airflow.sdk.definitions.retry_policy import ExceptionRetryPolicy, RetryAction, RetryRule
 
 from segment_balancer.common.errors import INPUT_REFUSED, InputError
+from segment_balancer_airflow.disk import NotEnoughRoom
 
 log = logging.getLogger(__name__)
 
@@ -72,8 +73,6 @@ RETRY_POLICY = ExceptionRetryPolicy(
 def refusing_bad_input() -> Iterator[None]:
     """Turn bad input raised inside the block into :class:`InputRefused`, and ``disk.NotEnoughRoom``
     into :class:`NoRoom` (each logged as an error first)."""
-    from segment_balancer_airflow.disk import NotEnoughRoom
-
     try:
         yield
     except NotEnoughRoom as exc:

@@ -15,7 +15,10 @@ from datetime import datetime
 from pathlib import Path
 
 from segment_balancer.common.files import write_json_atomic
+from segment_balancer.druid.instants import format_instant_ms
+from segment_balancer.plan.history import previous_plan
 from segment_balancer.plan.layout import ADVICE_DIR
+from segment_balancer.planner.balancer_state import STATE_FILE, give_previous
 from segment_balancer_airflow.disk import check_room
 from segment_balancer_airflow.params import config_overrides, what_if
 from segment_balancer_airflow.retention import write_run_marker
@@ -156,10 +159,6 @@ def previous_balancer_state(plans_root: Path, cluster: str, snapshot_time_ms: in
     ``plans_root`` of an older snapshot, no what-if), and return that file; None (nothing handed,
     hit counts start at 1) when there is no such plan or it carries no state (a plan of an earlier
     release). A what-if run reads it too; it just does not write its own back (``assemble``)."""
-    from segment_balancer.druid.instants import format_instant_ms
-    from segment_balancer.plan.history import previous_plan
-    from segment_balancer.planner.balancer_state import STATE_FILE, give_previous
-
     previous = previous_plan(plans_root, cluster, format_instant_ms(snapshot_time_ms))
     state = Path(previous.path) / STATE_FILE if previous is not None else None
     if state is not None and not state.is_file():

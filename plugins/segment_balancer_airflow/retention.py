@@ -27,6 +27,9 @@ from collections.abc import Callable, Iterable
 from dataclasses import dataclass, fields
 from pathlib import Path
 
+from airflow.configuration import conf
+from airflow.sdk.execution_time.xcom import XCom
+
 from segment_balancer.common.files import is_leftover, is_plain_child, remove_dir, tree_bytes, write_json_atomic
 from segment_balancer.plan.retention import DAY_SECONDS, LEFTOVER_AGE_SECONDS, Removed
 
@@ -56,8 +59,6 @@ class Retention:
     def from_airflow_config(cls) -> Retention:
         """The settings from Airflow's config, defaults where unset. Raises ``ValueError`` naming
         the key, the value and what was expected."""
-        from airflow.configuration import conf
-
         values = {}
         for f in fields(cls):
             key = f"retention_{f.name}"
@@ -85,8 +86,6 @@ def write_run_marker(run_dir: Path, dag_id: str, run_id: str) -> None:
 def delete_xcoms(dag_id: str, run_id: str, task_ids: Iterable[str]) -> None:
     """Delete the ``return_value`` XCom of each of ``task_ids`` in the DAG run, its object-storage
     file with it (the XCom backend's ``purge``). Only from inside a running task (Task SDK)."""
-    from airflow.sdk.execution_time.xcom import XCom
-
     for task_id in task_ids:
         XCom.delete(key="return_value", task_id=task_id, dag_id=dag_id, run_id=run_id)
 

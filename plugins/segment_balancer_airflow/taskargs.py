@@ -13,6 +13,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from airflow.sdk.exceptions import AirflowSkipException
+
 
 def unset(value: Any) -> bool:
     """True for an absent rendered value (None, "" or a Jinja-rendered "None")."""
@@ -121,8 +123,6 @@ class SimulateFields:
 
     def simulate_args(self) -> SimulateArgs:
         """The rendered fields, parsed. Raises ``AirflowSkipException`` when no run is asked for."""
-        from airflow.sdk.exceptions import AirflowSkipException
-
         runs = 0 if unset(self.runs) else int(self.runs)
         if runs <= 0:
             raise AirflowSkipException("simulate_runs is 0: no simulation asked for")
@@ -176,8 +176,6 @@ class AdviseFields:
 
     def advise_args(self) -> AdviseArgs:
         """The rendered fields, parsed. Raises ``AirflowSkipException`` when no run is asked for."""
-        from airflow.sdk.exceptions import AirflowSkipException
-
         runs = 0 if unset(self.runs) else int(self.runs)
         if runs <= 0:
             raise AirflowSkipException("advise_runs is 0: no advice asked for")

@@ -47,6 +47,7 @@ from fastapi import Depends, FastAPI, Query
 from fastapi.responses import FileResponse, HTMLResponse, JSONResponse, Response
 from jinja2 import Environment, FileSystemLoader, StrictUndefined
 
+from segment_balancer.common.errors import InputError
 from segment_balancer.common.files import is_plain_child
 from segment_balancer.plan.history import plan_history, signed_change
 from segment_balancer.plan.layout import ADVICE_DIR
@@ -204,7 +205,6 @@ def explain_page(
     (the stages ``render_explain`` shows) or, with ``format=json``, as JSON. 404 (message on the
     page, ``{"detail": message}`` in JSON) for an unknown plan or segment, a plan without explain
     tables or whose summary does not read; JSON without ``segment`` is 400."""
-    from segment_balancer.common.errors import InputError
     from segment_balancer.plan.explain import FOUND_LIMIT, NOTHING_UNDONE, explain_plan, find_segments, plan_datasources
 
     plan = plan_dir(name)

@@ -127,16 +127,17 @@ def test_compare_beside_the_run_gives_the_plans_compare_after_it_gives(spark, tm
     from segment_balancer.plan.fingerprint import fingerprint
     from segment_balancer.spark import apps
     from segment_balancer.spark import session as S
+    from segment_balancer.tools import pipeline
     from segment_balancer.tools.pipeline import run_plan
 
     monkeypatch.setenv(S.DRIVER_TASKS_ENV, "-1")
     started = []
     real = apps.compare_alongside
-    monkeypatch.setattr(apps, "compare_alongside", lambda *a: started.append(a[2]) or real(*a))
+    monkeypatch.setattr(pipeline, "compare_alongside", lambda *a: started.append(a[2]) or real(*a))
     run_plan(spark, SAMPLE, tmp_path / "beside", work=tmp_path / "w1", compare=True)
     assert started == [tmp_path / "w1"] and not apps._ALONGSIDE
     assert not [t for t in threading.enumerate() if t.name == "compare_coordinators"]
-    monkeypatch.setattr(apps, "compare_alongside", lambda *a: None)
+    monkeypatch.setattr(pipeline, "compare_alongside", lambda *a: None)
     run_plan(spark, SAMPLE, tmp_path / "after", work=tmp_path / "w2", compare=True)
     for plan in ("", "compared/druid"):
         assert fingerprint(tmp_path / "beside" / plan) == fingerprint(tmp_path / "after" / plan)
@@ -153,6 +154,7 @@ def test_a_run_that_fails_beside_the_compared_one_stops_it_and_waits(spark, tmp_
 
     from segment_balancer.spark import apps
     from segment_balancer.spark import session as S
+    from segment_balancer.tools import pipeline
     from segment_balancer.tools.pipeline import make_plan
 
     monkeypatch.setenv(S.DRIVER_TASKS_ENV, "-1")
@@ -163,7 +165,7 @@ def test_a_run_that_fails_beside_the_compared_one_stops_it_and_waits(spark, tmp_
             raise OSError("disk full")
         return real(spark, name, *args)
 
-    monkeypatch.setattr(apps, "run_app", failing)
+    monkeypatch.setattr(pipeline, "run_app", failing)
     with pytest.raises(OSError, match="disk full"):
         make_plan(spark, SAMPLE, tmp_path / "work", compare=True)
     assert not apps._ALONGSIDE

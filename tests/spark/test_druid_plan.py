@@ -408,7 +408,7 @@ def test_a_large_runs_tiers_balance_one_job_after_another_as_in_one(spark, tmp_p
             jobs.append([item["tier"] for item in items])
         return run_tasks(spark, items, fn)
 
-    monkeypatch.setattr(session, "run_tasks", counting)
+    monkeypatch.setattr(druid_plan, "run_tasks", counting)
 
     def balanced(work: Path) -> tuple:
         xcom = None

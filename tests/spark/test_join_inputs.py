@@ -84,7 +84,9 @@ def test_every_replica_layout_prepares_the_same_tables(spark, tmp_path, small_ra
     rows = json.loads((SAMPLE / "server_segments.json").read_text())
     want = None
     for layout in LAYOUTS:
-        monkeypatch.setattr(lines, "GZIP_SPLIT_BYTES", 0 if layout.endswith("-copy") else SPLIT_BYTES)
+        monkeypatch.setattr(
+            "segment_balancer.spark.used_segments.GZIP_SPLIT_BYTES", 0 if layout.endswith("-copy") else SPLIT_BYTES
+        )
         for on_driver in (True, False):
             with S.driver_tasks(on_driver):
                 got = _prepared(
@@ -119,7 +121,7 @@ def test_a_bad_id_is_named_by_its_place_in_the_whole_file(spark, tmp_path, small
     rows = json.loads((SAMPLE / "server_segments.json").read_text())
     rows.insert(5, {"server": rows[0]["server"], "segment_id": "garbage-id"})
     if layout.endswith("-copy"):
-        monkeypatch.setattr(lines, "GZIP_SPLIT_BYTES", 0)
+        monkeypatch.setattr("segment_balancer.spark.used_segments.GZIP_SPLIT_BYTES", 0)
     for on_driver in (True, False):
         with S.driver_tasks(on_driver), pytest.raises(SnapshotError) as info:
             _prepared(spark, _snapshot(tmp_path / str(on_driver), layout, rows), tmp_path / f"w-{on_driver}")

@@ -118,20 +118,18 @@ def test_awkward_line_ends_in_many_ranges_read_as_spark_reads_them(spark, tmp_pa
 def test_a_large_gzip_file_is_read_in_ranges_of_its_plain_copy(spark, tmp_path, monkeypatch):
     """The awkward 20k cluster gzipped: read whole by one task, and (``GZIP_SPLIT_BYTES`` 0) through
     its plain copy in ranges of 256 KiB, the same table, summary and groups; the copy is gone after."""
-    from segment_balancer.druid.snapshot import lines
-
     snap = awkward_copy(SNAPSHOTS / "generated", tmp_path)
     plain = snap / "segments.jsonl"
     (snap / "segments.jsonl.gz").write_bytes(gzip.compress(plain.read_bytes()))
     plain.unlink()
     whole = stage0(spark, snap, tmp_path / "whole", "spark", monkeypatch)
-    monkeypatch.setattr(lines, "GZIP_SPLIT_BYTES", 0)
+    monkeypatch.setattr(U, "GZIP_SPLIT_BYTES", 0)
     monkeypatch.setattr(U, "RANGE_BYTES", 1 << 18)
     monkeypatch.setattr(U, "MIN_RANGE_BYTES", 1 << 18)
     ranges = []
-    cut = lines.line_ranges
+    cut = U.line_ranges
     monkeypatch.setattr(
-        lines, "line_ranges", lambda path, target: ranges.append((path, cut(path, target))) or ranges[-1][1]
+        U, "line_ranges", lambda path, target: ranges.append((path, cut(path, target))) or ranges[-1][1]
     )
     assert stage0(spark, snap, tmp_path / "driver", "driver", monkeypatch) == whole
     [(path, cuts)] = ranges  # the plain copy, in ranges

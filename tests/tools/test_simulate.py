@@ -358,14 +358,14 @@ def test_run_one_can_be_the_plan_a_dag_run_published(spark, one_day_moved, tmp_p
 
 def test_a_refused_simulation_exits_2_and_keeps_the_earlier_one(tmp_path, monkeypatch):
     """``spark_apps/simulate.py`` with bad input: exit code 2, the earlier output untouched, no temporaries."""
-    import segment_balancer.spark.session as sparkutil
+    import segment_balancer.tools.simulate as simulate_module
     from segment_balancer.tools.simulate import main as simulate_main
 
     class NoSession:
         def stop(self):
             pass
 
-    monkeypatch.setattr(sparkutil, "get_session", lambda *a, **k: NoSession())
+    monkeypatch.setattr(simulate_module, "get_session", lambda *a, **k: NoSession())
     out = tmp_path / "plans" / "r1" / "simulation"
     out.mkdir(parents=True)
     (out / "runs.csv").write_text("earlier\n")

@@ -8,9 +8,14 @@ reference counting frees what the block drops as before."""
 
 from __future__ import annotations
 
+import ctypes
+import ctypes.util
 import gc
+import os
 from collections.abc import Iterator
 from contextlib import contextmanager
+
+import pyarrow as pa
 
 
 @contextmanager
@@ -34,8 +39,6 @@ keeps its heap (giving back costs the next task its first touch of the pages aga
 
 def resident_bytes() -> int | None:
     """This process's resident set size, bytes (Linux ``/proc/self/statm``); None where unknown."""
-    import os
-
     try:
         with open("/proc/self/statm") as f:
             return int(f.read().split()[1]) * os.sysconf("SC_PAGE_SIZE")
@@ -51,16 +54,11 @@ def give_back_memory() -> None:
     a ``druid`` duty at 10M segments) beside the next task's and the driver's. Only above
     :data:`GIVE_BACK_ABOVE_BYTES` resident (or where the size is unknown). Anything that cannot be
     returned stays; nothing raises."""
-    import ctypes
-    import ctypes.util
-
     resident = resident_bytes()
     if resident is not None and resident <= GIVE_BACK_ABOVE_BYTES:
         return
     gc.collect()
     try:
-        import pyarrow as pa
-
         pa.default_memory_pool().release_unused()
     except Exception:  # noqa: BLE001 (best effort: a pool without it keeps its memory)
         pass

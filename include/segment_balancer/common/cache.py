@@ -15,9 +15,14 @@ import functools
 import hashlib
 import os
 import shutil
+import time
 import uuid
 from collections.abc import Callable
 from pathlib import Path
+
+import numpy
+import pandas
+import pyarrow
 
 CACHE_ENV = "SEGMENT_BALANCER_CACHE"
 """The environment variable naming the cache's directory (:func:`cache_root`)."""
@@ -57,10 +62,6 @@ def code_fingerprint() -> str:
     """A hex digest of this package's source files (their paths and bytes) and the versions of the
     libraries that parse and compute (pyarrow, pandas, numpy): an entry made by other code is
     another entry. Computed once per process."""
-    import numpy
-    import pandas
-    import pyarrow
-
     package = Path(__file__).resolve().parents[1]
     digest = hashlib.sha256()
     for name in (pyarrow.__version__, pandas.__version__, numpy.__version__):
@@ -125,8 +126,6 @@ def store(kind: str, key: str, fill: Callable[[Path], object]) -> Path | None:
 def keep_newest(root: Path, kept: int) -> None:
     """Remove every entry (non-hidden directory) of ``root`` but the ``kept`` most recently used
     (by modification time), and temporaries of writes that stopped more than a day ago."""
-    import time
-
     try:
         children = list(Path(root).iterdir())
     except OSError:

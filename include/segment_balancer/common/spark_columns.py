@@ -6,6 +6,9 @@ from __future__ import annotations
 
 import os
 
+from pyspark.sql import Column
+from pyspark.sql import functions as F
+
 
 def parallelism(spark) -> int:
     """The cores the application's shuffles are spread over: ``spark.sql.shuffle.partitions``
@@ -23,9 +26,6 @@ def lookup(key, mapping: dict, dtype: str | None = None):
     with: a join with a local table is broadcast, and a broadcast costs a Spark job of its own.
     ``key``: a column or column name; values are literals (``F.lit``-able, or Spark columns for
     arrays and structs); ``dtype``: the Spark type of the result when ``mapping`` may be empty."""
-    from pyspark.sql import Column
-    from pyspark.sql import functions as F
-
     key = F.col(key) if isinstance(key, str) else key
     if not mapping:
         return F.lit(None).cast(dtype) if dtype else F.lit(None)

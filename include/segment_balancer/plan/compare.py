@@ -19,14 +19,21 @@ its rebalance threshold; lower is better); cluster-wide, the ``unavailable`` seg
 from __future__ import annotations
 
 import json
+import shutil
 from pathlib import Path
 
 import numpy as np
 import pandas as pd
+import pyarrow.compute as pc
+import pyarrow.parquet as pq
 
 from segment_balancer.common.files import write_json_atomic
 from segment_balancer.planner.coordinators import DEFAULT_COORDINATOR
+from segment_balancer.planner.livecost import total_cost_coded
 from segment_balancer.planner.operations import Action
+from segment_balancer.planner.summary import ServerHoldings
+from segment_balancer.spark.apps import branches
+from segment_balancer.spark.workdir import compared_work
 
 COMPARISON_FILE = "comparison.json"
 """The comparison, in the published plan directory."""
@@ -57,9 +64,6 @@ def plan_measures(plan: Path, work: Path) -> dict:
     """The measures of one plan (module docstring): ``{"coordinator", "unavailable", "tiers":
     {tier: {...}}}``. ``plan``: a plan directory (``summary.json``, ``operations.parquet``,
     ``assignment.parquet``); ``work``: the work directory it was made in (``prepared/``)."""
-    from segment_balancer.planner.livecost import total_cost_coded
-    from segment_balancer.planner.summary import ServerHoldings
-
     summary = json.loads((Path(plan) / "summary.json").read_text())
     ops = pd.read_parquet(Path(plan) / "operations.parquet")
     held = _Held(Path(plan) / "assignment.parquet", Path(work) / "prepared" / "segments.parquet")
@@ -122,9 +126,6 @@ class _Held:
     order as names do) and its segment's ``start_ms``, ``end_ms`` (int64 epoch ms)."""
 
     def __init__(self, assignment: Path, segments: Path):
-        import pyarrow.compute as pc
-        import pyarrow.parquet as pq
-
         table = pq.read_table(assignment, columns=["segment_id", "server", "tier"])
         prepared = pq.read_table(segments, columns=["segment_id", "datasource", "start_ms", "end_ms"])
         # a segment's first prepared row, as a left join keeping the first duplicate would
@@ -140,8 +141,6 @@ class _Held:
 
 def _sorted_codes(column) -> tuple[np.ndarray, tuple[str, ...]]:
     """A string column as int64 codes into its distinct values sorted (code order = name order)."""
-    import pyarrow.compute as pc
-
     encoded = pc.dictionary_encode(column.combine_chunks())
     names = encoded.dictionary.to_pylist()
     rank = np.empty(len(names), dtype=np.int64)
@@ -165,11 +164,6 @@ def place_compared(plan_dir: str | Path, work_dir: str | Path) -> Path | None:
     ``plan_dir/comparison.json`` (:func:`write_comparison`). Returns the copy's path, or None when
     the run compared nothing. Raises ``FileNotFoundError`` when the compared plan is missing.
     ``plan.validation.validate_run`` then checks both."""
-    import shutil
-
-    from segment_balancer.spark.apps import branches
-    from segment_balancer.spark.workdir import compared_work
-
     plan_dir, work_dir = Path(plan_dir), Path(work_dir)
     compared = branches(work_dir)[1:]
     if not compared:

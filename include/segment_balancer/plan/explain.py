@@ -9,19 +9,25 @@ import json
 from pathlib import Path
 
 import pandas as pd
+import pyarrow as pa
+import pyarrow.compute as pc
+import pyarrow.dataset as ds
+import pyarrow.parquet as pq
 
 from segment_balancer.common.errors import InputError
+from segment_balancer.druid.timeline import explain_overshadowing
+from segment_balancer.planner import groups as G
+from segment_balancer.planner.coordinators import coordinator, stage_number
 from segment_balancer.planner.cost import COST_WINDOW_MS
 from segment_balancer.planner.operations import Action
 from segment_balancer.planner.ranking import rank_one
 from segment_balancer.planner.summary import read_plan_summary
 from segment_balancer.planner.undone import NOTHING_UNDONE
+from segment_balancer.spark.workdir import num_best_function
 
 
 def _table(path: Path, filter=None, columns=None):
     """The rows of a parquet file or directory of ``WORK/prepared`` matching ``filter`` (pyarrow)."""
-    import pyarrow.dataset as ds
-
     return ds.dataset(str(path), format="parquet").to_table(filter=filter, columns=columns)
 
 
@@ -32,11 +38,6 @@ def explain_segment(work: Path, segment_id: str, tier: str | None = None) -> dic
     Reads only the segment's rows and the projected segments inside its cost window. Raises
     ``KeyError`` for an unknown segment id.
     """
-    import pyarrow as pa
-    import pyarrow.dataset as ds
-
-    from segment_balancer.spark.workdir import num_best_function
-
     prepared = Path(work) / "prepared"
     meta = json.loads((prepared / "meta.json").read_text())
     found = _table(prepared / "segments.parquet", ds.field("segment_id") == segment_id).slice(0, 1).to_pylist()
@@ -161,9 +162,6 @@ def _why(name: str, srv, seg: dict, here: dict) -> str | None:
 def _timeline(work: Path, seg: dict) -> dict:
     """The segment's timeline status and which segments overshadow it and why, from the used
     segments of its datasource that overlap it (the only ones that can)."""
-    import pyarrow.dataset as ds
-
-    from segment_balancer.druid.timeline import explain_overshadowing
     from segment_balancer.spark.used_segments import TIMELINE_COLUMNS
 
     near = (
@@ -226,8 +224,6 @@ def _operation(o: dict) -> dict:
 
 
 def _rows(path: Path, segment_id: str, columns: list[str] | None = None) -> list[dict]:
-    import pyarrow.dataset as ds
-
     table = ds.dataset(str(path), format="parquet").to_table(
         filter=ds.field("segment_id") == segment_id, columns=columns
     )
@@ -244,9 +240,6 @@ def find_segments(plan_dir: str | Path, prefix: str = "", datasource: str | None
     "size_bytes", "operations"}] (the first FOUND_LIMIT by id), "total": int}``; ``operations``
     counts the segment's operations in ``operations.parquet``. Raises :class:`PlanExplainError`
     without ``segments.parquet``."""
-    import pyarrow.compute as pc
-    import pyarrow.dataset as ds
-
     plan = Path(plan_dir)
     if not (plan / "segments.parquet").is_file():
         raise PlanExplainError(f"{plan}: no segments.parquet; the plan cannot be searched")
@@ -276,9 +269,6 @@ def find_segments(plan_dir: str | Path, prefix: str = "", datasource: str | None
 
 def plan_datasources(plan_dir: str | Path) -> list[str]:
     """Every datasource of a plan's snapshot (``segments.parquet``), sorted; empty without it."""
-    import pyarrow.compute as pc
-    import pyarrow.parquet as pq
-
     path = Path(plan_dir) / "segments.parquet"
     if not path.is_file():
         return []
@@ -311,9 +301,6 @@ def explain_plan(plan_dir: str | Path, segment_id: str) -> dict:
     (:func:`~segment_balancer.planner.summary.read_plan_summary`).
     Source: :mod:`segment_balancer.planner.kernels.decisions`; ALGORITHM.md "Stages".
     """
-    from segment_balancer.planner import groups as G
-    from segment_balancer.planner.coordinators import coordinator, stage_number
-
     plan = Path(plan_dir)
     needed = ["segments.parquet", "decisions.parquet", "stage_groups.json", "operations.parquet", "assignment.parquet"]
     missing = [n for n in needed if not (plan / n).exists()]

@@ -16,6 +16,10 @@ import hashlib
 import json
 from pathlib import Path
 
+import pandas as pd
+import pyarrow.parquet as pq
+from pyroaring import BitMap
+
 RUN_KEYS = ("timings_seconds", "planned_at", "snapshot")
 """summary.json keys that name the run rather than the plan."""
 FORMAT_KEYS = ("schema_version",)
@@ -47,8 +51,6 @@ def _round_floats(value):
 def table_digest(path: Path) -> str:
     """SHA-256 of a parquet table's rows, sorted by every column; a ``detail`` column (the
     decisions' JSON) with its floats to :data:`SIGNIFICANT` digits."""
-    import pyarrow.parquet as pq
-
     frame = pq.read_table(path).to_pandas()
     if "detail" in frame:
         frame["detail"] = [
@@ -61,7 +63,6 @@ def table_digest(path: Path) -> str:
 def _members(value):
     """``value`` with every base64 roaring bitmap (a group's ``bitset``, a stage's ``changed``)
     replaced by its members."""
-    from pyroaring import BitMap
 
     def members(text: str) -> list[int]:
         return BitMap.deserialize(base64.b64decode(text)).to_array().tolist()
@@ -108,8 +109,6 @@ def compare_decisions(a: Path, b: Path) -> tuple[int, float]:
     """Two plans' decisions (``decisions.parquet`` of plan directories ``a`` and ``b``) compared
     row by row: the number of rows whose detail differs in anything but a float, and the largest
     relative difference of a float. Raises ``ValueError`` when the rows themselves differ."""
-    import pandas as pd
-
     key = ["stage", "step", "idx", "segment_id", "tier", "outcome"]
     x, y = (pd.read_parquet(Path(p) / "decisions.parquet") for p in (a, b))
     m = x.merge(y, on=key, how="outer", suffixes=("_a", "_b"), indicator=True)

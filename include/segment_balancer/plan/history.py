@@ -21,6 +21,7 @@ from datetime import UTC, datetime
 from pathlib import Path
 
 from segment_balancer.common.errors import InputError
+from segment_balancer.druid.instants import parse_instant_ms
 from segment_balancer.plan.layout import ADVICE_DIR
 from segment_balancer.planner.summary import SUMMARY_FILE, PlanSummary, read_plan_summary
 
@@ -213,6 +214,4 @@ def previous_plan(plans_root: str | Path, cluster: str, snapshot_time: str) -> P
 
 def _instant(text: str) -> int:
     """Epoch ms of an ISO-8601 instant (``summary.json``'s ``snapshot_time``)."""
-    from segment_balancer.druid.instants import parse_instant_ms
-
     return parse_instant_ms(text)

@@ -22,6 +22,8 @@ from contextlib import contextmanager
 from pathlib import Path
 
 from segment_balancer.common.files import WriteError, is_plain_child, replace_dir, write_text_atomic
+from segment_balancer.plan.compare import COMPARED_DIR
+from segment_balancer.plan.report import write_report
 
 log = logging.getLogger(__name__)
 FINGERPRINTED = ("operations.parquet", "assignment.parquet")
@@ -147,9 +149,6 @@ def publish_plan(plan_dir: str | Path, dest_dir: str | Path, plans_root: str | P
     _check_validated(plan_dir)
 
     def copy(tmp: Path) -> None:
-        from segment_balancer.plan.compare import COMPARED_DIR
-        from segment_balancer.plan.report import write_report
-
         shutil.copytree(plan_dir, tmp, ignore=shutil.ignore_patterns(".*"), dirs_exist_ok=True)
         for compared in sorted((tmp / COMPARED_DIR).glob("*/")):
             write_report(compared)

@@ -35,6 +35,13 @@ from segment_balancer.common.errors import InputError
 from segment_balancer.common.files import write_text_atomic
 from segment_balancer.plan.compare import COMPARED_DIR, COMPARISON_FILE
 from segment_balancer.plan.history import headline
+from segment_balancer.plan.operations_table import (
+    CODED,
+    OPERATIONS_FILE,
+    read_operations,
+    server_summary,
+    write_operations_table,
+)
 from segment_balancer.planner.summary import (
     SUMMARY_FILE,
     AppTiming,
@@ -401,8 +408,6 @@ def _operations_context(plan: Path, ops: pd.DataFrame | None = None) -> dict:
     """What the table of operations shows (``_operations.html.j2``): ``count``, ``columns``,
     ``page``, ``autoload`` and the per-historical ``servers`` rows (``server_summary``); none
     without ``operations.parquet``."""
-    from segment_balancer.plan.operations_table import CODED, OPERATIONS_FILE, read_operations, server_summary
-
     if ops is None and (plan / OPERATIONS_FILE).is_file():
         ops = read_operations(plan)
     return {
@@ -422,8 +427,6 @@ def write_report(plan_dir: str | Path) -> Path:
     """Write ``plan_dir/report.html`` atomically (:func:`plan_report`), and the table of operations
     it reads beside it (``operations/``, :func:`~segment_balancer.plan.operations_table.write_operations_table`);
     returns the report's path."""
-    from segment_balancer.plan.operations_table import OPERATIONS_FILE, read_operations, write_operations_table
-
     plan = Path(plan_dir)
     path = plan / REPORT_FILE
     ops = read_operations(plan) if (plan / OPERATIONS_FILE).is_file() else None  # read once for both

@@ -30,13 +30,19 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
+import numpy as np
 import pandas as pd
+import pyarrow as pa
+import pyarrow.dataset as ds
+import pyarrow.parquet as pq
 
 from segment_balancer.common.files import write_json_atomic
 from segment_balancer.druid.snapshot.models import QUEUE_TYPES
+from segment_balancer.plan.compare import COMPARED_DIR
 from segment_balancer.plan.publish import plan_fingerprint
 from segment_balancer.planner.coordinators import DEFAULT_COORDINATOR, GateCounting, coordinator
 from segment_balancer.planner.operations import GATE_OPS_COLUMNS, Action
+from segment_balancer.spark.workdir import compared_work
 
 CLONE_STAGE = 7
 """The duty whose loads (on clone targets) Druid queues past any limit (``GateCounting.SERVER_HOLDER``)."""
@@ -113,9 +119,6 @@ def load_inputs(plan_dir: str | Path, work_dir: str | Path) -> PlanInputs:
     Raises ``FileNotFoundError`` for a missing file and ``ValueError`` for a missing column or a
     ``meta.json`` without ``stage_limits`` for every stage 1–13.
     """
-    import pyarrow as pa
-    import pyarrow.dataset as ds
-
     plan_dir, prepared = Path(plan_dir), Path(work_dir) / "prepared"
     paths = {
         "operations": plan_dir / "operations.parquet",
@@ -173,9 +176,6 @@ def assignment_chunks(path: Path, rows: int | None = None):
     (segment, server) of a file sorted by segment, as assemble writes it, lies in one frame. A
     file of at most ``rows`` rows is one frame, whatever its order. Raises ``ValueError`` (the file
     and the row) when a larger file is not sorted by segment id."""
-    import numpy as np
-    import pyarrow.parquet as pq
-
     rows = rows or CHUNK_ROWS
     file = pq.ParquetFile(path)
     if file.metadata.num_rows <= rows:
@@ -641,9 +641,6 @@ def validate_run(plan_dir: str | Path, work_dir: str | Path) -> dict:
     first, against its own work directory, then the run's own (:func:`require_valid`). Returns the
     run's report; raises ``PlanValidationError`` (nothing is changed but the ``validation.json``
     files)."""
-    from segment_balancer.plan.compare import COMPARED_DIR
-    from segment_balancer.spark.workdir import compared_work
-
     plan_dir, work_dir = Path(plan_dir), Path(work_dir)
     compared = plan_dir / COMPARED_DIR
     for other in sorted(p.name for p in compared.iterdir() if p.is_dir()) if compared.is_dir() else []:

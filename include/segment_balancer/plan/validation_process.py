@@ -16,6 +16,7 @@ The child is ``python -m segment_balancer.plan.validation_process FD`` (FD: its 
 
 from __future__ import annotations
 
+import importlib.util
 import os
 import pickle
 import subprocess
@@ -119,8 +120,6 @@ check that does use one loads it then."""
 def defer(name: str) -> None:
     """Bind the module ``name`` (and its parent's attribute) to one that loads on first attribute
     use, unless it is imported already or cannot be found."""
-    import importlib.util
-
     if name in sys.modules:
         return
     try:

@@ -40,6 +40,8 @@ from collections import OrderedDict
 from collections.abc import Mapping
 from typing import Any
 
+from py_mini_racer import JSEvalException, JSOOMException, JSParseException, JSTimeoutException, MiniRacer
+
 __all__ = [
     "BestServersError",
     "BestServersFunction",
@@ -140,8 +142,6 @@ def _new_racer() -> Any:
     """A fresh mini-racer context with its memory limit. mini-racer runs a context on the asyncio
     loop of the thread that makes it, if one runs; a timeout then cannot apply, so a thread with a
     running loop gets its context from a helper thread (which starts mini-racer's own loop)."""
-    from py_mini_racer import MiniRacer
-
     try:
         asyncio.get_running_loop()
     except RuntimeError:
@@ -177,8 +177,6 @@ class _Engine:
     """One V8 context holding the installed function, owned by the process that made it."""
 
     def __init__(self, text: str, constants: Mapping[str, float]):
-        from py_mini_racer import JSEvalException, JSOOMException, JSParseException, JSTimeoutException
-
         self.pid = os.getpid()
         self.racer = _new_racer()
         _LIVE.add(self)
@@ -214,8 +212,6 @@ class _Engine:
 
     def call(self, n: int, t: int) -> float | str:
         """``f(n, t)`` as a double, or why not (a message); raises on a timeout or the memory limit."""
-        from py_mini_racer import JSOOMException, JSTimeoutException
-
         try:
             value = self.racer.eval(f"__numBestServers({n}, {t})", timeout_sec=CALL_TIMEOUT_MS / 1000)
         except JSTimeoutException:

@@ -37,6 +37,8 @@ from typing import Any, Literal
 
 import numpy as np
 import pandas as pd
+import pyarrow as pa
+import pyarrow.compute as pc
 
 from segment_balancer.druid.snapshot.models import QUEUE_TYPES, QueueType
 from segment_balancer.planner.cost import drop_key
@@ -550,9 +552,6 @@ class TierState:
     def arrow_rows(self, table: SegmentTable):
         """The state as rows: a pyarrow Table of :data:`STATE_FIELDS` (strings resolved from
         ``table``; a segment row per segment, then a replica row per replica), vectorised."""
-        import pyarrow as pa
-        import pyarrow.compute as pc
-
         n, m = len(self.seg_code), len(self.rep_code)
         codes = np.concatenate([self.seg_code, self.rep_code]).astype(np.int64)
         is_seg = np.arange(n + m) < n

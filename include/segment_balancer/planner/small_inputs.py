@@ -24,6 +24,7 @@ from segment_balancer.druid.rules import Rule
 from segment_balancer.druid.snapshot import loader
 from segment_balancer.druid.snapshot.files import segments_path, server_segments_path
 from segment_balancer.druid.snapshot.models import QueueEntry, Server, SnapshotMeta
+from segment_balancer.planner.balancer_state import counts_to_json, read_previous
 from segment_balancer.planner.config import OVERRIDES, EffectiveConfig, load_config
 
 log = logging.getLogger(__name__)
@@ -214,8 +215,6 @@ def previous_balancer_state(work: Path, config: EffectiveConfig, smeta: Snapshot
     for ``meta.json``: ``counts`` (``{tier: [[server, server, hit_count], …]}``) and ``warning`` (why
     a state given was not used, for the report; None). Read
     only for the ``avgShedder`` strategy, the one that uses it; never raises."""
-    from segment_balancer.planner.balancer_state import counts_to_json, read_previous
-
     if config.balancer_strategy != "avgShedder":
         return {"counts": {}, "warning": None}
     counts, warning = read_previous(work, smeta.cluster, smeta.snapshot_time_ms)

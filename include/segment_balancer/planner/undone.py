@@ -28,6 +28,8 @@ import math
 import re
 from collections.abc import Iterable, Mapping
 
+from segment_balancer.planner.summary import TierUndone, Undone
+
 NOTHING_UNDONE = frozenset({"balanced", "already_visited", "excess_on_decomm", "shed", "not_shed"})
 """Decision outcomes where the stage had nothing left to do for the segment."""
 
@@ -166,8 +168,6 @@ def left_undone(
     that have no historical server (``absent_tiers``: ``{tier: {"segments", "replicas"}}``, the
     used segments whose rule asks replicas of the tier and how many; ``prepared/meta.json``) and
     the stage of each segment's last operation per tier (``last_operation``, :func:`stopped_by`)."""
-    from segment_balancer.planner.summary import TierUndone, Undone
-
     causes = stopped_by(decisions, last_operation)
     servers = list(servers)
     tiers = sorted({s.tier for s in servers} | set(status_after.tiers) | set(missing_after))

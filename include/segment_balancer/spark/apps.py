@@ -5,8 +5,8 @@
 in its arguments (docs/ARCHITECTURE.md "Spark applications"). The master is never set here: the
 submitter decides where the application runs.
 
-Import-light (the operators import it at parse time): Spark, pandas and the planner's engine are
-imported inside functions only.
+Spark and the applications' modules (``used_segments``, ``prepare``, ``druid_plan``, ``stage_run``,
+``assemble``) are imported inside functions only: the CLI imports this module at its start.
 """
 
 from __future__ import annotations
@@ -16,11 +16,16 @@ import functools
 import json
 import logging
 import sys
-from datetime import UTC
+import threading
+import time
+from datetime import UTC, datetime, timedelta
 from pathlib import Path
 
 from segment_balancer.common.errors import InputError
 from segment_balancer.common.files import write_json_atomic, write_text_atomic
+from segment_balancer.druid.snapshot.errors import SnapshotError
+from segment_balancer.druid.snapshot.files import segments_path
+from segment_balancer.planner import groups as G
 from segment_balancer.planner.coordinators import (
     ALL_APP_NAMES,
     ASSEMBLE_APP,
@@ -32,7 +37,10 @@ from segment_balancer.planner.coordinators import (
     coordinator,
     stage_number,
 )
+from segment_balancer.planner.groups import split_group_name
 from segment_balancer.planner.stages import stage_module
+from segment_balancer.spark.session import driver_tasks, driver_tasks_at_most_segments, get_session, local_session
+from segment_balancer.spark.workdir import compare_requested, compared_work, fork_work, reset_manifest
 
 
 def parse_args(name: str, argv=None) -> argparse.Namespace:
@@ -62,8 +70,6 @@ def read_overrides(path: Path | None) -> dict | None:
 def main(name: str, argv=None) -> int:
     """Run application ``name`` under ``spark-submit``; returns 0, or exits with code 2 on bad input
     (after writing the refusal's one line to ``--refusal-out`` when given)."""
-    from segment_balancer.spark.session import get_session
-
     logging.basicConfig(level=logging.INFO, format="%(asctime)s %(levelname)s %(name)s: %(message)s")
     args = parse_args(name, argv)
     groups_in = json.loads(args.groups_in.read_text()) if args.groups_in and args.groups_in.exists() else None
@@ -102,10 +108,6 @@ def run_app(
     :func:`job_tag` (``spark.job.tags``), on a classic session as on a Connect one.
     Raises ``KeyError`` for an unknown name, ``SnapshotError`` for bad input (``prepare``).
     """
-    import time
-
-    from segment_balancer.spark.session import driver_tasks
-
     if name not in ALL_APP_NAMES:
         raise KeyError(f"unknown application {name!r}; one of {ALL_APP_NAMES}")
     stage = stage_number(name)
@@ -132,10 +134,6 @@ def small_run(snapshot) -> bool:
     at most ``session.driver_tasks_at_most_segments()`` rows in its ``segments.jsonl[.gz]``
     (:func:`~segment_balancer.druid.snapshot.lines.count_rows`, reading no further than that).
     False when the file is missing or unreadable (``used_segments`` refuses it, in Spark)."""
-    from segment_balancer.druid.snapshot.errors import SnapshotError
-    from segment_balancer.druid.snapshot.files import segments_path
-    from segment_balancer.spark.session import driver_tasks_at_most_segments
-
     limit = driver_tasks_at_most_segments()
     if limit < 0:
         return False
@@ -165,8 +163,6 @@ def job_tag(name: str) -> str:
 def _run(spark, name: str, stage: int, snapshot, work, groups_in, overrides) -> dict:
     """The body of :func:`run_app`: the application's XCom, or ``{"skipped": True, "xcom": …}``
     for a stage that has nothing to schedule."""
-    from segment_balancer.planner import groups as G
-
     if name == "used_segments":
         from segment_balancer.spark.used_segments import used_segments
 
@@ -216,10 +212,6 @@ def skip_if_idle(name: str, work, groups_in: dict | None, branch: str | None = N
     ``skipped``. The DAG's operator calls this before ``spark-submit`` (a JVM and a Spark session
     cost seconds per application) and :func:`run_app` calls it too, so the CLI and the DAG agree.
     """
-    from segment_balancer.planner import groups as G
-    from segment_balancer.planner.groups import split_group_name
-    from segment_balancer.spark.workdir import compare_requested, reset_manifest
-
     if name == COMPARE_APP and not compare_requested(Path(work)):
         return {"stage": stage_number(name), "groups": (groups_in or {}).get("groups", {})}
     if not name.startswith("stage"):
@@ -263,8 +255,6 @@ def plan_other_coordinator(spark, snapshot: Path, work: Path, overrides: dict | 
 def _fork_other(work: Path) -> Path:
     """The compared coordinator's work directory, forked now (:func:`start_branches`). Raises
     ``RuntimeError`` when the run compares nothing."""
-    from segment_balancer.spark.workdir import compared_work
-
     compared = start_branches(work)[1:]
     if not compared:
         raise RuntimeError(f"{work}: the run asks for no comparison")
@@ -288,8 +278,6 @@ class _Alongside:
     """The other coordinator's applications in a thread of their own (:func:`compare_alongside`)."""
 
     def __init__(self, spark, snapshot: Path, work: Path, overrides: dict | None):
-        import threading
-
         self.spark, self.fork = spark, _fork_other(work)
         self.stop = threading.Event()
         self.error: BaseException | None = None
@@ -376,8 +364,6 @@ def coordinator_of(work: Path) -> str:
 def branches(work: Path) -> list[str]:
     """The coordinators that plan the run in ``work`` (after ``prepare``): the run's own, then the
     one it is compared with when the run compares (``spark.workdir.compare_requested``)."""
-    from segment_balancer.spark.workdir import compare_requested
-
     own = coordinator(coordinator_of(Path(work)))
     return [own.name, own.compared_with] if compare_requested(Path(work)) else [own.name]
 
@@ -387,8 +373,6 @@ def start_branches(work: Path) -> list[str]:
     (``spark.workdir.fork_work``, replacing an earlier fork). The DAG's branch task
     ``choose_coordinators`` follows the branch of each; :func:`run_app` of a branch's application
     then works in :func:`branch_work`."""
-    from segment_balancer.spark.workdir import fork_work
-
     names = branches(work)
     for name in names[1:]:
         fork_work(Path(work), name)
@@ -411,8 +395,6 @@ def branch_work(work: Path, branch: str | None) -> Path:
     ``work`` itself for the run's own coordinator (or None), its fork
     (``spark.workdir.compared_work``) for the compared one. Raises ``RuntimeError`` when that fork
     was never made (:func:`start_branches`)."""
-    from segment_balancer.spark.workdir import compared_work
-
     if branch is None or branch == coordinator_of(work):
         return work
     coordinator(branch)  # a KeyError naming the choices for an unknown one
@@ -442,8 +424,6 @@ def _record_timing(work, stage: int, name: str, seconds: float, skipped: bool = 
     timings = {k: v for k, v in timings.items() if k in ALL_APP_NAMES and ALL_APP_NAMES.index(k) < position}
     timings[name] = {"stage": stage, "seconds": round(seconds, 3), **({"skipped": True} if skipped else {})}
     if position == 0:  # when the run began (UTC): what orders two plans of one snapshot (plan.publish)
-        from datetime import datetime, timedelta
-
         began = datetime.now(UTC) - timedelta(seconds=seconds)
         timings[name]["started_at"] = began.isoformat(timespec="microseconds").replace("+00:00", "Z")
     write_json_atomic(timings, path)
@@ -453,8 +433,6 @@ def run_workload(names: list[str], snapshot: Path, work: Path) -> None:
     """Run the applications ``names`` in order on ``snapshot`` in one local session (work in
     ``work``): the training run of the JVM class archive (:func:`segment_balancer.spark.jvm_archive.build_archive`
     runs ``python -m segment_balancer.spark.apps --workload NAMES SNAPSHOT WORK``)."""
-    from segment_balancer.spark.session import local_session
-
     spark = local_session("segment_balancer.jvm_archive")
     xcom = None
     for name in names:

@@ -16,22 +16,28 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
+import pyarrow as pa
+import pyarrow.dataset as ds
 import pyarrow.parquet as pq
+from pyarrow.fs import FileType
 
-from segment_balancer.common.files import remove_path, replace_path, sibling_tmp, write_json_atomic
+from segment_balancer.common.files import filesystem, remove_path, replace_path, sibling_tmp, write_json_atomic
 from segment_balancer.druid.instants import format_instant_ms
 from segment_balancer.planner import groups as G
+from segment_balancer.planner.balancer_state import NEXT_STATE_FILE, STATE_FILE, BalancerState
 from segment_balancer.planner.coordinators import STAGE0_APPS, coordinator
 from segment_balancer.planner.groups import split_group_name
 from segment_balancer.planner.metrics import druid_metrics
 from segment_balancer.planner.operations import PLAN_OPS_COLUMNS, Action
+from segment_balancer.planner.stages.s07_balancing import PAIRS_FACT
 from segment_balancer.planner.status import balance, replication_counts
 from segment_balancer.planner.summary import SCHEMA_FILE, SCHEMA_VERSION, SUMMARY_FILE, PlanSummary, summary_schema
 from segment_balancer.planner.undone import NOTHING_UNDONE, left_undone
 from segment_balancer.spark.druid_plan import decision_events, druid_record, summary_part
 from segment_balancer.spark.session import run_tasks
+from segment_balancer.spark.state_store import arrow_schema
 from segment_balancer.spark.status import status_pass
-from segment_balancer.spark.workdir import OPS_ARROW_SCHEMA, Run, load_record
+from segment_balancer.spark.workdir import ASSIGNMENT_FIELDS, OPS_ARROW_SCHEMA, Run, load_record, read_decisions
 
 
 def end_assignment(run: Run, out_rel: str) -> None:
@@ -212,15 +218,6 @@ def _write_sorted(work: str, name: str, source, keys: list[str], out_rel: str) -
     """One of :func:`_sorted_tables`' tables: read ``source`` (relative to the work directory
     ``work``; the decision log's steps for ``decisions``), sort it stably by the columns ``keys``,
     ascending (nulls first), and write it at ``out_rel`` with pyarrow. A task function."""
-    import pyarrow as pa
-    import pyarrow.dataset as ds
-    import pyarrow.parquet as pq
-    from pyarrow.fs import FileType
-
-    from segment_balancer.common.files import filesystem
-    from segment_balancer.spark.state_store import arrow_schema
-    from segment_balancer.spark.workdir import ASSIGNMENT_FIELDS, read_decisions
-
     fs, base = filesystem(work)
     if name == "decisions":
         table = read_decisions(work, source)
@@ -262,8 +259,6 @@ def _stage_groups(run: Run, plan: Path) -> None:
 def _op_log(run: Run):
     """Every op of the run's op log as one pyarrow Table (:data:`~segment_balancer.spark.workdir.OPS_ARROW_SCHEMA`),
     in ``op_id`` order."""
-    import pyarrow as pa
-
     files = [run.work / "ops" / f for f in run.manifest()["files"]]
     tables = [pq.read_table(f, schema=OPS_ARROW_SCHEMA) for f in files]
     table = pa.concat_tables(tables) if tables else OPS_ARROW_SCHEMA.empty_table()
@@ -317,9 +312,6 @@ def balancer(run: Run, plan: Path) -> dict:
     difference; empty for ``cost``); ``previous_counts`` (the hit counts the run started from,
     ``{tier: [[server, server, n], …]}``); ``state_warning`` (why a state given was not used);
     ``state_written`` (into the plan)."""
-    from segment_balancer.planner.balancer_state import NEXT_STATE_FILE, STATE_FILE, BalancerState
-    from segment_balancer.planner.stages.s07_balancing import PAIRS_FACT
-
     pairs = [p for f in run.step_facts() for p in f.get(PAIRS_FACT, [])]
     given = run.meta.get("balancer_state", {})
     whatif = load_record(run.work) is not None

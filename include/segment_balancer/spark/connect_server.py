@@ -55,7 +55,8 @@ from pathlib import Path
 
 from segment_balancer.common.files import write_text_atomic
 from segment_balancer.common.ports import refusal
-from segment_balancer.spark.session import port_open
+from segment_balancer.spark.jvm_archive import local_driver_java_options
+from segment_balancer.spark.session import LEAN_CONF, LOCAL_SQL_CONF, port_open
 
 SERVER_CLASS = "org.apache.spark.sql.connect.service.SparkConnectServer"
 DEFAULT_PORT = 15002
@@ -118,8 +119,6 @@ class ConnectServer:
 
     def spark_conf(self) -> dict[str, str]:
         """Every ``--conf`` of the server."""
-        from segment_balancer.spark.session import LEAN_CONF, LOCAL_SQL_CONF
-
         conf = {k: v for k, v in LEAN_CONF.items() if k not in ("spark.driver.memory", "spark.ui.enabled")}
         conf.update(
             {
@@ -155,8 +154,6 @@ class ConnectServer:
 
     def command(self) -> list[str]:
         """The ``spark-submit`` that runs the server."""
-        from segment_balancer.spark.jvm_archive import local_driver_java_options
-
         cmd = [
             str(spark_home() / "bin" / "spark-submit"),
             "--class",

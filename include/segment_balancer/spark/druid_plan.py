@@ -30,10 +30,16 @@ What a snapshot cannot tell, and what is assumed here (docs/DRUID_COORDINATOR.md
 
 from __future__ import annotations
 
+import hashlib
 import json
 from collections import Counter
 from dataclasses import dataclass
 from pathlib import Path
+
+import numpy as np
+import pyarrow as pa
+import pyarrow.compute as pc
+import pyarrow.parquet as pq
 
 from segment_balancer.common.bulk import cycle_collection_paused
 from segment_balancer.common.errors import InputError
@@ -60,6 +66,8 @@ from segment_balancer.planner.druid_coordinator.run_stats import RunStats
 from segment_balancer.planner.druid_coordinator.settled import SettledApart, settled_rows
 from segment_balancer.planner.druid_coordinator.unheld import UnheldServed, UnheldShare
 from segment_balancer.planner.operations import PARTIAL_OP_COLUMNS, Action
+from segment_balancer.spark.session import on_driver, run_tasks
+from segment_balancer.spark.workdir import OPS_ARROW_SCHEMA, Run
 
 DRUID_DIR = "druid"
 """The druid coordinator's output in the work directory."""
@@ -121,8 +129,6 @@ def read_replicas(work: Path):
     """``prepared/replicas.parquet``'s :data:`REPLICA_COLUMNS` (pyarrow Table): read once by a duty's
     task and handed to what needs it (:func:`cluster_state`, :func:`_acting_ids`,
     :func:`_served_beyond`)."""
-    import pyarrow.parquet as pq
-
     return pq.read_table(Path(work) / "prepared" / "replicas.parquet", columns=REPLICA_COLUMNS)
 
 
@@ -141,11 +147,6 @@ def cluster_state(
     of ``also`` (the segments the run's earlier duties queued). ``only``: every server, but only
     these segments (the state's ``only``): what a duty that decides nothing of the others needs.
     ``replicas``: :func:`read_replicas` of ``work``, when the caller has read it already."""
-    import numpy as np
-    import pyarrow as pa
-    import pyarrow.compute as pc
-    import pyarrow.parquet as pq
-
     server_table = pq.read_table(work / "prepared" / "servers.parquet")
     replica_table = read_replicas(work) if replicas is None else replicas
     wanted_ids = None
@@ -273,15 +274,10 @@ def read_where(path: Path, columns: list[str], ids=None):
     """``columns`` of the Parquet table at ``path`` (pyarrow Table, in the file's order): the rows
     whose ``segment_id`` is one of ``ids`` (a string array; None: every row), filtered batch by
     batch as it is read, so that a large table is never held whole for a few of its rows."""
-    import pyarrow.compute as pc
-    import pyarrow.parquet as pq
-
     return pq.read_table(path, columns=columns, filters=None if ids is None else pc.field("segment_id").isin(ids))
 
 
 def pa_array(values: list[str]):
-    import pyarrow as pa
-
     return pa.array(values, pa.string())
 
 
@@ -384,8 +380,6 @@ def queued_operations(work: Path) -> tuple[list[QueuedOperation], list[tuple[int
     runs again instead) in order, a move's drop at its source folded into its load, and the moves
     called off on their source that each application's record keeps (positions counted over the
     whole list)."""
-    import pyarrow.parquet as pq
-
     manifest = json.loads((work / "ops" / "manifest.json").read_text())
     operations: list[QueuedOperation] = []
     unmarked: list[tuple[int, str, str]] = []
@@ -475,11 +469,6 @@ def _acting_ids(
     them), the overshadowed used ones and those no rule wants replicas of, and every segment of the
     same datasource overlapping one of these (the timeline ``MarkOvershadowedSegmentsAsUnused``
     checks them against). ``replicas``: :func:`read_replicas`."""
-    import numpy as np
-    import pyarrow as pa
-    import pyarrow.compute as pc
-    import pyarrow.parquet as pq
-
     if app == LAST_APP and config["cloneServers"]:
         return None
     queued = pc.or_(pc.fill_null(replicas["queued_load"], False), pc.fill_null(replicas["queued_drop"], False))
@@ -526,11 +515,6 @@ def _rules_apart(work: Path, snapshot: Path, config, replicas, now_ms: int) -> t
     ``replicas`` (:func:`read_replicas`); None when the whole run is needed: a partial-load rule
     (its match asks for each segment's shape) or round-robin assignment off (the cost strategy
     reads every projected segment of a server)."""
-    import numpy as np
-    import pyarrow as pa
-    import pyarrow.compute as pc
-    import pyarrow.parquet as pq
-
     rules = load_rules(snapshot)
     if any(not rule.is_interval_based for rule_list in rules.values() for rule in rule_list):
         return None
@@ -601,9 +585,6 @@ def _rules_apart(work: Path, snapshot: Path, config, replicas, now_ms: int) -> t
 def _codes_and_ranks(values) -> tuple:
     """A string array's dictionary codes (int64, one per value), each distinct value's rank in code
     point order (int64, by code: what ``DataSegment.newest_first`` compares) and the values by code."""
-    import numpy as np
-    import pyarrow.compute as pc
-
     encoded = pc.dictionary_encode(values)
     rank = np.empty(len(encoded.dictionary), dtype=np.int64)
     rank[pc.array_sort_indices(encoded.dictionary).to_numpy()] = np.arange(len(encoded.dictionary))
@@ -615,11 +596,6 @@ def _balance_state(work: Path, snapshot: Path, tiers: set[str], also: set[str], 
     historicals and ``also`` (what the earlier duties acted on) as objects, every other served
     segment a row of the state's ``unheld`` (:mod:`~segment_balancer.planner.druid_coordinator.
     unheld`), counted into each historical's share, in the order the balancer walks it."""
-    import numpy as np
-    import pyarrow as pa
-    import pyarrow.compute as pc
-    import pyarrow.parquet as pq
-
     servers_table = pq.read_table(work / "prepared" / "servers.parquet")
     names = servers_table.filter(pc.is_in(servers_table["tier"], pa_array(sorted(tiers))))["server"].to_pylist()
     mine = replicas.filter(pc.is_in(replicas["server"].cast(pa.string()), pa_array(names)))
@@ -816,11 +792,6 @@ def _duty_task(spec: dict) -> dict:
 
 def _duty(spec: dict) -> dict:
     """:func:`_duty_task`'s work."""
-    import pyarrow as pa
-
-    from segment_balancer.spark.session import on_driver
-    from segment_balancer.spark.workdir import OPS_ARROW_SCHEMA
-
     global _HELD
     app, work = spec["app"], Path(spec["work"])
     tier = spec.get("tier")
@@ -903,9 +874,6 @@ def _served_and_queued(run: CoordinatorRun, replicas) -> int:
 def _served_beyond(run: CoordinatorRun, replicas, servers: list[str]):
     """The replicas ``replicas`` (:func:`read_replicas`) serves on ``servers`` of the segments a run
     of some segments only (``state.only``) does not hold: a table (``segment_id``, ``server``)."""
-    import pyarrow as pa
-    import pyarrow.compute as pc
-
     keep = pc.and_(
         pc.and_(
             pc.fill_null(replicas["served"], False), pc.is_in(replicas["server"].cast(pa.string()), pa_array(servers))
@@ -917,8 +885,6 @@ def _served_beyond(run: CoordinatorRun, replicas, servers: list[str]):
 
 def _safe(tier: str) -> str:
     """A tier's name as part of a file name."""
-    import hashlib
-
     return hashlib.sha256(tier.encode()).hexdigest()[:16]
 
 
@@ -935,9 +901,6 @@ def _write_assignment(run: CoordinatorRun, work: Path, replicas) -> None:
     """``WORK/druid/assignment.parquet``: every (segment, historical, tier) the run projects, sorted
     (by Arrow: UTF-8 bytes order as Python's code point order). A run of some segments only
     (``state.only``) projects the others where ``replicas`` (:func:`read_replicas`) serves them."""
-    import pyarrow as pa
-    import pyarrow.compute as pc
-
     ids: list[str] = []
     names: list[str] = []
     tiers: list[str] = []
@@ -1024,12 +987,6 @@ def run_druid_app(spark, app: str, snapshot: Path, work: Path, overrides: dict |
     ``WORK/druid/<app>.json``, its operations appended to the run's op log (step ``druid_<duty>``
     at the duty's stage), where ``assemble`` finds them; the last one writes ``run.json``. Returns
     its record. Raises ``InputError`` for a dynamic config Druid would refuse."""
-    import pyarrow as pa
-    import pyarrow.parquet as pq
-
-    from segment_balancer.spark.session import run_tasks
-    from segment_balancer.spark.workdir import OPS_ARROW_SCHEMA, Run
-
     work = Path(work).absolute()
     for where, values in (("config overrides", overrides or {}), (CONFIG_FILE, given_config(snapshot, overrides))):
         try:
@@ -1078,9 +1035,6 @@ def run_druid_app(spark, app: str, snapshot: Path, work: Path, overrides: dict |
 def concat_ops(tables: list) -> object:
     """Several applications' op tables as one, each one's ``op_id`` and ``depends_on`` (positions
     in its own table) moved on by the rows before it."""
-    import pyarrow as pa
-    import pyarrow.compute as pc
-
     out, offset = [], 0
     for table in tables:
         if table.num_rows:

@@ -24,17 +24,34 @@ Source: ALGORITHM.md "Inputs", "Terms"; Druid ``sys.server_segments``.
 
 from __future__ import annotations
 
+import dataclasses
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import NamedTuple
 
 import numpy as np
 import pandas as pd
+import pyarrow as pa
+import pyarrow.compute as pc
+import pyarrow.parquet as pq
+from pyarrow.fs import FileSelector
+from pyspark import TaskContext
+from pyspark.sql import functions as F
 
-from segment_balancer.druid.partial_load import EMPTY_LOAD_FINGERPRINT
+from segment_balancer.common.files import filesystem
+from segment_balancer.common.spark_columns import parallelism
+from segment_balancer.druid.partial_load import EMPTY_LOAD_FINGERPRINT, CannotMatch
 from segment_balancer.druid.rules import Rule, rule_index_for
 from segment_balancer.druid.snapshot.files import server_segments_path
-from segment_balancer.druid.snapshot.segments import gzip_refusal
+from segment_balancer.druid.snapshot.segment_lines import REPLICA_SCHEMA, parse_replica_lines
+from segment_balancer.druid.snapshot.segments import (
+    _array_one_object_per_line,
+    first_problems,
+    gzip_refusal,
+    read_server_segments,
+    refuse,
+    replica_lines,
+)
 from segment_balancer.druid.snapshot.unlisted import (
     QUEUES_NAME,
     SERVER_SEGMENTS_NAME,
@@ -45,7 +62,8 @@ from segment_balancer.druid.snapshot.unlisted import (
 from segment_balancer.planner.small_inputs import replicants_total
 from segment_balancer.spark import join_inputs
 from segment_balancer.spark.join_inputs import PARTIAL_COLUMNS, rules_of
-from segment_balancer.spark.used_segments import TABLE_FILE
+from segment_balancer.spark.session import collect_small, run_tasks
+from segment_balancer.spark.used_segments import TABLE_FILE, byte_ranges
 
 BUCKETS = 64
 """Buckets of segment ids (:func:`~segment_balancer.spark.join_inputs.buckets_of`): the rows of one
@@ -231,10 +249,6 @@ def _interval_only(rule):
     datasource would get if it had no shape (used only where
     :func:`~segment_balancer.spark.join_inputs.partial_frame` decided nothing: segments that are
     unused or overshadowed, and none is loaded by a rule)."""
-    import dataclasses
-
-    from segment_balancer.druid.partial_load import CannotMatch
-
     return dataclasses.replace(rule, on_cannot_match=CannotMatch.FULL_LOAD)
 
 
@@ -242,9 +256,6 @@ def _interval_only(rule):
 def _index_in(ids: np.ndarray, values) -> np.ndarray:
     """Position of each of ``ids`` (object array of str) in ``values`` (a pyarrow string array),
     −1 where absent (int64); matched by hash (pyarrow's ``index_in``)."""
-    import pyarrow as pa
-    import pyarrow.compute as pc
-
     return np.asarray(pc.index_in(pa.array(ids, pa.string()), value_set=values).fill_null(-1), np.int64)
 
 
@@ -300,7 +311,6 @@ def _with_unlisted(
     segment position, −1 where unlisted) are pointed at the unlisted rows in place."""
     if not len(unlisted):
         return segs
-    import pyarrow as pa
 
     every = pd.concat([segs, unlisted], ignore_index=True)
     extra = pa.array(unlisted["segment_id"].to_numpy(object), pa.string())
@@ -488,8 +498,6 @@ def join_bucket(pdf: pd.DataFrame, ctx: JoinContext) -> tuple[JoinSummary, JoinF
     and the frames to write, or None when a row is bad or an unlisted id is no segment id (the
     summary says which). Segment ids are matched once, by hash (pyarrow's ``index_in``);
     everything after works on row positions."""
-    import pyarrow as pa
-
     segs, reps, queue = _sides(pdf)
     if reps["bad"].eq(True).any():
         return JoinSummary(bad_replicas=True), None
@@ -516,8 +524,6 @@ def _to_pandas(table) -> pd.DataFrame:
     """The join's rows (pyarrow) as pandas with nullable integers and booleans: with pandas'
     defaults a null makes an int column float64, which rounds an instant such as Druid's eternity
     end, 2^62 − 1."""
-    import pyarrow as pa
-
     types = {
         pa.int8(): pd.Int8Dtype(),
         pa.int32(): pd.Int32Dtype(),
@@ -530,8 +536,6 @@ def _to_pandas(table) -> pd.DataFrame:
 def _typed(name: str, frame: pd.DataFrame):
     """``frame`` as the pyarrow Table of scratch file ``name`` (explicit types: a frame of one
     bucket may hold only nulls in a column)."""
-    import pyarrow as pa
-
     types = {
         "segs": {
             "segment_id": pa.string(),
@@ -574,8 +578,6 @@ def _typed(name: str, frame: pd.DataFrame):
 def _join_schema():
     """:data:`JOIN_SCHEMA` as a pyarrow schema (Spark's ``byte``, ``int``, ``long``, ``boolean``,
     ``string``, ``array<string>`` as Arrow's)."""
-    import pyarrow as pa
-
     types = {
         "byte": pa.int8(),
         "int": pa.int32(),
@@ -595,13 +597,6 @@ def _join_task(item: dict) -> JoinSummary:
     the buckets' rows of every side (:mod:`segment_balancer.spark.join_inputs`), the replica rows
     numbered as in the file, joined by :func:`join_bucket`; its frames written as
     ``out/<frame>/part-<part>.parquet``. Returns the summary (``part`` set when frames were written)."""
-    import pyarrow as pa
-    import pyarrow.compute as pc
-    import pyarrow.parquet as pq
-    from pyarrow.fs import FileSelector
-
-    from segment_balancer.common.files import filesystem
-
     schema = _join_schema()
     fs, inputs = filesystem(item["inputs"])
 
@@ -666,11 +661,6 @@ def run_join(
     :func:`~segment_balancer.spark.session.run_tasks`. ``queues``: the rows of
     :func:`~segment_balancer.planner.small_inputs.queue_rows`. Returns the join tasks' summaries
     (one summary with ``bad_replicas`` when a replica row needs the reference reader)."""
-    from segment_balancer.common.spark_columns import parallelism
-    from segment_balancer.druid.snapshot.segments import _array_one_object_per_line
-    from segment_balancer.spark.session import run_tasks
-    from segment_balancer.spark.used_segments import byte_ranges
-
     work = Path(work).absolute()
     work_uri = str(work)
     inputs = f"{work_uri}/{scratch}/inputs"
@@ -759,14 +749,8 @@ def _split_replicas_by_spark(
     ``parts``) as
     :func:`~segment_balancer.spark.join_inputs.split_task` writes the others' (numbered as in the
     file: no offset). One Spark job; returns whether a row is bad (the reference reader's turn)."""
-    import pyarrow as pa
-
-    from segment_balancer.common.files import filesystem
 
     def write(batches):
-        import pyarrow.compute as pc
-        from pyspark import TaskContext
-
         batches = list(batches)
         table = pa.Table.from_batches(batches) if batches else None
         bad = table is not None and table.num_rows > 0 and pc.any(table.column("bad")).as_py()
@@ -797,13 +781,6 @@ def _replica_rows(spark, snapshot: Path, historicals: set[str], all_names: set[s
     """The replica file's rows (:data:`~segment_balancer.druid.snapshot.segment_lines.REPLICA_FIELDS`):
     lines parsed with pyarrow per batch, or, for an array that is not one object per line, the
     reference reader's rows (``bad``: a problem)."""
-    import numpy as np
-    import pyarrow as pa
-    from pyspark.sql import functions as F
-
-    from segment_balancer.druid.snapshot.segment_lines import REPLICA_SCHEMA, parse_replica_lines
-    from segment_balancer.druid.snapshot.segments import read_server_segments, replica_lines
-
     lines, _ = replica_lines(spark, server_segments_path(snapshot))
     if lines is None:
         rows, _, _ = read_server_segments(spark, snapshot, historicals, all_names, duplicates=False)
@@ -832,9 +809,6 @@ def _replica_rows(spark, snapshot: Path, historicals: set[str], all_names: set[s
 def refuse_replicas(spark, snapshot: Path, historicals: set[str], all_names: set[str]) -> None:
     """Raise the reference reader's refusal of the replica file (the first bad rows, repeats
     included; ``SnapshotError``), if it has one."""
-    from segment_balancer.druid.snapshot.segments import first_problems, read_server_segments, refuse
-    from segment_balancer.spark.session import collect_small
-
     rows, replica_file, word = read_server_segments(spark, snapshot, historicals, all_names)
     with gzip_refusal(replica_file):
         found = collect_small({"replicas": first_problems(rows, key="row")})

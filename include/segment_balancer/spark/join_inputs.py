@@ -29,7 +29,19 @@ Source: ALGORITHM.md "Inputs"; Druid ``sys.server_segments``.
 
 from __future__ import annotations
 
+import json
+import os
+
 import numpy as np
+import pandas as pd
+import pyarrow as pa
+import pyarrow.compute as pc
+import pyarrow.parquet as pq
+
+from segment_balancer.common.files import filesystem
+from segment_balancer.druid.partial_load import EMPTY_LOAD_FINGERPRINT, SegmentShape
+from segment_balancer.druid.snapshot.lines import UTF8_BOM, is_blank, read_range, split_lines
+from segment_balancer.druid.snapshot.segment_lines import parse_replica_json, parse_replica_lines
 
 PARTIAL_COLUMNS = {
     "partial_matcher": "string",
@@ -74,8 +86,6 @@ Spark's multi-line JSON reader."""
 def document_layout(path, gzip: bool) -> bool:
     """Whether the replica file ``path`` (not JSON lines, not one object per line) is small enough
     for the layout ``document`` (:data:`DOCUMENT_BYTES_AT_MOST`)."""
-    import os
-
     size = os.path.getsize(path)
     if size > DOCUMENT_BYTES_AT_MOST:
         return False
@@ -98,8 +108,6 @@ def buckets_of(segment_ids, buckets: int) -> np.ndarray:
     """The bucket (int32, 0 … ``buckets`` − 1) of each segment id (a pyarrow string array or a
     sequence of str): pandas' ``hash_array`` (SipHash with a fixed key) of the UTF-8 id, the same
     in every process and run (Python's ``hash`` of a str is salted per process)."""
-    import pandas as pd
-
     ids = segment_ids.to_numpy(zero_copy_only=False) if hasattr(segment_ids, "to_numpy") else segment_ids
     ids = np.asarray(ids, dtype=object)
     if len(ids) == 0:
@@ -123,9 +131,6 @@ def write_per_part(fs, scratch: str, side: str, name: str, table, buckets: np.nd
     whose join task is ``p`` (bucket modulo ``parts``) to ``part_dir(scratch, side, p)/name``, in
     their order, for each ``p`` present; returns the parts written, sorted. One file per task and
     input rather than per bucket: a small run writes and reads a few files, not hundreds."""
-    import pyarrow as pa
-    import pyarrow.parquet as pq
-
     written = []
     if table.num_rows == 0:
         return written
@@ -167,12 +172,6 @@ def partial_frame(pdf, rules: dict, now_ms: int):
     none of a core partition's groups) only when a sibling of its shard group got a part, as Druid's
     ``RunRules.EmptyDeferringHandler`` dispatches it; otherwise the segment is left where it is, as
     Druid leaves it (``p_rule_idx`` -1, ``partial_fingerprint`` the empty part's)."""
-    import json
-
-    import pandas as pd
-
-    from segment_balancer.druid.partial_load import EMPTY_LOAD_FINGERPRINT, SegmentShape
-
     of = rules_of(rules)
     out = []
     for _, g in pdf.groupby(["datasource", "start_ms", "end_ms", "version"], sort=True):
@@ -208,12 +207,6 @@ def _split_timeline(item: dict) -> dict:
     """Split task of one part of the timeline table: its segments' side-0 join rows per join task
     (``segs``) and the used, visible segments' sort keys (``cands``: ``segment_id``, ``line``,
     ``start_ms``, ``end_ms``, ``bucket``)."""
-    import pyarrow as pa
-    import pyarrow.compute as pc
-    import pyarrow.parquet as pq
-
-    from segment_balancer.common.files import filesystem
-
     fs, path = filesystem(item["file"])
     columns = [*SHAPE_COLUMNS, "size_bytes", "used", "overshadowed", "overshadowed_by", "line", "shard_type"]
     t = pq.read_table(path, filesystem=fs, columns=columns)
@@ -294,8 +287,6 @@ def _simple_lines(data: bytes, layout: str, file_start: bool) -> tuple[np.ndarra
     :func:`_split_replicas` numbers them, the objects as JSON text one per line (the commas and
     brackets blanked), lines of the range)``, or None for any other range (the line-by-line reading
     judges it)."""
-    from segment_balancer.druid.snapshot.lines import UTF8_BOM
-
     if file_start and data.startswith(UTF8_BOM):
         data = data[len(UTF8_BOM) :]
     if b"\r" in data:
@@ -338,8 +329,6 @@ def _document_rows(data: bytes) -> list[tuple[int, bytes]] | None:
     """The objects of the JSON array ``data`` (the layout ``document``), numbered from 0, each as
     one line of JSON text; None when ``data`` is not UTF-8 JSON text whose value is an array of
     objects (the reference reader judges it)."""
-    import json
-
     try:
         doc = json.loads(data.decode("utf-8"))
     except (UnicodeDecodeError, ValueError, RecursionError):
@@ -356,12 +345,6 @@ def _split_replicas(item: dict) -> dict:
     ``document``: the array's objects, numbered from 0) parsed, the rows of historicals written per
     bucket (``reps``: ``row``, ``server``, ``segment_id``). Returns the range's line and row counts
     and ``bad`` (a row the reference reader must judge, or a gzip file that does not decompress)."""
-    import pyarrow.compute as pc
-
-    from segment_balancer.common.files import filesystem
-    from segment_balancer.druid.snapshot.lines import is_blank, read_range, split_lines
-    from segment_balancer.druid.snapshot.segment_lines import parse_replica_json, parse_replica_lines
-
     out = {"kind": "replicas", "index": item["index"], "lines": 0, "rows": 0, "bad": False, "parts": []}
     try:
         data = read_range(item["path"], item["start"], item["end"], item["gzip"])
@@ -414,11 +397,6 @@ def index_task(item: dict) -> int:
     first (end, start, id, all descending: Spark's order of the same keys, strings by their UTF-8
     bytes), numbered from 0, written per join task (``index``: ``segment_id``, ``line``, ``idx``).
     Returns how many."""
-    import pyarrow as pa
-    import pyarrow.parquet as pq
-
-    from segment_balancer.common.files import filesystem
-
     fs, scratch = filesystem(item["scratch"])
     directory = f"{scratch}/{CANDS_DIR}"
     if fs.get_file_info(directory).type.name != "Directory":

@@ -42,10 +42,14 @@ from typing import TYPE_CHECKING
 
 import numpy as np
 import pandas as pd
+import pyarrow as pa
+import pyarrow.compute as pc
+import pyarrow.parquet as pq
+from pyroaring import BitMap
 
-from segment_balancer.common.files import remove_path, replace_path, write_json_atomic, write_parquet_atomic
+from segment_balancer.common.files import filesystem, remove_path, replace_path, write_json_atomic, write_parquet_atomic
 from segment_balancer.druid.snapshot.files import server_segments_path
-from segment_balancer.druid.snapshot.segments import gzip_refusal
+from segment_balancer.druid.snapshot.segments import gzip_refusal, refuse_unlisted
 from segment_balancer.druid.snapshot.unlisted import problem_key
 from segment_balancer.planner import groups as G
 from segment_balancer.planner.config import CONFIG_FILE, unknown_keys
@@ -65,6 +69,16 @@ from segment_balancer.planner.small_inputs import (
 from segment_balancer.planner.snapshot_alerts import Findings, alerts, unlisted_counts, waiting_counts
 from segment_balancer.spark.join import BUCKETS, JoinContext, JoinSummary, refuse_replicas, run_join
 from segment_balancer.spark.join_inputs import PARTIAL_COLUMNS
+from segment_balancer.spark.session import run_tasks
+from segment_balancer.spark.state_store import (
+    INITIAL_STATE_DIR,
+    SEGMENT_TABLE_FIELDS,
+    SEGMENT_TABLE_FILE,
+    arrow_schema,
+    tier_dir_name,
+    write_ipc,
+)
+from segment_balancer.spark.status import START_STATE_SCHEMA, write_start_state
 from segment_balancer.spark.used_segments import TABLE_FILE, read_summary, segment_count
 
 if TYPE_CHECKING:
@@ -165,20 +179,11 @@ def _waiting_lines(spark, work: Path, scratch: str):
     segment overshadowing them needs a replica and is served nowhere (no drop queued). A BitMap;
     one task (:func:`~segment_balancer.spark.session.run_tasks`) reading the ``pairs`` and
     ``unserved`` frames of every bucket, only when some segment is overshadowed."""
-    from pyroaring import BitMap
-
-    from segment_balancer.common.files import filesystem
-    from segment_balancer.spark.session import run_tasks
-
     if not any((work / scratch / "pairs").glob("*.parquet")):
         return BitMap()
     work_uri = str(Path(work).absolute())
 
     def task(_):
-        import numpy as np
-        import pyarrow.compute as pc
-        import pyarrow.parquet as pq
-
         fs, base = filesystem(work_uri)
         pairs = pq.read_table(f"{base}/{scratch}/pairs", filesystem=fs, columns=["line", "by"])
         unserved = pq.read_table(f"{base}/{scratch}/unserved", filesystem=fs, columns=["by"]).column("by")
@@ -329,15 +334,9 @@ def finish_part(segs: pd.DataFrame, reps: pd.DataFrame, ctx: FinishContext) -> d
 
 
 def _part_schema(name: str):
-    import pyarrow as pa
-
-    from segment_balancer.spark.state_store import SEGMENT_TABLE_FIELDS, arrow_schema
-
     if name == "table":
         return arrow_schema(SEGMENT_TABLE_FIELDS + [("code", "long")])
     if name == "state":
-        from segment_balancer.spark.status import START_STATE_SCHEMA
-
         return arrow_schema(START_STATE_SCHEMA)
     return pa.schema(
         list(
@@ -397,13 +396,6 @@ def _finish_job(
     parts go under ``aside`` (``{table: directory relative to work}``, moved into place by the
     caller), the start state's rows and the segment table's rows under ``scratch``. Returns each
     task's :class:`PartFacts`."""
-    import pyarrow as pa
-    import pyarrow.parquet as pq
-
-    from segment_balancer.common.files import filesystem
-    from segment_balancer.spark.session import run_tasks
-    from segment_balancer.spark.state_store import tier_dir_name
-
     work_uri = str(Path(work).absolute())
 
     def task(part):
@@ -445,19 +437,12 @@ def _write_segment_table(spark, work: Path, scratch: str, n_used: int, names: li
     """The run's segment table (:data:`~segment_balancer.spark.state_store.SEGMENT_TABLE_FILE`):
     the partitions' rows in code order, one Arrow IPC file written by one task
     (:func:`~segment_balancer.spark.session.run_tasks`)."""
-    from segment_balancer.common.files import filesystem
-    from segment_balancer.spark.session import run_tasks
-    from segment_balancer.spark.state_store import SEGMENT_TABLE_FIELDS, SEGMENT_TABLE_FILE, arrow_schema, write_ipc
-
     schema = arrow_schema(SEGMENT_TABLE_FIELDS).with_metadata({"n_used": str(n_used), "datasources": json.dumps(names)})
     work_uri = str(Path(work).absolute())
     rows_dir = f"{scratch}/table-out"
     parts = any((work / rows_dir).glob("*.parquet"))
 
     def write(_):
-        import pyarrow as pa
-        import pyarrow.parquet as pq
-
         fs, base = filesystem(work_uri)
         if not parts:
             write_ipc(fs, f"{base}/{SEGMENT_TABLE_FILE}", schema.empty_table())
@@ -481,11 +466,6 @@ def prepare(spark, snapshot: Path, work: Path, overrides: dict | None = None) ->
     any invalid input, before any prepared table is written; ``FileNotFoundError`` when
     ``used_segments`` has not run.
     """
-    import pyarrow.parquet as pq
-
-    from segment_balancer.spark.state_store import INITIAL_STATE_DIR
-    from segment_balancer.spark.status import write_start_state
-
     snapshot, work = Path(snapshot), Path(work)
     servers, all_names, queues, rules, config, smeta = read_small_inputs(snapshot, overrides)
     now_ms = smeta.snapshot_time_ms
@@ -519,8 +499,6 @@ def prepare(spark, snapshot: Path, work: Path, overrides: dict | None = None) ->
             raise RuntimeError("the replica file has a bad row that its reference reader accepts")  # never: one check
         problems = [s.unlisted_problem for s in summaries if s.unlisted_problem]
         if problems:
-            from segment_balancer.druid.snapshot.segments import refuse_unlisted
-
             refuse_unlisted([min(problems, key=problem_key)])
         n_used = sum(s.n_used for s in summaries)
         names = sorted(set().union(*(s.datasources for s in summaries)))

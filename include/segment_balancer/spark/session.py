@@ -26,17 +26,24 @@ out.
 
 from __future__ import annotations
 
+import json
 import logging
 import os
 import pickle
+import signal
 import socket
 import sys
+import threading
 from collections.abc import Callable, Sequence
 from contextlib import contextmanager
 from contextvars import ContextVar
+from functools import reduce
 from typing import Any
 from urllib.parse import urlparse
 
+import psutil
+
+from segment_balancer.common.files import filesystem
 from segment_balancer.spark.jvm_archive import local_driver_java_options
 
 # Given to every session and to every spark-submit (see the StageSubmitOperator).
@@ -94,8 +101,6 @@ class LazySession:
     unstarted one alone."""
 
     def __init__(self, factory: Callable[[], Any]):
-        import threading
-
         self._factory = factory
         self._session = None
         self._tags: list[str] = []
@@ -212,8 +217,6 @@ def python_workers_id(spark) -> str | None:
     name = SESSION_WORKERS_ENV
 
     def env(batches):
-        import os
-
         import pyarrow as pa
 
         for _ in batches:
@@ -227,8 +230,6 @@ def session_python_processes(workers_id: str) -> list:
     """The ``pyspark.daemon`` processes on this machine whose environment has
     :data:`SESSION_WORKERS_ENV` = ``workers_id``: one Connect session's daemon and the workers it
     forked (``psutil.Process`` objects). Processes this user may not read are left out."""
-    import psutil
-
     marker = f"{SESSION_WORKERS_ENV}={workers_id}".encode()
     found = []
     for proc in psutil.process_iter(["cmdline"]):
@@ -248,10 +249,6 @@ def end_python_daemons(workers_id: str) -> list[int]:
     its workers); returns the pids signalled. Only for a session that is released: its daemon gets
     no more tasks (a live session's next Python task would fail). A server on another machine is
     left alone."""
-    import signal
-
-    import psutil
-
     procs = session_python_processes(workers_id)
     pids = {p.pid for p in procs}
     ended = []
@@ -454,9 +451,6 @@ def collect_small(frames: dict[str, Any]) -> dict[str, list[dict]]:
     one frame come back in the frame's order on a local master (an ``orderBy(…).limit(n)`` is one
     sorted partition); callers that need an order sort again, as a cluster's plan may differ.
     """
-    import json
-    from functools import reduce
-
     from pyspark.sql import functions as F
 
     parts = [
@@ -478,14 +472,10 @@ def read_parquet(spark, *paths):
     schema of a table pyarrow wrote. ``paths``: parquet files or directories (local paths or URIs
     pyarrow's filesystems read), all of one schema. Raises ``FileNotFoundError`` when the first
     path holds no parquet file."""
-    import json
-
     import pyarrow.dataset as ds
     import pyarrow.parquet as pq
     from pyspark.sql.pandas.types import from_arrow_schema
     from pyspark.sql.types import StructType
-
-    from segment_balancer.common.files import filesystem
 
     fs, base = filesystem(str(paths[0]) if "://" in str(paths[0]) else os.path.abspath(paths[0]))
     files = ds.dataset(base, format="parquet", filesystem=fs).files

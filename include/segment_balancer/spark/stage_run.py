@@ -8,6 +8,8 @@ run state, the step committed), :mod:`.callbacks` (stage 3's dependent drops), :
 
 from __future__ import annotations
 
+import json
+
 from pyroaring import BitMap
 
 from segment_balancer.planner.operations import OpOrder
@@ -42,8 +44,6 @@ class SparkStageRun(Run):
     def pass_rows(self, result: tierpass.PassResult, kind: str) -> list[dict]:
         """The ``kind`` rows of the pass's output files, read with pyarrow on the driver (no Spark
         job), their ``detail`` parsed, by tier (a tier's rows in the order its kernel returned them)."""
-        import json
-
         rows = read_output(self.work_uri, result.out_dir, ["tier", "detail"], kind)
         pairs = zip(rows.column("tier").to_pylist(), rows.column("detail").to_pylist())
         return [json.loads(d) for _, d in sorted(pairs, key=lambda td: td[0])]

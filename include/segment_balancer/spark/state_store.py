@@ -25,9 +25,14 @@ from __future__ import annotations
 
 import json
 import os
+from pathlib import Path, PurePosixPath
+from urllib.parse import quote, unquote
 
 import numpy as np
+import pyarrow as pa
+import pyarrow.dataset as ds
 
+from segment_balancer.common.files import filesystem, sibling_tmp
 from segment_balancer.planner.operations import Action
 from segment_balancer.planner.runstate import NO_LOAD, QUEUE_CODES, STATE_FIELDS, SegmentTable, TierState
 
@@ -54,8 +59,6 @@ def spark_fields(arrow_fields) -> list[tuple[str, str]]:
 
 def arrow_schema(fields):
     """The pyarrow schema of ``fields`` ((name, Spark type) pairs)."""
-    import pyarrow as pa
-
     return pa.schema([(n, getattr(pa, _ARROW_TYPES[t])()) for n, t in fields])
 
 
@@ -85,23 +88,17 @@ TIER_REPLICA_FIELDS = [
 
 def tier_dir_name(tier: str) -> str:
     """``tier=<T>`` with ``T`` percent-escaped, as Spark names a partition directory."""
-    from urllib.parse import quote
-
     return "tier=" + quote(tier, safe="")
 
 
 def tier_of_dir(name: str) -> str:
     """Inverse of :func:`tier_dir_name` (also reads Spark's escaping)."""
-    from urllib.parse import unquote
-
     return unquote(name[len("tier=") :])
 
 
 def initial_state_dirs(work) -> dict[str, str]:
     """``{tier: directory}`` (relative to the work directory ``work``, a local path) of the state
     ``prepare`` wrote (:data:`INITIAL_STATE_DIR`)."""
-    from pathlib import Path
-
     root = Path(work) / INITIAL_STATE_DIR
     if not root.is_dir():
         return {}
@@ -116,12 +113,6 @@ def initial_state_dirs(work) -> dict[str, str]:
 def write_ipc(fs, path: str, table) -> None:
     """Write the pyarrow Table ``table`` as an uncompressed Arrow IPC file at ``path`` of
     filesystem ``fs``: written aside (``common.files.sibling_tmp``), then moved into place."""
-    from pathlib import PurePosixPath
-
-    import pyarrow as pa
-
-    from segment_balancer.common.files import sibling_tmp
-
     parent = path.rsplit("/", 1)[0]
     fs.create_dir(parent, recursive=True)
     tmp = str(sibling_tmp(PurePosixPath(path)))
@@ -133,8 +124,6 @@ def write_ipc(fs, path: str, table) -> None:
 def read_ipc(fs, path: str):
     """The Arrow IPC file at ``path`` as a pyarrow Table: memory-mapped on a local filesystem
     (columns are views of the file's pages), read whole elsewhere."""
-    import pyarrow as pa
-
     if type(fs).__name__ == "LocalFileSystem":
         return pa.ipc.open_file(pa.memory_map(path)).read_all()
     with fs.open_input_file(path) as source:
@@ -150,8 +139,6 @@ def write_segment_table(fs, path: str, table: SegmentTable) -> None:
     """Write ``table`` as a segment table file (:data:`SEGMENT_TABLE_FIELDS`, ``n_used`` and the
     datasource names in the schema's metadata) at ``path`` of filesystem ``fs``. ``prepare``
     writes the run's from Spark; this is for hand-made work directories and tools."""
-    import pyarrow as pa
-
     schema = arrow_schema(SEGMENT_TABLE_FIELDS).with_metadata(
         {"n_used": str(table.n_used), "datasources": json.dumps(list(table.datasources))}
     )
@@ -186,8 +173,6 @@ def read_segment_table(work_uri: str) -> SegmentTable:
     """The run's :class:`SegmentTable` (:data:`SEGMENT_TABLE_FILE` of the work directory
     ``work_uri``), memory-mapped; kept per process while the file is unchanged (Python workers
     are reused across tasks)."""
-    from segment_balancer.common.files import filesystem
-
     fs, base = filesystem(work_uri)
     path = f"{base}/{SEGMENT_TABLE_FILE}"
     info = fs.get_file_info(path)
@@ -219,8 +204,6 @@ def read_segment_table(work_uri: str) -> SegmentTable:
 def write_tier_start(fs, directory: str, state: TierState) -> None:
     """Write ``state`` as a tier's start state: ``segments.arrow`` and ``replicas.arrow`` in
     ``directory`` (a path of filesystem ``fs``)."""
-    import pyarrow as pa
-
     segs = pa.table([state.seg_code, state.target, state.tier_pos], schema=arrow_schema(TIER_SEGMENT_FIELDS))
     reps = pa.table(
         [state.rep_code, state.rep_server, state.served, state.load, state.dropping, state.dependent],
@@ -252,8 +235,6 @@ def read_tier_start(fs, directory: str, tier: str, servers: tuple[str, ...]) -> 
 
 def write_topb(fs, path: str, topb: dict[int, list[str]]) -> None:
     """Write the top ``B`` a step cached in one tier (``{idx: [server, …]}``) to ``path``."""
-    import pyarrow as pa
-
     codes = sorted(topb)
     write_ipc(
         fs,
@@ -274,10 +255,6 @@ def read_tier(work_uri: str, spec: dict, tier: str, servers: tuple[str, ...]) ->
     state, every operation of the op log files ``spec["ops"]`` on it applied in order, then the top
     ``B`` files ``spec["topb"][tier]`` in order. ``spec``: :meth:`segment_balancer.spark.workdir.Run.state_spec`
     (paths relative to the work directory ``work_uri``); ``servers``: the server codes' names."""
-    import pyarrow.dataset as ds
-
-    from segment_balancer.common.files import filesystem
-
     fs, base = filesystem(work_uri)
     start = spec["start"].get(tier)
     if start is None:
@@ -322,8 +299,6 @@ def state_exists(work) -> bool:
 def conform_arrow(table, fields):
     """The pyarrow ``table`` with exactly the columns of ``fields`` ((name, Spark type) pairs;
     missing ones null), cast to their types: :func:`conform` without Spark."""
-    import pyarrow as pa
-
     schema = arrow_schema(fields)
     return pa.table(
         [

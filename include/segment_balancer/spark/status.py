@@ -5,12 +5,17 @@ writes the start state (:func:`write_start_state`).
 
 from __future__ import annotations
 
+import uuid
 from pathlib import Path
 
+import numpy as np
 import pandas as pd
+import pyarrow.compute as pc
+import pyarrow.dataset as ds
 from pyroaring import BitMap
+from pyspark.sql import functions as F
 
-from segment_balancer.common.files import filesystem
+from segment_balancer.common.files import filesystem, remove_path, replace_path
 from segment_balancer.planner.runstate import SegmentTable, TierState
 from segment_balancer.planner.status import (
     Status,
@@ -21,6 +26,14 @@ from segment_balancer.planner.status import (
     unavailable,
 )
 from segment_balancer.spark.session import run_tasks
+from segment_balancer.spark.state_store import (
+    read_segment_table,
+    read_tier,
+    server_names,
+    tier_dir_name,
+    tier_of_dir,
+    write_tier_start,
+)
 
 START_STATE_SCHEMA = [
     ("tier", "string"),
@@ -64,8 +77,6 @@ def _combine(results: list[tuple], wanted: int) -> Status:
 def start_state(tier: str, rows, servers: tuple[str, ...]) -> TierState:
     """One tier's :class:`TierState` from its rows of :data:`START_STATE_SCHEMA` (a pyarrow Table):
     segments by code, replicas in the order given."""
-    import numpy as np
-    import pyarrow.compute as pc
 
     def col(table, name, dtype):
         return np.asarray(table.column(name).to_numpy(zero_copy_only=False), dtype=dtype)
@@ -97,19 +108,6 @@ def write_start_state(spark, work: Path, rel_dir: str, parts: str, servers_pdf: 
     ``work``), writes its state and measures it as :func:`status_pass` does. The tiers are written
     aside and moved into place together; a tier with no rows gets no directory. ``wanted``: the
     used segments a load rule asks replicas of. ``prepare`` writes the start state with it."""
-    import uuid
-
-    import pyarrow.dataset as ds
-
-    from segment_balancer.common.files import remove_path, replace_path
-    from segment_balancer.spark.state_store import (
-        read_segment_table,
-        server_names,
-        tier_dir_name,
-        tier_of_dir,
-        write_tier_start,
-    )
-
     work = Path(work).absolute()
     work_uri = str(work)
     tmp_rel = f"{rel_dir}.tmp-{uuid.uuid4().hex[:8]}"
@@ -139,8 +137,6 @@ def status_pass(run) -> Status:
     one Spark task per tier rebuilds its state (:func:`~segment_balancer.spark.state_store.read_tier`)
     and returns :func:`tier_status` as serialized bitmaps and :func:`held_per_server`; the driver
     combines them. ``assemble`` runs it on the final state, for the summary."""
-    from segment_balancer.spark.state_store import read_segment_table, read_tier
-
     spec, work, names, servers_pdf = run.state_spec(), run.work_uri, run.server_names, run.servers_pdf
 
     def task(tier):
@@ -153,8 +149,6 @@ def start_projection(replicas, segments):
     """What every server projects at the start of the run: served without a queued drop, plus
     queued loads. Columns ``server``, ``tier``, ``idx`` (−1 for unused segments), ``datasource``,
     ``start_ms``, ``end_ms``."""
-    from pyspark.sql import functions as F
-
     proj = replicas.filter((F.col("served") & ~F.col("queued_drop")) | F.col("queued_load"))
     return proj.join(segments.select("segment_id", "datasource", "start_ms", "end_ms"), "segment_id").select(
         "server", "tier", F.coalesce("idx", F.lit(-1)).alias("idx"), "datasource", "start_ms", "end_ms"

@@ -25,11 +25,15 @@ from __future__ import annotations
 import logging
 from collections import Counter
 from dataclasses import dataclass, field
+from pathlib import PurePosixPath
 
 import pandas as pd
+import pyarrow as pa
+import pyarrow.parquet as pq
+from pyarrow.fs import FileType
 from pyroaring import BitMap
 
-from segment_balancer.common.files import filesystem
+from segment_balancer.common.files import filesystem, sibling_tmp
 from segment_balancer.planner.runstate import OpSink, TierRun
 from segment_balancer.planner.stages.run import Body
 from segment_balancer.spark.session import run_tasks
@@ -66,8 +70,6 @@ def pass_dir(stage: int, step: str) -> str:
 
 def _clear(run: Run, *rels: str) -> None:
     """Remove what a failed or retried attempt of the step left."""
-    from pyarrow.fs import FileType
-
     fs, base = filesystem(run.work_uri)
     for rel in rels:
         if fs.get_file_info(f"{base}/{rel}").type != FileType.NotFound:
@@ -79,13 +81,6 @@ def write_out(fs, path: str, frame: pd.DataFrame) -> None:
     (its directory made first): written aside under a hidden name (``common.files.sibling_tmp``,
     which a dataset read of the directory skips), then moved into place, so a task reading the
     directory while another writes into it (stage 3's callbacks) never sees a file half written."""
-    from pathlib import PurePosixPath
-
-    import pyarrow as pa
-    import pyarrow.parquet as pq
-
-    from segment_balancer.common.files import sibling_tmp
-
     fs.create_dir(path.rsplit("/", 1)[0], recursive=True)
     tmp = str(sibling_tmp(PurePosixPath(path)))
     pq.write_table(

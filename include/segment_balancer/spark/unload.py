@@ -32,12 +32,19 @@ import json
 import logging
 
 import numpy as np
+import pyarrow as pa
+import pyarrow.compute as pc
+import pyarrow.dataset as ds
+import pyarrow.parquet as pq
+from pyroaring import BitMap
 
 from segment_balancer.common.files import filesystem, replace_path, sibling_tmp
 from segment_balancer.planner.kernels import unload
 from segment_balancer.planner.operations import Action
 from segment_balancer.planner.runstate import OpSink
 from segment_balancer.planner.stages import s12_unload as s12
+from segment_balancer.spark.session import run_tasks
+from segment_balancer.spark.state_store import arrow_schema, conform_arrow, read_segment_table, read_tier, tier_dir_name
 from segment_balancer.spark.tierpass import _clear, kernel_pass, pass_dir, write_out
 from segment_balancer.spark.workdir import OUT_FIELDS, Run, out_frame, output_rel, read_output
 
@@ -77,12 +84,6 @@ _WAITING_FIELDS = [("idx", "long"), ("segment_id", "string"), ("server", "string
 
 def unload_pass(run: Run) -> None:
     """Stage 12 on the current run state of ``run``, committed as its step ``unload``."""
-    import pyarrow as pa
-    from pyroaring import BitMap
-
-    from segment_balancer.spark.session import run_tasks
-    from segment_balancer.spark.state_store import arrow_schema, read_segment_table, read_tier
-
     pdir = pass_dir(STAGE, "unload")
     _clear(run, pdir)
     spec, work, names = run.state_spec(), run.work_uri, run.server_names
@@ -159,14 +160,10 @@ def unload_pass(run: Run) -> None:
 
 
 def _name(tier: str) -> str:
-    from segment_balancer.spark.state_store import tier_dir_name
-
     return tier_dir_name(tier)
 
 
 def _write_table(fs, path: str, table, schema) -> None:
-    import pyarrow.parquet as pq
-
     fs.create_dir(path.rsplit("/", 1)[0], recursive=True)
     pq.write_table(table.cast(schema), path, filesystem=fs)
 
@@ -187,12 +184,6 @@ def _over(work: str, pdir: str, out_rel: str) -> tuple[list[str], list[list[str]
     directories, as :func:`~segment_balancer.spark.state_store.tier_dir_name` names them). A task
     function (one task sees every tier's rows of a segment). Returns the tiers with such rows
     (sorted) and the distinct sorted tier lists some segment's drops couple."""
-    import pyarrow as pa
-    import pyarrow.compute as pc
-    import pyarrow.dataset as ds
-
-    from segment_balancer.spark.state_store import arrow_schema
-
     fs, base = filesystem(work)
     tally = ds.dataset(
         f"{base}/{pdir}/tally", format="parquet", filesystem=fs, schema=arrow_schema(_TALLY_FIELDS)
@@ -227,9 +218,6 @@ def _excess(run: Run, over_rel: str, tiers: list[str], coupled: list[list[str]])
         )
 
     def body(runs, sink):
-        import pyarrow as pa
-        import pyarrow.dataset as ds
-
         fs, base = filesystem(work)
         part = ds.partitioning(pa.schema([("tier", pa.string())]), flavor="hive")
         table = ds.dataset(f"{base}/{over_rel}", format="parquet", filesystem=fs, partitioning=part).to_table(
@@ -247,12 +235,6 @@ def _output(work: str, pdir: str, out_rel: str, tiers: bool, excess: bool) -> No
     excess pass's ``op``, ``deferred`` and ``decision`` rows (``excess``), then the tier tasks'
     everywhere-drops, then :func:`_waiting`'s decisions (both when there were ``tiers``). A task
     function: the driver holds none of these rows."""
-    import pyarrow as pa
-    import pyarrow.dataset as ds
-    import pyarrow.parquet as pq
-
-    from segment_balancer.spark.state_store import arrow_schema
-
     fs, base = filesystem(work)
     schema = arrow_schema(OUT_FIELDS)
 
@@ -277,10 +259,6 @@ def _waiting(rows):
     segments stage 12 keeps (:func:`~segment_balancer.planner.stages.s12_unload.waiting_decisions`),
     a pyarrow Table of :data:`~segment_balancer.spark.workdir.OUT_FIELDS`, from their served
     replicas (``rows``: the :data:`_WAITING_FIELDS` rows the tier tasks wrote)."""
-    import pyarrow as pa
-
-    from segment_balancer.spark.state_store import conform_arrow
-
     idx, ids, servers = s12.waiting_decisions(*(rows.column(c).to_pylist() for c in ("idx", "segment_id", "server")))
     table = pa.table(
         {

@@ -51,10 +51,32 @@ import zlib
 from pathlib import Path
 
 import numpy as np
+import pandas as pd
+import pyarrow as pa
+import pyarrow.compute as pc
+import pyarrow.parquet as pq
+from pyroaring import BitMap
+from pyspark import TaskContext
+from pyspark.sql import functions as F
 
 from segment_balancer.common import cache
-from segment_balancer.common.files import remove_path, replace_path, write_json_atomic
+from segment_balancer.common.files import filesystem, link_or_copy, remove_path, replace_path, write_json_atomic
+from segment_balancer.common.spark_columns import parallelism
 from segment_balancer.druid.snapshot.errors import SnapshotError
+from segment_balancer.druid.snapshot.files import segments_path
+from segment_balancer.druid.snapshot.lines import (
+    GZIP_SPLIT_BYTES,
+    decompress_task,
+    is_blank,
+    line_ranges,
+    read_range,
+    split_lines,
+)
+from segment_balancer.druid.snapshot.segment_lines import PARSED_FIELDS, PAYLOAD_COLUMNS, parse_lines, projection_lists
+from segment_balancer.druid.snapshot.segments import first_problems, gzip_refusal, read_segments, refuse
+from segment_balancer.druid.timeline import classify_datasource
+from segment_balancer.planner import groups as G
+from segment_balancer.spark.session import collect_small, run_tasks
 
 BUCKET_MS = 366 * 86_400_000
 CLAMP_LO_MS = -2_208_988_800_000  # 1900-01-01
@@ -102,13 +124,6 @@ def _classify_partition(table) -> tuple[dict, object]:
     ``error`` ((line, message) of a datasource whose timeline cannot be built), ``counts``
     (``{(datasource, status): n}``), ``groups`` (``{Status: BitMap of line - 1}``), ``mismatches``
     and ``examples`` ((line, text) of the first input flags the timeline contradicts)."""
-    import pandas as pd
-    import pyarrow as pa
-    from pyroaring import BitMap
-
-    from segment_balancer.druid.snapshot.segment_lines import PAYLOAD_COLUMNS, projection_lists
-    from segment_balancer.druid.timeline import classify_datasource
-
     summary = _no_rows()
     pdf = table.drop_columns(list(PAYLOAD_COLUMNS)).to_pandas()  # kept in the table, not needed here
     if pdf["bad"].any() or pdf["segment_id"].duplicated().any():
@@ -198,17 +213,9 @@ def _timeline_job(spark, parsed, work: Path, aside: str) -> list[dict]:
     datasource and classify each partition in one Python task, which writes its rows under
     ``aside`` (relative to ``work``) unless the partition is bad; returns the tasks' summaries.
     The reference reader's path only (a file the fast path could not take)."""
-    import pyarrow as pa
-    import pyarrow.parquet as pq
-
-    from segment_balancer.common.files import filesystem
-    from segment_balancer.common.spark_columns import parallelism
-
     work_uri = str(Path(work).absolute())
 
     def task(batches):
-        from pyspark import TaskContext
-
         batches = list(batches)
         summary = _no_rows()
         if batches:
@@ -251,10 +258,6 @@ def byte_ranges(spark, path: Path, plain: Path, whole: bool = False) -> tuple[Pa
     (:func:`~segment_balancer.druid.snapshot.lines.decompress_task`) and read so; a smaller gzip
     file, or any file when ``whole``, as one range. None when the gzip file does not decompress
     whole (the reference reader names it)."""
-    from segment_balancer.common.spark_columns import parallelism
-    from segment_balancer.druid.snapshot.lines import GZIP_SPLIT_BYTES, decompress_task, line_ranges
-    from segment_balancer.spark.session import run_tasks
-
     gz = path.name.endswith(".gz")
     size = path.stat().st_size
     if gz and not whole and size >= GZIP_SPLIT_BYTES:
@@ -276,14 +279,6 @@ def _parse_range(item: dict) -> tuple[int, int, bool, list[int]]:
     ``scratch`` (absolute path or URI). Returns ``(index, lines of the range including blank ones,
     bad, buckets written)``; ``bad`` (nothing written): a row the reference reader must judge, a
     line that is not UTF-8, or a gzip file that does not decompress whole."""
-    import pyarrow as pa
-    import pyarrow.compute as pc
-    import pyarrow.parquet as pq
-
-    from segment_balancer.common.files import filesystem
-    from segment_balancer.druid.snapshot.lines import is_blank, read_range, split_lines
-    from segment_balancer.druid.snapshot.segment_lines import parse_lines
-
     index = item["index"]
     try:
         data = read_range(item["path"], item["start"], item["end"], item["gzip"])
@@ -324,12 +319,6 @@ def _classify_bucket(item: dict) -> dict:
     :func:`_classify_partition`; the timeline rows go to ``item["aside"]/part-<bucket>.parquet``
     unless the bucket is bad. ``item``: ``bucket``, ``ranges`` (``{range index: lines before
     it}``), ``scratch``, ``aside`` (absolute paths or URIs). Returns the summary."""
-    import pyarrow as pa
-    import pyarrow.compute as pc
-    import pyarrow.parquet as pq
-
-    from segment_balancer.common.files import filesystem
-
     bucket = item["bucket"]
     fs, scratch = filesystem(item["scratch"])
     tables = []
@@ -353,9 +342,6 @@ def _fast_summaries(spark, path: Path, work: Path, aside: str) -> list[dict] | N
     :func:`~segment_balancer.spark.session.run_tasks`, Spark jobs or calls on the driver. Returns
     the buckets' summaries, or None when a range is bad (the reference reader's turn). The parsed
     rows live in a scratch directory of ``work``, removed on return."""
-    from segment_balancer.common.spark_columns import parallelism
-    from segment_balancer.spark.session import run_tasks
-
     work, path = Path(work).absolute(), Path(path).absolute()
     scratch = work / f"{TABLE_FILE}.parsed-{uuid.uuid4().hex[:8]}"
     cores = parallelism(spark)
@@ -389,11 +375,6 @@ def _fast_summaries(spark, path: Path, work: Path, aside: str) -> list[dict] | N
 def _parsed_reference(spark, snapshot: Path):
     """The reference reader's rows (:func:`~segment_balancer.druid.snapshot.segments.read_segments`)
     as :data:`PARSED_FIELDS` rows (``bad``: the line has a problem)."""
-    from pyspark.sql import functions as F
-
-    from segment_balancer.druid.snapshot.segment_lines import PARSED_FIELDS
-    from segment_balancer.druid.snapshot.segments import read_segments
-
     segs = read_segments(spark, snapshot)
     return segs.select(
         *[F.col(n).cast(t).alias(n) for n, t in PARSED_FIELDS if n != "bad"], F.col("problem").isNotNull().alias("bad")
@@ -403,9 +384,6 @@ def _parsed_reference(spark, snapshot: Path):
 def _refuse_by_reference(spark, snapshot: Path, file: str) -> None:
     """Raise the reference reader's refusal of ``segments.jsonl`` (the first bad lines, by line),
     if it has one."""
-    from segment_balancer.druid.snapshot.segments import first_problems, gzip_refusal, read_segments, refuse
-    from segment_balancer.spark.session import collect_small
-
     segs = read_segments(spark, snapshot)
     try:
         with gzip_refusal(file):
@@ -419,10 +397,6 @@ def _write_empty_table(directory: Path) -> None:
     """One part of no row in ``directory``, with the columns every part has (what
     :func:`_classify_partition` makes of no line): a snapshot without segments (a cluster before
     its first ingestion) has a timeline table too, which ``prepare`` reads like any other."""
-    import pyarrow.parquet as pq
-
-    from segment_balancer.druid.snapshot.segment_lines import parse_lines
-
     _, rows = _classify_partition(parse_lines(np.array([], np.int64), []))
     pq.write_table(rows, directory / "part-00000.parquet")
 
@@ -442,12 +416,6 @@ def used_segments(spark, snapshot: Path, work: Path) -> dict:
     :class:`SnapshotError` naming the file and line of the first bad rows (or the datasource whose
     timeline cannot be built), and then no table is left behind.
     """
-    from pyroaring import BitMap
-
-    from segment_balancer.druid.snapshot.files import segments_path
-    from segment_balancer.druid.snapshot.segments import gzip_refusal
-    from segment_balancer.planner import groups as G
-
     snapshot, work = Path(snapshot), Path(work)
     path = segments_path(snapshot)
     file = path.name
@@ -517,8 +485,6 @@ def _cache_key(path: Path) -> str | None:
 def _fill_cache(tmp: Path, work: Path, result: dict) -> None:
     """Write the cache entry of a run whose table and summary are in ``work`` (hard links where the
     file system allows)."""
-    from segment_balancer.common.files import link_or_copy
-
     (tmp / "table").mkdir()
     for part in sorted((work / TABLE_FILE).iterdir()):
         link_or_copy(part, tmp / "table" / part.name)
@@ -529,8 +495,6 @@ def _fill_cache(tmp: Path, work: Path, result: dict) -> None:
 def _from_cache(found: Path, work: Path, aside: str) -> dict | None:
     """Put the cache entry ``found`` in place in ``work`` (the table and ``summary.json``) and
     return its XCom dict; None when the entry went away meanwhile (the stage computes it)."""
-    from segment_balancer.common.files import link_or_copy
-
     try:
         result = json.loads((found / "result.json").read_text())
         (work / aside).mkdir(parents=True)

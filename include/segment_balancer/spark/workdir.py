@@ -10,11 +10,17 @@ from __future__ import annotations
 
 import json
 import logging
+import shutil
 from pathlib import Path
 
+import numpy as np
 import pandas as pd
+import pyarrow as pa
+import pyarrow.compute as pc
+import pyarrow.dataset as ds
+import pyarrow.parquet as pq
 
-from segment_balancer.common.files import write_json_atomic, write_parquet_atomic
+from segment_balancer.common.files import filesystem, link_or_copy, write_json_atomic, write_parquet_atomic
 from segment_balancer.planner.config import EffectiveConfig, config_from_dict
 from segment_balancer.planner.operations import (
     OP_FIELDS,
@@ -25,8 +31,17 @@ from segment_balancer.planner.operations import (
     Action,
 )
 from segment_balancer.planner.runstate import STATE_FIELDS, StageLimit
-from segment_balancer.spark.session import read_parquet
-from segment_balancer.spark.state_store import initial_state_dirs, server_names, spark_fields
+from segment_balancer.planner.status import holds
+from segment_balancer.spark.session import read_parquet, run_tasks
+from segment_balancer.spark.state_store import (
+    arrow_schema,
+    initial_state_dirs,
+    read_segment_table,
+    read_tier,
+    server_names,
+    spark_fields,
+    tier_dir_name,
+)
 
 log = logging.getLogger(__name__)
 
@@ -57,8 +72,6 @@ OUT_SCHEMA = ", ".join(f"`{n}` {t}" for n, t in OUT_FIELDS)
 
 
 def _ops_arrow_schema():
-    import pyarrow as pa
-
     return pa.schema([(name, getattr(pa, kind)()) for name, kind in OP_FIELDS])
 
 
@@ -84,8 +97,6 @@ def read_decisions(work_uri: str, steps: list[tuple[int, str, str]]):
     string not null, the rest nullable) of ``steps`` (:meth:`Run.decision_steps`), step after step
     in the order given, each step's rows in file order; read with pyarrow where the caller runs (a
     task). No step: an empty table whose columns are all nullable."""
-    import pyarrow as pa
-
     types = {"stage": pa.int32(), "idx": pa.int64()}
     nullable = pa.schema([(c, types.get(c, pa.string())) for c in DECISION_COLUMNS])
     if not steps:
@@ -116,11 +127,6 @@ def read_output(work_uri: str, rel: str, columns: list[str], kind: str, **equal)
     columns equal ``equal`` (e.g. ``tier=``, ``action=``), as a pyarrow Table of ``columns``: read
     with pyarrow where the caller runs (a Spark task, or the driver for what the load queues
     bound), never through a Spark job."""
-    import pyarrow.dataset as ds
-
-    from segment_balancer.common.files import filesystem
-    from segment_balancer.spark.state_store import arrow_schema
-
     fs, base = filesystem(work_uri)
     cond = ds.field("kind") == kind
     for name, value in equal.items():
@@ -320,15 +326,6 @@ class Run:
         unordered: one task per tier (:func:`~segment_balancer.spark.session.run_tasks`) rebuilds
         its state (:func:`~segment_balancer.spark.state_store.read_tier`) and writes its rows with
         pyarrow. No tier, no file."""
-        import numpy as np
-        import pyarrow as pa
-        import pyarrow.parquet as pq
-
-        from segment_balancer.common.files import filesystem
-        from segment_balancer.planner.status import holds
-        from segment_balancer.spark.session import run_tasks
-        from segment_balancer.spark.state_store import arrow_schema, read_segment_table, read_tier, tier_dir_name
-
         spec, work, names = self.state_spec(), self.work_uri, self.server_names
 
         def write(tier: str) -> None:
@@ -356,9 +353,6 @@ class Run:
         ``op_id`` and ``depends_on``, which refer to positions in ``ops``: ``op_id`` 0, 1, …) to the
         op log, numbered after the ops so far, and commit the step in the manifest; the ``druid``
         coordinator's one step. Returns the number of ops."""
-        import pyarrow as pa
-        import pyarrow.compute as pc
-
         manifest = self.manifest()
         offset = manifest["count"]
         n = ops.num_rows
@@ -393,8 +387,6 @@ class Run:
         drops) are read from the output files with pyarrow and numbered in pandas; the decisions
         stay in the output files, which :meth:`decisions` reads.
         """
-        import pyarrow as pa
-
         manifest = self.manifest()
         offset = manifest["count"]
         cols = [
@@ -441,11 +433,6 @@ class Run:
         """``idx`` -> the ``partial_*`` columns of the used segments whose rule loads a part of them
         (a pandas frame indexed by ``idx``; empty when no rule is a partial-load rule), read once."""
         if getattr(self, "_partial_loads", None) is None:
-            import pyarrow as pa
-            import pyarrow.compute as pc
-            import pyarrow.dataset as ds
-            import pyarrow.parquet as pq
-
             path = self.prepared / "segments.parquet"
             if not path.exists() or "partial_type" not in ds.dataset(path, format="parquet").schema.names:
                 table = pa.table(
@@ -517,10 +504,6 @@ def fork_work(work: Path, coordinator: str) -> Path:
     stood after ``prepare``: its :data:`FORKED` files hard-linked (never written again: every later
     application writes aside and renames), ``prepared/meta.json`` copied with ``coordinator`` as
     the run's coordinator. Returns the fork's path."""
-    import shutil
-
-    from segment_balancer.common.files import link_or_copy
-
     fork = compared_work(work, coordinator)
     shutil.rmtree(fork, ignore_errors=True)
     for rel in FORKED:

@@ -67,6 +67,7 @@ import requests
 
 from segment_balancer.common.errors import InputError
 from segment_balancer.common.files import fsync_dir, remove_dir, rename_new, sibling_tmp
+from segment_balancer.druid.importer import segment_id
 from segment_balancer.druid.instants import format_instant_ms
 from segment_balancer.druid.snapshot import loader
 from segment_balancer.druid.snapshot.errors import SnapshotError
@@ -487,8 +488,6 @@ def druid_segment_id(segment: dict[str, Any]) -> str:
     """Druid's ``SegmentId`` string of a DataSegment JSON object (``importer.segment_id``:
     ``dataSource_start_end_version[_partitionNum]``), after checking the fields it is made of.
     Raises ValueError naming a missing or malformed field."""
-    from segment_balancer.druid.importer import segment_id
-
     for key in ("dataSource", "interval", "version"):
         if not isinstance(segment.get(key), str) or not segment[key]:
             raise ValueError(f"a DataSegment needs a string {key}, got {_short(segment.get(key))}")

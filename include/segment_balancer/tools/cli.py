@@ -40,6 +40,7 @@ from dataclasses import dataclass, fields
 from pathlib import Path
 
 from rich.console import Console
+from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 
 from segment_balancer.common.cache import cache_root, keep_newest
 from segment_balancer.common.errors import INPUT_REFUSED, InputError
@@ -57,6 +58,7 @@ from segment_balancer.plan.validation import PlanValidationError
 from segment_balancer.planner import advisor, config_keys
 from segment_balancer.planner.config import check_override_keys
 from segment_balancer.planner.coordinators import COORDINATOR_NAMES, DEFAULT_COORDINATOR, coordinator
+from segment_balancer.planner.small_inputs import read_small_inputs
 from segment_balancer.planner.summary import read_plan_summary
 from segment_balancer.spark import session as spark_session
 from segment_balancer.spark.apps import read_overrides
@@ -68,7 +70,7 @@ from segment_balancer.tools.simulate import add_simulate_arguments, simulate, si
 from segment_balancer.tools.terminal import print_table
 from segment_balancer.tools.whatif import WhatIf, parse_add
 
-# The Spark applications' modules (``spark.prepare``, ``spark.used_segments``: pyroaring, the snapshot
+# The Spark applications' modules (``spark.prepare``, ``spark.used_segments``: pyspark, the snapshot
 # readers) are imported in the functions that use them, so that ``--help`` and the commands without a
 # snapshot load none of them. ``spark_session`` and ``validation_process`` are used through their
 # modules: ``local_session`` and ``ValidationProcess`` are looked up when a command runs, so that a
@@ -437,8 +439,6 @@ def _checked_overrides(config: Path | None, snapshot: Path) -> dict | None:
     """The ``--config`` overrides, read and checked, with the snapshot's small files (servers, queues,
     rules, config, meta) loaded: all refused before any JVM. Raises ``InputError`` naming the file
     (an unknown key, a bad snapshot file)."""
-    from segment_balancer.planner.small_inputs import read_small_inputs
-
     overrides = read_overrides(config)
     check_override_keys(overrides, f"--config {config}")
     read_small_inputs(snapshot, overrides, f"--config {config}")
@@ -603,8 +603,6 @@ def advise_command(request: AdviseRequest, gate) -> None:
     candidates and #7458's runs go), write ``advice.json`` and its report, print the candidates and
     the recommendation. Raises ``InputError`` for bad overrides, candidates, weights, snapshot files or
     what-if edits; ``SparkUnreachable``, ``PlanValidationError``, ``WriteError`` as ``simulate``."""
-    from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
-
     overrides = _checked_overrides(request.config, request.snapshot)
     request = dataclasses.replace(request, snapshot=request.snapshot.absolute(), out=request.out.absolute())
     spark = spark_session.lazy_local_session("segment_balancer.advise", remote=request.remote)

@@ -38,8 +38,11 @@ from dataclasses import dataclass
 from pathlib import Path
 
 import psutil
+import uvicorn
+from airflow.configuration import conf
 
 from segment_balancer.common.ports import HOST
+from segment_balancer.spark.connect_server import ConnectServer
 
 STOP_GRACE_S = 8.0
 """Seconds between SIGTERM and SIGKILL to what is left of the deployment."""
@@ -68,8 +71,6 @@ def components(log_dir: Path) -> list[Component]:
     """The deployment's processes: Airflow's four components (the scheduler and the triggerer
     without the log servers they would bind to every address) and the two log servers on
     127.0.0.1, at the ports of ``[logging] worker_log_server_port`` and ``trigger_log_server_port``."""
-    from airflow.configuration import conf
-
     airflow = [sys.executable, "-m", "airflow"]
     me = [sys.executable, "-m", "segment_balancer.tools.local_airflow", "log-server", "--port"]
     specs = [
@@ -85,8 +86,6 @@ def components(log_dir: Path) -> list[Component]:
 
 def serve_logs(port: int) -> None:
     """Airflow's log server (``airflow.utils.serve_logs``) on ``127.0.0.1:port`` only; blocks."""
-    import uvicorn
-
     uvicorn.run(
         "airflow.utils.serve_logs.log_server:get_app",
         host=HOST,
@@ -172,8 +171,6 @@ class Deployment:
             signal.signal(sig, signal.SIG_IGN)
         stopper = None
         if self.connect is not None:
-            from segment_balancer.spark.connect_server import ConnectServer
-
             server = ConnectServer(self.connect[0], port=self.connect[1])
             stopper = threading.Thread(target=server.stop, kwargs={"grace": CONNECT_STOP_GRACE_S})
             stopper.start()
@@ -259,7 +256,6 @@ def main(argv: list[str] | None = None) -> int:
     if args.command == "log-server":
         serve_logs(args.port)
         return 0
-    from airflow.configuration import conf
 
     log_dir = Path(conf.get("logging", "base_log_folder")) / "deployment"
     base_url = f"http://{conf.get('api', 'host')}:{conf.getint('api', 'port')}"

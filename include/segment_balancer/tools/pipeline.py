@@ -11,6 +11,17 @@ import shutil
 import tempfile
 from pathlib import Path
 
+from segment_balancer.plan import validation_process
+from segment_balancer.plan.compare import place_compared
+from segment_balancer.plan.publish import publish_plan
+from segment_balancer.planner.balancer_state import give_previous
+from segment_balancer.planner.config import load_config
+from segment_balancer.planner.coordinators import COMPARE_APP, STAGE0_APPS
+from segment_balancer.planner.coordinators import coordinator as named
+from segment_balancer.spark.apps import abandon_alongside, alongside_fits, compare_alongside, run_app
+from segment_balancer.spark.workdir import request_compare
+from segment_balancer.tools.whatif import apply_to_run
+
 
 def run_plan(
     spark,
@@ -45,10 +56,7 @@ def run_plan(
     input), ``WhatIfError`` (edits that do not fit the snapshot) or ``PlanValidationError``
     (nothing published, an earlier plan at ``out`` untouched).
     """
-    from segment_balancer.plan.publish import publish_plan
-    from segment_balancer.plan.validation_process import ValidationProcess
-
-    gate = validator or ValidationProcess()
+    gate = validator or validation_process.ValidationProcess()
     own_work = work is None
     work = Path(work or tempfile.mkdtemp(prefix="segment_balancer-work-")).absolute()
     try:
@@ -82,15 +90,6 @@ def make_plan(
     (:func:`segment_balancer.spark.apps.compare_alongside`); should the run's own fail, those are
     stopped (their running Spark jobs interrupted, no other started) and waited for (on Ctrl+C,
     not waited for: the session's end ends them)."""
-    from segment_balancer.plan.compare import place_compared
-    from segment_balancer.planner.balancer_state import give_previous
-    from segment_balancer.planner.config import load_config
-    from segment_balancer.planner.coordinators import COMPARE_APP, STAGE0_APPS
-    from segment_balancer.planner.coordinators import coordinator as named
-    from segment_balancer.spark.apps import abandon_alongside, alongside_fits, compare_alongside, run_app
-    from segment_balancer.spark.workdir import request_compare
-    from segment_balancer.tools.whatif import apply_to_run
-
     work = Path(work).absolute()
     log = logging.getLogger("segment_balancer.plan")
     if coordinator is not None:

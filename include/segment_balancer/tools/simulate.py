@@ -32,11 +32,12 @@ same way (``loadQueuedSegments``: every queued load completes).
 from __future__ import annotations
 
 import argparse
+import gzip
 import json
 import logging
 import shutil
 import sys
-from concurrent.futures import Future
+from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -44,8 +45,14 @@ import numpy as np
 import pandas as pd
 
 from segment_balancer.common.errors import InputError
-from segment_balancer.common.files import link_or_copy, replace_dir, write_json_atomic, write_text_atomic
+from segment_balancer.common.files import WriteError, link_or_copy, replace_dir, write_json_atomic, write_text_atomic
+from segment_balancer.druid.importer import segment_id
 from segment_balancer.druid.instants import format_instant_ms
+from segment_balancer.druid.snapshot.errors import SnapshotError
+from segment_balancer.druid.snapshot.files import server_segments_path
+from segment_balancer.druid.snapshot.loader import load_load_queues, load_servers, load_snapshot_meta, read_json
+from segment_balancer.plan import validation_process
+from segment_balancer.plan.publish import publish_plan
 from segment_balancer.plan.report import (
     COORDINATORS_DIR,
     COORDINATORS_FILE,
@@ -55,8 +62,13 @@ from segment_balancer.plan.report import (
 )
 from segment_balancer.planner import coordinators
 from segment_balancer.planner.balancer_state import NEXT_STATE_FILE, STATE_FILE
+from segment_balancer.planner.config import load_config
+from segment_balancer.planner.livecost import total_cost
 from segment_balancer.planner.operations import Action
 from segment_balancer.planner.summary import PlanSummary, read_plan_summary
+from segment_balancer.spark.apps import read_overrides
+from segment_balancer.spark.session import get_session
+from segment_balancer.tools.pipeline import make_plan
 
 log = logging.getLogger(__name__)
 
@@ -124,8 +136,6 @@ class Applied:
 
 def _read_replicas(snapshot: Path) -> pd.DataFrame:
     """``server``, ``segment_id`` of the snapshot's replica file (any of its accepted forms)."""
-    from segment_balancer.druid.snapshot.files import server_segments_path
-
     path = server_segments_path(snapshot)
     lines = path.name.endswith((".jsonl", ".jsonl.gz"))
     frame = pd.read_json(path, lines=lines, orient="records", dtype=False)
@@ -164,8 +174,6 @@ def apply_plan(
     ``sizes``: bytes by segment id (``prepared/segments.parquet`` of the run), for the loads queued
     in the snapshot. Raises ``ValueError`` for a failure rate outside [0, 1] or ``loads_per_run`` < 0.
     """
-    from segment_balancer.druid.snapshot.loader import load_load_queues, load_servers, load_snapshot_meta, read_json
-
     if not 0.0 <= load_failure_rate <= 1.0:
         raise InputError(f"load failure rate must be within [0, 1], got {load_failure_rate}")
     if loads_per_run is not None and loads_per_run < 0:
@@ -318,10 +326,6 @@ def apply_plan(
 def _write_unused(source: Path, dest: Path, ids: frozenset[str]) -> None:
     """Copy ``segments.jsonl`` (gzipped or not) from ``source`` to ``dest`` with the segments of
     ``ids`` marked ``"used": false``; every other line as it was."""
-    import gzip
-
-    from segment_balancer.druid.importer import segment_id
-
     opener = gzip.open if source.suffix == ".gz" else open
     with opener(source, "rt") as lines, opener(dest, "wt") as out:
         for line in lines:
@@ -338,8 +342,6 @@ def run_row(
     """One row of ``runs.csv`` (:data:`RUN_COLUMNS`) from a run's plan summary, its ops
     (``operations.parquet``: ``op_id``, ``stage``, ``action``, ``size_bytes``, ``depends_on``), what
     applying it did and the run's segments (``segment_id``, ``datasource``, ``start_ms``, ``end_ms``, one row each)."""
-    from segment_balancer.planner.livecost import total_cost
-
     before = summary.status_before
     tiers = before.tiers.values()
     stages = coordinators.coordinator(summary.coordinator).balancing_stages
@@ -404,8 +406,6 @@ class _Pending:
         """Wait for the check, publish the plan to ``base/plan`` and remove the work directory.
         A failed check raises its error (``PlanValidationError``) with nothing of this run left but
         the run directory (what the run applied is removed), nor of the run ``cleanup`` begun."""
-        from segment_balancer.plan.publish import publish_plan
-
         try:
             self.wait()
         except BaseException:
@@ -471,11 +471,7 @@ def simulate(
     Raises ``ValueError`` for ``runs`` < 1 or only one of ``first_plan``/``first_work``, and what
     :func:`apply_plan` and ``make_plan`` raise (``SnapshotError`` on bad input), and ``PlanValidationError``.
     """
-    from concurrent.futures import ThreadPoolExecutor
-
-    from segment_balancer.plan.validation_process import ValidationProcess
     from segment_balancer.spark.druid_plan import druid_record
-    from segment_balancer.tools.pipeline import make_plan
 
     if runs < 1:
         raise InputError(f"runs must be >= 1, got {runs}")
@@ -500,7 +496,7 @@ def simulate(
                 work = base / "work"
                 shutil.rmtree(work, ignore_errors=True)
                 planned = current if plan_on is None else Path(plan_on(run, current, base))
-                gate = gate or ValidationProcess()  # GX imported once, for every run
+                gate = gate or validation_process.ValidationProcess()  # GX imported once, for every run
                 try:
                     plan = make_plan(spark, planned, work, overrides, balancer_state=state, coordinator=coordinator)
                 finally:
@@ -577,8 +573,6 @@ def simulate_margins(
     equal to the overrides' own is not simulated twice. ``options``: :func:`simulate`'s keywords.
     Returns the ``margins.csv`` frame. Raises ``ValueError`` for an empty ``margins`` and what
     :func:`simulate` raises."""
-    from segment_balancer.planner.config import load_config
-
     if not margins:
         raise InputError("compare at least one margin")
     overrides = dict(overrides or {})
@@ -622,8 +616,6 @@ def simulate_coordinators(
     under-replicated segments, moves, bytes moved, the fullest disk, the spread). ``options``:
     :func:`simulate`'s keywords. Returns the ``coordinators.csv`` frame. Raises what
     :func:`simulate` raises (a bad override before any run)."""
-    from segment_balancer.planner.config import load_config
-
     overrides = dict(overrides or {})
     own = coordinator or load_config(snapshot, overrides).coordinator
     other = coordinators.coordinator(own).compared_with
@@ -682,9 +674,6 @@ def simulate_published(
     DAG's Spark Connect task. Every run is planned by the coordinator that made ``plan``. Raises
     :class:`SimulationRefused` on bad input, leaving an earlier ``out`` as it was.
     """
-    from segment_balancer.common.files import WriteError
-    from segment_balancer.druid.snapshot.errors import SnapshotError
-
     snapshot, plan, work, out = (Path(p).absolute() for p in (snapshot, plan, work, out))
     try:
         replace_dir(
@@ -716,9 +705,6 @@ def main(argv=None) -> int:
     Returns 0; exits with code 2 on bad input (a refused snapshot, ``runs`` < 1), leaving an
     earlier ``O`` as it was.
     """
-    from segment_balancer.spark.apps import read_overrides
-    from segment_balancer.spark.session import get_session
-
     logging.basicConfig(level=logging.INFO, format="%(asctime)s %(levelname)s %(name)s: %(message)s")
     parser = argparse.ArgumentParser(prog="simulate", description="segment_balancer what-if simulation of a DAG run")
     add_simulate_arguments(parser)

@@ -7,6 +7,8 @@ from __future__ import annotations
 import textwrap
 from collections.abc import Sequence
 
+from rich.table import Table
+
 PADDING = 3
 """Columns a rich table spends around each column (borders and padding)."""
 
@@ -40,8 +42,6 @@ def print_table(
 ) -> None:
     """Print ``rows`` under ``headers`` on rich ``console`` (module docstring); columns from
     ``numeric_from`` on are right-aligned in the table layout."""
-    from rich.table import Table
-
     rows = [[str(c) for c in r] for r in rows]
     if fits(headers, rows, console.width):
         table = Table(title=title, title_justify="left")

@@ -27,6 +27,8 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
 from segment_balancer.common.errors import InputError
 from segment_balancer.common.files import link_or_copy, replace_dir, write_json_atomic
+from segment_balancer.druid.snapshot.loader import QUEUES_FILE, SERVERS_FILE, load_all_servers, read_json
+from segment_balancer.planner.config import CONFIG_FILE
 from segment_balancer.spark.workdir import RECORD_FILE
 
 REMOVED_TYPE = "removed by what-if"
@@ -102,9 +104,6 @@ def apply_what_if(snapshot: Path, edits: WhatIf, out: Path, overrides: dict | No
     loader when ``servers.json`` itself is invalid; ``WriteError`` when writing the copy fails
     (``out`` then left as it was: ``common.files.replace_dir``).
     """
-    from segment_balancer.druid.snapshot.loader import QUEUES_FILE, SERVERS_FILE, load_all_servers, read_json
-    from segment_balancer.planner.config import CONFIG_FILE
-
     snapshot, out = Path(snapshot), Path(out)
     historicals, _ = load_all_servers(snapshot)
     by_name = {s.server: s for s in historicals}

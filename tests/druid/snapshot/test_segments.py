@@ -7,7 +7,6 @@ from pathlib import Path
 
 import pytest
 
-from segment_balancer.druid.snapshot import lines
 from segment_balancer.druid.snapshot.errors import SnapshotError
 from segment_balancer.spark.prepare import prepare
 from segment_balancer.spark.used_segments import used_segments
@@ -79,7 +78,7 @@ def test_a_truncated_gzip_is_refused_naming_the_file(spark, tmp_path, monkeypatc
     """Half of segments.jsonl.gz: one error names the file (no Java stack trace), whether it is read
     whole or first decompressed to a plain copy (``GZIP_SPLIT_BYTES`` 0)."""
     if split_bytes is not None:
-        monkeypatch.setattr(lines, "GZIP_SPLIT_BYTES", split_bytes)
+        monkeypatch.setattr("segment_balancer.spark.used_segments.GZIP_SPLIT_BYTES", split_bytes)
     snap = tmp_path / "snap"
     shutil.copytree(SAMPLE, snap)
     whole = (snap / "segments.jsonl.gz").read_bytes()
@@ -93,7 +92,7 @@ def test_a_truncated_gzip_is_refused_naming_the_file(spark, tmp_path, monkeypatc
 def test_a_truncated_replica_file_is_refused_naming_the_file(spark, tmp_path, monkeypatch, split_bytes):
     """The same for ``server_segments.jsonl.gz``, read in prepare."""
     if split_bytes is not None:
-        monkeypatch.setattr(lines, "GZIP_SPLIT_BYTES", split_bytes)
+        monkeypatch.setattr("segment_balancer.spark.used_segments.GZIP_SPLIT_BYTES", split_bytes)
     snap = tmp_path / "snap"
     shutil.copytree(SAMPLE, snap)
     rows = json.loads((snap / "server_segments.json").read_text())

@@ -18,7 +18,13 @@ file's: its lines are parsed in parallel, and no task holds the whole file.
 
 from __future__ import annotations
 
+import gzip
 import re
+
+from pyspark.sql import functions as F
+
+from segment_balancer.common.files import filesystem
+from segment_balancer.common.spark_columns import lookup
 
 
 def with_row_numbers(df, name: str, first: int = 1):
@@ -27,10 +33,6 @@ def with_row_numbers(df, name: str, first: int = 1):
 
     Runs one Spark job (rows per partition); the returned frame is lazily evaluated like ``df``.
     """
-    from pyspark.sql import functions as F
-
-    from segment_balancer.common.spark_columns import lookup
-
     tagged = df.withColumn("__part", F.spark_partition_id()).withColumn("__mono", F.monotonically_increasing_id())
     counts = sorted((r[0], r[1]) for r in tagged.groupBy("__part").count().collect())
     offsets, total = [], first
@@ -49,8 +51,6 @@ def numbered_lines(spark, path, first: int = 1):
     line numbers themselves: it costs no counting job (which would decompress and read the whole
     file once more). A plain file is split into many partitions and numbered by
     :func:`with_row_numbers` (one job)."""
-    from pyspark.sql import functions as F
-
     raw = spark.read.text(str(path)).withColumnRenamed("value", "text")
     if str(path).endswith(".gz"):
         return raw.select((F.monotonically_increasing_id() + F.lit(first)).alias("line"), "text")
@@ -101,8 +101,6 @@ def line_ranges(path, target_bytes: int) -> list[tuple[int, int]]:
     pyarrow's filesystems read), each cut just after a line end and about ``target_bytes`` long
     (the last one shorter): ranges read apart and split by :func:`split_lines` give the file's
     lines, in order. An empty file is one empty range."""
-    from segment_balancer.common.files import filesystem
-
     fs, base = filesystem(str(path))
     size = fs.get_file_info(base).size
     cuts = [0]
@@ -119,8 +117,6 @@ def count_rows(path, at_most: int) -> int:
     :func:`split_lines` that are not :func:`is_blank`; reading stops once more than ``at_most``
     are found (then ``at_most + 1`` is returned). Raises ``OSError``/``EOFError`` for an unreadable
     or corrupt file."""
-    import gzip
-
     rows, rest, first = 0, b"", True
     with (gzip.open if str(path).endswith(".gz") else open)(path, "rb") as f:
         while rows <= at_most:
@@ -149,8 +145,6 @@ def decompress_task(item: dict) -> bool:
     URIs pyarrow's filesystems read and write), streaming :data:`COPY_BLOCK_BYTES` at a time. Returns
     False, leaving no ``dest``, when the file does not decompress whole (truncated or corrupt: the
     reference reader's Spark job names it)."""
-    from segment_balancer.common.files import filesystem
-
     fs, source = filesystem(str(item["path"]))
     out_fs, dest = filesystem(str(item["dest"]))
     out_fs.create_dir(dest.rsplit("/", 1)[0], recursive=True)
@@ -168,8 +162,6 @@ def read_range(path, start: int, end: int, gzip: bool) -> bytes:
     """The bytes ``start`` … ``end`` of the file ``path`` (an absolute path or a URI pyarrow's
     filesystems read), or the whole decompressed file when ``gzip``. Raises ``OSError`` for a gzip
     file that does not decompress whole."""
-    from segment_balancer.common.files import filesystem
-
     fs, base = filesystem(str(path))
     if gzip:
         with fs.open_input_stream(base, compression="gzip") as f:

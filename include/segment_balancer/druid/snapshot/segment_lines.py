@@ -24,6 +24,9 @@ from __future__ import annotations
 import io
 
 import numpy as np
+import pyarrow as pa
+import pyarrow.compute as pc
+import pyarrow.json as pj
 
 from segment_balancer.druid.instants import format_instant_ms, parse_instant_ms
 from segment_balancer.druid.partial_load import PAYLOAD_KEYS, line_payload_texts, projections_from_text
@@ -78,14 +81,10 @@ CANONICAL = r"^\d{4}-\d{2}-\d{2}T\d{2}:\d{2}:\d{2}\.\d{3}Z$"
 
 
 def _arrow_schema():
-    import pyarrow as pa
-
     return pa.schema([(n, getattr(pa, _TYPES[t])()) for n, t in PARSED_FIELDS])
 
 
 def _json_schema():
-    import pyarrow as pa
-
     shard = pa.struct([("type", pa.string())] + [(f, pa.int32()) for f in SHARD_FIELDS[1:]])
     return pa.schema(
         [
@@ -102,8 +101,6 @@ def _json_schema():
 
 def _bad_batch(lines: np.ndarray):
     """One row per line, every one ``bad``: the batch did not parse."""
-    import pyarrow as pa
-
     n = len(lines)
     columns = {name: pa.nulls(n, getattr(pa, _TYPES[t])()) for name, t in PARSED_FIELDS}
     columns["line"] = pa.array(lines, pa.int64())
@@ -115,9 +112,6 @@ def _instants(texts) -> tuple[np.ndarray, np.ndarray, list]:
     """epoch ms (int64), valid (bool) and the printed form (Druid's, as a segment id has it) of
     ISO-8601 texts: the canonical ones vectorised, the others (eternity, offsets, short forms)
     one by one by :func:`parse_instant_ms`."""
-    import pyarrow as pa
-    import pyarrow.compute as pc
-
     n = len(texts)
     ms, valid = np.zeros(n, np.int64), np.zeros(n, bool)
     printed: list = [None] * n
@@ -152,8 +146,6 @@ def payload_columns(text: list[str]):
     """The partial-load columns of the lines ``text`` (:data:`PAYLOAD_COLUMNS`: pyarrow string
     arrays) and ``bad`` (bool array: a line whose ``projections`` or ``clusterGroups`` Druid
     refuses). Only the lines naming a field are parsed, in Python."""
-    import pyarrow as pa
-
     n = len(text)
     bad = np.zeros(n, bool)
     rows = [i for i, t in enumerate(text) if PAYLOAD_KEYS[0] in t or PAYLOAD_KEYS[1] in t]
@@ -172,8 +164,6 @@ def payload_columns(text: list[str]):
 def projection_lists(projections):
     """The ``projections`` column (comma-joined names, pyarrow) as lists of names (list<string>),
     null where null: the timeline table's form."""
-    import pyarrow as pa
-
     typ = pa.list_(pa.string())
     if projections.null_count == len(projections):
         return pa.nulls(len(projections), typ)
@@ -184,10 +174,6 @@ def parse_lines(line: np.ndarray, text: list[str]):
     """The parsed rows (pyarrow Table of :data:`PARSED_FIELDS`) of the numbered lines ``line``
     (int64) / ``text`` (str, none blank). A batch that pyarrow cannot read against the schema
     comes back as one ``bad`` row per line."""
-    import pyarrow as pa
-    import pyarrow.compute as pc
-    import pyarrow.json as pj
-
     n = len(line)
     if n == 0:
         return _arrow_schema().empty_table()
@@ -298,10 +284,6 @@ def parse_replica_json(row: np.ndarray, data: bytes | None, historicals: frozens
     (int64), each on a line of its own between lines that are blank or only spaces; ``data`` None
     (a row that is no object) or text pyarrow cannot read as ``len(row)`` objects: one ``bad`` row
     per row."""
-    import pyarrow as pa
-    import pyarrow.compute as pc
-    import pyarrow.json as pj
-
     schema = pa.schema([(n, getattr(pa, _TYPES[t])()) for n, t in REPLICA_FIELDS])
     n = len(row)
     if n == 0:

@@ -10,9 +10,14 @@ from contextlib import contextmanager
 from pathlib import Path
 
 import pandas as pd  # module level: the pandas UDF's type hints name it
+from pyspark.sql import Window
+from pyspark.sql import functions as F
+from pyspark.sql.functions import pandas_udf
 
 from segment_balancer.common.spark_columns import parallelism
 from segment_balancer.druid.instants import format_instant_ms, parse_instant_ms
+from segment_balancer.druid.partial_load import PAYLOAD_KEYS, line_payload_texts
+from segment_balancer.druid.segment_id import parse_segment_id
 from segment_balancer.druid.snapshot.errors import SnapshotError
 from segment_balancer.druid.snapshot.files import segments_path, server_segments_path
 from segment_balancer.druid.snapshot.lines import numbered_lines, with_row_numbers
@@ -28,8 +33,6 @@ SEGMENT_JSON_SCHEMA = (
 def _shown(column: str, limit: int = 60):
     """A Spark column of the text of ``column`` as a refusal shows an offending value: cut to
     ``limit`` characters (with ``...``)."""
-    from pyspark.sql import functions as F
-
     text = F.trim(F.col(column))
     return F.when(F.length(text) > limit, F.concat(F.substring(text, 1, limit - 3), F.lit("..."))).otherwise(text)
 
@@ -66,9 +69,6 @@ def read_segments(spark, snapshot: Path):
     that the caller writes it and checks it in the same jobs (:func:`first_problems`,
     :func:`refuse`), then unpersists it.
     """
-    from pyspark.sql import Window
-    from pyspark.sql import functions as F
-
     path = segments_path(snapshot)
     raw = numbered_lines(spark, path)
     if path.suffix == ".gz":
@@ -163,10 +163,6 @@ def _with_payload_fields(parsed):
     :func:`~segment_balancer.druid.partial_load.line_payload_texts` in a pandas UDF that is given
     the text of the lines naming the fields alone (null for the others: nearly nothing to ship
     to Python when a file has none)."""
-    from pyspark.sql import functions as F
-    from pyspark.sql.functions import pandas_udf
-
-    from segment_balancer.druid.partial_load import PAYLOAD_KEYS, line_payload_texts
 
     @pandas_udf("projections string, cluster_groups string, payload_problem string")
     def payload(text: pd.Series) -> pd.DataFrame:
@@ -247,8 +243,6 @@ def replica_lines(spark, path: Path):
     object per line (its brackets and trailing commas taken off); both read in parallel. None for
     any other array (one line, or pretty-printed), which only Spark's multi-line JSON reader reads
     (:func:`read_server_segments`)."""
-    from pyspark.sql import functions as F
-
     if path.name.endswith((".jsonl", ".jsonl.gz")):
         lines = numbered_lines(spark, path).filter(F.trim("text") != "")
         return lines.select(F.col("line").alias("row"), "text"), "line"
@@ -266,8 +260,6 @@ def _replica_rows(spark, path: Path):
     names a row in errors (:func:`replica_lines`). Lines and arrays of one object per line are
     parsed in parallel; any other array (one line, or pretty-printed) by Spark's multi-line JSON
     reader, in one task."""
-    from pyspark.sql import functions as F
-
     schema = "server string, segment_id string, _corrupt_record string"
     parsed, word = replica_lines(spark, path)
     if parsed is None:
@@ -305,9 +297,6 @@ def read_server_segments(
     ``duplicates`` False a repeated row is no problem here (the caller finds repeats itself, where
     the rows of one segment meet).
     """
-    from pyspark.sql import Window
-    from pyspark.sql import functions as F
-
     path = server_segments_path(snapshot)
     rows, word = _replica_rows(spark, path)
     # set membership (Spark's InSet, a hash set) rather than a literal map, which Spark scans per row
@@ -372,11 +361,6 @@ def unlisted_segments(served, queued, segments, datasources: list[str]):
     ``file``, ``row``, ``place``), one row per segment, with ``problem`` (str) when the id is no
     Druid segment id: the caller refuses the first (:func:`refuse_unlisted`).
     """
-    import pandas as pd
-    from pyspark.sql import functions as F
-
-    from segment_balancer.druid.segment_id import parse_segment_id
-
     datasources = sorted(datasources)
     named = served.select(
         "segment_id", F.lit("server_segments.json").alias("file"), "row", F.lit(None).cast("string").alias("place")
@@ -463,7 +447,6 @@ CANONICAL_INSTANT = r"^(?!0000)\d{4}-\d{2}-\d{2}T\d{2}:\d{2}:\d{2}\.\d{3}Z$"
 def _full_range_udf():
     """A pandas UDF (start text, end text) -> struct of ``start_ms``, ``end_ms`` (long, null where
     malformed) and their printed forms, by :func:`parse_instant_ms` and :func:`format_instant_ms`."""
-    from pyspark.sql.functions import pandas_udf
 
     def ms(text):
         try:
@@ -498,8 +481,6 @@ def with_interval_instants(df, start: str, end: str):
     alone), which reads Druid's whole range. A short plan: a Spark form of the full-range
     arithmetic took seconds of query planning for every read, whatever its size.
     """
-    from pyspark.sql import functions as F
-
     canonical = F.coalesce(F.col(start).rlike(CANONICAL_INSTANT) & F.col(end).rlike(CANONICAL_INSTANT), F.lit(False))
     s_ms, e_ms = F.unix_millis(F.try_to_timestamp(F.col(start))), F.unix_millis(F.try_to_timestamp(F.col(end)))
     fast = df.filter(canonical).select("*", s_ms.alias("start_ms"), e_ms.alias("end_ms"))

@@ -13,6 +13,8 @@ from __future__ import annotations
 import numpy as np
 import pandas as pd
 
+from segment_balancer.druid.segment_id import parse_segment_id
+
 SERVER_SEGMENTS_NAME = "server_segments.json"
 """How an unlisted segment's first naming row is reported (whatever the replica file's layout)."""
 QUEUES_NAME = "load_queues.json"
@@ -49,8 +51,6 @@ def parse_unlisted(missing: pd.DataFrame, datasources: list[str]) -> tuple[pd.Da
     (``{"file", "row" (int or None), "place", "segment_id", "problem"}``, for
     :func:`~segment_balancer.druid.snapshot.segments.refuse_unlisted`; the first by
     :func:`problem_key`)."""
-    from segment_balancer.druid.segment_id import parse_segment_id
-
     rows, problems = [], []
     for sid, file, row, place, bucket in zip(
         missing["segment_id"], missing["file"], missing["row"], missing["place"], missing["bucket"]

@@ -30,6 +30,7 @@ from segment_balancer.planner.druid_coordinator.segments_to_move import (
     max_segments_to_move_per_tier,
     segments_to_move_in_tier,
 )
+from segment_balancer.planner.druid_coordinator.strategies import CostStrategy
 from segment_balancer.planner.druid_coordinator.unheld import UnheldServed, candidate_rows, reservoir
 
 
@@ -227,8 +228,6 @@ def balance_segments(
             continue
         tier_rng = rng
         if seed is not None:
-            from segment_balancer.planner.druid_coordinator.strategies import CostStrategy
-
             tier_rng = random.Random(f"{seed}/balance/{tier}")
             assigner.strategy = (strategy or CostStrategy)(tier_rng)
         TierBalancer(tier, holders, most, assigner, stats, smart, used, broadcast_datasources, tier_rng, unheld).run()

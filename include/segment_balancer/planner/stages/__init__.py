@@ -12,6 +12,8 @@ Import-light (the Airflow DAG reads it at parse time): the stage modules are imp
 
 from __future__ import annotations
 
+import importlib
+
 from segment_balancer.planner.coordinators import STAGES
 
 STAGE_MODULES = {n: f"s{n:02d}_{name}" for n, name in STAGES.items()}
@@ -24,6 +26,4 @@ groups it copies from the start-of-run ones, run before ``stage``) and ``idle(gr
 
 def stage_module(stage: int):
     """The module of ``stage`` (1–13), imported on first use."""
-    import importlib
-
     return importlib.import_module(f".{STAGE_MODULES[stage]}", __name__)

@@ -13,7 +13,9 @@ Source: ALGORITHM.md "Stages" (tiers are independent within a stage); Druid ``Ba
 
 from __future__ import annotations
 
+import json
 from collections.abc import Callable
+from pathlib import Path
 from typing import Any, Protocol
 
 from pyroaring import BitMap
@@ -93,9 +95,6 @@ class StageRun(Protocol):
 def configured_strategy(work) -> str:
     """The run's ``balancerStrategy`` (``prepared/meta.json`` of the work directory ``work``), for a
     stage's ``idle`` test, which runs before any session."""
-    import json
-    from pathlib import Path
-
     meta = json.loads((Path(work) / "prepared" / "meta.json").read_text())
     return meta["config"].get("balancerStrategy", "cost")
 

@@ -12,6 +12,7 @@ from segment_balancer.planner.groups import copy_groups
 from segment_balancer.planner.kernels import loading
 from segment_balancer.planner.runstate import StageLimit
 from segment_balancer.planner.stages.run import StageRun, per_tier_step
+from segment_balancer.planner.status import should_hold_broadcast
 
 STAGE = 2
 READS = ("Underbroadcast[T]",)
@@ -31,8 +32,6 @@ def stage(run: StageRun, groups) -> None:
 def step(run: StageRun, groups, stage: int, limit: StageLimit) -> None:
     """``StillUnderbroadcast[T]`` → loads on the tier's servers that should hold them (stage 2 and
     its revisits)."""
-    from segment_balancer.planner.status import should_hold_broadcast
-
     should = should_hold_broadcast(run.servers_pdf).groupby("tier")["server"].apply(list).to_dict()
     per_tier_step(
         run,

@@ -13,9 +13,12 @@ step's pairs are its facts, ``avg_shedder_pairs``, from which ``assemble`` write
 
 from __future__ import annotations
 
+import json
+
 import numpy as np
 from pyroaring import BitMap
 
+from segment_balancer.planner.balancer_state import counts_from_json
 from segment_balancer.planner.groups import group_name, merge, packed, split_group_name, tier_groups, unpacked
 from segment_balancer.planner.kernels import balancing, shedding
 from segment_balancer.planner.runstate import StageLimit
@@ -47,8 +50,6 @@ def shed(run: StageRun, groups) -> None:
     """The ``avgShedder`` pass: per tier with two candidate historicals or more, its pairs and the
     moves of those that shed (:func:`shedding.shed_tier`), with the hit counts of the previous
     plan (``meta["balancer_state"]``); the pairs are the step's facts (:data:`PAIRS_FACT`)."""
-    from segment_balancer.planner.balancer_state import counts_from_json
-
     servers = run.servers_pdf[~run.servers_pdf["decommissioning"].astype(bool)]
     tiers = sorted(t for t, n in servers.groupby("tier").size().items() if n >= 2)
     if not tiers:
@@ -63,8 +64,6 @@ def shed(run: StageRun, groups) -> None:
     }
 
     def body(runs, sink):
-        import json
-
         pops, rows = unpacked(data), []
         for tier, tier_run in runs.items():
             population = np.array(sorted(pops.get(tier, BitMap())), dtype=np.int64)

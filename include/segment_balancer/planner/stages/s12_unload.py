@@ -36,6 +36,7 @@ import json
 from collections.abc import Iterable, Mapping, Sequence
 
 import numpy as np
+import pyarrow.compute as pc
 
 from segment_balancer.planner.kernels import unload
 from segment_balancer.planner.runstate import (
@@ -189,8 +190,6 @@ def overreplicated(tallies) -> tuple[dict[str, list], list[list[str]]]:
     And the distinct sorted tier lists some segment's drops couple
     (:func:`~segment_balancer.planner.kernels.unload.couples_tiers`, ``required`` null as 0),
     sorted."""
-    import pyarrow.compute as pc
-
     totals = tallies.group_by("idx").aggregate([("count", "sum"), ("target", "sum"), ("loaded", "sum")])
     totals = totals.filter(pc.greater(totals["count_sum"], totals["target_sum"]))
     rows = (

@@ -8,6 +8,8 @@ from __future__ import annotations
 
 from pathlib import Path
 
+import pyarrow.parquet as pq
+
 from segment_balancer.planner.operations import Reason
 from segment_balancer.planner.stages.run import StageRun
 
@@ -18,8 +20,6 @@ READS = WRITES = ()
 def idle(groups, work: Path) -> bool:
     """True when no server holds only broadcast segments while decommissioning
     (``prepared/servers.parquet``'s ``broadcast_only``): nothing to drop."""
-    import pyarrow.parquet as pq
-
     servers = pq.read_table(Path(work) / "prepared" / "servers.parquet", columns=["broadcast_only"])
     return not any(servers.column("broadcast_only").to_pylist())
 
