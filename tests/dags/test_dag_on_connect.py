@@ -185,11 +185,13 @@ def test_segment_balancing_dag_plans_the_druid_38_snapshot(airflow_home, standal
     Druid's fingerprint on both tiers of the alias ``hot`` (worked by hand in
     ``tests/test_druid38_plan.py``), says the tier ``archive`` has no historical, and the druid plan
     is Druid 38.0.0's, from the snapshot's servers. Its tasks run as a small run's do (on the
-    driver); after the compaction test, whose check of the executors reads the server's event log."""
+    driver); after the compaction test, whose check of the executors reads the server's event log.
+    With ``advise_runs`` 1 the ``advise`` task (on the Connect session) publishes the advice of
+    Druid 38's Coordinator beside the plan, ``diskNormalized``'s threshold among the candidates."""
     from test_druid38_plan import ID, SNAPSHOT, projection_fingerprint
 
     _, connect_server = standalone_connect
-    conf = {"snapshot": str(SNAPSHOT)}
+    conf = {"snapshot": str(SNAPSHOT), "advise_runs": 1}
     published = check_run(*dags_test(connect_server, conf), conf)
     ops = pd.read_parquet(published / "operations.parquet")
     day0 = ops[ops["segment_id"].isin([ID[("clicks", "2026-09-30", p)] for p in (0, 1)]) & ops["action"].eq("LOAD")]
@@ -199,3 +201,7 @@ def test_segment_balancing_dag_plans_the_druid_38_snapshot(airflow_home, standal
     assert "archive" in summary["undone"]["tiers"]
     druid = json.loads((published / "compared" / "druid" / "summary.json").read_text())["druid_run"]
     assert (druid["release"], druid["release_from"]) == ("38.0.0", "snapshot")
+    advice = json.loads((published / "advice" / "advice.json").read_text())
+    assert advice["druid_release"] == "38.0.0" and advice["recommended"]["pareto"]
+    assert any("utilizationThreshold" in c["name"] for c in advice["candidates"])
+    assert (published / "advice" / "report.html").is_file() and len(advice["issue7458"]["runs"]) == 2

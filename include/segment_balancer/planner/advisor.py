@@ -31,7 +31,7 @@ from segment_balancer.druid import metrics as druid_metric_names
 from segment_balancer.planner.druid_coordinator.dynamic_config import druid_config
 from segment_balancer.planner.druid_coordinator.model import QueueEvent, SegmentAction
 from segment_balancer.planner.druid_coordinator.run import ClusterState, CoordinatorRun
-from segment_balancer.planner.druid_coordinator.simulation import CoordinatorSimulation, overshadowed_ids
+from segment_balancer.planner.druid_coordinator.simulation import CoordinatorSimulation
 from segment_balancer.planner.druid_coordinator.strategies import STRATEGY_KEY, THRESHOLD_KEY
 
 DYNAMIC_KEYS = (
@@ -205,14 +205,9 @@ def simulate_candidate(
 def _rules_count(sim: CoordinatorSimulation) -> tuple[int, int]:
     """What the next run's ``CollectSegmentStats`` would count, without running its other duties
     (its rules queue loads in ``sim``'s queues: only after the last run)."""
-    state = ClusterState(
-        servers=list(sim.servers.values()),
-        used=sim.used,
-        rules=sim.rules,
-        overshadowed=overshadowed_ids(sim.used.values()),
-        queues=sim.queues,
+    run = CoordinatorRun(
+        sim.state(), druid_config(sim.config), now_ms=sim.now_ms, seed=f"{random.Random(0).getrandbits(64)}"
     )
-    run = CoordinatorRun(state, druid_config(sim.config), now_ms=sim.now_ms, seed=f"{random.Random(0).getrandbits(64)}")
     run.prepare()
     run.rules()
     return _not_loaded(run.stats)

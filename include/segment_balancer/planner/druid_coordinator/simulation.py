@@ -133,15 +133,19 @@ class CoordinatorSimulation:
         self.config.update(values)
 
     # ------------------------------------------------------------------------------- runs
-    def run_cycle(self) -> RunStats:
-        """One Coordinator run; the segments it marks unused leave the used set. Returns its metrics."""
-        state = ClusterState(
+    def state(self) -> ClusterState:
+        """The cluster as the next run sees it (its load queues the simulation's own)."""
+        return ClusterState(
             servers=list(self.servers.values()),
             used=self.used,
             rules=self.rules,
             overshadowed=overshadowed_ids(self.used.values()),
             queues=self.queues,
         )
+
+    def run_cycle(self) -> RunStats:
+        """One Coordinator run; the segments it marks unused leave the used set. Returns its metrics."""
+        state = self.state()
         before_collect = self.load_queued_segments if self.immediate else None
         result = run_coordinator(
             state,
