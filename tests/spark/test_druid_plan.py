@@ -346,7 +346,7 @@ def test_the_duty_by_duty_applications_queue_what_one_run_queues(spark, tmp_path
     from segment_balancer.planner.druid_coordinator.run import run_coordinator
     from segment_balancer.spark import druid_plan
     from segment_balancer.spark.apps import run_app
-    from segment_balancer.spark.druid_plan import DRUID_DIR, RUN_FILE, _config, cluster_state, operation_rows
+    from segment_balancer.spark.druid_plan import DRUID_DIR, RUN_FILE, cluster_state, given_config, operation_rows
 
     partial: list[str] = []
     builds = _counting_builds(monkeypatch, partial, told=None if held else False)
@@ -368,7 +368,7 @@ def test_the_duty_by_duty_applications_queue_what_one_run_queues(spark, tmp_path
     logged = pd.concat([pd.read_parquet(work / "ops" / f) for f in manifest["files"]], ignore_index=True)
 
     meta = json.loads((work / "prepared" / "meta.json").read_text())
-    config = druid_config(_config(snapshot, {"coordinator": "druid"}))
+    config = druid_config(given_config(snapshot, {"coordinator": "druid"}))
     result = run_coordinator(cluster_state(work, snapshot), config, now_ms=int(meta["now_ms"]))
     decommissioning = {h.name for h in result.holders if h.decommissioning}
     expected = pd.DataFrame(operation_rows(result.operations, decommissioning))

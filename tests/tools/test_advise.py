@@ -119,3 +119,33 @@ def test_a_rolling_restart_leaves_replicas_missing_in_run_1_only(spark, tmp_path
     issue7458 = out["issue7458"]
     assert (issue7458["runs"][0]["unavailable"], issue7458["runs"][0]["under_replicated"]) == (0, 400)
     assert issue7458["runs"][1]["under_replicated"] == 0 and issue7458["runs_to_loaded"] == 1
+
+
+@pytest.mark.simulation
+def test_the_dags_entry_point_publishes_whole_or_refuses_leaving_the_earlier_advice(
+    spark, tmp_path, capsys, monkeypatch
+):
+    """``spark_apps/advise.py`` (``tools.advise.main``, what ``AdviseSubmitOperator`` submits): the
+    advice into ``--out`` whole, its work directory apart; a snapshot it cannot read exits 2 and
+    leaves the advice there as it was. (On the tests' session, which its end must not stop.)"""
+    import segment_balancer.tools.advise as advise_module
+    from segment_balancer.tools.advise import main as advise_main
+
+    class Kept:
+        def __getattr__(self, name):
+            return getattr(spark, name)
+
+        def stop(self):
+            pass
+
+    monkeypatch.setattr(advise_module, "get_session", lambda *a, **k: Kept())
+
+    out, work = tmp_path / "plan" / "advice", tmp_path / "run" / "advice"
+    argv = ["--snapshot", SAMPLE, "--work", str(work), "--runs", "1", "--out", str(out)]
+    assert advise_main(argv) == 0
+    advice = json.loads((out / "advice.json").read_text())
+    assert len(advice["issue7458"]["runs"]) == 2 and not (out / "work").exists() and work.is_dir()
+    with pytest.raises(SystemExit) as refused:
+        advise_main(["--snapshot", str(tmp_path / "nowhere"), "--work", str(work), "--runs", "1", "--out", str(out)])
+    assert refused.value.code == 2 and "advice refused" in capsys.readouterr().err
+    assert json.loads((out / "advice.json").read_text()) == advice
