@@ -81,4 +81,3 @@ def test_segment_balancing_dag_publishes_the_plan_of_the_cli(airflow_home, compa
     run2 = pd.read_parquet(simulation / "run-002" / "plan" / "operations.parquet")
     waited = run2[(run2.action == "DROP") & run2.depends_on.isna() & run2.reason.eq("overshadowed")]
     assert {line_of(s) for s in waited.segment_id} == WAITING
-
