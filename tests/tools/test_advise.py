@@ -4,10 +4,12 @@ candidates' runs checked against Druid's ``BalancingStrategiesTest`` (35.0.0 and
 from __future__ import annotations
 
 import json
+from pathlib import Path
 
 import pytest
 from druid_simulation import T1, historical, wiki_segments, write_cluster
 
+from segment_balancer.common.errors import InputError
 from segment_balancer.planner import advisor
 from segment_balancer.tools.advise import advise
 from segment_balancer.tools.cli import main
@@ -149,3 +151,9 @@ def test_the_dags_entry_point_publishes_whole_or_refuses_leaving_the_earlier_adv
         advise_main(["--snapshot", str(tmp_path / "nowhere"), "--work", str(work), "--runs", "1", "--out", str(out)])
     assert refused.value.code == 2 and "advice refused" in capsys.readouterr().err
     assert json.loads((out / "advice.json").read_text()) == advice
+
+
+def test_a_restart_of_no_historical_is_refused_before_any_work(tmp_path):
+    with pytest.raises(InputError, match=r"restart: 'nobody:8083' is no historical of .*servers.json"):
+        advise(None, Path(SAMPLE), tmp_path / "o", runs=1, restart=["nobody:8083"])
+    assert not (tmp_path / "o" / "work" / "prepared").exists()

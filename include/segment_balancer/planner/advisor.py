@@ -20,7 +20,6 @@ better on one).
 from __future__ import annotations
 
 import json
-import random
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
@@ -205,9 +204,7 @@ def simulate_candidate(
 def _rules_count(sim: CoordinatorSimulation) -> tuple[int, int]:
     """What the next run's ``CollectSegmentStats`` would count, without running its other duties
     (its rules queue loads in ``sim``'s queues: only after the last run)."""
-    run = CoordinatorRun(
-        sim.state(), druid_config(sim.config), now_ms=sim.now_ms, seed=f"{random.Random(0).getrandbits(64)}"
-    )
+    run = CoordinatorRun(sim.state(), druid_config(sim.config), now_ms=sim.now_ms, seed="advisor/last")
     run.prepare()
     run.rules()
     return _not_loaded(run.stats)

@@ -34,7 +34,7 @@ from segment_balancer.spark.apps import read_overrides, run_app, small_run
 from segment_balancer.spark.druid_plan import given_config, run_config
 from segment_balancer.spark.session import driver_tasks, get_session
 from segment_balancer.tools.simulate import simulate
-from segment_balancer.tools.whatif import WhatIf, apply_to_run, apply_what_if
+from segment_balancer.tools.whatif import WhatIf, apply_to_run, apply_what_if, check_historicals
 
 log = logging.getLogger(__name__)
 
@@ -86,9 +86,7 @@ def advise(
     if edits is not None:
         snapshot, overrides = apply_to_run(snapshot, work, edits, overrides)
     druid_overrides = {**(overrides or {}), "coordinator": DRUID.name}
-    if restart:
-        apply_what_if(snapshot, WhatIf.parse((), tuple(restart), []), work / "snapshot-restart-check")
-        shutil.rmtree(work / "snapshot-restart-check")
+    check_historicals(snapshot, {"restart": restart})
     config = run_config(snapshot, druid_overrides)
     current = {k: config[k] for k in advisor.TUNED_KEYS}
     base = {**given_config(snapshot, overrides), "druidVersion": config.release}

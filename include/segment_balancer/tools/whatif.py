@@ -93,6 +93,22 @@ def parse_add(spec: str) -> dict:
         raise WhatIfError(f"--add {spec!r}: COUNT and MAX_SIZE_BYTES must be integers") from None
 
 
+def check_historicals(snapshot: Path, named: dict) -> list:
+    """The historicals of ``snapshot``'s ``servers.json`` (``Server``, in file order), once every
+    name of ``named`` (``{edit: names}``, e.g. ``{"remove": [...]}``) is one of them. Raises
+    :class:`WhatIfError` naming the edit, the name, the file and some historicals, for the first
+    name that is not."""
+    historicals, _ = load_all_servers(snapshot)
+    by_name = {s.server for s in historicals}
+    for kind, name in ((kind, name) for kind, names in named.items() for name in names):
+        if name not in by_name:
+            known = ", ".join(sorted(by_name)[:8]) + (", ..." if len(by_name) > 8 else "")
+            raise WhatIfError(
+                f"{kind}: {name!r} is no historical of {Path(snapshot) / SERVERS_FILE} (historicals: {known})"
+            )
+    return historicals
+
+
 def apply_what_if(snapshot: Path, edits: WhatIf, out: Path, overrides: dict | None = None) -> tuple[dict, dict]:
     """Write the edited copy of ``snapshot`` to ``out`` (replaced if present) and return
     ``(overrides, record)``: the config overrides with ``decommissioningNodes`` extended by
@@ -105,15 +121,7 @@ def apply_what_if(snapshot: Path, edits: WhatIf, out: Path, overrides: dict | No
     (``out`` then left as it was: ``common.files.replace_dir``).
     """
     snapshot, out = Path(snapshot), Path(out)
-    historicals, _ = load_all_servers(snapshot)
-    by_name = {s.server: s for s in historicals}
-    for kind, names in (("decommission", edits.decommission), ("remove", edits.remove)):
-        for name in names:
-            if name not in by_name:
-                known = ", ".join(sorted(by_name)[:8]) + (", ..." if len(by_name) > 8 else "")
-                raise WhatIfError(
-                    f"{kind}: {name!r} is no historical of {snapshot / SERVERS_FILE} (historicals: {known})"
-                )
+    historicals = check_historicals(snapshot, {"decommission": edits.decommission, "remove": edits.remove})
     both = sorted(set(edits.decommission) & set(edits.remove))
     if both:
         raise WhatIfError(f"{both[0]!r} is both decommissioned and removed; choose one")
