@@ -332,6 +332,7 @@ def test_each_coordinator_is_a_branch_of_the_run(page, deployment, artifacts):
     """The run's grid shows each coordinator as a branch of its own: with ``compare_with_druid``
     (the triggered run) both branches ran; a ``druid`` run without it ran the ``druid`` branch and
     skipped every task of the ``issue7458`` one, and published no compared plan."""
+    from playwright.sync_api import TimeoutError as PlaywrightTimeoutError
     from playwright.sync_api import expect
 
     both = STATE["manual_run"]
@@ -358,6 +359,10 @@ def test_each_coordinator_is_a_branch_of_the_run(page, deployment, artifacts):
             expect(page.get_by_text(group, exact=True).first).to_be_visible(timeout=UI_TIMEOUT)
         # every task group open, so each branch's tasks and their states show
         expand_all = page.get_by_role("button", name="Expand all task groups")
+        try:  # the toolbar may render after the groups: wait for it before deciding
+            expand_all.first.wait_for(state="attached", timeout=15_000)
+        except PlaywrightTimeoutError:
+            pass
         if not expand_all.count():  # the grid's own shortcut: toggle every group
             page.keyboard.press("e")
         elif expand_all.first.is_enabled():  # disabled: every group is open already (the UI keeps it)
